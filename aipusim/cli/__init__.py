@@ -1,0 +1,1 @@
+"""The ``aipusim`` command line: one module per subcommand, wired in `main`."""

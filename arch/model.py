@@ -1,0 +1,285 @@
+"""Frozen dataclasses describing the chip; one per TOML table of ``arch/metis.toml``.
+
+Field names match the TOML keys one to one, so the loader is generic and a dotted override
+(``ddr.effective_bw_gb_s``) names a field directly. Derived figures (MACs per cycle, peak
+TOPS, L1 budget, link bytes per cycle at a clock) are properties, never stored twice.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    name: str
+    cores: int
+
+
+@dataclass(frozen=True)
+class VfPoint:
+    """An operating point: the chip runs at ``voltage_v`` for clocks up to ``max_hz``."""
+
+    max_hz: int
+    voltage_v: float
+
+
+@dataclass(frozen=True)
+class ClockSpec:
+    default_hz: int
+    min_hz: int
+    max_hz: int
+    nominal_voltage_v: float
+    vf_points: tuple[VfPoint, ...]
+
+    def voltage_at(self, freq_hz: int) -> float:
+        """The lowest voltage whose operating point reaches ``freq_hz``.
+
+        >>> from aipusim.arch import load_arch
+        >>> load_arch().clock.voltage_at(400_000_000)
+        0.7
+        """
+        reachable = [p.voltage_v for p in self.vf_points if p.max_hz >= freq_hz]
+        return min(reachable) if reachable else self.nominal_voltage_v
+
+
+@dataclass(frozen=True)
+class ControlSpec:
+    dispatch_cycles_per_task: int
+    token_signal_latency_cycles: int
+    poll_interval_cycles: int
+    poll_cost_cycles: int
+    trace_line_cycles: int
+
+
+@dataclass(frozen=True)
+class MvmSpec:
+    rows: int
+    cols: int
+    banks: int
+    bank_cols: int
+    input_blocks: int
+    weight_sets: int
+    weight_bits: int
+    activation_bits: int
+    cycles_per_vector: int
+    outputs_per_cycle: int
+    max_accumulation_inputs: int
+    weight_load_bw_bytes_per_cycle: int
+    utilization_step: float
+    pipeline_latency_cycles: int
+
+    @property
+    def macs_per_cycle(self) -> int:
+        """Peak multiply-accumulates per cycle of one core's array (32,768 for Metis)."""
+        return self.rows * self.cols // self.cycles_per_vector
+
+    @property
+    def weight_set_bytes(self) -> int:
+        """Bytes of one full weight set (rows x cols weights)."""
+        return self.rows * self.cols * self.weight_bits // 8
+
+    @property
+    def weight_bytes(self) -> int:
+        """All weight sets of one core (1 MiB for Metis)."""
+        return self.weight_set_bytes * self.weight_sets
+
+    def active_banks(self, utilization: float) -> int:
+        """Banks kept active under ``mvm_utilization_limit`` = ``utilization``."""
+        return max(1, math.floor(self.banks * utilization + 1e-9))
+
+    def active_cols(self, utilization: float) -> int:
+        """Output columns usable under ``mvm_utilization_limit`` = ``utilization``."""
+        return self.active_banks(utilization) * self.bank_cols
+
+
+@dataclass(frozen=True)
+class DpuSpec:
+    lanes: int
+    pipeline_latency_cycles: int
+
+
+@dataclass(frozen=True)
+class DwpuSpec:
+    channels: int
+    macs_per_channel_per_cycle: int
+    pipeline_latency_cycles: int
+
+    @property
+    def macs_per_cycle(self) -> int:
+        return self.channels * self.macs_per_channel_per_cycle
+
+
+@dataclass(frozen=True)
+class L1Spec:
+    size_bytes: int
+    reserved_bytes: int
+    read_bw_bytes_per_cycle: int
+    write_bw_bytes_per_cycle: int
+    latency_cycles: int
+
+    @property
+    def budget_bytes(self) -> int:
+        """L1 bytes per core the compiler may use (size minus the system reservation)."""
+        return self.size_bytes - self.reserved_bytes
+
+
+@dataclass(frozen=True)
+class L2Spec:
+    size_bytes: int
+    reserved_bytes: int
+    tasklist_reserved_bytes_per_core: int
+    bw_bytes_per_cycle: int
+    latency_cycles: int
+
+
+@dataclass(frozen=True)
+class DdrSpec:
+    size_bytes: int
+    default_used_bytes: int
+    reserved_bytes: int
+    peak_bw_gb_s: float
+    effective_bw_gb_s: float
+    latency_ns: float
+
+
+@dataclass(frozen=True)
+class DmaSpec:
+    channels_per_core: int
+    channel_bw_bytes_per_cycle: int
+    setup_cycles: int
+    burst_bytes: int
+
+
+@dataclass(frozen=True)
+class SysDmaSpec:
+    count: int
+    bw_bytes_per_cycle: int
+    setup_cycles: int
+
+
+@dataclass(frozen=True)
+class TokenSpec:
+    local_per_core: int
+    global_count: int
+
+
+@dataclass(frozen=True)
+class HostLinkSpec:
+    bw_gb_s: float
+    setup_us: float
+
+
+@dataclass(frozen=True)
+class MemoryMapSpec:
+    l1_virtual_address: int
+    l1_core0_physical_address: int
+    l1_core_stride_bytes: int
+
+
+@dataclass(frozen=True)
+class EnergySpec:
+    """Dynamic energy per action, pJ, at the nominal voltage."""
+
+    mvm_mac_pj: float
+    imc_weight_write_pj_per_byte: float
+    dwpu_mac_pj: float
+    dpu_lane_op_pj: float
+    dpu_requant_act_pj: float
+    l1_read_pj_per_byte: float
+    l1_write_pj_per_byte: float
+    l2_read_pj_per_byte: float
+    l2_write_pj_per_byte: float
+    noc_hop_pj_per_byte: float
+    ddr_seq_pj_per_byte: float
+    ddr_random_pj_per_byte: float
+    dma_pj_per_byte: float
+    pcie_pj_per_byte: float
+    control_task_pj: float
+
+
+@dataclass(frozen=True)
+class StaticPowerSpec:
+    sram_leakage_w_per_mib: float
+    logic_leakage_w: float
+    pcie_l0_w: float
+    ddr_phy_w: float
+    core_clocked_idle_w: float
+    leakage_voltage_exponent: float
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    peak_window_us: float
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The whole chip. Load it with `aipusim.arch.load_arch`.
+
+    >>> from aipusim.arch import load_arch
+    >>> arch = load_arch()
+    >>> arch.chip.cores, arch.mvm.macs_per_cycle, arch.peak_tops
+    (4, 32768, 209.7152)
+    """
+
+    chip: ChipSpec
+    clock: ClockSpec
+    control: ControlSpec
+    mvm: MvmSpec
+    dpu: DpuSpec
+    dwpu: DwpuSpec
+    l1: L1Spec
+    l2: L2Spec
+    ddr: DdrSpec
+    dma: DmaSpec
+    sysdma: SysDmaSpec
+    tokens: TokenSpec
+    host_link: HostLinkSpec
+    memory_map: MemoryMapSpec
+    energy: EnergySpec
+    static_power: StaticPowerSpec
+    power: PowerSpec
+
+    # -- derived figures -------------------------------------------------------------
+    def peak_tops_at(self, freq_hz: int) -> float:
+        """Chip peak int8 tera-operations per second (2 ops per MAC) at ``freq_hz``."""
+        return 2 * self.mvm.macs_per_cycle * self.chip.cores * freq_hz / 1e12
+
+    @property
+    def peak_tops(self) -> float:
+        """Chip peak TOPS at the default clock (209.7 for Metis)."""
+        return round(self.peak_tops_at(self.clock.default_hz), 4)
+
+    @staticmethod
+    def gb_s_to_bytes_per_cycle(bw_gb_s: float, freq_hz: int) -> float:
+        """Bytes per cycle of a link that keeps its GB/s whatever the core clock."""
+        return bw_gb_s * 1e9 / freq_hz
+
+    def ddr_bw_bytes_per_cycle(self, freq_hz: int | None = None) -> float:
+        """Sustained DDR bytes per cycle at ``freq_hz`` (default clock if None)."""
+        return self.gb_s_to_bytes_per_cycle(
+            self.ddr.effective_bw_gb_s, freq_hz or self.clock.default_hz
+        )
+
+    def host_bw_bytes_per_cycle(self, freq_hz: int | None = None) -> float:
+        """PCIe bytes per cycle per direction at ``freq_hz``."""
+        freq_hz = freq_hz or self.clock.default_hz
+        return self.gb_s_to_bytes_per_cycle(self.host_link.bw_gb_s, freq_hz)
+
+    def ns_to_cycles(self, ns: float, freq_hz: int | None = None) -> int:
+        """Whole cycles (rounded up) that ``ns`` nanoseconds last at ``freq_hz``."""
+        return math.ceil(ns * (freq_hz or self.clock.default_hz) / 1e9)
+
+    @property
+    def l2_budget_bytes(self) -> int:
+        """L2 bytes the compiler may use: size minus system and per-core tasklist windows."""
+        tasklists = self.l2.tasklist_reserved_bytes_per_core * self.chip.cores
+        return self.l2.size_bytes - self.l2.reserved_bytes - tasklists
+
+    @property
+    def sram_mib(self) -> float:
+        """All on-chip SRAM (L1, L2, IMC weight arrays) in MiB, for leakage."""
+        per_core = self.l1.size_bytes + self.mvm.weight_bytes
+        return (per_core * self.chip.cores + self.l2.size_bytes) / 2**20

@@ -1,0 +1,1 @@
+"""aipusim.isa (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""aipusim.profiler (see DESIGN.md)."""

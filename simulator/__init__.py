@@ -1,0 +1,1 @@
+"""aipusim.simulator (see DESIGN.md)."""
