@@ -201,3 +201,32 @@ class TraceHeader:
         model = pairs.pop("model", "")
         levels = tuple(v for v in pairs.pop("levels", "").split(",") if v)
         return cls(freq_hz, cores, model, levels, pairs)
+
+
+class Component(enum.StrEnum):
+    """Energy components of the power model (columns of the power timeline)."""
+
+    MVM = "mvm"
+    WLOAD = "wload"
+    DPU = "dpu"
+    DWPU = "dwpu"
+    L1 = "l1"
+    L2 = "l2"
+    DDR = "ddr"
+    DMA = "dma"
+    PCIE = "pcie"
+    CONTROL = "control"
+    STATIC = "static"
+
+
+#: The simulator writes the power timeline beside a trace ``run.trace`` as
+#: ``run.power.parquet``: one row per time bin, columns ``t_start`` and ``t_end`` (cycles,
+#: int64), one float64 column of average watts per `Component`, and ``total_w``.
+POWER_TIMELINE_SUFFIX = ".power.parquet"
+POWER_TIME_COLUMNS = ("t_start", "t_end")
+POWER_TOTAL_COLUMN = "total_w"
+
+
+def power_column(component: Component) -> str:
+    """Column name of a component's average power in the power timeline (``mvm_w``)."""
+    return f"{component.value}_w"
