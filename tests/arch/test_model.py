@@ -1,0 +1,36 @@
+"""Derived figures of the arch dataclasses."""
+
+from __future__ import annotations
+
+import pytest
+
+from aipusim.arch import arch_summary, load_arch
+
+
+def test_link_rates_keep_their_gb_s_when_the_clock_changes() -> None:
+    arch = load_arch()
+    assert arch.ddr_bw_bytes_per_cycle(800_000_000) == pytest.approx(30.0)
+    # Half the clock: the same GB/s is twice as many bytes per (longer) cycle.
+    assert arch.ddr_bw_bytes_per_cycle(400_000_000) == pytest.approx(60.0)
+    assert arch.host_bw_bytes_per_cycle() == pytest.approx(3.94e9 / 800e6)
+
+
+def test_mvm_utilization_keeps_whole_banks() -> None:
+    mvm = load_arch().mvm
+    assert mvm.active_cols(1.0) == 512
+    assert mvm.active_cols(0.5) == 256
+    assert mvm.active_cols(0.125) == 64
+    assert mvm.active_banks(0.01) == 1
+
+
+def test_peak_scales_with_frequency() -> None:
+    arch = load_arch()
+    assert arch.peak_tops_at(400_000_000) == pytest.approx(arch.peak_tops / 2)
+
+
+def test_summary_has_the_derived_peak_and_budgets() -> None:
+    derived = arch_summary(load_arch())["derived"]
+    assert derived["peak_tops"] == pytest.approx(209.7152)
+    assert derived["peak_tops_per_core"] == pytest.approx(52.4288)
+    assert derived["l2_budget_bytes"] == 32 * 2**20 - 1_245_184 - 4 * 2**20
+    assert derived["ddr_latency_cycles"] == 80
