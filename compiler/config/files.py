@@ -92,7 +92,9 @@ def key_line(text: str, key: str) -> int | None:
     """1-based line where ``key`` is assigned in JSON/TOML/YAML text, if it can be found."""
     name = re.escape(key)
     # "key =" (TOML), "key:" / "\"key\":" (YAML/JSON), or a TOML table header "[key]".
-    pattern = re.compile(rf"""^\s*(["']?{name}["']?\s*[=:]|\[\s*{name}\s*\])""", re.MULTILINE)
+    pattern = re.compile(
+        rf"""^[ \t]*(["']?{name}["']?[ \t]*[=:]|\[[ \t]*{name}[ \t]*\])""", re.MULTILINE
+    )
     found = pattern.search(text)
     return text.count("\n", 0, found.start()) + 1 if found else None
 
