@@ -69,6 +69,8 @@ class MvmSpec:
     weight_load_bw_bytes_per_cycle: int
     utilization_step: float
     pipeline_latency_cycles: int
+    #: PWORD: the array reads input channels in words of this many (apply_pword_padding).
+    pword_channels: int
 
     @property
     def macs_per_cycle(self) -> int:
