@@ -1,0 +1,156 @@
+"""Graph IR -> ONNX: for dumping core/host graphs and for checking rewrites numerically.
+
+Internal ops (``aipusim`` domain) are expanded into standard ONNX ops, so every exported
+model runs in ``onnx.reference.ReferenceEvaluator`` and onnxruntime.
+
+>>> import numpy as np
+>>> from aipusim.compiler.ir import DType, Graph, Node, Op, Tensor
+>>> g = Graph("g", (Node("s", Op.SILU, ("x",), ("y",)),),
+...           {"x": Tensor("x", (2,)), "y": Tensor("y", (2,))}, {}, ("x",), ("y",))
+>>> [n.op_type for n in to_onnx(g).graph.node]
+['Sigmoid', 'Mul']
+>>> run_onnx(to_onnx(g), {"x": np.zeros(2, np.float32)})["y"].tolist()
+[0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from aipusim.compiler.ir import DType, Graph, Node, Op
+
+#: Attributes the compiler adds to LUT nodes (``simplify_mac_before_after_lut``):
+#: y = out_scale * f(in_scale * x + in_bias) + out_bias. Exported as explicit Mul/Add.
+LUT_AFFINE_ATTRS = ("aipu_in_scale", "aipu_in_bias", "aipu_out_scale", "aipu_out_bias")
+
+
+def onnx_elem_type(dtype: DType) -> int:
+    """The ONNX TensorProto element type of a `DType`."""
+    return helper.np_dtype_to_tensor_dtype(dtype.np)
+
+
+def _onnx_attrs(node: Node) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in node.attrs.items():
+        if key.startswith("aipu_"):
+            continue
+        if isinstance(value, np.ndarray):
+            out[key] = numpy_helper.from_array(np.ascontiguousarray(value))
+        elif isinstance(value, tuple):
+            out[key] = list(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _make(node: Node, inputs: list[str], outputs: list[str], name: str) -> onnx.NodeProto:
+    raw = {k: v for k, v in node.attrs.items() if isinstance(v, onnx.AttributeProto)}
+    attrs = {k: v for k, v in _onnx_attrs(node).items() if k not in raw}
+    proto = helper.make_node(
+        node.op_type, inputs, outputs, name=name, domain=node.domain or None, **attrs
+    )
+    for key, attr in raw.items():
+        copy = onnx.AttributeProto()
+        copy.CopyFrom(attr)
+        copy.name = key
+        proto.attribute.append(copy)
+    return proto
+
+
+def _expand(node: Node, graph: Graph, extra_inits: list[onnx.TensorProto]) -> list[onnx.NodeProto]:
+    """The ONNX nodes computing ``node`` (more than one for internal ops and LUT affines)."""
+    inputs, outputs = list(node.inputs), list(node.outputs)
+    pre: list[onnx.NodeProto] = []
+    post: list[onnx.NodeProto] = []
+    dtype = graph.tensor(outputs[0]).dtype.np if node.outputs[0] in graph.tensors else np.float32
+
+    def const(suffix: str, value: float) -> str:
+        name = f"{node.name}/{suffix}"
+        extra_inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))
+        return name
+
+    x = inputs[0]
+    for attr, op in (("aipu_in_scale", "Mul"), ("aipu_in_bias", "Add")):
+        if attr in node.attrs:
+            tmp = f"{node.name}/{attr}_out"
+            pre.append(helper.make_node(op, [x, const(attr, node.attrs[attr])], [tmp]))
+            x = tmp
+    inputs[0] = x
+    y = outputs[0]
+    body_out = y
+    chain = [(a, op) for a, op in (("aipu_out_scale", "Mul"), ("aipu_out_bias", "Add"))]
+    chain = [c for c in chain if c[0] in node.attrs]
+    if chain:
+        body_out = f"{node.name}/lut_out"
+        cur = body_out
+        for i, (attr, op) in enumerate(chain):
+            nxt = y if i == len(chain) - 1 else f"{node.name}/{attr}_out"
+            post.append(helper.make_node(op, [cur, const(attr, node.attrs[attr])], [nxt]))
+            cur = nxt
+    if node.op is Op.SILU:
+        sig = f"{node.name}/sigmoid"
+        body = [
+            helper.make_node("Sigmoid", [inputs[0]], [sig], name=f"{node.name}/Sigmoid"),
+            helper.make_node("Mul", [inputs[0], sig], [body_out], name=node.name),
+        ]
+    else:
+        body = [_make(node, inputs, [body_out, *outputs[1:]], node.name)]
+    for i, p in enumerate(pre + post):
+        if not p.name:
+            p.name = f"{node.name}/affine{i}"
+    return pre + body + post
+
+
+def to_onnx(graph: Graph, *, producer: str = "aipusim") -> onnx.ModelProto:
+    """Export ``graph`` as an ONNX model (initializers for constants, value_info for every
+    intermediate tensor)."""
+    extra: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    for n in graph.nodes:
+        nodes.extend(_expand(n, graph, extra))
+
+    def vinfo(name: str) -> onnx.ValueInfoProto:
+        t = graph.tensor(name)
+        dims = [d if d >= 0 else None for d in t.shape]
+        return helper.make_tensor_value_info(name, onnx_elem_type(t.dtype), dims)
+
+    inits = [numpy_helper.from_array(np.asarray(a), name) for name, a in graph.constants.items()]
+    io = set(graph.inputs) | set(graph.outputs)
+    value_info = [
+        vinfo(o) for n in graph.nodes for o in n.outputs if o and o not in io and o in graph.tensors
+    ]
+    g = helper.make_graph(
+        nodes,
+        graph.name,
+        [vinfo(i) for i in graph.inputs],
+        [vinfo(o) for o in graph.outputs],
+        initializer=inits + extra,
+        value_info=value_info,
+    )
+    domains = {n.domain for n in nodes if n.domain not in ("", "ai.onnx")}
+    opsets = [helper.make_opsetid("", graph.opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(g, opset_imports=opsets, producer_name=producer)
+    # IR version matched to the opset, so older runtimes accept the file.
+    model.ir_version = min(model.ir_version, 10 if graph.opset <= 21 else model.ir_version)
+    return model
+
+
+def run_onnx(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Evaluate ``model`` with the ONNX reference runtime; output name -> array."""
+    from onnx.reference import ReferenceEvaluator
+
+    names = [o.name for o in model.graph.output]
+    values = ReferenceEvaluator(model).run(None, dict(feeds))
+    return dict(zip(names, values, strict=True))
+
+
+def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Evaluate an IR graph through its ONNX export (the fp32 reference of a graph)."""
+    return run_onnx(to_onnx(graph), feeds)
+
+
+__all__ = ["LUT_AFFINE_ATTRS", "onnx_elem_type", "run_graph", "run_onnx", "to_onnx"]

@@ -1,0 +1,559 @@
+"""Pass 1, import: ONNX file -> checked, statically shaped `Graph` (DESIGN.md §4).
+
+Steps: load (external data only from inside the model's folder), ``onnx.checker``, opset
+conversion to at least ``onnx_opset_version``, Constant nodes to constants, dynamic input dims
+fixed from the given input shape, shape inference, and folding of static shape arithmetic
+(Shape, Gather, Range, Expand, ConstantOfShape, Cast ... on constants) until every tensor
+has a static shape.
+
+>>> from aipusim.compiler.importer import import_model
+>>> graph = import_model("model.onnx", input_shape=(1, 3, 224, 224))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, shape_inference, version_converter
+
+from aipusim.compiler.ir import (
+    DATA_DEPENDENT_OPS,
+    DType,
+    Graph,
+    Node,
+    Op,
+    Tensor,
+    prune_graph,
+)
+from aipusim.errors import OnnxImportError
+
+log = logging.getLogger(__name__)
+
+#: Oldest opset the importer accepts (older models need features the converter lacks).
+MIN_SOURCE_OPSET = 11
+#: Constants larger than this many elements are not produced by folding (guards memory).
+MAX_FOLD_ELEMENTS = 1 << 26
+#: Ops never folded even with constant inputs (non-deterministic or with sub-graphs).
+_NO_FOLD = frozenset(
+    {
+        "RandomNormal",
+        "RandomUniform",
+        "RandomNormalLike",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+        "If",
+        "Loop",
+        "Scan",
+        "NonMaxSuppression",
+    }
+)
+
+
+class Layout(StrEnum):
+    """Memory layout of a 4-D image tensor, as ``--input-data-layout`` names it."""
+
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _external_locations(model: onnx.ModelProto) -> list[tuple[str, onnx.TensorProto]]:
+    from onnx.external_data_helper import _get_all_tensors
+
+    out = []
+    for t in _get_all_tensors(model):
+        if t.data_location == TensorProto.EXTERNAL:
+            info = {e.key: e.value for e in t.external_data}
+            out.append((info.get("location", ""), t))
+    return out
+
+
+def _check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None:
+    """Every external-data file must be a regular file inside ``base`` and long enough."""
+    base_resolved = base.resolve()
+    for location, tensor in _external_locations(model):
+        target = (base / location).resolve()
+        if os.path.isabs(location) or not target.is_relative_to(base_resolved):
+            raise OnnxImportError(
+                f"external data of tensor `{tensor.name}` in `{path}` must stay inside the "
+                f"model's folder `{base}`, not `{location}`"
+            )
+        if not target.is_file():
+            raise OnnxImportError(
+                f"external data file `{location}` of tensor `{tensor.name}` in `{path}` "
+                "does not exist"
+            )
+        info = {e.key: e.value for e in tensor.external_data}
+        offset = int(info.get("offset", 0) or 0)
+        length = info.get("length")
+        size = target.stat().st_size
+        if length is not None and offset + int(length) > size:
+            raise OnnxImportError(
+                f"external data of tensor `{tensor.name}` needs bytes {offset}..."
+                f"{offset + int(length)} of `{location}`, which has only {size}"
+            )
+
+
+def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Read and check an ONNX file (external data confined to its folder).
+
+    Raises `OnnxImportError` naming the file for: a missing path, a non-ONNX file, external
+    data outside the model folder, a checker failure.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise OnnxImportError(f"model `{p}` must be an ONNX file, but it is not a file")
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except Exception as exc:
+        raise OnnxImportError(f"model `{p}` is not an ONNX model ({_first_line(exc)})") from None
+    if not model.graph.node and not model.graph.output:
+        raise OnnxImportError(f"model `{p}` is not an ONNX model (no graph)")
+    if _external_locations(model):
+        _check_external_data(model, p.parent, p)
+        from onnx.external_data_helper import load_external_data_for_model
+
+        try:
+            load_external_data_for_model(model, str(p.parent))
+        except Exception as exc:
+            raise OnnxImportError(
+                f"external data of `{p}` cannot be read ({_first_line(exc)})"
+            ) from None
+    check_model(model, str(p))
+    return model
+
+
+def check_model(model: onnx.ModelProto, what: str) -> None:
+    """Run ``onnx.checker``; a failure becomes one `OnnxImportError` line."""
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as exc:
+        raise OnnxImportError(
+            f"model `{what}` fails the ONNX checker: {_first_line(exc)}"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else text
+
+
+def model_opset(model: onnx.ModelProto) -> int:
+    """The opset version of the default ONNX domain."""
+    for op in model.opset_import:
+        if op.domain in ("", "ai.onnx"):
+            return int(op.version)
+    return 1
+
+
+def convert_opset(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelProto:
+    """Bring ``model`` to opset >= ``target`` (never down)."""
+    version = model_opset(model)
+    if version < MIN_SOURCE_OPSET:
+        raise OnnxImportError(
+            f"opset of model `{what}` must be >= {MIN_SOURCE_OPSET}, not {version}"
+        )
+    if version >= target:
+        return model
+    try:
+        converted = version_converter.convert_version(model, target)
+    except Exception as exc:
+        raise OnnxImportError(
+            f"model `{what}` cannot be converted from opset {version} to {target} "
+            f"({_first_line(exc)})"
+        ) from None
+    log.info("converted %s from opset %d to %d", what, version, target)
+    return converted
+
+
+# ----------------------------------------------------------------------------- shapes
+
+_DIM_LETTERS = {Layout.NCHW: "NCHW", Layout.NHWC: "NHWC"}
+
+
+def _dims(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    out: list[int | str | None] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            out.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            out.append(d.dim_param)
+        else:
+            out.append(None)
+    return out
+
+
+def _dim_label(index: int, rank: int, layout: Layout, dim: int | str | None) -> str:
+    letter = f" ({_DIM_LETTERS[layout][index]})" if rank == 4 else ""
+    param = f" `{dim}`" if isinstance(dim, str) else ""
+    return f"dim {index}{letter}{param}"
+
+
+def _fit_input_shape(
+    name: str, dims: list[int | str | None], given: tuple[int, ...], layout: Layout
+) -> tuple[int, ...]:
+    """Merge the model's dims with the user's shape; the user's shape is in ``layout``, and
+    if the model's static dims only agree with it transposed NHWC<->NCHW, it is transposed."""
+    if len(given) != len(dims):
+        raise OnnxImportError(
+            f"--input-shape {','.join(map(str, given))} must have {len(dims)} dims for input "
+            f"`{name}` (model shape {_show(dims)}), not {len(given)}"
+        )
+    candidates = [given]
+    if len(given) == 4:
+        perm = (0, 2, 3, 1) if layout is Layout.NCHW else (0, 3, 1, 2)
+        candidates.append(tuple(given[p] for p in perm))
+    for cand in candidates:
+        if all(not isinstance(d, int) or d == c for d, c in zip(dims, cand, strict=True)):
+            if cand is not given:
+                log.info("input %s: --input-shape applied in the model's layout %s", name, cand)
+            return cand
+    bad = next(
+        i for i, (d, c) in enumerate(zip(dims, given, strict=True)) if isinstance(d, int) and d != c
+    )
+    raise OnnxImportError(
+        f"--input-shape {','.join(map(str, given))} does not fit input `{name}` of shape "
+        f"{_show(dims)}: {_dim_label(bad, len(dims), layout, dims[bad])} is {dims[bad]} "
+        f"in the model, not {given[bad]}"
+    )
+
+
+def _show(dims: Sequence[int | str | None]) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _set_input_shapes(
+    model: onnx.ModelProto,
+    input_shape: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None,
+    layout: Layout,
+    what: str,
+) -> None:
+    """Write static shapes into the graph inputs; the first input takes a plain shape."""
+    inits = {t.name for t in model.graph.initializer}
+    real_inputs = [vi for vi in model.graph.input if vi.name not in inits]
+    if isinstance(input_shape, Mapping):
+        unknown = sorted(set(input_shape) - {vi.name for vi in real_inputs})
+        if unknown:
+            raise OnnxImportError(
+                f"input shape given for `{unknown[0]}`, which is not an input of `{what}`; "
+                f"inputs are {', '.join(vi.name for vi in real_inputs)}"
+            )
+        shapes = dict(input_shape)
+    elif input_shape is not None and real_inputs:
+        shapes = {real_inputs[0].name: tuple(input_shape)}
+    else:
+        shapes = {}
+    for vi in real_inputs:
+        dims = _dims(vi)
+        if dims is None:
+            if vi.name not in shapes:
+                raise OnnxImportError(
+                    f"input `{vi.name}` of `{what}` has no shape; give one with --input-shape"
+                )
+            final = shapes[vi.name]
+        else:
+            final = (
+                _fit_input_shape(vi.name, dims, shapes[vi.name], layout)
+                if vi.name in shapes
+                else dims
+            )
+        for i, d in enumerate(final):
+            if not isinstance(d, int) or d <= 0:
+                static = ",".join(str(x) if isinstance(x, int) else "?" for x in final)
+                raise OnnxImportError(
+                    f"input `{vi.name}` {_dim_label(i, len(final), layout, d)} is dynamic "
+                    f"(shape [{static}]); fix it with --input-shape"
+                )
+        tt = vi.type.tensor_type
+        tt.ClearField("shape")
+        for d in final:
+            tt.shape.dim.add().dim_value = int(d)
+
+
+def _constants_to_initializers(model: onnx.ModelProto) -> None:
+    """Replace Constant nodes by initializers (value, value_float(s), value_int(s) ...)."""
+    g = model.graph
+    keep = []
+    for node in g.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
+            ev = _evaluate(node, {}, model_opset(model))
+            g.initializer.append(numpy_helper.from_array(np.asarray(ev[0]), node.output[0]))
+        else:
+            keep.append(node)
+    del g.node[:]
+    g.node.extend(keep)
+
+
+def _evaluate(node: onnx.NodeProto, feeds: Mapping[str, np.ndarray], opset: int) -> list:
+    from onnx.reference import ReferenceEvaluator
+
+    ev = ReferenceEvaluator(node, opsets={"": opset})
+    return ev.run(None, {k: v for k, v in feeds.items() if k})
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
+    """Tensor name -> static shape (None where inference left it unknown or symbolic)."""
+    out: dict[str, tuple[int, ...] | None] = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        dims = _dims(vi)
+        out[vi.name] = (
+            tuple(dims)  # type: ignore[arg-type]
+            if dims is not None and all(isinstance(d, int) for d in dims)
+            else None
+        )
+    return out
+
+
+def _infer(model: onnx.ModelProto, what: str) -> onnx.ModelProto:
+    try:
+        return shape_inference.infer_shapes(
+            model, check_type=False, strict_mode=True, data_prop=True
+        )
+    except Exception as exc:
+        raise OnnxImportError(f"shape inference failed on `{what}`: {_first_line(exc)}") from None
+
+
+def _fold_once(model: onnx.ModelProto) -> int:
+    """Fold nodes whose inputs are all constant, and Shape/Size of static tensors."""
+    g = model.graph
+    opset = model_opset(model)
+    consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    shapes = _static_shapes(model)
+    keep: list[onnx.NodeProto] = []
+    folded = 0
+    new_inits: list[onnx.TensorProto] = []
+    for node in g.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type in _NO_FOLD:
+            keep.append(node)
+            continue
+        values: list[np.ndarray] | None = None
+        if node.op_type in ("Shape", "Size") and shapes.get(node.input[0]) is not None:
+            shape = shapes[node.input[0]]
+            assert shape is not None
+            values = _evaluate(node, {node.input[0]: np.empty(shape, np.uint8)}, opset)
+        elif all(i in consts for i in node.input if i) and node.input:
+            out_shape = shapes.get(node.output[0])
+            if out_shape is not None and int(np.prod(out_shape)) > MAX_FOLD_ELEMENTS:
+                keep.append(node)
+                continue
+            try:
+                values = _evaluate(node, {i: consts[i] for i in node.input if i}, opset)
+            except Exception as exc:  # an op the reference cannot run stays in the graph
+                log.debug("cannot fold %s (%s): %s", node.name, node.op_type, exc)
+                values = None
+        if values is None:
+            keep.append(node)
+            continue
+        for name, value in zip(node.output, values, strict=False):
+            if name:
+                arr = np.asarray(value)
+                consts[name] = arr
+                new_inits.append(numpy_helper.from_array(arr, name))
+        folded += 1
+    if folded:
+        del g.node[:]
+        g.node.extend(keep)
+        g.initializer.extend(new_inits)
+        folded_names = {t.name for t in new_inits}
+        # drop stale inferred shapes of folded tensors (the initializer is the truth now)
+        vis = [vi for vi in g.value_info if vi.name not in folded_names]
+        del g.value_info[:]
+        g.value_info.extend(vis)
+    return folded
+
+
+def _drop_unused_initializers(model: onnx.ModelProto) -> None:
+    g = model.graph
+    used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+    for n in g.node:  # sub-graphs may read outer-scope initializers
+        for a in n.attribute:
+            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                used.update(_subgraph_inputs(a))
+    keep = [t for t in g.initializer if t.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+
+
+def _subgraph_inputs(attr: onnx.AttributeProto) -> set[str]:
+    graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+    names: set[str] = set()
+    for sub in graphs:
+        for n in sub.node:
+            names.update(n.input)
+            for a in n.attribute:
+                if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+                    names |= _subgraph_inputs(a)
+    return names
+
+
+# ----------------------------------------------------------------------------- to IR
+
+
+def _attr_value(attr: onnx.AttributeProto) -> object:
+    kind = attr.type
+    A = onnx.AttributeProto
+    if kind in (A.INTS, A.FLOATS, A.STRINGS) and not helper.get_attribute_value(attr):
+        return attr  # an empty list has no element type: keep the proto
+    if kind == A.TENSOR:
+        return numpy_helper.to_array(attr.t)
+    if kind in (A.GRAPH, A.GRAPHS, A.SPARSE_TENSOR, A.TENSORS, A.TYPE_PROTO, A.TYPE_PROTOS):
+        return attr
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, list):
+        return tuple(v.decode("utf-8") if isinstance(v, bytes) else v for v in value)
+    return value
+
+
+def _dtype_of(elem_type: int, what: str) -> DType:
+    try:
+        return DType.of(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):
+        raise OnnxImportError(
+            f"tensor `{what}` has element type {TensorProto.DataType.Name(elem_type)}, "
+            "which the compiler does not support"
+        ) from None
+
+
+def _to_graph(model: onnx.ModelProto, what: str) -> Graph:
+    g = model.graph
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    tensors: dict[str, Tensor] = {}
+    for name, arr in consts.items():
+        tensors[name] = Tensor(name, arr.shape, DType.of(arr))
+    inferred: dict[str, onnx.ValueInfoProto] = {}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        if vi.name not in consts:
+            inferred[vi.name] = vi
+    nodes: list[Node] = []
+    used_names: set[str] = set()
+    dynamic: set[str] = set()
+    for i, pn in enumerate(g.node):
+        known = pn.domain in ("", "ai.onnx") and pn.op_type in Op._value2member_map_
+        op = Op(pn.op_type) if known and pn.op_type != Op.OTHER.value else Op.OTHER
+        name = pn.name or f"{pn.op_type}_{i}"
+        while name in used_names:
+            name = f"{name}_{i}"
+        used_names.add(name)
+        if op in DATA_DEPENDENT_OPS or any(x in dynamic for x in pn.input if x):
+            dynamic.update(o for o in pn.output if o)
+        nodes.append(
+            Node(
+                name=name,
+                op=op,
+                inputs=tuple(pn.input),
+                outputs=tuple(pn.output),
+                attrs={a.name: _attr_value(a) for a in pn.attribute},
+                onnx_type=pn.op_type if op is Op.OTHER else "",
+                domain=pn.domain if pn.domain != "ai.onnx" else "",
+            )
+        )
+    inputs = tuple(vi.name for vi in g.input if vi.name not in consts)
+    needed = set(inputs) | {o for n in nodes for o in n.outputs if o}
+    for tname in sorted(needed - set(tensors)):
+        vi = inferred.get(tname)
+        dims = _dims(vi) if vi is not None else None
+        producer = next((n for n in nodes if tname in n.outputs), None)
+        origin = f" (output of node `{producer.name}` {producer.op_type})" if producer else ""
+        if dims is None:
+            if tname in dynamic:
+                raise OnnxImportError(
+                    f"tensor `{tname}`{origin} has an unknown rank; only the host can run it "
+                    "and the compiler cannot represent it"
+                )
+            raise OnnxImportError(f"the shape of tensor `{tname}`{origin} cannot be inferred")
+        static = [d if isinstance(d, int) else -1 for d in dims]
+        if any(d < 0 for d in static) and tname not in dynamic:
+            raise OnnxImportError(
+                f"tensor `{tname}`{origin} still has a dynamic shape {_show(dims)} after "
+                "fixing the input shapes; give --input-shape or simplify the model"
+            )
+        elem = vi.type.tensor_type.elem_type if vi is not None else 0
+        tensors[tname] = Tensor(tname, tuple(static), _dtype_of(elem, tname))
+    graph = Graph(
+        name=g.name or Path(what).stem or "model",
+        nodes=tuple(nodes),
+        tensors=tensors,
+        constants=consts,
+        inputs=inputs,
+        outputs=tuple(o.name for o in g.output),
+        opset=model_opset(model),
+    )
+    return prune_graph(graph)
+
+
+def import_model(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    *,
+    input_shape: tuple[int, ...] | Mapping[str, tuple[int, ...]] | None = None,
+    layout: Layout | str = Layout.NCHW,
+    target_opset: int = 17,
+    max_fold_rounds: int = 8,
+) -> Graph:
+    """Import an ONNX model (file or proto) as a statically shaped `Graph`.
+
+    ``input_shape`` fixes dynamic dims of the first input (a mapping name -> shape for
+    several inputs), written in ``layout``. Raises `OnnxImportError` for anything the
+    compiler cannot take, naming the file, tensor, input or dim.
+
+    >>> from onnx import helper, TensorProto
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 4])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 4, 4])
+    >>> m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
+    ...     "g", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+    >>> import_model(m, input_shape=(2, 3, 4, 4)).shape("y")
+    (2, 3, 4, 4)
+    """
+    try:
+        layout = Layout(str(layout).upper())
+    except ValueError:
+        raise OnnxImportError(
+            f"input data layout must be one of NCHW, NHWC, not {layout!r}"
+        ) from None
+    if isinstance(model, onnx.ModelProto):
+        what = model.graph.name or "<model>"
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+        check_model(proto, what)
+    else:
+        what = str(model)
+        proto = load_model(model)
+    proto = convert_opset(proto, target_opset, what)
+    _constants_to_initializers(proto)
+    _set_input_shapes(proto, input_shape, layout, what)
+    # value_info written by the exporter may carry stale symbolic dims: infer afresh
+    del proto.graph.value_info[:]
+    for out in proto.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    for _ in range(max_fold_rounds):
+        proto = _infer(proto, what)
+        if not _fold_once(proto):
+            break
+    proto = _infer(proto, what)
+    _drop_unused_initializers(proto)
+    return _to_graph(proto, what)
+
+
+__all__ = [
+    "MIN_SOURCE_OPSET",
+    "Layout",
+    "check_model",
+    "convert_opset",
+    "import_model",
+    "load_model",
+    "model_opset",
+]
