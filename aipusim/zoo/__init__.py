@@ -1,0 +1,19 @@
+"""The model zoo: ONNX models built in code, with seeded random weights.
+
+Classifiers (ResNet-18/50, MobileNetV2, EfficientNet-B0), detectors (YOLOv5s, YOLOv8n,
+with their box-decoding tails) and a tiny CNN, exported the way torch.onnx exports them
+(Conv + BatchNormalization, opset 17, input named ``input``).
+
+Example:
+    >>> import aipusim.zoo as zoo
+    >>> model = zoo.build("mobilenetv2", input_size=64)
+    >>> round(zoo.count_macs(zoo.build("mobilenetv2")) / 1e9, 2)
+    0.3
+"""
+
+from __future__ import annotations
+
+from aipusim.zoo.macs import count_macs, count_params
+from aipusim.zoo.registry import ZooEntry, build, info, names
+
+__all__ = ["ZooEntry", "build", "count_macs", "count_params", "info", "names"]
