@@ -51,7 +51,12 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
         # Python 3.11 puts the location only in the message: "... (at line 3, column 9)".
         message = str(exc)
         found = _TOML_LOCATION.search(message)
-        line = found.group(1) if found else "?"
+        if found:
+            line = found.group(1)
+        elif "end of document" in message:
+            line = str(max(1, len(text.splitlines())))
+        else:
+            line = "?"
         reason = _TOML_LOCATION.sub("", message).strip()
         raise ConfigError(f"{path}:{line}: malformed TOML: {reason}") from None
 
@@ -95,7 +100,8 @@ def key_line(text: str, key: str) -> int | None:
     pattern = re.compile(
         rf"""^[ \t]*(["']?{name}["']?[ \t]*[=:]|\[[ \t]*{name}[ \t]*\])""", re.MULTILINE
     )
-    found = pattern.search(text)
+    # Fallback for one-line JSON ({"key": 1, ...}): a quoted key anywhere.
+    found = pattern.search(text) or re.search(rf"""["']{name}["'][ \t]*[=:]""", text)
     return text.count("\n", 0, found.start()) + 1 if found else None
 
 

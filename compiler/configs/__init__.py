@@ -1,0 +1,1 @@
+"""Built-in compiler configuration TOML files."""
