@@ -19,6 +19,8 @@ from aipusim.errors import AipuSimError
 #: subcommand name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {
     "arch": "aipusim.cli.arch_cmd:arch",
+    "compile": "aipusim.cli.compile_cmd:compile_command",
+    "config": "aipusim.cli.config_cmd:config",
 }
 
 
