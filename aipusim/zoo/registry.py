@@ -140,11 +140,15 @@ def info(name: str) -> ZooEntry:
 def _resolve_size(spec: _Spec, input_size: int | tuple[int, int] | None) -> tuple[int, int]:
     if input_size is None:
         return spec.entry.input_shape[2], spec.entry.input_shape[3]
-    hw = (input_size, input_size) if isinstance(input_size, int) else tuple(input_size)
+    if isinstance(input_size, int):
+        sizes: list[object] = [input_size, input_size]
+    else:
+        sizes = list(input_size) if isinstance(input_size, tuple | list) else []
+    ints = [v for v in sizes if isinstance(v, int) and not isinstance(v, bool)]
     valid = (
-        len(hw) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in hw)
-        and all(v >= spec.min_size and v % spec.size_multiple == 0 for v in hw)
+        len(sizes) == 2
+        and len(ints) == 2
+        and all(v >= spec.min_size and v % spec.size_multiple == 0 for v in ints)
     )
     if not valid:
         rule = f"integers >= {spec.min_size}"
@@ -154,7 +158,7 @@ def _resolve_size(spec: _Spec, input_size: int | tuple[int, int] | None) -> tupl
             f"input_size of {spec.entry.name} must be one size or (height, width), "
             f"{rule}, not {input_size!r}"
         )
-    return hw[0], hw[1]
+    return ints[0], ints[1]
 
 
 def build(

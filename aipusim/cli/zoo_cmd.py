@@ -1,0 +1,155 @@
+"""``aipusim zoo``: list the built-in models and export them as ONNX files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from aipusim.errors import ZooError
+
+
+@click.group()
+def zoo() -> None:
+    """Built-in models (ResNet, MobileNetV2, EfficientNet-B0, YOLOv5s/v8n, a tiny CNN)
+    with seeded random weights, exported the way torch.onnx exports them."""
+
+
+def _record(name: str) -> dict[str, Any]:
+    from aipusim import zoo as zoo_api
+
+    entry = zoo_api.info(name)
+    model = zoo_api.build(name)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    return {
+        "name": name,
+        "input_shape": shape,
+        "params": zoo_api.count_params(model),
+        "gmacs": round(zoo_api.count_macs(model) / 1e9, 4),
+        "gmacs_published": entry.published_gmacs,
+        "source": entry.source,
+        "description": entry.description,
+    }
+
+
+@zoo.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of records.")
+def list_models(as_json: bool) -> None:
+    """Build every model at its default size and show input shape, parameters and
+    multiply-accumulates (built and published).
+
+    Example: ``aipusim zoo list --json | jq '.[] | {name, gmacs}'``
+    """
+    from aipusim import zoo as zoo_api
+
+    names = zoo_api.names()
+    records = [_record(n) for n in tqdm(names, desc="building", unit="model", leave=False)]
+    if as_json:
+        click.echo(json.dumps(records, indent=2))
+        return
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {
+            "name": [r["name"] for r in records],
+            "input": ["x".join(map(str, r["input_shape"])) for r in records],
+            "params (M)": [f"{r['params'] / 1e6:.2f}" for r in records],
+            "GMACs": [f"{r['gmacs']:.3f}" for r in records],
+            "published GMACs": [_fmt_published(r) for r in records],
+            "deviation": [_fmt_deviation(r) for r in records],
+        }
+    )
+    align = ["left", "left"] + ["right"] * 4
+    click.echo(table.to_markdown(index=False, colalign=align, disable_numparse=True))
+
+
+def _fmt_published(record: dict[str, Any]) -> str:
+    published = record["gmacs_published"]
+    return "-" if published is None else f"{published:.2f}"
+
+
+def _fmt_deviation(record: dict[str, Any]) -> str:
+    published = record["gmacs_published"]
+    return "-" if published is None else f"{(record['gmacs'] / published - 1) * 100:+.1f} %"
+
+
+def _parse_size(text: str | None) -> int | tuple[int, int] | None:
+    if text is None:
+        return None
+    parts = text.lower().split("x")
+    if len(parts) in (1, 2) and all(p.strip().isdigit() for p in parts):
+        sizes = [int(p) for p in parts]
+        return sizes[0] if len(sizes) == 1 else (sizes[0], sizes[1])
+    raise ZooError(f"--input-size must be N or HxW (e.g. 640 or 480x640), not {text!r}")
+
+
+def _write_atomically(data: bytes, path: Path) -> None:
+    """Write `path` completely or not at all (temporary file in the folder, then rename)."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ZooError(f"output folder {str(folder)!r} must be an existing folder")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        # mkstemp makes the file private (0600); give it the mode a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise ZooError(f"output file {str(path)!r} cannot be written: {exc.strerror}") from exc
+
+
+@zoo.command("export")
+@click.argument("name")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The .onnx file to write.",
+)
+@click.option(
+    "--input-size",
+    default=None,
+    metavar="N|HxW",
+    help="Image size (default: the published one, 224 or 640).",
+)
+@click.option("--batch", default=1, show_default=True, type=int, help="Batch size.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Weight seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the written model's record.")
+def export(
+    name: str, output: Path, input_size: str | None, batch: int, seed: int, as_json: bool
+) -> None:
+    """Build zoo model NAME and write it as an ONNX file.
+
+    Example: ``aipusim zoo export yolov8n -o yolov8n.onnx``
+    """
+    from aipusim import zoo as zoo_api
+
+    model = zoo_api.build(name, input_size=_parse_size(input_size), batch=batch, seed=seed)
+    _write_atomically(model.SerializeToString(), output)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    record = {
+        "name": name,
+        "path": str(output),
+        "input_shape": shape,
+        "params": zoo_api.count_params(model),
+        "gmacs": round(zoo_api.count_macs(model) / 1e9, 4),
+        "seed": seed,
+    }
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+        return
+    click.echo(
+        f"wrote {output}: {name}, input {'x'.join(map(str, shape))}, "
+        f"{record['params'] / 1e6:.2f} M parameters, {record['gmacs']:.3f} GMACs"
+    )

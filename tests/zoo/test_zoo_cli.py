@@ -1,0 +1,96 @@
+"""``aipusim zoo list`` and ``aipusim zoo export``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+from aipusim import zoo
+from aipusim.cli.main import main
+
+
+def test_list_json_has_a_record_per_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zoo", "list", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in records] == zoo.names()
+    for record in records:
+        assert {"name", "input_shape", "params", "gmacs", "gmacs_published"} <= set(record)
+    by_name = {r["name"]: r for r in records}
+    assert by_name["yolov8n"]["input_shape"] == [1, 3, 640, 640]
+    assert by_name["resnet50"]["gmacs_published"] == 4.09
+    assert abs(by_name["resnet50"]["gmacs"] - 4.09) < 0.05
+    assert by_name["tiny_cnn"]["gmacs_published"] is None
+    assert by_name["mobilenetv2"]["params"] == 3_504_872
+
+
+def test_list_prints_a_table(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two models keep this fast; the JSON test above builds them all.
+    monkeypatch.setattr(zoo, "names", lambda: ["tiny_cnn", "yolov5s"])
+    assert main(["zoo", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "published GMACs" in lines[0]
+    assert len(lines) == 2 + 2
+    yolo = next(line for line in lines if "yolov5s" in line)
+    assert "1x3x640x640" in yolo and "8.25" in yolo and "7.24" in yolo
+    tiny = next(line for line in lines if "tiny_cnn" in line)
+    assert tiny.rstrip(" |").endswith("-")
+
+
+def test_export_writes_a_loadable_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "y8.onnx"
+    assert main(["zoo", "export", "yolov8n", "-o", str(out), "--input-size", "64x96"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    model = onnx.load(out)
+    onnx.checker.check_model(model, full_check=True)
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [1, 3, 64, 96]
+    assert [p.name for p in tmp_path.iterdir()] == ["y8.onnx"]
+
+
+def test_export_json_and_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.onnx"
+    assert main(["zoo", "export", "tiny_cnn", "-o", str(out), "--seed", "7", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["seed"] == 7 and record["input_shape"] == [1, 3, 32, 32]
+    assert out.read_bytes() == zoo.build("tiny_cnn", seed=7).SerializeToString()
+
+
+def test_unknown_name_exits_2_lists_names_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x.onnx"
+    assert main(["zoo", "export", "vgg16", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "resnet50" in err and "yolov8n" in err and "'vgg16'" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--input-size", "big"], "--input-size must be N or HxW"),
+        (["--input-size", "100"], "multiples of 32, not 100"),
+        (["--batch", "0"], "batch must be an integer >= 1, not 0"),
+    ],
+)
+def test_bad_export_options_exit_2_without_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], match: str
+) -> None:
+    out = tmp_path / "x.onnx"
+    assert main(["zoo", "export", "yolov8n", "-o", str(out), *args]) == 2
+    assert match in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_output_folder_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "no" / "x.onnx"
+    assert main(["zoo", "export", "tiny_cnn", "-o", str(out)]) == 2
+    assert "must be an existing folder" in capsys.readouterr().err
