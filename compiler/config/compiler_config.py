@@ -163,6 +163,15 @@ class CompilerConfig:
         check_consistency(new)
         object.__setattr__(self, "_values", new)
 
+    # -- pickling (sweeps send configs to worker processes) -------------------------------
+    def __getstate__(self) -> dict[str, ConfigValue]:
+        return dict(self._values)
+
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
+        # Re-checked: a pickle is data from outside like any file.
+        object.__setattr__(self, "_values", {n: p.default for n, p in PROPERTIES.items()})
+        self._assign(state)
+
     # -- comparison and display -------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CompilerConfig):

@@ -354,3 +354,15 @@ def test_bad_set_text(text: str, message: str) -> None:
 
 def test_later_set_wins() -> None:
     assert parse_assignments(["tiling_depth=2", "tiling_depth=6"]) == {"tiling_depth": 6}
+
+
+def test_pickle_and_deepcopy_keep_the_values() -> None:
+    import copy
+    import pickle
+
+    config = CompilerConfig(aipu_cores_used=4, profiling_levels=["B"], force_h_tiling=2)
+    assert pickle.loads(pickle.dumps(config)) == config
+    clone = copy.deepcopy(config)
+    assert clone == config and clone is not config
+    clone.tiling_depth = 3
+    assert config.tiling_depth == 1
