@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -31,6 +31,10 @@ from aipusim.cli.options import (
     set_option,
 )
 from aipusim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.request import CompileRequest
 
 #: Suffixes -i accepts: an ONNX model, or the manifest of a quantize-only run.
 MODEL_SUFFIXES = (".onnx", ".json")
@@ -160,7 +164,7 @@ def _explicit(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
 
-def _build_request(ctx: click.Context, flags: dict[str, Any]) -> Any:
+def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
     """Merge flags over ``--cli-args``, check them all, and build the `CompileRequest`."""
     from aipusim.compiler.config import check_against_arch
     from aipusim.compiler.request import (
@@ -186,7 +190,7 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> Any:
         value = pick(param, key)
         return Path(value) if value is not None else None
 
-    config = _build_config(ctx, flags, saved)
+    config = _build_config(flags, saved)
     input_path = pick_path("input_path", "input")
     if input_path is None:
         raise ConfigError("-i/--input is required (an ONNX model), unless --generate-config")
@@ -252,7 +256,7 @@ def _member(enum: Any, value: str | None, flag: str) -> Any:
     return StrictChoice(enum, flag).convert(value, None, None)
 
 
-def _build_config(ctx: click.Context, flags: dict[str, Any], saved: dict[str, Any]) -> Any:
+def _build_config(flags: dict[str, Any], saved: dict[str, Any]) -> CompilerConfig:
     """Defaults < --cli-args values < --conf < explicit --aipu-cores/--quantize-only/--set."""
     from aipusim.compiler.config import PROPERTIES, CompilerConfig
 
@@ -280,7 +284,7 @@ def _build_config(ctx: click.Context, flags: dict[str, Any], saved: dict[str, An
     return build_config(None, flags["overrides"], config)
 
 
-def _apply(config: Any, values: dict[str, Any], source: str) -> None:
+def _apply(config: CompilerConfig, values: dict[str, Any], source: str) -> None:
     if not values:
         return
     try:
