@@ -266,3 +266,20 @@ def test_info_is_a_frozen_record() -> None:
     assert "16.5 GFLOPs" in entry.source
     with pytest.raises(AttributeError):
         entry.name = "other"  # type: ignore[misc]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", zoo.names())
+def test_full_size_model_has_sane_activations(name: str) -> None:
+    """The published-size build (BN statistics measured at that size) stays unit-scale."""
+    model = _default(name)
+    shape = zoo.info(name).input_shape
+    image = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        results = ReferenceEvaluator(model).run(None, {"input": image}, intermediate=True)
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization":
+            std = float(results[node.output[0]].std())
+            assert 0.1 < std < 10.0, f"{name}: {node.name} std {std:.3g}"
+    assert np.isfinite(results[model.graph.output[0].name]).all()
