@@ -1,0 +1,346 @@
+"""The float32 reference executor of the IR (numpy + the numba window kernels).
+
+Calibration runs the graph in float32 many times and needs every activation, so this
+executor is built for speed: convolutions are im2col + float32 BLAS GEMMs (the same
+`kernels.conv_accumulate` the int8 reference uses in float64), depthwise convs and pooling
+are the numba kernels. ``on_tensor`` sees every value as it is produced, and values are
+freed as soon as their last consumer has run.
+
+Example:
+    >>> import numpy as np
+    >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    >>> g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)),),
+    ...           {"x": Tensor("x", (2,)), "y": Tensor("y", (2,))}, {}, ("x",), ("y",))
+    >>> run_fp32(g, {"x": np.array([-1.0, 2.0], np.float32)})["y"].tolist()
+    [0.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from aipusim.compiler.ir import Graph, Node, Op
+from aipusim.compiler.quant import kernels as K
+from aipusim.compiler.quant import opsupport as S
+from aipusim.errors import QuantizationError
+
+Array = np.ndarray
+TensorCallback = Callable[[str, Array], None]
+
+
+# ----------------------------------------------------------------------- unary functions
+
+
+def _erf(x: Array) -> Array:
+    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7: below float32 resolution near 1).
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
+    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+
+
+def _sigmoid(x: Array) -> Array:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _clip_bounds(node: Node, graph: Graph) -> tuple[float, float]:
+    lo, hi = node.attr("min", -math.inf), node.attr("max", math.inf)
+    for k, name in ((1, "min"), (2, "max")):
+        if len(node.inputs) > k and node.inputs[k]:
+            arr = graph.const(node.inputs[k])
+            if arr is None:
+                raise S.unsupported(node, f"the {name} bound must be a constant")
+            if k == 1:
+                lo = float(arr.reshape(-1)[0])
+            else:
+                hi = float(arr.reshape(-1)[0])
+    return float(lo), float(hi)
+
+
+def unary_function(node: Node, graph: Graph) -> Callable[[Array], Array]:
+    """The float function of a single-activation-input element-wise node.
+
+    Binary ops whose second operand is a scalar constant (Pow by 2, Div by 6, ...) count
+    as unary too. LUT nodes may carry the affine attributes of
+    ``simplify_mac_before_after_lut`` (y = os * f(is * x + ib) + ob).
+    """
+    op = node.op
+    if op is Op.RELU:
+        fn: Callable[[Array], Array] = lambda x: np.maximum(x, 0)  # noqa: E731
+    elif op is Op.CLIP:
+        lo, hi = _clip_bounds(node, graph)
+        fn = lambda x: np.clip(x, lo, hi)  # noqa: E731
+    elif op is Op.LEAKY_RELU:
+        alpha = float(node.attr("alpha", 0.01))
+        fn = lambda x: np.where(x >= 0, x, alpha * x)  # noqa: E731
+    elif op is Op.SIGMOID:
+        fn = _sigmoid
+    elif op is Op.SILU:
+        fn = lambda x: x * _sigmoid(x)  # noqa: E731
+    elif op is Op.HARD_SIGMOID:
+        a, b = float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
+        fn = lambda x: np.clip(a * x + b, 0, 1)  # noqa: E731
+    elif op is Op.HARD_SWISH:
+        fn = lambda x: x * np.clip(x / 6 + 0.5, 0, 1)  # noqa: E731
+    elif op in _PLAIN:
+        fn = _PLAIN[op]
+    elif op in (Op.POW, Op.DIV, Op.MUL, Op.ADD, Op.SUB) and scalar_operand(node, graph):
+        c = scalar_operand(node, graph)
+        assert c is not None
+        value, const_first = c
+        fn = _scalar_binary(node, value, const_first)
+    else:
+        raise S.unsupported(node, "not an element-wise function of one activation")
+    affine = [
+        node.attr(k) for k in ("aipu_in_scale", "aipu_in_bias", "aipu_out_scale", "aipu_out_bias")
+    ]
+    if any(v is not None for v in affine):
+        i_s, i_b, o_s, o_b = (
+            float(v) if v is not None else d
+            for v, d in zip(affine, (1.0, 0.0, 1.0, 0.0), strict=True)
+        )
+        inner = fn
+        fn = lambda x: o_s * inner(i_s * x + i_b) + o_b  # noqa: E731
+    return fn
+
+
+_PLAIN: dict[Op, Callable[[Array], Array]] = {
+    Op.TANH: np.tanh,
+    Op.ERF: _erf,
+    Op.SQRT: np.sqrt,
+    Op.EXP: np.exp,
+    Op.LOG: np.log,
+    Op.RECIPROCAL: lambda x: 1.0 / x,
+    Op.NEG: np.negative,
+}
+
+
+def scalar_operand(node: Node, graph: Graph) -> tuple[float, bool] | None:
+    """(value, is_first_operand) when one operand of a binary op is a one-element constant."""
+    if node.op not in (Op.POW, Op.DIV, Op.MUL, Op.ADD, Op.SUB) or len(node.inputs) != 2:
+        return None
+    a, b = (graph.const(i) for i in node.inputs)
+    if b is not None and a is None and b.size == 1:
+        return float(b.reshape(-1)[0]), False
+    if a is not None and b is None and a.size == 1 and node.op is not Op.POW:
+        return float(a.reshape(-1)[0]), True
+    return None
+
+
+def _scalar_binary(node: Node, c: float, const_first: bool) -> Callable[[Array], Array]:
+    op = node.op
+    if op is Op.POW:
+        return lambda x: np.power(x, c)
+    if op is Op.MUL:
+        return lambda x: x * c
+    if op is Op.ADD:
+        return lambda x: x + c
+    if op is Op.SUB:
+        return (lambda x: c - x) if const_first else (lambda x: x - c)
+    return (lambda x: c / x) if const_first else (lambda x: x / c)
+
+
+# ----------------------------------------------------------------------- ops
+
+
+def _conv(node: Node, graph: Graph, x: list[Array]) -> Array:
+    win = S.conv_window(node, graph)
+    acc = K.conv_accumulate(
+        x[0],
+        x[1],
+        strides=win.strides,
+        pads=win.pads,
+        dilations=win.dilations,
+        group=int(node.attr("group", 1)),
+        out_hw=win.out_hw,
+        acc_dtype=np.float32,
+    )
+    if len(x) > 2:
+        acc += x[2].reshape(1, -1, 1, 1)
+    return acc
+
+
+def _gemm(node: Node, graph: Graph, x: list[Array]) -> Array:
+    a = x[0].T if node.attr("transA", 0) else x[0]
+    b = x[1].T if node.attr("transB", 0) else x[1]
+    y = float(node.attr("alpha", 1.0)) * (a @ b)
+    if len(x) > 2:
+        y = y + float(node.attr("beta", 1.0)) * x[2]
+    return y.astype(np.float32)
+
+
+def _batch_norm(node: Node, graph: Graph, x: list[Array]) -> Array:
+    scale, bias, mean, var = x[1:5]
+    eps = float(node.attr("epsilon", 1e-5))
+    k = scale / np.sqrt(var + eps)
+    shape = (1, -1) + (1,) * (x[0].ndim - 2)
+    return x[0] * k.reshape(shape) + (bias - mean * k).reshape(shape)
+
+
+def _pool(node: Node, graph: Graph, x: list[Array]) -> Array:
+    win = S.window_attrs(node, graph.shape(node.inputs[0]), graph.shape(node.outputs[0]))
+    if node.op is Op.MAX_POOL:
+        return K.max_pool(x[0], win.kernel, win.strides, win.pads, win.dilations, win.out_hw)
+    sums, count = K.pool_sum(
+        x[0],
+        win.kernel,
+        win.strides,
+        win.pads,
+        win.out_hw,
+        count_include_pad=bool(node.attr("count_include_pad", 0)),
+        acc_dtype=np.float32,
+    )
+    return sums / count
+
+
+def _resize(node: Node, graph: Graph, x: list[Array]) -> Array:
+    in_shape, out_shape = graph.shape(node.inputs[0]), graph.shape(node.outputs[0])
+    y = x[0]
+    linear = S.resize_mode(node) == "linear"
+    for ax in S.resized_axes(in_shape, out_shape):
+        if linear:
+            i0, i1, frac = S.resize_linear_coords(node, graph, ax, in_shape[ax], out_shape[ax])
+            shape = [1] * y.ndim
+            shape[ax] = len(frac)
+            f = frac.reshape(shape).astype(np.float32)
+            y = np.take(y, i0, axis=ax) * (1 - f) + np.take(y, i1, axis=ax) * f
+        else:
+            idx = S.resize_nearest_index(node, graph, ax, in_shape[ax], out_shape[ax])
+            y = np.take(y, idx, axis=ax)
+    return y
+
+
+def _softmax(node: Node, graph: Graph, x: list[Array]) -> Array:
+    axis = int(node.attr("axis", -1))
+    e = np.exp(x[0] - x[0].max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _reduce(node: Node, graph: Graph, x: list[Array]) -> Array:
+    axes = S.reduce_axes(node, graph)
+    keep = bool(node.attr("keepdims", 1))
+    fn = {Op.REDUCE_MEAN: np.mean, Op.REDUCE_MAX: np.max, Op.REDUCE_SUM: np.sum}[node.op]
+    return fn(x[0], axis=axes, keepdims=keep)
+
+
+def _binary(node: Node, graph: Graph, x: list[Array]) -> Array:
+    a, b = x
+    fn = {
+        Op.ADD: np.add,
+        Op.SUB: np.subtract,
+        Op.MUL: np.multiply,
+        Op.DIV: np.divide,
+        Op.POW: np.power,
+        Op.MIN: np.minimum,
+        Op.MAX: np.maximum,
+    }[node.op]
+    return fn(a, b)
+
+
+def _prelu(node: Node, graph: Graph, x: list[Array]) -> Array:
+    return np.where(x[0] >= 0, x[0], x[0] * x[1])
+
+
+_OPS: dict[Op, Callable[[Node, Graph, list[Array]], Array]] = {
+    Op.CONV: _conv,
+    Op.GEMM: _gemm,
+    Op.MATMUL: lambda n, g, x: np.matmul(x[0], x[1]),
+    Op.BATCH_NORM: _batch_norm,
+    Op.MAX_POOL: _pool,
+    Op.AVERAGE_POOL: _pool,
+    Op.GLOBAL_AVERAGE_POOL: lambda n, g, x: x[0].mean(axis=(2, 3), keepdims=True),
+    Op.GLOBAL_MAX_POOL: lambda n, g, x: x[0].max(axis=(2, 3), keepdims=True),
+    Op.RESIZE: _resize,
+    Op.UPSAMPLE: _resize,
+    Op.SOFTMAX: _softmax,
+    Op.REDUCE_MEAN: _reduce,
+    Op.REDUCE_MAX: _reduce,
+    Op.REDUCE_SUM: _reduce,
+    Op.PRELU: _prelu,
+}
+
+_UNARY_OPS = frozenset(
+    {Op.RELU, Op.CLIP, Op.LEAKY_RELU, Op.SIGMOID, Op.SILU, Op.HARD_SIGMOID, Op.HARD_SWISH, *_PLAIN}
+)
+_BINARY = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MIN, Op.MAX})
+
+
+def run_node(node: Node, graph: Graph, x: list[Array]) -> list[Array]:
+    """Outputs of one node from its input values (missing optional inputs dropped)."""
+    op = node.op
+    if op in S.LAYOUT_EXEC_OPS:
+        return S.run_layout(node, graph, x, S.pad_constant(node, graph) if op is Op.PAD else 0.0)
+    if op in _UNARY_OPS:
+        return [unary_function(node, graph)(x[0]).astype(np.float32)]
+    if op in _BINARY:
+        if op is Op.MIN or op is Op.MAX:
+            out = x[0]
+            for v in x[1:]:
+                out = _binary(node, graph, [out, v])
+            return [np.asarray(out, np.float32)]
+        return [np.asarray(_binary(node, graph, x), np.float32)]
+    fn = _OPS.get(op)
+    if fn is None:
+        raise S.unsupported(node, "the float reference executor has no kernel for it")
+    return [np.asarray(fn(node, graph, x), np.float32)]
+
+
+def run_fp32(
+    graph: Graph,
+    inputs: Mapping[str, Array],
+    *,
+    on_tensor: TensorCallback | None = None,
+    keep_all: bool = False,
+) -> dict[str, Array]:
+    """Run ``graph`` in float32; returns its outputs (every tensor with ``keep_all``)."""
+    values: dict[str, Array] = {}
+    for name in graph.inputs:
+        if name not in inputs:
+            raise QuantizationError(f"input {name} is missing (graph inputs: {list(graph.inputs)})")
+        arr = np.asarray(inputs[name], np.float32)
+        if arr.shape != graph.shape(name):
+            raise QuantizationError(
+                f"input {name} must have shape {graph.shape(name)}, not {arr.shape}"
+            )
+        values[name] = arr
+        if on_tensor:
+            on_tensor(name, arr)
+    last_use = _last_uses(graph)
+    outputs = set(graph.outputs)
+    for step, node in enumerate(graph.nodes):
+        args = [_value(graph, values, i) for i in node.present_inputs]
+        results = run_node(node, graph, args)
+        for name, arr in zip([o for o in node.outputs if o], results, strict=False):
+            values[name] = arr
+            if on_tensor:
+                on_tensor(name, arr)
+        if not keep_all:
+            for i in node.present_inputs:
+                if last_use.get(i) == step and i not in outputs:
+                    values.pop(i, None)
+    if keep_all:
+        return values
+    return {o: values[o] for o in graph.outputs}
+
+
+def _value(graph: Graph, values: dict[str, Array], name: str) -> Array:
+    if name in values:
+        return values[name]
+    const = graph.const(name)
+    assert const is not None, f"tensor {name} has no value"
+    return const.astype(np.float32) if const.dtype.kind == "f" else const
+
+
+def _last_uses(graph: Graph) -> dict[str, int]:
+    last: dict[str, int] = {}
+    for step, node in enumerate(graph.nodes):
+        for i in node.present_inputs:
+            last[i] = step
+    return last
+
+
+__all__ = ["run_fp32", "run_node", "scalar_operand", "unary_function"]

@@ -1,0 +1,494 @@
+"""Integer kernels of the int8 reference, computed the way the AIPU computes them.
+
+Conventions (the hardware's, DESIGN.md §4 pass 4):
+
+- A quantized value is ``real = scale * (q - zero_point)``; activations are int8 with a
+  zero point, weights int8 symmetric (zero point 0, per output channel), biases int32 with
+  scale ``s_in * s_w``.
+- MAC ops subtract the input zero point, multiply int8 x int8 and accumulate in int32.
+  The matrix products run as float64 BLAS GEMMs on the zero-point-centred integers: every
+  product (|q - zp| <= 255, |w| <= 127) and every partial sum (< 2**31 for any layer of at
+  most 16,384 inputs) is an integer below 2**53, so float64 arithmetic is *exact* in any
+  summation order and the result is bit-identical to an int32 accumulator, at BLAS speed.
+  `conv_acc_reference` is the slow int64 loop the tests compare against.
+- Requantize (DPU): ``q_out = clamp(zp_out + ((acc + bias) * m + 2**(n-1)) >> n)`` with a
+  fixed-point multiplier m in [2**30, 2**31) and a right shift n, i.e. round half up
+  (towards +inf) after the multiply. `quantize_multiplier` turns a real multiplier into
+  (m, n).
+- Non-linear functions are 256-entry int8 lookup tables (`build_lut`), built from the
+  float function and the input/output quantization, indexed by ``q + 128``.
+
+Window kernels (im2col, depthwise, pooling) are numba-jitted (``cache=True``) and generic
+over dtype: the float reference executor (`calibrate.run_fp32`) reuses them in float32.
+
+Example:
+    >>> import numpy as np
+    >>> m, n = quantize_multiplier(np.array([0.5]))
+    >>> int(m[0]), int(n[0])
+    (1073741824, 31)
+    >>> requantize(np.array([[[3, -3]]]), np.zeros(1, np.int64), m, n, np.zeros(1, np.int64))
+    array([[[ 2, -1]]], dtype=int8)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numba
+import numpy as np
+
+from aipusim.errors import QuantizationError
+
+QMIN = -128
+QMAX = 127
+#: Bits of the fixed-point requantize multiplier (a Q31 mantissa).
+MULT_BITS = 31
+#: Largest right shift the requantize unit applies (the int64 product keeps 63 bits).
+MAX_SHIFT = 62
+#: Fraction bits of the linear-resize interpolation weights (per axis).
+RESIZE_WEIGHT_BITS = 10
+#: Fraction bits of the softmax exp table.
+SOFTMAX_EXP_BITS = 15
+
+Int8Lut = np.ndarray
+
+
+# ----------------------------------------------------------------------- fixed point
+
+
+def quantize_multiplier(real: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-point form (m, n) of positive real multipliers: ``real ~= m * 2**-n``.
+
+    m is in [2**30, 2**31) (31 significant bits) unless the multiplier is so small that
+    the shift would exceed `MAX_SHIFT`, where m shrinks instead (down to 0).
+
+    >>> m, n = quantize_multiplier(0.75)
+    >>> float(m[0] * 2.0 ** -n[0])
+    0.75
+    """
+    r = np.atleast_1d(np.asarray(real, dtype=np.float64))
+    if np.any(r < 0) or not np.all(np.isfinite(r)):
+        raise QuantizationError(f"requantize multipliers must be finite and >= 0, not {r}")
+    frac, exp = np.frexp(r)  # r = frac * 2**exp, frac in [0.5, 1)
+    m = np.rint(frac * (1 << MULT_BITS)).astype(np.int64)
+    carry = m == (1 << MULT_BITS)
+    m[carry] //= 2
+    exp = exp + carry
+    n = MULT_BITS - exp.astype(np.int64)
+    if np.any(n < 1):
+        raise QuantizationError(
+            f"requantize multiplier must be below 2**30, not {float(r.max()):g} "
+            "(a scale is degenerate)"
+        )
+    big = n > MAX_SHIFT
+    m[big] = np.rint(r[big] * 2.0**MAX_SHIFT).astype(np.int64)
+    n[big] = MAX_SHIFT
+    m[r == 0] = 0
+    return m, n
+
+
+@numba.njit(cache=True)
+def _requantize(acc, bias, mult, shift, zp, lo, hi, out):  # pragma: no cover - jitted
+    nb, nc, nl = acc.shape
+    for b in range(nb):
+        for c in range(nc):
+            m = mult[c]
+            s = shift[c]
+            rnd = np.int64(1) << (s - 1)
+            off = bias[c]
+            z = zp[c]
+            for i in range(nl):
+                v = ((acc[b, c, i] + off) * m + rnd) >> s
+                v += z
+                if v < lo:
+                    v = lo
+                elif v > hi:
+                    v = hi
+                out[b, c, i] = v
+
+
+def requantize(
+    acc: np.ndarray,
+    bias: np.ndarray,
+    mult: np.ndarray,
+    shift: np.ndarray,
+    zp_out: np.ndarray,
+    lo: int = QMIN,
+    hi: int = QMAX,
+) -> np.ndarray:
+    """int32 accumulators (batch, channel, positions) -> int8, per-channel parameters.
+
+    ``bias``, ``mult``, ``shift``, ``zp_out`` have one entry per channel (axis 1);
+    ``lo``/``hi`` clamp in the int8 domain (a fused Relu/Clip narrows them).
+    """
+    acc3 = np.ascontiguousarray(acc, dtype=np.int64)
+    assert acc3.ndim == 3, acc3.shape
+    out = np.empty(acc3.shape, np.int8)
+    c = acc3.shape[1]
+    _requantize(
+        acc3,
+        np.broadcast_to(np.asarray(bias, np.int64), (c,)).copy(),
+        np.broadcast_to(np.asarray(mult, np.int64), (c,)).copy(),
+        np.broadcast_to(np.asarray(shift, np.int64), (c,)).copy(),
+        np.broadcast_to(np.asarray(zp_out, np.int64), (c,)).copy(),
+        np.int64(lo),
+        np.int64(hi),
+        out,
+    )
+    return out
+
+
+def rounding_shift(v: np.ndarray, shift: int) -> np.ndarray:
+    """``(v + 2**(shift-1)) >> shift`` on int64: the requantize unit's rounding.
+
+    >>> rounding_shift(np.array([5, -5, 6]), 1)
+    array([ 3, -2,  3])
+    """
+    return (v.astype(np.int64) + (np.int64(1) << (shift - 1))) >> shift
+
+
+def saturate_int8(v: np.ndarray) -> np.ndarray:
+    return np.clip(v, QMIN, QMAX).astype(np.int8)
+
+
+# ----------------------------------------------------------------------- windows
+
+
+@numba.njit(cache=True)
+def _im2col(x, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo, out):  # pragma: no cover - jitted
+    c_in, h, w = x.shape
+    for c in range(c_in):
+        for i in range(kh):
+            for j in range(kw):
+                row = (c * kh + i) * kw + j
+                for oy in range(ho):
+                    iy = oy * sh - pt + i * dh
+                    base = oy * wo
+                    if iy < 0 or iy >= h:
+                        for ox in range(wo):
+                            out[row, base + ox] = 0
+                        continue
+                    for ox in range(wo):
+                        ix = ox * sw - pl + j * dw
+                        if ix < 0 or ix >= w:
+                            out[row, base + ox] = 0
+                        else:
+                            out[row, base + ox] = x[c, iy, ix]
+
+
+@numba.njit(cache=True)
+def _depthwise(x, w, mult, sh, sw, pt, pl, dh, dw, out):  # pragma: no cover - jitted
+    n_b, c_out, ho, wo = out.shape
+    h, wi = x.shape[2], x.shape[3]
+    kh, kw = w.shape[2], w.shape[3]
+    for b in range(n_b):
+        for co in range(c_out):
+            c = co // mult
+            for oy in range(ho):
+                for ox in range(wo):
+                    acc = out[b, co, oy, ox]
+                    for i in range(kh):
+                        iy = oy * sh - pt + i * dh
+                        if iy < 0 or iy >= h:
+                            continue
+                        for j in range(kw):
+                            ix = ox * sw - pl + j * dw
+                            if ix >= 0 and ix < wi:
+                                acc += x[b, c, iy, ix] * w[co, 0, i, j]
+                    out[b, co, oy, ox] = acc
+
+
+@numba.njit(cache=True)
+def _maxpool(x, kh, kw, sh, sw, pt, pl, dh, dw, out):  # pragma: no cover - jitted
+    n_b, c_n, ho, wo = out.shape
+    h, wi = x.shape[2], x.shape[3]
+    for b in range(n_b):
+        for c in range(c_n):
+            for oy in range(ho):
+                for ox in range(wo):
+                    m = out[b, c, oy, ox]
+                    for i in range(kh):
+                        iy = oy * sh - pt + i * dh
+                        if iy < 0 or iy >= h:
+                            continue
+                        for j in range(kw):
+                            ix = ox * sw - pl + j * dw
+                            if ix >= 0 and ix < wi and x[b, c, iy, ix] > m:
+                                m = x[b, c, iy, ix]
+                    out[b, c, oy, ox] = m
+
+
+@numba.njit(cache=True)
+def _pool_sum(x, kh, kw, sh, sw, pt, pl, include_pad, out, count):  # pragma: no cover
+    n_b, c_n, ho, wo = out.shape
+    h, wi = x.shape[2], x.shape[3]
+    for oy in range(ho):
+        for ox in range(wo):
+            k = 0
+            for i in range(kh):
+                iy = oy * sh - pt + i
+                for j in range(kw):
+                    ix = ox * sw - pl + j
+                    inside = iy >= 0 and iy < h and ix >= 0 and ix < wi
+                    if inside or include_pad:
+                        k += 1
+            count[oy, ox] = k
+    for b in range(n_b):
+        for c in range(c_n):
+            for oy in range(ho):
+                for ox in range(wo):
+                    acc = out[b, c, oy, ox]
+                    for i in range(kh):
+                        iy = oy * sh - pt + i
+                        if iy < 0 or iy >= h:
+                            continue
+                        for j in range(kw):
+                            ix = ox * sw - pl + j
+                            if ix >= 0 and ix < wi:
+                                acc += x[b, c, iy, ix]
+                    out[b, c, oy, ox] = acc
+
+
+def conv_accumulate(
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    dilations: tuple[int, int],
+    group: int,
+    out_hw: tuple[int, int],
+    acc_dtype: type,
+) -> np.ndarray:
+    """Conv2d sums ``sum(x * w)`` with zero padding, NCHW, any group count.
+
+    ``x`` must already be centred (zero point subtracted) so that padding with 0 is
+    padding with real zero. ``acc_dtype`` float64 gives exact integer sums (see the module
+    docstring), float32 the float reference.
+    """
+    n_b, c_in, _, _ = x.shape
+    c_out, cpg, kh, kw = w.shape
+    ho, wo = out_hw
+    sh, sw = strides
+    pt, pl = pads[0], pads[1]
+    dh, dw = dilations
+    if group > 1 and cpg == 1:
+        out = np.zeros((n_b, c_out, ho, wo), acc_dtype)
+        xs = np.ascontiguousarray(x, acc_dtype)
+        ws = np.ascontiguousarray(w, acc_dtype)
+        _depthwise(xs, ws, c_out // c_in, sh, sw, pt, pl, dh, dw, out)
+        return out
+    out = np.empty((n_b, c_out, ho * wo), acc_dtype)
+    opg = c_out // group
+    wmat = np.ascontiguousarray(w, acc_dtype).reshape(group, opg, cpg * kh * kw)
+    pointwise = kh == kw == 1 and sh == sw == 1 and not any(pads)
+    cols = None if pointwise else np.empty((cpg * kh * kw, ho * wo), acc_dtype)
+    xs = np.ascontiguousarray(x, acc_dtype)
+    for b in range(n_b):
+        for g in range(group):
+            xg = xs[b, g * cpg : (g + 1) * cpg]
+            if pointwise:
+                mat = xg.reshape(cpg, ho * wo)
+            else:
+                _im2col(xg, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo, cols)
+                mat = cols
+            np.matmul(wmat[g], mat, out=out[b, g * opg : (g + 1) * opg])
+    return out.reshape(n_b, c_out, ho, wo)
+
+
+def conv_acc_reference(
+    xc: np.ndarray,
+    w: np.ndarray,
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    dilations: tuple[int, int],
+    group: int,
+) -> np.ndarray:
+    """Slow, obviously-correct int64 conv sums (for tests): pad, then loop over taps."""
+    n_b, _c_in, h, wi = xc.shape
+    c_out, cpg, kh, kw = w.shape
+    xp = np.pad(xc.astype(np.int64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    ho = (h + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    wo = (wi + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+    out = np.zeros((n_b, c_out, ho, wo), np.int64)
+    opg = c_out // group
+    for co in range(c_out):
+        g = co // opg
+        for ci in range(cpg):
+            for i in range(kh):
+                for j in range(kw):
+                    ys = i * dilations[0]
+                    xs = j * dilations[1]
+                    patch = xp[
+                        :,
+                        g * cpg + ci,
+                        ys : ys + strides[0] * (ho - 1) + 1 : strides[0],
+                        xs : xs + strides[1] * (wo - 1) + 1 : strides[1],
+                    ]
+                    out[:, co] += patch * np.int64(w[co, ci, i, j])
+    return out
+
+
+def max_pool(
+    x: np.ndarray,
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    dilations: tuple[int, int],
+    out_hw: tuple[int, int],
+) -> np.ndarray:
+    """Max over windows (padding never wins); int8 or float, NCHW."""
+    lowest = np.iinfo(x.dtype).min if x.dtype.kind == "i" else -np.inf
+    out = np.full((x.shape[0], x.shape[1], *out_hw), lowest, x.dtype)
+    _maxpool(np.ascontiguousarray(x), *kernel, *strides, pads[0], pads[1], *dilations, out)
+    return out
+
+
+def pool_sum(
+    x: np.ndarray,
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    out_hw: tuple[int, int],
+    *,
+    count_include_pad: bool,
+    acc_dtype: type,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Window sums (NCHW) and the element count of each output position."""
+    out = np.zeros((x.shape[0], x.shape[1], *out_hw), acc_dtype)
+    count = np.zeros(out_hw, np.int64)
+    xs = np.ascontiguousarray(x, acc_dtype)
+    _pool_sum(xs, *kernel, *strides, pads[0], pads[1], count_include_pad, out, count)
+    return out, count
+
+
+# ----------------------------------------------------------------------- element-wise
+
+
+def rescale_sum(
+    terms: list[tuple[np.ndarray, int, float]],
+    out_scale: float,
+    out_zp: int,
+    out_shape: tuple[int, ...],
+) -> np.ndarray:
+    """``zp_out + round(sum_i s_i/s_out * (q_i - zp_i))`` in fixed point, saturated to int8.
+
+    Each term is (int8 array, zero point, scale, broadcastable to `out_shape`). All terms
+    share one shift so that the sum is rounded once, as a DPU adder would (Add, Sub with a
+    negative scale, Concat's rescale with one term).
+    """
+    reals = np.array([abs(s) / out_scale for _, _, s in terms])
+    _m, n = quantize_multiplier(reals.max())
+    shift = int(n[0])
+    total = np.zeros(out_shape, np.int64)
+    for (q, zp, s), real in zip(terms, reals, strict=True):
+        mi = np.int64(np.rint(real * 2.0**shift)) * (1 if s >= 0 else -1)
+        total += (q.astype(np.int64) - zp) * mi
+    return saturate_int8(rounding_shift(total, shift) + out_zp)
+
+
+def requantize_tensor(
+    acc: np.ndarray, real_multiplier: float, out_zp: int, lo: int = QMIN, hi: int = QMAX
+) -> np.ndarray:
+    """Requantize an int64 array of any shape with one real multiplier (per tensor)."""
+    m, n = quantize_multiplier(real_multiplier)
+    v = rounding_shift(acc.astype(np.int64) * m[0], int(n[0])) + out_zp
+    return np.clip(v, lo, hi).astype(np.int8)
+
+
+# ----------------------------------------------------------------------- lookup tables
+
+
+def build_lut(
+    fn: Callable[[np.ndarray], np.ndarray],
+    in_scale: float,
+    in_zp: int,
+    out_scale: float,
+    out_zp: int,
+) -> Int8Lut:
+    """The 256-entry int8 table of ``fn`` between two quantizations (index ``q + 128``).
+
+    >>> lut = build_lut(lambda v: np.maximum(v, 0), 0.1, 0, 0.1, 0)
+    >>> [int(lut[q + 128]) for q in (-5, 0, 7)]
+    [0, 0, 7]
+    """
+    q = np.arange(QMIN, QMAX + 1, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        y = fn(in_scale * (q - in_zp))
+    y = np.nan_to_num(np.asarray(y, np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf)
+    with np.errstate(all="ignore"):
+        qo = np.rint(y / out_scale) + out_zp
+    return np.clip(np.nan_to_num(qo, posinf=QMAX, neginf=QMIN), QMIN, QMAX).astype(np.int8)
+
+
+def apply_lut(x: np.ndarray, lut: Int8Lut) -> np.ndarray:
+    """Look every int8 value up in a 256-entry table."""
+    return lut[x.astype(np.int16) + 128]
+
+
+# ----------------------------------------------------------------------- softmax
+
+
+def softmax_int(
+    x: np.ndarray, axis: int, in_scale: float, out_scale: float, out_zp: int
+) -> np.ndarray:
+    """Softmax on int8: exp table of (q - max) in Q15, integer sum, integer division.
+
+    The DPU-style approximation: ``e_i = round(2**15 * exp(s_in * (q_i - q_max)))`` from a
+    256-entry table, then ``q_out = zp + round(e_i / sum(e) / s_out)`` with the division in
+    integers (a Q16 reciprocal of the output scale).
+    """
+    table = np.rint(np.exp(in_scale * np.arange(-255, 1)) * (1 << SOFTMAX_EXP_BITS))
+    table = table.astype(np.int64)
+    d = x.astype(np.int64) - x.max(axis=axis, keepdims=True).astype(np.int64)
+    e = table[d + 255]
+    total = e.sum(axis=axis, keepdims=True)
+    recip = np.int64(np.rint((1 << 16) / out_scale))
+    v = rounding_shift((e * recip) // total, 16) + out_zp
+    return saturate_int8(v)
+
+
+# ----------------------------------------------------------------------- resize
+
+
+def resize_linear_int(
+    xc: np.ndarray,
+    coords: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> np.ndarray:
+    """Separable linear interpolation in fixed point over the trailing axes.
+
+    ``coords`` holds, per resized axis (last axes, in order), the lower source index, the
+    upper source index and the weight of the upper one (float in [0, 1]); weights are
+    rounded to `RESIZE_WEIGHT_BITS` bits. Returns int64 sums scaled by 2**(bits * axes).
+    """
+    one = 1 << RESIZE_WEIGHT_BITS
+    v = xc.astype(np.int64)
+    first_axis = v.ndim - len(coords)
+    for k, (i0, i1, frac) in enumerate(coords):
+        ax = first_axis + k
+        wq = np.rint(frac * one).astype(np.int64)
+        shape = [1] * v.ndim
+        shape[ax] = len(wq)
+        wq = wq.reshape(shape)
+        v = np.take(v, i0, axis=ax) * (one - wq) + np.take(v, i1, axis=ax) * wq
+    return v
+
+
+__all__ = [
+    "QMAX",
+    "QMIN",
+    "apply_lut",
+    "build_lut",
+    "conv_acc_reference",
+    "conv_accumulate",
+    "max_pool",
+    "pool_sum",
+    "quantize_multiplier",
+    "requantize",
+    "requantize_tensor",
+    "rescale_sum",
+    "resize_linear_int",
+    "rounding_shift",
+    "saturate_int8",
+    "softmax_int",
+]

@@ -1,0 +1,208 @@
+"""Range observers: they watch float tensors during calibration and pick a clipping range.
+
+Two observers, as the `QuantizationScheme` enum of the config reference names them:
+
+- `MinMaxObserver`: the range is the smallest and largest value ever seen (per tensor, or per
+  channel along an axis). Nothing is clipped; one outlier widens the step for everyone.
+- `HistogramObserver`: a 2048-bin histogram of every value seen, then an **MSE-optimal
+  range search**. For each candidate range [lo, hi] (lo on a grid of bin edges <= 0, hi on a
+  grid of bin edges >= 0, 0 always representable) the expected squared error of int8
+  quantization is estimated from the histogram as
+
+      cost(lo, hi) = N_inside * step**2 / 12                  (uniform rounding noise)
+                   + sum_{c < lo} n_c * (lo - c)**2           (clipping, left tail)
+                   + sum_{c > hi} n_c * (c - hi)**2           (clipping, right tail)
+
+  with step = (hi - lo) / 255 and c the bin centres. Prefix sums of n, n*c and n*c**2 make
+  each candidate O(1), so the whole 2-D grid (up to 257 x 257 candidates) is searched
+  exhaustively; the range with the lowest cost wins. When a later batch falls outside the
+  current histogram range, the range widens and the old counts are redistributed into the
+  new bins in proportion to overlap (the cumulative count is linearly interpolated).
+
+Example:
+    >>> import numpy as np
+    >>> obs = MinMaxObserver()
+    >>> obs.update(np.array([-1.0, 0.5, 2.0], dtype=np.float32))
+    >>> obs.range()
+    (-1.0, 2.0)
+    >>> h = HistogramObserver()
+    >>> h.update(np.random.default_rng(0).standard_normal(100_000).astype(np.float32))
+    >>> lo, hi = h.range()
+    >>> 2.5 < -lo < 4.5 and 2.5 < hi < 4.5
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numba
+import numpy as np
+
+from aipusim.errors import QuantizationError
+
+#: Bins of the histogram observer.
+HISTOGRAM_BINS = 2048
+#: Candidate range edges are taken every this many bins (257 edges over 2048 bins).
+SEARCH_STRIDE = 8
+#: Levels of an int8 grid minus one (the step of a range [lo, hi] is (hi - lo) / 255).
+INT8_STEPS = 255
+
+
+class Observer(Protocol):
+    """What calibration needs from an observer."""
+
+    def update(self, x: np.ndarray) -> None:
+        """Account for the values of one batch of a tensor."""
+
+    def range(self) -> tuple[float, float]:
+        """The chosen clipping range (lo <= 0 <= hi is not required here)."""
+
+
+@numba.njit(cache=True)
+def _finite_minmax(flat: np.ndarray) -> tuple[float, float]:
+    lo = np.inf
+    hi = -np.inf
+    for v in flat:
+        if v < lo:
+            lo = v
+        if v > hi:
+            hi = v
+    return lo, hi
+
+
+@numba.njit(cache=True)
+def _accumulate(flat: np.ndarray, lo: float, hi: float, counts: np.ndarray) -> None:
+    nbins = counts.shape[0]
+    scale = nbins / (hi - lo)
+    for v in flat:
+        i = int((v - lo) * scale)
+        if i < 0:
+            i = 0
+        elif i >= nbins:
+            i = nbins - 1
+        counts[i] += 1.0
+
+
+def _check_finite(lo: float, hi: float) -> None:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        # Calibration data or weights produced inf/nan: no int8 grid can represent that.
+        raise QuantizationError(f"tensor values must be finite, not in [{lo}, {hi}]")
+
+
+class MinMaxObserver:
+    """Running min and max, over the whole tensor or per channel of `axis`."""
+
+    def __init__(self, axis: int | None = None) -> None:
+        self.axis = axis
+        self.lo: np.ndarray | float = np.inf
+        self.hi: np.ndarray | float = -np.inf
+
+    def update(self, x: np.ndarray) -> None:
+        if self.axis is None:
+            lo, hi = _finite_minmax(np.ascontiguousarray(x).reshape(-1))
+            _check_finite(lo, hi)
+            self.lo = min(float(self.lo), lo)
+            self.hi = max(float(self.hi), hi)
+            return
+        moved = np.moveaxis(x, self.axis, 0).reshape(x.shape[self.axis], -1)
+        lo_c, hi_c = moved.min(axis=1).astype(np.float64), moved.max(axis=1).astype(np.float64)
+        _check_finite(float(lo_c.min()), float(hi_c.max()))
+        self.lo = np.minimum(self.lo, lo_c)
+        self.hi = np.maximum(self.hi, hi_c)
+
+    def range(self) -> tuple[float, float]:
+        """Per-tensor range; see `channel_ranges` for a per-channel observer."""
+        assert self.axis is None, "per-channel observer: use channel_ranges()"
+        return float(self.lo), float(self.hi)
+
+    def channel_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-channel (lo, hi) arrays of a per-channel observer."""
+        assert self.axis is not None
+        return np.asarray(self.lo, dtype=np.float64), np.asarray(self.hi, dtype=np.float64)
+
+
+class HistogramObserver:
+    """2048-bin histogram with an MSE-optimal clipping range (see the module docstring)."""
+
+    def __init__(self, bins: int = HISTOGRAM_BINS) -> None:
+        self.bins = bins
+        self.counts = np.zeros(bins, dtype=np.float64)
+        self.lo = np.inf
+        self.hi = -np.inf
+
+    def update(self, x: np.ndarray) -> None:
+        flat = np.ascontiguousarray(x).reshape(-1)
+        if flat.size == 0:
+            return
+        lo, hi = _finite_minmax(flat)
+        _check_finite(lo, hi)
+        if self.counts.sum() == 0:
+            self.lo, self.hi = lo, hi
+            if hi <= lo:
+                self.hi = lo + max(abs(lo), 1.0) * 1e-6
+        elif lo < self.lo or hi > self.hi:
+            self._widen(min(lo, self.lo), max(hi, self.hi))
+        _accumulate(flat, self.lo, self.hi, self.counts)
+
+    def _widen(self, lo: float, hi: float) -> None:
+        old_edges = np.linspace(self.lo, self.hi, self.bins + 1)
+        new_edges = np.linspace(lo, hi, self.bins + 1)
+        cdf = np.concatenate([[0.0], np.cumsum(self.counts)])
+        # Old counts are spread uniformly within their old bins: interpolate the cumulative.
+        self.counts = np.diff(np.interp(new_edges, old_edges, cdf))
+        self.lo, self.hi = lo, hi
+
+    def range(self) -> tuple[float, float]:
+        if self.counts.sum() == 0:
+            return 0.0, 0.0
+        edges = np.linspace(self.lo, self.hi, self.bins + 1)
+        return mse_optimal_range(self.counts, edges)
+
+
+def mse_optimal_range(counts: np.ndarray, edges: np.ndarray) -> tuple[float, float]:
+    """The [lo, hi] (lo <= 0 <= hi) that minimises the estimated int8 MSE of a histogram.
+
+    >>> counts = np.array([1.0, 0, 0, 0, 0, 0, 0, 1000.0])
+    >>> lo, hi = mse_optimal_range(counts, np.linspace(-8.0, 0.0, 9))
+    >>> lo > -8.0   # one far outlier is cheaper to clip than to widen the step for all
+    True
+    """
+    centres = (edges[:-1] + edges[1:]) / 2
+    grid = edges[::SEARCH_STRIDE]
+    if grid[-1] != edges[-1]:
+        grid = np.append(grid, edges[-1])
+    lo_cand = np.unique(np.append(grid[grid <= 0], 0.0))
+    hi_cand = np.unique(np.append(grid[grid >= 0], 0.0))
+    # Prefix sums over bins sorted by centre: count, first and second moments.
+    n0 = np.concatenate([[0.0], np.cumsum(counts)])
+    n1 = np.concatenate([[0.0], np.cumsum(counts * centres)])
+    n2 = np.concatenate([[0.0], np.cumsum(counts * centres * centres)])
+    total = n0[-1]
+    il = np.searchsorted(centres, lo_cand, side="left")  # bins with centre < lo
+    ih = np.searchsorted(centres, hi_cand, side="right")  # bins with centre <= hi
+    lo_v = lo_cand[:, None]
+    hi_v = hi_cand[None, :]
+    left = lo_v**2 * n0[il][:, None] - 2 * lo_v * n1[il][:, None] + n2[il][:, None]
+    n_right = total - n0[ih]
+    s1_right = n1[-1] - n1[ih]
+    s2_right = n2[-1] - n2[ih]
+    right = s2_right[None, :] - 2 * hi_v * s1_right[None, :] + hi_v**2 * n_right[None, :]
+    inside = total - n0[il][:, None] - n_right[None, :]
+    step = (hi_v - lo_v) / INT8_STEPS
+    cost = np.maximum(left, 0) + np.maximum(right, 0) + inside * step**2 / 12
+    cost = np.where(hi_v > lo_v, cost, np.inf)
+    a, b = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    return float(lo_cand[a]), float(hi_cand[b])
+
+
+def weight_ranges_per_channel(w: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Max |w| of each slice along `axis` (weights are symmetric: zero point 0).
+
+    >>> weight_ranges_per_channel(np.array([[1.0, -3.0], [0.5, 0.25]]))
+    array([3. , 0.5])
+    """
+    moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    amax = np.abs(moved).max(axis=1).astype(np.float64)
+    _check_finite(0.0, float(amax.max()) if amax.size else 0.0)
+    return amax

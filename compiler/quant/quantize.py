@@ -1,0 +1,553 @@
+"""Pass 4, quantize: calibrate the float graph, then turn it into a `QuantizedGraph`.
+
+The quantized graph keeps the float graph's structure (node for node, so lowering sees the
+same layers) and annotates it: every activation tensor is int8 with `QuantParams`, weights
+are int8 constants (per output channel), biases int32 constants, scalar/vector operands of
+element-wise ops int8 constants. What the DPU needs beyond that (fixed-point requantize
+multipliers and shifts, 256-entry LUTs, rescale factors) is in ``steps``: one `QStep` per
+node, the integer program the int8 reference (`reference.run_int8`) executes.
+
+Parameter sharing ("fusion by scales"): ops that only move values (layout ops, MaxPool,
+nearest Resize) give their output the input's parameters; a Relu/Clip whose input has no
+other reader gives its parameters to that input, so the producer's requantize clamps
+directly into the activation's range (a fused activation) and the Relu/Clip itself is an
+integer clamp. Graph inputs and outputs keep a float boundary unless
+``remove_io_quantization``: then they are int8 and the host (de)quantizes.
+
+Example:
+    >>> import numpy as np
+    >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    >>> from aipusim.compiler.quant.data import random_calibration
+    >>> g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)),),
+    ...           {"x": Tensor("x", (1, 8)), "y": Tensor("y", (1, 8))}, {}, ("x",), ("y",))
+    >>> q = quantize_graph(g, random_calibration({"x": (1, 8)}, samples=2))
+    >>> q.graph.tensor("y").quant is not None, q.steps["r"].kind
+    (True, 'lut')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
+from aipusim.compiler.quant import kernels as K
+from aipusim.compiler.quant import opsupport as S
+from aipusim.compiler.quant.data import CalibrationData
+from aipusim.compiler.quant.float_exec import run_fp32, scalar_operand, unary_function
+from aipusim.compiler.quant.observers import MinMaxObserver, Observer, weight_ranges_per_channel
+from aipusim.compiler.quant.scheme import (
+    Scheme,
+    activation_qparams,
+    make_observer,
+    quantize_bias,
+    quantize_values,
+    quantize_weights,
+    weight_scales,
+)
+from aipusim.errors import QuantizationError
+
+#: Ops whose output carries the input's quantization unchanged.
+SHARE_OPS = frozenset(
+    {
+        Op.RESHAPE,
+        Op.FLATTEN,
+        Op.SQUEEZE,
+        Op.UNSQUEEZE,
+        Op.IDENTITY,
+        Op.CAST,
+        Op.TRANSPOSE,
+        Op.SLICE,
+        Op.SPLIT,
+        Op.PAD,
+        Op.MAX_POOL,
+        Op.GLOBAL_MAX_POOL,
+        Op.REDUCE_MAX,
+    }
+)
+#: MAC ops: int8 x int8 -> int32, bias, per-channel requantize.
+MAC_OPS = frozenset({Op.CONV, Op.GEMM, Op.MATMUL, Op.BATCH_NORM})
+#: Activations that may be fused into their producer's requantize clamp.
+CLAMP_OPS = frozenset({Op.RELU, Op.CLIP})
+#: Element-wise ops evaluated through a 256-entry table.
+TABLE_OPS = frozenset(
+    {
+        Op.RELU,
+        Op.CLIP,
+        Op.LEAKY_RELU,
+        Op.SIGMOID,
+        Op.SILU,
+        Op.HARD_SIGMOID,
+        Op.HARD_SWISH,
+        Op.TANH,
+        Op.ERF,
+        Op.SQRT,
+        Op.EXP,
+        Op.LOG,
+        Op.RECIPROCAL,
+        Op.NEG,
+    }
+)
+
+
+@dataclass(frozen=True)
+class QStep:
+    """The integer program of one node: a kernel kind and its parameters.
+
+    Kinds: ``mac`` (mult, shift, bias per output channel), ``clamp`` (lo, hi per channel),
+    ``lut`` (table), ``rescale`` (Add/Sub/Concat/Min/Max: mults per input, shift),
+    ``mul`` (mult, shift), ``pool_avg`` (mult, shift per window count), ``mean`` (mult,
+    shift), ``resize_linear`` (mult, shift), ``softmax`` (exp table, recip), ``share``
+    (no arithmetic).
+    """
+
+    kind: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedGraph:
+    """The quantized IR graph plus the integer program of each node (see module doc)."""
+
+    graph: Graph
+    steps: Mapping[str, QStep]
+    scheme: str
+    io_quantized: bool
+    quantize_dw_channel_wise: bool
+    calibration_source: str = ""
+    calibration_samples: int = 0
+
+    def qparams(self, tensor: str) -> QuantParams:
+        q = self.graph.tensor(tensor).quant
+        assert q is not None, f"tensor {tensor} is not quantized"
+        return q
+
+
+# ----------------------------------------------------------------------- planning
+
+
+def _share_plan(graph: Graph) -> dict[str, str]:
+    """Activation tensor -> the tensor whose observed range sets its parameters."""
+    src: dict[str, str] = {name: name for name in graph.inputs}
+    boundary = set(graph.inputs) | set(graph.outputs)
+    for node in graph.nodes:
+        outs = [o for o in node.outputs if o]
+        act_in = [i for i in node.present_inputs if not graph.is_constant(i)]
+        if (node.op in SHARE_OPS and act_in) or (
+            node.op in (Op.RESIZE, Op.UPSAMPLE) and S.resize_mode(node) == "nearest"
+        ):
+            for o in outs:
+                src[o] = src[act_in[0]]
+            continue
+        for o in outs:
+            src[o] = o
+        if node.op in CLAMP_OPS and act_in:
+            x = act_in[0]
+            producer = graph.producer(x)
+            if (
+                x not in boundary
+                and len(graph.consumers(x)) == 1
+                and producer is not None
+                and producer.op not in SHARE_OPS
+                and src[x] == x
+            ):
+                src[x] = outs[0]
+    return src
+
+
+def _per_channel_groups(graph: Graph, src: Mapping[str, str]) -> set[str]:
+    """Observed tensors that get per-channel parameters in the hybrid scheme."""
+    groups: dict[str, list[str]] = {}
+    for t, s in src.items():
+        groups.setdefault(s, []).append(t)
+    boundary = set(graph.inputs) | set(graph.outputs)
+    chosen = set()
+    for s, members in groups.items():
+        if len(graph.shape(s)) != 4 or boundary & set(members):
+            continue
+        member_set = set(members)
+        ok = True
+        has_dw = False
+        for t in members:
+            for c in graph.consumers(t):
+                if is_depthwise(c, graph) and c.inputs[0] == t:
+                    has_dw = True
+                elif not (set(c.outputs) & member_set):
+                    ok = False
+            prod = graph.producer(t)
+            if prod is not None and not (set(prod.present_inputs) & member_set):
+                ok = ok and prod.op in (Op.CONV, Op.BATCH_NORM)
+        if ok and has_dw:
+            chosen.add(s)
+    return chosen
+
+
+# ----------------------------------------------------------------------- calibration
+
+
+def calibrate(
+    graph: Graph,
+    calibration: CalibrationData,
+    scheme: Scheme,
+    *,
+    progress: Any = None,
+) -> tuple[dict[str, str], dict[str, QuantParams]]:
+    """Run the float graph on the calibration samples and derive every activation's params."""
+    src = _share_plan(graph)
+    per_channel = (
+        _per_channel_groups(graph, src) if scheme is Scheme.HYBRID_PER_TENSOR_PER_CHANNEL else set()
+    )
+    observers: dict[str, Observer] = {
+        s: make_observer(scheme, s in per_channel) for s in set(src.values())
+    }
+
+    def observe(name: str, value: np.ndarray) -> None:
+        obs = observers.get(name)
+        if obs is not None:
+            try:
+                obs.update(value)
+            except QuantizationError as exc:
+                raise QuantizationError(f"tensor {name}: {exc}") from None
+
+    for sample in calibration.samples:
+        run_fp32(graph, sample, on_tensor=observe)
+        if progress is not None:
+            progress.update(1)
+    fixed = _fixed_ranges(graph)
+    params: dict[str, QuantParams] = {}
+    for s, obs in observers.items():
+        if s in fixed:
+            lo, hi = fixed[s]
+            scale, zp = activation_qparams(lo, hi)
+            params[s] = QuantParams(scale, zp)
+        elif isinstance(obs, MinMaxObserver) and obs.axis is not None:
+            lo_c, hi_c = obs.channel_ranges()
+            scale, zp = activation_qparams(lo_c, hi_c)
+            params[s] = QuantParams(scale, zp, axis=1)
+        else:
+            scale, zp = activation_qparams(*obs.range())
+            params[s] = QuantParams(scale, zp)
+    return src, {t: params[s] for t, s in src.items()}
+
+
+def _fixed_ranges(graph: Graph) -> dict[str, tuple[float, float]]:
+    """Outputs whose range is known a priori (probabilities use the whole int8 grid)."""
+    out = {}
+    for node in graph.nodes:
+        if node.op is Op.SOFTMAX:
+            out[node.outputs[0]] = (0.0, 1.0)
+    return out
+
+
+# ----------------------------------------------------------------------- the pass
+
+
+class _Builder:
+    def __init__(self, graph: Graph, qp: dict[str, QuantParams], dw_channel_wise: bool):
+        self.g = graph
+        self.qp = qp
+        self.dw_channel_wise = dw_channel_wise
+        self.editor = graph.edit()
+        self.steps: dict[str, QStep] = {}
+
+    # helpers ---------------------------------------------------------------
+    def scales(self, t: str) -> tuple[np.ndarray, np.ndarray]:
+        q = self.qp[t]
+        return q.scale.astype(np.float64), q.zero_point.astype(np.int64)
+
+    def scalar(self, t: str, node: Node) -> tuple[float, int]:
+        q = self.qp[t]
+        if q.per_channel:
+            raise S.unsupported(node, f"input {t} has per-channel parameters")
+        return float(q.scale), int(q.zero_point)
+
+    def set_const(self, name: str, arr: np.ndarray, quant: QuantParams | None) -> None:
+        self.editor.set_constant(name, arr)
+        t = self.editor.tensors[name]
+        self.editor.tensors[name] = Tensor(name, t.shape, t.dtype, quant)
+
+    def const_operand(self, name: str) -> None:
+        """Quantize a constant operand of an element-wise op (per tensor, min-max)."""
+        if name in self.qp:
+            return
+        arr = np.asarray(self.g.const(name), np.float64)
+        scale, zp = activation_qparams(float(arr.min()), float(arr.max()))
+        qp = QuantParams(scale, zp)
+        self.qp[name] = qp
+        self.set_const(name, quantize_values(arr, scale, zp), qp)
+
+    # ops -------------------------------------------------------------------
+    def mac(self, node: Node) -> QStep:
+        g = self.g
+        x, out = node.inputs[0], node.outputs[0]
+        s_in, _ = self.scales(x)
+        s_out, _zp_out = self.scales(out)
+        if node.op is Op.BATCH_NORM:
+            scale, bias, mean, var = (np.asarray(g.const(i), np.float64) for i in node.inputs[1:5])
+            if any(g.const(i) is None for i in node.inputs[1:5]):
+                raise S.unsupported(node, "BatchNormalization parameters must be constants")
+            k = scale / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
+            w = k.reshape(-1, 1)
+            b = bias - mean * k
+            axis, per_channel = 0, True
+        else:
+            w = g.const(node.inputs[1])
+            if w is None:
+                if node.op is Op.MATMUL:
+                    return self.matmul_act(node)
+                raise S.unsupported(node, "the weights must be a constant")
+            w = np.asarray(w, np.float64)
+            b = g.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+            if node.op is Op.GEMM:
+                if node.attr("transA", 0):
+                    raise S.unsupported(node, "transA=1 is not supported")
+                w = w * float(node.attr("alpha", 1.0))
+                if b is not None:
+                    b = np.asarray(b, np.float64) * float(node.attr("beta", 1.0))
+                axis = 0 if node.attr("transB", 0) else 1
+            elif node.op is Op.MATMUL:
+                if w.ndim != 2:
+                    raise S.unsupported(node, "constant weights must be 2-D")
+                axis = 1
+            else:
+                axis = 0
+            per_channel = not (is_depthwise(node, g) and not self.dw_channel_wise)
+        n_out = w.shape[axis]
+        if b is not None:
+            b = np.asarray(b, np.float64).reshape(-1)
+            if b.size != n_out:
+                b = np.broadcast_to(b, (n_out,))
+        amax = weight_ranges_per_channel(w, axis)
+        s_w = weight_scales(amax if per_channel else np.full(n_out, amax.max()))
+        w_q = quantize_weights(w, s_w, axis)
+        # The input scale of each output channel (per-channel inputs: depthwise only).
+        s_in_c = s_in if s_in.size == 1 else np.repeat(s_in, n_out // s_in.size)
+        bias_scale = (s_in_c * s_w.astype(np.float64)).astype(np.float64)
+        w_qp = QuantParams(s_w, np.zeros(n_out, np.int32), axis=axis)
+        extra: dict[str, Any] = {}
+        if node.op is Op.BATCH_NORM:
+            # BN keeps its float parameters in the graph (lowering sizes them); its integer
+            # per-channel multiplier and bias live in the step.
+            wname = ""
+            bq = quantize_bias(b, bias_scale)
+            extra["weight_q"] = w_q.reshape(-1)
+        else:
+            wname = node.inputs[1]
+            self.set_const(wname, w_q, w_qp)
+            bq = quantize_bias(b, bias_scale) if b is not None else np.zeros(n_out, np.int32)
+            bname = node.inputs[2] if b is not None and len(node.inputs) > 2 else ""
+            if bname:
+                self.set_const(
+                    bname,
+                    bq.reshape(self.g.shape(bname)),
+                    QuantParams(bias_scale, np.zeros(n_out, np.int32), DType.INT32, 0),
+                )
+        s_out_c = np.broadcast_to(s_out, (n_out,))
+        mult, shift = K.quantize_multiplier(bias_scale / s_out_c)
+        return QStep(
+            "mac",
+            {
+                "weight": wname,
+                "weight_axis": axis,
+                "bias": bq.astype(np.int32),
+                "mult": mult,
+                "shift": shift,
+                **extra,
+            },
+        )
+
+    def matmul_act(self, node: Node) -> QStep:
+        sa, _ = self.scalar(node.inputs[0], node)
+        sb, _ = self.scalar(node.inputs[1], node)
+        so, _ = self.scalar(node.outputs[0], node)
+        mult, shift = K.quantize_multiplier(sa * sb / so)
+        return QStep("mul", {"mult": mult, "shift": shift})
+
+    def table(self, node: Node) -> QStep:
+        x, out = node.present_inputs[0], node.outputs[0]
+        if self.g.is_constant(x):
+            x = node.present_inputs[1]
+        fn = unary_function(node, self.g)
+        qi, qo = self.qp[x], self.qp[out]
+        if (node.op in CLAMP_OPS and qi is qo) or (node.op in CLAMP_OPS and _same(qi, qo)):
+            s, z = qo.scale.astype(np.float64), qo.zero_point.astype(np.int64)
+            lo, hi = (0.0, np.inf) if node.op is Op.RELU else _clip_range(node, self.g)
+            with np.errstate(over="ignore", invalid="ignore"):
+                lo_q = np.clip(np.ceil(lo / s - 1e-9) + z, K.QMIN, K.QMAX)
+                hi_q = np.clip(np.floor(hi / s + 1e-9) + z, K.QMIN, K.QMAX)
+            return QStep("clamp", {"lo": lo_q.astype(np.int64), "hi": hi_q.astype(np.int64)})
+        si, zi = self.scalar(x, node)
+        so, zo = self.scalar(out, node)
+        return QStep("lut", {"table": K.build_lut(fn, si, zi, so, zo)})
+
+    def rescale(self, node: Node, signs: list[float]) -> QStep:
+        ins = node.present_inputs
+        for i in ins:
+            if self.g.is_constant(i):
+                self.const_operand(i)
+        so, _ = self.scalar(node.outputs[0], node)
+        reals = np.array([self.scalar(i, node)[0] / so for i in ins])
+        _m, n = K.quantize_multiplier(reals.max())
+        shift = int(n[0])
+        mults = np.rint(reals * 2.0**shift).astype(np.int64) * np.array(signs, np.int64)
+        return QStep("rescale", {"mults": mults, "shift": np.int64(shift)})
+
+    def mul(self, node: Node) -> QStep:
+        a, b = node.inputs
+        if node.op is Op.DIV:
+            bc = self.g.const(b)
+            if bc is None:
+                raise S.unsupported(node, "division by a computed tensor is not supported")
+            recip = (1.0 / np.asarray(bc, np.float64)).astype(np.float32)
+            self.editor.set_constant(b, recip)
+        for i in (a, b):
+            if self.g.is_constant(i) or i in self.editor.constants:
+                self.const_operand_from_editor(i)
+        sa, _ = self.scalar(a, node)
+        sb, _ = self.scalar(b, node)
+        so, _ = self.scalar(node.outputs[0], node)
+        mult, shift = K.quantize_multiplier(sa * sb / so)
+        return QStep("mul", {"mult": mult, "shift": shift})
+
+    def const_operand_from_editor(self, name: str) -> None:
+        if name in self.qp:
+            return
+        arr = np.asarray(self.editor.constants[name], np.float64)
+        scale, zp = activation_qparams(float(arr.min()), float(arr.max()))
+        qp = QuantParams(scale, zp)
+        self.qp[name] = qp
+        self.set_const(name, quantize_values(arr, scale, zp), qp)
+
+    def mean(self, node: Node, count: int) -> QStep:
+        si, _ = self.scalar(node.inputs[0], node)
+        so, _ = self.scalar(node.outputs[0], node)
+        mult, shift = K.quantize_multiplier(si / (so * count))
+        return QStep("mean", {"mult": mult, "shift": shift})
+
+    def avg_pool(self, node: Node) -> QStep:
+        win = S.window_attrs(node, self.g.shape(node.inputs[0]), self.g.shape(node.outputs[0]))
+        si, _ = self.scalar(node.inputs[0], node)
+        so, _ = self.scalar(node.outputs[0], node)
+        counts = np.arange(1, win.kernel[0] * win.kernel[1] + 1, dtype=np.float64)
+        mult, shift = K.quantize_multiplier(si / (so * counts))
+        return QStep("pool_avg", {"mult": mult, "shift": shift})
+
+    def resize_linear(self, node: Node) -> QStep:
+        axes = S.resized_axes(self.g.shape(node.inputs[0]), self.g.shape(node.outputs[0]))
+        si, _ = self.scalar(node.inputs[0], node)
+        so, _ = self.scalar(node.outputs[0], node)
+        frac_bits = K.RESIZE_WEIGHT_BITS * len(axes)
+        mult, shift = K.quantize_multiplier(si / so / 2.0**frac_bits)
+        return QStep("resize_linear", {"mult": mult, "shift": shift})
+
+    def softmax(self, node: Node) -> QStep:
+        si, _ = self.scalar(node.inputs[0], node)
+        so, _ = self.scalar(node.outputs[0], node)
+        table = np.rint(np.exp(si * np.arange(-255, 1)) * (1 << K.SOFTMAX_EXP_BITS))
+        return QStep(
+            "softmax",
+            {"exp_table": table.astype(np.int64), "recip": np.int64(np.rint((1 << 16) / so))},
+        )
+
+    def step(self, node: Node) -> QStep:
+        op = node.op
+        act_in = [i for i in node.present_inputs if not self.g.is_constant(i)]
+        if op in SHARE_OPS or (op in (Op.RESIZE, Op.UPSAMPLE) and S.resize_mode(node) == "nearest"):
+            if op is Op.PAD:
+                s, z = self.scalar(act_in[0], node)
+                value = S.pad_constant(node, self.g)
+                pad_q = int(np.clip(np.rint(value / s) + z, K.QMIN, K.QMAX))
+                return QStep("share", {"pad_value": np.int64(pad_q)})
+            return QStep("share")
+        if op in MAC_OPS:
+            return self.mac(node)
+        if op in TABLE_OPS or (
+            op in (Op.POW, Op.DIV, Op.MUL, Op.ADD, Op.SUB)
+            and scalar_operand(node, self.g) is not None
+        ):
+            return self.table(node)
+        if op in (Op.ADD, Op.SUB):
+            return self.rescale(node, [1.0, 1.0 if op is Op.ADD else -1.0])
+        if op in (Op.CONCAT, Op.MIN, Op.MAX):
+            return self.rescale(node, [1.0] * len(node.present_inputs))
+        if op in (Op.MUL, Op.DIV):
+            return self.mul(node)
+        if op is Op.GLOBAL_AVERAGE_POOL:
+            shape = self.g.shape(node.inputs[0])
+            return self.mean(node, int(np.prod(shape[2:])))
+        if op in (Op.REDUCE_MEAN, Op.REDUCE_SUM):
+            shape = self.g.shape(node.inputs[0])
+            axes = S.reduce_axes(node, self.g)
+            count = int(np.prod([shape[a] for a in axes])) if op is Op.REDUCE_MEAN else 1
+            return self.mean(node, count)
+        if op is Op.AVERAGE_POOL:
+            return self.avg_pool(node)
+        if op in (Op.RESIZE, Op.UPSAMPLE):
+            return self.resize_linear(node)
+        if op is Op.SOFTMAX:
+            return self.softmax(node)
+        raise S.unsupported(node, "the int8 reference has no kernel for it")
+
+    def build(self, io_quantized: bool) -> Graph:
+        for node in self.g.nodes:
+            self.steps[node.name] = self.step(node)
+        boundary = set(self.g.inputs) | set(self.g.outputs)
+        for name, t in list(self.editor.tensors.items()):
+            if name in self.editor.constants or name not in self.qp:
+                continue
+            float_io = io_quantized and name in boundary
+            dtype = t.dtype if float_io else DType.INT8
+            self.editor.tensors[name] = Tensor(name, t.shape, dtype, self.qp[name])
+        return self.editor.build(prune=True)
+
+
+def _same(a: QuantParams, b: QuantParams) -> bool:
+    return (
+        a.axis == b.axis
+        and np.array_equal(a.scale, b.scale)
+        and np.array_equal(a.zero_point, b.zero_point)
+    )
+
+
+def _clip_range(node: Node, graph: Graph) -> tuple[float, float]:
+    fn = unary_function(node, graph)
+    lo = float(fn(np.array([-np.inf]))[0])
+    hi = float(fn(np.array([np.inf]))[0])
+    return lo, hi
+
+
+def quantize_graph(
+    graph: Graph,
+    calibration: CalibrationData,
+    *,
+    scheme: Scheme | str = Scheme.PER_TENSOR_HISTOGRAM,
+    quantize_dw_channel_wise: bool = False,
+    remove_io_quantization: bool = False,
+    progress: Any = None,
+) -> QuantizedGraph:
+    """Calibrate ``graph`` and quantize it (see the module docstring)."""
+    scheme = Scheme(str(scheme))
+    for name in graph.inputs:
+        for sample in calibration.samples:
+            if name not in sample:
+                raise QuantizationError(
+                    f"calibration sample has no value for input {name} (it has {sorted(sample)})"
+                )
+    _, qp = calibrate(graph, calibration, scheme, progress=progress)
+    builder = _Builder(graph, dict(qp), quantize_dw_channel_wise)
+    qgraph = builder.build(io_quantized=not remove_io_quantization)
+    return QuantizedGraph(
+        graph=qgraph,
+        steps=builder.steps,
+        scheme=scheme.value,
+        io_quantized=not remove_io_quantization,
+        quantize_dw_channel_wise=quantize_dw_channel_wise,
+        calibration_source=calibration.source,
+        calibration_samples=len(calibration.samples),
+    )
+
+
+__all__ = ["QStep", "QuantizedGraph", "calibrate", "quantize_graph"]

@@ -1,0 +1,122 @@
+"""The quantization schemes of the config reference and the arithmetic of quantization parameters.
+
+=============================== ========================================= ==================
+`QuantizationScheme`            activations                               weights
+=============================== ========================================= ==================
+per_tensor_histogram (default)  per tensor, `HistogramObserver` (MSE)     per channel min-max
+per_tensor_min_max              per tensor, `MinMaxObserver`              per channel min-max
+hybrid_per_tensor_per_channel   per tensor (histogram), except inputs of  per channel min-max
+                                depthwise convs: per channel min-max
+=============================== ========================================= ==================
+
+Activations are asymmetric int8 (a zero point, 0.0 exactly representable); weights are
+symmetric int8 in [-127, 127] (zero point 0); biases are int32 with scale ``s_in * s_w``.
+Depthwise conv weights are per tensor unless ``quantize_dw_channel_wise`` (the reference's
+knob; their output channels are then scaled one by one). In the hybrid scheme, an input of
+depthwise convs gets per-channel parameters only when every consumer is a depthwise conv and
+its producer is a MAC op (which can requantize each channel to its own scale); otherwise it
+stays per tensor.
+
+>>> scale, zp = activation_qparams(-1.0, 3.0)
+>>> round(float(scale), 6), int(zp)
+(0.015686, -64)
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import numpy as np
+
+from aipusim.compiler.quant.observers import HistogramObserver, MinMaxObserver, Observer
+
+QMIN, QMAX = -128, 127
+#: Symmetric weight range (-127..127 keeps the grid symmetric around 0).
+WEIGHT_QMAX = 127
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+class Scheme(StrEnum):
+    """Same values as `aipusim.compiler.config.QuantizationScheme`."""
+
+    PER_TENSOR_HISTOGRAM = "per_tensor_histogram"
+    PER_TENSOR_MIN_MAX = "per_tensor_min_max"
+    HYBRID_PER_TENSOR_PER_CHANNEL = "hybrid_per_tensor_per_channel"
+
+
+def make_observer(scheme: Scheme, per_channel: bool) -> Observer:
+    """The activation observer a scheme uses (``per_channel``: a hybrid depthwise input)."""
+    if per_channel:
+        assert scheme is Scheme.HYBRID_PER_TENSOR_PER_CHANNEL
+        return MinMaxObserver(axis=1)
+    if scheme is Scheme.PER_TENSOR_MIN_MAX:
+        return MinMaxObserver()
+    return HistogramObserver()
+
+
+def activation_qparams(
+    lo: np.ndarray | float, hi: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scale float32, zero point int32) of an asymmetric int8 grid covering [lo, hi] and 0."""
+    lo = np.minimum(np.asarray(lo, np.float64), 0.0)
+    hi = np.maximum(np.asarray(hi, np.float64), 0.0)
+    span = hi - lo
+    scale = np.where(span > 0, span / (QMAX - QMIN), 1.0).astype(np.float32)
+    zp = np.clip(np.rint(QMIN - lo / scale.astype(np.float64)), QMIN, QMAX).astype(np.int32)
+    return scale, zp
+
+
+def weight_scales(amax: np.ndarray) -> np.ndarray:
+    """Symmetric weight scales (float32) from per-channel max |w| (all-zero channel -> 1)."""
+    amax = np.asarray(amax, np.float64)
+    return np.where(amax > 0, amax / WEIGHT_QMAX, 1.0).astype(np.float32)
+
+
+def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray:
+    """int8 weights ``round(w / s)`` with ``scales`` along ``axis`` (a scalar: per tensor)."""
+    shape = [1] * w.ndim
+    s = np.asarray(scales, np.float64)
+    if s.ndim:
+        shape[axis] = s.size
+        s = s.reshape(shape)
+    return np.clip(np.rint(w / s), -WEIGHT_QMAX, WEIGHT_QMAX).astype(np.int8)
+
+
+def quantize_bias(b: np.ndarray, bias_scales: np.ndarray) -> np.ndarray:
+    """int32 biases ``round(b / (s_in * s_w))`` (saturated to int32)."""
+    q = np.rint(np.asarray(b, np.float64) / np.asarray(bias_scales, np.float64))
+    return np.clip(q, INT32_MIN, INT32_MAX).astype(np.int32)
+
+
+def quantize_values(x: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int | None = None):
+    """Float -> int8 with given parameters (per tensor, or per channel along ``axis``)."""
+    s = np.asarray(scale, np.float64)
+    z = np.asarray(zp, np.float64)
+    if axis is not None and s.ndim:
+        shape = [1] * x.ndim
+        shape[axis] = s.size
+        s, z = s.reshape(shape), z.reshape(shape)
+    return np.clip(np.rint(x / s) + z, QMIN, QMAX).astype(np.int8)
+
+
+def dequantize_values(q: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int | None = None):
+    """int8 -> float32 ``scale * (q - zp)``."""
+    s = np.asarray(scale, np.float32)
+    z = np.asarray(zp, np.float32)
+    if axis is not None and s.ndim:
+        shape = [1] * q.ndim
+        shape[axis] = s.size
+        s, z = s.reshape(shape), z.reshape(shape)
+    return ((q.astype(np.float32) - z) * s).astype(np.float32)
+
+
+__all__ = [
+    "Scheme",
+    "activation_qparams",
+    "dequantize_values",
+    "make_observer",
+    "quantize_bias",
+    "quantize_values",
+    "quantize_weights",
+    "weight_scales",
+]
