@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "arch": "aipusim.cli.arch_cmd:arch",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
+    "isa": "aipusim.cli.isa_cmd:isa",
     "zoo": "aipusim.cli.zoo_cmd:zoo",
 }
 
