@@ -1,0 +1,257 @@
+"""The compiled program: what ``compiled_model/model.json`` says about how to run tasklists.
+
+The compiler writes it (with one ``core<N>.tasklist`` per logical core), the simulator and the
+runtime read it. It names the multicore mode, the runtime knobs that change execution
+(frequency, hardware tokens, double buffering, tasklist streaming, profiling levels), and one
+*instance template*: the logical cores of one compiled instance, their tasklist files and the
+bytes that cross the host link per frame. The runtime places ``replicas`` copies of the
+template on the chip (4 for a 1-core model at ``resources_used`` 0.25).
+
+>>> inst = Instance(cores=(0,), tasklists=("core0.tasklist",), input_bytes=150528,
+...                 output_bytes=1000)
+>>> prog = Program(model="tiny", multicore_mode=MulticoreMode.MULTIPROCESS,
+...                aipu_cores_used=1, resources_used=0.25, instance=inst)
+>>> prog.replicas
+4
+>>> Program.from_json(prog.to_json()) == prog
+True
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from aipusim.errors import ConfigError, TasklistError
+from aipusim.isa.tasks import Pool, Task
+
+#: Version of the ``model.json`` layout; bump on an incompatible change.
+PROGRAM_FORMAT_VERSION = 1
+#: File name of the program inside a compiled directory.
+PROGRAM_FILE = "model.json"
+
+
+class MulticoreMode(enum.StrEnum):
+    """How the cores share work (the compiler's ``multicore_mode``)."""
+
+    MULTIPROCESS = "multiprocess"
+    MULTITHREAD = "multithread"
+    BATCH = "batch"
+    COOPERATIVE = "cooperative"
+    PIPELINE = "pipeline"
+
+
+def tasklist_file_name(core: int) -> str:
+    """File name of a logical core's tasklist: ``core0.tasklist``."""
+    return f"core{core}.tasklist"
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One compiled instance (the template the runtime replicates).
+
+    ``cores`` are logical core ids 0..n-1; ``tasklists[i]`` is the file of ``cores[i]``.
+    ``input_bytes`` / ``output_bytes`` cross the host link per frame *per core* in batch mode
+    (each core runs its own frame of the batch) and per frame of the instance otherwise.
+    ``input_pool`` / ``output_pool`` are where the host's data lands on the card.
+    """
+
+    cores: tuple[int, ...]
+    tasklists: tuple[str, ...]
+    input_bytes: int
+    output_bytes: int
+    input_pool: Pool = Pool.DDR
+    output_pool: Pool = Pool.DDR
+
+    def __post_init__(self) -> None:
+        if not self.cores:
+            raise ConfigError("instance cores must be a non-empty list of core ids, not []")
+        if list(self.cores) != list(range(len(self.cores))):
+            raise ConfigError(
+                f"instance cores must be the logical ids 0..{len(self.cores) - 1}, "
+                f"not {list(self.cores)}"
+            )
+        if len(self.tasklists) != len(self.cores):
+            raise ConfigError(
+                f"instance tasklists must name one file per core ({len(self.cores)}), "
+                f"not {len(self.tasklists)}"
+            )
+        for name, value in (("input_bytes", self.input_bytes), ("output_bytes", self.output_bytes)):
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"instance {name} must be an integer >= 0, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Program:
+    """Everything the simulator needs besides the tasklists themselves.
+
+    ``replicas`` defaults to the runtime's rule
+    ``min(chip_cores // aipu_cores_used, floor(1 / resources_used))`` for the Batch-1 modes
+    (multiprocess, multithread) and 1 for the multi-core modes, unless given.
+    """
+
+    model: str
+    multicore_mode: MulticoreMode
+    aipu_cores_used: int
+    resources_used: float
+    instance: Instance
+    frequency_hz: int = 800_000_000
+    use_hw_tokens: bool = True
+    double_buffer: bool = True
+    stream_tasklist: bool = True
+    mvm_utilization_limit: float = 1.0
+    profiling_levels: tuple[str, ...] = ()
+    chip_cores: int = 4
+    replicas: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "multicore_mode", MulticoreMode(self.multicore_mode))
+        object.__setattr__(self, "profiling_levels", tuple(self.profiling_levels))
+        if not isinstance(self.aipu_cores_used, int) or not (
+            1 <= self.aipu_cores_used <= self.chip_cores
+        ):
+            raise ConfigError(
+                f"aipu_cores_used must be an integer 1-{self.chip_cores}, "
+                f"not {self.aipu_cores_used!r}"
+            )
+        if len(self.instance.cores) != self.aipu_cores_used:
+            raise ConfigError(
+                f"instance cores must number aipu_cores_used={self.aipu_cores_used}, "
+                f"not {len(self.instance.cores)}"
+            )
+        quarters = self.resources_used * 4
+        if not (0 < self.resources_used <= 1) or abs(quarters - round(quarters)) > 1e-9:
+            raise ConfigError(
+                f"resources_used must be a multiple of 0.25 in (0, 1], not {self.resources_used}"
+            )
+        if not (0.125 <= self.mvm_utilization_limit <= 1.0):
+            raise ConfigError(
+                f"mvm_utilization_limit must be in [0.125, 1.0], not {self.mvm_utilization_limit}"
+            )
+        if not isinstance(self.frequency_hz, int) or self.frequency_hz <= 0:
+            raise ConfigError(f"frequency_hz must be a positive integer, not {self.frequency_hz}")
+        if self.replicas == 0:
+            object.__setattr__(self, "replicas", self.default_replicas())
+        if not (1 <= self.replicas * self.aipu_cores_used <= self.chip_cores):
+            raise ConfigError(
+                f"replicas x aipu_cores_used must fit the {self.chip_cores} cores, not "
+                f"{self.replicas} x {self.aipu_cores_used}"
+            )
+
+    def default_replicas(self) -> int:
+        """How many copies the runtime places on the chip."""
+        if self.multicore_mode not in (MulticoreMode.MULTIPROCESS, MulticoreMode.MULTITHREAD):
+            return 1
+        by_cores = self.chip_cores // self.aipu_cores_used
+        by_memory = math.floor(1 / self.resources_used + 1e-9)
+        return max(1, min(by_cores, by_memory))
+
+    @property
+    def frames_per_start(self) -> int:
+        """Frames one start of the instance processes (a batch runs one per core)."""
+        return self.aipu_cores_used if self.multicore_mode == MulticoreMode.BATCH else 1
+
+    def with_overrides(self, **changes: Any) -> Program:
+        """A copy with runtime knobs changed (``frequency_hz``, ``double_buffer``, ...)."""
+        known = {f.name for f in fields(self)}
+        for key in changes:
+            if key not in known:
+                raise ConfigError(
+                    f"program key must be one of {', '.join(sorted(known))}, not {key!r}"
+                )
+        if "replicas" not in changes and (
+            "multicore_mode" in changes
+            or "resources_used" in changes
+            or "aipu_cores_used" in changes
+        ):
+            changes["replicas"] = 0
+        return replace(self, **changes)
+
+    # -- JSON -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["instance"]["cores"] = list(self.instance.cores)
+        data["instance"]["tasklists"] = list(self.instance.tasklists)
+        data["profiling_levels"] = list(self.profiling_levels)
+        return {"format": "aipusim-program", "version": PROGRAM_FORMAT_VERSION, **data}
+
+    def to_json(self) -> str:
+        """Indented, key-ordered JSON (``model.json``)."""
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "model.json") -> Program:
+        if data.get("format") != "aipusim-program":
+            raise ConfigError(
+                f"{source}: format must be 'aipusim-program', not {data.get('format')!r}"
+            )
+        if data.get("version") != PROGRAM_FORMAT_VERSION:
+            raise ConfigError(
+                f"{source}: version must be {PROGRAM_FORMAT_VERSION}, not {data.get('version')!r}"
+            )
+        body = {k: v for k, v in data.items() if k not in ("format", "version")}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            raise ConfigError(
+                f"{source}: key must be one of {', '.join(sorted(known))}, not {unknown[0]!r}"
+            )
+        try:
+            inst = dict(body.pop("instance"))
+            inst["cores"] = tuple(inst["cores"])
+            inst["tasklists"] = tuple(inst["tasklists"])
+            for key in ("input_pool", "output_pool"):
+                if key in inst:
+                    inst[key] = Pool(inst[key])
+            instance = Instance(**inst)
+            return cls(instance=instance, **body)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"{source}: malformed program: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "model.json") -> Program:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{source}: must be JSON, not malformed text ({exc})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: must be a JSON object, not {type(data).__name__}")
+        return cls.from_dict(data, source)
+
+
+def save_program(program: Program, compiled_dir: str | Path) -> Path:
+    """Write ``model.json`` into ``compiled_dir``; returns its path."""
+    path = Path(compiled_dir) / PROGRAM_FILE
+    path.write_text(program.to_json(), encoding="utf-8")
+    return path
+
+
+def load_program(compiled_dir: str | Path) -> tuple[Program, dict[int, list[Task]]]:
+    """Read ``model.json`` and every core's tasklist of a compiled directory.
+
+    Returns the program and ``{logical core: tasks}``. A missing file is a `ConfigError`;
+    a malformed tasklist a `TasklistError` (from the tasklist reader).
+    """
+    from aipusim.isa.tasklist import read_tasklist
+
+    folder = Path(compiled_dir)
+    path = folder / PROGRAM_FILE
+    if not path.is_file():
+        raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
+    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    tasklists: dict[int, list[Task]] = {}
+    for core, name in zip(program.instance.cores, program.instance.tasklists, strict=True):
+        file = (folder / name).resolve()
+        if folder.resolve() not in file.parents:
+            raise ConfigError(f"tasklist file must lie inside {folder}, not {name!r}")
+        if not file.is_file():
+            raise TasklistError(f"tasklist file of core {core} is missing: {file}")
+        tasklists[core] = list(read_tasklist(file).tasks)
+    return program, tasklists

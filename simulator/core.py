@@ -1,0 +1,195 @@
+"""One AIPU core in the run: its tokens, its control core and one process per unit queue.
+
+A unit process walks its own pre-split queue of records. It keeps its own clock ``t`` (the
+cycle its previous task ended) and only yields to SimPy when something can block it: a
+dispatch held back by a ``ctrl`` task or a tasklist chunk, a token not yet signalled, a
+barrier, a link reservation. Compute tasks advance ``t`` arithmetically, so most tasks cost
+no event at all. Signals carry their visibility cycle (see `tokens`), so a unit can signal as
+soon as it knows its end cycle. Every clock value is known at a simulated time no later than
+itself, which keeps link reservations in time order (see `links.transfer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import simpy
+
+from aipusim.simulator.control import ControlCore
+from aipusim.simulator.links import transfer
+from aipusim.simulator.tokens import Token
+from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA, Rec
+
+if TYPE_CHECKING:
+    from aipusim.simulator.engine import CoreCode, Replica, Simulation
+
+
+class CoreRun:
+    """A physical core running one logical core of an instance replica."""
+
+    def __init__(
+        self, sim: Simulation, replica: Replica, logical: int, physical: int, code: CoreCode
+    ) -> None:
+        self.sim = sim
+        self.replica = replica
+        self.logical = logical
+        self.physical = physical
+        self.code = code
+        env = sim.env
+        self.ctl = ControlCore(env, sim.arch.control.dispatch_cycles_per_task, sim.chunk_records)
+        self.ltok = [
+            Token(f"core{physical}.local{i}") for i in range(sim.arch.tokens.local_per_core)
+        ]
+        self.gtok = replica.gtok
+        #: unit -> (record, what it waits for), while the unit is blocked (deadlock reports).
+        self.blocked: dict[str, tuple[Rec, str]] = {}
+        self.current_phase: dict[str, int] = {}
+        self._phase_ev: dict[int, simpy.Event] = {}
+        self._done_ev: dict[int, simpy.Event] = {}
+        self._pending: dict[int, int] = {}
+        self._done_t: dict[int, int] = {}
+        self.n_units = len(code.unit_names)
+        self.paths: dict[int, list] = {}
+        self.finished_units = 0
+
+    def path_of(self, names: tuple[str, ...]) -> list:
+        """The links of a transfer path; ``chan:*`` names are this core's DMA channels."""
+        links = self.sim.links
+        return [links[f"{n}@{self.physical}"] if n.startswith("chan:") else links[n] for n in names]
+
+    # -- phases ------------------------------------------------------------------------
+    def phase_event(self, phase: int) -> simpy.Event:
+        ev = self._phase_ev.get(phase)
+        if ev is None:
+            ev = self._phase_ev[phase] = self.sim.env.event()
+        return ev
+
+    def done_event(self, phase: int) -> simpy.Event:
+        ev = self._done_ev.get(phase)
+        if ev is None:
+            ev = self._done_ev[phase] = self.sim.env.event()
+        return ev
+
+    def start_phase(self, phase: int, start: int) -> None:
+        recs = self.code.init if phase < 0 else self.code.frame
+        gp_base = 0 if phase < 0 else self.sim.gp_base(self.code, phase)
+        self.ctl.begin_phase(recs, gp_base, start)
+        self._pending[phase] = self.n_units
+        self._done_t[phase] = start
+        self.phase_event(phase).succeed(start)
+        if self.n_units == 0:
+            self.done_event(phase).succeed(start)
+
+    def unit_done(self, phase: int, t: int) -> None:
+        if t > self._done_t[phase]:
+            self._done_t[phase] = t
+        self._pending[phase] -= 1
+        if self._pending[phase] == 0:
+            self.done_event(phase).succeed(self._done_t[phase])
+
+    def frame_of(self, phase: int) -> int:
+        if phase < 0:
+            return -1
+        return phase * self.sim.frames_per_start + (
+            self.logical if self.sim.frames_per_start > 1 else 0
+        )
+
+
+def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
+    """Run one unit queue of ``core`` through the INIT phase and every frame."""
+    sim = core.sim
+    t = 0
+    lists = core.code.by_unit[unit]
+    for phase in range(-1, sim.starts):
+        start = yield core.phase_event(phase)
+        if start > t:
+            t = start
+        core.current_phase[unit] = phase
+        recs = lists[0] if phase < 0 else lists[1]
+        if recs:
+            t = yield from _run(core, unit, recs, phase, t)
+        core.unit_done(phase, t)
+    core.finished_units += 1
+
+
+def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Generator[Any, Any, int]:
+    sim = core.sim
+    env = sim.env
+    ctl = core.ctl
+    ltok, gtok = core.ltok, core.gtok
+    hw_tokens = sim.use_hw_tokens
+    sig_lat = sim.token_latency
+    poll_interval, poll_cost = sim.poll_interval, sim.poll_cost
+    log_rid, log_core, log_phase = sim.log_rid.append, sim.log_core.append, sim.log_phase.append
+    log_start, log_end = sim.log_start.append, sim.log_end.append
+    pcore = core.physical
+    tracer = sim.tracer
+    tracing = tracer is not None and tracer.per_task
+    paths = core.paths
+    burst = sim.burst_bytes
+    for rec in recs:
+        times = ctl.times
+        seq = rec.seq
+        d = times[seq] if seq < len(times) else ctl.dispatch_time(seq)
+        while d is None:
+            core.blocked[unit] = (rec, "dispatch")
+            yield ctl.progress
+            d = ctl.dispatch_time(seq)
+        if d > t:
+            t = d
+        if rec.waits:
+            check = t
+            for is_global, idx, n in rec.waits:
+                tok = gtok[idx] if is_global else ltok[idx]
+                vis = tok.try_take(n)
+                if vis is None:
+                    core.blocked[unit] = (rec, f"token {tok.name} (needs {n}, holds {tok.count})")
+                    vis = yield tok.wait(env, n, f"core {pcore} {unit} task {seq}")
+                if vis > t:
+                    t = vis
+                if tracing and tracer.t:
+                    tracer.token(core, t, idx, is_global, "wait", seq)
+            if not hw_tokens:
+                # The control core polls the token words: the wait resolves on a poll tick.
+                polls = -(-(t - check) // poll_interval) + 1
+                t = check + (polls - 1) * poll_interval + poll_cost
+                ctl.busy_cycles += polls * poll_cost
+                sim.polls += polls
+                if t > ctl.free_at:
+                    ctl.free_at = t
+            core.blocked.pop(unit, None)
+        kind = rec.kind
+        s = t
+        if kind == K_COMPUTE:
+            t = s + rec.dur
+        elif kind == K_DMA:
+            x = rec.xfer
+            path = paths.get(rec.rid)
+            if path is None:
+                path = paths[rec.rid] = core.path_of(x.links)
+            t = yield from transfer(
+                env, path, x.nbytes, burst, s + x.setup_cycles, x.latency_cycles
+            )
+        elif kind == K_BARRIER:
+            barrier_id, mask = rec.barrier
+            cores = core.replica.barrier_cores(mask, rec, core)
+            core.blocked[unit] = (rec, f"barrier {barrier_id} of cores {sorted(cores)}")
+            t = yield core.replica.barriers.arrive(barrier_id, core.logical, cores, s)
+            core.blocked.pop(unit, None)
+        log_rid(rec.rid)
+        log_core(pcore)
+        log_phase(phase)
+        log_start(s)
+        log_end(t)
+        if rec.is_ctrl:
+            ctl.ctrl_finished(t)
+        if rec.signals:
+            vis = t + sig_lat
+            for is_global, idx, n in rec.signals:
+                (gtok[idx] if is_global else ltok[idx]).signal(n, vis)
+                if tracing and tracer.t:
+                    tracer.token(core, t, idx, is_global, "signal", seq)
+        if tracing:
+            tracer.task(core, unit, rec, phase, s, t)
+    return t

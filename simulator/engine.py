@@ -1,0 +1,371 @@
+"""The run: one SimPy environment wiring cores, shared links, tokens and the host.
+
+Build a `Simulation` from a `Program` and its tasklists, call `run()`, get a `SimResult`.
+Time is integer cycles of the AIPU clock. Everything is deterministic: processes are created
+in a fixed order, SimPy breaks ties by creation order, and no randomness is used.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from aipusim.arch.model import Arch
+from aipusim.errors import DeadlockError, SimulationError, TasklistError
+from aipusim.isa.encoding import RECORD_BYTES
+from aipusim.isa.program import MulticoreMode, Program
+from aipusim.isa.tasks import Phase, Pool, Task, Unit
+from aipusim.isa.trace_schema import Component
+from aipusim.simulator.core import CoreRun, unit_process
+from aipusim.simulator.host import host_inputs, host_outputs
+from aipusim.simulator.links import Link, transfer
+from aipusim.simulator.tokens import BarrierHub, Token
+from aipusim.simulator.trace import Tracer
+from aipusim.simulator.units import COMPONENTS, C, Rec, TaskCoster
+
+#: Fixed order of unit processes inside a core (creation order breaks SimPy ties).
+UNIT_ORDER: tuple[str, ...] = tuple(u.value for u in Unit)
+
+
+@dataclass
+class CoreCode:
+    """The records of one logical core, split by phase and by unit queue."""
+
+    logical: int
+    init: list[Rec]
+    frame: list[Rec]
+    by_unit: dict[str, tuple[list[Rec], list[Rec]]]
+    unit_names: tuple[str, ...]
+
+    @property
+    def n_records(self) -> int:
+        return len(self.init) + len(self.frame)
+
+
+class Replica:
+    """One copy of the instance on the chip: its cores, global tokens, barriers, frames."""
+
+    def __init__(self, sim: Simulation, index: int, dispatcher: Link) -> None:
+        self.sim = sim
+        self.index = index
+        self.program = sim.program
+        self.gtok = [Token(f"rep{index}.global{i}") for i in range(sim.arch.tokens.global_count)]
+        self.barriers = BarrierHub(sim.env)
+        self.dispatcher = dispatcher
+        self.cores: list[CoreRun] = []
+        inst = sim.program.instance
+        self.input_bytes_per_start = inst.input_bytes * sim.frames_per_start
+        self.output_bytes_per_start = inst.output_bytes * sim.frames_per_start
+        self.ready_at = 0
+        self.issue: dict[int, int] = {}
+        self.h2d: dict[int, tuple[int, int]] = {}
+        self.d2h: dict[int, int] = {}
+        self.done: dict[int, int] = {}
+        self.started: dict[int, int] = {}
+        self._events: dict[tuple[str, int], simpy.Event] = {}
+
+    def _event(self, name: str, s: int) -> simpy.Event:
+        ev = self._events.get((name, s))
+        if ev is None:
+            ev = self._events[(name, s)] = self.sim.env.event()
+        return ev
+
+    def start_event(self, s: int) -> simpy.Event:
+        return self._event("start", s)
+
+    def done_event(self, s: int) -> simpy.Event:
+        return self._event("done", s)
+
+    def d2h_event(self, s: int) -> simpy.Event:
+        return self._event("d2h", s)
+
+    def barrier_cores(self, mask: int, rec: Rec, core: CoreRun) -> frozenset[int]:
+        n = len(self.cores)
+        cores = (
+            frozenset(range(n)) if mask == 0 else frozenset(i for i in range(8) if mask >> i & 1)
+        )
+        if not cores <= frozenset(range(n)) or core.logical not in cores:
+            raise TasklistError(
+                f"core {core.logical} task {rec.seq} (Barrier, layer {rec.layer!r}): core_mask "
+                f"must name cores of the instance 0-{n - 1} including its own, not {mask:#b}"
+            )
+        return cores
+
+    def lockstep(self) -> Generator[Any, Any, None]:
+        """Gather the cores' frame ends into instance-level 'done' events."""
+        for s in range(self.sim.starts):
+            end = 0
+            for c in self.cores:
+                end = max(end, (yield c.done_event(s)))
+            self.done[s] = end
+            self.done_event(s).succeed(end)
+
+
+class Simulation:
+    """A configured run; `run()` executes it once and returns a `SimResult`."""
+
+    def __init__(
+        self,
+        program: Program,
+        tasklists: Mapping[int, Sequence[Task]],
+        arch: Arch,
+        *,
+        frames: int = 8,
+        tracer: Tracer | None = None,
+    ) -> None:
+        if not isinstance(frames, int) or frames < 1:
+            raise SimulationError(f"frames must be an integer >= 1, not {frames!r}")
+        freq = program.frequency_hz
+        if not arch.clock.min_hz <= freq <= arch.clock.max_hz:
+            raise SimulationError(
+                f"frequency_hz must be {arch.clock.min_hz}-{arch.clock.max_hz}, not {freq}"
+            )
+        if program.replicas * program.aipu_cores_used > arch.chip.cores:
+            raise SimulationError(
+                f"replicas x aipu_cores_used must fit the {arch.chip.cores} cores of the chip, "
+                f"not {program.replicas} x {program.aipu_cores_used}"
+            )
+        missing = sorted(set(program.instance.cores) - set(tasklists))
+        if missing:
+            raise SimulationError(f"tasklists must be given for cores {missing}, not omitted")
+        self.program = program
+        self.arch = arch
+        self.freq_hz = freq
+        self.env = simpy.Environment()
+        self.tracer = tracer
+        self.frames_per_start = program.frames_per_start
+        self.starts = math.ceil(frames / self.frames_per_start)
+        self.frames = self.starts * self.frames_per_start
+        self.use_hw_tokens = program.use_hw_tokens
+        ctrl = arch.control
+        self.token_latency = ctrl.token_signal_latency_cycles
+        self.poll_interval = ctrl.poll_interval_cycles
+        self.poll_cost = ctrl.poll_cost_cycles
+        self.polls = 0
+        self.burst_bytes = arch.dma.burst_bytes
+        self.ddr_latency = arch.ns_to_cycles(arch.ddr.latency_ns, freq)
+        self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq)
+        db = program.double_buffer
+        per_stage = (
+            program.aipu_cores_used if program.multicore_mode == MulticoreMode.PIPELINE else 1
+        )
+        self.io_slots = (2 if db else 1) * per_stage
+        window = arch.l2.tasklist_reserved_bytes_per_core
+        self.chunk_records = max(1, (window // 2) // RECORD_BYTES)
+        self.window_records = window // RECORD_BYTES
+
+        coster = TaskCoster(arch, freq, program.mvm_utilization_limit)
+        self.energy_rows: list[np.ndarray] = []
+        self._seqs: list[int] = []  # rid -> task index in its phase (-1: host transfers)
+        self.rec_info: list[tuple[int, str, str]] = []  # rid -> (logical core, unit, layer)
+        self.codes = {c: self._prepare(c, tasklists[c], coster) for c in program.instance.cores}
+        self.host_rid = {d: self._host_energy_row(d) for d in ("h2d", "d2h")}
+        self.rec_seq = np.array(self._seqs, dtype=np.int64)
+
+        self.links: dict[str, Link] = {
+            "ddr": Link("ddr", arch.ddr_bw_bytes_per_cycle(freq)),
+            "l2": Link("l2", arch.l2.bw_bytes_per_cycle),
+            "sysdma": Link("sysdma", arch.sysdma.bw_bytes_per_cycle),
+            "pcie_h2d": Link("pcie_h2d", arch.host_bw_bytes_per_cycle(freq)),
+            "pcie_d2h": Link("pcie_d2h", arch.host_bw_bytes_per_cycle(freq)),
+        }
+        for p in range(arch.chip.cores):
+            for ch in (Unit.DMA0, Unit.DMA1):
+                name = f"chan:{ch}@{p}"
+                self.links[name] = Link(name, arch.dma.channel_bw_bytes_per_cycle)
+
+        self.log_rid = array("q")
+        self.log_core = array("q")
+        self.log_phase = array("q")
+        self.log_start = array("q")
+        self.log_end = array("q")
+
+        shared = Link("host_dispatcher", 1.0)
+        self.replicas: list[Replica] = []
+        for r in range(program.replicas):
+            multi = program.multicore_mode != MulticoreMode.MULTITHREAD
+            rep = Replica(self, r, Link(f"host_dispatcher{r}", 1.0) if multi else shared)
+            for logical in program.instance.cores:
+                physical = r * program.aipu_cores_used + logical
+                rep.cores.append(CoreRun(self, rep, logical, physical, self.codes[logical]))
+            self.replicas.append(rep)
+
+    # -- preparation -------------------------------------------------------------------
+    def _prepare(self, logical: int, tasks: Sequence[Task], coster: TaskCoster) -> CoreCode:
+        init: list[Rec] = []
+        frame: list[Rec] = []
+        for task in tasks:
+            phase_list = init if task.phase == Phase.INIT else frame
+            rec = coster.record(task, len(phase_list), f"core {logical}")
+            rec.rid = len(self.energy_rows)
+            self.energy_rows.append(rec.energy)
+            self.rec_info.append((logical, rec.unit, rec.layer))
+            self._seqs.append(rec.seq)
+            phase_list.append(rec)
+        by_unit: dict[str, tuple[list[Rec], list[Rec]]] = {}
+        for unit in UNIT_ORDER:
+            i = [r for r in init if r.unit == unit]
+            f = [r for r in frame if r.unit == unit]
+            if i or f:
+                by_unit[unit] = (i, f)
+        code = CoreCode(logical, init, frame, by_unit, tuple(by_unit))
+        if not self.program.stream_tasklist and code.n_records > self.window_records:
+            raise SimulationError(
+                f"tasklist of core {logical} is {code.n_records * RECORD_BYTES} bytes; without "
+                f"stream_tasklist it must fit the L2 tasklist window of "
+                f"{self.arch.l2.tasklist_reserved_bytes_per_core} bytes"
+            )
+        return code
+
+    def _host_energy_row(self, direction: str) -> int:
+        e = self.arch.energy
+        inst = self.program.instance
+        nbytes = (inst.input_bytes if direction == "h2d" else inst.output_bytes) * (
+            self.frames_per_start
+        )
+        pool = inst.input_pool if direction == "h2d" else inst.output_pool
+        row = np.zeros(len(COMPONENTS))
+        row[C[Component.PCIE]] = nbytes * e.pcie_pj_per_byte
+        if pool == Pool.DDR:
+            row[C[Component.DDR]] = nbytes * e.ddr_seq_pj_per_byte
+        elif pool == Pool.L2:
+            row[C[Component.L2]] = nbytes * (
+                e.l2_write_pj_per_byte if direction == "h2d" else e.l2_read_pj_per_byte
+            )
+        self.energy_rows.append(row)
+        self.rec_info.append((-1, f"pcie_{direction}", ""))
+        self._seqs.append(-1)
+        return len(self.energy_rows) - 1
+
+    def gp_base(self, code: CoreCode, phase: int) -> int:
+        """Position of a frame's first task in the core's tasklist stream."""
+        if code.n_records <= self.window_records:
+            return len(code.init)  # resident: every frame reuses the same chunk(s)
+        return len(code.init) + phase * len(code.frame)
+
+    def log_host(self, rep: Replica, direction: str, s: int, begin: int, end: int) -> None:
+        self.log_rid.append(self.host_rid[direction])
+        self.log_core.append(rep.cores[0].physical)
+        self.log_phase.append(s)
+        self.log_start.append(begin)
+        self.log_end.append(end)
+        if self.tracer is not None and self.tracer.m:
+            self.tracer.host(rep, direction, s, begin, end, self._host_bytes(direction))
+
+    def _host_bytes(self, direction: str) -> int:
+        inst = self.program.instance
+        per = inst.input_bytes if direction == "h2d" else inst.output_bytes
+        return per * self.frames_per_start
+
+    # -- processes ---------------------------------------------------------------------
+    def _core_loop(self, core: CoreRun) -> Generator[Any, Any, None]:
+        env = self.env
+        code = core.code
+        nbytes = code.n_records * RECORD_BYTES
+        resident = code.n_records <= self.window_records
+        t0 = 0
+        if not self.program.stream_tasklist:
+            # The whole tasklist is copied into the core's L2 window before it starts.
+            path = [self.links["ddr"], self.links["l2"]]
+            t0 = yield from transfer(env, path, nbytes, self.burst_bytes, 0, self.ddr_latency)
+        else:
+            core.ctl.arrival = {}
+            total = code.n_records if resident else len(code.init) + self.starts * len(code.frame)
+            env.process(self._loader(core, total))
+        core.start_phase(-1, t0)
+        yield core.done_event(-1)
+        prev = yield self._init_done(core.replica)
+        for s in range(self.starts):
+            host_start = yield core.replica.start_event(s)
+            start = max(host_start, prev)
+            core.replica.started[s] = max(core.replica.started.get(s, 0), start)
+            core.start_phase(s, start)
+            prev = yield core.done_event(s)
+
+    def _init_done(self, rep: Replica) -> simpy.Event:
+        key = ("init", rep.index)
+        ev = self._init_events.get(key)
+        if ev is None:
+            ev = self._init_events[key] = self.env.event()
+            self.env.process(self._wait_init(rep, ev))
+        return ev
+
+    def _wait_init(self, rep: Replica, ev: simpy.Event) -> Generator[Any, Any, None]:
+        end = 0
+        for c in rep.cores:
+            end = max(end, (yield c.done_event(-1)))
+        ev.succeed(end)
+
+    def _loader(self, core: CoreRun, total_records: int) -> Generator[Any, Any, None]:
+        """Stream the tasklist into the L2 window chunk by chunk (two chunks resident)."""
+        env = self.env
+        ctl = core.ctl
+        per = self.chunk_records
+        path = [self.links["ddr"], self.links["l2"]]
+        for c in range(math.ceil(total_records / per)):
+            t = env.now
+            if c >= 2:
+                # Chunk c reuses the buffer of chunk c-2: wait until that one is dispatched.
+                while ctl.dispatched_gp < (c - 1) * per - 1:
+                    yield ctl.progress
+                t = max(env.now, ctl.last_dispatch)
+            n = min(per, total_records - c * per)
+            end = yield from transfer(
+                env, path, n * RECORD_BYTES, self.burst_bytes, t, self.ddr_latency
+            )
+            assert ctl.arrival is not None
+            ctl.arrival[c] = end
+            ctl.wake()
+
+    # -- run ---------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        env = self.env
+        self._init_events: dict[tuple[str, int], simpy.Event] = {}
+        for rep in self.replicas:
+            for core in rep.cores:
+                env.process(self._core_loop(core))
+                for unit in core.code.unit_names:
+                    env.process(unit_process(core, unit))
+            env.process(rep.lockstep())
+            env.process(host_inputs(self, rep))
+            env.process(host_outputs(self, rep))
+        env.run()
+        self._check_finished()
+        from aipusim.simulator.result import build_result
+
+        return build_result(self)
+
+    def _check_finished(self) -> None:
+        problems: list[str] = []
+        for rep in self.replicas:
+            for core in rep.cores:
+                for unit, (rec, what) in sorted(core.blocked.items()):
+                    phase = core.current_phase.get(unit, -1)
+                    where = "init" if phase < 0 else f"frame {core.frame_of(phase)}"
+                    problems.append(
+                        f"core {core.physical} {unit} task {rec.seq} ({where}, layer "
+                        f"{rec.layer!r}) waits for {what}"
+                    )
+            problems += [f"replica {rep.index}: {p}" for p in rep.barriers.pending()]
+        done = all(len(rep.d2h) == self.starts for rep in self.replicas)
+        if problems or not done:
+            if not problems:
+                for rep in self.replicas:
+                    for core in rep.cores:
+                        if core.finished_units < core.n_units:
+                            problems.append(f"core {core.physical} never finished its frames")
+            shown = "; ".join(problems[:12])
+            more = f"; and {len(problems) - 12} more" if len(problems) > 12 else ""
+            raise DeadlockError(
+                f"simulation deadlocked at cycle {int(self.env.now)} with tasks still "
+                f"waiting: {shown}{more}"
+            )
+
+
+from aipusim.simulator.result import SimResult  # noqa: E402  (type of run(), avoids a cycle)

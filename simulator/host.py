@@ -1,0 +1,90 @@
+"""The host side: frames streamed over PCIe to each instance replica and results back.
+
+Per replica, one process feeds inputs (H2D, then "start") and one drains outputs (D2H).
+``double_buffer`` gives two input and two output buffers, so the input of start ``s+1``
+crosses the link while start ``s`` computes; without it the host waits for each start to
+finish before sending the next input. Pipeline mode keeps one buffer pair per stage in
+flight. Every transfer first takes the host dispatcher for the driver's setup time: in
+``multithread`` mode all replicas share one dispatcher thread, in ``multiprocess`` (and the
+single-instance modes) each replica has its own. PCIe keeps its GB/s at any core clock, so
+its bytes per cycle follow the run's frequency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from aipusim.isa.tasks import Pool
+from aipusim.simulator.links import Link, transfer
+
+if TYPE_CHECKING:
+    from aipusim.simulator.engine import Replica, Simulation
+
+
+def _host_transfer(
+    sim: Simulation, rep: Replica, direction: str, nbytes: int, t: int
+) -> Generator[Any, Any, tuple[int, int]]:
+    """Setup on the dispatcher, then bursts over PCIe and the landing pool's link.
+
+    Returns (cycle the data started to move, cycle it landed)."""
+    env = sim.env
+    if t > env.now:
+        yield env.timeout(t - env.now)
+    disp: Link = rep.dispatcher
+    s = max(env.now, disp.free_at)
+    disp.free_at = s + sim.pcie_setup
+    disp.busy_cycles += sim.pcie_setup
+    pool = (
+        rep.program.instance.input_pool if direction == "h2d" else rep.program.instance.output_pool
+    )
+    path = [sim.links[f"pcie_{direction}"]]
+    latency = 0
+    if pool == Pool.DDR:
+        path += [sim.links["ddr"], sim.links["l2"]]
+        latency = sim.ddr_latency
+    elif pool == Pool.L2:
+        path.append(sim.links["l2"])
+        latency = sim.arch.l2.latency_cycles
+    start = s + sim.pcie_setup
+    if nbytes <= 0:
+        return start, start
+    end = yield from transfer(env, path, nbytes, sim.burst_bytes, start, latency)
+    return start, end
+
+
+def host_inputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
+    """Send each start's input and start the instance when its buffers are free."""
+    env = sim.env
+    slots = sim.io_slots
+    nbytes = rep.input_bytes_per_start
+    t = rep.ready_at
+    for s in range(sim.starts):
+        if s >= slots:
+            # The input buffer is free again once the start that used it has finished.
+            t = max(t, (yield rep.done_event(s - slots)))
+        rep.issue[s] = max(t, env.now)
+        begin, end = yield from _host_transfer(sim, rep, "h2d", nbytes, t)
+        rep.h2d[s] = (begin, end)
+        if nbytes:
+            sim.log_host(rep, "h2d", s, begin, end)
+        start = end
+        if s >= slots:
+            start = max(start, (yield rep.d2h_event(s - slots)))
+        rep.start_event(s).succeed(start)
+        t = env.now
+
+
+def host_outputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
+    """Fetch each start's output as soon as the instance has finished it."""
+    nbytes = rep.output_bytes_per_start
+    for s in range(sim.starts):
+        done = yield rep.done_event(s)
+        begin, end = yield from _host_transfer(sim, rep, "d2h", nbytes, done)
+        if nbytes:
+            sim.log_host(rep, "d2h", s, begin, end)
+        rep.d2h[s] = end
+        if sim.tracer is not None and sim.tracer.b:
+            for k in range(sim.frames_per_start):
+                sim.tracer.frame(rep, s * sim.frames_per_start + k, rep.issue[s], end)
+        rep.d2h_event(s).succeed(end)

@@ -1,0 +1,133 @@
+"""Power model (Accelergy style): action counts x energy per action + static power x time.
+
+- Dynamic energy per action comes from ``arch.energy`` at the nominal voltage; on-chip
+  components scale by ``(V / V_nom)^2`` at the run's V-f point (``clock.voltage_at``); DDR and
+  PCIe energy are off-chip (own supplies) and do not scale. Energy per action does not depend
+  on the clock; static power does.
+- Static power: SRAM leakage (all on-chip SRAM) + logic leakage, both scaling with
+  ``(V / V_nom)^leakage_voltage_exponent``; the PCIe link in L0 and the LPDDR PHY (constant);
+  and a clocked-idle overhead per *active* core scaling with ``f / f_nom * (V / V_nom)^2``.
+- The timeline spreads each task's energy uniformly over its cycles, bins it
+  (``peak_window_us / 10`` per bin, coarser for very long runs) and adds static power; peak
+  power is the highest average over a sliding window of ``peak_window_us`` (aligned to bins).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from aipusim.arch.model import Arch
+from aipusim.isa.trace_schema import (
+    POWER_TIME_COLUMNS,
+    POWER_TOTAL_COLUMN,
+    Component,
+    power_column,
+)
+from aipusim.simulator.units import COMPONENTS
+
+#: Components that draw from the chip's core supply (scale with V^2).
+ON_CHIP = frozenset(COMPONENTS) - {Component.DDR, Component.PCIE, Component.STATIC}
+#: Upper bound of timeline bins; longer runs get wider bins.
+MAX_BINS = 200_000
+
+
+def dynamic_scale(arch: Arch, freq_hz: int) -> np.ndarray:
+    """Per-component factor applied to nominal-voltage energies at ``freq_hz``."""
+    v = arch.clock.voltage_at(freq_hz) / arch.clock.nominal_voltage_v
+    return np.array([v * v if c in ON_CHIP else 1.0 for c in COMPONENTS])
+
+
+def static_power_w(arch: Arch, freq_hz: int, active_cores: int) -> dict[str, float]:
+    """Static and always-on power by source, in W.
+
+    >>> from aipusim.arch import load_arch
+    >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
+    1.84
+    """
+    sp = arch.static_power
+    v = arch.clock.voltage_at(freq_hz) / arch.clock.nominal_voltage_v
+    leak = v**sp.leakage_voltage_exponent
+    return {
+        "sram_leakage": sp.sram_leakage_w_per_mib * arch.sram_mib * leak,
+        "logic_leakage": sp.logic_leakage_w * leak,
+        "pcie_l0": sp.pcie_l0_w,
+        "ddr_phy": sp.ddr_phy_w,
+        "clocked_idle": sp.core_clocked_idle_w
+        * active_cores
+        * (freq_hz / arch.clock.default_hz)
+        * v
+        * v,
+    }
+
+
+@dataclass(frozen=True)
+class PowerProfile:
+    """Binned power over the run and its sliding-window peak."""
+
+    timeline: pd.DataFrame
+    peak_w: float
+    bin_cycles: int
+    window_cycles: int
+
+
+def power_timeline(
+    table: np.ndarray,
+    rid: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    extra_pj: np.ndarray,
+    total_cycles: int,
+    freq_hz: int,
+    static_w: float,
+    window_us: float,
+) -> PowerProfile:
+    """Bin the (already voltage-scaled) energy ``table[rid]`` of each logged activity.
+
+    ``extra_pj`` (per component) is energy not tied to a logged activity (trace lines,
+    polls); it is spread evenly over the run.
+    """
+    total_cycles = max(1, int(total_cycles))
+    window_cycles = max(1, round(window_us * 1e-6 * freq_hz))
+    bin_cycles = max(1, window_cycles // 10, math.ceil(total_cycles / MAX_BINS))
+    nbins = math.ceil(total_cycles / bin_cycles)
+    edges = np.arange(nbins + 1, dtype=np.float64) * bin_cycles
+    s = start.astype(np.float64)
+    e = np.maximum(end, start + 1).astype(np.float64)
+    times = np.concatenate([s, e])
+    order = np.argsort(times, kind="stable")
+    t_sorted = times[order]
+    seg = np.diff(t_sorted)
+    bin_s = bin_cycles / freq_hz
+    data: dict[str, np.ndarray] = {
+        POWER_TIME_COLUMNS[0]: edges[:-1].astype(np.int64),
+        POWER_TIME_COLUMNS[1]: np.minimum(edges[1:], total_cycles).astype(np.int64),
+    }
+    total = np.zeros(nbins)
+    run_s = total_cycles / freq_hz
+    for ci, comp in enumerate(COMPONENTS):
+        if comp == Component.STATIC:
+            watts = np.full(nbins, static_w)
+        else:
+            watts = np.full(nbins, extra_pj[ci] * 1e-12 / run_s)
+            if len(rid):
+                rate = table[rid, ci] / (e - s)
+                deltas = np.concatenate([rate, -rate])[order]
+                r = np.cumsum(deltas)
+                cum = np.concatenate([[0.0], np.cumsum(r[:-1] * seg)])
+                at_edges = np.interp(edges, t_sorted, cum)
+                watts += np.diff(at_edges) * 1e-12 / bin_s
+        data[power_column(comp)] = watts
+        total += watts
+    data[POWER_TOTAL_COLUMN] = total
+    frame = pd.DataFrame(data)
+    k = max(1, min(nbins, window_cycles // bin_cycles))
+    if k == 1:
+        peak = float(total.max())
+    else:
+        csum = np.concatenate([[0.0], np.cumsum(total)])
+        peak = float(((csum[k:] - csum[:-k]) / k).max())
+    return PowerProfile(frame, peak, bin_cycles, window_cycles)

@@ -1,0 +1,265 @@
+"""`SimResult`: what a run measured (time, throughput, latency, utilization, energy, power)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from aipusim.isa.trace_schema import Component
+from aipusim.simulator.power import dynamic_scale, power_timeline, static_power_w
+from aipusim.simulator.units import COMPONENTS, C
+
+if TYPE_CHECKING:
+    from aipusim.simulator.engine import Simulation
+
+
+def _union_cycles(start: np.ndarray, end: np.ndarray) -> int:
+    """Cycles covered by at least one of the intervals [start, end)."""
+    if len(start) == 0:
+        return 0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    # A new block starts where an interval begins after everything before it ended.
+    new = np.concatenate([[True], s[1:] > reach[:-1]])
+    block_start = s[new]
+    idx = np.flatnonzero(new)
+    block_end = np.maximum.reduceat(e, idx)
+    return int((block_end - block_start).sum())
+
+
+@dataclass
+class SimResult:
+    """Outcome of `simulate`. Times in cycles unless the name says otherwise.
+
+    ``fps`` counts the host link (frames per second the host gets back), ``device_fps`` the
+    device only (frames per second between the first start and the last finish). INIT work
+    (constants loaded once per instance) is part of the run and of its energy; energy per
+    frame is the run's total energy divided by the frames, so short runs pay more for INIT
+    (``energy_mj_init`` says how much).
+    """
+
+    model: str
+    multicore_mode: str
+    frequency_hz: int
+    voltage_v: float
+    frames: int
+    replicas: int
+    active_cores: int
+    total_cycles: int
+    fps: float
+    device_fps: float
+    latency_us: np.ndarray
+    device_latency_cycles: np.ndarray
+    lower_bound_cycles: int
+    busy_cycles: dict[str, int]
+    utilization: dict[str, float]
+    core_utilization: dict[str, float]
+    link_utilization: dict[str, float]
+    energy_mj_per_frame: dict[str, float]
+    energy_mj_init: float
+    avg_power_w: float
+    peak_power_w: float
+    static_power_w: dict[str, float]
+    power_timeline: pd.DataFrame
+    event_counts: dict[str, int]
+    task_log: pd.DataFrame = field(repr=False)
+
+    @property
+    def seconds(self) -> float:
+        return self.total_cycles / self.frequency_hz
+
+    @property
+    def latency_us_p50(self) -> float:
+        return float(np.percentile(self.latency_us, 50))
+
+    @property
+    def latency_us_p99(self) -> float:
+        return float(np.percentile(self.latency_us, 99))
+
+    @property
+    def energy_mj_per_frame_total(self) -> float:
+        return float(sum(self.energy_mj_per_frame.values()))
+
+    def events(self) -> list[tuple[int, str, int, int, int, int]]:
+        """``(core, unit, frame, task, start, end)`` of every task, by start then core.
+
+        >>> # see tests/simulator for exact logs of small programs
+        """
+        log = self.task_log
+        rows = zip(
+            log["core"],
+            log["unit"],
+            log["frame"],
+            log["task"],
+            log["start"],
+            log["end"],
+            strict=True,
+        )
+        return [(int(a), str(b), int(c), int(d), int(e), int(f)) for a, b, c, d, e, f in rows]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "multicore_mode": self.multicore_mode,
+            "frequency_hz": self.frequency_hz,
+            "voltage_v": self.voltage_v,
+            "frames": self.frames,
+            "replicas": self.replicas,
+            "fps": self.fps,
+            "device_fps": self.device_fps,
+            "latency_us_p50": self.latency_us_p50,
+            "latency_us_p99": self.latency_us_p99,
+            "energy_mj_per_frame": self.energy_mj_per_frame_total,
+            "energy_mj_per_frame_by_component": self.energy_mj_per_frame,
+            "energy_mj_init": self.energy_mj_init,
+            "avg_power_w": self.avg_power_w,
+            "peak_power_w": self.peak_power_w,
+            "static_power_w": self.static_power_w,
+            "total_cycles": self.total_cycles,
+            "seconds": self.seconds,
+            "lower_bound_cycles": self.lower_bound_cycles,
+            "utilization": self.utilization,
+            "core_utilization": self.core_utilization,
+            "link_utilization": self.link_utilization,
+            "busy_cycles": self.busy_cycles,
+            "event_counts": self.event_counts,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+
+def build_result(sim: Simulation) -> SimResult:
+    arch, freq = sim.arch, sim.freq_hz
+    rid = np.frombuffer(sim.log_rid, dtype=np.int64)
+    core = np.frombuffer(sim.log_core, dtype=np.int64)
+    phase = np.frombuffer(sim.log_phase, dtype=np.int64)
+    start = np.frombuffer(sim.log_start, dtype=np.int64)
+    end = np.frombuffer(sim.log_end, dtype=np.int64)
+    d2h_end = [rep.d2h[s] for rep in sim.replicas for s in range(sim.starts)]
+    total = int(max([*d2h_end, int(end.max()) if len(end) else 0, 1]))
+
+    info = sim.rec_info
+    names = sorted({u for _, u, _ in info})
+    code_of = {u: i for i, u in enumerate(names)}
+    rec_unit = np.array([code_of[u] for _, u, _ in info], dtype=np.int64)
+    ucode = rec_unit[rid]
+    is_host = np.array([u.startswith("pcie") for u in names], dtype=bool)[ucode]
+    physical = sorted({c.physical for rep in sim.replicas for c in rep.cores})
+    unit_names = sorted({u for c in sim.codes.values() for u in c.unit_names})
+    dur = end - start
+    busy: dict[str, int] = {}
+    core_util: dict[str, float] = {}
+    util: dict[str, float] = {}
+    per_key = np.bincount(core * len(names) + ucode, weights=dur, minlength=0) if len(rid) else []
+    for p in physical:
+        for u in unit_names:
+            key = p * len(names) + code_of[u]
+            busy[f"core{p}.{u}"] = int(per_key[key]) if key < len(per_key) else 0
+        mask = (core == p) & ~is_host
+        core_util[f"core{p}"] = _union_cycles(start[mask], end[mask]) / total
+        ctl = next(c.ctl for rep in sim.replicas for c in rep.cores if c.physical == p)
+        busy[f"core{p}.control"] = int(ctl.busy_cycles)
+    for u in [*unit_names, "control"]:
+        util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
+    links = {name: min(1.0, link.busy_cycles / total) for name, link in sim.links.items()}
+    link_util = {k: v for k, v in links.items() if not k.startswith("chan:")}
+
+    table = np.vstack(sim.energy_rows) * dynamic_scale(arch, freq)[None, :]
+    counts = np.bincount(rid, minlength=len(table)) if len(rid) else np.zeros(len(table))
+    comp_pj = counts @ table
+    tracer = sim.tracer
+    lines = tracer.lines if tracer is not None else 0
+    extra = np.zeros(len(COMPONENTS))
+    extra[C[Component.CONTROL]] = (lines + sim.polls) * arch.energy.control_task_pj
+    extra *= dynamic_scale(arch, freq)
+    comp_pj = comp_pj + extra
+    static = static_power_w(arch, freq, len(physical))
+    static_w = sum(static.values())
+    seconds = total / freq
+    comp_pj[C[Component.STATIC]] = static_w * seconds * 1e12
+    frames_total = sim.frames * len(sim.replicas)
+    per_frame = {c.value: float(comp_pj[i] * 1e-9 / frames_total) for i, c in enumerate(COMPONENTS)}
+    init_mask = phase < 0
+    init_pj = float((np.bincount(rid[init_mask], minlength=len(table)) @ table).sum())
+    profile = power_timeline(
+        table, rid, start, end, extra, total, freq, static_w, arch.power.peak_window_us
+    )
+
+    latency = []
+    dev_lat = []
+    starts_t, dones = [], []
+    for rep in sim.replicas:
+        for s in range(sim.starts):
+            lat_us = (rep.d2h[s] - rep.issue[s]) / freq * 1e6
+            latency += [lat_us] * sim.frames_per_start
+            dev_lat.append(rep.done[s] - rep.started[s])
+            starts_t.append(rep.started[s])
+            dones.append(rep.done[s])
+    device_span = max(dones) - min(starts_t)
+    fps = frames_total / seconds
+    device_fps = frames_total / (device_span / freq) if device_span > 0 else float("inf")
+
+    inst_macs = sum(
+        rec.macs for code in sim.codes.values() for rec in code.frame if rec.unit == "mvm"
+    )
+    ddr_bytes = sum(
+        rec.xfer.nbytes
+        for code in sim.codes.values()
+        for rec in code.frame
+        if rec.xfer is not None and "ddr" in rec.xfer.links
+    )
+    n_cores = len(sim.codes)
+    bound = max(
+        inst_macs / (arch.mvm.macs_per_cycle * n_cores),
+        ddr_bytes / arch.ddr_bw_bytes_per_cycle(freq),
+    )
+    log = pd.DataFrame(
+        {
+            "core": core,
+            "unit": np.array(names, dtype=object)[ucode],
+            "layer": np.array([i[2] for i in info], dtype=object)[rid],
+            "frame": phase,
+            "task": [0] * len(rid),
+            "start": start,
+            "end": end,
+        }
+    )
+    log["task"] = sim.rec_seq[rid] if len(rid) else []
+    log = log.sort_values(["start", "core", "end"], kind="stable").reset_index(drop=True)
+    return SimResult(
+        model=sim.program.model,
+        multicore_mode=str(sim.program.multicore_mode),
+        frequency_hz=freq,
+        voltage_v=arch.clock.voltage_at(freq),
+        frames=frames_total,
+        replicas=len(sim.replicas),
+        active_cores=len(physical),
+        total_cycles=total,
+        fps=fps,
+        device_fps=device_fps,
+        latency_us=np.array(latency),
+        device_latency_cycles=np.array(dev_lat),
+        lower_bound_cycles=int(np.ceil(bound)),
+        busy_cycles=busy,
+        utilization=util,
+        core_utilization=core_util,
+        link_utilization=link_util,
+        energy_mj_per_frame=per_frame,
+        energy_mj_init=init_pj * 1e-9,
+        avg_power_w=float(comp_pj.sum() * 1e-12 / seconds),
+        peak_power_w=profile.peak_w,
+        static_power_w=static,
+        power_timeline=profile.timeline,
+        event_counts={
+            "tasks": int(np.sum(sim.rec_seq[rid] >= 0)) if len(rid) else 0,
+            "trace_lines": lines,
+            "polls": sim.polls,
+        },
+        task_log=log,
+    )

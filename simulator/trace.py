@@ -1,0 +1,167 @@
+"""Profiling trace writer: DESIGN.md §6 text lines or a Parquet table with the same columns.
+
+Events are gathered during the run (one tuple per line, in the column order of
+`aipusim.isa.trace_schema.COLUMNS`) and written at the end. Each line costs the writing
+core's control core ``arch.control.trace_line_cycles`` at the cycle of the event, so enabling
+more levels delays dispatch and perturbs the timing, as on the real chip.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aipusim.isa.trace_schema import (
+    COLUMNS,
+    ColumnType,
+    Tag,
+    TraceHeader,
+    format_line,
+    union_columns,
+)
+from aipusim.simulator.units import COMPUTE_UNITS, Rec
+
+if TYPE_CHECKING:
+    from aipusim.simulator.core import CoreRun
+    from aipusim.simulator.engine import Replica
+
+
+class Tracer:
+    """Collects trace events of the enabled levels and charges their control-core cost."""
+
+    def __init__(self, levels: tuple[Tag, ...], line_cycles: int) -> None:
+        self.levels = tuple(levels)
+        wanted = {t.value for t in levels}
+        self.b = "B" in wanted
+        self.pb = "PB" in wanted
+        self.pe = "PE" in wanted
+        self.k = "K" in wanted
+        self.m = "M" in wanted
+        self.t = "T" in wanted
+        self.per_task = self.pb or self.pe or self.k or self.m or self.t
+        self.line_cycles = line_cycles
+        self.rows: dict[Tag, list[tuple]] = {tag: [] for tag in COLUMNS}
+        # (core, phase) -> layer -> [tasks left, latest end]
+        self._layers: dict[tuple[int, int], dict[str, list[int]]] = {}
+        self._layer_counts: dict[tuple[int, int], dict[str, int]] = {}
+
+    @property
+    def lines(self) -> int:
+        return sum(len(r) for r in self.rows.values())
+
+    def _charge(self, core: CoreRun, t: int) -> None:
+        core.ctl.charge(t, self.line_cycles)
+
+    def task(self, core: CoreRun, unit: str, rec: Rec, phase: int, s: int, e: int) -> None:
+        frame = core.frame_of(phase)
+        if rec.xfer is not None:
+            if self.m:
+                x = rec.xfer
+                self.rows[Tag.M].append(
+                    (core.physical, unit, frame, rec.layer, rec.seq, x.src, x.dst, x.nbytes, s, e)
+                )
+                self._charge(core, e)
+        elif self.k and unit in COMPUTE_UNITS:
+            self.rows[Tag.K].append(
+                (core.physical, unit, frame, rec.layer, rec.seq, rec.tile, s, e, rec.macs)
+            )
+            self._charge(core, e)
+        if (self.pb or self.pe) and rec.layer:
+            self._layer(core, rec, phase, frame, s, e)
+
+    def _layer(self, core: CoreRun, rec: Rec, phase: int, frame: int, s: int, e: int) -> None:
+        key = (core.physical, phase)
+        open_layers = self._layers.setdefault(key, {})
+        state = open_layers.get(rec.layer)
+        if state is None:
+            counts = self._layer_counts.get((core.physical, 0 if phase >= 0 else -1))
+            if counts is None:
+                counts = {}
+                for r in core.code.init if phase < 0 else core.code.frame:
+                    if r.layer:
+                        counts[r.layer] = counts.get(r.layer, 0) + 1
+                self._layer_counts[(core.physical, 0 if phase >= 0 else -1)] = counts
+            state = open_layers[rec.layer] = [counts[rec.layer], e]
+            if self.pb:
+                op = rec.unit
+                self.rows[Tag.PB].append((s, core.physical, frame, rec.layer, op))
+                self._charge(core, s)
+        state[0] -= 1
+        if e > state[1]:
+            state[1] = e
+        if state[0] == 0:
+            del open_layers[rec.layer]
+            if self.pe:
+                self.rows[Tag.PE].append((state[1], core.physical, frame, rec.layer))
+                self._charge(core, state[1])
+
+    def token(self, core: CoreRun, t: int, index: int, is_global: bool, op: str, task: int) -> None:
+        scope = "global" if is_global else "local"
+        self.rows[Tag.T].append((t, core.physical, index, scope, op, task))
+        self._charge(core, t)
+
+    def frame(self, rep: Replica, frame: int, start: int, end: int) -> None:
+        self.rows[Tag.B].append((frame, rep.index, start, end))
+        self._charge(rep.cores[0], end)
+
+    def host(self, rep: Replica, direction: str, s: int, begin: int, end: int, nbytes: int) -> None:
+        src, dst = ("host", "ddr") if direction == "h2d" else ("ddr", "host")
+        frame = s * len(rep.cores) if rep.sim.frames_per_start > 1 else s
+        self.rows[Tag.M].append(
+            (
+                rep.cores[0].physical,
+                f"pcie_{direction}",
+                frame,
+                "",
+                -1,
+                src,
+                dst,
+                nbytes,
+                begin,
+                end,
+            )
+        )
+        self._charge(rep.cores[0], end)
+
+    # -- writers -----------------------------------------------------------------------
+    def write(self, path: str | Path, header: TraceHeader) -> Path:
+        """Text unless ``path`` ends in ``.parquet``."""
+        path = Path(path)
+        if path.suffix == ".parquet":
+            self._write_parquet(path, header)
+        else:
+            self._write_text(path, header)
+        return path
+
+    def _write_text(self, path: Path, header: TraceHeader) -> None:
+        with path.open("w", encoding="utf-8") as fh:
+            fh.write(header.format() + "\n")
+            for tag in COLUMNS:
+                for row in self.rows[tag]:
+                    names = [name for name, _ in COLUMNS[tag]]
+                    fh.write(format_line(tag, dict(zip(names, row, strict=True))) + "\n")
+
+    def _write_parquet(self, path: Path, header: TraceHeader) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        union = union_columns()
+        data: dict[str, list] = {"tag": []}
+        data.update({name: [] for name in union})
+        for tag in COLUMNS:
+            rows = self.rows[tag]
+            if not rows:
+                continue
+            data["tag"] += [tag.value] * len(rows)
+            cols = [name for name, _ in COLUMNS[tag]]
+            for j, name in enumerate(cols):
+                data[name] += [row[j] for row in rows]
+            for name in union:
+                if name not in cols:
+                    data[name] += [None] * len(rows)
+        types = {ColumnType.INT: pa.int64(), ColumnType.STR: pa.string()}
+        schema = pa.schema(
+            [pa.field("tag", pa.string())] + [pa.field(n, types[t]) for n, t in union.items()],
+            metadata=header.metadata(),
+        )
+        pq.write_table(pa.table(data, schema=schema), path)
