@@ -47,7 +47,8 @@ def _onnx_attrs(node: Node) -> dict[str, object]:
     return out
 
 
-def _make(node: Node, inputs: list[str], outputs: list[str], name: str) -> onnx.NodeProto:
+def node_to_onnx(node: Node, inputs: list[str], outputs: list[str], name: str) -> onnx.NodeProto:
+    """One IR node as an ONNX NodeProto (``aipu_*`` attributes dropped)."""
     raw = {k: v for k, v in node.attrs.items() if isinstance(v, onnx.AttributeProto)}
     attrs = {k: v for k, v in _onnx_attrs(node).items() if k not in raw}
     proto = helper.make_node(
@@ -98,7 +99,7 @@ def _expand(node: Node, graph: Graph, extra_inits: list[onnx.TensorProto]) -> li
             helper.make_node("Mul", [inputs[0], sig], [body_out], name=node.name),
         ]
     else:
-        body = [_make(node, inputs, [body_out, *outputs[1:]], node.name)]
+        body = [node_to_onnx(node, inputs, [body_out, *outputs[1:]], node.name)]
     for i, p in enumerate(pre + post):
         if not p.name:
             p.name = f"{node.name}/affine{i}"
@@ -153,4 +154,4 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.nda
     return run_onnx(to_onnx(graph), feeds)
 
 
-__all__ = ["LUT_AFFINE_ATTRS", "onnx_elem_type", "run_graph", "run_onnx", "to_onnx"]
+__all__ = ["LUT_AFFINE_ATTRS", "node_to_onnx", "onnx_elem_type", "run_graph", "run_onnx", "to_onnx"]

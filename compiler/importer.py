@@ -503,11 +503,13 @@ def import_model(
     layout: Layout | str = Layout.NCHW,
     target_opset: int = 17,
     max_fold_rounds: int = 8,
+    source_name: str | None = None,
 ) -> Graph:
     """Import an ONNX model (file or proto) as a statically shaped `Graph`.
 
     ``input_shape`` fixes dynamic dims of the first input (a mapping name -> shape for
-    several inputs), written in ``layout``. Raises `OnnxImportError` for anything the
+    several inputs), written in ``layout``. ``source_name`` names a proto in messages (its
+    file, say). Raises `OnnxImportError` for anything the
     compiler cannot take, naming the file, tensor, input or dim.
 
     >>> from onnx import helper, TensorProto
@@ -525,7 +527,7 @@ def import_model(
             f"input data layout must be one of NCHW, NHWC, not {layout!r}"
         ) from None
     if isinstance(model, onnx.ModelProto):
-        what = model.graph.name or "<model>"
+        what = source_name or model.graph.name or "<model>"
         proto = onnx.ModelProto()
         proto.CopyFrom(model)
         check_model(proto, what)

@@ -249,7 +249,7 @@ AttrValue = int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str,
 
 def frozen_array(array: np.ndarray | Any) -> np.ndarray:
     """A read-only (C-contiguous) view of ``array``: constants are never written in place."""
-    arr = np.ascontiguousarray(array)
+    arr = np.asarray(array, order="C")  # (ascontiguousarray would turn 0-d into 1-d)
     if arr.flags.writeable:
         arr = arr.view()
         arr.flags.writeable = False

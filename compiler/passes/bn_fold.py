@@ -1,0 +1,90 @@
+"""Pass 3b, BatchNorm folding: BN after Conv/ConvTranspose goes into the weights and bias;
+a BN without such a producer becomes a per-channel Mul + Add (one DPU op).
+
+With s = gamma / sqrt(var + eps): W' = W * s (per output channel), b' = (b - mean) * s + beta.
+Exact up to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aipusim.compiler.ir import Graph, GraphEditor, Node, Op
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.passes.util import sole_consumer
+
+
+def _bn_params(graph: Graph, bn: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """(scale, shift) per channel of an inference BN with constant parameters."""
+    arrays = [graph.const(i) for i in bn.inputs[1:5]]
+    if any(a is None for a in arrays) or int(bn.attr("training_mode", 0)):
+        return None
+    gamma, beta, mean, var = (np.asarray(a, np.float64) for a in arrays)  # type: ignore[arg-type]
+    eps = float(bn.attr("epsilon", 1e-5))
+    scale = gamma / np.sqrt(var + eps)
+    return scale, beta - mean * scale
+
+
+def _fold_into_conv(graph: Graph, ed: GraphEditor, conv: Node, bn: Node) -> bool:
+    weight = graph.const(conv.inputs[1])
+    params = _bn_params(graph, bn)
+    if weight is None or params is None:
+        return False
+    scale, shift = params
+    group = int(conv.attr("group", 1))
+    w = weight.astype(np.float64)
+    if conv.op is Op.CONV:
+        w = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+    else:  # ConvTranspose weights are [Cin, Cout/group, k...]
+        cout_g = w.shape[1]
+        s = scale.reshape(group, cout_g)
+        w = (
+            w.reshape((group, -1, cout_g, *w.shape[2:]))
+            * s.reshape((group, 1, cout_g) + (1,) * (w.ndim - 2))
+        ).reshape(w.shape)
+    bias_name = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] else None
+    bias = graph.const(bias_name) if bias_name else np.zeros(scale.shape, np.float32)
+    if bias is None:
+        return False
+    b = bias.astype(np.float64) * scale + shift
+    w_name = ed.add_constant(f"{conv.inputs[1]}_bn", w.astype(weight.dtype))
+    b_name = ed.add_constant(f"{conv.name}_bias_bn", b.astype(np.float32))
+    ed.remove(bn)
+    ed.replace(conv, conv.with_(inputs=(conv.inputs[0], w_name, b_name), outputs=bn.outputs[:1]))
+    return True
+
+
+def fold_batchnorm(graph: Graph, ctx: PassContext | None) -> Graph:
+    """Fold every inference BatchNormalization into its conv, or turn it into Mul+Add."""
+    ed = graph.edit()
+    changed = False
+    for bn in graph.nodes:
+        if bn.op is not Op.BATCH_NORM or any(o for o in bn.outputs[1:]):
+            continue
+        conv = graph.producer(bn.inputs[0])
+        if (
+            conv is not None
+            and conv.op in (Op.CONV, Op.CONV_TRANSPOSE)
+            and sole_consumer(graph, conv.outputs[0]) is bn
+            and conv.name in ed.nodes
+            and _fold_into_conv(graph, ed, ed.nodes[conv.name], bn)
+        ):
+            changed = True
+            continue
+        params = _bn_params(graph, bn)
+        if params is None:
+            continue
+        scale, shift = params
+        rank = len(graph.shape(bn.inputs[0]))
+        bshape = (-1,) + (1,) * (rank - 2)
+        s = ed.add_constant(f"{bn.name}/scale", scale.astype(np.float32).reshape(bshape))
+        t = ed.add_constant(f"{bn.name}/shift", shift.astype(np.float32).reshape(bshape))
+        x = graph.tensor(bn.inputs[0])
+        mid = ed.new_tensor(f"{bn.name}/scaled", x.shape, x.dtype)
+        ed.replace(bn, Node(f"{bn.name}/mul", Op.MUL, (bn.inputs[0], s), (mid,)))
+        ed.add(Node(f"{bn.name}/add", Op.ADD, (mid, t), bn.outputs[:1]))
+        changed = True
+    return ed.build() if changed else graph
+
+
+__all__ = ["fold_batchnorm"]

@@ -1,0 +1,300 @@
+"""Pass 5, hardware-driven rewrites (after quantization; each keeps float semantics).
+
+- `dense_to_conv2d` (``rewrite_dense_to_conv2d``): Gemm / MatMul with constant weights ->
+  Reshape [P, K, 1, 1] -> 1x1 Conv -> Reshape; a following per-column bias Add joins the conv.
+- `concat_to_resadd` (``rewrite_concat_to_resadd``): a channel Concat of 4-D tensors ->
+  each input zero-padded to the full channel count at its offset, then summed with Adds.
+- `pword_padding` (``apply_pword_padding``): input channels of groups=1 convolutions padded
+  with zeros to a multiple of PWORD (``arch.mvm.pword_channels``): zero weights and a channel
+  Pad of the activation (shared by all convs reading it).
+- `mac_around_lut` (``simplify_mac_before_after_lut``): scalar Mul/Add/Sub/Div right before
+  and after a LUT op become the LUT's affine attributes
+  ``y = aipu_out_scale * f(aipu_in_scale * x + aipu_in_bias) + aipu_out_bias``.
+
+New tensors inherit the quantization of the tensor they stand for (`Tensor.quant`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from aipusim.compiler.ir import LUT_OPS, Graph, GraphEditor, Node, Op, QuantParams
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.passes.util import const_operand, scalar_value, sole_consumer
+
+
+def _quant_on_axis(q: QuantParams | None, axis: int) -> QuantParams | None:
+    """Per-channel parameters moved to ``axis`` (per-tensor ones unchanged)."""
+    if q is None or q.axis is None:
+        return q
+    return dataclasses.replace(q, axis=axis)
+
+
+def _declare_const(ed: GraphEditor, hint: str, array: np.ndarray, quant: QuantParams | None) -> str:
+    name = ed.add_constant(hint, array)
+    if quant is not None:
+        t = ed.tensors[name]
+        ed.tensors[name] = dataclasses.replace(t, quant=quant)
+    return name
+
+
+# ----------------------------------------------------------------------------- dense
+
+
+def _dense_weights(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(weight [M, K], bias [M] or None) of a Gemm/MatMul the rewrite can take."""
+    w = graph.const(node.inputs[1])
+    if w is None or w.ndim != 2 or graph.is_constant(node.inputs[0]):
+        return None
+    if node.op is Op.MATMUL:
+        return w.T, None
+    if int(node.attr("transA", 0)) or len(graph.shape(node.inputs[0])) != 2:
+        return None
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    wm = w if int(node.attr("transB", 0)) else w.T
+    if alpha != 1.0:
+        if wm.dtype.kind != "f":
+            return None
+        wm = (wm * alpha).astype(wm.dtype)
+    bias = None
+    if len(node.inputs) > 2 and node.inputs[2]:
+        c = graph.const(node.inputs[2])
+        m = wm.shape[0]
+        if c is None or c.size not in (1, m) or (c.ndim == 2 and c.shape[0] != 1):
+            return None
+        bias = np.broadcast_to(c.reshape(-1), (m,)).copy()  # keeps an int32 quantized bias
+        if beta != 1.0:
+            if bias.dtype.kind != "f":
+                return None
+            bias = (bias * beta).astype(bias.dtype)
+    return wm, bias
+
+
+def dense_to_conv2d(graph: Graph, ctx: PassContext | None) -> Graph:
+    """Canonicalise Gemm/MatMul with constant 2-D weights to 1x1 convolutions."""
+    ed = graph.edit()
+    changed = False
+    for node in graph.nodes:
+        if node.op not in (Op.GEMM, Op.MATMUL) or node.name not in ed.nodes:
+            continue
+        found = _dense_weights(graph, node)
+        if found is None:
+            continue
+        wm, bias = found
+        x = graph.tensor(node.inputs[0])
+        y = graph.tensor(node.outputs[0])
+        m, k = wm.shape
+        lead = x.shape[:-1]
+        rows = int(np.prod(lead, dtype=np.int64))
+        out_name = node.outputs[0]
+        # a following bias Add over the last axis joins the conv
+        add = sole_consumer(graph, out_name) if bias is None else None
+        if add is not None and add.op is Op.ADD and add.name in ed.nodes:
+            co = const_operand(graph, add)
+            fits = co is not None and co[1].size == m and co[1].shape[-1] == m
+            if fits and graph.shape(add.outputs[0]) == y.shape:
+                bias = co[1].reshape(-1).copy()
+                ed.remove(add)
+                out_name = add.outputs[0]
+                y = graph.tensor(out_name)
+        w_quant = graph.tensor(node.inputs[1]).quant
+        w4 = _declare_const(
+            ed,
+            f"{node.inputs[1]}_conv",
+            np.ascontiguousarray(wm.reshape(m, k, 1, 1)),
+            _quant_on_axis(w_quant, 0),
+        )
+        s_in = ed.add_constant(f"{node.name}/in_shape", np.array([rows, k, 1, 1], np.int64))
+        s_out = ed.add_constant(f"{node.name}/out_shape", np.array(y.shape, np.int64))
+        x4 = ed.new_tensor(f"{node.name}/x4", (rows, k, 1, 1), x.dtype, x.quant)
+        y4 = ed.new_tensor(f"{node.name}/y4", (rows, m, 1, 1), y.dtype, y.quant)
+        inputs = [x4, w4]
+        if bias is not None:
+            inputs.append(ed.add_constant(f"{node.name}/bias", bias))
+        ed.remove(node)
+        ed.add(Node(f"{node.name}/reshape_in", Op.RESHAPE, (x.name, s_in), (x4,)))
+        ed.add(Node(node.name, Op.CONV, tuple(inputs), (y4,), {"kernel_shape": (1, 1)}))
+        ed.add(Node(f"{node.name}/reshape_out", Op.RESHAPE, (y4, s_out), (out_name,)))
+        changed = True
+    return ed.build() if changed else graph
+
+
+# ----------------------------------------------------------------------------- concat
+
+
+def concat_to_resadd(graph: Graph, ctx: PassContext | None) -> Graph:
+    """Channel Concat -> zero-pad each input to the full width and add them up."""
+    ed = graph.edit()
+    changed = False
+    for node in graph.nodes:
+        if node.op is not Op.CONCAT or len(node.inputs) < 2:
+            continue
+        out = graph.tensor(node.outputs[0])
+        if out.rank != 4 or int(node.attr("axis", 0)) % 4 != 1:
+            continue
+        total = out.shape[1]
+        offset = 0
+        padded: list[str] = []
+        for i, src in enumerate(node.inputs):
+            c = graph.shape(src)[1]
+            widths = [(0, 0), (offset, total - offset - c), (0, 0), (0, 0)]
+            arr = graph.const(src)
+            if arr is not None:
+                padded.append(ed.add_constant(f"{node.name}/const{i}", np.pad(arr, widths)))
+            else:
+                pads = np.array([w[0] for w in widths] + [w[1] for w in widths], np.int64)
+                p = ed.new_tensor(f"{node.name}/pad{i}", out.shape, out.dtype, out.quant)
+                ed.add(
+                    Node(
+                        f"{node.name}/pad{i}",
+                        Op.PAD,
+                        (src, ed.add_constant(f"{node.name}/pads{i}", pads)),
+                        (p,),
+                        {"mode": "constant"},
+                    )
+                )
+                padded.append(p)
+            offset += c
+        ed.remove(node)
+        acc = padded[0]
+        for i, p in enumerate(padded[1:], start=1):
+            last = i == len(padded) - 1
+            s = (
+                node.outputs[0]
+                if last
+                else ed.new_tensor(f"{node.name}/sum{i}", out.shape, out.dtype, out.quant)
+            )
+            ed.add(Node(node.name if last else f"{node.name}/add{i}", Op.ADD, (acc, p), (s,)))
+            acc = s
+        changed = True
+    return ed.build() if changed else graph
+
+
+# ----------------------------------------------------------------------------- pword
+
+
+def pword_padding(graph: Graph, ctx: PassContext | None) -> Graph:
+    """Pad conv input channels (groups=1) with zeros to a multiple of PWORD."""
+    if ctx is None:
+        raise ValueError("pword_padding needs a PassContext (PWORD comes from the arch)")
+    pword = ctx.pword_channels
+    ed = graph.edit()
+    shared: dict[tuple[str, int], str] = {}
+    changed = False
+    for node in graph.nodes:
+        if node.op not in (Op.CONV, Op.CONV_TRANSPOSE) or int(node.attr("group", 1)) != 1:
+            continue
+        x = graph.tensor(node.inputs[0])
+        w = graph.const(node.inputs[1])
+        cin = x.shape[1]
+        if w is None or x.rank < 3 or cin % pword == 0:
+            continue
+        padded_c = -(-cin // pword) * pword
+        key = (x.name, padded_c)
+        if key not in shared:
+            pads = np.zeros(2 * x.rank, np.int64)
+            pads[x.rank + 1] = padded_c - cin
+            shape = (x.shape[0], padded_c, *x.shape[2:])
+            px = ed.new_tensor(f"{x.name}_pword", shape, x.dtype, x.quant)
+            pads_name = ed.add_constant(f"{x.name}_pword_pads", pads)
+            ed.add(
+                Node(
+                    f"{x.name}/pword_pad", Op.PAD, (x.name, pads_name), (px,), {"mode": "constant"}
+                )
+            )
+            shared[key] = px
+        axis = 1 if node.op is Op.CONV else 0
+        widths = [(0, 0)] * w.ndim
+        widths[axis] = (0, padded_c - cin)
+        w_t = graph.tensor(node.inputs[1])
+        w_name = _declare_const(ed, f"{node.inputs[1]}_pword", np.pad(w, widths), w_t.quant)
+        ed.replace(node, node.with_(inputs=(shared[key], w_name, *node.inputs[2:])))
+        changed = True
+    return ed.build() if changed else graph
+
+
+# ----------------------------------------------------------------------------- LUT
+
+
+_AFFINE = frozenset({Op.MUL, Op.ADD, Op.SUB, Op.DIV})
+
+
+def _scalar_operand(graph: Graph, node: Node, data: str) -> float | None:
+    """The scalar constant of an affine node applied to tensor ``data`` (``data op c``, or
+    ``c op data`` for the commutative Mul/Add), or None."""
+    if node.op not in _AFFINE:
+        return None
+    co = const_operand(graph, node)
+    if co is None or co[1].dtype.kind != "f":
+        return None
+    idx, c = co
+    if node.inputs[1 - idx] != data or (idx == 0 and node.op in (Op.SUB, Op.DIV)):
+        return None
+    value = scalar_value(c)
+    if value is None or graph.shape(node.outputs[0]) != graph.shape(data):
+        return None
+    if node.op is Op.DIV and value == 0:
+        return None
+    return value
+
+
+def mac_around_lut(graph: Graph, ctx: PassContext | None) -> Graph:
+    """Absorb scalar multiply-adds around LUT ops into the LUT's affine attributes."""
+    ed = graph.edit()
+    changed = False
+    for lut in graph.nodes:
+        if lut.op not in LUT_OPS or lut.name not in ed.nodes or len(lut.outputs) != 1:
+            continue
+        attrs = lut.attrs
+        s_in = float(attrs.get("aipu_in_scale", 1.0))
+        b_in = float(attrs.get("aipu_in_bias", 0.0))
+        s_out = float(attrs.get("aipu_out_scale", 1.0))
+        b_out = float(attrs.get("aipu_out_bias", 0.0))
+        x = lut.inputs[0]
+        absorbed = False
+        while (p := graph.producer(x)) is not None and p.name in ed.nodes:
+            data = next((i for i in p.inputs if not graph.is_constant(i)), "")
+            c = _scalar_operand(graph, p, data)
+            if c is None or sole_consumer(graph, x) is None:
+                break
+            if p.op is Op.MUL:
+                s_in *= c
+            elif p.op is Op.DIV:
+                s_in /= c
+            elif p.op is Op.ADD:
+                b_in += s_in * c
+            else:
+                b_in -= s_in * c
+            ed.remove(p)
+            x, absorbed = data, True
+        y = lut.outputs[0]
+        while (q := sole_consumer(graph, y)) is not None and q.name in ed.nodes:
+            c = _scalar_operand(graph, q, y)
+            if c is None:
+                break
+            if q.op is Op.MUL:
+                s_out, b_out = s_out * c, b_out * c
+            elif q.op is Op.DIV:
+                s_out, b_out = s_out / c, b_out / c
+            elif q.op is Op.ADD:
+                b_out += c
+            else:
+                b_out -= c
+            ed.remove(q)
+            y, absorbed = q.outputs[0], True
+        if not absorbed:
+            continue
+        new_attrs = attrs.with_(  # neutral values are left out (None removes the key)
+            aipu_in_scale=s_in if s_in != 1.0 else None,
+            aipu_in_bias=b_in if b_in != 0.0 else None,
+            aipu_out_scale=s_out if s_out != 1.0 else None,
+            aipu_out_bias=b_out if b_out != 0.0 else None,
+        )
+        ed.replace(lut, lut.with_(inputs=(x, *lut.inputs[1:]), outputs=(y,), attrs=new_attrs))
+        changed = True
+    return ed.build() if changed else graph
+
+
+__all__ = ["concat_to_resadd", "dense_to_conv2d", "mac_around_lut", "pword_padding"]

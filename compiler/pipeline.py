@@ -1,0 +1,263 @@
+"""The compiler as a named list of passes, top to bottom in one place (DESIGN.md §4).
+
+``import`` turns the ONNX model into a `Graph`; every later pass is a function
+``(Graph, PassContext) -> Graph``. A pass with a ``knob`` runs only when that
+`CompilerConfig` flag is true. The quantizer is bound late (``QUANTIZE_PASS``: a
+``module:function`` reference) so that this list does not import it; the back half
+(lower, tile, memplan, schedule, emit) appends to `PIPELINE` when it exists.
+
+>>> [p.name for p in FRONT][:4]
+['graph_cleaner', 'fold_constants', 'fold_batchnorm', 'arithmetic_simplification']
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import onnx
+
+from aipusim.compiler.importer import import_model
+from aipusim.compiler.ir import Graph, dump
+from aipusim.compiler.passes.arith import arithmetic_simplification
+from aipusim.compiler.passes.bn_fold import fold_batchnorm
+from aipusim.compiler.passes.cleaner import graph_cleaner
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.passes.rewrite import (
+    concat_to_resadd,
+    dense_to_conv2d,
+    mac_around_lut,
+    pword_padding,
+)
+from aipusim.compiler.passes.simplify import fold_constants
+from aipusim.compiler.passes.validate import validate_operators
+from aipusim.errors import AipuSimError, ConfigError
+
+PassFn = Callable[[Graph, PassContext], Graph]
+
+#: Where the quantizer's pass lives: ``(Graph, PassContext) -> Graph`` (late-bound).
+QUANTIZE_PASS = "aipusim.compiler.quant:quantize_pass"
+
+
+class Stage(StrEnum):
+    """Compiler stages; each maps to the status code a failure in it reports."""
+
+    IMPORT = "import"
+    CLEAN = "clean"
+    SIMPLIFY = "simplify"
+    QUANTIZE = "quantize"
+    REWRITE = "rewrite"
+
+    @property
+    def status(self) -> str:
+        """The reference's compilation status code for an unexpected failure here."""
+        return _STAGE_STATUS[self]
+
+
+_STAGE_STATUS = {
+    Stage.IMPORT: "ONNX_GRAPH_CLEANER_ERROR",
+    Stage.CLEAN: "ONNX_GRAPH_CLEANER_ERROR",
+    Stage.SIMPLIFY: "QTOOLS_ERROR",
+    Stage.QUANTIZE: "QTOOLS_ERROR",
+    Stage.REWRITE: "LOWER_FRONTEND_ERROR",
+}
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One named pass: its function (or a ``module:function`` reference), its stage, and
+    the config flag that switches it (None: always on)."""
+
+    name: str
+    target: PassFn | str
+    stage: Stage
+    knob: str | None = None
+
+    def enabled(self, ctx: PassContext) -> bool:
+        return self.knob is None or bool(getattr(ctx.config, self.knob))
+
+    def resolve(self) -> PassFn | None:
+        """The pass function; None for a late-bound one whose module is not there."""
+        if callable(self.target):
+            return self.target
+        module, attr = self.target.split(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            return None
+
+
+#: Passes 2-5 of DESIGN.md §4, in order.
+FRONT: tuple[Pass, ...] = (
+    Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
+    Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
+    Pass("fold_batchnorm", fold_batchnorm, Stage.SIMPLIFY),
+    Pass(
+        "arithmetic_simplification",
+        arithmetic_simplification,
+        Stage.SIMPLIFY,
+        "apply_arithmetic_simplification",
+    ),
+    Pass("quantize", QUANTIZE_PASS, Stage.QUANTIZE),
+    Pass("rewrite_dense_to_conv2d", dense_to_conv2d, Stage.REWRITE, "rewrite_dense_to_conv2d"),
+    Pass("rewrite_concat_to_resadd", concat_to_resadd, Stage.REWRITE, "rewrite_concat_to_resadd"),
+    Pass("apply_pword_padding", pword_padding, Stage.REWRITE, "apply_pword_padding"),
+    Pass(
+        "simplify_mac_before_after_lut",
+        mac_around_lut,
+        Stage.REWRITE,
+        "simplify_mac_before_after_lut",
+    ),
+    Pass("validate_operators", validate_operators, Stage.REWRITE, "validate_operators"),
+)
+#: The whole compiler; the back half is appended here when it lands.
+PIPELINE: tuple[Pass, ...] = FRONT
+#: Name of the import step (not in the lists: it makes the graph the passes take).
+IMPORT = "import"
+
+
+def pass_names(passes: Iterable[Pass] = PIPELINE) -> list[str]:
+    """Names usable with ``dump_after`` / ``stop_after`` (``import`` included)."""
+    return [IMPORT, *(p.name for p in passes)]
+
+
+@dataclass
+class PassRecord:
+    """What one pass did: wall time (seconds, from the start of the pipeline too) and
+    node counts before/after; ``ran`` is False for a pass switched off or unavailable."""
+
+    name: str
+    stage: str
+    ran: bool
+    start_s: float = 0.0
+    seconds: float = 0.0
+    nodes_before: int = 0
+    nodes_after: int = 0
+    note: str = ""
+
+
+@dataclass
+class PipelineResult:
+    """The final graph, the context (host graphs, files, results), per-pass records and the
+    IR dumps asked for (pass name -> text)."""
+
+    graph: Graph
+    context: PassContext
+    records: list[PassRecord] = field(default_factory=list)
+    dumps: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pass_seconds(self) -> dict[str, float]:
+        return {r.name: r.seconds for r in self.records if r.ran}
+
+
+def _check_names(names: Collection[str], passes: Iterable[Pass], what: str) -> None:
+    valid = pass_names(passes)
+    unknown = [n for n in names if n not in valid and n != "all"]
+    if unknown:
+        raise ConfigError(
+            f"{what} must name passes ({', '.join(valid)} or all), not {', '.join(unknown)}"
+        )
+
+
+def run_pipeline(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    ctx: PassContext,
+    *,
+    input_shape: tuple[int, ...] | None = None,
+    passes: Iterable[Pass] = PIPELINE,
+    dump_after: Collection[str] = (),
+    stop_after: str | None = None,
+    after_pass: Callable[[str, Graph], None] | None = None,
+    source_name: str | None = None,
+) -> PipelineResult:
+    """Import ``model`` and run ``passes`` over it.
+
+    ``dump_after`` names passes (or ``all``) whose output graph is dumped as text;
+    ``stop_after`` ends the run after that pass; ``after_pass(name, graph)`` is called after
+    every pass that ran (the tests run `verify` there). On an exception the failing pass and
+    its status code are left in ``ctx.failed_pass`` / ``ctx.failed_status``.
+    """
+    passes = tuple(passes)
+    _check_names(dump_after, passes, "dump_after")
+    if stop_after is not None:
+        _check_names([stop_after], passes, "stop_after")
+    records: list[PassRecord] = []
+    dumps: dict[str, str] = {}
+    t0 = time.perf_counter()
+
+    def finish(name: str, stage: Stage, start: float, before: int, graph: Graph) -> None:
+        records.append(
+            PassRecord(
+                name,
+                stage.value,
+                True,
+                start - t0,
+                time.perf_counter() - start,
+                before,
+                len(graph.nodes),
+            )
+        )
+        if "all" in dump_after or name in dump_after:
+            dumps[name] = dump(graph)
+        if after_pass is not None:
+            after_pass(name, graph)
+
+    start = time.perf_counter()
+    try:
+        graph = import_model(
+            model,
+            input_shape=input_shape,
+            layout=ctx.input_layout,
+            target_opset=int(ctx.config.onnx_opset_version),
+            source_name=source_name,
+        )
+    except Exception as exc:
+        _fail(ctx, IMPORT, Stage.IMPORT, exc)
+        raise
+    finish(IMPORT, Stage.IMPORT, start, 0, graph)
+    if stop_after == IMPORT:
+        return PipelineResult(graph, ctx, records, dumps)
+    for p in passes:
+        fn = p.resolve() if p.enabled(ctx) else None
+        if fn is None:
+            note = "switched off" if not p.enabled(ctx) else f"{p.target} not available"
+            records.append(PassRecord(p.name, p.stage.value, False, note=note))
+            ctx.log.info("pass %s skipped: %s", p.name, note)
+        else:
+            start = time.perf_counter()
+            before = len(graph.nodes)
+            try:
+                graph = fn(graph, ctx)
+            except Exception as exc:
+                _fail(ctx, p.name, p.stage, exc)
+                raise
+            finish(p.name, p.stage, start, before, graph)
+            ctx.log.info("pass %s: %d -> %d nodes", p.name, before, len(graph.nodes))
+        if p.name == stop_after:
+            break
+    return PipelineResult(graph, ctx, records, dumps)
+
+
+def _fail(ctx: PassContext, name: str, stage: Stage, exc: BaseException) -> None:
+    ctx.failed_pass = name
+    ctx.failed_status = exc.status if isinstance(exc, AipuSimError) else stage.status
+
+
+__all__ = [
+    "FRONT",
+    "IMPORT",
+    "PIPELINE",
+    "QUANTIZE_PASS",
+    "Pass",
+    "PassFn",
+    "PassRecord",
+    "PipelineResult",
+    "Stage",
+    "pass_names",
+    "run_pipeline",
+]
