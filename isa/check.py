@@ -76,10 +76,10 @@ class TaskSite:
     kind: str
     layer: str
     phase: Phase
-    frame: int | None = None  # the frame of the abstract execution (None: init)
+    frame: int | None = None  # frame of the abstract execution (None: init, or no execution)
 
     def __str__(self) -> str:
-        when = "init" if self.frame is None else f"frame {self.frame}"
+        when = self.phase.value if self.frame is None else f"frame {self.frame}"
         return (
             f"core {self.core} task {self.index} ({self.unit.value} {self.kind}, "
             f"layer {self.layer or '-'}, {when})"

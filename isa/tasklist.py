@@ -203,7 +203,10 @@ def parse_header(data: bytes, file_bytes: int) -> TasklistHeader:
         at = next(i for i, (a, b) in enumerate(zip(magic, MAGIC, strict=True)) if a != b)
         raise TasklistError(f"byte {at}: magic must be {MAGIC!r}, not {magic!r}: not a tasklist")
     if version != FORMAT_VERSION:
-        raise TasklistError(f"byte 8: format version must be {FORMAT_VERSION}, not {version}")
+        raise TasklistError(
+            f"byte {_diff_at('version', FORMAT_VERSION, version)}: format version must be "
+            f"{FORMAT_VERSION}, not {version}"
+        )
     if rec != RECORD_BYTES:
         raise TasklistError(
             f"byte {_diff_at('record_bytes', RECORD_BYTES, rec)}: record size must be "
