@@ -186,7 +186,7 @@ def run_pipeline(
     _check_names(dump_after, passes, "dump_after")
     if stop_after is not None:
         _check_names([stop_after], passes, "stop_after")
-    records: list[PassRecord] = []
+    records: list[PassRecord] = ctx.records
     dumps: dict[str, str] = {}
     t0 = time.perf_counter()
 

@@ -42,6 +42,8 @@ class PassContext:
     files: dict[str, bytes | onnx.ModelProto] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
     log: logging.Logger = log
+    #: The pipeline's `PassRecord` of every pass so far (kept when a pass fails).
+    records: list[Any] = field(default_factory=list)
     #: Set by the pipeline when a pass raises: its name and the compilation status code.
     failed_pass: str | None = None
     failed_status: str | None = None

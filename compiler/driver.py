@@ -1,0 +1,347 @@
+"""`compile_model`: run the pipeline for one `CompileRequest` and write its artifacts.
+
+The output folder is written completely or not at all: everything goes into a temporary
+folder beside it, which is renamed into place at the end. On failure the temporary folder
+is removed and only ``compilation_report.json`` (status code, failing stage, message) and
+``compilation_log.txt`` are written to the output folder, if it can be written.
+
+Artifacts (reference ``compiler-cli.txt``): ``cli_args.json``, ``conf.json``,
+``input_model/fp32_model.onnx``, ``quantized_model/`` (when the quantizer ran),
+``preprocess.onnx`` / ``postprocess.onnx`` (host graphs of the cleaner), the cleaner's
+dumps, ``ir/<NN>_<pass>.txt`` for ``dump_ir``, ``pass_dependency_graph.json`` with
+``trace_tvm_passes``, ``compilation_report.json`` and ``compilation_log.txt``.
+
+>>> from aipusim.compiler.driver import compile_model  # doctest: +SKIP
+>>> result = compile_model(request)  # doctest: +SKIP
+>>> result.status  # doctest: +SKIP
+'SUCCEEDED'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from aipusim import __version__
+from aipusim.compiler.importer import load_model
+from aipusim.compiler.ir import Graph
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.pipeline import (
+    IMPORT,
+    PIPELINE,
+    Pass,
+    PassRecord,
+    PipelineResult,
+    Stage,
+    pass_names,
+    run_pipeline,
+)
+from aipusim.errors import AipuSimError, ConfigError
+
+log = logging.getLogger("aipusim.compiler.driver")
+
+REPORT_NAME = "compilation_report.json"
+LOG_NAME = "compilation_log.txt"
+SUCCEEDED = "SUCCEEDED"
+#: ONNX protobufs cannot exceed 2 GiB; larger models are saved with external data.
+_PROTO_LIMIT_BYTES = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    """What a successful compilation produced."""
+
+    status: str
+    output_dir: Path
+    #: The AIPU (core) graph after the last pass that ran.
+    graph: Graph
+    host_graphs: Mapping[str, Graph]
+    records: tuple[PassRecord, ...]
+    #: Paths (relative to ``output_dir``) of the files written.
+    files: tuple[str, ...]
+    results: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def pass_seconds(self) -> dict[str, float]:
+        """Wall time of each pass that ran."""
+        return {r.name: r.seconds for r in self.records if r.ran}
+
+
+class _Failure(Exception):
+    """Carries the stage of a failure outside the pipeline (setup, artifact writing)."""
+
+
+def _prepare_target(out: Path, remove_output_dir: bool) -> None:
+    """Refuse output folders we must not replace."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output dir `{out}` must be a folder, not a file")
+    if out.is_dir() and any(out.iterdir()):
+        ours = (out / REPORT_NAME).is_file()
+        if not (ours or remove_output_dir):
+            raise ConfigError(
+                f"output dir `{out}` must be empty or an earlier compile output (set "
+                "remove_output_dir to replace it), not a folder with other files"
+            )
+
+
+def _safe_relpath(name: str, what: str) -> Path:
+    rel = Path(name)
+    if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+        raise ConfigError(f"{what} must be a file name inside the output dir, not `{name}`")
+    return rel
+
+
+def _save_onnx(model: onnx.ModelProto, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if model.ByteSize() > _PROTO_LIMIT_BYTES:
+        onnx.save(model, str(path), save_as_external_data=True, location=f"{path.name}.data")
+    else:
+        onnx.save(model, str(path))
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _graph_summary(graph: Graph) -> dict[str, Any]:
+    return {
+        "name": graph.name,
+        "nodes": len(graph.nodes),
+        "ops": graph.ops(),
+        "inputs": {n: list(graph.shape(n)) for n in graph.inputs},
+        "outputs": {n: list(graph.shape(n)) for n in graph.outputs},
+        "constant_bytes": int(sum(a.nbytes for a in graph.constants.values())),
+    }
+
+
+def _pass_trace(records: Iterable[PassRecord]) -> dict[str, Any]:
+    """pass_dependency_graph.json: each pass with start/end (ms) and its parent stage."""
+    passes = []
+    stages: dict[str, dict[str, float]] = {}
+    for r in records:
+        if not r.ran:
+            continue
+        start_ms, end_ms = r.start_s * 1e3, (r.start_s + r.seconds) * 1e3
+        passes.append({"name": r.name, "parent": r.stage, "start_ms": start_ms, "end_ms": end_ms})
+        span = stages.setdefault(r.stage, {"start_ms": start_ms, "end_ms": end_ms})
+        span["start_ms"] = min(span["start_ms"], start_ms)
+        span["end_ms"] = max(span["end_ms"], end_ms)
+    nodes = [{"name": "compile", "parent": None}]
+    nodes += [{"name": s, "parent": "compile", **span} for s, span in stages.items()]
+    return {"nodes": nodes + passes}
+
+
+def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
+    found = ctx.results.get("quantize")
+    if not found:
+        return None
+    from aipusim.compiler.quant import evaluate, write_quantized_model
+
+    report = evaluate(
+        found["float_graph"],
+        found["qgraph"],
+        found["calibration"],
+        debug=bool(ctx.config.quantization_debug),
+    )
+    ctx.results["accuracy"] = report
+    manifest = write_quantized_model(tmp / "quantized_model", found["qgraph"], report)
+    return str(manifest.relative_to(tmp))
+
+
+def _files_under(root: Path) -> tuple[str, ...]:
+    return tuple(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()))
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``; an existing ``out`` is moved aside first, then deleted."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.rename(out, old / out.name)
+    try:
+        os.rename(tmp, out)
+    except OSError:
+        if old is not None:
+            os.rename(old / out.name, out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def compile_model(
+    request: Any,
+    *,
+    dump_ir: Collection[str] = (),
+    passes: Iterable[Pass] | None = None,
+    after_pass: Callable[[str, Graph], None] | None = None,
+) -> CompileResult:
+    """Compile ``request`` (a `CompileRequest`) and write its output folder.
+
+    ``dump_ir`` names passes (or ``all``) whose IR is written to ``ir/``; ``passes``
+    replaces the pass list (tests); ``after_pass(name, graph)`` runs after every pass.
+    Raises the `AipuSimError` that stopped the compilation after writing the failure
+    report; an unexpected exception (a compiler bug) is reported the same way and re-raised.
+    """
+    config = request.config
+    out = Path(request.output_dir)
+    passes = tuple(PIPELINE if passes is None else passes)
+    _prepare_target(out, bool(config.remove_output_dir))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as exc:
+        raise ConfigError(f"output dir `{out}` cannot be created: {exc.strerror}") from None
+    handler = logging.FileHandler(tmp / LOG_NAME, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("aipusim")
+    old_level = root.level
+    root.addHandler(handler)
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    ctx = PassContext(
+        config,
+        input_layout=str(getattr(request, "input_data_layout", None) or "NCHW"),
+        request=request,
+    )
+    stage = "initialize"
+    t0 = time.perf_counter()
+    try:
+        log.info("aipusim %s compiling %s -> %s", __version__, request.model_path, out)
+        _write_json(tmp / "cli_args.json", dict(request.cli_args))
+        _write_json(tmp / "conf.json", config.to_dict())
+        arch_path = getattr(request, "arch_path", None)
+        if arch_path is not None:
+            from aipusim.arch import load_arch
+
+            ctx.arch = load_arch(arch_path)
+        stage = IMPORT
+        proto = load_model(request.model_path)
+        _save_onnx(proto, tmp / "input_model" / "fp32_model.onnx")
+        quantize_only = str(config.compiler_mode) == "quantize_only"
+        result: PipelineResult = run_pipeline(
+            proto,
+            ctx,
+            input_shape=request.input_shape,
+            passes=passes,
+            dump_after=dump_ir,
+            stop_after="quantize" if quantize_only and "quantize" in pass_names(passes) else None,
+            after_pass=after_pass,
+            source_name=str(request.model_path),
+        )
+        stage = "quantize"
+        quant_manifest = _write_quantized(tmp, ctx)
+        stage = "write_artifacts"
+        for name, content in ctx.files.items():
+            path = tmp / _safe_relpath(name, "an artifact path")
+            if isinstance(content, onnx.ModelProto):
+                _save_onnx(content, path)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content)
+        for i, name in enumerate(pass_names(passes)):
+            if name in result.dumps:
+                (tmp / "ir").mkdir(exist_ok=True)
+                (tmp / "ir" / f"{i:02d}_{name}.txt").write_text(result.dumps[name] + "\n")
+        if config.trace_tvm_passes:
+            _write_json(tmp / "pass_dependency_graph.json", _pass_trace(result.records))
+        report = _report(SUCCEEDED, None, "", result.records, time.perf_counter() - t0)
+        report["graph"] = _graph_summary(result.graph)
+        report["host_graphs"] = {k: _graph_summary(g) for k, g in ctx.host_graphs.items()}
+        if quant_manifest:
+            report["quantized_model"] = quant_manifest
+        if "accuracy" in ctx.results:
+            report["accuracy"] = ctx.results["accuracy"]
+        _write_json(tmp / REPORT_NAME, report)
+        log.info("compilation succeeded in %.2f s", time.perf_counter() - t0)
+        handler.flush()
+        files = _files_under(tmp)
+        _swap_into_place(tmp, out)
+    except BaseException as exc:
+        failed_stage = ctx.failed_pass or stage
+        status = ctx.failed_status or _status_for(exc, failed_stage)
+        message = str(exc) if isinstance(exc, AipuSimError) else f"internal error: {exc!r}"
+        if isinstance(exc, AipuSimError):
+            log.error("compilation failed in %s: %s", failed_stage, message)
+        else:
+            log.error("compilation failed in %s:\n%s", failed_stage, traceback.format_exc())
+        handler.flush()
+        report = _report(status, failed_stage, message, ctx.records, time.perf_counter() - t0)
+        _write_failure(tmp, out, report)
+        raise
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+        root.setLevel(old_level)
+    return CompileResult(
+        status=SUCCEEDED,
+        output_dir=out,
+        graph=result.graph,
+        host_graphs=dict(ctx.host_graphs),
+        records=tuple(result.records),
+        files=files,
+        results=dict(ctx.results),
+    )
+
+
+def _status_for(exc: BaseException, stage: str) -> str:
+    if isinstance(exc, AipuSimError):
+        return exc.status
+    if stage == "initialize":
+        return "INITIALIZE_CLI_ERROR"
+    if stage == IMPORT:
+        return Stage.IMPORT.status
+    if stage == "quantize":
+        return Stage.QUANTIZE.status
+    return "TOP_LEVEL_LOWER_ERROR"
+
+
+def _report(
+    status: str, stage: str | None, message: str, records: list[PassRecord], seconds: float
+) -> dict[str, Any]:
+    return {
+        "status": status,
+        "stage": stage,
+        "message": message,
+        "aipusim_version": __version__,
+        "seconds": round(seconds, 4),
+        "passes": [
+            {
+                "name": r.name,
+                "stage": r.stage,
+                "ran": r.ran,
+                "seconds": round(r.seconds, 4),
+                "note": r.note,
+            }
+            for r in records
+        ],
+    }
+
+
+def _write_failure(tmp: Path, out: Path, report: dict[str, Any]) -> None:
+    """Drop the half-built folder; leave only the report and the log in ``out``."""
+    log_text = ""
+    with contextlib.suppress(OSError):
+        log_text = (tmp / LOG_NAME).read_text(encoding="utf-8")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _write_json(out / REPORT_NAME, report)
+        (out / LOG_NAME).write_text(log_text, encoding="utf-8")
+    except OSError:
+        log.warning("cannot write the failure report to %s", out)
+
+
+__all__ = ["LOG_NAME", "REPORT_NAME", "SUCCEEDED", "CompileResult", "compile_model"]
