@@ -1,1 +1,75 @@
-"""aipusim.profiler (see DESIGN.md)."""
+"""aipusim.profiler: traces (text or Parquet) -> typed tables -> reports, plots, Chrome JSON.
+
+>>> import tempfile, pathlib
+>>> from aipusim.profiler import load_trace, layer_table, write_synthetic_trace
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "run.trace"
+>>> _ = write_synthetic_trace(p, frames=4)
+>>> int(layer_table(load_trace(p))["samples"].iloc[0])
+4
+"""
+
+from aipusim.profiler.chrome import write_chrome_trace
+from aipusim.profiler.compare import compare_layers
+from aipusim.profiler.drop import DropBy, drop_by_value, drop_frames, kept_frames
+from aipusim.profiler.plots import (
+    plot_all,
+    plot_bandwidth,
+    plot_gantt,
+    plot_layer_bars,
+    plot_power,
+    plot_roofline,
+    plot_utilisation,
+)
+from aipusim.profiler.reduce import (
+    UNIT_CLASSES,
+    bandwidth_table,
+    core_table,
+    frame_summary,
+    frame_table,
+    layer_breakdown,
+    layer_samples,
+    layer_table,
+    power_table,
+    tasks,
+    unit_table,
+    utilisation,
+)
+from aipusim.profiler.synth import write_synthetic_power, write_synthetic_trace
+from aipusim.profiler.tables import to_markdown, to_records, write_table
+from aipusim.profiler.trace import Trace, load_power_timeline, load_trace
+
+__all__ = [
+    "UNIT_CLASSES",
+    "DropBy",
+    "Trace",
+    "bandwidth_table",
+    "compare_layers",
+    "core_table",
+    "drop_by_value",
+    "drop_frames",
+    "frame_summary",
+    "frame_table",
+    "kept_frames",
+    "layer_breakdown",
+    "layer_samples",
+    "layer_table",
+    "load_power_timeline",
+    "load_trace",
+    "plot_all",
+    "plot_bandwidth",
+    "plot_gantt",
+    "plot_layer_bars",
+    "plot_power",
+    "plot_roofline",
+    "plot_utilisation",
+    "power_table",
+    "tasks",
+    "to_markdown",
+    "to_records",
+    "unit_table",
+    "utilisation",
+    "write_chrome_trace",
+    "write_synthetic_power",
+    "write_synthetic_trace",
+    "write_table",
+]

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
     "isa": "aipusim.cli.isa_cmd:isa",
+    "profile": "aipusim.cli.profile_cmd:profile",
     "zoo": "aipusim.cli.zoo_cmd:zoo",
 }
 

@@ -1,0 +1,186 @@
+"""``aipusim profile``: tables, plots and a Chrome trace from a simulator trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from aipusim.errors import ConfigError
+
+_BY = ("layer", "unit", "frame", "core", "bandwidth", "power")
+
+
+@click.command()
+@click.argument("trace_path", metavar="TRACE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--drop-percentile",
+    "drop_percentile",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Drop the top and bottom P % of each group's samples (0.25 = 0.25 %).",
+)
+@click.option(
+    "--drop-by",
+    type=click.Choice(["value", "time"]),
+    default="value",
+    show_default=True,
+    help="value: extreme samples per group; time: first and last P % of frames.",
+)
+@click.option(
+    "--by", "by", type=click.Choice(_BY), default=None, help="Table to print (default: layer)."
+)
+@click.option(
+    "--bins",
+    type=int,
+    default=100,
+    show_default=True,
+    help="Time bins of the bandwidth table and utilisation plot.",
+)
+@click.option(
+    "--plot",
+    "plot_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write PNG plots into this folder.",
+)
+@click.option(
+    "--chrome",
+    "chrome_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write Chrome/Perfetto trace JSON here.",
+)
+@click.option(
+    "--parquet",
+    "parquet_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the chosen table as Parquet.",
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the chosen table as CSV.",
+)
+@click.option(
+    "--markdown",
+    "md_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the chosen table as Markdown.",
+)
+@click.option(
+    "--compare",
+    "compare_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Second trace: print per-layer deltas (TRACE2 - TRACE).",
+)
+@click.option("--strict", is_flag=True, help="Stop at the first malformed line.")
+@click.option(
+    "--arch",
+    "arch_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Hardware TOML for the roofline's roofs (default: bundled; trace header values win).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the table as a list of records.")
+def profile(
+    trace_path: Path,
+    drop_percentile: float,
+    drop_by: str,
+    by: str | None,
+    bins: int,
+    plot_dir: Path | None,
+    chrome_path: Path | None,
+    parquet_path: Path | None,
+    csv_path: Path | None,
+    md_path: Path | None,
+    compare_path: Path | None,
+    strict: bool,
+    arch_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Reduce TRACE (text or Parquet) to a table; optionally plot and export it.
+
+    Examples: ``aipusim profile run.trace --by unit``,
+    ``aipusim profile run.trace --drop-percentile 5 --drop-by time --plot out/``,
+    ``aipusim profile a.trace --compare b.trace --json``.
+    """
+    from aipusim import profiler as prof
+    from aipusim.profiler.drop import check_percent
+
+    check_percent(drop_percentile)
+    if compare_path is not None and by not in (None, "layer"):
+        raise ConfigError(f"--compare gives per-layer deltas; --by must be layer, not {by}")
+    by = by or "layer"
+    trace = prof.load_trace(trace_path, strict=strict)
+    _warn_lines(trace)
+    if compare_path is not None:
+        other = prof.load_trace(compare_path, strict=strict)
+        _warn_lines(other)
+        table = prof.compare_layers(trace, other, drop_percentile, drop_by)
+    elif by == "bandwidth":
+        table = prof.bandwidth_table(trace, bins, drop_percentile, drop_by)
+    else:
+        reducer = {
+            "layer": prof.layer_table,
+            "unit": prof.unit_table,
+            "frame": prof.frame_table,
+            "core": prof.core_table,
+            "power": prof.power_table,
+        }[by]
+        table = reducer(trace, drop_percentile, drop_by)
+    for path in (parquet_path, csv_path, md_path):
+        if path is not None:
+            prof.write_table(table, path)
+    if plot_dir is not None:
+        peak, ddr = _roofs(trace, arch_path)
+        written = prof.plot_all(trace, plot_dir, drop_percentile, drop_by, peak, ddr)
+        click.echo(f"plots: {', '.join(str(p) for p in written)}", err=True)
+    if chrome_path is not None:
+        n = prof.write_chrome_trace(trace, chrome_path)
+        click.echo(f"chrome trace: {chrome_path} ({n} events)", err=True)
+    if as_json:
+        click.echo(json.dumps(prof.to_records(table), indent=1))
+        return
+    summary = prof.frame_summary(trace, drop_percentile, drop_by)
+    h = trace.header
+    click.echo(
+        f"{h.model or trace_path.name}: {trace.events} events, {summary['frames']} frames, "
+        f"{summary['fps']:.1f} fps, frame latency mean {summary['mean_us']:.1f} µs "
+        f"p99 {summary['p99_us']:.1f} µs ({h.cores} cores at {h.freq_hz / 1e6:g} MHz)\n"
+    )
+    click.echo(prof.to_markdown(table))
+
+
+def _warn_lines(trace) -> None:
+    if trace.unknown_count:
+        click.echo(
+            f"{trace.source}: {trace.unknown_count} line(s) of unknown tag kept as [?]", err=True
+        )
+    if trace.malformed_count:
+        lines = ", ".join(str(n) for n in trace.malformed["line"].head(10))
+        more = " ..." if trace.malformed_count > 10 else ""
+        first = trace.malformed["reason"].iloc[0]
+        click.echo(
+            f"{trace.source}: {trace.malformed_count} malformed line(s) skipped "
+            f"(lines {lines}{more}; first: {first})",
+            err=True,
+        )
+
+
+def _roofs(trace, arch_path: Path | None) -> tuple[float | None, float | None]:
+    """Per-core compute roof (MACs/cycle) and DDR bytes/cycle: the trace header's values
+    where it has them, else the arch's."""
+    extra = trace.header.extra
+    if "peak_macs_per_cycle" in extra and "ddr_bytes_per_cycle" in extra:
+        return None, None  # the plot reads both from the header
+    from aipusim.arch import load_arch
+
+    arch = load_arch(arch_path)
+    peak = None if "peak_macs_per_cycle" in extra else float(arch.mvm.macs_per_cycle)
+    ddr = (
+        None
+        if "ddr_bytes_per_cycle" in extra
+        else arch.ddr_bw_bytes_per_cycle(trace.header.freq_hz)
+    )
+    return peak, ddr

@@ -1,0 +1,449 @@
+"""Read trace v1 (text or Parquet) into one Arrow-backed pandas DataFrame per tag.
+
+The text reader never holds the file as a Python list of lines. It reads large byte
+chunks; numpy finds the line ends, each line's ``[TAG]`` and its count of separators
+(with ``=`` counted as a space). Lines laid out exactly as `format_line` writes them are
+gathered per tag into one buffer and handed to Arrow's CSV reader (space-delimited, keys
+and values alternating, in C++), which types the values and dictionary-encodes strings;
+key names are then checked column-wise. Only the remaining lines (fields reordered, extra
+fields, other spacing, garbage) go through a per-line Python fallback, which accepts any
+field order and extra fields and otherwise records the line as malformed with its number.
+
+Rules: line 1 is the header (`TraceHeader`); blank lines and ``#`` comment lines are
+skipped; a line whose ``[TAG]`` is unknown is kept in the ``[?]`` table; any other line
+that cannot be read is malformed (``strict=True`` raises `TraceFormatError` on the first
+one). Parquet rows are numbered from 1 in place of line numbers.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "t.trace"
+>>> _ = p.write_text("# aipusim-trace 1 freq_hz=1000000 cores=1 model=m levels=B\\n"
+...                  "[B]  frame=0 inst=0 start=0 end=10\\n")
+>>> parse_text(p).tables[Tag.B]["end_us"].tolist()
+[10.0]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from aipusim.errors import TraceFormatError
+from aipusim.isa.trace_schema import (
+    COLUMNS,
+    HEADER_PREFIX,
+    LEVELS,
+    ColumnType,
+    Tag,
+    TraceHeader,
+)
+from aipusim.profiler.scan import NONCANONICAL, OTHER, classify_lines
+
+#: Bytes read per chunk: large enough that Arrow's per-call overhead vanishes, small
+#: enough that a chunk's temporary columns stay well under the memory target.
+CHUNK_BYTES = 16 << 20
+
+#: Rows per Parquet batch.
+PARQUET_BATCH_ROWS = 1 << 20
+
+#: Time columns (cycles) that get a ``<name>_us`` twin.
+TIME_COLUMNS = ("t", "start", "end")
+
+_UNKNOWN_TAG = re.compile(r"^\[[^\]\s]*\]")
+_CSV_BLOCK_BYTES = 16 << 20
+# 18 digits always fit int64; a longer number is malformed rather than an overflow error.
+_INT_FIELD = r"-?\d{1,18}"
+_BAD_LINE_PREVIEW = 120
+
+
+@dataclass
+class ParsedTables:
+    """What a reader returns; `aipusim.profiler.trace.Trace` wraps it."""
+
+    header: TraceHeader
+    tables: dict[Tag, pd.DataFrame]
+    unknown: pd.DataFrame  # columns: line, text
+    malformed: pd.DataFrame  # columns: line, text, reason
+    events: int  # event lines (or rows) read, known tags only
+
+
+def _arrow_type(ctype: ColumnType) -> pa.DataType:
+    return pa.int64() if ctype is ColumnType.INT else pa.dictionary(pa.int32(), pa.string())
+
+
+def tag_schema(tag: Tag) -> pa.Schema:
+    """Arrow schema of a tag's table as read (strings dictionary-encoded), before ``*_us``."""
+    return pa.schema([(name, _arrow_type(ctype)) for name, ctype in COLUMNS[tag]])
+
+
+_KNOWN = {tag.value: tag for tag in LEVELS}
+_INT_RE = re.compile(rf"^{_INT_FIELD}$")
+
+
+class _Collector:
+    """Accumulates per-chunk Arrow tables per tag, then builds the DataFrames."""
+
+    def __init__(self, header: TraceHeader, source: str, strict: bool) -> None:
+        self.header = header
+        self.source = source
+        self.strict = strict
+        self.parts: dict[Tag, list[pa.Table]] = {tag: [] for tag in LEVELS}
+        self.unknown: list[tuple[int, str]] = []
+        self.malformed: list[tuple[int, str, str]] = []
+        self.pending: list[tuple[int, str, str]] = []
+        self.events = 0
+
+    def bad(self, line_no: int, text: str, reason: str) -> None:
+        self.pending.append((line_no, text.rstrip("\r\n"), reason))
+
+    def end_chunk(self) -> None:
+        """Report a chunk's bad lines in file order; strict mode stops at the first."""
+        self.pending.sort()
+        if self.strict and self.pending:
+            line_no, text, reason = self.pending[0]
+            raise TraceFormatError(
+                f"{self.source}: line {line_no}: {reason}: {text[:_BAD_LINE_PREVIEW]!r}"
+            )
+        self.malformed += self.pending
+        self.pending = []
+
+    def add(self, tag: Tag, table: pa.Table) -> None:
+        if table.num_rows:
+            self.parts[tag].append(table)
+            self.events += table.num_rows
+
+    def finish(self) -> ParsedTables:
+        us_per_cycle = 1e6 / self.header.freq_hz
+        tables = {
+            tag: _to_pandas(_concat(self.parts[tag], tag_schema(tag)), us_per_cycle)
+            for tag in LEVELS
+        }
+        unknown = pd.DataFrame(
+            {
+                "line": pd.array([n for n, _ in self.unknown], dtype="int64[pyarrow]"),
+                "text": pd.array([t for _, t in self.unknown], dtype="string[pyarrow]"),
+            }
+        )
+        malformed = pd.DataFrame(
+            {
+                "line": pd.array([m[0] for m in self.malformed], dtype="int64[pyarrow]"),
+                "text": pd.array([m[1] for m in self.malformed], dtype="string[pyarrow]"),
+                "reason": pd.array([m[2] for m in self.malformed], dtype="string[pyarrow]"),
+            }
+        )
+        return ParsedTables(self.header, tables, unknown, malformed, self.events)
+
+
+def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    if not parts:
+        return schema.empty_table()
+    # Chunks were dictionary-encoded separately; one dictionary per column gives pandas
+    # one set of categories.
+    return pa.concat_tables(parts).unify_dictionaries().combine_chunks()
+
+
+def _types_mapper(dtype: pa.DataType) -> pd.ArrowDtype | None:
+    if pa.types.is_integer(dtype) or pa.types.is_floating(dtype):
+        return pd.ArrowDtype(dtype)
+    return None  # dictionaries become pandas Categorical
+
+
+def _to_pandas(table: pa.Table, us_per_cycle: float) -> pd.DataFrame:
+    for name in TIME_COLUMNS:
+        if name in table.column_names:
+            us = pc.multiply(pc.cast(table[name], pa.float64()), us_per_cycle)
+            table = table.append_column(f"{name}_us", us)
+    return table.to_pandas(types_mapper=_types_mapper, self_destruct=True)
+
+
+def _fallback_row(tag: Tag, text: str) -> tuple[dict[str, object] | None, str]:
+    """Per-line parse accepting any field order and extra fields; (row, reason)."""
+    fields: dict[str, str] = {}
+    for token in text.split()[1:]:
+        key, sep, value = token.partition("=")
+        if not sep:
+            return None, f"field {token!r} must be key=value"
+        fields[key] = value
+    row: dict[str, object] = {}
+    for name, ctype in COLUMNS[tag]:
+        if name not in fields:
+            return None, f"[{tag.value}] line must have {name}=..."
+        value = fields[name]
+        if ctype is ColumnType.INT:
+            if not _INT_RE.match(value):
+                return None, f"{name} must be an integer, not {value!r}"
+            row[name] = int(value)
+        elif not value:
+            return None, f"{name} must not be empty"
+        else:
+            row[name] = value
+    return row, ""
+
+
+def _rows_table(tag: Tag, rows: list[dict[str, object]]) -> pa.Table:
+    arrays = []
+    for name, ctype in COLUMNS[tag]:
+        values = [r[name] for r in rows]
+        arrays.append(
+            pa.array(values, pa.int64())
+            if ctype is ColumnType.INT
+            else pa.array(values, pa.string()).dictionary_encode()
+        )
+    return pa.Table.from_arrays(arrays, schema=tag_schema(tag))
+
+
+class _Lines:
+    """One chunk: where its lines end and which tag each canonical line has."""
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        raw = np.frombuffer(buf, dtype=np.uint8)
+        self.ends, self.kinds, self.spaced = classify_lines(raw)
+        self.starts = np.empty_like(self.ends)
+        if len(self.ends):
+            self.starts[0] = 0
+            self.starts[1:] = self.ends[:-1] + 1
+
+    def text(self, i: int) -> str:
+        return self.buf[self.starts[i] : self.ends[i]].decode("utf-8", errors="replace")
+
+    def block(self, mask: np.ndarray) -> pa.Buffer:
+        """The selected lines (with '=' as space), back to back, as one buffer."""
+        offsets = np.empty(len(self.ends) + 1, dtype=np.int32)
+        offsets[0] = 0
+        offsets[1:] = self.ends + 1
+        lines = pa.Array.from_buffers(
+            pa.binary(),
+            len(self.ends),
+            [None, pa.py_buffer(offsets), pa.py_buffer(self.spaced)],
+        ).filter(pa.array(mask))
+        offs = np.frombuffer(lines.buffers()[1], dtype=np.int32)
+        lo, hi = int(offs[lines.offset]), int(offs[lines.offset + len(lines)])
+        return lines.buffers()[2].slice(lo, hi - lo)
+
+
+def _canonical_separators(tag: Tag) -> int:
+    """Spaces in a line written by `format_line` once '=' counts as a space."""
+    pad = len(f"[{tag.value}]".ljust(5)) - len(f"[{tag.value}]")
+    n = len(COLUMNS[tag])
+    return pad + (n - 1) + n
+
+
+def _csv_names(tag: Tag) -> list[str]:
+    pad = _canonical_separators(tag) - 2 * len(COLUMNS[tag]) + 1
+    names = [f"_tag{i}" for i in range(pad)]
+    for name, _ in COLUMNS[tag]:
+        names += [f"_key_{name}", name]
+    return names
+
+
+_DICT = pa.dictionary(pa.int32(), pa.string())
+
+
+def _read_block(tag: Tag, data: pa.Buffer, int_type: pa.DataType) -> pa.Table:
+    """Space-separated "tag key value key value ..." lines -> a table of the values (the
+    keys were checked by `_Lines.keys_ok`)."""
+    types = {n: int_type if c is ColumnType.INT else _DICT for n, c in COLUMNS[tag]}
+    return pacsv.read_csv(
+        pa.BufferReader(data),
+        read_options=pacsv.ReadOptions(
+            column_names=_csv_names(tag), block_size=_CSV_BLOCK_BYTES, use_threads=False
+        ),
+        parse_options=pacsv.ParseOptions(
+            delimiter=" ",
+            quote_char=False,
+            double_quote=False,
+            escape_char=False,
+            ignore_empty_lines=False,
+        ),
+        convert_options=pacsv.ConvertOptions(
+            column_types=types,
+            include_columns=list(types),
+            null_values=[],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+
+
+def _fast_rows(tag: Tag, data: pa.Buffer) -> tuple[pa.Table, np.ndarray]:
+    """Parse canonical lines; returns (good rows, boolean mask of rows to re-check)."""
+    try:
+        table = _read_block(tag, data, pa.int64())
+        return table.cast(tag_schema(tag)), np.zeros(table.num_rows, dtype=bool)
+    except pa.ArrowInvalid:
+        pass
+    # A value is not an integer somewhere: read integers as text and find those rows.
+    table = _read_block(tag, data, pa.string())
+    ok = np.ones(table.num_rows, dtype=bool)
+    for name, ctype in COLUMNS[tag]:
+        if ctype is ColumnType.INT:
+            match = pc.match_substring_regex(table[name], _INT_RE.pattern)
+            ok &= pc.fill_null(match, False).to_numpy(zero_copy_only=False)
+    table = table.filter(pa.array(ok))
+    arrays = [
+        pc.cast(table[n], pa.int64()) if c is ColumnType.INT else table[n] for n, c in COLUMNS[tag]
+    ]
+    return pa.Table.from_arrays(arrays, schema=tag_schema(tag)), ~ok
+
+
+def _parse_chunk(col: _Collector, lines: _Lines, first_line_no: int) -> None:
+    kinds = lines.kinds
+    slow: list[tuple[int, Tag]] = []
+    for t, tag in enumerate(LEVELS):
+        canonical = kinds == t
+        slow += [(int(i), tag) for i in np.flatnonzero(kinds == NONCANONICAL + t)]
+        if not canonical.any():
+            continue
+        table, recheck = _fast_rows(tag, lines.block(canonical))
+        col.add(tag, table)
+        if recheck.any():
+            slow += [(int(i), tag) for i in np.flatnonzero(canonical)[recheck]]
+    # Lines that are not events of a known tag: skip, keep as [?], or report.
+    for i in np.flatnonzero(kinds == OTHER):
+        text = lines.text(int(i))
+        stripped = text.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if _UNKNOWN_TAG.match(stripped):
+            col.unknown.append((first_line_no + int(i), text.rstrip("\r")))
+        else:
+            col.bad(first_line_no + int(i), text, "line must start with a [TAG] such as [K]")
+    rows: dict[Tag, list[dict[str, object]]] = {}
+    for i, tag in slow:
+        text = lines.text(i)
+        row, reason = _fallback_row(tag, text)
+        if row is None:
+            col.bad(first_line_no + i, text, reason)
+        else:
+            rows.setdefault(tag, []).append(row)
+    for tag, tag_rows in rows.items():
+        col.add(tag, _rows_table(tag, tag_rows))
+    col.end_chunk()
+
+
+def _chunks(fh, first: bytes) -> Iterator[bytes]:
+    """Yield buffers of whole lines, each ending in a newline (one is added at the end of
+    the file when missing)."""
+    carry = first
+    while True:
+        data = fh.read(CHUNK_BYTES)
+        buf = carry + data if carry else data
+        if not data:
+            if buf:
+                yield buf if buf.endswith(b"\n") else buf + b"\n"
+            return
+        cut = buf.rfind(b"\n") + 1
+        if cut == 0:
+            carry = buf
+            continue
+        carry = buf[cut:]
+        yield buf[:cut]
+
+
+def _read_header(fh, source: str) -> tuple[TraceHeader, bytes]:
+    head = fh.read(min(CHUNK_BYTES, 1 << 16))
+    if not head:
+        raise TraceFormatError(f"{source}: trace is empty; line 1 must be {HEADER_PREFIX!r} ...")
+    nl = head.find(b"\n")
+    while nl < 0:
+        more = fh.read(1 << 16)
+        if not more:
+            nl = len(head)
+            break
+        head += more
+        nl = head.find(b"\n")
+        if nl < 0 and len(head) > (1 << 20):
+            raise TraceFormatError(f"{source}: line 1 (the header) must be under 1 MiB")
+    try:
+        line = head[:nl].decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError:
+        raise TraceFormatError(
+            f"{source}: line 1 must be a UTF-8 {HEADER_PREFIX!r} header, not binary data"
+        ) from None
+    return TraceHeader.parse(line, source), head[nl + 1 :]
+
+
+def parse_text(path: str | Path, strict: bool = False) -> ParsedTables:
+    """Parse a text trace (``.gz``/``.zst``/``.bz2`` are decompressed by suffix)."""
+    source = str(path)
+    try:
+        fh = pa.input_stream(source, compression="detect")
+    except (FileNotFoundError, OSError) as exc:
+        raise TraceFormatError(f"{source}: trace cannot be opened: {exc}") from None
+    with fh:
+        header, rest = _read_header(fh, source)
+        col = _Collector(header, source, strict)
+        line_no = 2
+        for buf in _chunks(fh, rest):
+            lines = _Lines(buf)
+            _parse_chunk(col, lines, line_no)
+            line_no += len(lines.ends)
+    return col.finish()
+
+
+def _row_text(batch: pa.RecordBatch, i: int) -> str:
+    row = batch.slice(i, 1).to_pylist()[0]
+    tag = row.pop("tag", None)
+    fields = " ".join(f"{k}={v}" for k, v in row.items() if v is not None)
+    return f"[{tag}] {fields}"
+
+
+def parse_parquet(path: str | Path, strict: bool = False) -> ParsedTables:
+    """Parse the Parquet form: a ``tag`` column plus the union of the tags' columns."""
+    source = str(path)
+    try:
+        pf = pq.ParquetFile(source)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceFormatError(f"{source}: Parquet trace cannot be read: {exc}") from None
+    meta = {k.decode(): v.decode() for k, v in (pf.schema_arrow.metadata or {}).items()}
+    header = TraceHeader.from_metadata(meta, source)
+    if "tag" not in pf.schema_arrow.names:
+        raise TraceFormatError(f"{source}: Parquet trace must have a 'tag' column")
+    col = _Collector(header, source, strict)
+    row0 = 1
+    for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+        tag_col = pc.cast(batch.column("tag"), pa.string())
+        known_mask = pc.fill_null(pc.is_in(tag_col, value_set=pa.array(list(_KNOWN))), False)
+        for i in pc.indices_nonzero(pc.invert(known_mask)).to_numpy():
+            col.unknown.append((row0 + int(i), _row_text(batch, int(i))))
+        for tag_text, tag in _KNOWN.items():
+            mask = pc.fill_null(pc.equal(tag_col, tag_text), False)
+            idx = pc.indices_nonzero(mask).to_numpy()
+            if len(idx) == 0:
+                continue
+            sub = batch.filter(mask)
+            missing = [n for n, _ in COLUMNS[tag] if n not in sub.schema.names]
+            if missing:
+                for j, i in enumerate(idx):
+                    col.bad(row0 + int(i), _row_text(sub, j), f"column {missing[0]} is missing")
+                continue
+            valid = pa.array(np.ones(len(idx), dtype=bool))
+            for name, _ in COLUMNS[tag]:
+                valid = pc.and_(valid, pc.is_valid(sub.column(name)))
+            if not pc.all(valid).as_py():
+                for j in pc.indices_nonzero(pc.invert(valid)).to_numpy():
+                    nulls = [n for n, _ in COLUMNS[tag] if not sub.column(n)[int(j)].is_valid]
+                    col.bad(row0 + int(idx[j]), _row_text(sub, int(j)), f"{nulls[0]} is null")
+                sub = sub.filter(valid)
+            arrays = []
+            for name, ctype in COLUMNS[tag]:
+                values = sub.column(name)
+                if ctype is ColumnType.INT:
+                    arrays.append(pc.cast(values, pa.int64()))
+                else:
+                    if pa.types.is_dictionary(values.type):
+                        values = values.dictionary_decode()
+                    arrays.append(pc.cast(values, pa.string()).dictionary_encode())
+            col.add(tag, pa.Table.from_arrays(arrays, schema=tag_schema(tag)))
+        col.end_chunk()
+        row0 += batch.num_rows
+    return col.finish()

@@ -1,0 +1,372 @@
+"""PNG plots of a trace (matplotlib, Agg backend: no display needed).
+
+* `plot_layer_bars`: mean latency per layer, stacked by exclusive unit-class time;
+* `plot_gantt`: timeline of tasks per core and unit, coloured by layer;
+* `plot_power`: power timeline, stacked by component, with the total;
+* `plot_roofline`: layers as points (ops/byte of DDR traffic vs achieved ops/s) under the
+  compute and DDR roofs (taken from arguments or the trace header's
+  ``peak_macs_per_cycle=`` and ``ddr_bytes_per_cycle=``);
+* `plot_utilisation`: heatmap of unit busy fraction (core/unit x time bin);
+* `plot_bandwidth`: bandwidth per memory pool over time;
+* `plot_all`: all that apply, into a folder.
+
+>>> import tempfile, pathlib
+>>> from aipusim.profiler.synth import write_synthetic_trace
+>>> from aipusim.profiler.trace import load_trace
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> _ = write_synthetic_trace(d / "s.trace", frames=2, cores=2)
+>>> plot_layer_bars(load_trace(d / "s.trace"), d / "bars.png").stat().st_size > 0
+True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: never needs a display
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
+
+from aipusim.errors import TraceFormatError
+from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
+from aipusim.profiler.drop import DropBy
+from aipusim.profiler.reduce import (
+    UNIT_CLASSES,
+    bandwidth_table,
+    layer_breakdown,
+    layer_table,
+    power_table,
+    tasks,
+    utilisation,
+)
+from aipusim.profiler.trace import Trace
+
+_CLASS_COLOURS = {
+    "mvm": "#1f77b4",
+    "dwpu": "#9467bd",
+    "dpu": "#2ca02c",
+    "wload": "#17becf",
+    "dma": "#ff7f0e",
+    "other": "#8c564b",
+    "waiting": "#c7c7c7",
+}
+_DPI = 120
+
+
+def _save(fig: plt.Figure, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=_DPI, bbox_inches="tight")
+    plt.close(fig)
+    return p
+
+
+def _title(trace: Trace, what: str) -> str:
+    model = trace.header.model or Path(trace.source).stem
+    return f"{model}: {what}"
+
+
+def plot_layer_bars(
+    trace: Trace,
+    path: str | Path,
+    drop_percentile: float = 0.0,
+    drop_by: DropBy | str = DropBy.VALUE,
+) -> Path:
+    """Horizontal stacked bars: each layer's mean latency split by exclusive unit time."""
+    bd = layer_breakdown(trace, drop_percentile, drop_by)
+    parts = [*UNIT_CLASSES, "waiting"]
+    parts = [p for p in parts if bd[p].sum() > 0] if len(bd) else parts
+    height = max(2.5, 0.28 * len(bd) + 1.5)
+    fig, ax = plt.subplots(figsize=(9, height))
+    y = np.arange(len(bd))
+    left = np.zeros(len(bd))
+    for part in parts:
+        ax.barh(y, bd[part], left=left, color=_CLASS_COLOURS[part], label=part, height=0.75)
+        left += bd[part].to_numpy()
+    ax.set_yticks(y, bd["layer"], fontsize=8 if len(bd) > 30 else 9)
+    ax.invert_yaxis()
+    ax.set_xlabel("mean latency per layer sample (µs)")
+    ax.set_title(_title(trace, "per-layer latency by unit (exclusive time)"))
+    ax.legend(loc="lower right", fontsize=8, ncols=len(parts) if len(parts) < 8 else 4)
+    ax.grid(axis="x", alpha=0.3)
+    if not len(bd):
+        ax.text(0.5, 0.5, "no layer events in trace", ha="center", transform=ax.transAxes)
+    return _save(fig, path)
+
+
+def plot_gantt(
+    trace: Trace,
+    path: str | Path,
+    start_us: float | None = None,
+    end_us: float | None = None,
+    max_tasks: int = 20_000,
+) -> Path:
+    """Tasks on a timeline, one row per core and unit, coloured by layer.
+
+    Without a window, the first ``max_tasks`` tasks (by start) set it, so a long trace
+    still gives a readable picture of its beginning."""
+    t = tasks(trace)
+    us = trace.us_per_cycle
+    t = t.assign(s_us=t["start"] * us, e_us=t["end"] * us).sort_values("start", kind="stable")
+    if start_us is None:
+        start_us = float(t["s_us"].min()) if len(t) else 0.0
+    if end_us is None:
+        last = t["e_us"].iloc[:max_tasks].max() if len(t) else 1.0
+        end_us = float(last)
+    t = t[(t["e_us"] > start_us) & (t["s_us"] < end_us)]
+    rows = t[["core", "unit"]].astype({"unit": str}).drop_duplicates()
+    rows = rows.sort_values(
+        ["core", "unit"], key=lambda s: s.map(_unit_order) if s.name == "unit" else s
+    ).reset_index(drop=True)
+    row_of = {(int(r.core), r.unit): i for i, r in enumerate(rows.itertuples())}
+    layers = list(dict.fromkeys(t["layer"].astype(str)))
+    cmap = plt.get_cmap("tab20")
+    colour = {name: cmap(i % 20) for i, name in enumerate(layers)}
+    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.32 * len(rows) + 1.6)))
+    for (core, unit), g in t.groupby(["core", "unit"], observed=True):
+        y = row_of[(int(core), str(unit))]
+        spans = list(zip(g["s_us"], g["e_us"] - g["s_us"], strict=True))
+        ax.broken_barh(
+            spans, (y - 0.4, 0.8), facecolors=[colour[str(x)] for x in g["layer"]], linewidth=0
+        )
+    ax.set_yticks(
+        range(len(rows)),
+        [f"core {c} {u}" for c, u in zip(rows["core"], rows["unit"], strict=True)],
+        fontsize=8,
+    )
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(start_us, end_us)
+    ax.set_xlabel("time (µs)")
+    ax.set_title(_title(trace, "timeline per core and unit (colour = layer)"))
+    for i in range(1, len(rows)):
+        if rows["core"].iloc[i] != rows["core"].iloc[i - 1]:
+            ax.axhline(i - 0.5, color="black", linewidth=0.6)
+    if layers:
+        shown = layers[:20]
+        handles = [Patch(color=colour[n], label=n) for n in shown]
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            fontsize=8,
+            title="layer" if len(layers) <= 20 else f"first 20 of {len(layers)}",
+        )
+    else:
+        ax.text(0.5, 0.5, "no tasks in window", ha="center", transform=ax.transAxes)
+    return _save(fig, path)
+
+
+def _unit_order(unit: str) -> int:
+    order = ["ctrl", "mvm", "wload", "dpu", "dwpu", "dma0", "dma1", "sysdma"]
+    return order.index(unit) if unit in order else len(order)
+
+
+def plot_power(trace: Trace, path: str | Path) -> Path:
+    """Stacked power per component over time, with the total as a line."""
+    p = power_table(trace)
+    comps = [c for c in p.columns if c.endswith("_w") and c != POWER_TOTAL_COLUMN]
+    comps = [c for c in comps if p[c].abs().sum() > 0]
+    mid = (p["t_start_us"] + p["t_end_us"]) / 2
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    if comps:
+        ax.stackplot(
+            mid,
+            *[p[c] for c in comps],
+            labels=[c.removesuffix("_w") for c in comps],
+            colors=plt.get_cmap("tab20").colors[: len(comps)],
+            alpha=0.85,
+        )
+    if POWER_TOTAL_COLUMN in p.columns:
+        ax.plot(mid, p[POWER_TOTAL_COLUMN], color="black", linewidth=1.0, label="total")
+        avg = float(p[POWER_TOTAL_COLUMN].mean()) if len(p) else 0.0
+        ax.axhline(avg, color="black", linestyle="--", linewidth=0.8, label=f"average {avg:.2f} W")
+    ax.set_xlabel("time (µs)")
+    ax.set_ylabel("power (W)")
+    ax.set_title(_title(trace, "power over time"))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.set_ylim(bottom=0)
+    return _save(fig, path)
+
+
+def _header_number(trace: Trace, key: str) -> float | None:
+    value = trace.header.extra.get(key)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise TraceFormatError(
+            f"{trace.source}: header {key} must be a number, not {value!r}"
+        ) from None
+
+
+def plot_roofline(
+    trace: Trace,
+    path: str | Path,
+    peak_macs_per_cycle: float | None = None,
+    ddr_bytes_per_cycle: float | None = None,
+    drop_percentile: float = 0.0,
+    drop_by: DropBy | str = DropBy.VALUE,
+) -> Path:
+    """Roofline of the layers: x = ops (2 per MAC) per byte moved to or from DDR, y =
+    achieved ops/s (ops per sample / mean latency). Roofs (if known): compute
+    ``2 * peak_macs_per_cycle * freq`` and DDR ``ddr_bytes_per_cycle * freq * x``. Layers
+    without MACs are left out; layers without DDR traffic sit at the right edge (▶)."""
+    peak = peak_macs_per_cycle or _header_number(trace, "peak_macs_per_cycle")
+    ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
+    freq = trace.header.freq_hz
+    lt = layer_table(trace, drop_percentile, drop_by)
+    m = trace[Tag.M]
+    is_ddr = ((m["src"].astype(str) == "ddr") | (m["dst"].astype(str) == "ddr")).to_numpy(bool)
+    ddr_bytes = (
+        m[is_ddr].assign(layer=m["layer"].astype(str)).groupby("layer")["bytes"].sum().astype(float)
+    )
+    lt = lt.assign(
+        ddr_bytes=lt["layer"].map(ddr_bytes).fillna(0.0).to_numpy() / lt["samples"].to_numpy()
+    )
+    lt = lt[lt["macs"] > 0]
+    ops = 2.0 * lt["macs"].to_numpy()
+    achieved = ops / (lt["mean_us"].to_numpy() * 1e-6)
+    with np.errstate(divide="ignore"):
+        intensity = np.where(lt["ddr_bytes"] > 0, ops / lt["ddr_bytes"].to_numpy(), np.inf)
+    fig, ax = plt.subplots(figsize=(9, 6))
+    finite = np.isfinite(intensity)
+    x_hi = max(intensity[finite].max() * 4 if finite.any() else 1e3, 1e3)
+    x_lo = min(intensity[finite].min() / 4 if finite.any() else 1.0, 1.0)
+    x_plot = np.where(finite, intensity, x_hi)
+    xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
+    if peak:
+        ax.axhline(
+            2 * peak * freq,
+            color="red",
+            linewidth=1.2,
+            label=f"compute roof {2 * peak * freq / 1e12:.1f} TOPS",
+        )
+    if ddr:
+        roof = ddr * freq * xs
+        if peak:
+            roof = np.minimum(roof, 2 * peak * freq)
+        ax.plot(
+            xs,
+            roof,
+            color="darkorange",
+            linewidth=1.2,
+            label=f"DDR roof {ddr * freq / 1e9:.1f} GB/s",
+        )
+    cmap = plt.get_cmap("tab20")
+    for i, (name, x, y, fin) in enumerate(zip(lt["layer"], x_plot, achieved, finite, strict=True)):
+        ax.scatter(
+            [x],
+            [y],
+            color=cmap(i % 20),
+            marker="o" if fin else ">",
+            s=40,
+            zorder=3,
+            label=name if len(lt) <= 20 else None,
+        )
+        if len(lt) > 20:
+            ax.annotate(name, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi * 1.5)
+    ax.set_xlabel("operational intensity (ops per DDR byte)")
+    ax.set_ylabel("achieved ops/s")
+    note = "" if (peak and ddr) else " (roofs unknown: pass them or write them in the header)"
+    ax.set_title(_title(trace, "roofline of the layers") + note, fontsize=10)
+    ax.grid(which="both", alpha=0.25)
+    if len(lt):
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no layer with MACs", ha="center", transform=ax.transAxes)
+    return _save(fig, path)
+
+
+def plot_utilisation(trace: Trace, path: str | Path, bins: int = 100) -> Path:
+    """Heatmap: busy fraction of every core/unit (rows) per time bin (columns)."""
+    util, edges = utilisation(trace, bins)
+    if len(util):
+        util = util.iloc[
+            sorted(
+                range(len(util)), key=lambda i: (util.index[i][0], _unit_order(util.index[i][1]))
+            )
+        ]
+    fig, ax = plt.subplots(figsize=(12, max(2.5, 0.3 * len(util) + 1.6)))
+    if len(util):
+        im = ax.imshow(
+            util.to_numpy(),
+            aspect="auto",
+            interpolation="nearest",
+            cmap="viridis",
+            vmin=0,
+            vmax=1,
+            extent=(edges[0], edges[-1], len(util) - 0.5, -0.5),
+        )
+        ax.set_yticks(range(len(util)), [f"core {c} {u}" for c, u in util.index], fontsize=8)
+        fig.colorbar(im, ax=ax, label="busy fraction", pad=0.01)
+    else:
+        ax.text(0.5, 0.5, "no tasks in trace", ha="center", transform=ax.transAxes)
+    ax.set_xlabel("time (µs)")
+    ax.set_title(_title(trace, "unit utilisation over time"))
+    return _save(fig, path)
+
+
+def plot_bandwidth(trace: Trace, path: str | Path, bins: int = 100) -> Path:
+    """Bandwidth of every memory pool over time (GB/s)."""
+    bw = bandwidth_table(trace, bins)
+    mid = (bw["t_start_us"] + bw["t_end_us"]) / 2
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for col in [c for c in bw.columns if c.endswith("_gb_s")]:
+        ax.plot(mid, bw[col], label=col.removesuffix("_gb_s"), linewidth=1.0)
+    ax.set_xlabel("time (µs)")
+    ax.set_ylabel("GB/s")
+    ax.set_title(_title(trace, "memory bandwidth over time"))
+    ax.grid(alpha=0.3)
+    ax.set_ylim(bottom=0)
+    if len(bw.columns) > 2:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return _save(fig, path)
+
+
+def plot_all(
+    trace: Trace,
+    out_dir: str | Path,
+    drop_percentile: float = 0.0,
+    drop_by: DropBy | str = DropBy.VALUE,
+    peak_macs_per_cycle: float | None = None,
+    ddr_bytes_per_cycle: float | None = None,
+) -> list[Path]:
+    """Every plot that the trace has data for, as ``<out_dir>/<name>.png``."""
+    d = Path(out_dir)
+    out = [
+        plot_layer_bars(trace, d / "layers.png", drop_percentile, drop_by),
+        plot_gantt(trace, d / "gantt.png"),
+        plot_roofline(
+            trace,
+            d / "roofline.png",
+            peak_macs_per_cycle,
+            ddr_bytes_per_cycle,
+            drop_percentile,
+            drop_by,
+        ),
+        plot_utilisation(trace, d / "utilisation.png"),
+        plot_bandwidth(trace, d / "bandwidth.png"),
+    ]
+    if trace.power is not None:
+        out.append(plot_power(trace, d / "power.png"))
+    return out
+
+
+__all__ = [
+    "plot_all",
+    "plot_bandwidth",
+    "plot_gantt",
+    "plot_layer_bars",
+    "plot_power",
+    "plot_roofline",
+    "plot_utilisation",
+]

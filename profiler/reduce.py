@@ -1,0 +1,504 @@
+"""Reductions of a `Trace` into tables: per layer, unit, frame, core; bandwidth and power
+over time; unit utilisation per time bin.
+
+Definitions (times in cycles in the trace, ``*_us`` columns in microseconds):
+
+* **Layer sample**: one layer on one frame on one core. Its span runs from its [PB] to
+  its [PE] on that core (the k-th [PB] pairs with the k-th [PE] of the same core, frame and
+  layer); when the trace has no [PB]/[PE], from the first start to the last end of that
+  layer's [K]/[M] tasks on that core and frame. Latency = span length.
+* **Share of a unit class** (mvm, wload, dpu, dwpu, dma, other) in a layer: the length of
+  the union of that class's task intervals of the layer (same core and frame), clipped to
+  the sample's span, summed over the kept samples and divided by their summed latency.
+  Overlapping tasks of one class count once; different classes overlap freely, so shares
+  need not add up to 1. **waiting** = the part of the spans covered by no task of the
+  layer at all. Classes: [M] units are ``dma``; [K] units ``mvm``, ``wload``, ``dpu``,
+  ``dwpu``; anything else (``ctrl``) is ``other``.
+* **Window**: first to last event time of the (possibly time-dropped) trace; busy % of a
+  unit or core = union of its task intervals / window.
+* **Stall** of a unit: an idle gap between two consecutive tasks of that unit belonging
+  to the same layer of the same frame (the unit had more work for the layer but waited
+  on tokens or data).
+
+Dropping (``drop_percentile`` p, see `aipusim.profiler.drop`): ``drop_by="value"`` drops
+the extreme p % of each group's samples (layer latencies per layer, task durations per
+unit for the task statistics, frame latencies); ``"time"`` first drops the first and last
+p % of frames from the whole trace. Busy and stall figures are time fractions and are not
+value-dropped.
+
+>>> from aipusim.profiler.synth import write_synthetic_trace
+>>> from aipusim.profiler.trace import load_trace
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "s.trace"
+>>> _ = write_synthetic_trace(p, frames=4, cores=2)
+>>> layer_table(load_trace(p))["layer"].tolist()[:2]
+['conv1', 'pool1']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from aipusim.errors import TraceFormatError
+from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
+from aipusim.profiler.drop import DropBy, check_percent, drop_by_value, drop_frames
+from aipusim.profiler.intervals import binned_overlap, covered
+from aipusim.profiler.trace import Trace
+
+#: Unit classes of the per-layer shares, in the priority order of `layer_breakdown`.
+UNIT_CLASSES = ("mvm", "dwpu", "dpu", "wload", "dma", "other")
+_CLASS_OF_UNIT = {"mvm": "mvm", "wload": "wload", "dpu": "dpu", "dwpu": "dwpu"}
+
+
+def _i64(series: pd.Series) -> np.ndarray:
+    return series.to_numpy(dtype=np.int64)
+
+
+def _prepare(trace: Trace, percent: float, drop_by: DropBy | str) -> tuple[Trace, float]:
+    """Apply a time drop to the trace; return the value-drop percent still to apply."""
+    percent = check_percent(percent)
+    drop_by = DropBy(drop_by)
+    if drop_by is DropBy.TIME:
+        return drop_frames(trace, percent), 0.0
+    return trace, percent
+
+
+def _categorical(series: pd.Series) -> pd.Categorical:
+    return pd.Categorical(series.astype("category"))
+
+
+def tasks(trace: Trace) -> pd.DataFrame:
+    """[K] and [M] events as one frame: core, unit, cls, frame, layer, start, end, macs,
+    bytes (cycles; categoricals for unit, cls and layer)."""
+    k, m = trace[Tag.K], trace[Tag.M]
+    unit = union_categoricals([_categorical(k["unit"]), _categorical(m["unit"])])
+    layer = union_categoricals([_categorical(k["layer"]), _categorical(m["layer"])])
+    names = [_CLASS_OF_UNIT.get(str(u), "other") for u in unit.categories]
+    cls_codes = np.array([UNIT_CLASSES.index(n) for n in names], dtype=np.int64)
+    codes = cls_codes[unit.codes] if len(unit) else np.zeros(0, np.int64)
+    codes[len(k) :] = UNIT_CLASSES.index("dma")
+    zeros_k, zeros_m = np.zeros(len(k), np.int64), np.zeros(len(m), np.int64)
+    return pd.DataFrame(
+        {
+            "core": np.concatenate([_i64(k["core"]), _i64(m["core"])]),
+            "unit": unit,
+            "cls": pd.Categorical.from_codes(codes, categories=list(UNIT_CLASSES)),
+            "frame": np.concatenate([_i64(k["frame"]), _i64(m["frame"])]),
+            "layer": layer,
+            "start": np.concatenate([_i64(k["start"]), _i64(m["start"])]),
+            "end": np.concatenate([_i64(k["end"]), _i64(m["end"])]),
+            "macs": np.concatenate([_i64(k["macs"]), zeros_m]),
+            "bytes": np.concatenate([zeros_k, _i64(m["bytes"])]),
+        }
+    )
+
+
+def window(trace: Trace) -> tuple[int, int]:
+    """(first, last) event time of the trace in cycles; (0, 0) when it has no events."""
+    lo, hi = [], []
+    for df in trace.tables.values():
+        if not len(df):
+            continue
+        cols = ("t", "t") if "t" in df.columns else ("start", "end")
+        lo.append(int(df[cols[0]].min()))
+        hi.append(int(df[cols[1]].max()))
+    return (min(lo), max(hi)) if lo else (0, 0)
+
+
+def layer_samples(trace: Trace) -> pd.DataFrame:
+    """One row per layer sample: core, frame, layer, op, start, end (cycles)."""
+    pb, pe = trace[Tag.PB], trace[Tag.PE]
+    if len(pb) and len(pe):
+        keys = ["core", "frame", "layer"]
+        layers = union_categoricals([_categorical(pb["layer"]), _categorical(pe["layer"])])
+        b = pd.DataFrame(
+            {
+                "core": _i64(pb["core"]),
+                "frame": _i64(pb["frame"]),
+                "layer": layers[: len(pb)],
+                "op": _categorical(pb["op"]),
+                "start": _i64(pb["t"]),
+            }
+        )
+        e = pd.DataFrame(
+            {
+                "core": _i64(pe["core"]),
+                "frame": _i64(pe["frame"]),
+                "layer": layers[len(pb) :],
+                "end": _i64(pe["t"]),
+            }
+        )
+        b = b.sort_values("start", kind="stable")
+        e = e.sort_values("end", kind="stable")
+        b["nth"] = b.groupby(keys, sort=False, observed=True).cumcount()
+        e["nth"] = e.groupby(keys, sort=False, observed=True).cumcount()
+        out = b.merge(e, on=[*keys, "nth"], how="inner").drop(columns="nth")
+        out = out[out["end"] >= out["start"]]
+    else:
+        t = tasks(trace)
+        if t.empty:
+            return pd.DataFrame(
+                {"core": [], "frame": [], "layer": [], "op": [], "start": [], "end": []}
+            )
+        out = t.groupby(["core", "frame", "layer"], observed=True, as_index=False).agg(
+            start=("start", "min"), end=("end", "max")
+        )
+        out["op"] = pd.Categorical([""] * len(out))
+    order = out.groupby("layer", sort=False, observed=True)["start"].transform("min")
+    out = out.assign(_first=order).sort_values(["_first", "start"], kind="stable")
+    return out.drop(columns="_first").reset_index(drop=True)
+
+
+def _layer_codes(values: pd.Series, index: pd.Index) -> np.ndarray:
+    cat = _categorical(values)
+    return index.get_indexer(cat.categories.astype(object))[cat.codes]
+
+
+def _sample_ids(samples: pd.DataFrame, t: pd.DataFrame) -> np.ndarray:
+    """Index into ``samples`` of each task's (core, frame, layer), or -1."""
+    if len(samples) == 0 or len(t) == 0:
+        return np.full(len(t), -1, dtype=np.int64)
+    s_cat, t_cat = _categorical(samples["layer"]), _categorical(t["layer"])
+    layers = pd.Index(
+        pd.unique(
+            np.concatenate([s_cat.categories.astype(object), t_cat.categories.astype(object)])
+        )
+    )
+    n_layers = max(len(layers), 1)
+    n_cores = int(max(samples["core"].max(), t["core"].max())) + 1
+
+    def key(core: np.ndarray, frame: np.ndarray, layer: pd.Series) -> np.ndarray:
+        return (frame * n_cores + core) * n_layers + _layer_codes(layer, layers)
+
+    skey = key(_i64(samples["core"]), _i64(samples["frame"]), samples["layer"])
+    order = np.argsort(skey, kind="stable")
+    tkey = key(_i64(t["core"]), _i64(t["frame"]), t["layer"])
+    sorted_keys = skey[order]
+    pos = np.minimum(np.searchsorted(sorted_keys, tkey), len(order) - 1)
+    return np.where(sorted_keys[pos] == tkey, order[pos], -1)
+
+
+def _class_busy(samples: pd.DataFrame, t: pd.DataFrame, classes: tuple[str, ...]) -> np.ndarray:
+    """Union of the tasks of ``classes`` inside each sample's span (cycles per sample)."""
+    n = len(samples)
+    if n == 0 or t.empty:
+        return np.zeros(n)
+    sel = t[t["cls"].isin(classes).to_numpy(dtype=bool)]
+    sid = _sample_ids(samples, sel)
+    ok = sid >= 0
+    return covered(
+        _i64(sel["start"])[ok],
+        _i64(sel["end"])[ok],
+        sid[ok],
+        n,
+        _i64(samples["start"]),
+        _i64(samples["end"]),
+    )
+
+
+def layer_table(
+    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+) -> pd.DataFrame:
+    """Per layer: samples, mean/p50/p99/min/max latency (µs), unit-class shares, MACs and
+    bytes per sample. Rows in order of the layers' first appearance."""
+    trace, percent = _prepare(trace, drop_percentile, drop_by)
+    samples = layer_samples(trace)
+    samples = drop_by_value(
+        samples.assign(lat=samples["end"] - samples["start"]), "lat", ["layer"], percent
+    ).reset_index(drop=True)
+    t = tasks(trace)
+    busy = {c: _class_busy(samples, t, (c,)) for c in UNIT_CLASSES}
+    any_busy = _class_busy(samples, t, UNIT_CLASSES)
+    sid = _sample_ids(samples, t) if len(samples) and len(t) else np.array([], np.int64)
+    macs = np.bincount(sid[sid >= 0], weights=_i64(t["macs"])[sid >= 0], minlength=len(samples))
+    nbytes = np.bincount(sid[sid >= 0], weights=_i64(t["bytes"])[sid >= 0], minlength=len(samples))
+    us = trace.us_per_cycle
+    df = pd.DataFrame(
+        {
+            "layer": samples["layer"],
+            "op": samples["op"],
+            "lat": samples["lat"].astype(np.float64) if len(samples) else [],
+            "macs": macs,
+            "bytes": nbytes,
+            "waiting": 0.0,
+        }
+    )
+    for c in UNIT_CLASSES:
+        df[c] = busy[c]
+    df["waiting"] = df["lat"] - any_busy
+    g = df.groupby("layer", sort=False, observed=True)
+    lat = g["lat"]
+    out = pd.DataFrame(
+        {
+            "layer": lat.size().index.astype(str),
+            "op": g["op"].first().to_numpy(),
+            "samples": lat.size().to_numpy(),
+            "mean_us": lat.mean().to_numpy() * us,
+            "p50_us": lat.quantile(0.5).to_numpy() * us,
+            "p99_us": lat.quantile(0.99).to_numpy() * us,
+            "min_us": lat.min().to_numpy() * us,
+            "max_us": lat.max().to_numpy() * us,
+        }
+    )
+    total = lat.sum().to_numpy()
+    safe = np.where(total > 0, total, 1.0)
+    for c in (*UNIT_CLASSES, "waiting"):
+        out[f"share_{c}"] = g[c].sum().to_numpy() / safe
+    # Per sample, rounded to whole MACs and bytes.
+    out["macs"] = (g["macs"].sum() / lat.size()).round().to_numpy().astype(np.int64)
+    out["bytes"] = (g["bytes"].sum() / lat.size()).round().to_numpy().astype(np.int64)
+    return out
+
+
+def layer_breakdown(
+    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+) -> pd.DataFrame:
+    """Mean latency of each layer split into exclusive parts (µs) that add up to it.
+
+    Each instant of a sample's span goes to the first class of `UNIT_CLASSES` busy then
+    (mvm before dwpu, dpu, wload, dma, other), else to ``waiting``. For stacked bars."""
+    trace, percent = _prepare(trace, drop_percentile, drop_by)
+    samples = layer_samples(trace)
+    samples = drop_by_value(
+        samples.assign(lat=samples["end"] - samples["start"]), "lat", ["layer"], percent
+    ).reset_index(drop=True)
+    t = tasks(trace)
+    parts = {}
+    prev = np.zeros(len(samples))
+    for i, c in enumerate(UNIT_CLASSES):
+        cum = _class_busy(samples, t, UNIT_CLASSES[: i + 1])
+        parts[c] = cum - prev
+        prev = cum
+    parts["waiting"] = samples["lat"].to_numpy(np.float64) - prev
+    df = pd.DataFrame({"layer": samples["layer"], **parts})
+    out = df.groupby("layer", sort=False, observed=True).mean() * trace.us_per_cycle
+    out.index = out.index.astype(str)
+    return out.reset_index()
+
+
+def unit_table(
+    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+) -> pd.DataFrame:
+    """Per core and unit: tasks, busy time and %, stalls, task duration statistics,
+    MACs and bytes."""
+    trace, percent = _prepare(trace, drop_percentile, drop_by)
+    t = tasks(trace)
+    lo, hi = window(trace)
+    span = max(hi - lo, 1)
+    us = trace.us_per_cycle
+    if t.empty:
+        return pd.DataFrame(
+            columns=[
+                "core",
+                "unit",
+                "tasks",
+                "busy_us",
+                "busy_pct",
+                "stalls",
+                "stall_us",
+                "mean_task_us",
+                "p50_task_us",
+                "p99_task_us",
+                "macs",
+                "bytes",
+            ]
+        )
+    groups = t.groupby(["core", "unit"], sort=True, observed=True)
+    gid = groups.ngroup().to_numpy()
+    keys = groups.size().reset_index()[["core", "unit"]]
+    n = len(keys)
+    busy = covered(_i64(t["start"]), _i64(t["end"]), gid, n, np.full(n, lo), np.full(n, hi))
+    # Stalls: gaps between consecutive tasks of a unit within one layer of one frame.
+    lcode = t["layer"].cat.codes.to_numpy(np.int64)
+    frame = _i64(t["frame"])
+    order = np.lexsort((_i64(t["start"]), lcode, frame, gid))
+    g_s, f_s, l_s = gid[order], frame[order], lcode[order]
+    s_s, e_s = _i64(t["start"])[order], _i64(t["end"])[order]
+    reach = pd.Series(e_s).groupby([g_s, f_s, l_s]).cummax().to_numpy()
+    same = np.zeros(len(order), dtype=bool)
+    same[1:] = (g_s[1:] == g_s[:-1]) & (f_s[1:] == f_s[:-1]) & (l_s[1:] == l_s[:-1])
+    gap = np.zeros(len(order))
+    gap[1:] = np.where(same[1:], np.maximum(0, s_s[1:] - reach[:-1]), 0)
+    stalls = np.bincount(g_s, weights=gap > 0, minlength=n)
+    stall_cycles = np.bincount(g_s, weights=gap, minlength=n)
+    kept = drop_by_value(t.assign(dur=t["end"] - t["start"]), "dur", ["core", "unit"], percent)
+    d = kept.groupby(["core", "unit"], sort=True, observed=True)["dur"]
+    stats = pd.DataFrame({"mean": d.mean(), "p50": d.quantile(0.5), "p99": d.quantile(0.99)})
+    stats = stats.reindex(pd.MultiIndex.from_frame(keys))
+    out = keys.copy()
+    out["tasks"] = groups.size().to_numpy()
+    out["busy_us"] = busy * us
+    out["busy_pct"] = 100.0 * busy / span
+    out["stalls"] = stalls.astype(np.int64)
+    out["stall_us"] = stall_cycles * us
+    out["mean_task_us"] = stats["mean"].to_numpy() * us
+    out["p50_task_us"] = stats["p50"].to_numpy() * us
+    out["p99_task_us"] = stats["p99"].to_numpy() * us
+    out["macs"] = groups["macs"].sum().to_numpy()
+    out["bytes"] = groups["bytes"].sum().to_numpy()
+    return out
+
+
+def frame_table(
+    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+) -> pd.DataFrame:
+    """Per frame: inst, start/end/latency (µs), and the interval since the previous
+    frame's end (µs; its inverse is the throughput). From [B] events, else from the
+    frame's other events (inst -1)."""
+    trace, percent = _prepare(trace, drop_percentile, drop_by)
+    b = trace[Tag.B]
+    if len(b):
+        df = pd.DataFrame(
+            {
+                "frame": _i64(b["frame"]),
+                "inst": _i64(b["inst"]),
+                "start": _i64(b["start"]),
+                "end": _i64(b["end"]),
+            }
+        )
+    else:
+        t = tasks(trace)
+        df = t.groupby("frame", as_index=False).agg(start=("start", "min"), end=("end", "max"))
+        df.insert(1, "inst", -1)
+    df = df.sort_values(["end", "frame"], kind="stable").reset_index(drop=True)
+    df["latency"] = df["end"] - df["start"]
+    df["interval"] = df["end"].diff()
+    df = drop_by_value(df, "latency", [], percent) if percent else df
+    us = trace.us_per_cycle
+    return pd.DataFrame(
+        {
+            "frame": df["frame"].to_numpy(),
+            "inst": df["inst"].to_numpy(),
+            "start_us": df["start"].to_numpy() * us,
+            "end_us": df["end"].to_numpy() * us,
+            "latency_us": df["latency"].to_numpy() * us,
+            "interval_us": df["interval"].to_numpy(dtype=np.float64) * us,
+        }
+    )
+
+
+def frame_summary(
+    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+) -> dict[str, float]:
+    """Frames, mean/p50/p99 latency (µs) and throughput (frames per second over the span
+    from the first frame's start to the last frame's end)."""
+    f = frame_table(trace, drop_percentile, drop_by)
+    if f.empty:
+        return {"frames": 0, "mean_us": 0.0, "p50_us": 0.0, "p99_us": 0.0, "fps": 0.0}
+    span_us = f["end_us"].max() - f["start_us"].min()
+    return {
+        "frames": len(f),
+        "mean_us": float(f["latency_us"].mean()),
+        "p50_us": float(f["latency_us"].quantile(0.5)),
+        "p99_us": float(f["latency_us"].quantile(0.99)),
+        "fps": float(len(f) / span_us * 1e6) if span_us > 0 else 0.0,
+    }
+
+
+def core_table(
+    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+) -> pd.DataFrame:
+    """Per core: frames, layer samples, tasks, busy % (any unit) and per unit class, MACs,
+    bytes and achieved MACs per cycle over the window. (Only the time drop applies.)"""
+    trace, _ = _prepare(trace, drop_percentile, drop_by)
+    t = tasks(trace)
+    lo, hi = window(trace)
+    span = max(hi - lo, 1)
+    cores = np.arange(trace.header.cores)
+    if len(t):
+        cores = np.union1d(cores, t["core"].unique())
+    n = len(cores)
+    idx = np.searchsorted(cores, t["core"].to_numpy(np.int64))
+    bounds = (np.full(n, lo), np.full(n, hi))
+    out = pd.DataFrame({"core": cores})
+    out["frames"] = t.groupby("core")["frame"].nunique().reindex(cores, fill_value=0).to_numpy()
+    samples = layer_samples(trace)
+    out["layer_samples"] = (
+        samples.groupby("core", observed=True).size().reindex(cores, fill_value=0).to_numpy()
+    )
+    out["tasks"] = np.bincount(idx, minlength=n)
+    out["busy_pct"] = 100.0 * covered(_i64(t["start"]), _i64(t["end"]), idx, n, *bounds) / span
+    for c in UNIT_CLASSES:
+        sel = (t["cls"] == c).to_numpy(dtype=bool)
+        out[f"{c}_pct"] = (
+            100.0 * covered(_i64(t["start"])[sel], _i64(t["end"])[sel], idx[sel], n, *bounds) / span
+        )
+    out["macs"] = np.bincount(idx, weights=_i64(t["macs"]), minlength=n).astype(np.int64)
+    out["bytes"] = np.bincount(idx, weights=_i64(t["bytes"]), minlength=n).astype(np.int64)
+    out["macs_per_cycle"] = out["macs"] / span
+    return out
+
+
+def _edges(lo: int, hi: int, bins: int) -> np.ndarray:
+    if bins < 1:
+        raise TraceFormatError(f"bins must be a positive integer, not {bins}")
+    return np.linspace(lo, max(hi, lo + 1), bins + 1)
+
+
+def bandwidth_table(
+    trace: Trace,
+    bins: int = 100,
+    drop_percentile: float = 0.0,
+    drop_by: DropBy | str = DropBy.VALUE,
+) -> pd.DataFrame:
+    """Bytes per second through each memory pool over time, from [M] events.
+
+    A transfer counts for both its ``src`` and its ``dst`` pool, its bytes spread evenly
+    over [start, end). Columns: t_start_us, t_end_us, then ``<pool>_gb_s`` (10⁹ B/s) for
+    every pool seen, e.g. ``ddr_gb_s``, ``l2_gb_s``."""
+    trace, _ = _prepare(trace, drop_percentile, drop_by)
+    m = trace[Tag.M]
+    lo, hi = window(trace)
+    edges = _edges(lo, hi, bins)
+    us = trace.us_per_cycle
+    out = pd.DataFrame({"t_start_us": edges[:-1] * us, "t_end_us": edges[1:] * us})
+    if not len(m):
+        return out
+    start, end, nbytes = _i64(m["start"]), _i64(m["end"]), _i64(m["bytes"]).astype(float)
+    src, dst = m["src"].astype(str).to_numpy(object), m["dst"].astype(str).to_numpy(object)
+    seconds = np.diff(edges) * us * 1e-6
+    for pool in sorted(set(src) | set(dst)):
+        sel = (src == pool) | (dst == pool)
+        s, e, b = start[sel], end[sel], nbytes[sel]
+        timed = e > s
+        moved = binned_overlap(s[timed], e[timed], b[timed] / (e[timed] - s[timed]), edges)
+        # Zero-length transfers land whole in the bin of their start.
+        moved += np.histogram(s[~timed], bins=edges, weights=b[~timed])[0]
+        out[f"{pool}_gb_s"] = moved / seconds / 1e9
+    return out
+
+
+def utilisation(trace: Trace, bins: int = 100) -> tuple[pd.DataFrame, np.ndarray]:
+    """Busy fraction of every (core, unit) in each time bin: (frame indexed by core and
+    unit with one column per bin, bin edges in µs)."""
+    t = tasks(trace)
+    lo, hi = window(trace)
+    edges = _edges(lo, hi, bins)
+    if t.empty:
+        return pd.DataFrame(), edges * trace.us_per_cycle
+    rows = {}
+    width = np.diff(edges)
+    for (core, unit), g in t.groupby(["core", "unit"], sort=True, observed=True):
+        s, e = _i64(g["start"]), _i64(g["end"])
+        rows[(core, unit)] = np.clip(binned_overlap(s, e, np.ones(len(s)), edges) / width, 0, 1)
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index = pd.MultiIndex.from_tuples(df.index, names=["core", "unit"])
+    return df, edges * trace.us_per_cycle
+
+
+def power_table(
+    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+) -> pd.DataFrame:
+    """The power timeline (W per component and ``total_w`` per time bin, times in µs)."""
+    trace, _ = _prepare(trace, drop_percentile, drop_by)
+    if trace.power is None:
+        raise TraceFormatError(
+            f"{trace.source}: no power timeline; the simulator writes it beside the trace "
+            "as <name>.power.parquet"
+        )
+    p = trace.power
+    front = [f"{c}_us" for c in POWER_TIME_COLUMNS]
+    rest = [c for c in p.columns if c not in front and c not in POWER_TIME_COLUMNS]
+    return p[front + rest].reset_index(drop=True)

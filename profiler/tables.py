@@ -1,0 +1,56 @@
+"""Writers for reduction tables: Markdown, CSV, Parquet (chosen by file suffix).
+
+>>> import pandas as pd
+>>> print(to_markdown(pd.DataFrame({"layer": ["c1"], "mean_us": [1.23456]})))
+| layer   |   mean_us |
+|:--------|----------:|
+| c1      |     1.235 |
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from aipusim.errors import ConfigError
+
+TABLE_SUFFIXES = (".md", ".csv", ".parquet")
+
+
+def to_markdown(df: pd.DataFrame, float_format: str = ".3f") -> str:
+    """A GitHub-flavoured Markdown table; floats with ``float_format``."""
+    return df.to_markdown(index=False, floatfmt=float_format)
+
+
+def to_records(df: pd.DataFrame) -> list[dict[str, object]]:
+    """Plain-Python records (for JSON): NaN becomes None, numpy scalars become Python."""
+    clean = df.astype(object).where(df.notna(), None)
+    return [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        for row in clean.to_dict(orient="records")
+    ]
+
+
+def write_table(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write ``df`` as Markdown (``.md``), CSV (``.csv``) or Parquet (``.parquet``)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise ConfigError(
+            f"table file {str(p)!r} must end in one of {', '.join(TABLE_SUFFIXES)}, "
+            f"not {suffix or 'no suffix'!r}"
+        )
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".md":
+        p.write_text(to_markdown(df) + "\n")
+    elif suffix == ".csv":
+        df.to_csv(p, index=False)
+    else:
+        out = df.copy()
+        # Categoricals and object columns become plain strings so any reader opens them.
+        for col in out.columns:
+            if isinstance(out[col].dtype, pd.CategoricalDtype) or out[col].dtype == object:
+                out[col] = out[col].astype("string")
+        out.to_parquet(p, index=False)
+    return p

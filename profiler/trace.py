@@ -1,0 +1,158 @@
+"""The `Trace` object and `load_trace`, which picks the text or Parquet reader.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "run.trace"
+>>> _ = p.write_text("# aipusim-trace 1 freq_hz=800000000 cores=4 model=m levels=K\\n"
+...                  "[K]  core=0 unit=mvm frame=0 layer=c1 task=1 tile=0 start=0 end=800 "
+...                  "macs=64\\n[X] hello\\n")
+>>> tr = load_trace(p)
+>>> len(tr[Tag.K]), tr.unknown_count, tr[Tag.K]["end_us"].iloc[0]
+(1, 1, 1.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from aipusim.errors import TraceFormatError
+from aipusim.isa.trace_schema import (
+    LEVELS,
+    POWER_TIME_COLUMNS,
+    POWER_TIMELINE_SUFFIX,
+    ColumnType,
+    Tag,
+    TraceHeader,
+    union_columns,
+)
+from aipusim.profiler.parse import parse_parquet, parse_text
+
+_PARQUET_MAGIC = b"PAR1"
+
+
+@dataclass
+class Trace:
+    """A parsed trace: header, one DataFrame per tag, the lines that were not events.
+
+    ``tables[tag]`` has the tag's columns of `aipusim.isa.trace_schema.COLUMNS` (integers
+    as ``int64[pyarrow]``, strings as categoricals) plus ``t_us``/``start_us``/``end_us``
+    (``double[pyarrow]``) converted with ``header.freq_hz``. Every tag has a table, empty
+    when the trace holds none of its events. ``unknown`` (line, text) keeps ``[?]`` lines;
+    ``malformed`` (line, text, reason) lists the lines that could not be read. ``power`` is
+    the simulator's power timeline (``<stem>.power.parquet``) when it was found, with
+    ``t_start_us``/``t_end_us`` added.
+    """
+
+    header: TraceHeader
+    tables: dict[Tag, pd.DataFrame]
+    unknown: pd.DataFrame
+    malformed: pd.DataFrame
+    events: int
+    source: str = ""
+    power: pd.DataFrame | None = None
+
+    def __getitem__(self, tag: Tag | str) -> pd.DataFrame:
+        return self.tables[Tag(tag)]
+
+    @property
+    def unknown_count(self) -> int:
+        return len(self.unknown)
+
+    @property
+    def malformed_count(self) -> int:
+        return len(self.malformed)
+
+    @property
+    def us_per_cycle(self) -> float:
+        return 1e6 / self.header.freq_hz
+
+    def to_parquet(self, path: str | Path) -> None:
+        """Write the events in the Parquet form of trace v1 (``[?]`` lines are not events
+        and are left out); `load_trace` reads it back to equal tables."""
+        cols = union_columns()
+        parts = []
+        for tag in LEVELS:
+            df = self.tables[tag]
+            arrays = {"tag": pa.array([tag.value] * len(df), pa.string())}
+            for name, ctype in cols.items():
+                if name in df.columns:
+                    values = df[name]
+                    arrays[name] = (
+                        pa.array(values.to_numpy(dtype="int64"), pa.int64())
+                        if ctype is ColumnType.INT
+                        else pa.array(values.astype(str).to_numpy(dtype=object), pa.string())
+                    )
+                else:
+                    arrays[name] = pa.nulls(len(df), _union_type(ctype))
+            parts.append(pa.table(arrays))
+        table = pa.concat_tables(parts).replace_schema_metadata(self.header.metadata())
+        pq.write_table(table, str(path))
+
+
+def _union_type(ctype: ColumnType) -> pa.DataType:
+    return pa.int64() if ctype is ColumnType.INT else pa.string()
+
+
+def _is_parquet(path: Path) -> bool:
+    if path.suffix == ".parquet":
+        return True
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == _PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def power_timeline_path(path: str | Path) -> Path:
+    """Where the simulator puts the power timeline of trace ``path``: ``run.trace`` ->
+    ``run.power.parquet`` (the name up to its first dot, beside the trace)."""
+    p = Path(path)
+    return p.with_name(p.name.split(".", 1)[0] + POWER_TIMELINE_SUFFIX)
+
+
+def load_power_timeline(path: str | Path, freq_hz: int) -> pd.DataFrame:
+    """The power timeline as a DataFrame with ``t_start_us``/``t_end_us`` added."""
+    try:
+        df = pq.read_table(str(path)).to_pandas()
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise TraceFormatError(f"{path}: power timeline cannot be read: {exc}") from None
+    missing = [c for c in POWER_TIME_COLUMNS if c not in df.columns]
+    if missing:
+        raise TraceFormatError(f"{path}: power timeline must have column {missing[0]!r}")
+    for name in POWER_TIME_COLUMNS:
+        df[f"{name}_us"] = df[name].astype("float64") * (1e6 / freq_hz)
+    return df
+
+
+def load_trace(path: str | Path, strict: bool = False) -> Trace:
+    """Read a trace file (text, optionally compressed, or Parquet by content/suffix).
+
+    ``strict=True`` raises `TraceFormatError` on the first malformed line (with its
+    number) instead of counting it. The power timeline beside the trace is loaded too.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise TraceFormatError(f"trace {str(p)!r} must be an existing file")
+    parsed = parse_parquet(p, strict) if _is_parquet(p) else parse_text(p, strict)
+    power_path = power_timeline_path(p)
+    power = (
+        load_power_timeline(power_path, parsed.header.freq_hz)
+        if power_path.is_file() and power_path != p
+        else None
+    )
+    return Trace(
+        header=parsed.header,
+        tables=parsed.tables,
+        unknown=parsed.unknown,
+        malformed=parsed.malformed,
+        events=parsed.events,
+        source=str(p),
+        power=power,
+    )
+
+
+__all__ = ["Trace", "load_power_timeline", "load_trace", "power_timeline_path"]
