@@ -162,18 +162,19 @@ class CheckReport:
 
 # -- token bookkeeping -----------------------------------------------------------------------
 
-TokenKey = tuple[str, int, int]  # (scope, core or -1 for global, index)
+TokenKey = tuple[int, int]  # (owning core, or -1 for a global token; index)
+_LOCAL = TokenScope.LOCAL
 
 
 def token_key(core: int, ref: TokenRef) -> TokenKey:
     """Identity of a token: local tokens belong to their core, global ones to the chip."""
-    return (ref.scope.value, core if ref.scope is TokenScope.LOCAL else -1, ref.index)
+    return (core, ref.index) if ref.scope is _LOCAL else (-1, ref.index)
 
 
 def token_name(key: TokenKey) -> str:
     """``core0:L3`` for a local token, ``G3`` for a global one."""
-    scope, core, index = key
-    return f"core{core}:L{index}" if scope == TokenScope.LOCAL.value else f"G{index}"
+    core, index = key
+    return f"core{core}:L{index}" if core >= 0 else f"G{index}"
 
 
 def _site(core: int, index: int, task: Task, frame: int | None = None) -> TaskSite:
@@ -181,10 +182,11 @@ def _site(core: int, index: int, task: Task, frame: int | None = None) -> TaskSi
 
 
 def _need(core: int, refs: Iterable[TokenRef]) -> dict[TokenKey, int]:
+    """Token counts a list of operands adds up to (one task may name a token twice)."""
     need: dict[TokenKey, int] = defaultdict(int)
     for ref in refs:
         need[token_key(core, ref)] += ref.count
-    return need
+    return dict(need)
 
 
 def _mask_cores(mask: int) -> list[int]:
@@ -232,8 +234,9 @@ class _Checker:
             TokenScope.LOCAL: (self.arch.tokens.local_per_core, "arch.tokens.local_per_core"),
             TokenScope.GLOBAL: (self.arch.tokens.global_count, "arch.tokens.global_count"),
         }
-        waiters: dict[TokenKey, list[TaskSite]] = defaultdict(list)
-        signallers: dict[TokenKey, list[TaskSite]] = defaultdict(list)
+        # (core, task index) of every wait and signal; sites are built only for reports
+        waiters: dict[TokenKey, list[tuple[int, int]]] = defaultdict(list)
+        signallers: dict[TokenKey, list[tuple[int, int]]] = defaultdict(list)
         per_frame: dict[TokenKey, Counter[str]] = defaultdict(Counter)
         wait_queues: dict[TokenKey, set[tuple[int, Unit]]] = defaultdict(set)
         for core, tl in sorted(self.by_core.items()):
@@ -255,9 +258,7 @@ class _Checker:
                                 [_site(core, i, task)],
                             )
                         key = token_key(core, ref)
-                        (waiters if side == "waits" else signallers)[key].append(
-                            _site(core, i, task)
-                        )
+                        (waiters if side == "waits" else signallers)[key].append((core, i))
                         if task.phase is Phase.FRAME:
                             per_frame[key][side] += ref.count
                         if side == "waits":
@@ -268,7 +269,7 @@ class _Checker:
                 self._add(
                     ProblemKind.NEVER_SIGNALLED,
                     f"token {name} is waited on but no task signals it",
-                    waiters[key][:5],
+                    self.sites(waiters[key][:5]),
                     [name],
                 )
                 continue
@@ -276,14 +277,16 @@ class _Checker:
                 self._add(
                     ProblemKind.NEVER_WAITED,
                     f"token {name} is signalled but no task waits on it",
-                    signallers[key][:5],
+                    self.sites(signallers[key][:5]),
                     [name],
                     Severity.WARNING,
                 )
                 continue
             counts = per_frame[key]
             if counts["waits"] != counts["signals"]:
-                sites = [s for s in waiters[key] + signallers[key] if s.phase is Phase.FRAME]
+                sites = [
+                    s for s in self.sites(waiters[key] + signallers[key]) if s.phase is Phase.FRAME
+                ]
                 self._add(
                     ProblemKind.UNBALANCED,
                     f"token {name} must be signalled as often as it is waited on per frame: "
@@ -298,10 +301,13 @@ class _Checker:
                     ProblemKind.SHARED_WAITERS,
                     f"token {name} is waited on from several queues ({queues}): which one "
                     "takes a signal depends on timing",
-                    waiters[key][:8],
+                    self.sites(waiters[key][:8]),
                     [name],
                     Severity.WARNING,
                 )
+
+    def sites(self, refs: Iterable[tuple[int, int]]) -> list[TaskSite]:
+        return [_site(c, i, self.by_core[c].tasks[i]) for c, i in refs]
 
     def check_barriers(self) -> None:
         # barrier id -> core -> (phase, mask) of each occurrence, in order
@@ -382,7 +388,17 @@ class _Execution:
             self.init.keys() | self.frame.keys(), key=lambda q: (q[0], list(Unit).index(q[1]))
         )
         self.pos: dict[QueueId, int] = dict.fromkeys(self.queues, 0)
-        self.length = {q: len(self.init[q]) + self.frames * len(self.frame[q]) for q in self.queues}
+        #: task indices each queue runs, in order: init once, then the frames
+        self.seq = {q: self.init[q] + self.frame[q] * self.frames for q in self.queues}
+        self.length = {q: len(self.seq[q]) for q in self.queues}
+        # Token operands resolved once per task: ((token, count), ...) to take and to add.
+        self.needs: dict[int, list[tuple[tuple[TokenKey, int], ...]]] = {}
+        self.adds: dict[int, list[tuple[tuple[TokenKey, int], ...]]] = {}
+        for core, tasks in self.tasks.items():
+            self.needs[core] = [tuple(_need(core, t.waits).items()) for t in tasks]
+            self.adds[core] = [
+                tuple((token_key(core, r), r.count) for r in t.signals) for t in tasks
+            ]
         self.tokens: dict[TokenKey, int] = defaultdict(int)
         self.waiters: dict[TokenKey, set[QueueId]] = defaultdict(set)
         self.arrived: set[QueueId] = set()  # ctrl queues whose head barrier took its waits
@@ -402,17 +418,16 @@ class _Execution:
         return self.frame[q][k], frame
 
     def head(self, q: QueueId) -> Task:
-        return self.tasks[q[0]][self.entry(q)[0]]
+        return self.tasks[q[0]][self.seq[q][self.pos[q]]]
 
     def wake(self, q: QueueId) -> None:
         if q not in self.queued:
             self.queued.add(q)
             self.ready.append(q)
 
-    def signal(self, core: int, task: Task) -> None:
-        for ref in task.signals:
-            key = token_key(core, ref)
-            self.tokens[key] += ref.count
+    def signal(self, core: int, index: int) -> None:
+        for key, count in self.adds[core][index]:
+            self.tokens[key] += count
             for q in self.waiters.pop(key, ()):
                 self.wake(q)
 
@@ -429,21 +444,23 @@ class _Execution:
 
     def drain(self, q: QueueId) -> None:
         core = q[0]
+        seq, tasks, needs, tokens = self.seq[q], self.tasks[core], self.needs[core], self.tokens
         while self.pos[q] < self.length[q]:
-            task = self.head(q)
+            index = seq[self.pos[q]]
             if q not in self.arrived:
-                need = _need(core, task.waits)
-                short = next((k for k, n in need.items() if self.tokens[k] < n), None)
+                need = needs[index]
+                short = next((k for k, n in need if tokens[k] < n), None)
                 if short is not None:
                     self.waiters[short].add(q)
                     return
-                for k, n in need.items():
-                    self.tokens[k] -= n
+                for k, n in need:
+                    tokens[k] -= n
                 self.arrived.add(q)
+            task = tasks[index]
             if isinstance(task, Barrier) and not self.try_barrier(core, task):
                 return
             if q in self.arrived:  # a completed barrier has already advanced its queue
-                self.signal(core, task)
+                self.signal(core, index)
                 self.advance(q)
 
     def barrier_slot(self, core: int, barrier_id: int) -> tuple[int, int]:
@@ -459,7 +476,7 @@ class _Execution:
         for member in sorted(members):
             mq = (member, Unit.CTRL)
             self.barrier_done[(member, task.barrier_id)] += 1
-            self.signal(member, self.head(mq))
+            self.signal(member, self.seq[mq][self.pos[mq]])
             self.advance(mq)
             if member != core:
                 self.wake(mq)
@@ -490,12 +507,16 @@ class _Execution:
             )
         need = _need(core, task.waits)
         short = [k for k, n in need.items() if self.tokens[k] < n]
-        parts = [f"{token_name(k)} (has {self.tokens[k]}, needs {need[k]})" for k in short]
-        producers = [
-            p for p in self.queues if p != q and any(self.signals_later(p, k) for k in short)
-        ]
-        if not producers and not any(self.signals_later(q, k) for k in short):
-            parts.append("and no task left signals it")
+        parts, producers = [], []
+        for k in short:
+            by = [p for p in self.queues if self.signals_later(p, k)]
+            producers += [p for p in by if p not in producers]
+            later = (
+                "signalled later by " + ", ".join(f"core {c} {u.value}" for c, u in by)
+                if by
+                else "no task left signals it"
+            )
+            parts.append(f"{token_name(k)} (has {self.tokens[k]}, needs {need[k]}; {later})")
         return "waits for " + ", ".join(parts), producers, [token_name(k) for k in short]
 
     def signals_later(self, q: QueueId, key: TokenKey) -> bool:
@@ -529,7 +550,7 @@ class _Execution:
             )
             summary = f"cycle of waits: {chain} -> (back to the first)"
         else:
-            summary = "no cycle: the blocked tasks wait for tokens no remaining task signals"
+            summary = "no cycle: the waits end at tokens no remaining task signals"
         done = sum(self.pos.values())
         total = sum(self.length.values())
         self.checker._add(
