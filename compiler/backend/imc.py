@@ -1,0 +1,162 @@
+"""IMC mapping of MVM layers: row/column blocks, weight sets, PWORD padding, ICR, swICR.
+
+A layer with kernel kh x kw, Cin input and Cout output channels needs R = kh*kw*Cin' rows
+(Cin' = Cin rounded up to PWORD when ``apply_pword_padding``) and Cout columns. Under
+``mvm_utilization_limit`` u only ``arch.mvm.active_cols(u)`` columns are usable, so there are
+nr = ceil(R / rows) row blocks (partial sums accumulate) and nc = ceil(Cout / active_cols)
+column blocks; each (row block, column block) is one weight set.
+
+ICR (``enable_icr``): a layer occupying at most ``icrx_parallel_block_threshold`` IMC blocks
+(weight sets) copies its weights r times into idle columns, shifted by the stride along X,
+so r neighbouring output pixels share one pass. r is the largest factor <= ``icrx_max_factor``
+(or ``icrx_force``) for which r*Cout columns fit the active columns and the widened input
+window kh*(kw + (r-1)*sx)*Cin' still fits the rows the layer already occupies.
+
+swICR (``enable_swicr``): a first layer with fewer than PWORD input channels packs the kw
+taps of a kernel row into one PWORD (subwords) instead of padding each tap to PWORD, so
+R = kh * ceil(kw*Cin / PWORD) * PWORD: rows instead of columns.
+
+MVM cycles = Ho * ceil(Wo / r) * nr * nc * cycles_per_vector; each weight set loads in
+rows_used*cols_used / weight_load_bw cycles.
+
+>>> from aipusim.arch import load_arch
+>>> from aipusim.compiler.backend.lower import ConvGeometry
+>>> geo = ConvGeometry(64, 64, 3, 3, 1, 1, 56, 56, 56, 56)
+>>> m = map_layer(geo, load_arch(), ImcOptions(), first_layer=False)
+>>> m.rows_needed, m.row_blocks, m.col_blocks, m.icr, m.vectors
+(960, 2, 1, 3, 1064)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from aipusim.arch import Arch
+from aipusim.compiler.backend.lower import ConvGeometry
+
+
+@dataclass(frozen=True)
+class ImcOptions:
+    """The config knobs the mapping reads (defaults = the reference defaults)."""
+
+    mvm_utilization_limit: float = 1.0
+    apply_pword_padding: bool = True
+    enable_icr: bool = True
+    icrx_force: int = -1
+    icrx_parallel_block_threshold: int = 4
+    icrx_max_factor: int = 8
+    enable_swicr: bool = True
+
+    @classmethod
+    def from_config(cls, config: object) -> ImcOptions:
+        return cls(**{name: getattr(config, name) for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class ImcBlock:
+    """One weight set of a layer: which rows/columns of the array it occupies."""
+
+    row_block: int
+    col_block: int
+    rows_used: int
+    cols_used: int  # including ICR copies
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.rows_used * self.cols_used
+
+
+@dataclass(frozen=True)
+class ImcMapping:
+    cin_padded: int
+    rows_needed: int
+    row_blocks: int
+    col_blocks: int
+    active_cols: int
+    icr: int
+    swicr: bool
+    vectors: int  # input vectors per frame through EACH block
+    blocks: tuple[ImcBlock, ...]
+    compute_cycles: int
+    weight_load_cycles: int
+
+    @property
+    def weight_sets(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes written into the array for the layer (ICR copies included)."""
+        return sum(b.weight_bytes for b in self.blocks)
+
+    @property
+    def cols_used_max(self) -> int:
+        return max(b.cols_used for b in self.blocks)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _rows(geo: ConvGeometry, cin: int, pword: int, packed: bool, width: int, pad: bool) -> int:
+    """Rows for a window ``width`` taps wide along X (kw for r = 1)."""
+    if packed:
+        return geo.kh * _round_up(width * cin, pword)
+    per_tap = _round_up(cin, pword) if pad else cin
+    return geo.kh * width * per_tap
+
+
+def map_layer(geo: ConvGeometry, arch: Arch, opts: ImcOptions, *, first_layer: bool) -> ImcMapping:
+    """The IMC mapping of one MVM layer (see the module docstring)."""
+    mvm = arch.mvm
+    pword = mvm.pword_channels
+    cin = geo.cin  # grouped convs: block-diagonal weights use every input channel's rows
+    swicr = (
+        opts.enable_swicr
+        and opts.apply_pword_padding
+        and first_layer
+        and cin < pword
+        and geo.kw > 1
+    )
+    pad = opts.apply_pword_padding
+    rows_needed = _rows(geo, cin, pword, swicr, geo.kw, pad)
+    active = mvm.active_cols(opts.mvm_utilization_limit)
+    nr = math.ceil(rows_needed / mvm.rows)
+    nc = math.ceil(geo.cout / active)
+    icr = 1
+    if opts.enable_icr and nr * nc <= opts.icrx_parallel_block_threshold and nc == 1:
+        limit = opts.icrx_force if opts.icrx_force != -1 else opts.icrx_max_factor
+        for r in range(2, limit + 1):
+            width = geo.kw + (r - 1) * geo.stride_w
+            fits_cols = r * geo.cout <= active
+            fits_rows = math.ceil(_rows(geo, cin, pword, swicr, width, pad) / mvm.rows) <= nr
+            if not (fits_cols and fits_rows and r <= geo.out_w):
+                break
+            icr = r
+    rows_icr = _rows(geo, cin, pword, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
+    blocks = []
+    for cb in range(nc):
+        cols = min(active, geo.cout - cb * active) * icr
+        for rb in range(nr):
+            rows = min(mvm.rows, rows_icr - rb * mvm.rows)
+            blocks.append(ImcBlock(rb, cb, rows, cols))
+    vectors = geo.out_h * math.ceil(geo.out_w / icr)
+    compute = vectors * nr * nc * mvm.cycles_per_vector
+    load = sum(math.ceil(b.weight_bytes / mvm.weight_load_bw_bytes_per_cycle) for b in blocks)
+    return ImcMapping(
+        cin_padded=_round_up(cin, pword) if pad else cin,
+        rows_needed=rows_icr,
+        row_blocks=nr,
+        col_blocks=nc,
+        active_cols=active,
+        icr=icr,
+        swicr=swicr,
+        vectors=vectors,
+        blocks=tuple(blocks),
+        compute_cycles=compute,
+        weight_load_cycles=load,
+    )
+
+
+__all__ = ["ImcBlock", "ImcMapping", "ImcOptions", "map_layer"]

@@ -1,0 +1,50 @@
+"""How one compiled instance spreads over its cores: the input of memplan and schedule.
+
+`multicore.core_layout` builds it from the multicore mode (DESIGN.md §4):
+
+- single core (any mode with ``aipu_cores_used = 1``): everything on core 0.
+- ``batch`` (and ``multiprocess``/``multithread`` with several cores, which run as a batch):
+  every core runs the whole model on its own frame; activations, I/O and tiles exist once
+  per core, constants once (weights multicast from one fetch).
+- ``cooperative``: every layer is split over the cores (output channels, or rows when the
+  channels are few); activations live in shared memory (L2/DDR); a barrier per layer.
+- ``pipeline``: contiguous stages of fusion groups, one stage per core; tensors crossing a
+  stage live in L2/DDR; L2/DDR buffers are not reused within a frame (stages work on
+  different frames at the same time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Split(StrEnum):
+    NONE = "none"
+    CHANNELS = "channels"
+    ROWS = "rows"
+
+
+@dataclass
+class CoreLayout:
+    cores: int = 1
+    mode: str = "multiprocess"
+    replicate: bool = False  # batch: per-core copies of frame data
+    cooperative: bool = False
+    pipeline: bool = False
+    core_of_group: dict[int, int] = field(default_factory=dict)  # pipeline stages
+    shared_tensors: set[str] = field(default_factory=set)  # must live in L2/DDR
+    splits: dict[int, Split] = field(default_factory=dict)  # cooperative: per layer index
+
+    def group_cores(self, group: int) -> list[int]:
+        """Cores that execute (part of) fusion group ``group``."""
+        if self.replicate or self.cooperative:
+            return list(range(self.cores))
+        return [self.core_of_group.get(group, 0)]
+
+    @property
+    def all_cores(self) -> list[int]:
+        return list(range(self.cores))
+
+
+__all__ = ["CoreLayout", "Split"]

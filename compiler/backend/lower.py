@@ -1,0 +1,404 @@
+"""Pass 6, lower: map every graph node to the unit that runs it (DESIGN.md §4).
+
+Conv (dense or grouped), ConvTranspose, Gemm/MatMul with constant weights -> MVM;
+depthwise conv, pooling, Resize/Upsample -> DWPU; element-wise arithmetic, activations
+(LUT), reductions, BatchNorm -> DPU; Reshape/Flatten/Squeeze/Unsqueeze/Identity/Cast ->
+an alias of their input (no task); Concat/Split/Slice/Transpose/Pad -> DMA copies.
+
+A unary activation whose only producer is an MVM or DWPU layer is fused into that layer
+(the DPU applies it as the outputs stream out, ``PostOp.REQUANT_LUT``), as the hardware does.
+
+Byte sizes: every activation and weight is int8 and every bias int32 after quantization,
+so the float IR graph and the quantized graph give the same plan (an integer constant
+keeps its own size).
+
+>>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+>>> import numpy as np
+>>> g = Graph("g", (Node("c", Op.CONV, ("x", "w"), ("y",), {"kernel_shape": [3, 3],
+...         "pads": [1, 1, 1, 1]}), Node("r", Op.RELU, ("y",), ("z",))),
+...     {"x": Tensor("x", (1, 8, 4, 4)), "w": Tensor("w", (16, 8, 3, 3)),
+...      "y": Tensor("y", (1, 16, 4, 4)), "z": Tensor("z", (1, 16, 4, 4))},
+...     {"w": np.zeros((16, 8, 3, 3), np.float32)}, ("x",), ("z",))
+>>> [(p.name, p.unit.value, p.lut.value, p.outputs) for p in lower_graph(g)]
+[('c', 'mvm', 'relu', ('z',))]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from aipusim.compiler.ir import (
+    BINARY_OPS,
+    DPU_OPS,
+    DWPU_OPS,
+    LAYOUT_OPS,
+    LUT_OPS,
+    Graph,
+    Node,
+    Op,
+    is_depthwise,
+)
+from aipusim.errors import UnsupportedOperatorError
+from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
+
+
+class LayerUnit(StrEnum):
+    """Which unit carries a layer."""
+
+    MVM = "mvm"
+    DPU = "dpu"
+    DWPU = "dwpu"
+    DMA = "dma"  # layout moves (copies between buffers)
+    ALIAS = "alias"  # a new view of the input buffer: no task at all
+
+
+class ConstKind(StrEnum):
+    WEIGHT = "weight"  # IMC weights (MVM) or DWPU kernels, int8
+    DPU_CONST = "dpu_const"  # biases, requantize scales, BN/element-wise operands
+
+
+@dataclass(frozen=True)
+class ConstRef:
+    """A constant a layer needs on chip, with its size after quantization."""
+
+    name: str
+    size_bytes: int
+    kind: ConstKind
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """The window arithmetic of an MVM or DWPU layer (Gemm/MatMul: 1x1 over 1 x M pixels)."""
+
+    cin: int
+    cout: int
+    kh: int
+    kw: int
+    stride_h: int
+    stride_w: int
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+    groups: int = 1
+
+    @property
+    def macs(self) -> int:
+        per_out = self.kh * self.kw * (self.cin // self.groups)
+        return self.out_h * self.out_w * self.cout * per_out
+
+
+@dataclass
+class LayerPlan:
+    """One layer of the back end: a node (plus fused activations) and what it costs.
+
+    Later passes fill ``imc`` (pass imc), ``tiling`` (tile), ``estimate`` (estimate).
+    """
+
+    name: str
+    op: str
+    unit: LayerUnit
+    inputs: tuple[str, ...]  # activation tensors read (constants excluded)
+    outputs: tuple[str, ...]  # activation tensors written
+    in_bytes: tuple[int, ...]
+    out_bytes: tuple[int, ...]
+    consts: tuple[ConstRef, ...] = ()
+    geometry: ConvGeometry | None = None
+    dpu_kind: DpuKind | None = None
+    dwpu_kind: DwpuKind | None = None
+    lut: LutKind = LutKind.NONE
+    elements: int = 0  # output elements (DPU work, DMA layout moves)
+    fused: tuple[str, ...] = ()  # names of activation nodes folded into this layer
+    is_first: bool = False  # reads a graph input directly (swICR candidate)
+    rows: int = 1  # output rows H (the dimension tiles split)
+    imc: Any = None
+    tiling: Any = None
+    estimate: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(c.size_bytes for c in self.consts if c.kind is ConstKind.WEIGHT)
+
+    @property
+    def dpu_const_bytes(self) -> int:
+        return sum(c.size_bytes for c in self.consts if c.kind is ConstKind.DPU_CONST)
+
+    @property
+    def macs(self) -> int:
+        return self.geometry.macs if self.geometry else 0
+
+
+_LUT_OF: dict[Op, LutKind] = {
+    Op.RELU: LutKind.RELU,
+    Op.LEAKY_RELU: LutKind.RELU,
+    Op.CLIP: LutKind.CLIP,
+    Op.SIGMOID: LutKind.SIGMOID,
+    Op.HARD_SIGMOID: LutKind.HARD_SIGMOID,
+    Op.HARD_SWISH: LutKind.HARD_SWISH,
+    Op.SILU: LutKind.SILU,
+    Op.TANH: LutKind.TANH,
+    Op.ERF: LutKind.ERF,
+    Op.SQRT: LutKind.SQRT,
+    Op.EXP: LutKind.EXP,
+    Op.LOG: LutKind.POW,
+    Op.RECIPROCAL: LutKind.RECIPROCAL,
+    Op.POW: LutKind.POW,
+}
+_BINARY_KIND: dict[Op, DpuKind] = {
+    Op.ADD: DpuKind.ADD,
+    Op.SUB: DpuKind.SUB,
+    Op.MUL: DpuKind.MUL,
+    Op.DIV: DpuKind.DIV,
+    Op.MIN: DpuKind.SUB,
+    Op.MAX: DpuKind.SUB,
+    Op.PRELU: DpuKind.MUL,
+}
+#: Activations that can ride on the output stream of an MVM/DWPU layer.
+_FUSABLE = frozenset({Op.RELU, Op.CLIP, Op.SIGMOID, Op.HARD_SIGMOID, Op.HARD_SWISH, Op.SILU})
+_ALIAS_OPS = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY, Op.CAST})
+
+
+def unwrap_graph(graph_or_qgraph: Any) -> Graph:
+    """The IR `Graph` of a `Graph` or of a quantized graph (which holds one as ``graph``)."""
+    graph = getattr(graph_or_qgraph, "graph", graph_or_qgraph)
+    assert isinstance(graph, Graph), f"expected a Graph, not {type(graph).__name__}"
+    return graph
+
+
+def activation_bytes(graph: Graph, name: str) -> int:
+    """Bytes of an activation tensor on the AIPU: one int8 per element."""
+    return max(1, graph.tensor(name).size)
+
+
+def const_bytes(array: np.ndarray, *, bias: bool) -> int:
+    """Quantized size of a constant: int8 weights, int32 biases (integer arrays as they are)."""
+    if np.issubdtype(array.dtype, np.integer):
+        return int(array.nbytes)
+    return int(array.size) * (4 if bias else 1)
+
+
+def _nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """A shape as N, C, H, W (rank 2 -> C only; rank 3 -> C, W)."""
+    if len(shape) >= 4:
+        n, c, h = shape[0], shape[1], shape[2]
+        return n, c, h, math.prod(shape[3:])
+    if len(shape) == 3:
+        return shape[0], shape[1], 1, shape[2]
+    if len(shape) == 2:
+        return shape[0], shape[1], 1, 1
+    return 1, max(1, math.prod(shape)), 1, 1
+
+
+def _pair(node: Node, key: str, default: int) -> tuple[int, int]:
+    value = node.attr(key)
+    if value is None:
+        return default, default
+    vals = tuple(int(v) for v in value)
+    return (vals[0], vals[-1]) if vals else (default, default)
+
+
+class _Lowerer:
+    def __init__(self, graph: Graph) -> None:
+        self.g = graph
+        self.plans: list[LayerPlan] = []
+        self.by_output: dict[str, LayerPlan] = {}
+        self.unsupported: list[str] = []
+
+    def act_inputs(self, node: Node) -> tuple[str, ...]:
+        return tuple(i for i in node.present_inputs if not self.g.is_constant(i))
+
+    def base(self, node: Node, unit: LayerUnit, **kw: Any) -> LayerPlan:
+        ins = self.act_inputs(node)
+        outs = tuple(o for o in node.outputs if o and self.g.tensors.get(o) is not None)
+        return LayerPlan(
+            name=node.name,
+            op=node.op_type,
+            unit=unit,
+            inputs=ins,
+            outputs=outs,
+            in_bytes=tuple(activation_bytes(self.g, i) for i in ins),
+            out_bytes=tuple(activation_bytes(self.g, o) for o in outs),
+            elements=sum(self.g.tensor(o).size for o in outs),
+            is_first=any(i in self.g.inputs for i in ins),
+            rows=_nchw(self.g.shape(outs[0]))[2] if outs else 1,
+            **kw,
+        )
+
+    def consts(self, node: Node, weight_index: int | None) -> tuple[ConstRef, ...]:
+        refs = []
+        for idx, name in enumerate(node.inputs):
+            arr = self.g.const(name) if name else None
+            if arr is None or arr.size == 0:
+                continue
+            if idx == weight_index:
+                refs.append(ConstRef(name, const_bytes(arr, bias=False), ConstKind.WEIGHT))
+            else:
+                refs.append(ConstRef(name, const_bytes(arr, bias=True), ConstKind.DPU_CONST))
+        return tuple(refs)
+
+    # -- per unit ------------------------------------------------------------------
+    def conv(self, node: Node) -> LayerPlan:
+        x = _nchw(self.g.shape(node.inputs[0]))
+        w = self.g.shape(node.inputs[1])
+        y = _nchw(self.g.shape(node.outputs[0]))
+        groups = int(node.attr("group", 1))
+        sh, sw = _pair(node, "strides", 1)
+        kh, kw = (w[2], w[3]) if len(w) >= 4 else (1, w[-1] if len(w) == 3 else 1)
+        if node.op is Op.CONV_TRANSPOSE:
+            # A stride-s transposed conv is a conv over the s-times upsampled input with the
+            # kernel taps split among the s x s output phases.
+            kh, kw = math.ceil(kh / sh), math.ceil(kw / sw)
+            sh = sw = 1
+        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, x[2], x[3], y[2], y[3], groups)
+        bias = self.consts(node, weight_index=1)
+        # Requantize scales per output channel ride with the bias (DPU constants).
+        return self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
+
+    def depthwise(self, node: Node) -> LayerPlan:
+        x = _nchw(self.g.shape(node.inputs[0]))
+        y = _nchw(self.g.shape(node.outputs[0]))
+        w = self.g.shape(node.inputs[1])
+        sh, sw = _pair(node, "strides", 1)
+        geo = ConvGeometry(x[1], y[1], w[2], w[3], sh, sw, x[2], x[3], y[2], y[3], x[1])
+        return self.base(
+            node,
+            LayerUnit.DWPU,
+            consts=self.consts(node, weight_index=1),
+            geometry=geo,
+            dwpu_kind=DwpuKind.DWCONV,
+        )
+
+    def matmul(self, node: Node) -> LayerPlan:
+        a = self.g.shape(node.inputs[0])
+        b = self.g.shape(node.inputs[1])
+        trans_b = node.op is Op.GEMM and int(node.attr("transB", 0)) == 1
+        k, n = (b[-1], b[-2]) if trans_b else (b[-2], b[-1])
+        rows = math.prod(a[:-1]) if len(a) > 1 else 1  # input vectors
+        geo = ConvGeometry(k, n, 1, 1, 1, 1, 1, rows, 1, rows)
+        return self.base(node, LayerUnit.MVM, consts=self.consts(node, 1), geometry=geo)
+
+    def dwpu(self, node: Node) -> LayerPlan:
+        x = _nchw(self.g.shape(node.inputs[0]))
+        y = _nchw(self.g.shape(node.outputs[0]))
+        if node.op in (Op.GLOBAL_AVERAGE_POOL, Op.GLOBAL_MAX_POOL):
+            kind, (kh, kw), (sh, sw) = DwpuKind.GLOBALPOOL, (x[2], x[3]), (1, 1)
+        elif node.op in (Op.RESIZE, Op.UPSAMPLE):
+            linear = str(node.attr("mode", "nearest")) in ("linear", "bilinear", "cubic")
+            kind = DwpuKind.RESIZE_LINEAR if linear else DwpuKind.RESIZE_NEAREST
+            kh, kw = (2, 2) if linear else (1, 1)
+            sh = sw = 1
+        else:
+            kind = DwpuKind.MAXPOOL if node.op is Op.MAX_POOL else DwpuKind.AVGPOOL
+            kh, kw = _pair(node, "kernel_shape", 1)
+            sh, sw = _pair(node, "strides", 1)
+        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, x[2], x[3], y[2], y[3], x[1])
+        return self.base(node, LayerUnit.DWPU, geometry=geo, dwpu_kind=kind)
+
+    def dpu(self, node: Node) -> LayerPlan:
+        consts = self.consts(node, weight_index=None)
+        n_act = len(self.act_inputs(node))
+        if (node.op in BINARY_OPS and n_act >= 2) or (
+            node.op in BINARY_OPS and node.op is not Op.POW
+        ):
+            kind, lut = _BINARY_KIND[node.op], LutKind.NONE
+        elif node.op in LUT_OPS or node.op in _LUT_OF:
+            kind, lut = DpuKind.LUT, _LUT_OF.get(node.op, LutKind.RELU)
+        elif node.op is Op.SOFTMAX:
+            kind, lut = DpuKind.SOFTMAX, LutKind.EXP
+        elif node.op in (Op.REDUCE_MEAN, Op.REDUCE_MAX, Op.REDUCE_SUM):
+            kind, lut = DpuKind.REDUCE, LutKind.NONE
+        elif node.op is Op.BATCH_NORM:
+            kind, lut = DpuKind.REQUANT, LutKind.NONE
+        else:  # Neg
+            kind, lut = DpuKind.MUL, LutKind.NONE
+        return self.base(node, LayerUnit.DPU, consts=consts, dpu_kind=kind, lut=lut)
+
+    def try_fuse(self, node: Node) -> bool:
+        """Fold a unary activation into the MVM/DWPU layer that produced its input."""
+        if node.op not in _FUSABLE or len(self.act_inputs(node)) != 1:
+            return False
+        src = node.inputs[0]
+        producer = self.by_output.get(src)
+        if (
+            producer is None
+            or producer.unit not in (LayerUnit.MVM, LayerUnit.DWPU)
+            or producer.lut is not LutKind.NONE
+            or producer.outputs != (src,)
+            or len(self.g.consumers(src)) != 1
+            or self.g.is_output(src)
+        ):
+            return False
+        out = node.outputs[0]
+        producer.outputs = (out,)
+        producer.out_bytes = (activation_bytes(self.g, out),)
+        producer.lut = _LUT_OF[node.op]
+        producer.fused = (*producer.fused, node.name)
+        producer.consts = producer.consts + self.consts(node, weight_index=None)
+        self.by_output.pop(src)
+        self.by_output[out] = producer
+        return True
+
+    def lower(self, node: Node) -> LayerPlan | None:
+        op = node.op
+        if op in (Op.CONV, Op.CONV_TRANSPOSE):
+            if is_depthwise(node, self.g):
+                return self.depthwise(node)
+            return self.conv(node)
+        if op in (Op.GEMM, Op.MATMUL):
+            if not self.g.is_constant(node.inputs[1]):
+                self.unsupported.append(
+                    f"{node.name} ({node.op_type} of two activations: no constant weights)"
+                )
+                return None
+            return self.matmul(node)
+        if op in DWPU_OPS:
+            return self.dwpu(node)
+        if self.try_fuse(node):
+            return None
+        if op in DPU_OPS or op in _LUT_OF:
+            return self.dpu(node)
+        if op in _ALIAS_OPS:
+            return self.base(node, LayerUnit.ALIAS)
+        if op in LAYOUT_OPS:
+            return self.base(node, LayerUnit.DMA)
+        self.unsupported.append(f"{node.name} ({node.op_type})")
+        return None
+
+    def run(self) -> list[LayerPlan]:
+        for node in self.g.nodes:
+            plan = self.lower(node)
+            if plan is None:
+                continue
+            self.plans.append(plan)
+            for out in plan.outputs:
+                self.by_output[out] = plan
+        if self.unsupported:
+            raise UnsupportedOperatorError(
+                f"operators must run on a unit of the AIPU (MVM, DPU, DWPU, DMA); "
+                f"{len(self.unsupported)} cannot: {', '.join(self.unsupported)}"
+            )
+        return self.plans
+
+
+def lower_graph(graph_or_qgraph: Any) -> list[LayerPlan]:
+    """The layers of a graph in execution (topological) order, one unit each."""
+    return _Lowerer(unwrap_graph(graph_or_qgraph)).run()
+
+
+__all__ = [
+    "ConstKind",
+    "ConstRef",
+    "ConvGeometry",
+    "LayerPlan",
+    "LayerUnit",
+    "activation_bytes",
+    "const_bytes",
+    "lower_graph",
+    "unwrap_graph",
+]

@@ -1,0 +1,537 @@
+"""Pass 8, memplan: give every buffer a pool and an address by liveness (DESIGN.md §4).
+
+Buffers: graph inputs/outputs (home ``io_memory_pool``), activations (home
+``workspace_memory_pool``), weights (home ``constant_memory_pool``), DPU constants (home
+``dpu_constants_home``), per-layer L1 tile buffers (input/output tiles, int32 partial sums,
+weight staging), L2 staging of weights when ``use_sysdma`` brings them DDR -> L2 -> L1,
+and the tasklist image when it lives in L2 (``elf_in_ddr = false``: the whole image, or
+only the streaming window that is already reserved when ``stream_tasklist``).
+
+Liveness is counted in steps = fusion groups in execution order; constants live for the
+whole program. Placement is first-fit by address among the buffers live at the same time,
+per pool (L1 per core). Tile buffers go first (they are what makes a layer run), then each
+buffer in its home pool (falling back to a slower pool when the home is full), then, with
+``enable_buffer_promotion``, buffers move up DDR -> L2 -> L1 while they fit, most accessed
+bytes per byte of space first (``split_buffer_promotion``: an L1 pass over all buffers,
+then an L2 pass). ``page_memory`` allocates L2/DDR in pages of ``arch.dma.burst_bytes``.
+Capacities: L1 = ``l1_size_used - l1_size_reserved`` (capped by ``l1_constraint``);
+L2 and DDR = ``resources_used`` x (size used - reservations), capped by the constraints.
+
+A failed placement retries up to ``max_memplan_attempts`` times with the offending layers
+tiled finer; then `MemoryPlanError` names the buffer, its size and the free space.
+`verify_memplan` proves that no two buffers live at the same time overlap and that every
+pool stays within its capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from aipusim.arch import Arch
+from aipusim.compiler.backend.layout import CoreLayout
+from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
+from aipusim.compiler.backend.tile import FusionGroup, budget_of_l1
+from aipusim.errors import MemoryPlanError
+from aipusim.isa.tasks import Pool
+
+_POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
+#: Slowest first: where a buffer falls back to, and the order promotion climbs.
+_LADDER = (Pool.DDR, Pool.L2, Pool.L1)
+
+
+class BufKind(StrEnum):
+    INPUT = "input"
+    OUTPUT = "output"
+    ACTIVATION = "activation"
+    WEIGHT = "weight"
+    DPU_CONST = "dpu_const"
+    TILE_IN = "tile_in"
+    TILE_OUT = "tile_out"
+    PSUM = "psum"
+    WEIGHT_STAGE = "weight_stage"
+    L2_STAGE = "l2_stage"
+    DPU_CONST_STAGE = "dpu_const_stage"
+    TASKLIST = "tasklist"
+
+
+@dataclass
+class Buffer:
+    """A block of memory live from step ``start`` to step ``end`` (inclusive)."""
+
+    name: str
+    kind: BufKind
+    size_bytes: int
+    start: int
+    end: int
+    home: Pool
+    core: int = 0  # owning core (matters for L1)
+    layer: str = ""
+    accesses: int = 0  # bytes read + written per frame (promotion priority)
+    allowed: tuple[Pool, ...] = _LADDER  # pools this buffer may live in
+    pool: Pool | None = None
+    addr: int = -1
+
+    def overlaps_in_time(self, other: Buffer) -> bool:
+        return self.start <= other.end and other.start <= self.end
+
+
+@dataclass
+class PoolState:
+    pool: Pool
+    core: int
+    capacity: int
+    align: int
+    placed: list[Buffer] = field(default_factory=list)
+
+    def find(self, buf: Buffer) -> int | None:
+        """The lowest aligned address where ``buf`` fits beside the live buffers."""
+        size = _round_up(buf.size_bytes, self.align)
+        busy = sorted(
+            (b.addr, b.addr + _round_up(b.size_bytes, self.align))
+            for b in self.placed
+            if b.overlaps_in_time(buf)
+        )
+        addr = 0
+        for lo, hi in busy:
+            if addr + size <= lo:
+                break
+            addr = max(addr, hi)
+        return addr if addr + size <= self.capacity else None
+
+    def free_bytes(self, buf: Buffer) -> int:
+        """Bytes not used by buffers live at the same time as ``buf``."""
+        used = sum(b.size_bytes for b in self.placed if b.overlaps_in_time(buf))
+        return self.capacity - used
+
+    def place(self, buf: Buffer, addr: int) -> None:
+        buf.pool, buf.addr = self.pool, addr
+        self.placed.append(buf)
+
+    def remove(self, buf: Buffer) -> None:
+        self.placed.remove(buf)
+        buf.pool, buf.addr = None, -1
+
+    @property
+    def high_water_bytes(self) -> int:
+        """Highest address in use (the footprint the pool needs)."""
+        return max((b.addr + b.size_bytes for b in self.placed), default=0)
+
+    @property
+    def peak_live_bytes(self) -> int:
+        """Most bytes live at one step."""
+        events: dict[int, int] = {}
+        for b in self.placed:
+            events[b.start] = events.get(b.start, 0) + b.size_bytes
+            events[b.end + 1] = events.get(b.end + 1, 0) - b.size_bytes
+        peak = live = 0
+        for step in sorted(events):
+            live += events[step]
+            peak = max(peak, live)
+        return peak
+
+
+@dataclass
+class MemPlan:
+    buffers: dict[str, Buffer]
+    pools: dict[tuple[Pool, int], PoolState]
+    steps: int
+    #: (core, activation tensor) -> buffer name, aliases resolved; core -1 = shared copy
+    tensor_buffer: dict[tuple[int, str], str]
+    attempts: int = 1
+
+    def buffer_of(self, tensor: str, core: int = 0) -> Buffer | None:
+        name = self.tensor_buffer.get((core, tensor)) or self.tensor_buffer.get((-1, tensor))
+        return self.buffers.get(name) if name else None
+
+    def high_water(self) -> dict[str, dict[str, int]]:
+        """Per pool (L1 per core): capacity, highest address used, peak live bytes."""
+        out = {}
+        for (pool, core), st in sorted(self.pools.items()):
+            key = f"{pool.value}" if pool is not Pool.L1 else f"l1.core{core}"
+            out[key] = {
+                "capacity_bytes": st.capacity,
+                "high_water_bytes": st.high_water_bytes,
+                "peak_live_bytes": st.peak_live_bytes,
+                "buffers": len(st.placed),
+            }
+        return out
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def pool_capacities(config: Any, arch: Arch) -> dict[Pool, int]:
+    """Bytes of each pool one instance may use (L1: per core)."""
+    share = config.resources_used
+    l2_free = (
+        config.l2_size_used
+        - config.l2_size_reserved
+        - arch.chip.cores * config.l2_size_reserved_tasklist
+    )
+    l2 = math.floor(share * min(l2_free, arch.l2_budget_bytes))
+    if config.l2_constraint is not None:
+        l2 = min(l2, config.l2_constraint)
+    ddr = math.floor(share * (config.ddr_size_used - config.ddr_size_reserved))
+    if config.ddr_constraint is not None:
+        ddr = min(ddr, config.ddr_constraint)
+    return {Pool.L1: budget_of_l1(config, arch), Pool.L2: l2, Pool.DDR: ddr}
+
+
+class _Builder:
+    """Collects the buffers of one instance from the layers, tilings and core layout."""
+
+    def __init__(
+        self,
+        layers: list[LayerPlan],
+        groups: list[FusionGroup],
+        graph: Any,
+        config: Any,
+        layout: CoreLayout,
+        tasklist_bytes: int,
+    ) -> None:
+        self.layers, self.groups, self.g, self.cfg = layers, groups, graph, config
+        self.layout = layout
+        self.tasklist_bytes = tasklist_bytes
+        self.buffers: dict[str, Buffer] = {}
+        self.tensor_buffer: dict[tuple[int, str], str] = {}
+        self.step_of_layer = {li: g.index for g in groups for li in g.layers}
+        self.last = max(len(groups) - 1, 0)
+
+    def add(self, buf: Buffer) -> Buffer:
+        assert buf.name not in self.buffers, f"duplicate buffer {buf.name}"
+        if (
+            self.layout.pipeline
+            and buf.allowed != (Pool.L1,)
+            and buf.kind
+            not in (
+                BufKind.TILE_IN,
+                BufKind.TILE_OUT,
+                BufKind.PSUM,
+                BufKind.WEIGHT_STAGE,
+                BufKind.DPU_CONST_STAGE,
+            )
+        ):
+            # stages run different frames at once: no L2/DDR reuse within a frame
+            buf.start, buf.end = 0, self.last
+        self.buffers[buf.name] = buf
+        return buf
+
+    def frame_cores(self) -> list[int]:
+        """Cores owning separate copies of frame data (-1: one shared copy)."""
+        return self.layout.all_cores if self.layout.replicate else [-1]
+
+    def build(self) -> tuple[dict[str, Buffer], dict[tuple[int, str], str]]:
+        cfg = self.cfg
+        io_home = _POOL_OF[cfg.io_memory_pool]
+        ws_home = _POOL_OF[cfg.workspace_memory_pool]
+        slots = 2 if cfg.double_buffer else 1
+        fused = {t for g in self.groups for t in g.intermediates}
+        host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
+        for c in self.frame_cores():
+            for name in self.g.inputs:
+                size = self.g.tensor(name).size
+                b = self.add(
+                    Buffer(
+                        f"in:{name}{_sfx(c)}",
+                        BufKind.INPUT,
+                        size * slots,
+                        0,
+                        0,
+                        io_home if io_home in host_side else Pool.L2,
+                        max(c, 0),
+                        accesses=size,
+                        allowed=host_side,
+                    )
+                )
+                self.tensor_buffer[(c, name)] = b.name
+        for li, layer in enumerate(self.layers):
+            step = self.step_of_layer[li]
+            owner = self.layout.core_of_group.get(step, 0)
+            for c in self.frame_cores():
+                for t in layer.inputs:
+                    bname = self.tensor_buffer.get((c, t))
+                    if bname:
+                        buf = self.buffers[bname]
+                        buf.end = max(buf.end, step)
+                        buf.accesses += self.g.tensor(t).size
+                if layer.unit is LayerUnit.ALIAS and (c, layer.inputs[0]) in self.tensor_buffer:
+                    for o in layer.outputs:
+                        self.tensor_buffer[(c, o)] = self.tensor_buffer[(c, layer.inputs[0])]
+                    continue
+                for o in layer.outputs:
+                    if o in fused:
+                        continue
+                    size = self.g.tensor(o).size
+                    is_out = self.g.is_output(o)
+                    shared = o in self.layout.shared_tensors or self.layout.cooperative
+                    allowed = host_side if (is_out or shared) else _LADDER
+                    home = io_home if is_out else ws_home
+                    if home not in allowed:
+                        home = Pool.L2
+                    b = self.add(
+                        Buffer(
+                            f"act:{o}{_sfx(c)}",
+                            BufKind.OUTPUT if is_out else BufKind.ACTIVATION,
+                            size * (slots if is_out else 1),
+                            step,
+                            self.last if is_out else step,
+                            home,
+                            max(c, 0) if c >= 0 else owner,
+                            layer.name,
+                            accesses=size,
+                            allowed=allowed,
+                        )
+                    )
+                    self.tensor_buffer[(c, o)] = b.name
+            self.add_constants(layer, owner)
+            for c in self.layout.group_cores(step):
+                self.add_tiles(layer, step, c)
+        if not cfg.elf_in_ddr and not cfg.stream_tasklist:
+            self.add(
+                Buffer(
+                    "tasklist",
+                    BufKind.TASKLIST,
+                    self.tasklist_bytes,
+                    0,
+                    self.last,
+                    Pool.L2,
+                    allowed=(Pool.L2,),
+                )
+            )
+        return self.buffers, self.tensor_buffer
+
+    def add_constants(self, layer: LayerPlan, core: int) -> None:
+        cfg = self.cfg
+        shared = self.layout.cores > 1 and not self.layout.pipeline
+        for c in layer.consts:
+            name = f"const:{c.name}"
+            if name in self.buffers:
+                continue
+            if c.kind is ConstKind.WEIGHT:
+                size = layer.imc.weight_bytes if layer.imc is not None else c.size_bytes
+                home, kind = _POOL_OF[cfg.constant_memory_pool], BufKind.WEIGHT
+            else:
+                size = c.size_bytes
+                home, kind = _POOL_OF[cfg.dpu_constants_home], BufKind.DPU_CONST
+            # several cores read them: keep them where every core can (L2/DDR)
+            allowed = (Pool.DDR, Pool.L2) if shared else _LADDER
+            if home not in allowed:
+                home = Pool.L2
+            self.add(
+                Buffer(
+                    name,
+                    kind,
+                    size,
+                    0,
+                    self.last,
+                    home,
+                    core,
+                    layer.name,
+                    accesses=size,
+                    allowed=allowed,
+                )
+            )
+
+    def add_tiles(self, layer: LayerPlan, step: int, core: int) -> None:
+        t = layer.tiling
+        if t is None:
+            return
+        l1 = (Pool.L1,)
+        sfx = f"@{core}"
+
+        def tile(name: str, kind: BufKind, size: int) -> None:
+            self.add(
+                Buffer(name + sfx, kind, size, step, step, Pool.L1, core, layer.name, allowed=l1)
+            )
+
+        for k, size in enumerate(t.in_tile_bytes):
+            if size:
+                tile(f"tile_in{k}:{layer.name}", BufKind.TILE_IN, size * t.slots)
+        if t.out_tile_bytes:
+            tile(f"tile_out:{layer.name}", BufKind.TILE_OUT, t.out_tile_bytes * t.slots)
+        if t.psum_bytes:
+            tile(f"psum:{layer.name}", BufKind.PSUM, t.psum_bytes)
+        if layer.unit is LayerUnit.MVM:
+            biggest = max(b.weight_bytes for b in layer.imc.blocks)
+            depth = (
+                2
+                if (self.cfg.imc_double_buffer_pipeline or self.cfg.imc_double_buffer_sequential)
+                else 1
+            )
+            tile(
+                f"wstage:{layer.name}",
+                BufKind.WEIGHT_STAGE,
+                max(t.weight_stage_bytes, depth * biggest),
+            )
+            if self.cfg.use_sysdma and core == self.layout.group_cores(step)[0]:
+                self.add(
+                    Buffer(
+                        f"l2stage:{layer.name}",
+                        BufKind.L2_STAGE,
+                        layer.imc.weight_bytes,
+                        step,
+                        step,
+                        Pool.L2,
+                        core,
+                        layer.name,
+                        allowed=(Pool.L2,),
+                    )
+                )
+        if layer.unit is LayerUnit.DWPU and layer.weight_bytes:
+            tile(f"wstage:{layer.name}", BufKind.WEIGHT_STAGE, layer.weight_bytes)
+        if layer.dpu_const_bytes:
+            tile(f"dconst:{layer.name}", BufKind.DPU_CONST_STAGE, layer.dpu_const_bytes)
+
+
+def _sfx(core: int) -> str:
+    return f"@{core}" if core >= 0 else ""
+
+
+class Planner:
+    def __init__(
+        self, buffers: dict[str, Buffer], config: Any, arch: Arch, cores: list[int], steps: int
+    ) -> None:
+        self.buffers = buffers
+        self.cfg = config
+        self.arch = arch
+        self.steps = steps
+        caps = pool_capacities(config, arch)
+        page = arch.dma.burst_bytes if config.page_memory else arch.l1.read_bw_bytes_per_cycle
+        align = arch.l1.read_bw_bytes_per_cycle
+        self.pools: dict[tuple[Pool, int], PoolState] = {
+            (Pool.L2, 0): PoolState(Pool.L2, 0, caps[Pool.L2], page),
+            (Pool.DDR, 0): PoolState(Pool.DDR, 0, caps[Pool.DDR], page),
+        }
+        for c in cores:
+            self.pools[(Pool.L1, c)] = PoolState(Pool.L1, c, caps[Pool.L1], align)
+
+    def state(self, pool: Pool, buf: Buffer) -> PoolState:
+        return self.pools[(pool, buf.core if pool is Pool.L1 else 0)]
+
+    def try_place(self, buf: Buffer, pool: Pool) -> bool:
+        if pool not in buf.allowed:
+            return False
+        st = self.state(pool, buf)
+        addr = st.find(buf)
+        if addr is None:
+            return False
+        st.place(buf, addr)
+        return True
+
+    def place_mandatory(self) -> Buffer | None:
+        """Place tile buffers, then every buffer at home (or slower); the first failure."""
+        order = sorted(
+            self.buffers.values(),
+            key=lambda b: (b.allowed != (Pool.L1,), b.start, -b.size_bytes),
+        )
+        for buf in order:
+            home_rank = _LADDER.index(buf.home)
+            for pool in reversed(_LADDER[: home_rank + 1]):
+                if self.try_place(buf, pool):
+                    break
+            else:
+                return buf
+        return None
+
+    def promote(self) -> None:
+        movable = [b for b in self.buffers.values() if len(b.allowed) > 1]
+        movable.sort(key=lambda b: (-b.accesses / max(1, b.size_bytes), b.size_bytes, b.name))
+        passes = (
+            [(Pool.L1,), (Pool.L2,)] if self.cfg.split_buffer_promotion else [(Pool.L1, Pool.L2)]
+        )
+        for targets in passes:
+            for buf in movable:
+                for target in targets:
+                    current = _LADDER.index(buf.pool)
+                    if _LADDER.index(target) <= current:
+                        continue
+                    old = buf.pool
+                    old_state = self.state(old, buf)
+                    old_state.remove(buf)
+                    if self.try_place(buf, target):
+                        break
+                    old_state.place(buf, old_state.find(buf))
+
+    def error(self, buf: Buffer) -> MemoryPlanError:
+        pools = [p for p in buf.allowed if _LADDER.index(p) <= _LADDER.index(buf.home)]
+        free = ", ".join(f"{p.value} {self.state(p, buf).free_bytes(buf)}" for p in pools)
+        return MemoryPlanError(
+            f"buffer {buf.name} ({buf.kind.value}, {buf.size_bytes} bytes) must fit a memory "
+            f"pool, but the free space while it is live is: {free} bytes "
+            f"(raise resources_used or the *_size_used/*_constraint limits)"
+        )
+
+
+def plan_memory(
+    layers: list[LayerPlan],
+    groups: list[FusionGroup],
+    graph: Any,
+    config: Any,
+    arch: Arch,
+    *,
+    layout: CoreLayout | None = None,
+    tasklist_bytes: int = 0,
+    retile: Any = None,
+) -> MemPlan:
+    """Place every buffer; see the module docstring. ``retile(layer_names)`` re-tiles the
+    named layers finer and returns the new groups (used between attempts)."""
+    layout = layout or CoreLayout()
+    for attempt in range(1, config.max_memplan_attempts + 1):
+        buffers, tensor_buffer = _Builder(
+            layers, groups, graph, config, layout, tasklist_bytes
+        ).build()
+        planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
+        failed = planner.place_mandatory()
+        if failed is None:
+            if config.enable_buffer_promotion:
+                planner.promote()
+            plan = MemPlan(buffers, planner.pools, len(groups), tensor_buffer, attempt)
+            verify_memplan(plan)
+            return plan
+        if retile is None or failed.allowed != (Pool.L1,) or attempt == config.max_memplan_attempts:
+            raise planner.error(failed)
+        groups = retile({failed.layer})
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+def verify_memplan(plan: MemPlan) -> None:
+    """Raise `MemoryPlanError` if two buffers live at the same time overlap in a pool, a
+    buffer lies outside its pool, or a pool's footprint exceeds its capacity."""
+    for (pool, core), st in plan.pools.items():
+        where = f"{pool.value}" + (f" of core {core}" if pool is Pool.L1 else "")
+        bufs = sorted(st.placed, key=lambda b: b.addr)
+        for b in bufs:
+            if b.addr < 0 or b.addr + b.size_bytes > st.capacity:
+                raise MemoryPlanError(
+                    f"buffer {b.name} must lie within {where} (0..{st.capacity}), "
+                    f"not at {b.addr}..{b.addr + b.size_bytes}"
+                )
+        for i, a in enumerate(bufs):
+            a_end = a.addr + a.size_bytes
+            for b in bufs[i + 1 :]:
+                if b.addr >= a_end:
+                    break
+                if a.overlaps_in_time(b):
+                    raise MemoryPlanError(
+                        f"buffers {a.name} and {b.name} must not overlap in {where}: "
+                        f"{a.addr}..{a_end} and {b.addr}..{b.addr + b.size_bytes} are both "
+                        f"live in steps {max(a.start, b.start)}..{min(a.end, b.end)}"
+                    )
+    for buf in plan.buffers.values():
+        if buf.pool is None:
+            raise MemoryPlanError(f"buffer {buf.name} must be placed in a pool, not left out")
+
+
+__all__ = [
+    "BufKind",
+    "Buffer",
+    "MemPlan",
+    "PoolState",
+    "plan_memory",
+    "pool_capacities",
+    "verify_memplan",
+]

@@ -1,0 +1,167 @@
+"""Multicore modes: how one instance spreads over ``aipu_cores_used`` cores (DESIGN.md §4).
+
+- ``multiprocess`` / ``multithread``: Batch-1 instances. With one core the runtime places
+  ``min(cores // 1, floor(1 / resources_used))`` copies; they differ only on the host. With
+  several cores (the reference's Batch-4 example) the instance runs as a ``batch``.
+- ``batch``: every core runs the whole model on its own frame, in lockstep per layer; a
+  layer's weights are fetched once and multicast to every core's L1.
+- ``cooperative``: each layer split over the cores by output channels (rows when there are
+  fewer than ``cores x bank_cols`` channels), activations through L2/DDR, a barrier per layer.
+- ``pipeline``: fusion groups cut into contiguous stages of balanced estimated cycles, one
+  per core; tensors crossing stages through L2/DDR with credit tokens.
+
+`check_cascade` checks several models sharing one chip: their ``resources_used`` sum to at
+most 1.0 and their cores fit the chip.
+
+>>> from aipusim.compiler import CompilerConfig
+>>> check_cascade([CompilerConfig(aipu_cores_used=3, resources_used=0.75),
+...                CompilerConfig(aipu_cores_used=1, resources_used=0.25)], chip_cores=4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aipusim.arch import Arch
+from aipusim.compiler.backend.layout import CoreLayout, Split
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
+from aipusim.compiler.backend.tile import FusionGroup
+from aipusim.errors import ConfigError
+
+#: The share of on-chip memory resources are counted in (reference: multiples of 0.25).
+RESOURCE_QUANTUM = 0.25
+
+
+def check_resources(config: Any, arch: Arch) -> None:
+    """``resources_used`` must be a multiple of 0.25 that the instance's cores can hold."""
+    r = config.resources_used
+    quarters = r / RESOURCE_QUANTUM
+    if abs(quarters - round(quarters)) > 1e-9:
+        raise ConfigError(f"resources_used must be a multiple of {RESOURCE_QUANTUM}, not {r}")
+    cores = config.aipu_cores_used
+    if cores > arch.chip.cores:
+        raise ConfigError(
+            f"aipu_cores_used must be at most the {arch.chip.cores} cores of {arch.chip.name}, "
+            f"not {cores}"
+        )
+
+
+def check_cascade(configs: Sequence[Any], *, chip_cores: int) -> None:
+    """Several instances on one chip: resources sum <= 1.0 and cores sum <= chip cores."""
+    total = sum(c.resources_used for c in configs)
+    if total > 1.0 + 1e-9:
+        shares = " + ".join(f"{c.resources_used:g}" for c in configs)
+        raise ConfigError(
+            f"resources_used of a cascade must sum to at most 1.0, not {shares} = {total:g}"
+        )
+    cores = sum(c.aipu_cores_used for c in configs)
+    if cores > chip_cores:
+        raise ConfigError(
+            f"aipu_cores_used of a cascade must sum to at most the {chip_cores} chip cores, "
+            f"not {cores}"
+        )
+
+
+def effective_mode(config: Any) -> str:
+    """The mode the instance really runs in (several cores in a Batch-1 mode: batch)."""
+    mode = str(config.multicore_mode)
+    if config.aipu_cores_used > 1 and mode in ("multiprocess", "multithread"):
+        return "batch"
+    return mode
+
+
+def core_layout(
+    layers: list[LayerPlan], groups: list[FusionGroup], config: Any, arch: Arch, graph: Any
+) -> CoreLayout:
+    """The `CoreLayout` of the configured mode (see the module docstring)."""
+    check_resources(config, arch)
+    cores = config.aipu_cores_used
+    mode = effective_mode(config)
+    if cores == 1:
+        return CoreLayout(1, str(config.multicore_mode))
+    if mode == "batch":
+        return CoreLayout(cores, mode, replicate=True)
+    if mode == "cooperative":
+        splits = {}
+        for i, layer in enumerate(layers):
+            geo = layer.geometry
+            if layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and geo is not None:
+                if geo.cout >= cores * arch.mvm.bank_cols:
+                    splits[i] = Split.CHANNELS
+                elif geo.out_h >= cores * layer.tiling.h_tiles:
+                    splits[i] = Split.ROWS
+                else:
+                    splits[i] = Split.NONE
+            elif layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
+                splits[i] = Split.ROWS if layer.tiling.h_tiles == 1 else Split.NONE
+            else:
+                splits[i] = Split.NONE
+        return CoreLayout(cores, mode, cooperative=True, splits=splits)
+    if mode == "pipeline":
+        return _pipeline(layers, groups, cores, graph)
+    raise ConfigError(
+        f"multicore_mode must be one of multiprocess, multithread, batch, cooperative, "
+        f"pipeline, not {mode}"
+    )
+
+
+def _pipeline(
+    layers: list[LayerPlan], groups: list[FusionGroup], cores: int, graph: Any
+) -> CoreLayout:
+    work = [max(1, sum(layers[i].estimate.cycles for i in g.layers)) for g in groups]
+    compute_groups = sum(
+        1 for g in groups if any(layers[i].unit not in (LayerUnit.ALIAS,) for i in g.layers)
+    )
+    if compute_groups < cores:
+        raise ConfigError(
+            f"aipu_cores_used must be at most the {compute_groups} layer groups a pipeline can "
+            f"cut this model into, not {cores}"
+        )
+    total = sum(work)
+    core_of_group: dict[int, int] = {}
+    acc = 0
+    stage = 0
+    for gi, w in enumerate(work):
+        remaining_groups = len(work) - gi
+        remaining_stages = cores - stage
+        # move on when this stage has its share, keeping a group for every later stage
+        if (
+            stage < cores - 1
+            and (
+                acc >= total * (stage + 1) / cores - w / 2
+                or remaining_groups <= remaining_stages - 1
+            )
+            and acc > 0
+        ):
+            stage += 1
+        core_of_group[gi] = stage
+        acc += w
+    stage_of_layer = {li: core_of_group[g.index] for g in groups for li in g.layers}
+    producer_stage: dict[str, int] = {}
+    shared: set[str] = set()
+    for li, layer in enumerate(layers):
+        st = stage_of_layer[li]
+        for t in layer.inputs:
+            if producer_stage.get(t, 0) != st or t in graph.inputs:
+                shared.add(t)
+        for o in layer.outputs:
+            producer_stage[o] = st
+    # aliases share their source's buffer: a shared alias shares its source too
+    for layer in reversed(layers):
+        if layer.unit is LayerUnit.ALIAS and set(layer.outputs) & shared:
+            shared.update(layer.inputs)
+    used = sorted(set(core_of_group.values()))
+    assert used == list(range(cores)), f"pipeline stages {used} do not cover {cores} cores"
+    return CoreLayout(
+        cores, "pipeline", pipeline=True, core_of_group=core_of_group, shared_tensors=shared
+    )
+
+
+__all__ = [
+    "RESOURCE_QUANTUM",
+    "check_cascade",
+    "check_resources",
+    "core_layout",
+    "effective_mode",
+]

@@ -1,0 +1,174 @@
+"""The back half of the compiler as a named pass list: lower -> imc -> tile -> estimate ->
+multicore -> memplan -> schedule (-> emit, in `aipusim.compiler.backend.emit`).
+
+Each pass is a function from `BackendState` to `BackendState`; `run_backend` runs them in
+order and records each one's wall time.
+
+>>> [name for name, _ in BACK_PASSES]
+['lower', 'imc', 'tile', 'estimate', 'multicore', 'memplan', 'schedule']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aipusim.arch import Arch
+from aipusim.compiler.backend.estimate import estimate_layer
+from aipusim.compiler.backend.imc import ImcOptions, map_layer
+from aipusim.compiler.backend.layout import CoreLayout
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, lower_graph, unwrap_graph
+from aipusim.compiler.backend.memplan import MemPlan, plan_memory
+from aipusim.compiler.backend.multicore import core_layout
+from aipusim.compiler.backend.schedule import Schedule, build_schedule
+from aipusim.compiler.backend.tile import FusionGroup, Tiler
+from aipusim.compiler.ir import Graph
+
+
+@dataclass
+class BackendState:
+    """What the back-end passes hand each other."""
+
+    graph: Graph
+    config: Any
+    arch: Arch
+    source: Any = None  # the graph or quantized graph handed in
+    layers: list[LayerPlan] = field(default_factory=list)
+    groups: list[FusionGroup] = field(default_factory=list)
+    layout: CoreLayout = field(default_factory=CoreLayout)
+    plan: MemPlan | None = None
+    schedule: Schedule | None = None
+    pass_seconds: dict[str, float] = field(default_factory=dict)
+
+
+def pass_lower(state: BackendState) -> BackendState:
+    return dataclasses.replace(state, layers=lower_graph(state.graph))
+
+
+def pass_imc(state: BackendState) -> BackendState:
+    opts = ImcOptions.from_config(state.config)
+    for layer in state.layers:
+        if layer.unit is LayerUnit.MVM:
+            layer.imc = map_layer(layer.geometry, state.arch, opts, first_layer=layer.is_first)
+    return state
+
+
+def pass_tile(state: BackendState) -> BackendState:
+    groups = Tiler(state.layers, state.config, state.arch, state.graph).run()
+    return dataclasses.replace(state, groups=groups)
+
+
+def pass_estimate(state: BackendState) -> BackendState:
+    cfg = state.config
+    for layer in state.layers:
+        tiled = layer.tiling is not None and layer.tiling.tiles > 1
+        double = cfg.imc_double_buffer_pipeline if tiled else cfg.imc_double_buffer_sequential
+        layer.estimate = estimate_layer(layer, state.arch, weights_double_buffered=double)
+    return state
+
+
+def pass_multicore(state: BackendState) -> BackendState:
+    layout = core_layout(state.layers, state.groups, state.config, state.arch, state.graph)
+    return dataclasses.replace(state, layout=layout)
+
+
+def pass_memplan(state: BackendState) -> BackendState:
+    tiler = Tiler(state.layers, state.config, state.arch, state.graph)
+    holder = {"groups": state.groups}
+
+    def retile(layer_names: set[str]) -> list[FusionGroup]:
+        # tile the named layers twice as finely (their groups fall apart into single layers)
+        for layer in state.layers:
+            if layer.name in layer_names and layer.tiling is not None:
+                layer.extra["min_h_tiles"] = layer.tiling.h_tiles * 2
+        holder["groups"] = tiler.run()
+        return holder["groups"]
+
+    plan = plan_memory(
+        state.layers,
+        state.groups,
+        state.graph,
+        state.config,
+        state.arch,
+        layout=state.layout,
+        tasklist_bytes=_tasklist_estimate(state),
+        retile=retile,
+    )
+    return dataclasses.replace(state, plan=plan, groups=holder["groups"])
+
+
+def _tasklist_estimate(state: BackendState) -> int:
+    """Bytes of the tasklist image (for ``elf_in_ddr = false`` without streaming)."""
+    from aipusim.isa.encoding import RECORD_BYTES
+
+    tasks = 0
+    for layer in state.layers:
+        tiles = layer.tiling.tiles if layer.tiling else 1
+        blocks = layer.imc.weight_sets if layer.imc else 1
+        tasks += tiles * (3 + 2 * blocks)
+    return tasks * RECORD_BYTES * max(1, state.config.aipu_cores_used)
+
+
+def pass_schedule(state: BackendState) -> BackendState:
+    assert state.plan is not None
+    schedule = build_schedule(
+        state.layers, state.groups, state.plan, state.graph, state.config, state.arch, state.layout
+    )
+    return dataclasses.replace(state, schedule=schedule)
+
+
+#: The back-end passes in order (appended to the front end's named list).
+BACK_PASSES: list[tuple[str, Callable[[BackendState], BackendState]]] = [
+    ("lower", pass_lower),
+    ("imc", pass_imc),
+    ("tile", pass_tile),
+    ("estimate", pass_estimate),
+    ("multicore", pass_multicore),
+    ("memplan", pass_memplan),
+    ("schedule", pass_schedule),
+]
+
+
+@dataclass
+class BackendResult:
+    """The compiled program in memory (and the files, when ``out_dir`` was given)."""
+
+    state: BackendState
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> dict[int, list[Any]]:
+        assert self.state.schedule is not None
+        return self.state.schedule.tasks
+
+
+def run_backend(
+    graph_or_qgraph: Any,
+    config: Any,
+    arch: Arch,
+    out_dir: str | Path | None = None,
+    *,
+    model_name: str | None = None,
+) -> BackendResult:
+    """Lower, tile, plan and schedule a graph; write ``compiled_model/`` files into
+    ``out_dir`` when given (see `aipusim.compiler.backend.emit.emit`)."""
+    state = BackendState(unwrap_graph(graph_or_qgraph), config, arch, source=graph_or_qgraph)
+    for name, fn in BACK_PASSES:
+        t0 = time.perf_counter()
+        state = fn(state)
+        state.pass_seconds[name] = time.perf_counter() - t0
+    result = BackendResult(state)
+    if out_dir is not None:
+        from aipusim.compiler.backend.emit import emit
+
+        t0 = time.perf_counter()
+        result.files = emit(state, Path(out_dir), model_name=model_name)
+        state.pass_seconds["emit"] = time.perf_counter() - t0
+    return result
+
+
+__all__ = ["BACK_PASSES", "BackendResult", "BackendState", "run_backend"]

@@ -1,0 +1,296 @@
+"""Pass 7, tile: fit each layer's working set into the L1 budget (DESIGN.md §4).
+
+A layer is split along output rows H first (each input tile carries the halo rows its
+window needs), then along output channels. Candidates are tried in that order, at most
+``max_tiling_attempts`` of them; ``force_h_tiling`` / ``force_oc_tiling`` fix the factors.
+The working set counts the input and output tiles (twice when the tiles are software
+pipelined: ``pipeline_spatial_tiles`` / ``pipeline_channel_tiles``), int32 partial sums
+when a layer has several row blocks, and the L1 staging of streamed weights unless
+``ignore_weight_buffers``.
+
+``tiling_depth`` > 1 fuses chains of up to that many layers depth-first: a fusion group
+runs tile by tile through all its layers, so its intermediate tensors exist only as L1
+tiles and never travel to L2 or DDR. ``dfs_search_constraint`` caps how many group lengths
+the search evaluates at each start (1: greedy, take the longest that fits).
+
+>>> from aipusim.arch import load_arch
+>>> budget_of_l1(_Cfg(), load_arch())
+3670016
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aipusim.arch import Arch
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
+from aipusim.errors import TilingError
+
+#: Bytes of one int32 partial sum.
+PSUM_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How one layer is cut. Sizes are bytes of ONE buffer slot."""
+
+    h_tiles: int
+    oc_tiles: int
+    slots: int  # buffers per tile stream (2 = double buffered)
+    in_tile_bytes: tuple[int, ...]
+    out_tile_bytes: int
+    psum_bytes: int
+    weight_stage_bytes: int
+    group: int  # fusion group index
+    fused_input: bool = False  # input is an intermediate of the group (L1 tile only)
+    fused_output: bool = False  # output is an intermediate of the group
+
+    @property
+    def tiles(self) -> int:
+        return self.h_tiles * self.oc_tiles
+
+    @property
+    def l1_bytes(self) -> int:
+        ins = sum(self.in_tile_bytes) * self.slots
+        return ins + self.out_tile_bytes * self.slots + self.psum_bytes + self.weight_stage_bytes
+
+
+@dataclass
+class FusionGroup:
+    index: int
+    layers: list[int]  # indices into the layer list
+    h_tiles: int
+    intermediates: list[str] = field(default_factory=list)
+
+
+def budget_of_l1(config: Any, arch: Arch) -> int:
+    """L1 bytes per core the compiler may use: size used minus reserve, capped by the
+    ``l1_constraint``; never more than the arch's budget."""
+    budget = min(config.l1_size_used - config.l1_size_reserved, arch.l1.budget_bytes)
+    if config.l1_constraint is not None:
+        budget = min(budget, config.l1_constraint)
+    return budget
+
+
+@dataclass(frozen=True)
+class _Cfg:
+    """Defaults of the tiling knobs (for doctests and direct use)."""
+
+    l1_size_used: int = 4_194_304
+    l1_size_reserved: int = 524_288
+    l1_constraint: int | None = None
+
+
+def _rows_in(out_rows: int, stride: int, k: int, limit: int) -> int:
+    return min(limit, (out_rows - 1) * stride + k)
+
+
+def _splittable_h(layer: LayerPlan) -> bool:
+    """Layers whose outputs rows depend on a window of input rows."""
+    if layer.unit is LayerUnit.MVM or layer.unit is LayerUnit.DWPU:
+        geo = layer.geometry
+        return geo is not None and geo.out_h > 1 and layer.dwpu_kind != "globalpool"
+    return layer.unit is LayerUnit.DPU and layer.dpu_kind not in ("softmax", "reduce")
+
+
+def _out_h(layer: LayerPlan) -> int:
+    return layer.geometry.out_h if layer.geometry else layer.rows
+
+
+class Tiler:
+    """Chooses tilings and fusion groups for a lowered layer list."""
+
+    def __init__(self, layers: list[LayerPlan], config: Any, arch: Arch, graph: Any) -> None:
+        self.layers = layers
+        self.cfg = config
+        self.arch = arch
+        self.graph = graph
+        self.budget = budget_of_l1(config, arch)
+        self.double_buffer_weights = (
+            config.imc_double_buffer_pipeline or config.imc_double_buffer_sequential
+        )
+
+    # -- one layer ---------------------------------------------------------------------
+    def working_set(
+        self, layer: LayerPlan, h: int, oc: int, out_rows_needed: int | None = None
+    ) -> Tiling:
+        pipelined = (h > 1 and self.cfg.pipeline_spatial_tiles) or (
+            oc > 1 and self.cfg.pipeline_channel_tiles
+        )
+        slots = 2 if pipelined else 1
+        geo = layer.geometry
+        if geo is not None:
+            th = math.ceil(geo.out_h / h)
+            rows = th if out_rows_needed is None else out_rows_needed
+            out_tile = math.ceil(geo.cout / oc) * rows * geo.out_w
+            rin = _rows_in(rows, geo.stride_h, geo.kh, geo.in_h)
+            in_tiles = tuple(
+                max(1, b * rin // max(1, geo.in_h)) if geo.in_h > 1 else b for b in layer.in_bytes
+            )
+        else:
+            out_tile = math.ceil(sum(layer.out_bytes) / h)
+            in_tiles = tuple(math.ceil(b / h) for b in layer.in_bytes)
+        psum = 0
+        stage = 0
+        if layer.unit is LayerUnit.MVM:
+            imc = layer.imc
+            if imc.row_blocks > 1:
+                psum = PSUM_BYTES * out_tile
+            if not self.cfg.ignore_weight_buffers:
+                biggest = max(b.weight_bytes for b in imc.blocks)
+                stage = biggest * (2 if self.double_buffer_weights else 1)
+        return Tiling(h, oc, slots, in_tiles, out_tile, psum, stage, group=-1)
+
+    def candidates(self, layer: LayerPlan) -> list[tuple[int, int]]:
+        out_h = _out_h(layer)
+        cout = layer.geometry.cout if layer.geometry else 1
+        force_h, force_oc = self.cfg.force_h_tiling, self.cfg.force_oc_tiling
+        h_ok = _splittable_h(layer)
+        oc_ok = layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and cout > 1
+        if force_h is not None or force_oc is not None:
+            h = min(force_h or 1, out_h) if h_ok else 1
+            oc = min(force_oc or 1, cout) if oc_ok else 1
+            return [(h, oc)]
+        out: list[tuple[int, int]] = []
+        # a memplan retry asks for finer tiles than the first choice
+        h = min(out_h, layer.extra.get("min_h_tiles", 1)) if h_ok else 1
+        while True:
+            out.append((h, 1))
+            if not h_ok or h >= out_h:
+                break
+            h = min(out_h, h * 2)
+        oc = 2
+        while oc_ok and oc <= cout:
+            out.append((out[-1][0], oc))
+            oc *= 2
+        return out
+
+    def tile_layer(self, layer: LayerPlan) -> Tiling:
+        if layer.unit in (LayerUnit.ALIAS, LayerUnit.DMA):
+            return Tiling(1, 1, 1, (), 0, 0, 0, group=-1)
+        tried = []
+        for attempt, (h, oc) in enumerate(self.candidates(layer)):
+            if attempt >= self.cfg.max_tiling_attempts:
+                break
+            t = self.working_set(layer, h, oc)
+            tried.append(t)
+            if t.l1_bytes <= self.budget:
+                return t
+            if self.cfg.force_h_tiling is not None or self.cfg.force_oc_tiling is not None:
+                break
+        best = min(tried, key=lambda t: t.l1_bytes)
+        raise TilingError(
+            f"layer {layer.name} ({layer.op}) must fit the L1 budget of {self.budget} bytes; "
+            f"after {len(tried)} tiling attempts (max_tiling_attempts="
+            f"{self.cfg.max_tiling_attempts}) the smallest working set is {best.l1_bytes} "
+            f"bytes at h_tiles={best.h_tiles}, oc_tiles={best.oc_tiles}"
+        )
+
+    # -- fusion groups -------------------------------------------------------------------
+    def chain_next(self, i: int) -> int | None:
+        """The index of the layer that alone consumes layer i's only output, if adjacent."""
+        a = self.layers[i]
+        if i + 1 >= len(self.layers) or len(a.outputs) != 1:
+            return None
+        b = self.layers[i + 1]
+        out = a.outputs[0]
+        fusable = (LayerUnit.MVM, LayerUnit.DWPU, LayerUnit.DPU)
+        if a.unit not in fusable or b.unit not in fusable:
+            return None
+        if not (_splittable_h(a) and _splittable_h(b)):
+            return None
+        if "min_h_tiles" in a.extra or "min_h_tiles" in b.extra:
+            return None
+        if b.inputs != (out,) or self.graph.is_output(out) or len(self.graph.consumers(out)) != 1:
+            return None
+        return i + 1
+
+    def group_tiling(self, idxs: list[int]) -> list[Tiling] | None:
+        """Common H tiling of a fusion group, or None when no candidate fits."""
+        last = self.layers[idxs[-1]]
+        out_h = _out_h(last)
+        h = 1
+        for attempt in range(self.cfg.max_tiling_attempts):
+            del attempt
+            tilings = self._group_at(idxs, h)
+            if sum(t.l1_bytes for t in tilings) <= self.budget:
+                return tilings
+            if h >= out_h:
+                return None
+            h = min(out_h, h * 2)
+        return None
+
+    def _group_at(self, idxs: list[int], h: int) -> list[Tiling]:
+        rows = math.ceil(_out_h(self.layers[idxs[-1]]) / h)
+        needed = [0] * len(idxs)
+        for k in range(len(idxs) - 1, -1, -1):
+            layer = self.layers[idxs[k]]
+            needed[k] = min(_out_h(layer), rows)
+            geo = layer.geometry
+            rows = _rows_in(rows, geo.stride_h, geo.kh, geo.in_h) if geo else rows
+        out = []
+        for k, i in enumerate(idxs):
+            t = self.working_set(self.layers[i], h, 1, out_rows_needed=needed[k])
+            fused_in, fused_out = k > 0, k < len(idxs) - 1
+            # a fused input is the previous layer's output tile: count it once (there)
+            ins = () if fused_in else t.in_tile_bytes
+            out.append(
+                Tiling(
+                    h,
+                    1,
+                    t.slots,
+                    ins,
+                    t.out_tile_bytes,
+                    t.psum_bytes,
+                    t.weight_stage_bytes,
+                    group=-1,
+                    fused_input=fused_in,
+                    fused_output=fused_out,
+                )
+            )
+        return out
+
+    def run(self) -> list[FusionGroup]:
+        groups: list[FusionGroup] = []
+        depth = self.cfg.tiling_depth
+        i = 0
+        while i < len(self.layers):
+            chain = [i]
+            while len(chain) < depth:
+                nxt = self.chain_next(chain[-1])
+                if nxt is None:
+                    break
+                chain.append(nxt)
+            chosen: tuple[list[int], list[Tiling]] | None = None
+            if len(chain) > 1:
+                lengths = list(range(len(chain), 1, -1))
+                if self.cfg.dfs_search_constraint is not None:
+                    lengths = lengths[: self.cfg.dfs_search_constraint]
+                best_saved = -1
+                for n in lengths:
+                    tilings = self.group_tiling(chain[:n])
+                    if tilings is None:
+                        continue
+                    saved = sum(self.layers[j].out_bytes[0] for j in chain[: n - 1])
+                    if saved > best_saved:
+                        best_saved, chosen = saved, (chain[:n], tilings)
+            if chosen is None:
+                chosen = ([i], [self.tile_layer(self.layers[i])])
+            idxs, tilings = chosen
+            g = FusionGroup(len(groups), idxs, tilings[0].h_tiles)
+            g.intermediates = [self.layers[j].outputs[0] for j in idxs[:-1]]
+            for j, t in zip(idxs, tilings, strict=True):
+                self.layers[j].tiling = replace(t, group=g.index)
+            groups.append(g)
+            i = idxs[-1] + 1
+        return groups
+
+
+def tile_layers(layers: list[LayerPlan], config: Any, arch: Arch, graph: Any) -> list[FusionGroup]:
+    """Set ``layer.tiling`` for every layer; returns the fusion groups in order."""
+    return Tiler(layers, config, arch, graph).run()
+
+
+__all__ = ["PSUM_BYTES", "FusionGroup", "Tiler", "Tiling", "budget_of_l1", "tile_layers"]
