@@ -207,6 +207,14 @@ def _fit_input_shape(
 ) -> tuple[int, ...]:
     """Merge the model's dims with the user's shape; the user's shape is in ``layout``, and
     if the model's static dims only agree with it transposed NHWC<->NCHW, it is transposed."""
+    if any(int(d) <= 0 for d in given):
+        bad = next(i for i, d in enumerate(given) if int(d) <= 0)
+        model_dim = dims[bad] if bad < len(dims) else None
+        label = _dim_label(bad, len(given), layout, model_dim)
+        raise OnnxImportError(
+            f"--input-shape dims must be positive integers, not {given[bad]} "
+            f"(input `{name}` {label})"
+        )
     if len(given) != len(dims):
         raise OnnxImportError(
             f"--input-shape {','.join(map(str, given))} must have {len(dims)} dims for input "
@@ -317,13 +325,45 @@ def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
     return out
 
 
+#: Initializers with more elements than this are hidden from shape inference (only their
+#: shape matters there), so inference never serializes the weights.
+_LIGHT_INIT_ELEMENTS = 4096
+
+
 def _infer(model: onnx.ModelProto, what: str) -> onnx.ModelProto:
+    """Shape inference (with data propagation) on a weight-free copy; results copied back."""
+    g = model.graph
+    declared = {vi.name for vi in g.input}
+    small: list[onnx.TensorProto] = []
+    hidden: list[onnx.ValueInfoProto] = []
+    for t in g.initializer:
+        if int(np.prod(t.dims, dtype=np.int64)) > _LIGHT_INIT_ELEMENTS:
+            if t.name not in declared:
+                hidden.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        else:
+            small.append(t)
+    light_graph = helper.make_graph(
+        list(g.node),
+        g.name,
+        [*g.input, *hidden],
+        list(g.output),
+        initializer=small,
+        value_info=list(g.value_info),
+    )
+    light = helper.make_model(light_graph, opset_imports=list(model.opset_import))
+    light.ir_version = model.ir_version
+    light.functions.extend(model.functions)
     try:
-        return shape_inference.infer_shapes(
-            model, check_type=False, strict_mode=True, data_prop=True
+        inferred = shape_inference.infer_shapes(
+            light, check_type=False, strict_mode=True, data_prop=True
         )
     except Exception as exc:
         raise OnnxImportError(f"shape inference failed on `{what}`: {_first_line(exc)}") from None
+    del g.value_info[:]
+    g.value_info.extend(inferred.graph.value_info)
+    del g.output[:]
+    g.output.extend(inferred.graph.output)
+    return model
 
 
 def _fold_once(model: onnx.ModelProto) -> int:

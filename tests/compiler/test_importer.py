@@ -1,0 +1,231 @@
+"""ONNX import: loading, checks, opset conversion, static shapes, folding, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from aipusim.compiler.export import run_onnx, to_onnx
+from aipusim.compiler.importer import import_model, load_model
+from aipusim.compiler.ir import Op, verify
+from aipusim.errors import OnnxImportError
+
+CASES = [
+    ("conv_bn_relu", {}, None, "NCHW"),
+    ("classifier", {}, None, "NCHW"),
+    ("residual_concat", {}, None, "NCHW"),
+    ("constant_weights", {"dynamic": True}, (2, 3, 8, 8), "NCHW"),
+    ("nhwc_preprocess", {}, (1, 16, 16, 3), "NHWC"),
+    ("detector", {}, None, "NCHW"),
+    ("detector", {"nms": True}, None, "NCHW"),
+    ("opset11", {}, None, "NCHW"),
+]
+
+
+@pytest.mark.parametrize(("name", "kwargs", "shape", "layout"), CASES)
+def test_import_keeps_the_model_numerically(onnx_models, name, kwargs, shape, layout) -> None:
+    model = getattr(onnx_models, name)(**kwargs)
+    graph = import_model(model, input_shape=shape, layout=layout)
+    verify(graph)
+    assert graph.opset == 17
+    first = model.graph.input[0].name
+    feeds = onnx_models.random_feeds(model, shapes={first: shape} if shape else None)
+    ref = onnx_models.run_model(model, feeds)
+    got = run_onnx(to_onnx(graph), feeds)
+    for key, value in ref.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-5)
+
+
+def test_constant_nodes_and_shape_subgraphs_become_constants(onnx_models) -> None:
+    graph = import_model(onnx_models.constant_weights(dynamic=True), input_shape=(4, 3, 8, 8))
+    ops = graph.ops()
+    assert "Constant" not in ops and "Shape" not in ops and "Gather" not in ops
+    assert "Concat" not in ops and "Unsqueeze" not in ops
+    conv = next(n for n in graph.nodes if n.op is Op.CONV)
+    assert graph.is_constant(conv.inputs[1]) and graph.shape(conv.inputs[1]) == (8, 3, 3, 3)
+    reshape = next(n for n in graph.nodes if n.op is Op.RESHAPE)
+    assert graph.const(reshape.inputs[1]).tolist() == [4, -1]
+    assert graph.shape(graph.outputs[0]) == (4, 5)
+
+
+def test_opset11_is_converted(onnx_models) -> None:
+    graph = import_model(onnx_models.opset11(), target_opset=17)
+    squeeze = next(n for n in graph.nodes if n.op is Op.SQUEEZE)
+    # axes moved from an attribute (opset 11) to a constant input (opset 13+)
+    assert "axes" not in squeeze.attrs and graph.is_constant(squeeze.inputs[1])
+    split = next(n for n in graph.nodes if n.op is Op.SPLIT)
+    assert graph.const(split.inputs[1]).tolist() == [4, 4]
+
+
+def test_dynamic_input_without_shape_names_input_and_dim(onnx_models) -> None:
+    model = onnx_models.constant_weights(dynamic=True)
+    with pytest.raises(OnnxImportError, match=r"input `x` dim 0 \(N\) `batch` is dynamic"):
+        import_model(model)
+
+
+def test_nhwc_dynamic_dims_fixed_by_input_shape(onnx_models) -> None:
+    model = onnx_models.nhwc_preprocess(dynamic=True)
+    graph = import_model(model, input_shape=(1, 32, 24, 3), layout="NHWC")
+    assert graph.shape("image") == (1, 32, 24, 3)
+    assert graph.shape(graph.outputs[0]) == (1, 4, 32, 24)
+    with pytest.raises(
+        OnnxImportError, match=r"positive integers, not 0 \(input `image` dim 1 \(H\) `H`\)"
+    ):
+        import_model(model, input_shape={"image": (1, 0, 24, 3)}, layout="NHWC")
+
+
+def test_shape_given_in_the_other_layout_is_transposed(onnx_models) -> None:
+    model = onnx_models.nhwc_preprocess(dynamic=True)
+    # NCHW numbers for an NHWC input: the static C=3 only fits the transposed order
+    graph = import_model(model, input_shape=(1, 3, 32, 24), layout="NCHW")
+    assert graph.shape("image") == (1, 32, 24, 3)
+
+
+def test_input_shape_conflicts_are_reported(onnx_models) -> None:
+    model = onnx_models.conv_bn_relu()
+    with pytest.raises(OnnxImportError, match=r"dim 1 \(C\) is 3 in the model, not 4"):
+        import_model(model, input_shape=(1, 4, 16, 16))
+    with pytest.raises(OnnxImportError, match="must have 4 dims for input `x`"):
+        import_model(model, input_shape=(1, 3, 16))
+    with pytest.raises(OnnxImportError, match="not an input"):
+        import_model(model, input_shape={"nope": (1, 3, 16, 16)})
+    with pytest.raises(OnnxImportError, match="layout must be one of NCHW, NHWC"):
+        import_model(model, layout="CHWN")
+
+
+def test_not_a_file_and_not_onnx(tmp_path: Path) -> None:
+    with pytest.raises(OnnxImportError, match="must be an ONNX file, but it is not a file"):
+        load_model(tmp_path / "missing.onnx")
+    with pytest.raises(OnnxImportError, match="must be an ONNX file"):
+        load_model(tmp_path)
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00\xffthis is not protobuf at all\x12\x99")
+    with pytest.raises(OnnxImportError, match=r"`.*junk.onnx` is not an ONNX model"):
+        load_model(junk)
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(OnnxImportError, match="is not an ONNX model"):
+        load_model(empty)
+
+
+def test_checker_failure_is_one_line(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    node = helper.make_node("Relu", ["undefined"], ["y"])
+    model = helper.make_model(
+        helper.make_graph([node], "g", [x], [y]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, path)
+    with pytest.raises(OnnxImportError, match="fails the ONNX checker") as err:
+        load_model(path)
+    assert "\n" not in str(err.value)
+
+
+def test_old_opset_is_rejected() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    model = helper.make_model(
+        helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "old", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 9)],
+    )
+    with pytest.raises(OnnxImportError, match="opset of model `old` must be >= 11, not 9"):
+        import_model(model)
+
+
+def _with_external(onnx_models, folder: Path) -> Path:
+    model = onnx_models.conv_bn_relu()
+    path = folder / "model.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    return path
+
+
+def test_external_data_is_loaded(onnx_models, tmp_path: Path) -> None:
+    path = _with_external(onnx_models, tmp_path)
+    assert (tmp_path / "weights.bin").stat().st_size > 0
+    graph = import_model(path)
+    ref = import_model(onnx_models.conv_bn_relu())
+    for name, array in ref.constants.items():
+        np.testing.assert_array_equal(graph.constants[name], array)
+
+
+def _point_external(path: Path, location: str) -> None:
+    model = onnx.load(path, load_external_data=False)
+    for t in model.graph.initializer:
+        for entry in t.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save(model, path)
+
+
+def test_external_data_may_not_leave_the_model_folder(onnx_models, tmp_path: Path) -> None:
+    inner = tmp_path / "models"
+    inner.mkdir()
+    path = _with_external(onnx_models, inner)
+    (inner / "weights.bin").rename(tmp_path / "weights.bin")
+    _point_external(path, "../weights.bin")
+    with pytest.raises(OnnxImportError, match=r"must stay inside the model's folder"):
+        load_model(path)
+    _point_external(path, str(tmp_path / "weights.bin"))
+    with pytest.raises(OnnxImportError, match=r"must stay inside the model's folder"):
+        load_model(path)
+
+
+def test_external_data_missing_or_short(onnx_models, tmp_path: Path) -> None:
+    path = _with_external(onnx_models, tmp_path)
+    data = (tmp_path / "weights.bin").read_bytes()
+    (tmp_path / "weights.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(OnnxImportError, match="has only"):
+        load_model(path)
+    (tmp_path / "weights.bin").unlink()
+    with pytest.raises(OnnxImportError, match="does not exist"):
+        load_model(path)
+
+
+def test_shape_computed_reshape_and_expand_fold(onnx_models) -> None:
+    """Range/Expand/ConstantOfShape/Cast on shapes fold away once the input is static."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    y.type.tensor_type.shape.SetInParent()
+    inits = [
+        numpy_helper.from_array(np.array([2], np.int64), "idx2"),
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array(1, np.int64), "one"),
+    ]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "idx2"], ["h"], axis=0),
+        helper.make_node("Cast", ["h"], ["hf"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["hf"], ["hi"], to=TensorProto.INT64),
+        helper.make_node("Squeeze", ["hi"], ["hs"]),
+        helper.make_node("Range", ["zero", "hs", "one"], ["r"]),
+        helper.make_node("Cast", ["r"], ["rf"], to=TensorProto.FLOAT),
+        helper.make_node(
+            "ConstantOfShape",
+            ["s"],
+            ["ones"],
+            value=numpy_helper.from_array(np.ones(1, np.float32)),
+        ),
+        helper.make_node("Mul", ["x", "ones"], ["xm"]),
+        helper.make_node("Add", ["xm", "rf"], ["y0"]),
+        helper.make_node("Shape", ["y0"], ["s2"]),
+        helper.make_node("Expand", ["y0", "s2"], ["y"]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "shapes", [x], [y], initializer=inits),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    graph = import_model(model, input_shape=(1, 4, 6, 6))
+    verify(graph)
+    assert set(graph.ops()) == {"Mul", "Add", "Expand"}
+    assert graph.const(next(n for n in graph.nodes if n.op is Op.ADD).inputs[1]).tolist() == list(
+        range(6)
+    )
+    feeds = {"x": np.random.default_rng(0).normal(size=(1, 4, 6, 6)).astype(np.float32)}
+    np.testing.assert_allclose(
+        run_onnx(to_onnx(graph), feeds)["y"], onnx_models.run_model(model, feeds)["y"]
+    )
