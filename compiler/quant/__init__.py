@@ -1,0 +1,160 @@
+"""Pass 4 of the compiler: calibration, int8 quantization and the int8 CPU reference.
+
+Entry points:
+
+- `calibrate_and_quantize(graph, config, calibration)` -> `QuantizedGraph`
+- `run_int8(qgraph, inputs)` / `run_fp32(graph, inputs)` -> output name -> float array
+- `evaluate(graph, qgraph, calibration, debug=...)` -> the accuracy report (dict)
+- `write_quantized_model(dir, qgraph, report)` / `read_quantized_model(manifest_path)`
+- `calibration_for(graph, request)`: the calibration data a `CompileRequest` asks for
+- `quantize_pass(graph, ctx)`: the pipeline pass (Graph -> quantized Graph; the
+  `QuantizedGraph` is left in ``ctx.results["quantize"]``)
+
+Example:
+    >>> import numpy as np
+    >>> from aipusim.compiler.config import CompilerConfig
+    >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    >>> g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)),),
+    ...           {"x": Tensor("x", (1, 8)), "y": Tensor("y", (1, 8))}, {}, ("x",), ("y",))
+    >>> data = random_calibration({"x": (1, 8)}, samples=500)
+    >>> q = calibrate_and_quantize(g, CompilerConfig(), data)
+    >>> evaluate(g, q, data)["outputs"]["y"]["sqnr_db"] > 30
+    True
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.accuracy import accuracy_report, per_layer_sqnr, sqnr_db
+from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantized_model
+from aipusim.compiler.quant.data import (
+    CalibrationData,
+    imageset_calibration,
+    random_calibration,
+)
+from aipusim.compiler.quant.float_exec import run_fp32
+from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
+from aipusim.compiler.quant.reference import run_int8
+from aipusim.errors import QuantizationError
+
+
+def calibrate_and_quantize(
+    graph: Graph, config: Any, calibration: CalibrationData, *, progress: Any = None
+) -> QuantizedGraph:
+    """Quantize ``graph`` with the knobs of a `CompilerConfig` (reference property names:
+    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``)."""
+    return quantize_graph(
+        graph,
+        calibration,
+        scheme=str(config.quantization_scheme),
+        quantize_dw_channel_wise=bool(config.quantize_dw_channel_wise),
+        remove_io_quantization=bool(config.remove_io_quantization),
+        progress=progress,
+    )
+
+
+def _fp32_outputs(graph: Graph, sample: dict, source: str) -> dict[str, np.ndarray]:
+    if source == "onnx":
+        from aipusim.compiler.export import run_graph
+
+        return {k: np.asarray(v) for k, v in run_graph(graph, sample).items()}
+    return run_fp32(graph, sample)
+
+
+def evaluate(
+    graph: Graph,
+    qgraph: QuantizedGraph,
+    calibration: CalibrationData,
+    *,
+    debug: bool = False,
+    fp32: str = "onnx",
+) -> dict:
+    """Compare the int8 model with the fp32 ``graph`` on the held-aside samples.
+
+    ``fp32="onnx"`` runs the float graph through its ONNX export in
+    ``onnx.reference`` (independent of this package's kernels); ``"numpy"`` uses
+    `run_fp32`. ``debug`` adds the SQNR of every activation (``quantization_debug``).
+    """
+    samples = list(calibration.held_aside) or list(calibration.samples[:1])
+    t0 = time.perf_counter()
+    ref = [_fp32_outputs(graph, s, fp32) for s in samples]
+    t1 = time.perf_counter()
+    got = [run_int8(qgraph, s) for s in samples]
+    t2 = time.perf_counter()
+    layers = None
+    if debug:
+        fp_all = [run_fp32(graph, s, keep_all=True) for s in samples]
+        q_all = [run_int8(qgraph, s, keep_all=True) for s in samples]
+        layers = per_layer_sqnr(fp_all, q_all)
+    report = accuracy_report(
+        ref,
+        got,
+        fp32_source="onnx.reference" if fp32 == "onnx" else "aipusim numpy fp32",
+        per_layer=layers,
+    )
+    report["held_aside_distinct"] = calibration.held_aside_distinct or not calibration.held_aside
+    report["timing_s"] = {"fp32": round(t1 - t0, 3), "int8": round(t2 - t1, 3)}
+    return report
+
+
+def calibration_for(graph: Graph, request: Any = None, *, seed: int = 0) -> CalibrationData:
+    """Seeded random data, or the request's ``imageset`` + ``transform`` (the CLI flags)."""
+    imageset = getattr(request, "imageset", None)
+    transform = getattr(request, "transform", None)
+    if imageset is None and transform is None:
+        return random_calibration({n: graph.shape(n) for n in graph.inputs}, seed=seed)
+    if imageset is None or transform is None:
+        missing = "--imageset" if imageset is None else "--transform"
+        raise QuantizationError(f"{missing} is required when calibrating on images")
+    if len(graph.inputs) != 1:
+        raise QuantizationError(
+            f"calibration images need a model with one input, not {len(graph.inputs)}"
+        )
+    name = graph.inputs[0]
+    layout = getattr(request, "input_data_layout", None) or "NCHW"
+    return imageset_calibration(
+        imageset,
+        transform,
+        name,
+        graph.shape(name),
+        layout=str(layout),
+        color=str(getattr(request, "color_format", "RGB")),
+        backend=str(getattr(request, "imreader_backend", "PIL")),
+    )
+
+
+def quantize_pass(graph: Graph, ctx: Any) -> Graph:
+    """Pipeline pass: calibrate + quantize; ``ctx.results["quantize"]`` gets
+    ``{"qgraph", "calibration", "float_graph"}`` for the accuracy report and artifacts."""
+    calibration = calibration_for(graph, getattr(ctx, "request", None))
+    qgraph = calibrate_and_quantize(graph, ctx.config, calibration)
+    ctx.results["quantize"] = {
+        "qgraph": qgraph,
+        "calibration": calibration,
+        "float_graph": graph,
+    }
+    return qgraph.graph
+
+
+__all__ = [
+    "CalibrationData",
+    "QStep",
+    "QuantizedGraph",
+    "accuracy_report",
+    "calibrate_and_quantize",
+    "calibration_for",
+    "evaluate",
+    "imageset_calibration",
+    "quantize_pass",
+    "random_calibration",
+    "read_quantized_model",
+    "run_fp32",
+    "run_int8",
+    "sqnr_db",
+    "write_quantized_model",
+]

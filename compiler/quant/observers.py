@@ -14,10 +14,14 @@ Two observers, as the `QuantizationScheme` enum of the config reference names th
                    + sum_{c > hi} n_c * (c - hi)**2           (clipping, right tail)
 
   with step = (hi - lo) / 255 and c the bin centres. Prefix sums of n, n*c and n*c**2 make
-  each candidate O(1), so the whole 2-D grid (up to 257 x 257 candidates) is searched
-  exhaustively; the range with the lowest cost wins. When a later batch falls outside the
-  current histogram range, the range widens and the old counts are redistributed into the
-  new bins in proportion to overlap (the cumulative count is linearly interpolated).
+  each candidate O(1), so a 2-D grid (every 8th edge: up to 257 x 257 candidates, then every
+  edge near the best one) is searched exhaustively; the range with the lowest cost wins.
+  Being an MSE criterion, it clips long tails with real mass but keeps a lone far outlier
+  (its squared clipping error outweighs the rounding noise of 256 levels).
+
+When a later batch falls outside the current histogram range, the range widens and the old
+counts are redistributed into the new bins in proportion to overlap (the cumulative count is
+linearly interpolated).
 
 Example:
     >>> import numpy as np
@@ -163,32 +167,51 @@ class HistogramObserver:
 def mse_optimal_range(counts: np.ndarray, edges: np.ndarray) -> tuple[float, float]:
     """The [lo, hi] (lo <= 0 <= hi) that minimises the estimated int8 MSE of a histogram.
 
-    >>> counts = np.array([1.0, 0, 0, 0, 0, 0, 0, 1000.0])
-    >>> lo, hi = mse_optimal_range(counts, np.linspace(-8.0, 0.0, 9))
-    >>> lo > -8.0   # one far outlier is cheaper to clip than to widen the step for all
+    A coarse search over every `SEARCH_STRIDE`-th bin edge, then a fine one over every
+    edge within one stride of the coarse optimum.
+
+    >>> x = np.random.default_rng(0).laplace(size=200_000)   # a long tail
+    >>> counts, edges = np.histogram(x, bins=2048)
+    >>> lo, hi = mse_optimal_range(counts.astype(float), edges)
+    >>> bool(x.min() < lo and hi < x.max())   # the sparse tail is clipped
     True
     """
     centres = (edges[:-1] + edges[1:]) / 2
-    grid = edges[::SEARCH_STRIDE]
-    if grid[-1] != edges[-1]:
-        grid = np.append(grid, edges[-1])
-    lo_cand = np.unique(np.append(grid[grid <= 0], 0.0))
-    hi_cand = np.unique(np.append(grid[grid >= 0], 0.0))
-    # Prefix sums over bins sorted by centre: count, first and second moments.
-    n0 = np.concatenate([[0.0], np.cumsum(counts)])
-    n1 = np.concatenate([[0.0], np.cumsum(counts * centres)])
-    n2 = np.concatenate([[0.0], np.cumsum(counts * centres * centres)])
-    total = n0[-1]
-    il = np.searchsorted(centres, lo_cand, side="left")  # bins with centre < lo
-    ih = np.searchsorted(centres, hi_cand, side="right")  # bins with centre <= hi
+    prefix = _Prefix(counts, centres)
+    n = len(edges) - 1
+    coarse = np.unique(np.append(np.arange(0, n + 1, SEARCH_STRIDE), n))
+    lo, hi = _best(prefix, edges[coarse], edges[coarse])
+    ia = int(np.searchsorted(edges, lo))
+    ib = int(np.searchsorted(edges, hi))
+    fine_lo = edges[max(ia - SEARCH_STRIDE, 0) : ia + SEARCH_STRIDE + 1]
+    fine_hi = edges[max(ib - SEARCH_STRIDE, 0) : ib + SEARCH_STRIDE + 1]
+    return _best(prefix, fine_lo, fine_hi)
+
+
+class _Prefix:
+    """Prefix sums of count, count*c and count*c**2 over bins (c: bin centre)."""
+
+    def __init__(self, counts: np.ndarray, centres: np.ndarray) -> None:
+        self.centres = centres
+        self.n0 = np.concatenate([[0.0], np.cumsum(counts)])
+        self.n1 = np.concatenate([[0.0], np.cumsum(counts * centres)])
+        self.n2 = np.concatenate([[0.0], np.cumsum(counts * centres * centres)])
+
+
+def _best(p: _Prefix, lo_grid: np.ndarray, hi_grid: np.ndarray) -> tuple[float, float]:
+    lo_cand = np.unique(np.append(lo_grid[lo_grid <= 0], 0.0))
+    hi_cand = np.unique(np.append(hi_grid[hi_grid >= 0], 0.0))
+    total = p.n0[-1]
+    il = np.searchsorted(p.centres, lo_cand, side="left")  # bins with centre < lo
+    ih = np.searchsorted(p.centres, hi_cand, side="right")  # bins with centre <= hi
     lo_v = lo_cand[:, None]
     hi_v = hi_cand[None, :]
-    left = lo_v**2 * n0[il][:, None] - 2 * lo_v * n1[il][:, None] + n2[il][:, None]
-    n_right = total - n0[ih]
-    s1_right = n1[-1] - n1[ih]
-    s2_right = n2[-1] - n2[ih]
+    left = lo_v**2 * p.n0[il][:, None] - 2 * lo_v * p.n1[il][:, None] + p.n2[il][:, None]
+    n_right = total - p.n0[ih]
+    s1_right = p.n1[-1] - p.n1[ih]
+    s2_right = p.n2[-1] - p.n2[ih]
     right = s2_right[None, :] - 2 * hi_v * s1_right[None, :] + hi_v**2 * n_right[None, :]
-    inside = total - n0[il][:, None] - n_right[None, :]
+    inside = total - p.n0[il][:, None] - n_right[None, :]
     step = (hi_v - lo_v) / INT8_STEPS
     cost = np.maximum(left, 0) + np.maximum(right, 0) + inside * step**2 / 12
     cost = np.where(hi_v > lo_v, cost, np.inf)

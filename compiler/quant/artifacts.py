@@ -1,0 +1,308 @@
+"""The ``quantized_model/`` folder: write a `QuantizedGraph` and read it back exactly.
+
+Files (as in the compiler CLI reference):
+
+- ``quantized_model_manifest.json``: format version, scheme, I/O quantization, calibration
+  source, every activation tensor's scale(s) and zero point(s), and the name and SHA-256
+  of the array sidecar. This is the file a later ``aipusim compile -i`` starts from.
+- ``quantized_model.npz``: every constant (int8 weights, int32 biases, ...) and every
+  integer parameter of the steps (multipliers, shifts, LUTs), by key.
+- ``quantized_model.json``: the graph structure (tensors, nodes with attributes and
+  their integer step); arrays are referenced by npz key.
+- ``quantized_model.txt``: a human-readable dump with the quantization of each tensor.
+- ``report.json``: the accuracy report (`accuracy.accuracy_report`) and timings.
+
+The folder is written beside the target and renamed into place, so a failure never leaves
+a half-written folder. Reading checks the format version and the sidecar checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, dump
+from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
+from aipusim.errors import QuantizationError
+
+FORMAT = "aipusim-quantized-model"
+FORMAT_VERSION = 1
+MANIFEST = "quantized_model_manifest.json"
+ARRAYS = "quantized_model.npz"
+GRAPH_JSON = "quantized_model.json"
+DUMP_TXT = "quantized_model.txt"
+REPORT = "report.json"
+
+
+class _Arrays:
+    def __init__(self) -> None:
+        self.data: dict[str, np.ndarray] = {}
+
+    def put(self, key: str, arr: np.ndarray) -> dict[str, str]:
+        k = f"a{len(self.data)}"
+        self.data[k] = np.asarray(arr)
+        return {"__array__": k, "name": key}
+
+
+def _enc(value: Any, arrays: _Arrays, where: str) -> Any:
+    if isinstance(value, np.ndarray):
+        return arrays.put(where, value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple | list):
+        return [_enc(v, arrays, where) for v in value]
+    if isinstance(value, int | float | str | bool) or value is None:
+        return value
+    raise QuantizationError(f"{where}: a {type(value).__name__} value cannot be saved")
+
+
+def _dec(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    if isinstance(value, dict) and "__array__" in value:
+        return np.array(arrays[value["__array__"]])
+    if isinstance(value, list):
+        return tuple(_dec(v, arrays) for v in value)
+    return value
+
+
+def _quant_json(q: QuantParams | None) -> dict | None:
+    if q is None:
+        return None
+    return {
+        "scale": q.scale.reshape(-1).astype(float).tolist(),
+        "zero_point": q.zero_point.reshape(-1).astype(int).tolist(),
+        "dtype": q.dtype.value,
+        "axis": q.axis,
+    }
+
+
+def _quant_from(d: dict | None) -> QuantParams | None:
+    if d is None:
+        return None
+    scale = np.asarray(d["scale"], np.float32)
+    zp = np.asarray(d["zero_point"], np.int32)
+    if d["axis"] is None:
+        scale, zp = scale.reshape(()), zp.reshape(())
+    return QuantParams(scale, zp, DType(d["dtype"]), d["axis"])
+
+
+def _structure(qg: QuantizedGraph, arrays: _Arrays) -> dict:
+    g = qg.graph
+    return {
+        "name": g.name,
+        "opset": g.opset,
+        "inputs": list(g.inputs),
+        "outputs": list(g.outputs),
+        "tensors": {
+            n: {"shape": list(t.shape), "dtype": t.dtype.value, "quant": _quant_json(t.quant)}
+            for n, t in g.tensors.items()
+        },
+        "constants": {n: arrays.put(n, a) for n, a in g.constants.items()},
+        "nodes": [
+            {
+                "name": n.name,
+                "op": n.op.value,
+                "onnx_type": n.onnx_type,
+                "domain": n.domain,
+                "inputs": list(n.inputs),
+                "outputs": list(n.outputs),
+                "attrs": {k: _enc(v, arrays, f"{n.name}.{k}") for k, v in n.attrs.items()},
+                "step": {
+                    "kind": qg.steps[n.name].kind,
+                    "params": {
+                        k: _enc(v, arrays, f"{n.name}/{k}")
+                        for k, v in qg.steps[n.name].params.items()
+                    },
+                },
+            }
+            for n in g.nodes
+        ],
+    }
+
+
+def write_quantized_model(
+    directory: str | os.PathLike[str], qgraph: QuantizedGraph, report: Mapping[str, Any]
+) -> Path:
+    """Write the ``quantized_model/`` folder (atomically: aside, then renamed into place).
+
+    Returns the manifest path.
+    """
+    target = Path(directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    arrays = _Arrays()
+    structure = _structure(qgraph, arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays.data)
+    blob = buf.getvalue()
+    g = qgraph.graph
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "model": g.name,
+        "quantization_scheme": qgraph.scheme,
+        "quantize_dw_channel_wise": qgraph.quantize_dw_channel_wise,
+        "io_quantization": qgraph.io_quantized,
+        "calibration": {
+            "source": qgraph.calibration_source,
+            "samples": qgraph.calibration_samples,
+        },
+        "inputs": {n: _quant_json(g.tensor(n).quant) for n in g.inputs},
+        "outputs": {n: _quant_json(g.tensor(n).quant) for n in g.outputs},
+        "tensors": {
+            n: _quant_json(t.quant)
+            for n, t in g.tensors.items()
+            if t.quant is not None and n not in g.constants
+        },
+        "graph": GRAPH_JSON,
+        "arrays": {"file": ARRAYS, "sha256": hashlib.sha256(blob).hexdigest()},
+    }
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        (tmp / ARRAYS).write_bytes(blob)
+        (tmp / GRAPH_JSON).write_text(json.dumps(structure, indent=1))
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        (tmp / DUMP_TXT).write_text(text_dump(qgraph))
+        (tmp / REPORT).write_text(json.dumps(report, indent=2))
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target / MANIFEST
+
+
+def text_dump(qgraph: QuantizedGraph) -> str:
+    """The IR dump followed by one line of quantization parameters per tensor."""
+    g = qgraph.graph
+    lines = [
+        f"# scheme={qgraph.scheme} io_quantization={qgraph.io_quantized} "
+        f"dw_channel_wise={qgraph.quantize_dw_channel_wise}",
+        dump(g),
+        "",
+        "quantization (real = scale * (q - zero_point)):",
+    ]
+    for name, t in g.tensors.items():
+        q = t.quant
+        if q is None:
+            continue
+        s = q.scale.reshape(-1)
+        z = q.zero_point.reshape(-1)
+        if q.axis is None:
+            desc = f"scale={float(s[0]):.6g} zp={int(z[0])}"
+        else:
+            desc = (
+                f"per-channel axis={q.axis} n={s.size} "
+                f"scale=[{float(s.min()):.4g}..{float(s.max()):.4g}]"
+            )
+        kind = "const" if name in g.constants else "act"
+        lines.append(f"  {name} ({kind} {t.dtype.value}): {desc}")
+    lines.append("")
+    lines.append("steps:")
+    for n in g.nodes:
+        lines.append(f"  {n.name}: {qgraph.steps[n.name].kind}")
+    return "\n".join(lines) + "\n"
+
+
+def _load_json(path: Path, what: str) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise QuantizationError(f"{what} {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise QuantizationError(f"{what} {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise QuantizationError(f"{what} {path} must hold a JSON object")
+    return data
+
+
+def read_quantized_model(manifest_path: str | os.PathLike[str]) -> QuantizedGraph:
+    """Load a quantized model written by `write_quantized_model` (checksum verified)."""
+    mpath = Path(manifest_path)
+    manifest = _load_json(mpath, "quantized model manifest")
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        raise QuantizationError(
+            f"quantized model manifest {mpath} must have format {FORMAT} version "
+            f"{FORMAT_VERSION}, not {manifest.get('format')} {manifest.get('format_version')}"
+        )
+    folder = mpath.parent
+    try:
+        blob = (folder / manifest["arrays"]["file"]).read_bytes()
+    except (OSError, KeyError, TypeError) as exc:
+        raise QuantizationError(
+            f"quantized model arrays next to {mpath} unreadable: {exc}"
+        ) from None
+    if hashlib.sha256(blob).hexdigest() != manifest["arrays"].get("sha256"):
+        raise QuantizationError(
+            f"quantized model arrays {folder / manifest['arrays']['file']} do not match the "
+            "checksum in the manifest (file changed or corrupted)"
+        )
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    s = _load_json(folder / manifest["graph"], "quantized graph")
+    try:
+        return _rebuild(s, arrays, manifest)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise QuantizationError(f"quantized graph next to {mpath} is malformed: {exc}") from None
+
+
+def _rebuild(s: dict, arrays: Mapping[str, np.ndarray], manifest: dict) -> QuantizedGraph:
+    tensors = {
+        n: Tensor(n, tuple(d["shape"]), DType(d["dtype"]), _quant_from(d["quant"]))
+        for n, d in s["tensors"].items()
+    }
+    constants = {n: arrays[ref["__array__"]] for n, ref in s["constants"].items()}
+    nodes = []
+    steps = {}
+    for d in s["nodes"]:
+        attrs = {k: _dec(v, arrays) for k, v in d["attrs"].items()}
+        nodes.append(
+            Node(
+                d["name"],
+                Op(d["op"]),
+                tuple(d["inputs"]),
+                tuple(d["outputs"]),
+                attrs,
+                onnx_type=d["onnx_type"],
+                domain=d["domain"],
+            )
+        )
+        params = {k: _dec_param(v, arrays) for k, v in d["step"]["params"].items()}
+        steps[d["name"]] = QStep(d["step"]["kind"], params)
+    graph = Graph(
+        name=s["name"],
+        nodes=tuple(nodes),
+        tensors=tensors,
+        constants=constants,
+        inputs=tuple(s["inputs"]),
+        outputs=tuple(s["outputs"]),
+        opset=int(s["opset"]),
+    )
+    return QuantizedGraph(
+        graph=graph,
+        steps=steps,
+        scheme=manifest["quantization_scheme"],
+        io_quantized=bool(manifest["io_quantization"]),
+        quantize_dw_channel_wise=bool(manifest["quantize_dw_channel_wise"]),
+        calibration_source=manifest["calibration"]["source"],
+        calibration_samples=int(manifest["calibration"]["samples"]),
+    )
+
+
+def _dec_param(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    if isinstance(value, dict) and "__array__" in value:
+        return np.array(arrays[value["__array__"]])
+    if isinstance(value, int) and not isinstance(value, bool):
+        return np.int64(value)
+    return value
+
+
+__all__ = ["MANIFEST", "read_quantized_model", "text_dump", "write_quantized_model"]

@@ -1,0 +1,58 @@
+"""Quantization parameter arithmetic of the schemes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aipusim.compiler.quant.observers import HistogramObserver, MinMaxObserver
+from aipusim.compiler.quant.scheme import (
+    Scheme,
+    activation_qparams,
+    dequantize_values,
+    make_observer,
+    quantize_bias,
+    quantize_values,
+    quantize_weights,
+    weight_scales,
+)
+
+
+def test_zero_is_exactly_representable() -> None:
+    for lo, hi in [(-1.0, 3.0), (0.2, 5.0), (-7.0, -0.5), (-0.3, 0.01)]:
+        scale, zp = activation_qparams(lo, hi)
+        q0 = quantize_values(np.zeros(1), scale, zp)
+        assert dequantize_values(q0, scale, zp)[0] == 0.0
+
+
+def test_activation_grid_covers_the_range() -> None:
+    scale, zp = activation_qparams(-2.0, 6.0)
+    q = quantize_values(np.array([-2.0, 6.0]), scale, zp)
+    back = dequantize_values(q, scale, zp)
+    assert np.allclose(back, [-2.0, 6.0], atol=float(scale) / 2 + 1e-6)
+
+
+def test_per_channel_activation_params() -> None:
+    scale, zp = activation_qparams(np.array([-1.0, 0.0]), np.array([1.0, 4.0]))
+    assert scale.shape == (2,) and zp.shape == (2,) and int(zp[1]) == -128
+
+
+def test_weights_symmetric_per_channel_error_bound() -> None:
+    w = np.random.default_rng(0).normal(0, [[1.0], [0.01]], (2, 50))
+    s = weight_scales(np.abs(w).max(axis=1))
+    q = quantize_weights(w, s, axis=0)
+    assert q.min() >= -127 and q.max() <= 127
+    err = np.abs(q * s[:, None].astype(np.float64) - w)
+    assert np.all(err <= s[:, None] / 2 + 1e-9)
+
+
+def test_bias_int32_uses_input_times_weight_scale() -> None:
+    b = np.array([0.5, -0.25])
+    q = quantize_bias(b, np.array([0.01 * 0.02, 0.01 * 0.05]))
+    assert q.dtype == np.int32 and q.tolist() == [2500, -500]
+
+
+def test_observers_of_each_scheme() -> None:
+    assert isinstance(make_observer(Scheme.PER_TENSOR_HISTOGRAM, False), HistogramObserver)
+    assert isinstance(make_observer(Scheme.PER_TENSOR_MIN_MAX, False), MinMaxObserver)
+    hybrid = make_observer(Scheme.HYBRID_PER_TENSOR_PER_CHANNEL, True)
+    assert isinstance(hybrid, MinMaxObserver) and hybrid.axis == 1
