@@ -264,7 +264,6 @@ def _generate_codecs(kind: type[Task], fields: Sequence[FieldLayout], pad: int) 
     env: dict[str, Any] = {
         "KIND": kind,
         "NEW": object.__new__,
-        "SETATTR": object.__setattr__,
         "BAD": _BadRecord,
         "GET": operator.attrgetter(*_COMMON_NAMES, *(f.name for f in fields)),
         "PACK": fast.pack_into,
@@ -287,14 +286,16 @@ def _generate_codecs(kind: type[Task], fields: Sequence[FieldLayout], pad: int) 
         "TOKS_IN[waits]",
         "TOKS_IN[signals]",
     ]
+    # (attribute, expression), in dataclass field order: instances made by the dataclass
+    # __init__ then share one key table with these, which keeps each task small.
     built = [
-        "'unit': UNIT_OUT[unit]",
-        "'layer': STR[layer]",
-        "'tile': tile",
-        "'frame_slot': frame_slot",
-        "'phase': PHASE_OUT[phase]",
-        "'waits': TOKS_OUT[waits]",
-        "'signals': TOKS_OUT[signals]",
+        ("unit", "UNIT_OUT[unit]"),
+        ("layer", "STR[layer]"),
+        ("tile", "tile"),
+        ("frame_slot", "frame_slot"),
+        ("phase", "PHASE_OUT[phase]"),
+        ("waits", "TOKS_OUT[waits]"),
+        ("signals", "TOKS_OUT[signals]"),
     ]
     enc_checks, dec_checks = [], []
     for i, f in enumerate(fields):
@@ -303,10 +304,10 @@ def _generate_codecs(kind: type[Task], fields: Sequence[FieldLayout], pad: int) 
             env[f"EIN_{i}"] = {m: n for n, m in enumerate(f.enum)}
             env[f"EOUT_{i}"] = tuple(f.enum)
             packed.append(f"EIN_{i}[{var}]")
-            built.append(f"'{f.name}': EOUT_{i}[{var}]")
+            built.append((f.name, f"EOUT_{i}[{var}]"))
         else:
             packed.append(var)
-            built.append(f"'{f.name}': {var}")
+            built.append((f.name, var))
             if f.needs_range_check:
                 enc_checks.append(f"    if not 0 <= {var} <= {f.max_value}: raise BAD\n")
                 dec_checks.append(f"    if {var} > {f.max_value}: raise BAD\n")
@@ -328,8 +329,9 @@ def _generate_codecs(kind: type[Task], fields: Sequence[FieldLayout], pad: int) 
         f"    {unpacked}, = UNPACK(buf, offset)\n"
         + "".join(dec_checks)
         + "    o = NEW(KIND)\n"
-        + f"    SETATTR(o, '__dict__', {{{', '.join(built)}}})\n"
-        "    return o\n"
+        + "    d = o.__dict__\n"
+        + "".join(f"    d['{name}'] = {expr}\n" for name, expr in built)
+        + "    return o\n"
     )
     exec(compile(src, f"<codec {kind.__name__}>", "exec"), env)
     return env["encode"], env["decode"]
