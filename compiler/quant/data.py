@@ -158,11 +158,13 @@ def list_images(folder: str | Path) -> list[Path]:
     return files
 
 
-def read_image(path: Path, backend: ImreaderBackend, color: ColorFormat) -> Any:
+def read_image(path: Path, backend: ImreaderBackend | str, color: ColorFormat | str) -> Any:
     """Decode one image: a PIL.Image (PIL) or an HxWxC uint8 array (OPENCV).
 
     PIL has no BGR mode: for BGR the channels are swapped inside an RGB-mode image.
     """
+    backend = ImreaderBackend(backend)
+    color = ColorFormat(color)
     if backend is ImreaderBackend.OPENCV:
         cv2 = _import_cv2()
         flag = cv2.IMREAD_GRAYSCALE if color is ColorFormat.GRAY else cv2.IMREAD_COLOR
