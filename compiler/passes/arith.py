@@ -57,8 +57,20 @@ def _neutral(graph: Graph, ed: GraphEditor, node: Node) -> bool:
     out = node.outputs[0]
     if not np.all(c == neutral) or graph.shape(x) != graph.shape(out):
         return False
-    if graph.tensor(x).dtype != graph.tensor(out).dtype or graph.is_output(out):
+    if graph.tensor(x).dtype != graph.tensor(out).dtype:
         return False
+    if graph.is_output(out):
+        # keep the output's name: the producer of x writes it directly
+        producer = graph.producer(x)
+        if producer is None or sole_consumer(graph, x) is not node:
+            return False
+        producer = ed.nodes.get(producer.name)
+        if producer is None:
+            return False
+        ed.remove(node)
+        outs = tuple(out if o == x else o for o in producer.outputs)
+        ed.replace(producer, producer.with_(outputs=outs))
+        return True
     ed.remove(node)
     ed.replace_uses(out, x)
     return True

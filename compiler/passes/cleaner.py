@@ -40,7 +40,7 @@ from aipusim.compiler.ir import (
     prune_graph,
 )
 from aipusim.compiler.passes.context import PassContext
-from aipusim.errors import ConfigError, OnnxImportError
+from aipusim.errors import OnnxImportError
 
 #: AIPU-capable ops that still belong on the host when they end the graph.
 _TAIL_OPS = (
@@ -259,11 +259,8 @@ def graph_cleaner(graph: Graph, ctx: PassContext) -> Graph:
         return graph
     post = postprocess_nodes(graph)
     if cfg.graph_cleaner_condition is not None:
-        if cfg.graph_cleaner_node is None:
-            raise ConfigError(
-                "graph_cleaner_node must be one of MatMul, Gemm, Clip when "
-                "graph_cleaner_condition is set, not None"
-            )
+        # the config only accepts condition and node together
+        assert cfg.graph_cleaner_node is not None, "graph_cleaner_condition without a node"
         post |= condition_split_nodes(
             graph,
             str(cfg.graph_cleaner_condition),
