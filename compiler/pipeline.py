@@ -51,6 +51,9 @@ class Stage(StrEnum):
     SIMPLIFY = "simplify"
     QUANTIZE = "quantize"
     REWRITE = "rewrite"
+    MIDEND = "midend"  # back end: lower, IMC mapping, tiling
+    TIR = "tir"  # back end: memory planning, scheduling
+    RUNTIME = "runtime"  # back end: tasklists and compiled_model files
 
     @property
     def status(self) -> str:
@@ -64,6 +67,9 @@ _STAGE_STATUS = {
     Stage.SIMPLIFY: "QTOOLS_ERROR",
     Stage.QUANTIZE: "QTOOLS_ERROR",
     Stage.REWRITE: "LOWER_FRONTEND_ERROR",
+    Stage.MIDEND: "LOWER_MIDEND_ERROR",
+    Stage.TIR: "LOWER_TIR_ERROR",
+    Stage.RUNTIME: "TIR_TO_RUNTIME_ERROR",
 }
 
 
@@ -114,8 +120,20 @@ FRONT: tuple[Pass, ...] = (
     ),
     Pass("validate_operators", validate_operators, Stage.REWRITE, "validate_operators"),
 )
-#: The whole compiler; the back half is appended here when it lands.
-PIPELINE: tuple[Pass, ...] = FRONT
+_BACKEND = "aipusim.compiler.backend.passes"
+#: Passes 6-10 of DESIGN.md §4 (the back half, `aipusim.compiler.backend`).
+BACK: tuple[Pass, ...] = (
+    Pass("lower", f"{_BACKEND}:lower_pass", Stage.MIDEND),
+    Pass("imc", f"{_BACKEND}:imc_pass", Stage.MIDEND),
+    Pass("tile", f"{_BACKEND}:tile_pass", Stage.MIDEND),
+    Pass("estimate", f"{_BACKEND}:estimate_pass", Stage.MIDEND),
+    Pass("multicore", f"{_BACKEND}:multicore_pass", Stage.MIDEND),
+    Pass("memplan", f"{_BACKEND}:memplan_pass", Stage.TIR),
+    Pass("schedule", f"{_BACKEND}:schedule_pass", Stage.TIR),
+    Pass("emit", f"{_BACKEND}:emit_pass", Stage.RUNTIME),
+)
+#: The whole compiler.
+PIPELINE: tuple[Pass, ...] = FRONT + BACK
 #: Name of the import step (not in the lists: it makes the graph the passes take).
 IMPORT = "import"
 
@@ -249,6 +267,7 @@ def _fail(ctx: PassContext, name: str, stage: Stage, exc: BaseException) -> None
 
 
 __all__ = [
+    "BACK",
     "FRONT",
     "IMPORT",
     "PIPELINE",

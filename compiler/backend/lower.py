@@ -209,6 +209,8 @@ class _Lowerer:
         self.plans: list[LayerPlan] = []
         self.by_output: dict[str, LayerPlan] = {}
         self.unsupported: list[str] = []
+        #: PWORD channel pads (apply_pword_padding): padded tensor -> the unpadded one
+        self.pword_source: dict[str, str] = {}
 
     def act_inputs(self, node: Node) -> tuple[str, ...]:
         return tuple(i for i in node.present_inputs if not self.g.is_constant(i))
@@ -243,8 +245,25 @@ class _Lowerer:
         return tuple(refs)
 
     # -- per unit ------------------------------------------------------------------
+    def is_pword_pad(self, node: Node) -> bool:
+        """A Pad of only the channel axis whose readers are all convolutions: the array
+        reads zero rows for the padded channels, so memory never holds them."""
+        if node.op is not Op.PAD or len(node.present_inputs) < 2:
+            return False
+        pads = self.g.const(node.inputs[1])
+        rank = len(self.g.shape(node.inputs[0]))
+        if pads is None or pads.size != 2 * rank or rank < 3:
+            return False
+        others = [int(v) for i, v in enumerate(pads.reshape(-1)) if i not in (1, rank + 1)]
+        readers = self.g.consumers(node.outputs[0])
+        return (
+            not any(others)
+            and bool(readers)
+            and all(r.op in (Op.CONV, Op.CONV_TRANSPOSE) for r in readers)
+        )
+
     def conv(self, node: Node) -> LayerPlan:
-        x = _nchw(self.g.shape(node.inputs[0]))
+        x = _nchw(self.g.shape(self.pword_source.get(node.inputs[0], node.inputs[0])))
         w = self.g.shape(node.inputs[1])
         y = _nchw(self.g.shape(node.outputs[0]))
         groups = int(node.attr("group", 1))
@@ -258,7 +277,11 @@ class _Lowerer:
         geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, x[2], x[3], y[2], y[3], groups)
         bias = self.consts(node, weight_index=1)
         # Requantize scales per output channel ride with the bias (DPU constants).
-        return self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
+        plan = self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
+        source = self.pword_source.get(node.inputs[0])
+        if source is not None:
+            plan.is_first = source in self.g.inputs
+        return plan
 
     def depthwise(self, node: Node) -> LayerPlan:
         x = _nchw(self.g.shape(node.inputs[0]))
@@ -364,6 +387,9 @@ class _Lowerer:
         if op in DPU_OPS or op in _LUT_OF:
             return self.dpu(node)
         if op in _ALIAS_OPS:
+            return self.base(node, LayerUnit.ALIAS)
+        if self.is_pword_pad(node):
+            self.pword_source[node.outputs[0]] = node.inputs[0]
             return self.base(node, LayerUnit.ALIAS)
         if op in LAYOUT_OPS:
             return self.base(node, LayerUnit.DMA)

@@ -71,6 +71,7 @@ class Buffer:
     layer: str = ""
     accesses: int = 0  # bytes read + written per frame (promotion priority)
     allowed: tuple[Pool, ...] = _LADDER  # pools this buffer may live in
+    tensor_bytes: int = 0  # bytes of ONE copy of the tensor held (activations and I/O)
     pool: Pool | None = None
     addr: int = -1
 
@@ -245,6 +246,7 @@ class _Builder:
                         max(c, 0),
                         accesses=size,
                         allowed=host_side,
+                        tensor_bytes=size,
                     )
                 )
                 self.tensor_buffer[(c, name)] = b.name
@@ -284,6 +286,7 @@ class _Builder:
                             layer.name,
                             accesses=size,
                             allowed=allowed,
+                            tensor_bytes=size,
                         )
                     )
                     self.tensor_buffer[(c, o)] = b.name

@@ -488,7 +488,7 @@ class ScheduleBuilder:
         buf = self.buffer(tensor, core)
         producers = set(self.produced.get((self.copy_key(core), tensor), ()))
         height = self._height(tensor)
-        row_bytes = max(1, self.g.tensor(tensor).size // max(1, height))
+        row_bytes = max(1, buf.tensor_bytes // max(1, height))
         if layer.geometry is None and height != layer.rows:
             rows = (0, height)  # a broadcast operand: the whole tensor every tile
         rows = (min(rows[0], height), min(rows[1], height))

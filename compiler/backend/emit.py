@@ -1,0 +1,267 @@
+"""Pass 10, emit: the ``compiled_model/`` folder (reference ``compiler-cli.txt``).
+
+- ``core<N>.tasklist``: each logical core's tasks (`aipusim.isa.tasklist.write_tasklist`);
+- ``model.json``: the `aipusim.isa.program.Program` (mode, cores, runtime knobs, I/O bytes);
+  its ``extra`` carries ``model_id`` (a UUID unless given), the CRC32 of every other file
+  (``crc32``, checked by `verify_crcs` when a compiled model is loaded), memory high-water
+  marks and the INIT-before-FRAME rule of the tasklists;
+- ``manifest.json``: quantization of the inputs and outputs (scale, zero point, dtype) and the
+  sizes of the quantized constants;
+- ``report.json``: per layer the unit, tiles, weight sets, ICR factor, estimated cycles and
+  bytes per pool; high-water marks per pool; task and token counts.
+
+`emit_files` returns the files as bytes (the driver writes them atomically with the rest of
+the output folder); `emit` writes them into a folder directly.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zlib
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from aipusim.compiler.backend.lower import ConstKind, LayerUnit
+from aipusim.compiler.backend.multicore import effective_mode
+from aipusim.errors import ConfigError, TasklistError
+from aipusim.isa.program import PROGRAM_FILE, Instance, Program, tasklist_file_name
+from aipusim.isa.tasklist import Tasklist, encode_tasklist
+from aipusim.isa.tasks import DmaCopy, HostTransfer, Phase, Pool, WeightLoad
+
+#: Folder of the compiled model inside the output directory.
+COMPILED_DIR = "compiled_model"
+REPORT_FILE = "report.json"
+MANIFEST_FILE = "manifest.json"
+#: Version of the report.json layout.
+REPORT_VERSION = 1
+
+
+def _json_bytes(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=False) + "\n").encode("utf-8")
+
+
+def crc32(data: bytes) -> int:
+    """CRC-32 (zlib polynomial) of ``data``."""
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def _layer_traffic(state: Any) -> dict[str, dict[str, int]]:
+    """Bytes each layer moves per frame, by pool and direction (from its tasks)."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for core_tasks in state.schedule.tasks.values():
+        for t in core_tasks:
+            if t.phase is not Phase.FRAME:
+                continue
+            row = out[t.layer]
+            if isinstance(t, DmaCopy):
+                row[f"{t.src_pool.value}_read"] += t.bytes
+                row[f"{t.dst_pool.value}_write"] += t.bytes
+            elif isinstance(t, WeightLoad):
+                row["l1_read"] += t.bytes
+                row["imc_write"] += t.bytes
+            elif isinstance(t, HostTransfer):
+                row[f"{t.pool.value}_{'write' if t.direction.value == 'h2d' else 'read'}"] += (
+                    t.bytes
+                )
+    return out
+
+
+def build_report(state: Any) -> dict[str, Any]:
+    """The content of ``compiled_model/report.json``."""
+    traffic = _layer_traffic(state)
+    layers = []
+    total_cycles = 0
+    for layer in state.layers:
+        est = layer.estimate
+        t = layer.tiling
+        imc = layer.imc
+        total_cycles += est.cycles if est else 0
+        layers.append(
+            {
+                "name": layer.name,
+                "op": layer.op,
+                "unit": layer.unit.value,
+                "fused": list(layer.fused),
+                "group": t.group if t else None,
+                "tiles": {"h": t.h_tiles, "oc": t.oc_tiles} if t else None,
+                "weight_sets": imc.weight_sets if imc else 0,
+                "row_blocks": imc.row_blocks if imc else 0,
+                "col_blocks": imc.col_blocks if imc else 0,
+                "icr": imc.icr if imc else 1,
+                "swicr": bool(imc.swicr) if imc else False,
+                "cols_used": imc.cols_used_max if imc else 0,
+                "macs": layer.macs,
+                "weight_bytes": imc.weight_bytes if imc else layer.weight_bytes,
+                "estimated_cycles": est.cycles if est else 0,
+                "estimated_compute_cycles": est.compute_cycles if est else 0,
+                "estimated_weight_load_cycles": est.weight_load_cycles if est else 0,
+                "bytes": dict(sorted(traffic.get(layer.name, {}).items())),
+            }
+        )
+    sched = state.schedule
+    freq = state.config.frequency
+    return {
+        "format": "aipusim-compile-report",
+        "version": REPORT_VERSION,
+        "model": state.graph.name,
+        "multicore_mode": str(state.config.multicore_mode),
+        "effective_mode": effective_mode(state.config),
+        "aipu_cores_used": state.config.aipu_cores_used,
+        "resources_used": state.config.resources_used,
+        "frequency_hz": freq,
+        "estimated_cycles_per_frame_one_core": total_cycles,
+        "estimated_latency_us_one_core": round(total_cycles / freq * 1e6, 3),
+        "macs": sum(layer.macs for layer in state.layers),
+        "resident_weights": sched.resident_weights,
+        "tasks_per_core": {str(c): len(t) for c, t in sched.tasks.items()},
+        "local_tokens_used": {str(c): n for c, n in sched.local_tokens_used.items()},
+        "global_tokens_used": sched.global_tokens_used,
+        "memory": state.plan.high_water(),
+        "memplan_attempts": state.plan.attempts,
+        "pass_seconds": {k: round(v, 4) for k, v in state.pass_seconds.items()},
+        "layers": layers,
+    }
+
+
+def build_manifest(state: Any) -> dict[str, Any]:
+    """Quantization of the model's inputs/outputs and the quantized constant sizes."""
+    g = state.graph
+
+    def tensor(name: str) -> dict[str, Any]:
+        t = g.tensor(name)
+        q = t.quant
+        entry: dict[str, Any] = {"name": name, "shape": list(t.shape), "dtype": "int8"}
+        if q is not None:
+            entry["dtype"] = q.dtype.value
+            entry["scale"] = [float(x) for x in q.scale.reshape(-1)]
+            entry["zero_point"] = [int(x) for x in q.zero_point.reshape(-1)]
+            entry["axis"] = q.axis
+        return entry
+
+    consts = {}
+    for layer in state.layers:
+        for c in layer.consts:
+            consts[c.name] = {
+                "layer": layer.name,
+                "kind": c.kind.value,
+                "bytes": c.size_bytes,
+                "dtype": "int8" if c.kind is ConstKind.WEIGHT else "int32",
+            }
+    return {
+        "format": "aipusim-manifest",
+        "version": 1,
+        "inputs": [tensor(n) for n in g.inputs],
+        "outputs": [tensor(n) for n in g.outputs],
+        "constants": consts,
+    }
+
+
+def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, int]) -> Program:
+    cfg = state.config
+    cores = tuple(sorted(state.schedule.tasks))
+    g = state.graph
+    plan = state.plan
+    in_buf = plan.buffer_of(g.inputs[0], 0) if g.inputs else None
+    out_buf = plan.buffer_of(g.outputs[0], 0) if g.outputs else None
+    instance = Instance(
+        cores=cores,
+        tasklists=tuple(tasklist_file_name(c) for c in cores),
+        input_bytes=sum(g.tensor(n).size for n in g.inputs),
+        output_bytes=sum(g.tensor(n).size for n in g.outputs),
+        input_pool=in_buf.pool if in_buf is not None else Pool.DDR,
+        output_pool=out_buf.pool if out_buf is not None else Pool.DDR,
+    )
+    mvm_units = sum(1 for layer in state.layers if layer.unit is LayerUnit.MVM)
+    return Program(
+        model=model_name,
+        multicore_mode=str(cfg.multicore_mode),
+        aipu_cores_used=cfg.aipu_cores_used,
+        resources_used=float(cfg.resources_used),
+        instance=instance,
+        frequency_hz=int(cfg.frequency),
+        use_hw_tokens=bool(cfg.use_hw_tokens),
+        double_buffer=bool(cfg.double_buffer),
+        stream_tasklist=bool(cfg.stream_tasklist),
+        mvm_utilization_limit=float(cfg.mvm_utilization_limit),
+        profiling_levels=tuple(str(p) for p in cfg.profiling_levels),
+        chip_cores=state.arch.chip.cores,
+        extra={
+            "model_id": model_id,
+            "effective_mode": effective_mode(cfg),
+            "crc32": crcs,
+            "crc_check": True,
+            "init_before_frame": True,
+            "frame_slots": 2 if cfg.double_buffer else 1,
+            "mvm_layers": mvm_units,
+            "memory": plan.high_water(),
+        },
+    )
+
+
+def emit_files(
+    state: Any, *, model_name: str | None = None, model_id: str | None = None
+) -> dict[str, bytes]:
+    """Every file of ``compiled_model/`` as bytes, keyed by path relative to the output
+    folder (``compiled_model/model.json``, ...)."""
+    name = model_name or state.config.model_name or state.graph.name
+    files: dict[str, bytes] = {}
+    for core, tasks in sorted(state.schedule.tasks.items()):
+        files[tasklist_file_name(core)] = encode_tasklist(Tasklist(core, tuple(tasks)))
+    files[MANIFEST_FILE] = _json_bytes(build_manifest(state))
+    files[REPORT_FILE] = _json_bytes(build_report(state))
+    crcs = {k: crc32(v) for k, v in sorted(files.items())}
+    program = build_program(state, name, model_id or str(uuid.uuid4()), crcs)
+    files[PROGRAM_FILE] = program.to_json().encode("utf-8")
+    return {f"{COMPILED_DIR}/{k}": v for k, v in files.items()}
+
+
+def emit(
+    state: Any, out_dir: Path, *, model_name: str | None = None, model_id: str | None = None
+) -> dict[str, Path]:
+    """Write ``compiled_model/`` under ``out_dir``; returns the written paths."""
+    written = {}
+    for rel, data in emit_files(state, model_name=model_name, model_id=model_id).items():
+        path = Path(out_dir) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        written[rel] = path
+    return written
+
+
+def verify_crcs(compiled_dir: str | Path) -> Program:
+    """Load ``model.json`` and check the CRC32 it records for every file of the folder.
+
+    Raises `TasklistError` naming the first file whose content changed (or is missing).
+    """
+    folder = Path(compiled_dir)
+    path = folder / PROGRAM_FILE
+    if not path.is_file():
+        raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
+    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    for name, expected in sorted(program.extra.get("crc32", {}).items()):
+        file = folder / name
+        if not file.is_file():
+            raise TasklistError(f"{name} must exist in {folder} (model.json lists its CRC)")
+        actual = crc32(file.read_bytes())
+        if actual != expected:
+            raise TasklistError(
+                f"{name} must have CRC32 {expected:#010x} as recorded in model.json, "
+                f"not {actual:#010x}: the file changed after compilation"
+            )
+    return program
+
+
+__all__ = [
+    "COMPILED_DIR",
+    "MANIFEST_FILE",
+    "REPORT_FILE",
+    "build_manifest",
+    "build_program",
+    "build_report",
+    "crc32",
+    "emit",
+    "emit_files",
+    "verify_crcs",
+]
