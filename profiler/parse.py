@@ -282,7 +282,12 @@ def _fast_rows(tag: Tag, data: pa.Buffer) -> tuple[pa.Table, np.ndarray]:
     except pa.ArrowInvalid:
         pass
     # A value is not an integer somewhere: read integers as text and find those rows.
-    table = _read_block(tag, data, pa.string())
+    try:
+        table = _read_block(tag, data, pa.string())
+    except pa.ArrowInvalid:
+        # Not even text (bad UTF-8): leave every line of the block to the per-line path.
+        rows = data.size and int(np.count_nonzero(np.frombuffer(data, np.uint8) == 10))
+        return tag_schema(tag).empty_table(), np.ones(rows, dtype=bool)
     ok = np.ones(table.num_rows, dtype=bool)
     for name, ctype in COLUMNS[tag]:
         if ctype is ColumnType.INT:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from aipusim.errors import TraceFormatError
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
@@ -67,6 +66,22 @@ def _prepare(trace: Trace, percent: float, drop_by: DropBy | str) -> tuple[Trace
 
 def _categorical(series: pd.Series) -> pd.Categorical:
     return pd.Categorical(series.astype("category"))
+
+
+def union_categoricals(parts: list[pd.Categorical]) -> pd.Categorical:
+    """Concatenate categoricals with different categories (string categories, in order of
+    first appearance); robust to empty parts whose categories have no dtype."""
+    names: dict[str, None] = {}
+    for part in parts:
+        names.update(dict.fromkeys(str(c) for c in part.categories))
+    cats = pd.Index(list(names), dtype=object)
+    codes = [
+        np.where(part.codes >= 0, cats.get_indexer(part.categories.astype(object))[part.codes], -1)
+        if len(part.categories)
+        else np.full(len(part), -1, dtype=np.int64)
+        for part in parts
+    ]
+    return pd.Categorical.from_codes(np.concatenate(codes), categories=cats.astype(str))
 
 
 def tasks(trace: Trace) -> pd.DataFrame:

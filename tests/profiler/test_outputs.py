@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from aipusim.errors import ConfigError
+from aipusim.profiler import (
+    compare_layers,
+    layer_table,
+    load_trace,
+    plot_all,
+    plot_gantt,
+    plot_layer_bars,
+    plot_power,
+    plot_roofline,
+    plot_utilisation,
+    to_records,
+    write_chrome_trace,
+    write_synthetic_power,
+    write_synthetic_trace,
+    write_table,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_chrome_trace_has_events_with_microsecond_times(tiny, tmp_path):
+    out = tmp_path / "t.json"
+    n = write_chrome_trace(load_trace(tiny), out)
+    doc = json.loads(out.read_text())
+    events = doc["traceEvents"]
+    assert len(events) == n
+    mvm = [e for e in events if e.get("cat") == "K" and e["args"]["task"] == 2]
+    assert sorted((e["ts"], e["dur"]) for e in mvm) == [(2.0, 6.0), (15.0, 20.0), (40.0, 60.0)]
+    assert all(e["ph"] == "X" and e["pid"] == 0 for e in mvm)
+    dma = next(e for e in events if e.get("cat") == "M")
+    assert dma["args"] == {"frame": 0, "task": 1, "src": "ddr", "dst": "l1", "bytes": 400}
+    names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert {"core 0", "mvm", "dma0", "layers", "frames"} <= names
+    layers = [e for e in events if e.get("cat") == "layer"]
+    assert len(layers) == 6 and {"conv", "add"} == {e["name"] for e in layers}
+    assert any(e["ph"] == "C" for e in events)  # bandwidth counters
+
+
+def test_chrome_escapes_odd_layer_names(write_trace, header, tmp_path):
+    text = (
+        f'{header}\n[K]  core=0 unit=mvm frame=0 layer=a"b\\c task=1 tile=0 start=0 end=1 macs=1\n'
+    )
+    out = tmp_path / "t.json"
+    write_chrome_trace(load_trace(write_trace(text)), out)
+    assert 'a"b\\c' in {e.get("name") for e in json.loads(out.read_text())["traceEvents"]}
+
+
+@pytest.fixture
+def synthetic(tmp_path):
+    p = tmp_path / "run.trace"
+    write_synthetic_trace(
+        p, frames=8, cores=4, extra={"peak_macs_per_cycle": "65536", "ddr_bytes_per_cycle": "64"}
+    )
+    write_synthetic_power(p, bins=50)
+    return load_trace(p)
+
+
+def test_plots_are_written_as_png(synthetic, tmp_path):
+    paths = plot_all(synthetic, tmp_path / "plots")
+    assert sorted(p.name for p in paths) == [
+        "bandwidth.png",
+        "gantt.png",
+        "layers.png",
+        "power.png",
+        "roofline.png",
+        "utilisation.png",
+    ]
+    for p in paths:
+        data = p.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000, p
+
+
+def test_plots_of_a_tiny_trace_without_roofs(tiny, tmp_path):
+    tr = load_trace(tiny)
+    for fn in (plot_layer_bars, plot_gantt, plot_roofline, plot_utilisation):
+        out = fn(tr, tmp_path / f"{fn.__name__}.png")
+        assert out.read_bytes().startswith(PNG_MAGIC)
+    with pytest.raises(Exception, match="no power timeline"):
+        plot_power(tr, tmp_path / "power.png")
+
+
+def test_tables_written_by_suffix(tiny, tmp_path):
+    t = layer_table(load_trace(tiny))
+    md = write_table(t, tmp_path / "t.md").read_text()
+    assert md.startswith("| layer") and "| conv" in md
+    csv = pd.read_csv(write_table(t, tmp_path / "t.csv"))
+    assert csv["samples"].tolist() == [3, 3]
+    pq = pd.read_parquet(write_table(t, tmp_path / "t.parquet"))
+    assert pq["layer"].tolist() == ["conv", "add"]
+    with pytest.raises(ConfigError, match=r"must end in one of \.md, \.csv, \.parquet"):
+        write_table(t, tmp_path / "t.xlsx")
+
+
+def test_records_are_plain_json(tiny):
+    recs = to_records(layer_table(load_trace(tiny)))
+    text = json.dumps(recs)
+    assert json.loads(text)[0]["layer"] == "conv"
+
+
+def test_compare_gives_per_layer_deltas(tiny, write_trace, tiny_text):
+    slower = tiny_text.replace("end=100 macs", "end=130 macs")
+    slower = slower.replace("t=100 core=0 frame=2 layer=conv", "t=130 core=0 frame=2 layer=conv")
+    c = compare_layers(load_trace(tiny), load_trace(write_trace(slower, "b.trace")))
+    conv = c.set_index("layer").loc["conv"]
+    assert conv["mean_us_a"] == 30.0 and conv["mean_us_b"] == 40.0
+    assert conv["delta_mean_us"] == 10.0 and conv["delta_mean_pct"] == pytest.approx(100 / 3)
+    assert c.set_index("layer").loc["add", "delta_mean_us"] == 0.0

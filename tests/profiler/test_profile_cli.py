@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+
+from aipusim.cli.main import main
+
+
+def test_json_layer_records_have_the_keys(tiny, capsys):
+    assert main(["profile", str(tiny), "--json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    assert [r["layer"] for r in recs] == ["conv", "add"]
+    assert {
+        "layer",
+        "samples",
+        "mean_us",
+        "p50_us",
+        "p99_us",
+        "share_mvm",
+        "share_dpu",
+        "share_dwpu",
+        "share_dma",
+        "share_waiting",
+    } <= set(recs[0])
+    assert recs[0]["samples"] == 3 and recs[0]["mean_us"] == 30.0
+
+
+def test_by_unit_frame_core_bandwidth(tiny, capsys):
+    for by, key in (
+        ("unit", "busy_pct"),
+        ("frame", "latency_us"),
+        ("core", "busy_pct"),
+        ("bandwidth", "t_start_us"),
+    ):
+        assert main(["profile", str(tiny), "--by", by, "--json"]) == 0
+        assert key in json.loads(capsys.readouterr().out)[0]
+
+
+def test_markdown_default_with_drop_and_outputs(tiny, tmp_path, capsys):
+    args = [
+        "profile",
+        str(tiny),
+        "--drop-percentile",
+        "34",
+        "--drop-by",
+        "time",
+        "--plot",
+        str(tmp_path / "plots"),
+        "--chrome",
+        str(tmp_path / "c.json"),
+        "--parquet",
+        str(tmp_path / "t.parquet"),
+        "--csv",
+        str(tmp_path / "t.csv"),
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "| conv" in out.out and "1 frames" in out.out
+    assert "traceEvents" in json.loads((tmp_path / "c.json").read_text())
+    assert (tmp_path / "plots" / "gantt.png").stat().st_size > 0
+    assert (tmp_path / "t.parquet").stat().st_size > 0 and (tmp_path / "t.csv").exists()
+
+
+def test_compare(tiny, write_trace, tiny_text, capsys):
+    other = write_trace(tiny_text, "other.trace")
+    assert main(["profile", str(tiny), "--compare", str(other), "--json"]) == 0
+    recs = json.loads(capsys.readouterr().out)
+    assert recs[0]["delta_mean_us"] == 0.0
+    assert main(["profile", str(tiny), "--compare", str(other), "--by", "unit"]) == 2
+    assert "--by must be layer" in capsys.readouterr().err
+
+
+def test_bad_input_exits_2_with_one_line(write_trace, capsys, header):
+    bad = write_trace("not a trace\n", "bad.trace")
+    assert main(["profile", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "line 1 must start with" in err and len(err.strip().splitlines()) == 1
+    broken = write_trace(f"{header}\n[B]  frame=x inst=0 start=0 end=1\n", "broken.trace")
+    assert main(["profile", str(broken), "--strict"]) == 2
+    assert "line 2" in capsys.readouterr().err
+    assert main(["profile", str(broken)]) == 0
+    assert "1 malformed line(s) skipped (lines 2" in capsys.readouterr().err
+    assert main(["profile", str(broken), "--drop-percentile", "60"]) == 2

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aipusim.errors import TraceFormatError
+from aipusim.profiler import (
+    bandwidth_table,
+    core_table,
+    frame_summary,
+    frame_table,
+    layer_breakdown,
+    layer_table,
+    load_trace,
+    power_table,
+    unit_table,
+    utilisation,
+)
+from aipusim.profiler.intervals import binned_overlap, covered
+
+
+def test_layer_table_exact_statistics_and_shares(tiny):
+    t = layer_table(load_trace(tiny)).set_index("layer")
+    assert list(t.index) == ["conv", "add"]
+    conv = t.loc["conv"]
+    assert conv["samples"] == 3 and conv["op"] == "Conv"
+    assert conv["mean_us"] == pytest.approx(30.0)
+    assert conv["p50_us"] == pytest.approx(20.0)
+    assert conv["p99_us"] == pytest.approx(20 + 0.98 * 40)  # linear interpolation
+    assert (conv["min_us"], conv["max_us"]) == (10.0, 60.0)
+    assert conv["share_mvm"] == pytest.approx(86 / 90)
+    assert conv["share_dma"] == pytest.approx(4 / 90)
+    assert conv["share_waiting"] == pytest.approx(2 / 90)
+    assert conv["share_dpu"] == 0.0
+    assert (conv["macs"], conv["bytes"]) == (1000, 133)
+    add = t.loc["add"]
+    assert add["mean_us"] == 5.0 and add["share_dpu"] == 1.0 and add["share_waiting"] == 0.0
+
+
+def test_layer_breakdown_parts_add_up_to_mean_latency(tiny):
+    b = layer_breakdown(load_trace(tiny)).set_index("layer")
+    conv = b.loc["conv"]
+    assert conv["mvm"] == pytest.approx(86 / 3)
+    assert conv["dma"] == pytest.approx(2 / 3)  # [0, 2): DMA alone
+    assert conv["waiting"] == pytest.approx(2 / 3)
+    assert b.drop(columns=[]).sum(axis=1).loc["conv"] == pytest.approx(30.0)
+
+
+def test_drop_by_value_and_by_time(tiny):
+    tr = load_trace(tiny)
+    v = layer_table(tr, drop_percentile=34).set_index("layer")
+    assert v.loc["conv", "samples"] == 1 and v.loc["conv", "mean_us"] == 20.0
+    t = layer_table(tr, drop_percentile=34, drop_by="time").set_index("layer")
+    assert t.loc["conv", "samples"] == 1 and t.loc["conv", "mean_us"] == 20.0
+    assert frame_table(tr, 34, "time")["frame"].tolist() == [1]
+    # 33 % of 3 samples is 0.99: nothing dropped.
+    assert layer_table(tr, drop_percentile=33).set_index("layer").loc["conv", "samples"] == 3
+
+
+def test_layer_spans_from_tasks_when_no_layer_events(write_trace, header):
+    text = (
+        f"{header}\n"
+        "[M]  core=1 unit=dma0 frame=0 layer=c task=1 src=ddr dst=l1 bytes=8 start=0 end=4\n"
+        "[K]  core=1 unit=mvm frame=0 layer=c task=2 tile=0 start=2 end=8 macs=5\n"
+    )
+    t = layer_table(load_trace(write_trace(text)))
+    assert t["samples"].tolist() == [1] and t["mean_us"].tolist() == [8.0]
+    assert t["share_waiting"].tolist() == [0.0]
+
+
+def test_unit_table_busy_and_stalls(write_trace, header):
+    text = (
+        f"{header}\n"
+        "[K]  core=0 unit=mvm frame=0 layer=c task=1 tile=0 start=0 end=10 macs=5\n"
+        "[K]  core=0 unit=mvm frame=0 layer=c task=2 tile=1 start=15 end=20 macs=5\n"
+        "[K]  core=0 unit=mvm frame=0 layer=d task=3 tile=0 start=30 end=40 macs=5\n"
+    )
+    u = unit_table(load_trace(write_trace(text)))
+    row = u.iloc[0]
+    assert (row["core"], row["unit"], row["tasks"]) == (0, "mvm", 3)
+    assert row["busy_us"] == 25.0 and row["busy_pct"] == pytest.approx(62.5)
+    # Only the gap inside layer c is a stall; the one between layers is not.
+    assert (row["stalls"], row["stall_us"]) == (1, 5.0)
+    assert (row["mean_task_us"], row["p50_task_us"], row["macs"]) == (
+        pytest.approx(25 / 3),
+        10.0,
+        15,
+    )
+
+
+def test_frame_table_and_summary(tiny):
+    tr = load_trace(tiny)
+    f = frame_table(tr)
+    assert f["latency_us"].tolist() == [15.0, 25.0, 65.0]
+    assert np.isnan(f["interval_us"].iloc[0]) and f["interval_us"].tolist()[1:] == [25.0, 65.0]
+    s = frame_summary(tr)
+    assert s["frames"] == 3 and s["fps"] == pytest.approx(3 / 105e-6)
+    assert s["p50_us"] == 25.0
+
+
+def test_core_table(tiny):
+    c = core_table(load_trace(tiny)).set_index("core")
+    assert c.loc[0, "tasks"] == 7 and c.loc[1, "tasks"] == 0
+    assert c.loc[0, "busy_pct"] == pytest.approx(100 * 103 / 105)
+    assert c.loc[0, "mvm_pct"] == pytest.approx(100 * 86 / 105)
+    assert c.loc[0, "macs"] == 3000 and c.loc[0, "bytes"] == 400
+    assert c.loc[0, "frames"] == 3 and c.loc[0, "layer_samples"] == 6
+
+
+def test_bandwidth_spreads_bytes_over_the_transfer(tiny):
+    bw = bandwidth_table(load_trace(tiny), bins=21)  # 5 µs bins over [0, 105)
+    assert bw["t_end_us"].iloc[0] == pytest.approx(5.0)
+    # 400 bytes in [0, 4) -> all in the first bin: 400 B / 5 µs = 0.08 GB/s.
+    assert bw["ddr_gb_s"].iloc[0] == pytest.approx(0.08)
+    assert bw["l1_gb_s"].iloc[0] == pytest.approx(0.08)
+    assert bw["ddr_gb_s"].iloc[1:].sum() == 0.0
+
+
+def test_utilisation_fractions(tiny):
+    util, edges = utilisation(load_trace(tiny), bins=21)
+    assert edges[1] == pytest.approx(5.0)
+    mvm = util.loc[(0, "mvm")].to_numpy()
+    assert mvm[0] == pytest.approx(3 / 5)  # mvm busy [2, 5) of [0, 5)
+    assert util.to_numpy().max() <= 1.0
+
+
+def test_power_table_needs_a_timeline(tiny):
+    with pytest.raises(TraceFormatError, match="no power timeline"):
+        power_table(load_trace(tiny))
+
+
+def test_covered_counts_overlaps_once_and_clips():
+    got = covered(
+        np.array([0, 5, 20, 1]),
+        np.array([10, 15, 30, 3]),
+        np.array([0, 0, 0, 1]),
+        2,
+        np.array([0, 0]),
+        np.array([25, 2]),
+    )
+    assert got.tolist() == [20.0, 1.0]
+
+
+def test_binned_overlap_is_exact():
+    got = binned_overlap(
+        np.array([1, 4]), np.array([3, 9]), np.array([1.0, 2.0]), np.array([0, 2, 5, 10])
+    )
+    assert got.tolist() == [1.0, 1.0 + 2.0, 8.0]
