@@ -51,6 +51,8 @@ class CoreRun:
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
         self.paths: dict[int, list] = {}
+        #: (first check, resolution) of every polled wait (use_hw_tokens=false).
+        self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
 
     def path_of(self, names: tuple[str, ...]) -> list:
@@ -132,10 +134,12 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
         times = ctl.times
         seq = rec.seq
         d = times[seq] if seq < len(times) else ctl.dispatch_time(seq)
-        while d is None:
-            core.blocked[unit] = (rec, "dispatch")
-            yield ctl.progress
-            d = ctl.dispatch_time(seq)
+        if d is None:
+            core.blocked[unit] = (rec, "dispatch (held by a ctrl task or tasklist chunk)")
+            while d is None:
+                yield ctl.progress
+                d = ctl.dispatch_time(seq)
+            core.blocked.pop(unit, None)
         if d > t:
             t = d
         if rec.waits:
@@ -151,13 +155,12 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 if tracing and tracer.t:
                     tracer.token(core, t, idx, is_global, "wait", seq)
             if not hw_tokens:
-                # The control core polls the token words: the wait resolves on a poll tick.
-                polls = -(-(t - check) // poll_interval) + 1
-                t = check + (polls - 1) * poll_interval + poll_cost
-                ctl.busy_cycles += polls * poll_cost
-                sim.polls += polls
-                if t > ctl.free_at:
-                    ctl.free_at = t
+                # The control core's polling loop ticks every poll_interval cycles and checks
+                # all pending token words in one pass: a wait resolves on the first tick
+                # after the token became visible, poll_cost cycles later.
+                tick = -(-t // poll_interval) * poll_interval
+                core.poll_spans.append((check, tick + poll_cost))
+                t = tick + poll_cost
             core.blocked.pop(unit, None)
         kind = rec.kind
         s = t

@@ -147,7 +147,6 @@ class Simulation:
         self.token_latency = ctrl.token_signal_latency_cycles
         self.poll_interval = ctrl.poll_interval_cycles
         self.poll_cost = ctrl.poll_cost_cycles
-        self.polls = 0
         self.burst_bytes = arch.dma.burst_bytes
         self.ddr_latency = arch.ns_to_cycles(arch.ddr.latency_ns, freq)
         self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq)
@@ -161,7 +160,7 @@ class Simulation:
         self.window_records = window // RECORD_BYTES
 
         coster = TaskCoster(arch, freq, program.mvm_utilization_limit)
-        self.energy_rows: list[np.ndarray] = []
+        self.energy_rows: list[list[float]] = []
         self._seqs: list[int] = []  # rid -> task index in its phase (-1: host transfers)
         self.rec_info: list[tuple[int, str, str]] = []  # rid -> (logical core, unit, layer)
         self.codes = {c: self._prepare(c, tasklists[c], coster) for c in program.instance.cores}
@@ -208,12 +207,12 @@ class Simulation:
             self.rec_info.append((logical, rec.unit, rec.layer))
             self._seqs.append(rec.seq)
             phase_list.append(rec)
-        by_unit: dict[str, tuple[list[Rec], list[Rec]]] = {}
-        for unit in UNIT_ORDER:
-            i = [r for r in init if r.unit == unit]
-            f = [r for r in frame if r.unit == unit]
-            if i or f:
-                by_unit[unit] = (i, f)
+        split: dict[str, tuple[list[Rec], list[Rec]]] = {u: ([], []) for u in UNIT_ORDER}
+        for rec in init:
+            split[rec.unit][0].append(rec)
+        for rec in frame:
+            split[rec.unit][1].append(rec)
+        by_unit = {u: lists for u, lists in split.items() if lists[0] or lists[1]}
         code = CoreCode(logical, init, frame, by_unit, tuple(by_unit))
         if not self.program.stream_tasklist and code.n_records > self.window_records:
             raise SimulationError(
@@ -230,7 +229,7 @@ class Simulation:
             self.frames_per_start
         )
         pool = inst.input_pool if direction == "h2d" else inst.output_pool
-        row = np.zeros(len(COMPONENTS))
+        row = [0.0] * len(COMPONENTS)
         row[C[Component.PCIE]] = nbytes * e.pcie_pj_per_byte
         if pool == Pool.DDR:
             row[C[Component.DDR]] = nbytes * e.ddr_seq_pj_per_byte

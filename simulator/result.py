@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +33,22 @@ def _union_cycles(start: np.ndarray, end: np.ndarray) -> int:
     return int((block_end - block_start).sum())
 
 
+def _poll_cycles(sim: Simulation, spans: list[tuple[int, int]]) -> int:
+    """Control-core cycles of the polling loop: one tick per interval while any wait is
+    pending (the loop checks every pending token in one pass)."""
+    if not spans:
+        return 0
+    arr = np.array(spans, dtype=np.int64)
+    ticks = -(-_union_cycles(arr[:, 0], arr[:, 1]) // sim.poll_interval)
+    return int(ticks * sim.poll_cost)
+
+
+def poll_count(sim: Simulation) -> int:
+    """Polling ticks over the whole run (for the control energy)."""
+    cycles = sum(_poll_cycles(sim, c.poll_spans) for rep in sim.replicas for c in rep.cores)
+    return cycles // max(1, sim.poll_cost)
+
+
 @dataclass
 class SimResult:
     """Outcome of `simulate`. Times in cycles unless the name says otherwise.
@@ -55,6 +72,7 @@ class SimResult:
     device_fps: float
     latency_us: np.ndarray
     device_latency_cycles: np.ndarray
+    start_cycles: np.ndarray  # cycle each start (frame or batch) began on the device
     lower_bound_cycles: int
     busy_cycles: dict[str, int]
     utilization: dict[str, float]
@@ -67,7 +85,16 @@ class SimResult:
     static_power_w: dict[str, float]
     power_timeline: pd.DataFrame
     event_counts: dict[str, int]
-    task_log: pd.DataFrame = field(repr=False)
+    _task_log: Callable[[], pd.DataFrame] = field(repr=False)
+    _task_log_cache: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def task_log(self) -> pd.DataFrame:
+        """Every executed task (and host transfer): core, unit, layer, frame, task, start,
+        end; sorted by start. ``frame`` is the start index (-1 for INIT)."""
+        if self._task_log_cache is None:
+            self._task_log_cache = self._task_log()
+        return self._task_log_cache
 
     @property
     def seconds(self) -> float:
@@ -163,20 +190,21 @@ def build_result(sim: Simulation) -> SimResult:
             busy[f"core{p}.{u}"] = int(per_key[key]) if key < len(per_key) else 0
         mask = (core == p) & ~is_host
         core_util[f"core{p}"] = _union_cycles(start[mask], end[mask]) / total
-        ctl = next(c.ctl for rep in sim.replicas for c in rep.cores if c.physical == p)
-        busy[f"core{p}.control"] = int(ctl.busy_cycles)
+        run = next(c for rep in sim.replicas for c in rep.cores if c.physical == p)
+        busy[f"core{p}.control"] = int(run.ctl.busy_cycles) + _poll_cycles(sim, run.poll_spans)
     for u in [*unit_names, "control"]:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
     links = {name: min(1.0, link.busy_cycles / total) for name, link in sim.links.items()}
     link_util = {k: v for k, v in links.items() if not k.startswith("chan:")}
 
-    table = np.vstack(sim.energy_rows) * dynamic_scale(arch, freq)[None, :]
+    table = np.array(sim.energy_rows, dtype=np.float64) * dynamic_scale(arch, freq)[None, :]
     counts = np.bincount(rid, minlength=len(table)) if len(rid) else np.zeros(len(table))
     comp_pj = counts @ table
     tracer = sim.tracer
     lines = tracer.lines if tracer is not None else 0
     extra = np.zeros(len(COMPONENTS))
-    extra[C[Component.CONTROL]] = (lines + sim.polls) * arch.energy.control_task_pj
+    polls = poll_count(sim)
+    extra[C[Component.CONTROL]] = (lines + polls) * arch.energy.control_task_pj
     extra *= dynamic_scale(arch, freq)
     comp_pj = comp_pj + extra
     static = static_power_w(arch, freq, len(physical))
@@ -219,19 +247,24 @@ def build_result(sim: Simulation) -> SimResult:
         inst_macs / (arch.mvm.macs_per_cycle * n_cores),
         ddr_bytes / arch.ddr_bw_bytes_per_cycle(freq),
     )
-    log = pd.DataFrame(
-        {
-            "core": core,
-            "unit": np.array(names, dtype=object)[ucode],
-            "layer": np.array([i[2] for i in info], dtype=object)[rid],
-            "frame": phase,
-            "task": [0] * len(rid),
-            "start": start,
-            "end": end,
-        }
-    )
-    log["task"] = sim.rec_seq[rid] if len(rid) else []
-    log = log.sort_values(["start", "core", "end"], kind="stable").reset_index(drop=True)
+    names_arr = np.array(names, dtype=object)
+    layers_arr = np.array([i[2] for i in info], dtype=object)
+    rec_seq = sim.rec_seq
+
+    def task_log() -> pd.DataFrame:
+        log = pd.DataFrame(
+            {
+                "core": core,
+                "unit": names_arr[ucode],
+                "layer": layers_arr[rid],
+                "frame": phase,
+                "task": rec_seq[rid],
+                "start": start,
+                "end": end,
+            }
+        )
+        return log.sort_values(["start", "core", "end"], kind="stable").reset_index(drop=True)
+
     return SimResult(
         model=sim.program.model,
         multicore_mode=str(sim.program.multicore_mode),
@@ -245,6 +278,7 @@ def build_result(sim: Simulation) -> SimResult:
         device_fps=device_fps,
         latency_us=np.array(latency),
         device_latency_cycles=np.array(dev_lat),
+        start_cycles=np.array(starts_t),
         lower_bound_cycles=int(np.ceil(bound)),
         busy_cycles=busy,
         utilization=util,
@@ -259,7 +293,7 @@ def build_result(sim: Simulation) -> SimResult:
         event_counts={
             "tasks": int(np.sum(sim.rec_seq[rid] >= 0)) if len(rid) else 0,
             "trace_lines": lines,
-            "polls": sim.polls,
+            "polls": polls,
         },
-        task_log=log,
+        _task_log=task_log,
     )

@@ -25,8 +25,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from aipusim.arch.model import Arch
 from aipusim.errors import TasklistError
 from aipusim.isa.tasks import (
@@ -89,12 +87,13 @@ class Rec:
     layer: str
     tile: int
     macs: int
-    energy: np.ndarray  # pJ per component at nominal voltage
+    energy: tuple[float, ...]  # pJ per component at nominal voltage, in COMPONENTS order
     is_ctrl: bool
     rid: int = -1  # row of this record in the run's energy table
 
 
 def _tokens(refs: tuple, arch: Arch, where: str) -> tuple[tuple[bool, int, int], ...]:
+    """``(global?, index, count)`` operands, range-checked against the arch's token counts."""
     out = []
     for ref in refs:
         is_global = ref.scope == TokenScope.GLOBAL
@@ -107,6 +106,37 @@ def _tokens(refs: tuple, arch: Arch, where: str) -> tuple[tuple[bool, int, int],
             raise TasklistError(f"{where}: token count must be >= 1, not {ref.count}")
         out.append((is_global, ref.index, ref.count))
     return tuple(out)
+
+
+def _cost_key(t: Task) -> tuple | None:
+    """The fields that decide a task's time and energy (None: do not cache)."""
+    if isinstance(t, Mvm):
+        return (3, t.vectors, t.rows_used, t.cols_used, t.weight_set, t.accumulate, t.post)
+    if isinstance(t, DmaCopy):
+        return (1, t.unit, t.src_pool, t.dst_pool, t.bytes, t.rows, t.dst_core_mask)
+    if isinstance(t, DpuOp):
+        return (4, t.kind, t.elements, t.operands)
+    if isinstance(t, DwpuOp):
+        return (5, t.channels, t.h, t.w, t.out_h, t.out_w, t.kh, t.kw)
+    if isinstance(t, WeightLoad):
+        return (2, t.bytes)
+    return None
+
+
+def _where(label: str, seq: int, task: Task) -> str:
+    return f"{label} task {seq} ({type(task).__name__}, layer {task.layer!r})"
+
+
+class _Where:
+    """Names a task in an error message; formatted only when an error is raised."""
+
+    __slots__ = ("label", "seq", "task")
+
+    def __init__(self, label: str, seq: int, task: Task) -> None:
+        self.label, self.seq, self.task = label, seq, task
+
+    def __str__(self) -> str:
+        return _where(self.label, self.seq, self.task)
 
 
 class TaskCoster:
@@ -127,10 +157,47 @@ class TaskCoster:
         self.ddr_latency = arch.ns_to_cycles(arch.ddr.latency_ns, freq_hz)
         self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq_hz)
         self.e = arch.energy
+        self._token_cache: dict[tuple, tuple[tuple[bool, int, int], ...]] = {}
+        self._cost_cache: dict[tuple, tuple] = {}
 
-    def record(self, task: Task, seq: int, where: str) -> Rec:
-        where = f"{where} task {seq} ({type(task).__name__}, layer {task.layer!r})"
-        energy = np.zeros(len(COMPONENTS))
+    def _refs(self, refs: tuple, label: str, seq: int, task: Task) -> tuple:
+        # Compiled tasklists reuse a few token patterns: check each distinct one once.
+        out = self._token_cache.get(refs)
+        if out is None:
+            out = self._token_cache[refs] = _tokens(refs, self.arch, _where(label, seq, task))
+        return out
+
+    def record(self, task: Task, seq: int, label: str) -> Rec:
+        """The record of ``task``, the ``seq``-th of its phase on core ``label``."""
+        cost = self._cost(task, _Where(label, seq, task))
+        kind, dur, macs, xfer, barrier, energy = cost
+        return Rec(
+            seq=seq,
+            unit=task.unit.value,
+            kind=kind,
+            dur=dur,
+            waits=self._refs(task.waits, label, seq, task) if task.waits else (),
+            signals=self._refs(task.signals, label, seq, task) if task.signals else (),
+            xfer=xfer,
+            barrier=barrier,
+            layer=task.layer,
+            tile=task.tile,
+            macs=macs,
+            energy=energy,
+            is_ctrl=task.unit == Unit.CTRL,
+        )
+
+    def _cost(self, task: Task, where: _Where) -> tuple:
+        """(kind, duration, MACs, transfer, barrier, energy) of a task.
+
+        Tiles of one layer repeat the same shapes at other addresses, so costs are cached
+        by the fields that matter for time and energy (never by addresses).
+        """
+        key = _cost_key(task)
+        cost = self._cost_cache.get(key) if key is not None else None
+        if cost is not None:
+            return cost
+        energy = [0.0] * len(COMPONENTS)
         energy[C[Component.CONTROL]] = self.e.control_task_pj
         kind, dur, macs, xfer, barrier = K_COMPUTE, 0, 0, None, None
         if isinstance(task, Mvm):
@@ -151,23 +218,12 @@ class TaskCoster:
             kind = K_HOST
         elif not isinstance(task, TokenWait | TokenSignal):
             raise TasklistError(f"{where}: task kind must be a known kind, not {type(task)}")
-        return Rec(
-            seq=seq,
-            unit=str(task.unit),
-            kind=kind,
-            dur=dur,
-            waits=_tokens(task.waits, self.arch, where),
-            signals=_tokens(task.signals, self.arch, where),
-            xfer=xfer,
-            barrier=barrier,
-            layer=task.layer,
-            tile=task.tile,
-            macs=macs,
-            energy=energy,
-            is_ctrl=task.unit == Unit.CTRL,
-        )
+        cost = (kind, dur, macs, xfer, barrier, tuple(energy))
+        if key is not None:
+            self._cost_cache[key] = cost
+        return cost
 
-    def _mvm(self, t: Mvm, energy: np.ndarray, where: str) -> tuple[int, int]:
+    def _mvm(self, t: Mvm, energy: list[float], where: _Where) -> tuple[int, int]:
         mvm = self.arch.mvm
         if not (0 < t.rows_used <= mvm.rows and 0 < t.cols_used <= mvm.cols):
             raise TasklistError(
@@ -196,7 +252,7 @@ class TaskCoster:
             energy[C[Component.DPU]] += out_elems * e.dpu_requant_act_pj
         return dur, macs
 
-    def _dpu(self, t: DpuOp, energy: np.ndarray) -> int:
+    def _dpu(self, t: DpuOp, energy: list[float]) -> int:
         dpu, e = self.arch.dpu, self.e
         ops = t.elements * max(1, t.operands)
         dur = math.ceil(ops / dpu.lanes) + dpu.pipeline_latency_cycles
@@ -205,7 +261,7 @@ class TaskCoster:
         energy[C[Component.L1]] += ops * e.l1_read_pj_per_byte + t.elements * e.l1_write_pj_per_byte
         return dur
 
-    def _dwpu(self, t: DwpuOp, energy: np.ndarray) -> tuple[int, int]:
+    def _dwpu(self, t: DwpuOp, energy: list[float]) -> tuple[int, int]:
         dw, e = self.arch.dwpu, self.e
         groups = math.ceil(t.channels / dw.channels)
         windows = math.ceil(t.kh * t.kw / dw.macs_per_channel_per_cycle)
@@ -216,7 +272,7 @@ class TaskCoster:
         energy[C[Component.L1]] += t.channels * t.out_h * t.out_w * e.l1_write_pj_per_byte
         return dur, macs
 
-    def _dma(self, t: DmaCopy, energy: np.ndarray, where: str) -> Xfer:
+    def _dma(self, t: DmaCopy, energy: list[float], where: _Where) -> Xfer:
         arch, e = self.arch, self.e
         if t.bytes <= 0:
             raise TasklistError(f"{where}: bytes must be > 0, not {t.bytes}")
