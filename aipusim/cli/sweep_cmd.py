@@ -1,0 +1,157 @@
+"""``aipusim sweep`` (run a design-space sweep) and ``aipusim sweep-report`` (summarise it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+
+
+@click.command("sweep", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("models", nargs=-1, metavar="MODEL...")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=V1,V2,...",
+    help="Sweep a compiler config property over these values; repeatable. A list "
+    "value joins its members with '+' (profiling_levels=B+PB,B).",
+)
+@click.option(
+    "--arch-param",
+    "arch_params",
+    multiple=True,
+    metavar="KEY=V1,V2,...",
+    help="Sweep a dotted arch TOML key (e.g. ddr.effective_bw_gb_s=12,24); repeatable.",
+)
+@click.option(
+    "--frames", type=int, default=8, show_default=True, help="Frames simulated per point."
+)
+@click.option(
+    "--input-size",
+    type=int,
+    default=None,
+    metavar="PIXELS",
+    help="Input height/width of zoo models (default: each model's own).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(path_type=Path),
+    required=True,
+    metavar="DIR",
+    help="Result folder (Parquet parts); re-running resumes it.",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Local worker processes (default: one per CPU).",
+)
+@click.option(
+    "--cluster",
+    default=None,
+    metavar="local:N",
+    help="Run on a Dask LocalCluster of N workers (needs aipusim[distributed]).",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="tcp://HOST:PORT",
+    help="Run on a running Dask scheduler (needs aipusim[distributed]).",
+)
+@click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@conf_option
+@set_option
+@arch_option
+@json_option
+def sweep(
+    models: tuple[str, ...],
+    params: tuple[str, ...],
+    arch_params: tuple[str, ...],
+    frames: int,
+    input_size: int | None,
+    output: Path,
+    workers: int | None,
+    cluster: str | None,
+    scheduler: str | None,
+    no_progress: bool,
+    conf_path: Path | None,
+    overrides: tuple[str, ...],
+    arch_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Compile and simulate MODEL(s) at every combination of the swept values.
+
+    MODEL is a zoo model name or an .onnx file. --conf/--set give the config every point
+    starts from; each --param KEY=V1,V2 then multiplies the points. Results go to DIR as a
+    Parquet dataset, one row per point; a point that fails is recorded with its error and
+    the sweep goes on. Re-running the same command skips the points already in DIR.
+
+    \b
+    Examples:
+      aipusim sweep tiny_cnn resnet18 --set aipu_cores_used=4 \\
+          --param multicore_mode=batch,cooperative --param mvm_utilization_limit=0.5,1 -o out/
+      aipusim sweep resnet50 --arch-param ddr.effective_bw_gb_s=12,24 --cluster local:4 -o out/
+    """
+    from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
+    from aipusim.sweep.space import build_space
+
+    backend = parse_backend(workers=workers, cluster=cluster, scheduler=scheduler)
+    if backend.kind != "local":
+        require_dask("--cluster" if cluster is not None else "--scheduler")
+    base = build_config(conf_path, overrides)
+    space = build_space(
+        list(models),
+        params,
+        arch_params,
+        frames=frames,
+        input_size=input_size,
+        base=base,
+        arch_path=arch_path,
+    )
+    summary = run_sweep(space, output, backend=backend, progress=not no_progress)
+    if as_json:
+        click.echo(json.dumps(summary.to_dict()))
+    else:
+        click.echo(
+            f"sweep: {summary.total} points ({summary.skipped} already done, {summary.ran} run, "
+            f"{summary.failed} failed) -> {summary.directory}"
+        )
+
+
+@click.command("sweep-report", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("directory", type=click.Path(path_type=Path), metavar="DIR")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Where to write report.md and the plots (default: DIR).",
+)
+@json_option
+def sweep_report(directory: Path, output: Path | None, as_json: bool) -> None:
+    """Draw the Pareto fronts of a sweep (FPS vs FPS/W, latency vs power) and a table.
+
+    Writes report.md, pareto_fps.png and pareto_latency.png.
+    """
+    from aipusim.cli.options import require_dir
+    from aipusim.sweep.report import write_report
+
+    require_dir(directory, "DIR")
+    summary: dict[str, Any] = write_report(directory, output)
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        click.echo(
+            f"sweep-report: {summary['points']} points ({summary['ok']} ok, "
+            f"{summary['failed']} failed) -> {summary['report']}"
+        )

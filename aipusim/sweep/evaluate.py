@@ -1,0 +1,97 @@
+"""`evaluate_point`: compile one design point, simulate it, and return its measurements.
+
+Runs inside a worker process (local pool or Dask). Everything it writes goes to a private
+temporary folder that is removed afterwards: the model as ONNX (zoo models are built here,
+in the worker, so only the point's few fields travel), the arch TOML with the point's
+overrides (so the compiler and the simulator see the same hardware), and the compiler's
+output folder.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from aipusim.sweep.space import SweepPoint
+
+
+def _write_model(point: SweepPoint, folder: Path) -> Path:
+    if point.model.lower().endswith(".onnx"):
+        return Path(point.model)
+    import onnx
+
+    from aipusim import zoo
+
+    path = folder / f"{point.model}.onnx"
+    onnx.save(zoo.build(point.model, input_size=point.input_size), path)
+    return path
+
+
+def _write_arch(point: SweepPoint, folder: Path) -> Path | None:
+    """The arch file of the point: the sweep's own, or a copy with the point's overrides."""
+    if not point.arch_params:
+        return Path(point.arch_path) if point.arch_path is not None else None
+    import tomli_w
+
+    from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
+    from aipusim.arch.loader import read_toml
+
+    # load_arch checks the overrides (unknown keys, types, consistency) with its messages.
+    load_arch(point.arch_path, point.arch_overrides())
+    raw = read_toml(Path(point.arch_path) if point.arch_path else DEFAULT_ARCH_PATH)
+    for dotted, value in point.arch_params:
+        *tables, key = dotted.split(".")
+        node = raw
+        for table in tables:
+            node = node[table]
+        node[key] = value
+    path = folder / "arch.toml"
+    path.write_bytes(tomli_w.dumps(raw).encode())
+    return path
+
+
+def evaluate_point(point: SweepPoint) -> dict[str, Any]:
+    """Compile and simulate ``point``; the measurements of its result row.
+
+    Raises the pipeline's `AipuSimError` when the point cannot be compiled or simulated
+    (the runner records it as a failed row).
+    Example: ``evaluate_point(build_space(["tiny_cnn"], frames=2).points[0])["fps"]``.
+    """
+    from aipusim.arch import load_arch
+    from aipusim.compiler.driver import compile_model
+    from aipusim.compiler.request import CompileRequest
+    from aipusim.simulator import simulate
+
+    config = point.config()
+    with tempfile.TemporaryDirectory(prefix="aipusim-sweep-") as tmp:
+        folder = Path(tmp)
+        arch_path = _write_arch(point, folder)
+        arch = load_arch(arch_path)
+        model_path = _write_model(point, folder)
+        output_dir = folder / "compiled"
+        request = CompileRequest(
+            model_path=model_path, output_dir=output_dir, config=config, arch_path=arch_path
+        )
+        start = time.perf_counter()
+        compile_model(request)
+        compiled = time.perf_counter()
+        result = simulate(output_dir / "compiled_model", arch=arch, frames=point.frames)
+        simulated = time.perf_counter()
+    watts = result.avg_power_w
+    return {
+        "fps": result.fps,
+        "latency_us_p50": result.latency_us_p50,
+        "latency_us_p99": result.latency_us_p99,
+        "energy_mj_per_frame": result.energy_mj_per_frame_total,
+        "avg_power_w": watts,
+        "peak_power_w": result.peak_power_w,
+        "fps_per_w": result.fps / watts if watts > 0 else float("nan"),
+        "total_cycles": result.total_cycles,
+        "compile_s": compiled - start,
+        "simulate_s": simulated - compiled,
+    }
+
+
+__all__ = ["evaluate_point"]

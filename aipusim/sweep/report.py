@@ -1,0 +1,190 @@
+"""Summarise a sweep folder: Pareto fronts, two plots and a Markdown table.
+
+Two trade-offs, each per model (different models do different work, so their points are
+not rivals): throughput against efficiency (maximise FPS and FPS/W) and latency against
+power (minimise p50 latency and average power). A point is on a front when no other point
+of its model is at least as good in both figures and better in one.
+
+>>> import pandas as pd
+>>> df = pd.DataFrame({"fps": [10, 20, 15, 5], "fps_per_w": [5, 2, 4, 1]})
+>>> pareto_mask(df["fps"], df["fps_per_w"], maximize=(True, True)).tolist()
+[True, True, True, False]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aipusim.sweep.store import STATUS_FAILED, STATUS_OK, ResultStore, swept_columns
+
+
+@dataclass(frozen=True)
+class Front:
+    """One trade-off: two result columns and whether each is maximised."""
+
+    name: str
+    x: str
+    y: str
+    maximize: tuple[bool, bool]
+    title: str
+    x_label: str
+    y_label: str
+
+
+FRONTS = (
+    Front("fps", "fps", "fps_per_w", (True, True), "Throughput vs efficiency", "FPS", "FPS/W"),
+    Front(
+        "latency",
+        "latency_us_p50",
+        "avg_power_w",
+        (False, False),
+        "Latency vs power",
+        "latency p50 (µs)",
+        "average power (W)",
+    ),
+)
+
+
+def pareto_mask(x: Sequence[float], y: Sequence[float], maximize: tuple[bool, bool]) -> np.ndarray:
+    """True for the non-dominated points of (x, y); NaN points are never on the front."""
+    xs = np.asarray(x, dtype=float) * (1 if maximize[0] else -1)
+    ys = np.asarray(y, dtype=float) * (1 if maximize[1] else -1)
+    valid = ~(np.isnan(xs) | np.isnan(ys))
+    mask = np.zeros(len(xs), dtype=bool)
+    vx, vy = xs[valid], ys[valid]
+    # Point i is dominated when some j is >= in both figures and > in at least one.
+    ge = (vx[None, :] >= vx[:, None]) & (vy[None, :] >= vy[:, None])
+    gt = (vx[None, :] > vx[:, None]) | (vy[None, :] > vy[:, None])
+    mask[valid] = ~(ge & gt).any(axis=1)
+    return mask
+
+
+def front_flags(ok: pd.DataFrame) -> pd.DataFrame:
+    """``ok`` with a boolean column ``front_<name>`` per trade-off (per model)."""
+    out = ok.copy()
+    for front in FRONTS:
+        flags = pd.Series(False, index=out.index)
+        for _, group in out.groupby("model", sort=False):
+            mask = pareto_mask(group[front.x], group[front.y], front.maximize)
+            flags.loc[group.index] = mask
+        out[f"front_{front.name}"] = flags.astype(bool)
+    return out
+
+
+def _plot(ok: pd.DataFrame, front: Front, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    flag = f"front_{front.name}"
+    for i, (model, group) in enumerate(ok.groupby("model", sort=False)):
+        color = colors[i % len(colors)]
+        rest = group[~group[flag]]
+        best = group[group[flag]].sort_values(front.x)
+        ax.scatter(rest[front.x], rest[front.y], color=color, alpha=0.35, s=25)
+        ax.plot(best[front.x], best[front.y], color=color, linewidth=1.2)
+        ax.scatter(
+            best[front.x],
+            best[front.y],
+            color=color,
+            edgecolor="black",
+            s=60,
+            label=f"{model} (front: {len(best)} of {len(group)})",
+            zorder=3,
+        )
+    ax.set_xlabel(front.x_label)
+    ax.set_ylabel(front.y_label)
+    better = " and ".join("higher" if m else "lower" for m in front.maximize)
+    ax.set_title(f"{front.title} (Pareto front highlighted; {better} is better)")
+    ax.grid(True, alpha=0.3)
+    if not ok.empty:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+_METRICS = [
+    "fps",
+    "fps_per_w",
+    "latency_us_p50",
+    "latency_us_p99",
+    "avg_power_w",
+    "peak_power_w",
+    "energy_mj_per_frame",
+]
+
+
+def _table(frame: pd.DataFrame, columns: list[str]) -> str:
+    if frame.empty:
+        return "_none_"
+    return frame[columns].to_markdown(index=False, floatfmt=".4g")
+
+
+def markdown_report(table: pd.DataFrame, keys: list[str], plots: dict[str, str]) -> str:
+    """The Markdown text: counts, each front, every point, then the failures."""
+    ok = front_flags(table[table["status"] == STATUS_OK])
+    failed = table[table["status"] == STATUS_FAILED]
+    lines = [
+        "# Sweep report",
+        "",
+        f"{len(table)} points: {len(ok)} ok, {len(failed)} failed. "
+        f"Models: {', '.join(table['model'].unique())}. "
+        f"Swept: {', '.join(keys) if keys else 'nothing (one point per model)'}.",
+        "",
+    ]
+    for front in FRONTS:
+        flag = f"front_{front.name}"
+        on = ok[ok[flag]].sort_values(["model", front.x], ascending=[True, not front.maximize[0]])
+        lines += [
+            f"## {front.title}: Pareto front",
+            "",
+            f"![{front.title}]({plots[front.name]})",
+            "",
+            _table(on, ["model", *keys, *_METRICS]),
+            "",
+        ]
+    ranked = ok.sort_values(["model", "fps"], ascending=[True, False]).copy()
+    ranked["front"] = [
+        ",".join(f.name for f in FRONTS if row[f"front_{f.name}"]) for _, row in ranked.iterrows()
+    ]
+    lines += ["## All points", "", _table(ranked, ["model", *keys, *_METRICS, "front"]), ""]
+    lines += ["## Failed points", "", _table(failed, ["model", *keys, "error"]), ""]
+    return "\n".join(lines)
+
+
+def write_report(directory: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Read the sweep in ``directory``; write ``report.md`` and the two front plots.
+
+    Returns a summary: counts, the files written, and the ids of the points on each front.
+    """
+    table = ResultStore(directory).read()
+    target = Path(out_dir) if out_dir is not None else Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    keys = swept_columns(table.columns)
+    ok = front_flags(table[table["status"] == STATUS_OK])
+    plots = {f.name: f"pareto_{f.name}.png" for f in FRONTS}
+    for front in FRONTS:
+        _plot(ok, front, target / plots[front.name])
+    report = target / "report.md"
+    report.write_text(markdown_report(table, keys, plots))
+    return {
+        "points": len(table),
+        "ok": len(ok),
+        "failed": int((table["status"] == STATUS_FAILED).sum()),
+        "report": str(report),
+        "plots": [str(target / p) for p in plots.values()],
+        "fronts": {f.name: ok.loc[ok[f"front_{f.name}"], "point_id"].tolist() for f in FRONTS},
+    }
+
+
+__all__ = ["FRONTS", "Front", "front_flags", "markdown_report", "pareto_mask", "write_report"]

@@ -1,0 +1,324 @@
+"""Run the points of a sweep on a local process pool or a Dask cluster; store the rows.
+
+The backend is an existing engine, never a scheduler of ours: `concurrent.futures`
+(``ProcessPoolExecutor``) by default, or ``dask.distributed`` (``--cluster local:N`` starts a
+``LocalCluster``; ``--scheduler tcp://HOST:PORT`` joins a running one). Dask is an optional
+extra, imported only when asked for.
+
+Each point runs in a worker through `run_point`, which turns any exception into a failed
+outcome carrying the error message, so one bad point never stops the sweep. The main process
+collects outcomes as they complete, shows a progress bar, and flushes rows to the
+`ResultStore` every ``flush_every`` points or ``flush_seconds`` seconds, and once more when
+the sweep ends or is interrupted (Ctrl-C, SIGTERM): only the points in flight are lost, and
+the next run with the same arguments picks up the rest.
+
+>>> parse_backend(workers=None, cluster="local:2", scheduler=None)
+Backend(kind='dask-local', workers=2, address=None)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from aipusim.errors import ConfigError, SimulationError
+from aipusim.sweep.space import SweepPoint, SweepSpace
+from aipusim.sweep.store import (
+    METRIC_COLUMNS,
+    STATUS_FAILED,
+    STATUS_OK,
+    TYPED_SUFFIX,
+    ResultStore,
+    result_schema,
+)
+
+#: What evaluates one point: returns the measurements (keys of `METRIC_COLUMNS`).
+Evaluator = Callable[[SweepPoint], Mapping[str, Any]]
+
+_DASK_MISSING = (
+    "{flag} requires the optional extra aipusim[distributed] (pip install 'aipusim[distributed]')"
+)
+_CLUSTER_RE = re.compile(r"local:(\d+)")
+_ADDRESS_RE = re.compile(r"[a-z][a-z0-9+.-]*://[^\s/:]+:\d+")
+#: Longest error message kept in a row (a traceback-sized message is noise in a table).
+_MAX_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where the points run: ``local`` (process pool), ``dask-local`` or ``dask``."""
+
+    kind: str
+    workers: int | None = None
+    address: str | None = None
+
+
+def parse_backend(
+    workers: int | None = None, cluster: str | None = None, scheduler: str | None = None
+) -> Backend:
+    """The backend of ``--workers N``, ``--cluster local:N`` or ``--scheduler URL`` (one)."""
+    given = [
+        f
+        for f, v in (("--workers", workers), ("--cluster", cluster), ("--scheduler", scheduler))
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise ConfigError(f"give only one of --workers, --cluster, --scheduler, not {given}")
+    if cluster is not None:
+        match = _CLUSTER_RE.fullmatch(cluster.strip())
+        if match is None or int(match.group(1)) < 1:
+            raise ConfigError(f"--cluster must be local:N with N >= 1, not {cluster!r}")
+        return Backend("dask-local", workers=int(match.group(1)))
+    if scheduler is not None:
+        if _ADDRESS_RE.fullmatch(scheduler.strip()) is None:
+            raise ConfigError(
+                f"--scheduler must be a scheduler address like tcp://HOST:PORT, not {scheduler!r}"
+            )
+        return Backend("dask", address=scheduler.strip())
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        raise ConfigError(f"--workers must be a positive integer, not {workers!r}")
+    return Backend("local", workers=workers or os.cpu_count() or 1)
+
+
+def require_dask(flag: str) -> None:
+    """`ConfigError` naming the extra to install when ``dask.distributed`` is missing."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise ConfigError(_DASK_MISSING.format(flag=flag)) from None
+
+
+def run_point(evaluator: Evaluator, point: SweepPoint) -> dict[str, Any]:
+    """Evaluate one point in a worker: its measurements, or a failed outcome with the error."""
+    try:
+        measured = dict(evaluator(point))
+    except Exception as exc:  # a failing point is data, whatever the cause
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return {"status": STATUS_FAILED, "error": message[:_MAX_ERROR_CHARS]}
+    unknown = set(measured) - set(METRIC_COLUMNS)
+    assert not unknown, f"evaluator returned columns outside the schema: {sorted(unknown)}"
+    return {**measured, "status": STATUS_OK, "error": None}
+
+
+def _typed(value: Any, kind: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, StrEnum):
+        return value.value
+    return float(value) if kind == "float" else value
+
+
+def make_row(
+    point: SweepPoint, outcome: Mapping[str, Any], typed: Mapping[str, str]
+) -> dict[str, Any]:
+    """The full result row of a point: identity, swept values, then the outcome."""
+    row: dict[str, Any] = {
+        "point_id": point.point_id,
+        "model": point.model,
+        "input_size": point.input_size,
+        "frames": point.frames,
+    }
+    values = {k: v for k, v in point.params}
+    values.update({"arch." + k: v for k, v in point.arch_params})
+    for column, text in point.columns().items():
+        row[column] = text
+        if column in typed:
+            row[column + TYPED_SUFFIX] = _typed(values[column], typed[column])
+    for column in METRIC_COLUMNS:
+        row[column] = outcome.get(column)
+    return row
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What one `run_sweep` call did."""
+
+    total: int
+    skipped: int
+    ran: int
+    failed: int
+    directory: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "points": self.total,
+            "skipped": self.skipped,
+            "ran": self.ran,
+            "failed": self.failed,
+            "dir": str(self.directory),
+        }
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so finished rows are flushed on the way out."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Interrupted()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _executor(backend: Backend) -> Iterator[tuple[Callable[..., Any], Callable[..., Any]]]:
+    """``(submit, as_completed)`` of the backend; shuts it down on the way out."""
+    if backend.kind == "local":
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        pool = ProcessPoolExecutor(max_workers=backend.workers)
+        try:
+            yield pool.submit, as_completed
+        except BaseException:
+            # Interrupted: drop the queue and do not wait for the points in flight.
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+        return
+    require_dask("--cluster" if backend.kind == "dask-local" else "--scheduler")
+    import logging
+
+    from distributed import Client, LocalCluster
+    from distributed import as_completed as dask_as_completed
+
+    cluster = None
+    if backend.kind == "dask-local":
+        # One thread per worker: the points are CPU-bound Python, threads would only contend.
+        cluster = LocalCluster(
+            n_workers=backend.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(backend.address, timeout=30)
+        except OSError as exc:
+            raise ConfigError(
+                f"--scheduler must be a reachable Dask scheduler, not {backend.address!r} ({exc})"
+            ) from None
+
+    def submit(fn: Callable[..., Any], *args: Any) -> Any:
+        return client.submit(fn, *args, pure=False)
+
+    try:
+        yield submit, dask_as_completed
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_sweep(
+    space: SweepSpace,
+    directory: str | Path,
+    *,
+    evaluator: Evaluator | None = None,
+    backend: Backend | None = None,
+    flush_every: int = 8,
+    flush_seconds: float = 10.0,
+    progress: bool = True,
+) -> SweepSummary:
+    """Evaluate every point of ``space`` not yet stored in ``directory``; store the rows.
+
+    ``evaluator`` defaults to `aipusim.sweep.evaluate.evaluate_point` (compile + simulate).
+    It must be picklable by reference (a module-level function) for the local pool.
+    """
+    if evaluator is None:
+        from aipusim.sweep.evaluate import evaluate_point
+
+        evaluator = evaluate_point
+    backend = backend or parse_backend()
+    store = ResultStore(directory)
+    store.open(space.context)
+    typed = space.typed_columns()
+    key_columns = list(space.points[0].columns()) if space.points else []
+    schema = result_schema(key_columns, typed)
+    done = store.done_ids()
+    todo = [p for p in space.points if p.point_id not in done]
+    skipped = len(space.points) - len(todo)
+    ran = failed = 0
+    if not todo:
+        return SweepSummary(len(space.points), skipped, 0, 0, store.directory)
+
+    from tqdm import tqdm
+
+    buffer: list[dict[str, Any]] = []
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        if buffer:
+            store.write_part(buffer, schema)
+            buffer.clear()
+        last_flush = time.monotonic()
+
+    bar = tqdm(
+        total=len(space.points),
+        initial=skipped,
+        unit="pt",
+        desc="sweep",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    try:
+        with _sigterm_as_interrupt(), _executor(backend) as (submit, as_completed):
+            futures = {submit(run_point, evaluator, p): p for p in todo}
+            for future in as_completed(list(futures)):
+                point = futures[future]
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool:
+                    raise SimulationError(
+                        "a sweep worker process died (out of memory or killed); the finished "
+                        "points are stored, re-run the same command to resume"
+                    ) from None
+                except Exception as exc:  # the engine lost the task (e.g. a Dask worker died)
+                    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+                    outcome = {"status": STATUS_FAILED, "error": message[:_MAX_ERROR_CHARS]}
+                buffer.append(make_row(point, outcome, typed))
+                ran += 1
+                failed += outcome["status"] == STATUS_FAILED
+                bar.update(1)
+                bar.set_postfix(failed=failed, refresh=False)
+                if len(buffer) >= flush_every or time.monotonic() - last_flush >= flush_seconds:
+                    flush()
+    finally:
+        flush()
+        bar.close()
+    return SweepSummary(len(space.points), skipped, ran, failed, store.directory)
+
+
+__all__ = [
+    "Backend",
+    "Evaluator",
+    "SweepSummary",
+    "make_row",
+    "parse_backend",
+    "require_dask",
+    "run_point",
+    "run_sweep",
+]

@@ -1,0 +1,75 @@
+"""The Parquet result folder: atomic parts, ids of done points, one row per id, context."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from aipusim.errors import ConfigError
+from aipusim.sweep.store import ResultStore, result_schema, swept_columns
+
+SCHEMA = result_schema(
+    ["mvm_utilization_limit", "arch.ddr.effective_bw_gb_s"], {"mvm_utilization_limit": "float"}
+)
+
+
+def _row(point_id: str, fps: float | None = 1.0, status: str = "ok") -> dict:
+    return {
+        "point_id": point_id,
+        "model": "tiny_cnn",
+        "frames": 2,
+        "mvm_utilization_limit": "0.5",
+        "mvm_utilization_limit__value": 0.5,
+        "arch.ddr.effective_bw_gb_s": "12",
+        "status": status,
+        "fps": fps,
+    }
+
+
+def test_parts_are_numbered_and_leave_no_temporary_files(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.open({"base_config": {}})
+    assert store.write_part([_row("a"), _row("b")], SCHEMA).name == "part-0000.parquet"
+    assert store.write_part([_row("c", None, "failed")], SCHEMA).name == "part-0001.parquet"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "part-0000.parquet",
+        "part-0001.parquet",
+        "sweep.json",
+    ]
+    assert store.done_ids() == {"a", "b", "c"}
+    schema = pq.read_schema(tmp_path / "part-0001.parquet")
+    assert str(schema.field("fps").type) == "double"
+    assert str(schema.field("mvm_utilization_limit__value").type) == "double"
+    assert str(schema.field("arch.ddr.effective_bw_gb_s").type) == "string"
+
+
+def test_read_keeps_one_row_per_point(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.open({})
+    store.write_part([_row("a", 1.0), _row("b", 2.0)], SCHEMA)
+    store.write_part([_row("a", 9.0)], SCHEMA)  # e.g. two sweeps racing into one folder
+    table = store.read()
+    assert table["point_id"].tolist() == ["a", "b"]
+    assert table["fps"].tolist() == [1.0, 2.0]
+    assert swept_columns(table.columns) == ["mvm_utilization_limit", "arch.ddr.effective_bw_gb_s"]
+
+
+def test_a_folder_keeps_one_context(tmp_path: Path) -> None:
+    ResultStore(tmp_path).open({"base_config": {"double_buffer": False}, "arch_sha256": "x"})
+    ResultStore(tmp_path).open({"arch_sha256": "x", "base_config": {"double_buffer": False}})
+    with pytest.raises(ConfigError, match=r"same --conf/--set/--arch.*differs in base_config"):
+        ResultStore(tmp_path).open({"base_config": {}, "arch_sha256": "x"})
+
+
+def test_reading_an_empty_folder_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"must hold part-\*\.parquet results, not none"):
+        ResultStore(tmp_path).read()
+
+
+def test_output_must_not_be_a_file(tmp_path: Path) -> None:
+    file = tmp_path / "results"
+    file.write_text("")
+    with pytest.raises(ConfigError, match=r"-o must be a folder"):
+        ResultStore(file).open({})
