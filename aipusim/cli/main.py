@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
     "isa": "aipusim.cli.isa_cmd:isa",
+    "sweep": "aipusim.cli.sweep_cmd:sweep",
+    "sweep-report": "aipusim.cli.sweep_cmd:sweep_report",
     "profile": "aipusim.cli.profile_cmd:profile",
     "zoo": "aipusim.cli.zoo_cmd:zoo",
 }
