@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,7 @@ from aipusim.arch import Arch, load_arch
 from aipusim.errors import ConfigError
 from aipusim.isa.program import Program, load_program
 from aipusim.isa.tasks import Task
-from aipusim.isa.trace_schema import TraceHeader, parse_levels
+from aipusim.isa.trace_schema import POWER_TIMELINE_SUFFIX, TraceHeader, parse_levels
 from aipusim.simulator.engine import Simulation
 from aipusim.simulator.result import SimResult
 from aipusim.simulator.trace import Tracer
@@ -63,6 +63,7 @@ def simulate(
     levels: str | Sequence[str] | None = None,
     trace_path: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> SimResult:
     """Simulate a compiled program for ``frames`` frames per instance replica.
 
@@ -70,7 +71,11 @@ def simulate(
     `Program` with in-memory ``tasklists`` ``{logical core: [Task, ...]}``. ``levels``
     (default: the program's ``profiling_levels``) are the trace tags to record; they cost
     control-core cycles whether or not ``trace_path`` is given. A ``trace_path`` ending in
-    ``.parquet`` writes Parquet, anything else text; the power timeline goes beside it.
+    ``.parquet`` writes Parquet, anything else text; the power timeline goes beside it
+    (``run.trace`` -> ``run.power.parquet``). ``overrides`` change runtime knobs
+    (``frequency``, ``double_buffer``, ``use_hw_tokens``, ``stream_tasklist``,
+    ``mvm_utilization_limit``, ``multicore_mode``, ``replicas``, ``profiling_levels``).
+    ``progress(n)`` is called as frames come back.
 
     >>> from aipusim.isa.program import Instance, MulticoreMode, Program
     >>> from aipusim.isa.tasks import Mvm, Unit
@@ -100,7 +105,7 @@ def simulate(
         program = program.with_overrides(**changes)
     tags = parse_levels(levels if levels is not None else list(program.profiling_levels))
     tracer = Tracer(tags, arch.control.trace_line_cycles) if tags else None
-    sim = Simulation(program, lists, arch, frames=frames, tracer=tracer)
+    sim = Simulation(program, lists, arch, frames=frames, tracer=tracer, progress=progress)
     result = sim.run()
     if trace_path is not None:
         path = Path(trace_path)
@@ -112,6 +117,6 @@ def simulate(
             {"mode": str(program.multicore_mode)},
         )
         (tracer or Tracer((), 0)).write(path, header)
-        timeline = path.with_name(path.name.removesuffix(path.suffix) + ".power.parquet")
+        timeline = path.with_name(path.name.removesuffix(path.suffix) + POWER_TIMELINE_SUFFIX)
         result.power_timeline.to_parquet(timeline, index=False)
     return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,7 @@ class Simulation:
         *,
         frames: int = 8,
         tracer: Tracer | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> None:
         if not isinstance(frames, int) or frames < 1:
             raise SimulationError(f"frames must be an integer >= 1, not {frames!r}")
@@ -139,6 +140,8 @@ class Simulation:
         self.freq_hz = freq
         self.env = simpy.Environment()
         self.tracer = tracer
+        #: Called with the number of frames each time frames come back to the host.
+        self.progress = progress
         self.frames_per_start = program.frames_per_start
         self.starts = math.ceil(frames / self.frames_per_start)
         self.frames = self.starts * self.frames_per_start

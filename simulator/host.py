@@ -88,3 +88,5 @@ def host_outputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
             for k in range(sim.frames_per_start):
                 sim.tracer.frame(rep, s * sim.frames_per_start + k, rep.issue[s], end)
         rep.d2h_event(s).succeed(end)
+        if sim.progress is not None:
+            sim.progress(sim.frames_per_start)

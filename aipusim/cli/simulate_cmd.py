@@ -1,0 +1,116 @@
+"""``aipusim simulate``: run a compiled model's tasklists on the simulated chip."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from aipusim.cli.options import arch_option, json_option, load_arch_option, require_dir
+from aipusim.errors import ConfigError
+
+
+def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set must be key=value, not {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@click.command("simulate")
+@click.argument("compiled_dir", type=click.Path(path_type=Path))
+@click.option("--frames", type=int, default=8, show_default=True, help="Frames per instance.")
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a profiling trace (text; .parquet for Parquet) and the power timeline beside it.",
+)
+@click.option(
+    "--levels",
+    default=None,
+    metavar="B,PB,PE,K,M,T",
+    help="Profiling levels to record (default: the program's profiling_levels).",
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Change a runtime knob: frequency, double_buffer, use_hw_tokens, stream_tasklist, "
+    "mvm_utilization_limit, multicore_mode, replicas, profiling_levels. Repeatable.",
+)
+@arch_option
+@json_option
+def simulate(
+    compiled_dir: Path,
+    frames: int,
+    trace_path: Path | None,
+    levels: str | None,
+    sets: tuple[str, ...],
+    arch_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Simulate COMPILED_DIR (model.json + core<N>.tasklist) and print FPS, latency,
+    utilization, energy and power.
+
+    Example: ``aipusim simulate out/compiled_model --frames 16 --set frequency=400000000``
+    """
+    from tqdm import tqdm
+
+    from aipusim.isa.program import load_program
+    from aipusim.simulator import simulate as run_simulation
+
+    require_dir(compiled_dir, "COMPILED_DIR")
+    if frames < 1:
+        raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    overrides = _parse_sets(sets)
+    arch = load_arch_option(arch_path)
+    program, tasklists = load_program(compiled_dir)
+    expected = frames * max(1, program.replicas)
+    with tqdm(total=expected, unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
+        result = run_simulation(
+            program,
+            tasklists,
+            arch=arch,
+            frames=frames,
+            levels=levels,
+            trace_path=trace_path,
+            overrides=overrides,
+            progress=bar.update,
+        )
+    if as_json:
+        click.echo(result.to_json())
+        return
+    click.echo(summary_text(result))
+
+
+def summary_text(result) -> str:  # type: ignore[no-untyped-def]
+    """The human-readable summary table of a `SimResult`."""
+    lines = [
+        f"{result.model}: {result.multicore_mode}, {result.replicas} replica(s) on "
+        f"{result.active_cores} core(s), {result.frequency_hz / 1e6:g} MHz at "
+        f"{result.voltage_v:.2f} V, {result.frames} frames in {result.total_cycles} cycles "
+        f"({result.seconds * 1e3:.3f} ms)",
+        "",
+        f"  system FPS          {result.fps:12.1f}   (host link included)",
+        f"  device FPS          {result.device_fps:12.1f}",
+        f"  latency p50 / p99   {result.latency_us_p50:12.1f} / {result.latency_us_p99:.1f} us",
+        f"  avg / peak power    {result.avg_power_w:12.3f} / {result.peak_power_w:.3f} W",
+        f"  energy per frame    {result.energy_mj_per_frame_total:12.4f} mJ "
+        f"(INIT share {result.energy_mj_init / max(result.frames, 1):.4f} mJ)",
+        "",
+        "  busy %  " + "  ".join(f"{u}={v * 100:.1f}" for u, v in result.utilization.items()),
+        "  cores % " + "  ".join(f"{c}={v * 100:.1f}" for c, v in result.core_utilization.items()),
+        "  links % " + "  ".join(f"{k}={v * 100:.1f}" for k, v in result.link_utilization.items()),
+        "",
+        "  energy per frame by component (mJ):",
+    ]
+    for comp, mj in result.energy_mj_per_frame.items():
+        lines.append(f"    {comp:<8} {mj:10.5f}")
+    return "\n".join(lines)

@@ -1,0 +1,155 @@
+"""Runtime knobs and multicore modes change the timing the way the hardware model says."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import dma, gtok, mvm, program, tok
+
+from aipusim.arch import load_arch
+from aipusim.errors import ConfigError, SimulationError
+from aipusim.isa.program import MulticoreMode
+from aipusim.isa.tasks import DpuKind, DpuOp, Pool, Unit
+from aipusim.simulator import simulate
+
+ARCH = load_arch()
+
+
+def compute_layer(n: int = 8, vectors: int = 2000) -> list:
+    """Double-buffered tiles: DMA in from DDR, MVM, with buffer-free tokens back."""
+    out = []
+    for i in range(n):
+        buf = i % 2
+        waits = (tok(2 + buf),) if i >= 2 else ()
+        out.append(dma(Unit.DMA0, 8192, waits=waits, signals=(tok(buf),)))
+        out.append(mvm(vectors, waits=(tok(buf),), signals=(tok(2 + buf),)))
+    return out
+
+
+def ddr_layer(n: int = 8) -> list:
+    return [dma(Unit.DMA0 if i % 2 else Unit.DMA1, 262144) for i in range(n)]
+
+
+def test_double_buffer_overlaps_input_with_compute() -> None:
+    kw = {"input_bytes": 600_000, "output_bytes": 1000}
+    on = simulate(program(1, double_buffer=True, **kw), {0: compute_layer()}, arch=ARCH)
+    off = simulate(program(1, double_buffer=False, **kw), {0: compute_layer()}, arch=ARCH)
+    assert on.fps > 1.3 * off.fps
+    assert on.device_latency_cycles.tolist() == off.device_latency_cycles.tolist()
+
+
+def test_multithread_shares_one_host_dispatcher() -> None:
+    tl = {0: [mvm(200)]}  # short compute: the host's per-transfer setup dominates
+    proc = program(1, MulticoreMode.MULTIPROCESS, resources=0.25, input_bytes=1000)
+    thread = program(1, MulticoreMode.MULTITHREAD, resources=0.25, input_bytes=1000)
+    assert proc.replicas == thread.replicas == 4
+    r_proc = simulate(proc, tl, arch=ARCH, frames=8)
+    r_thread = simulate(thread, tl, arch=ARCH, frames=8)
+    assert r_proc.frames == r_thread.frames == 32
+    assert r_proc.active_cores == 4
+    assert r_thread.fps < r_proc.fps
+
+
+def test_half_frequency_doubles_compute_time_but_not_ddr_time() -> None:
+    compute = {0: [mvm(5000)]}
+    fast = simulate(program(1), compute, arch=ARCH, frames=2)
+    slow = simulate(program(1, frequency_hz=400_000_000), compute, arch=ARCH, frames=2)
+    assert slow.device_latency_cycles.tolist() == fast.device_latency_cycles.tolist()
+    us_fast = fast.device_latency_cycles[0] / 800e6
+    us_slow = slow.device_latency_cycles[0] / 400e6
+    assert us_slow == pytest.approx(2 * us_fast)
+    ddr = {0: ddr_layer()}
+    ddr_fast = simulate(program(1), ddr, arch=ARCH, frames=2)
+    ddr_slow = simulate(program(1, frequency_hz=400_000_000), ddr, arch=ARCH, frames=2)
+    # DDR keeps its GB/s: at half the clock a DDR-bound start takes about half the cycles.
+    ratio = ddr_slow.device_latency_cycles[0] / ddr_fast.device_latency_cycles[0]
+    assert 0.45 < ratio < 0.6
+    assert slow.voltage_v < fast.voltage_v
+
+
+def test_mvm_utilization_limit_lowers_peak_power_and_never_raises_fps() -> None:
+    tl = {0: compute_layer(n=16, vectors=4000)}
+    full = simulate(program(1), tl, arch=ARCH, frames=4)
+    half = simulate(program(1, mvm_utilization_limit=0.5), tl, arch=ARCH, frames=4)
+    assert half.peak_power_w < full.peak_power_w
+    assert half.fps <= full.fps
+    assert half.energy_mj_per_frame["mvm"] == pytest.approx(full.energy_mj_per_frame["mvm"])
+
+
+def test_polling_instead_of_hardware_tokens_costs_cycles() -> None:
+    tl = {0: compute_layer(n=16, vectors=300)}
+    hw = simulate(program(1), tl, arch=ARCH, frames=2)
+    poll = simulate(program(1, use_hw_tokens=False), tl, arch=ARCH, frames=2)
+    assert poll.total_cycles > hw.total_cycles
+    assert poll.busy_cycles["core0.control"] > hw.busy_cycles["core0.control"]
+    assert poll.event_counts["polls"] > 0 == hw.event_counts["polls"]
+
+
+def test_batch_on_four_cores_out_throughputs_one_core() -> None:
+    one = simulate(program(1), {0: compute_layer()}, arch=ARCH, frames=8)
+    batch = simulate(
+        program(4, MulticoreMode.BATCH),
+        {c: compute_layer() for c in range(4)},
+        arch=ARCH,
+        frames=8,
+    )
+    assert batch.frames == 8 and len(batch.device_latency_cycles) == 2
+    assert batch.device_fps > 2 * one.device_fps
+
+
+def test_pipeline_stages_overlap_frames() -> None:
+    stage = [mvm(3000)]
+    single = simulate(program(1), {0: [*stage, mvm(3000)]}, arch=ARCH, frames=8)
+    pipe = simulate(
+        program(2, MulticoreMode.PIPELINE),
+        {0: [mvm(3000, signals=(gtok(0),))], 1: [mvm(3000, waits=(gtok(0),))]},
+        arch=ARCH,
+        frames=8,
+    )
+    assert pipe.device_fps > 1.5 * single.device_fps
+
+
+def test_cooperative_split_beats_one_core_on_latency() -> None:
+    whole = simulate(program(1), {0: [mvm(8000)]}, arch=ARCH, frames=2)
+    split = simulate(program(2), {0: [mvm(4000)], 1: [mvm(4000)]}, arch=ARCH, frames=2)
+    assert split.latency_us_p50 < whole.latency_us_p50
+
+
+def test_trace_lines_cost_control_cycles() -> None:
+    tl = {0: compute_layer(n=32, vectors=50)}
+    quiet = simulate(program(1), tl, arch=ARCH, frames=2)
+    loud = simulate(program(1), tl, arch=ARCH, frames=2, levels="B,PB,PE,K,M,T")
+    assert loud.event_counts["trace_lines"] > 0
+    assert loud.busy_cycles["core0.control"] > quiet.busy_cycles["core0.control"]
+    assert loud.total_cycles > quiet.total_cycles
+
+
+def test_large_tasklist_needs_streaming() -> None:
+    n = ARCH.l2.tasklist_reserved_bytes_per_core // 96 + 10
+    tl = {0: [DpuOp(unit=Unit.DPU, kind=DpuKind.ADD, in_addr0=0, out_addr=0, elements=64)] * n}
+    with pytest.raises(SimulationError, match="stream_tasklist"):
+        simulate(program(1, stream_tasklist=False), tl, arch=ARCH, frames=1)
+    res = simulate(program(1, stream_tasklist=True), tl, arch=ARCH, frames=2)
+    assert res.event_counts["tasks"] == 2 * n
+
+
+def test_sysdma_is_shared_between_cores() -> None:
+    one = simulate(program(1), {0: [dma(Unit.SYSDMA, 65536, dst=Pool.L2)]}, arch=ARCH, frames=1)
+    two = simulate(
+        program(2),
+        {c: [dma(Unit.SYSDMA, 65536, src=Pool.L2, dst=Pool.L2)] for c in range(2)},
+        arch=ARCH,
+        frames=1,
+    )
+    assert two.device_latency_cycles[0] > 1.8 * (65536 / ARCH.sysdma.bw_bytes_per_cycle)
+    assert one.device_latency_cycles[0] > 0
+
+
+def test_overrides_are_checked() -> None:
+    with pytest.raises(ConfigError, match="simulate override must be one of"):
+        simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"frequncy": 1})
+    with pytest.raises(ConfigError, match="double_buffer must be true or false"):
+        simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"double_buffer": "maybe"})
+    res = simulate(program(1), {0: [mvm(100)]}, arch=ARCH, overrides={"frequency": "400000000"})
+    assert res.frequency_hz == 400_000_000
+    with pytest.raises(SimulationError, match="frequency_hz must be"):
+        simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"frequency": 10**6})
