@@ -120,11 +120,20 @@ class TaskChunk:
 # -- encoding ------------------------------------------------------------------------------
 
 
+def _utf8(name: str) -> bytes:
+    try:
+        return name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TasklistError(
+            f"layer name must be valid Unicode text (no lone surrogates), not {name!r}"
+        ) from None
+
+
 def _string_table(strings: Iterable[str]) -> bytes:
     names = list(strings)
     parts = [_COUNT.pack(len(names))]
     for name in names:
-        raw = name.encode("utf-8", "surrogatepass")
+        raw = _utf8(name)
         if len(raw) > _MAX_STRING_BYTES:
             raise TasklistError(
                 f"layer name must be at most {_MAX_STRING_BYTES} bytes of UTF-8, "
@@ -172,7 +181,7 @@ def write_tasklist(path: str | os.PathLike[str], tasklist: Tasklist) -> int:
 def tasklist_size_bytes(tasklist: Tasklist) -> int:
     """Bytes of the tasklist file (header, records, string table), without encoding it."""
     names = dict.fromkeys(t.layer for t in tasklist.tasks)
-    strings = _COUNT.size + sum(_STRLEN.size + len(n.encode("utf-8")) for n in names)
+    strings = _COUNT.size + sum(_STRLEN.size + len(_utf8(n)) for n in names)
     return HEADER_BYTES + len(tasklist.tasks) * RECORD_BYTES + strings
 
 

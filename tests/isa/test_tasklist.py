@@ -118,9 +118,15 @@ def test_tasks_given_as_list_become_a_tuple() -> None:
     assert hash(tl) == hash(Tasklist(0, tl.tasks))
 
 
-def test_core_id_range() -> None:
+def test_core_id_range_and_layer_names() -> None:
     with pytest.raises(TasklistError, match=r"core_id must be an integer 0-65535, not 70000"):
         encode_tasklist(Tasklist(70000, []))
+    bad = Tasklist(0, [TokenSignal(unit=Unit.DMA0, layer="a\udc80", signals=(L0,))])
+    with pytest.raises(TasklistError, match=r"layer name must be valid Unicode text"):
+        encode_tasklist(bad)
+    long_name = Tasklist(0, [TokenSignal(unit=Unit.DMA0, layer="x" * 70000, signals=(L0,))])
+    with pytest.raises(TasklistError, match=r"layer name must be at most 65535 bytes of UTF-8"):
+        encode_tasklist(long_name)
 
 
 def test_file_name_must_match_core_id(tmp_path: Path) -> None:
