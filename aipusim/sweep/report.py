@@ -103,7 +103,7 @@ def _plot(ok: pd.DataFrame, front: Front, path: Path) -> None:
         )
     ax.set_xlabel(front.x_label)
     ax.set_ylabel(front.y_label)
-    better = " and ".join("higher" if m else "lower" for m in front.maximize)
+    better = "higher" if front.maximize[0] else "lower"
     ax.set_title(f"{front.title} (Pareto front highlighted; {better} is better)")
     ax.grid(True, alpha=0.3)
     if not ok.empty:
@@ -127,7 +127,12 @@ _METRICS = [
 def _table(frame: pd.DataFrame, columns: list[str]) -> str:
     if frame.empty:
         return "_none_"
-    return frame[columns].to_markdown(index=False, floatfmt=".4g")
+    shown = frame[columns].copy()
+    for column in shown.columns:
+        if pd.api.types.is_float_dtype(shown[column]):
+            shown[column] = [f"{v:.4g}" if pd.notna(v) else "" for v in shown[column]]
+    # No number parsing: swept values stay as written ("1.0", not 1).
+    return shown.to_markdown(index=False, disable_numparse=True)
 
 
 def markdown_report(table: pd.DataFrame, keys: list[str], plots: dict[str, str]) -> str:
