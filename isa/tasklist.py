@@ -33,13 +33,15 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from aipusim.errors import TasklistError
 from aipusim.isa.encoding import (
+    COMMON_BYTES,
+    COMMON_FIELDS,
     LAYOUTS,
     RECORD_BYTES,
     decode_tasks,
@@ -353,7 +355,7 @@ def decode_tasklist(data: bytes) -> Tasklist:
     body = memoryview(data)[HEADER_BYTES:]
     crc = zlib.crc32(body)
     if crc != header.body_crc32:
-        raise crc_error(header, crc)
+        raise crc_error(header, crc, data.__getitem__)
     strings = parse_strings(
         body[header.string_table_offset - HEADER_BYTES :], header.string_table_offset
     )
@@ -428,7 +430,7 @@ def iter_tasklist_chunks(
         for piece in iter(lambda: fh.read(1 << 20), b""):
             crc = zlib.crc32(piece, crc)
         if crc != header.body_crc32:
-            raise crc_error(header, crc)
+            raise crc_error(header, crc, lambda at: _byte_at(fh, at))
         fh.seek(header.string_table_offset)
         strings = parse_strings(fh.read(), header.string_table_offset)
         resident = HEADER_BYTES + size - header.string_table_offset
@@ -455,6 +457,11 @@ def iter_tasklist_chunks(
         canon.finish()
     finally:
         fh.close()
+
+
+def _byte_at(fh: BinaryIO, offset: int) -> int:
+    fh.seek(offset)
+    return fh.read(1)[0]
 
 
 def tasklist_path(directory: str | os.PathLike[str], core_id: int) -> Path:
@@ -513,19 +520,34 @@ def locate_byte_error(
     return None
 
 
-def describe_offset(header: TasklistHeader, offset: int) -> str:
-    """What lives at file byte ``offset``: a header field, a task field or the strings."""
+def describe_offset(
+    header: TasklistHeader, offset: int, read_byte: Callable[[int], int] | None = None
+) -> str:
+    """What lives at file byte ``offset``: a header field, a task field or the strings.
+
+    ``read_byte(file_offset)`` lets it read a record's opcode to name kind-specific fields.
+    """
     if offset < HEADER_BYTES:
         name = max((k for k, at in _AT.items() if at <= offset), key=_AT.__getitem__)
         return f"header field `{name}`"
-    if offset < header.string_table_offset:
-        index, within = divmod(offset - HEADER_BYTES, RECORD_BYTES)
-        return f"task {index}, record byte {within}"
-    return "the string table"
+    if offset >= header.string_table_offset:
+        return "the string table"
+    index, within = divmod(offset - HEADER_BYTES, RECORD_BYTES)
+    fields = COMMON_FIELDS
+    if within >= COMMON_BYTES and read_byte is not None:
+        layout = LAYOUTS.get(read_byte(offset - within))
+        fields = layout.all_fields if layout is not None else fields
+    for f in fields:
+        if f.offset <= within < f.offset + f.size_bytes:
+            return f"task {index}, field `{f.name}`"
+    return f"task {index}, record byte {within}"
 
 
-def crc_error(header: TasklistHeader, computed_crc: int) -> TasklistError:
-    """The error for a body whose CRC32 differs from the header's."""
+def crc_error(
+    header: TasklistHeader, computed_crc: int, read_byte: Callable[[int], int] | None = None
+) -> TasklistError:
+    """The error for a body whose CRC32 differs from the header's (``read_byte`` as in
+    `describe_offset`)."""
     found = locate_byte_error(header.body_bytes, header.body_crc32, computed_crc)
     detail = (
         f"body CRC32 must be 0x{header.body_crc32:08x} (header byte 28), not 0x{computed_crc:08x}"
@@ -545,7 +567,7 @@ def crc_error(header: TasklistHeader, computed_crc: int) -> TasklistError:
     at = HEADER_BYTES + found[0]
     return TasklistError(
         f"byte {at}: {detail}; one corrupted byte explains it: byte {at} "
-        f"({describe_offset(header, at)}) has bits 0x{found[1]:02x} flipped"
+        f"({describe_offset(header, at, read_byte)}) has bits 0x{found[1]:02x} flipped"
     )
 
 

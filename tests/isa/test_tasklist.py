@@ -171,7 +171,7 @@ def test_crc_mismatch_names_the_corrupted_byte() -> None:
     with pytest.raises(
         TasklistError,
         match=rf"^byte {at}: body CRC32 must be 0x[0-9a-f]{{8}} \(header byte 28\), not "
-        rf".*byte {at} \(task 1, record byte 20\) has bits 0x10 flipped",
+        rf".*byte {at} \(task 1, field `waits\[1\].index`\) has bits 0x10 flipped",
     ):
         decode_tasklist(bytes(data))
 
@@ -314,8 +314,15 @@ def test_streaming_errors(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[HEADER_BYTES + 5] ^= 1
     path.write_bytes(bytes(data))
-    with pytest.raises(TasklistError, match=rf"^byte {HEADER_BYTES + 5}: body CRC32"):
+    with pytest.raises(TasklistError, match=rf"^byte {HEADER_BYTES + 5}: body CRC32.*`tile`"):
         next(iter_tasklist_chunks(path, window_bytes=4096))
+    data[HEADER_BYTES + 5] ^= 1
+    data[HEADER_BYTES + 60] ^= 0xFF  # DmaCopy src_addr, a kind-specific field
+    path.write_bytes(bytes(data))
+    with pytest.raises(TasklistError, match=r"\(task 0, field `src_addr`\)"):
+        next(iter_tasklist_chunks(path, window_bytes=4096))
+    with pytest.raises(TasklistError, match=r"\(task 0, field `src_addr`\)"):
+        read_tasklist(path)
     (tmp_path / "core2.tasklist").write_bytes(b"AIPU")
     with pytest.raises(TasklistError, match=r"^byte 4: file is truncated"):
         next(iter_tasklist_chunks(tmp_path / "core2.tasklist", window_bytes=4096))
