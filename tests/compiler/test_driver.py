@@ -1,0 +1,218 @@
+"""compile_model: artifacts written atomically, failure reports with status and stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.driver import LOG_NAME, REPORT_NAME, compile_model
+from aipusim.compiler.ir import verify
+from aipusim.compiler.pipeline import FRONT
+from aipusim.compiler.request import CompileRequest
+from aipusim.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
+
+FLOAT_FRONT = tuple(p for p in FRONT if p.name != "quantize")
+
+
+def request(model: Path, out: Path, *, shape=None, layout=None, **config) -> CompileRequest:
+    return CompileRequest(
+        model_path=model,
+        output_dir=out,
+        config=CompilerConfig(**config),
+        input_shape=shape,
+        input_data_layout=layout,
+        cli_args={"input": str(model), "output": str(out)},
+    )
+
+
+def save(model: onnx.ModelProto, folder: Path, name: str = "model.onnx") -> Path:
+    path = folder / name
+    onnx.save(model, path)
+    return path
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary folders the driver may have left beside the output."""
+    return [p.name for p in folder.iterdir() if p.name.startswith(".")]
+
+
+def report(out: Path) -> dict:
+    return json.loads((out / REPORT_NAME).read_text())
+
+
+def test_front_half_artifacts(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.detector(nms=True), tmp_path)
+    out = tmp_path / "out"
+    result = compile_model(
+        request(model, out, graph_cleaner_dump_core_onnx="core.onnx", trace_tvm_passes=True),
+        passes=FLOAT_FRONT,
+        dump_ir={"import", "validate_operators"},
+        after_pass=lambda name, graph: verify(graph),
+    )
+    assert result.status == "SUCCEEDED" and result.output_dir == out
+    files = set(result.files)
+    assert {
+        "cli_args.json",
+        "conf.json",
+        "input_model/fp32_model.onnx",
+        "postprocess.onnx",
+        "core.onnx",
+        "ir/00_import.txt",
+        "ir/09_validate_operators.txt",  # (no quantize in this list)
+        "pass_dependency_graph.json",
+        REPORT_NAME,
+        LOG_NAME,
+    } <= files
+    assert files == {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    rep = report(out)
+    assert rep["status"] == "SUCCEEDED" and rep["stage"] is None
+    assert rep["passes"][0]["name"] == "import"
+    assert rep["host_graphs"]["postprocess"]["ops"]["NonMaxSuppression"] == 1
+    assert json.loads((out / "cli_args.json").read_text())["input"] == str(model)
+    assert json.loads((out / "conf.json").read_text())["run_graph_cleaner"] is True
+    onnx.checker.check_model(onnx.load(out / "input_model" / "fp32_model.onnx"))
+    trace = json.loads((out / "pass_dependency_graph.json").read_text())
+    assert {n["name"] for n in trace["nodes"]} >= {"compile", "clean", "graph_cleaner"}
+    assert "graph_cleaner" in (out / LOG_NAME).read_text()
+    assert leftovers(tmp_path) == []
+
+
+def test_quantize_only_writes_the_quantized_model(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.classifier(), tmp_path)
+    out = tmp_path / "q"
+    result = compile_model(request(model, out, compiler_mode="quantize_only"))
+    ran = [r.name for r in result.records if r.ran]
+    assert ran[-1] == "quantize" and "rewrite_dense_to_conv2d" not in ran
+    assert (out / "quantized_model" / "quantized_model_manifest.json").is_file()
+    assert "accuracy" in report(out)
+
+
+def test_full_pipeline_runs(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.classifier(), tmp_path)
+    result = compile_model(request(model, tmp_path / "full"))
+    assert result.status == "SUCCEEDED"
+    assert [r.name for r in result.records if r.ran][-1] == "emit"
+    assert "compiled_model/model.json" in result.files
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "status", "match"),
+    [
+        (
+            lambda d, m: d / "missing.onnx",
+            OnnxImportError,
+            "ONNX_GRAPH_CLEANER_ERROR",
+            "not a file",
+        ),
+        (
+            lambda d, m: (d / "junk.onnx").write_bytes(b"\x08\xff garbage") and d / "junk.onnx",
+            OnnxImportError,
+            "ONNX_GRAPH_CLEANER_ERROR",
+            "is not an ONNX model",
+        ),
+        (
+            lambda d, m: save(m.constant_weights(dynamic=True), d),
+            OnnxImportError,
+            "ONNX_GRAPH_CLEANER_ERROR",
+            r"input `x` dim 0 \(N\) `batch` is dynamic",
+        ),
+    ],
+)
+def test_bad_input_leaves_only_report_and_log(
+    onnx_models, tmp_path: Path, make, error, status, match
+) -> None:
+    model = make(tmp_path, onnx_models)
+    out = tmp_path / "out"
+    with pytest.raises(error, match=match):
+        compile_model(request(model, out))
+    assert sorted(p.name for p in out.iterdir()) == [LOG_NAME, REPORT_NAME]
+    rep = report(out)
+    assert rep["status"] == status and rep["stage"] == "import"
+    assert "\n" not in rep["message"] and rep["message"]
+    assert leftovers(tmp_path) == []
+
+
+def test_unsupported_operators_fail_in_validate(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.detector(nms=True), tmp_path)
+    out = tmp_path / "out"
+    passes = tuple(p for p in FLOAT_FRONT if p.name != "graph_cleaner")
+    with pytest.raises(UnsupportedOperatorError, match="NonMaxSuppression"):
+        compile_model(request(model, out, run_graph_cleaner=False), passes=passes)
+    rep = report(out)
+    assert rep["status"] == "LOWER_FRONTEND_ERROR" and rep["stage"] == "validate_operators"
+    assert "NonMaxSuppression" in rep["message"]
+    assert [p["name"] for p in rep["passes"]][-1] == "simplify_mac_before_after_lut"
+
+
+def test_internal_errors_are_reported_with_the_stage_status(onnx_models, tmp_path: Path) -> None:
+    from aipusim.compiler.pipeline import Pass, Stage
+
+    def broken(graph, ctx):
+        raise RuntimeError("bug")
+
+    model = save(onnx_models.classifier(), tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="bug"):
+        compile_model(request(model, out), passes=(Pass("broken", broken, Stage.SIMPLIFY),))
+    rep = report(out)
+    assert rep["status"] == "QTOOLS_ERROR" and rep["stage"] == "broken"
+    assert rep["message"] == "internal error: RuntimeError('bug')"
+    assert "Traceback" in (out / LOG_NAME).read_text()
+
+
+def test_output_dir_rules(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.conv_bn_relu(), tmp_path)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="must be empty or an earlier compile output"):
+        compile_model(request(model, busy), passes=FLOAT_FRONT)
+    assert (busy / "notes.txt").read_text() == "mine"
+    compile_model(request(model, busy, remove_output_dir=True), passes=FLOAT_FRONT)
+    assert not (busy / "notes.txt").exists() and (busy / REPORT_NAME).is_file()
+    # an earlier output is replaced as a whole
+    (busy / "stale.txt").write_text("old")
+    compile_model(request(model, busy), passes=FLOAT_FRONT)
+    assert not (busy / "stale.txt").exists()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ConfigError, match="must be a folder"):
+        compile_model(request(model, afile), passes=FLOAT_FRONT)
+    assert leftovers(tmp_path) == []
+
+
+def test_dump_paths_may_not_escape(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.classifier(), tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(ConfigError, match="must be a file name inside the output dir"):
+        compile_model(
+            request(model, out, graph_cleaner_dump_core_onnx="../core.onnx"), passes=FLOAT_FRONT
+        )
+    assert not (tmp_path / "core.onnx").exists()
+    assert report(out)["stage"] == "write_artifacts"
+
+
+def test_nhwc_model_with_dynamic_dims_compiles(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.nhwc_preprocess(dynamic=True), tmp_path)
+    out = tmp_path / "out"
+    result = compile_model(
+        request(model, out, shape=(1, 32, 32, 3), layout="NHWC"), passes=FLOAT_FRONT
+    )
+    assert result.graph.shape(result.graph.inputs[0]) == (1, 3, 32, 32)
+    assert (out / "preprocess.onnx").is_file()
+
+
+def test_cli_compile_prints_one_line_errors(onnx_models, tmp_path: Path, capsys) -> None:
+    from aipusim.cli.main import main
+
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not onnx")
+    code = main(["compile", "-i", str(junk), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "is not an ONNX model" in err and "Traceback" not in err
+    assert report(tmp_path / "out")["status"] == "ONNX_GRAPH_CLEANER_ERROR"
