@@ -281,6 +281,7 @@ class _Lowerer:
         source = self.pword_source.get(node.inputs[0])
         if source is not None:
             plan.is_first = source in self.g.inputs
+            plan.in_bytes = (activation_bytes(self.g, source),)
         return plan
 
     def depthwise(self, node: Node) -> LayerPlan:

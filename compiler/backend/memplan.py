@@ -359,7 +359,7 @@ class _Builder:
         if t.psum_bytes:
             tile(f"psum:{layer.name}", BufKind.PSUM, t.psum_bytes)
         if layer.unit is LayerUnit.MVM:
-            biggest = max(b.weight_bytes for b in layer.imc.blocks)
+            biggest = t.block_bytes or max(b.weight_bytes for b in layer.imc.blocks)
             depth = (
                 2
                 if (self.cfg.imc_double_buffer_pipeline or self.cfg.imc_double_buffer_sequential)
@@ -425,20 +425,21 @@ class Planner:
         st.place(buf, addr)
         return True
 
-    def place_mandatory(self) -> Buffer | None:
-        """Place tile buffers, then every buffer at home (or slower); the first failure."""
+    def place_mandatory(self) -> list[Buffer]:
+        """Place tile buffers, then every buffer at home (or slower); the failures."""
         order = sorted(
             self.buffers.values(),
             key=lambda b: (b.allowed != (Pool.L1,), b.start, -b.size_bytes),
         )
+        failed = []
         for buf in order:
             home_rank = _LADDER.index(buf.home)
             for pool in reversed(_LADDER[: home_rank + 1]):
                 if self.try_place(buf, pool):
                     break
             else:
-                return buf
-        return None
+                failed.append(buf)
+        return failed
 
     def promote(self) -> None:
         movable = [b for b in self.buffers.values() if len(b.allowed) > 1]
@@ -488,16 +489,17 @@ def plan_memory(
             layers, groups, graph, config, layout, tasklist_bytes
         ).build()
         planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
-        failed = planner.place_mandatory()
-        if failed is None:
+        failures = planner.place_mandatory()
+        if not failures:
             if config.enable_buffer_promotion:
                 planner.promote()
             plan = MemPlan(buffers, planner.pools, len(groups), tensor_buffer, attempt)
             verify_memplan(plan)
             return plan
-        if retile is None or failed.allowed != (Pool.L1,) or attempt == config.max_memplan_attempts:
-            raise planner.error(failed)
-        groups = retile({failed.layer})
+        tile_only = all(b.allowed == (Pool.L1,) for b in failures)
+        if retile is None or not tile_only or attempt == config.max_memplan_attempts:
+            raise planner.error(failures[0])
+        groups = retile({b.layer for b in failures})
     raise AssertionError("unreachable: the loop returns or raises")
 
 

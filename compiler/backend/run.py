@@ -84,7 +84,13 @@ def pass_memplan(state: BackendState) -> BackendState:
         # tile the named layers twice as finely (their groups fall apart into single layers)
         for layer in state.layers:
             if layer.name in layer_names and layer.tiling is not None:
-                layer.extra["min_h_tiles"] = layer.tiling.h_tiles * 2
+                t = layer.tiling
+                stage_bound = layer.unit is LayerUnit.MVM and t.block_bytes * 2 > tiler.budget
+                if stage_bound or t.h_tiles >= (layer.geometry.out_h if layer.geometry else 1):
+                    layer.extra["min_oc_tiles"] = t.oc_tiles * 2  # narrower weight blocks
+                    layer.extra["min_h_tiles"] = t.h_tiles
+                else:
+                    layer.extra["min_h_tiles"] = t.h_tiles * 2
         holder["groups"] = tiler.run()
         return holder["groups"]
 

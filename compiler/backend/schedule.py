@@ -339,7 +339,7 @@ class ScheduleBuilder:
             return wbuf.addr + offset, set()
         stage = self.tile_buffer("wstage", layer, core)
         assert stage is not None, f"{layer.name}: no weight staging buffer"
-        biggest = max(b.weight_bytes for b in layer.imc.blocks)
+        biggest = layer.tiling.block_bytes or max(b.weight_bytes for b in layer.imc.blocks)
         depth = max(1, stage.size_bytes // max(1, biggest))
         counter_key = (core, layer.name)
         slot = self.stage_counter[counter_key] % depth

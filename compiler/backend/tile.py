@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.errors import TilingError
 
@@ -44,6 +45,7 @@ class Tiling:
     psum_bytes: int
     weight_stage_bytes: int
     group: int  # fusion group index
+    block_bytes: int = 0  # largest IMC weight block of one channel tile (MVM)
     fused_input: bool = False  # input is an intermediate of the group (L1 tile only)
     fused_output: bool = False  # output is an intermediate of the group
 
@@ -108,6 +110,7 @@ class Tiler:
         self.arch = arch
         self.graph = graph
         self.budget = budget_of_l1(config, arch)
+        self.imc_opts = ImcOptions.from_config(config)
         self.double_buffer_weights = (
             config.imc_double_buffer_pipeline or config.imc_double_buffer_sequential
         )
@@ -134,51 +137,50 @@ class Tiler:
             in_tiles = tuple(math.ceil(b / h) for b in layer.in_bytes)
         psum = 0
         stage = 0
+        block = 0
         if layer.unit is LayerUnit.MVM:
             imc = layer.imc
             if imc.row_blocks > 1:
                 psum = PSUM_BYTES * out_tile
+            # an output-channel tile maps its own (narrower) weight blocks
+            sub = replace(geo, cout=math.ceil(geo.cout / oc))
+            tile_map = map_layer(sub, self.arch, self.imc_opts, first_layer=layer.is_first)
+            block = max(b.weight_bytes for b in tile_map.blocks)
             if not self.cfg.ignore_weight_buffers:
-                biggest = max(b.weight_bytes for b in imc.blocks)
-                stage = biggest * (2 if self.double_buffer_weights else 1)
-        return Tiling(h, oc, slots, in_tiles, out_tile, psum, stage, group=-1)
-
-    def candidates(self, layer: LayerPlan) -> list[tuple[int, int]]:
-        out_h = _out_h(layer)
-        cout = layer.geometry.cout if layer.geometry else 1
-        force_h, force_oc = self.cfg.force_h_tiling, self.cfg.force_oc_tiling
-        h_ok = _splittable_h(layer)
-        oc_ok = layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and cout > 1
-        if force_h is not None or force_oc is not None:
-            h = min(force_h or 1, out_h) if h_ok else 1
-            oc = min(force_oc or 1, cout) if oc_ok else 1
-            return [(h, oc)]
-        out: list[tuple[int, int]] = []
-        # a memplan retry asks for finer tiles than the first choice
-        h = min(out_h, layer.extra.get("min_h_tiles", 1)) if h_ok else 1
-        while True:
-            out.append((h, 1))
-            if not h_ok or h >= out_h:
-                break
-            h = min(out_h, h * 2)
-        oc = 2
-        while oc_ok and oc <= cout:
-            out.append((out[-1][0], oc))
-            oc *= 2
-        return out
+                stage = block * (2 if self.double_buffer_weights else 1)
+        return Tiling(h, oc, slots, in_tiles, out_tile, psum, stage, group=-1, block_bytes=block)
 
     def tile_layer(self, layer: LayerPlan) -> Tiling:
+        """The first tiling that fits: rows are split while the row-dependent part of the
+        working set is what overflows, then output channels (which also shrink the weight
+        blocks); at most ``max_tiling_attempts`` candidates."""
         if layer.unit in (LayerUnit.ALIAS, LayerUnit.DMA):
             return Tiling(1, 1, 1, (), 0, 0, 0, group=-1)
+        out_h = _out_h(layer)
+        cout = layer.geometry.cout if layer.geometry else 1
+        h_ok = _splittable_h(layer)
+        oc_ok = layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and cout > 1
+        forced = self.cfg.force_h_tiling is not None or self.cfg.force_oc_tiling is not None
+        if forced:
+            h = min(self.cfg.force_h_tiling or 1, out_h) if h_ok else 1
+            oc = min(self.cfg.force_oc_tiling or 1, cout) if oc_ok else 1
+        else:
+            # a memplan retry asks for finer tiles than the first choice
+            h = min(out_h, layer.extra.get("min_h_tiles", 1)) if h_ok else 1
+            oc = min(cout, layer.extra.get("min_oc_tiles", 1)) if oc_ok else 1
         tried = []
-        for attempt, (h, oc) in enumerate(self.candidates(layer)):
-            if attempt >= self.cfg.max_tiling_attempts:
-                break
+        for _ in range(self.cfg.max_tiling_attempts):
             t = self.working_set(layer, h, oc)
             tried.append(t)
             if t.l1_bytes <= self.budget:
                 return t
-            if self.cfg.force_h_tiling is not None or self.cfg.force_oc_tiling is not None:
+            if forced:
+                break
+            if h_ok and h < out_h and t.weight_stage_bytes < self.budget:
+                h = min(out_h, h * 2)
+            elif oc_ok and oc < cout:
+                oc = min(cout, oc * 2)
+            else:
                 break
         best = min(tried, key=lambda t: t.l1_bytes)
         raise TilingError(
@@ -201,7 +203,7 @@ class Tiler:
             return None
         if not (_splittable_h(a) and _splittable_h(b)):
             return None
-        if "min_h_tiles" in a.extra or "min_h_tiles" in b.extra:
+        if {"min_h_tiles", "min_oc_tiles"} & (set(a.extra) | set(b.extra)):
             return None
         if b.inputs != (out,) or self.graph.is_output(out) or len(self.graph.consumers(out)) != 1:
             return None
@@ -236,20 +238,7 @@ class Tiler:
             fused_in, fused_out = k > 0, k < len(idxs) - 1
             # a fused input is the previous layer's output tile: count it once (there)
             ins = () if fused_in else t.in_tile_bytes
-            out.append(
-                Tiling(
-                    h,
-                    1,
-                    t.slots,
-                    ins,
-                    t.out_tile_bytes,
-                    t.psum_bytes,
-                    t.weight_stage_bytes,
-                    group=-1,
-                    fused_input=fused_in,
-                    fused_output=fused_out,
-                )
-            )
+            out.append(replace(t, in_tile_bytes=ins, fused_input=fused_in, fused_output=fused_out))
         return out
 
     def run(self) -> list[FusionGroup]:

@@ -1,0 +1,41 @@
+"""Helpers of the back-end tests: zoo graphs through the front passes (without the slow
+quantizer: the back end needs only shapes and int8 sizes) and a one-call back end."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import aipusim.zoo as zoo
+from aipusim.arch import Arch, load_arch
+from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend import BackendResult, run_backend
+from aipusim.compiler.ir import Graph
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.pipeline import FRONT, run_pipeline
+from aipusim.isa.check import check_tasklists
+from aipusim.isa.tasklist import Tasklist
+
+ARCH = load_arch()
+
+
+@functools.cache
+def front_graph(name: str, size: int | None = None) -> Graph:
+    """A zoo model after every front pass except quantization (cached per size)."""
+    model = zoo.build(name, input_size=size) if size else zoo.build(name)
+    ctx = PassContext(CompilerConfig(), arch=ARCH)
+    passes = [p for p in FRONT if p.name != "quantize"]
+    return run_pipeline(model, ctx, passes=passes).graph
+
+
+def compile_backend(
+    name: str = "tiny_cnn", size: int | None = None, *, arch: Arch = ARCH, **config: Any
+) -> BackendResult:
+    """The back end of zoo model ``name`` under the given config properties."""
+    return run_backend(front_graph(name, size), CompilerConfig(**config), arch)
+
+
+def check_ok(result: BackendResult) -> None:
+    """The ISA checker accepts the result's tasklists (tokens balance, no deadlock)."""
+    report = check_tasklists([Tasklist(c, tuple(t)) for c, t in result.tasks.items()], ARCH)
+    assert report.ok, [p.message for p in report.errors][:3]

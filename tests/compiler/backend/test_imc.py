@@ -1,0 +1,69 @@
+"""IMC mapping: row/column blocks, PWORD padding, weight sets, ICR and swICR."""
+
+from __future__ import annotations
+
+import math
+
+from aipusim.compiler.backend.imc import ImcOptions, map_layer
+from aipusim.compiler.backend.lower import ConvGeometry
+from backend_helpers import ARCH
+
+MVM = ARCH.mvm
+
+
+def conv(cin: int, cout: int, k: int = 3, out: int = 28, stride: int = 1) -> ConvGeometry:
+    return ConvGeometry(cin, cout, k, k, stride, stride, out * stride, out * stride, out, out)
+
+
+def test_blocks_follow_rows_and_active_columns() -> None:
+    geo = conv(256, 1024)
+    m = map_layer(geo, ARCH, ImcOptions(enable_icr=False), first_layer=False)
+    rows = 3 * 3 * 256
+    assert m.rows_needed == rows
+    assert m.row_blocks == math.ceil(rows / MVM.rows)
+    assert m.col_blocks == math.ceil(1024 / MVM.active_cols(1.0))
+    assert m.weight_sets == m.row_blocks * m.col_blocks
+    assert m.compute_cycles == 28 * 28 * m.row_blocks * m.col_blocks * MVM.cycles_per_vector
+    assert all(b.rows_used <= MVM.rows and b.cols_used <= MVM.cols for b in m.blocks)
+
+
+def test_pword_padding_rounds_input_channels() -> None:
+    geo = conv(3 * 7, 64, k=1)
+    padded = map_layer(geo, ARCH, ImcOptions(enable_icr=False), first_layer=False)
+    raw = map_layer(
+        geo, ARCH, ImcOptions(enable_icr=False, apply_pword_padding=False), first_layer=False
+    )
+    assert padded.rows_needed == MVM.pword_channels
+    assert raw.rows_needed == 21
+
+
+def test_swicr_packs_taps_of_a_first_layer() -> None:
+    geo = conv(3, 64, k=7, out=112, stride=2)
+    on = map_layer(geo, ARCH, ImcOptions(enable_icr=False), first_layer=True)
+    off = map_layer(geo, ARCH, ImcOptions(enable_icr=False, enable_swicr=False), first_layer=True)
+    assert on.swicr and not off.swicr
+    assert on.rows_needed == 7 * MVM.pword_channels  # 7 taps x 3 channels fit one PWORD
+    assert off.rows_needed == 7 * 7 * MVM.pword_channels
+    assert on.row_blocks < off.row_blocks
+    assert not map_layer(geo, ARCH, ImcOptions(), first_layer=False).swicr
+
+
+def test_icr_replicates_small_layers_into_idle_columns() -> None:
+    geo = conv(64, 64, k=1)
+    m = map_layer(geo, ARCH, ImcOptions(), first_layer=False)
+    assert 1 < m.icr <= 8
+    assert m.icr * 64 <= MVM.active_cols(1.0)
+    assert m.vectors == 28 * math.ceil(28 / m.icr)
+    assert m.cols_used_max == 64 * m.icr
+
+
+def test_icr_never_needs_more_row_blocks() -> None:
+    geo = conv(64, 64, k=3)
+    base = map_layer(geo, ARCH, ImcOptions(enable_icr=False), first_layer=False)
+    m = map_layer(geo, ARCH, ImcOptions(), first_layer=False)
+    assert m.icr > 1 and m.row_blocks == base.row_blocks
+
+
+def test_wide_layers_get_no_icr() -> None:
+    m = map_layer(conv(64, 512, k=1), ARCH, ImcOptions(), first_layer=False)
+    assert m.icr == 1

@@ -1,0 +1,80 @@
+"""IMC knobs change the mapping and the tasks in the documented direction."""
+
+from __future__ import annotations
+
+from aipusim.compiler.backend.imc import ImcOptions, map_layer
+from aipusim.compiler.backend.lower import ConvGeometry, LayerUnit
+from aipusim.isa.tasks import Mvm, WeightLoad
+from backend_helpers import ARCH, check_ok, compile_backend
+
+
+def _mvms(result) -> list[Mvm]:
+    return [t for ts in result.tasks.values() for t in ts if isinstance(t, Mvm)]
+
+
+def test_mvm_utilization_limit_half_uses_fewer_columns_and_more_passes() -> None:
+    full = compile_backend("resnet18", 64)
+    half = compile_backend("resnet18", 64, mvm_utilization_limit=0.5)
+    check_ok(half)
+    assert max(t.cols_used for t in _mvms(half)) <= ARCH.mvm.active_cols(0.5) == 256
+    assert len(_mvms(half)) > len(_mvms(full))
+    cycles = lambda r: sum(p.estimate.compute_cycles for p in r.state.layers)  # noqa: E731
+    assert cycles(half) > cycles(full)
+
+
+def test_enable_icr_false_gives_no_replication() -> None:
+    on = compile_backend("resnet18", 64)
+    off = compile_backend("resnet18", 64, enable_icr=False, enable_swicr=False)
+    assert any(t.icr > 1 for t in _mvms(on))
+    assert all(t.icr == 1 for t in _mvms(off))
+    assert sum(t.vectors for t in _mvms(off)) > sum(t.vectors for t in _mvms(on))
+
+
+def test_icrx_force_and_max_factor_bound_the_factor() -> None:
+    geo = ConvGeometry(64, 32, 1, 1, 1, 1, 28, 28, 28, 28)
+    assert map_layer(geo, ARCH, ImcOptions(icrx_max_factor=2), first_layer=False).icr == 2
+    assert map_layer(geo, ARCH, ImcOptions(icrx_force=3), first_layer=False).icr == 3
+    assert map_layer(geo, ARCH, ImcOptions(), first_layer=False).icr == 8
+
+
+def test_icrx_parallel_block_threshold_limits_icr_to_small_layers() -> None:
+    geo = ConvGeometry(128, 64, 3, 3, 1, 1, 28, 28, 28, 28)  # 3 row blocks
+    assert map_layer(geo, ARCH, ImcOptions(), first_layer=False).icr > 1
+    low = ImcOptions(icrx_parallel_block_threshold=1)
+    assert map_layer(geo, ARCH, low, first_layer=False).icr == 1
+
+
+def test_enable_swicr_changes_the_first_layer_rows() -> None:
+    on = compile_backend("resnet18", 64)
+    off = compile_backend("resnet18", 64, enable_swicr=False)
+    first = lambda r: next(p for p in r.state.layers if p.unit is LayerUnit.MVM)  # noqa: E731
+    assert first(on).imc.swicr and not first(off).imc.swicr
+    assert first(on).imc.rows_needed < first(off).imc.rows_needed
+
+
+def test_imc_double_buffering_lets_loads_overlap_compute() -> None:
+    off = compile_backend("resnet18", 64)
+    on = compile_backend(
+        "resnet18", 64, imc_double_buffer_sequential=True, imc_double_buffer_pipeline=True
+    )
+    check_ok(on)
+    exposed = lambda r: sum(p.estimate.exposed_weight_cycles for p in r.state.layers)  # noqa: E731
+    assert exposed(on) < exposed(off)
+    mvm_deps = lambda r: sum(  # noqa: E731
+        1
+        for s in r.state.schedule.steps
+        if s.kind is WeightLoad
+        for d in s.deps
+        if r.state.schedule.steps[d].kind is Mvm
+    )
+    assert mvm_deps(on) < mvm_deps(off)
+
+
+def test_group_ifdw_tasks_frees_weight_loads_from_the_layer_input() -> None:
+    off = compile_backend("resnet18", 64)
+    on = compile_backend("resnet18", 64, group_ifdw_tasks=True)
+    check_ok(on)
+    deps = lambda r: sum(  # noqa: E731
+        len(s.deps) for s in r.state.schedule.steps if s.kind is WeightLoad
+    )
+    assert deps(on) < deps(off)

@@ -1,0 +1,41 @@
+"""Pass 7, tile: working sets within the L1 budget, H before output channels, fusion."""
+
+from __future__ import annotations
+
+import pytest
+
+from aipusim.compiler.backend.lower import LayerUnit
+from aipusim.compiler.backend.tile import budget_of_l1
+from aipusim.compiler import CompilerConfig
+from aipusim.errors import TilingError
+from backend_helpers import ARCH, compile_backend
+
+
+def test_every_working_set_fits_l1() -> None:
+    r = compile_backend("yolov8n", 640 // 2)
+    budget = budget_of_l1(CompilerConfig(), ARCH)
+    groups: dict[int, int] = {}
+    for layer in r.state.layers:
+        groups[layer.tiling.group] = groups.get(layer.tiling.group, 0) + layer.tiling.l1_bytes
+    assert max(groups.values()) <= budget
+
+
+def test_tight_l1_splits_rows_first_then_channels() -> None:
+    r = compile_backend("resnet18", 224, l1_constraint=600_000, ignore_weight_buffers=False)
+    tiled = [p for p in r.state.layers if p.unit is LayerUnit.MVM]
+    assert any(p.tiling.h_tiles > 1 for p in tiled)
+    for p in tiled:
+        assert p.tiling.l1_bytes <= 600_000
+        if p.tiling.oc_tiles > 1:  # channels are cut only once rows are cut as far as they go
+            assert p.tiling.h_tiles == p.geometry.out_h
+
+
+def test_memplan_retries_with_finer_tiles_when_weight_staging_was_ignored() -> None:
+    r = compile_backend("resnet18", 128, l1_constraint=200_000)
+    assert r.state.plan.attempts > 1
+    assert any(p.tiling.oc_tiles > 1 for p in r.state.layers if p.unit is LayerUnit.MVM)
+
+
+def test_too_few_attempts_is_a_tiling_error_naming_the_layer() -> None:
+    with pytest.raises(TilingError, match=r"layer .* must fit the L1 budget of 100000 bytes"):
+        compile_backend("resnet18", 128, l1_constraint=100_000, max_tiling_attempts=1)
