@@ -187,16 +187,24 @@ def tasklist_size_bytes(tasklist: Tasklist) -> int:
     return HEADER_BYTES + len(tasklist.tasks) * RECORD_BYTES + strings
 
 
-def fits_l2_window(tasklist: Tasklist | int, arch: Arch | None = None) -> bool:
-    """Whether a tasklist (or a size in bytes) fits the per-core L2 tasklist window
-    (``l2.tasklist_reserved_bytes_per_core``) without streaming.
-    """
-    if arch is None:
-        from aipusim.arch import load_arch
+def fits_l2_window(
+    tasklist: Tasklist | int, arch: Arch | None = None, *, window_bytes: int | None = None
+) -> bool:
+    """Whether a tasklist (or a size in bytes) fits the per-core L2 tasklist window without
+    streaming. The window is ``window_bytes`` when given (the compiler's
+    ``l2_size_reserved_tasklist``), else the arch's ``l2.tasklist_reserved_bytes_per_core``.
 
-        arch = load_arch()
+    >>> fits_l2_window(4096, window_bytes=1024)
+    False
+    """
+    if window_bytes is None:
+        if arch is None:
+            from aipusim.arch import load_arch
+
+            arch = load_arch()
+        window_bytes = arch.l2.tasklist_reserved_bytes_per_core
     size = tasklist if isinstance(tasklist, int) else tasklist_size_bytes(tasklist)
-    return size <= arch.l2.tasklist_reserved_bytes_per_core
+    return size <= window_bytes
 
 
 # -- decoding ------------------------------------------------------------------------------

@@ -356,6 +356,8 @@ def test_size_accounting_and_l2_window() -> None:
     assert tasklist_size_bytes(big) > window
     assert not fits_l2_window(big, arch)
     assert fits_l2_window(window) and not fits_l2_window(window + 1)
+    assert fits_l2_window(big, arch, window_bytes=4 * window)
+    assert not fits_l2_window(small, window_bytes=100)
 
 
 def test_find_tasklists_orders_by_core(tmp_path: Path) -> None:
