@@ -62,6 +62,8 @@ class Backend:
     kind: str
     workers: int | None = None
     address: str | None = None
+    #: How long to try reaching a ``--scheduler`` before giving up.
+    connect_timeout_s: float = 30.0
 
 
 def parse_backend(
@@ -214,10 +216,11 @@ def _executor(backend: Backend) -> Iterator[tuple[Callable[..., Any], Callable[.
         client = Client(cluster)
     else:
         try:
-            client = Client(backend.address, timeout=30)
+            client = Client(backend.address, timeout=backend.connect_timeout_s)
         except OSError as exc:
             raise ConfigError(
-                f"--scheduler must be a reachable Dask scheduler, not {backend.address!r} ({exc})"
+                f"--scheduler must be a reachable Dask scheduler, not {backend.address!r} "
+                f"({' '.join(str(exc).split())})"
             ) from None
 
     def submit(fn: Callable[..., Any], *args: Any) -> Any:

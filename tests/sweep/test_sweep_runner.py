@@ -6,6 +6,7 @@ from the arch and config of each point), so these tests check the engine, not th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -195,3 +196,29 @@ def test_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         r"aipusim\[distributed\] \(pip install 'aipusim\[distributed\]'\)",
     ):
         require_dask("--cluster")
+
+
+def test_a_running_scheduler_is_joined_by_address(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    # Workers as threads of this process: a real scheduler, without spawning processes.
+    with distributed.LocalCluster(
+        n_workers=1, processes=False, protocol="tcp://", dashboard_address=None
+    ) as cluster:
+        backend = parse_backend(scheduler=cluster.scheduler_address)
+        summary = run_sweep(
+            _space("0.5"), tmp_path, evaluator=ev.arch_figures, backend=backend, progress=False
+        )
+        assert cluster.scheduler_address.startswith("tcp://")
+    assert (summary.ran, summary.failed) == (4, 0)
+    assert len(ResultStore(tmp_path).read()) == 4
+
+
+def test_an_unreachable_scheduler_is_a_config_error(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    backend = dataclasses.replace(
+        parse_backend(scheduler="tcp://127.0.0.1:9"), connect_timeout_s=0.5
+    )
+    with pytest.raises(ConfigError, match=r"--scheduler must be a reachable Dask scheduler"):
+        run_sweep(
+            _space("0.5"), tmp_path, evaluator=ev.arch_figures, backend=backend, progress=False
+        )
