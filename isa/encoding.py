@@ -22,6 +22,8 @@ gets a precompiled `struct.Struct` and a small generated encode and decode funct
 generated code has a fast path only: when it fails, a slow reference check walks the record
 field by field and raises the precise `TasklistError`.
 
+>>> COMMON_BYTES, RECORD_BYTES
+(55, 96)
 >>> from aipusim.isa.tasks import Barrier, Unit
 >>> t = Barrier(unit=Unit.CTRL, layer="sync", barrier_id=7, core_mask=0b1111)
 >>> strings = {}
@@ -34,7 +36,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import gc
 import operator
@@ -568,13 +569,6 @@ def decode_tasks(
         if gc_was_enabled:
             gc.enable()
     return tasks
-
-
-def iter_field_values(task: Task) -> Iterable[tuple[str, Any]]:
-    """(name, value) of the kind-specific fields of ``task``, in binary order."""
-    for f in dataclasses.fields(task):
-        if "bits" in f.metadata:
-            yield f.name, getattr(task, f.name)
 
 
 def kind_field_layouts(kind: type[Task]) -> Mapping[str, FieldLayout]:
