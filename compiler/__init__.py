@@ -28,3 +28,30 @@ __all__ = [
     "QuantizationScheme",
     "load_config",
 ]
+
+# The graph half is re-exported lazily: importing it pulls in onnx and numpy, which the
+# config-only users of this package (``aipusim compile --help``, config files) never need.
+_LAZY = {
+    "CompileResult": "aipusim.compiler.driver",
+    "compile_model": "aipusim.compiler.driver",
+    "Graph": "aipusim.compiler.ir",
+    "Node": "aipusim.compiler.ir",
+    "Op": "aipusim.compiler.ir",
+    "Tensor": "aipusim.compiler.ir",
+    "dump": "aipusim.compiler.ir",
+    "verify": "aipusim.compiler.ir",
+    "import_model": "aipusim.compiler.importer",
+    "to_onnx": "aipusim.compiler.export",
+    "PassContext": "aipusim.compiler.passes.context",
+    "PIPELINE": "aipusim.compiler.pipeline",
+    "run_pipeline": "aipusim.compiler.pipeline",
+}
+__all__ += list(_LAZY)
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
