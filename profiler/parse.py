@@ -1,13 +1,13 @@
 """Read trace v1 (text or Parquet) into one Arrow-backed pandas DataFrame per tag.
 
 The text reader never holds the file as a Python list of lines. It reads large byte
-chunks; numpy finds the line ends, each line's ``[TAG]`` and its count of separators
-(with ``=`` counted as a space). Lines laid out exactly as `format_line` writes them are
-gathered per tag into one buffer and handed to Arrow's CSV reader (space-delimited, keys
-and values alternating, in C++), which types the values and dictionary-encodes strings;
-key names are then checked column-wise. Only the remaining lines (fields reordered, extra
-fields, other spacing, garbage) go through a per-line Python fallback, which accepts any
-field order and extra fields and otherwise records the line as malformed with its number.
+chunks and runs one compiled (numba) pass over each (`aipusim.profiler.scan`): line ends,
+each line's tag, and for lines laid out exactly as `format_line` writes them, the parsed
+integers and the byte spans of the strings, which become Arrow columns (strings
+dictionary-encoded) without a Python object per value. Only the remaining lines (fields
+reordered, extra fields, other spacing, non-ASCII, garbage) go through a per-line Python
+fallback, which accepts any field order and extra fields and otherwise records the line as
+malformed with its number.
 
 Rules: line 1 is the header (`TraceHeader`); blank lines and ``#`` comment lines are
 skipped; a line whose ``[TAG]`` is unknown is kept in the ``[?]`` table; any other line
@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from aipusim.errors import TraceFormatError
@@ -45,7 +44,14 @@ from aipusim.isa.trace_schema import (
     Tag,
     TraceHeader,
 )
-from aipusim.profiler.scan import NONCANONICAL, OTHER, classify_lines
+from aipusim.profiler.scan import (
+    NONCANONICAL,
+    OTHER,
+    classify_lines,
+    encode_strings,
+    gather_strings,
+    slots,
+)
 
 #: Bytes read per chunk: large enough that Arrow's per-call overhead vanishes, small
 #: enough that a chunk's temporary columns stay well under the memory target.
@@ -58,7 +64,6 @@ PARQUET_BATCH_ROWS = 1 << 20
 TIME_COLUMNS = ("t", "start", "end")
 
 _UNKNOWN_TAG = re.compile(r"^\[[^\]\s]*\]")
-_CSV_BLOCK_BYTES = 16 << 20
 # 18 digits always fit int64; a longer number is malformed rather than an overflow error.
 _INT_FIELD = r"-?\d{1,18}"
 _BAD_LINE_PREVIEW = 120
@@ -201,12 +206,13 @@ def _rows_table(tag: Tag, rows: list[dict[str, object]]) -> pa.Table:
 
 
 class _Lines:
-    """One chunk: where its lines end and which tag each canonical line has."""
+    """One chunk: its bytes and what the compiled scan found in them."""
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
-        raw = np.frombuffer(buf, dtype=np.uint8)
-        self.ends, self.kinds, self.spaced = classify_lines(raw)
+        self.raw = np.frombuffer(buf, dtype=np.uint8)
+        self.scan = classify_lines(self.raw)
+        self.ends = self.scan.ends
         self.starts = np.empty_like(self.ends)
         if len(self.ends):
             self.starts[0] = 0
@@ -215,103 +221,32 @@ class _Lines:
     def text(self, i: int) -> str:
         return self.buf[self.starts[i] : self.ends[i]].decode("utf-8", errors="replace")
 
-    def block(self, mask: np.ndarray) -> pa.Buffer:
-        """The selected lines (with '=' as space), back to back, as one buffer."""
-        offsets = np.empty(len(self.ends) + 1, dtype=np.int32)
-        offsets[0] = 0
-        offsets[1:] = self.ends + 1
-        lines = pa.Array.from_buffers(
-            pa.binary(),
-            len(self.ends),
-            [None, pa.py_buffer(offsets), pa.py_buffer(self.spaced)],
-        ).filter(pa.array(mask))
-        offs = np.frombuffer(lines.buffers()[1], dtype=np.int32)
-        lo, hi = int(offs[lines.offset]), int(offs[lines.offset + len(lines)])
-        return lines.buffers()[2].slice(lo, hi - lo)
-
-
-def _canonical_separators(tag: Tag) -> int:
-    """Spaces in a line written by `format_line` once '=' counts as a space."""
-    pad = len(f"[{tag.value}]".ljust(5)) - len(f"[{tag.value}]")
-    n = len(COLUMNS[tag])
-    return pad + (n - 1) + n
-
-
-def _csv_names(tag: Tag) -> list[str]:
-    pad = _canonical_separators(tag) - 2 * len(COLUMNS[tag]) + 1
-    names = [f"_tag{i}" for i in range(pad)]
-    for name, _ in COLUMNS[tag]:
-        names += [f"_key_{name}", name]
-    return names
-
-
-_DICT = pa.dictionary(pa.int32(), pa.string())
-
-
-def _read_block(tag: Tag, data: pa.Buffer, int_type: pa.DataType) -> pa.Table:
-    """Space-separated "tag key value key value ..." lines -> a table of the values (the
-    keys were checked by `_Lines.keys_ok`)."""
-    types = {n: int_type if c is ColumnType.INT else _DICT for n, c in COLUMNS[tag]}
-    return pacsv.read_csv(
-        pa.BufferReader(data),
-        read_options=pacsv.ReadOptions(
-            column_names=_csv_names(tag), block_size=_CSV_BLOCK_BYTES, use_threads=False
-        ),
-        parse_options=pacsv.ParseOptions(
-            delimiter=" ",
-            quote_char=False,
-            double_quote=False,
-            escape_char=False,
-            ignore_empty_lines=False,
-        ),
-        convert_options=pacsv.ConvertOptions(
-            column_types=types,
-            include_columns=list(types),
-            null_values=[],
-            strings_can_be_null=False,
-            quoted_strings_can_be_null=False,
-        ),
-    )
-
-
-def _fast_rows(tag: Tag, data: pa.Buffer) -> tuple[pa.Table, np.ndarray]:
-    """Parse canonical lines; returns (good rows, boolean mask of rows to re-check)."""
-    try:
-        table = _read_block(tag, data, pa.int64())
-        return table.cast(tag_schema(tag)), np.zeros(table.num_rows, dtype=bool)
-    except pa.ArrowInvalid:
-        pass
-    # A value is not an integer somewhere: read integers as text and find those rows.
-    try:
-        table = _read_block(tag, data, pa.string())
-    except pa.ArrowInvalid:
-        # Not even text (bad UTF-8): leave every line of the block to the per-line path.
-        rows = data.size and int(np.count_nonzero(np.frombuffer(data, np.uint8) == 10))
-        return tag_schema(tag).empty_table(), np.ones(rows, dtype=bool)
-    ok = np.ones(table.num_rows, dtype=bool)
-    for name, ctype in COLUMNS[tag]:
-        if ctype is ColumnType.INT:
-            match = pc.match_substring_regex(table[name], _INT_RE.pattern)
-            ok &= pc.fill_null(match, False).to_numpy(zero_copy_only=False)
-    table = table.filter(pa.array(ok))
-    arrays = [
-        pc.cast(table[n], pa.int64()) if c is ColumnType.INT else table[n] for n, c in COLUMNS[tag]
-    ]
-    return pa.Table.from_arrays(arrays, schema=tag_schema(tag)), ~ok
+    def table(self, tag: Tag, rows: np.ndarray) -> pa.Table:
+        """The canonical lines ``rows`` of ``tag`` as a typed table."""
+        arrays = []
+        for (_, ctype), slot in zip(COLUMNS[tag], slots(tag), strict=True):
+            if ctype is ColumnType.INT:
+                arrays.append(pa.array(self.scan.ints[slot].take(rows)))
+            else:
+                span = self.scan.spans[slot]
+                codes, ub, ue = encode_strings(self.raw, span[0].take(rows), span[1].take(rows))
+                offsets, data = gather_strings(self.raw, ub, ue)
+                # The scan admits printable ASCII only, so the bytes are valid UTF-8.
+                words = pa.StringArray.from_buffers(
+                    len(ub), pa.py_buffer(offsets), pa.py_buffer(data)
+                )
+                arrays.append(pa.DictionaryArray.from_arrays(pa.array(codes), words))
+        return pa.Table.from_arrays(arrays, schema=tag_schema(tag))
 
 
 def _parse_chunk(col: _Collector, lines: _Lines, first_line_no: int) -> None:
-    kinds = lines.kinds
+    kinds = lines.scan.kinds
     slow: list[tuple[int, Tag]] = []
     for t, tag in enumerate(LEVELS):
-        canonical = kinds == t
         slow += [(int(i), tag) for i in np.flatnonzero(kinds == NONCANONICAL + t)]
-        if not canonical.any():
-            continue
-        table, recheck = _fast_rows(tag, lines.block(canonical))
-        col.add(tag, table)
-        if recheck.any():
-            slow += [(int(i), tag) for i in np.flatnonzero(canonical)[recheck]]
+        rows = np.flatnonzero(kinds == t)
+        if len(rows):
+            col.add(tag, lines.table(tag, rows))
     # Lines that are not events of a known tag: skip, keep as [?], or report.
     for i in np.flatnonzero(kinds == OTHER):
         text = lines.text(int(i))

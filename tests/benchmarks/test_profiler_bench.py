@@ -1,0 +1,92 @@
+"""Profiler speed and memory targets (issue 7).
+
+* parse >= 1,000,000 trace lines per second;
+* a 5-million-line trace is parsed and reduced (layer, unit, frame, core, bandwidth
+  tables) with a peak RSS <= 2 GiB.
+
+Run: ``pytest tests/benchmarks/test_profiler_bench.py --benchmark-only -s``. The traces
+are synthetic (`aipusim.profiler.synth`), written in a temporary folder. The 5M-line run
+happens in a child process so that its peak RSS is the profiler's alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from aipusim.profiler import load_trace, write_synthetic_trace
+
+PARSE_LINES = 2_000_000
+BIG_LINES = 5_000_000
+
+
+@pytest.fixture(scope="module")
+def trace_2m(tmp_path_factory) -> tuple[Path, int]:
+    path = tmp_path_factory.mktemp("bench") / "parse.trace"
+    return path, write_synthetic_trace(path, min_lines=PARSE_LINES)
+
+
+def test_parse_lines_per_second(benchmark, trace_2m):
+    path, lines = trace_2m
+    load_trace(path)  # compile the numba scanner (cached on disk) outside the timing
+    trace = benchmark.pedantic(load_trace, args=(path,), rounds=3, iterations=1)
+    assert trace.events == lines and trace.malformed_count == 0
+    best = benchmark.stats.stats.min
+    rate = lines / best
+    print(
+        f"\nparse: {lines:,} lines, {path.stat().st_size / 1e6:.0f} MB, best {best:.2f} s "
+        f"-> {rate / 1e6:.2f} M lines/s (target >= 1.00)"
+    )
+    benchmark.extra_info["lines_per_s"] = rate
+
+
+_CHILD = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    from aipusim.profiler import (bandwidth_table, core_table, frame_table, layer_table,
+                                  load_trace, unit_table)
+    t0, c0 = time.perf_counter(), time.process_time()
+    tr = load_trace(sys.argv[1])
+    t1, c1 = time.perf_counter(), time.process_time()
+    tables = {
+        "layer": layer_table(tr, 1.0), "unit": unit_table(tr), "frame": frame_table(tr),
+        "core": core_table(tr), "bandwidth": bandwidth_table(tr, bins=500),
+    }
+    t2 = time.perf_counter()
+    print(json.dumps({
+        "events": tr.events, "parse_s": t1 - t0, "parse_cpu_s": c1 - c0, "reduce_s": t2 - t1,
+        "rows": {k: len(v) for k, v in tables.items()},
+        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }))
+    """
+)
+
+
+def test_5m_lines_reduce_under_2_gib(benchmark, tmp_path):
+    path = tmp_path / "big.trace"
+    lines = write_synthetic_trace(path, min_lines=BIG_LINES)
+
+    def run() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(path)], check=True, capture_output=True, text=True
+        )
+        return json.loads(out.stdout)
+
+    result = benchmark.pedantic(run, rounds=1, iterations=1)
+    rss_gib = result["peak_rss_kib"] / 2**20
+    print(
+        f"\n5M trace: {lines:,} lines, {path.stat().st_size / 1e6:.0f} MB; parse "
+        f"{result['parse_s']:.2f} s ({lines / result['parse_s'] / 1e6:.2f} M lines/s), "
+        f"reductions {result['reduce_s']:.2f} s, peak RSS {rss_gib:.2f} GiB (target <= 2)"
+    )
+    print(f"table rows: {result['rows']}")
+    benchmark.extra_info.update(result)
+    assert result["events"] == lines
+    assert rss_gib <= 2.0
