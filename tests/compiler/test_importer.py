@@ -229,3 +229,55 @@ def test_shape_computed_reshape_and_expand_fold(onnx_models) -> None:
     np.testing.assert_allclose(
         run_onnx(to_onnx(graph), feeds)["y"], onnx_models.run_model(model, feeds)["y"]
     )
+
+
+def _export_style(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A zoo model as exporters often ship it: weights in Constant nodes, an NHWC uint8
+    input with dynamic batch and spatial dims, Cast and /255 and a Transpose in front."""
+    g = model.graph
+    first = g.input[0].name
+    consts = [
+        helper.make_node("Constant", [], [t.name], value=t, name=f"const_{t.name}")
+        for t in g.initializer
+    ]
+    pre = [
+        helper.make_node("Cast", ["image"], ["image_f"], to=TensorProto.FLOAT),
+        helper.make_node("Div", ["image_f", "c255"], ["image_n"]),
+        helper.make_node("Transpose", ["image_n"], [first], perm=[0, 3, 1, 2]),
+    ]
+    c255 = helper.make_node(
+        "Constant", [], ["c255"], value=numpy_helper.from_array(np.float32(255.0), "c255")
+    )
+    channels = g.input[0].type.tensor_type.shape.dim[1].dim_value
+    image = helper.make_tensor_value_info("image", TensorProto.UINT8, ["N", "H", "W", channels])
+    outputs = []
+    for o in g.output:
+        vi = helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
+        vi.type.tensor_type.shape.SetInParent()
+        outputs.append(vi)
+    new = helper.make_graph([c255, *consts, *pre, *g.node], g.name, [image], outputs)
+    out = helper.make_model(new, opset_imports=list(model.opset_import))
+    out.ir_version = model.ir_version
+    onnx.checker.check_model(out)
+    return out
+
+
+@pytest.mark.parametrize("name", ["mobilenetv2", "yolov8n"])
+def test_real_world_export_style_imports(name: str) -> None:
+    zoo = pytest.importorskip("aipusim.zoo")
+    original = zoo.build(name, input_size=64)
+    model = _export_style(original)
+    with pytest.raises(OnnxImportError, match=r"input `image` dim 0 \(N\) `N` is dynamic"):
+        import_model(model, layout="NHWC")
+    graph = import_model(model, input_shape=(1, 64, 64, 3), layout="NHWC")
+    verify(graph)
+    assert "Constant" not in graph.ops()
+    reference = import_model(original)
+    assert len(graph.constants) >= len(reference.constants)
+    assert graph.ops().get("Conv") == reference.ops().get("Conv")
+    image = np.random.default_rng(0).integers(0, 256, (1, 64, 64, 3), dtype=np.uint8)
+    x = (image.astype(np.float32) / 255.0).transpose(0, 3, 1, 2)
+    got = run_onnx(to_onnx(graph), {"image": image})
+    ref = run_onnx(original, {original.graph.input[0].name: x})
+    for key, value in ref.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-4)
