@@ -11,6 +11,7 @@ itself, which keeps link reservations in time order (see `links.transfer`).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -42,15 +43,15 @@ class CoreRun:
             Token(f"core{physical}.local{i}") for i in range(sim.arch.tokens.local_per_core)
         ]
         self.gtok = replica.gtok
-        #: unit -> (record, what it waits for), while the unit is blocked (deadlock reports).
-        self.blocked: dict[str, tuple[Rec, str]] = {}
+        #: unit -> (record, kind, object, count) while the unit is blocked (deadlock reports).
+        self.blocked: dict[str, tuple[Rec, str, Any, Any]] = {}
         self.current_phase: dict[str, int] = {}
         self._phase_ev: dict[int, simpy.Event] = {}
         self._done_ev: dict[int, simpy.Event] = {}
         self._pending: dict[int, int] = {}
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
-        self.paths: dict[int, list] = {}
+        self.paths: dict[tuple[str, ...], list] = {}
         #: (first check, resolution) of every polled wait (use_hw_tokens=false).
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
@@ -123,23 +124,25 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
     hw_tokens = sim.use_hw_tokens
     sig_lat = sim.token_latency
     poll_interval, poll_cost = sim.poll_interval, sim.poll_cost
-    log_rid, log_core, log_phase = sim.log_rid.append, sim.log_core.append, sim.log_phase.append
-    log_start, log_end = sim.log_start.append, sim.log_end.append
-    pcore = core.physical
+    starts, ends = array("q"), array("q")
+    rids = core.code.rids[unit][0 if phase < 0 else 1]
+    sim.segments.append((core.physical, phase, rids, starts, ends))
+    log_start, log_end = starts.append, ends.append
     tracer = sim.tracer
     tracing = tracer is not None and tracer.per_task
     paths = core.paths
     burst = sim.burst_bytes
+    blocked = core.blocked
     for rec in recs:
         times = ctl.times
         seq = rec.seq
         d = times[seq] if seq < len(times) else ctl.dispatch_time(seq)
         if d is None:
-            core.blocked[unit] = (rec, "dispatch (held by a ctrl task or tasklist chunk)")
+            blocked[unit] = (rec, "dispatch", None, 0)
             while d is None:
                 yield ctl.progress
                 d = ctl.dispatch_time(seq)
-            core.blocked.pop(unit, None)
+            del blocked[unit]
         if d > t:
             t = d
         if rec.waits:
@@ -148,8 +151,9 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 tok = gtok[idx] if is_global else ltok[idx]
                 vis = tok.try_take(n)
                 if vis is None:
-                    core.blocked[unit] = (rec, f"token {tok.name} (needs {n}, holds {tok.count})")
-                    vis = yield tok.wait(env, n, f"core {pcore} {unit} task {seq}")
+                    blocked[unit] = (rec, "token", tok, n)
+                    vis = yield tok.wait(env, n)
+                    del blocked[unit]
                 if vis > t:
                     t = vis
                 if tracing and tracer.t:
@@ -161,28 +165,42 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 tick = -(-t // poll_interval) * poll_interval
                 core.poll_spans.append((check, tick + poll_cost))
                 t = tick + poll_cost
-            core.blocked.pop(unit, None)
         kind = rec.kind
         s = t
         if kind == K_COMPUTE:
             t = s + rec.dur
         elif kind == K_DMA:
             x = rec.xfer
-            path = paths.get(rec.rid)
+            path = paths.get(x.links)
             if path is None:
-                path = paths[rec.rid] = core.path_of(x.links)
-            t = yield from transfer(
-                env, path, x.nbytes, burst, s + x.setup_cycles, x.latency_cycles
-            )
+                path = paths[x.links] = core.path_of(x.links)
+            ready = s + x.setup_cycles
+            if x.nbytes > burst:
+                t = yield from transfer(env, path, x.nbytes, burst, ready, x.latency_cycles)
+            else:
+                # One burst (the common tile): reserve inline, no generator.
+                if ready > env.now:
+                    yield env.timeout(ready - env.now)
+                b0 = ready
+                for link in path:
+                    if link.free_at > b0:
+                        b0 = link.free_at
+                end = b0
+                nbytes = x.nbytes
+                for link in path:
+                    dl = int(-(-nbytes // link.bw))
+                    link.free_at = b0 + dl
+                    link.busy_cycles += dl
+                    link.nbytes += nbytes
+                    if b0 + dl > end:
+                        end = b0 + dl
+                t = int(end) + x.latency_cycles
         elif kind == K_BARRIER:
             barrier_id, mask = rec.barrier
             cores = core.replica.barrier_cores(mask, rec, core)
-            core.blocked[unit] = (rec, f"barrier {barrier_id} of cores {sorted(cores)}")
+            blocked[unit] = (rec, "barrier", barrier_id, sorted(cores))
             t = yield core.replica.barriers.arrive(barrier_id, core.logical, cores, s)
-            core.blocked.pop(unit, None)
-        log_rid(rec.rid)
-        log_core(pcore)
-        log_phase(phase)
+            del blocked[unit]
         log_start(s)
         log_end(t)
         if rec.is_ctrl:
@@ -196,3 +214,13 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
         if tracing:
             tracer.task(core, unit, rec, phase, s, t)
     return t
+
+
+def describe_block(what: tuple) -> str:
+    """Human text of a ``CoreRun.blocked`` entry (for deadlock reports)."""
+    _, kind, obj, n = what
+    if kind == "token":
+        return f"token {obj.name} (needs {n}, holds {obj.count})"
+    if kind == "barrier":
+        return f"barrier {obj} of cores {n}"
+    return "dispatch (held by a ctrl task or a tasklist chunk not yet fetched)"

@@ -22,7 +22,7 @@ from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.program import MulticoreMode, Program
 from aipusim.isa.tasks import Phase, Pool, Task, Unit
 from aipusim.isa.trace_schema import Component
-from aipusim.simulator.core import CoreRun, unit_process
+from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.host import host_inputs, host_outputs
 from aipusim.simulator.links import Link, transfer
 from aipusim.simulator.tokens import BarrierHub, Token
@@ -42,6 +42,7 @@ class CoreCode:
     frame: list[Rec]
     by_unit: dict[str, tuple[list[Rec], list[Rec]]]
     unit_names: tuple[str, ...]
+    rids: dict[str, tuple[np.ndarray, np.ndarray]]  # unit -> rids of its INIT / FRAME records
 
     @property
     def n_records(self) -> int:
@@ -182,11 +183,10 @@ class Simulation:
                 name = f"chan:{ch}@{p}"
                 self.links[name] = Link(name, arch.dma.channel_bw_bytes_per_cycle)
 
-        self.log_rid = array("q")
-        self.log_core = array("q")
-        self.log_phase = array("q")
-        self.log_start = array("q")
-        self.log_end = array("q")
+        #: Executed tasks, one segment per (core, unit, phase): (physical core, phase,
+        #: rids of the unit's records, start cycles, end cycles); host transfers apart.
+        self.segments: list[tuple[int, int, np.ndarray, array, array]] = []
+        self.host_log: list[tuple[int, int, int, int, int]] = []  # rid, core, start, begin, end
 
         shared = Link("host_dispatcher", 1.0)
         self.replicas: list[Replica] = []
@@ -216,7 +216,11 @@ class Simulation:
         for rec in frame:
             split[rec.unit][1].append(rec)
         by_unit = {u: lists for u, lists in split.items() if lists[0] or lists[1]}
-        code = CoreCode(logical, init, frame, by_unit, tuple(by_unit))
+        rids = {
+            u: (np.array([r.rid for r in i], np.int64), np.array([r.rid for r in f], np.int64))
+            for u, (i, f) in by_unit.items()
+        }
+        code = CoreCode(logical, init, frame, by_unit, tuple(by_unit), rids)
         if not self.program.stream_tasklist and code.n_records > self.window_records:
             raise SimulationError(
                 f"tasklist of core {logical} is {code.n_records * RECORD_BYTES} bytes; without "
@@ -252,11 +256,7 @@ class Simulation:
         return len(code.init) + phase * len(code.frame)
 
     def log_host(self, rep: Replica, direction: str, s: int, begin: int, end: int) -> None:
-        self.log_rid.append(self.host_rid[direction])
-        self.log_core.append(rep.cores[0].physical)
-        self.log_phase.append(s)
-        self.log_start.append(begin)
-        self.log_end.append(end)
+        self.host_log.append((self.host_rid[direction], rep.cores[0].physical, s, begin, end))
         if self.tracer is not None and self.tracer.m:
             self.tracer.host(rep, direction, s, begin, end, self._host_bytes(direction))
 
@@ -286,7 +286,8 @@ class Simulation:
         for s in range(self.starts):
             host_start = yield core.replica.start_event(s)
             start = max(host_start, prev)
-            core.replica.started[s] = max(core.replica.started.get(s, 0), start)
+            started = core.replica.started
+            started[s] = min(started.get(s, start), start)
             core.start_phase(s, start)
             prev = yield core.done_event(s)
 
@@ -347,7 +348,8 @@ class Simulation:
         problems: list[str] = []
         for rep in self.replicas:
             for core in rep.cores:
-                for unit, (rec, what) in sorted(core.blocked.items()):
+                for unit, blocked in sorted(core.blocked.items()):
+                    rec, what = blocked[0], describe_block(blocked)
                     phase = core.current_phase.get(unit, -1)
                     where = "init" if phase < 0 else f"frame {core.frame_of(phase)}"
                     problems.append(

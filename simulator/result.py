@@ -33,6 +33,29 @@ def _union_cycles(start: np.ndarray, end: np.ndarray) -> int:
     return int((block_end - block_start).sum())
 
 
+def _gather_log(sim: Simulation) -> tuple[np.ndarray, ...]:
+    """(rid, physical core, phase, start, end) of every executed task and host transfer."""
+    parts: list[tuple[np.ndarray, ...]] = []
+    for pcore, phase, rids, starts, ends in sim.segments:
+        n = len(starts)
+        if n:
+            parts.append(
+                (
+                    rids[:n],
+                    np.full(n, pcore, np.int64),
+                    np.full(n, phase, np.int64),
+                    np.frombuffer(starts, np.int64),
+                    np.frombuffer(ends, np.int64),
+                )
+            )
+    if sim.host_log:
+        h = np.array(sim.host_log, dtype=np.int64)
+        parts.append((h[:, 0], h[:, 1], h[:, 2], h[:, 3], h[:, 4]))
+    if not parts:
+        return tuple(np.zeros(0, np.int64) for _ in range(5))
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(5))
+
+
 def _poll_cycles(sim: Simulation, spans: list[tuple[int, int]]) -> int:
     """Control-core cycles of the polling loop: one tick per interval while any wait is
     pending (the loop checks every pending token in one pass)."""
@@ -163,11 +186,7 @@ class SimResult:
 
 def build_result(sim: Simulation) -> SimResult:
     arch, freq = sim.arch, sim.freq_hz
-    rid = np.frombuffer(sim.log_rid, dtype=np.int64)
-    core = np.frombuffer(sim.log_core, dtype=np.int64)
-    phase = np.frombuffer(sim.log_phase, dtype=np.int64)
-    start = np.frombuffer(sim.log_start, dtype=np.int64)
-    end = np.frombuffer(sim.log_end, dtype=np.int64)
+    rid, core, phase, start, end = _gather_log(sim)
     d2h_end = [rep.d2h[s] for rep in sim.replicas for s in range(sim.starts)]
     total = int(max([*d2h_end, int(end.max()) if len(end) else 0, 1]))
 

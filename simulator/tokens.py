@@ -33,7 +33,7 @@ class Token:
         self.name = name
         self.count = 0
         self.chunks: deque[list[int]] = deque()  # [visible_at, count], in signal order
-        self.waiters: deque[tuple[int, simpy.Event, str]] = deque()
+        self.waiters: deque[tuple[int, simpy.Event]] = deque()
         self.signals = 0
         self.waits = 0
 
@@ -60,10 +60,10 @@ class Token:
             return None
         return self._take(n)
 
-    def wait(self, env: simpy.Environment, n: int, who: str) -> simpy.Event:
+    def wait(self, env: simpy.Environment, n: int) -> simpy.Event:
         """An event that fires with the visibility cycle once ``n`` could be taken."""
         ev = env.event()
-        self.waiters.append((n, ev, who))
+        self.waiters.append((n, ev))
         return ev
 
     def signal(self, n: int, visible_at: int) -> None:
@@ -72,7 +72,7 @@ class Token:
         self.chunks.append([visible_at, n])
         waiters = self.waiters
         while waiters and self.count >= waiters[0][0]:
-            need, ev, _ = waiters.popleft()
+            need, ev = waiters.popleft()
             ev.succeed(self._take(need))
 
 

@@ -1,0 +1,100 @@
+"""Simulator speed: simulated tasks per second on large synthetic tasklists, and peak RSS.
+
+Run with ``pytest tests/benchmarks/test_simulator_bench.py --benchmark-only -s``. The figures
+are printed; nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulator"))
+
+from helpers import dma, mvm, program, tok  # noqa: E402
+
+from aipusim.arch import load_arch  # noqa: E402
+from aipusim.isa.program import MulticoreMode  # noqa: E402
+from aipusim.isa.tasks import DpuKind, DpuOp, Pool, Unit  # noqa: E402
+from aipusim.simulator import simulate  # noqa: E402
+
+
+def pipelined_layer(n_tasks: int, layer: str = "conv") -> list:
+    """The shape a compiler emits: DMA-in tiles double-buffered against MVM + DPU, with
+    buffer-free tokens back to the DMA, and DMA-out of results."""
+    out: list = []
+    i = 0
+    while len(out) < n_tasks:
+        buf = i % 2
+        refill = (tok(4 + buf),) if i >= 2 else ()
+        out.append(dma(Unit.DMA0, 16384, waits=refill, signals=(tok(buf),), layer=layer, tile=i))
+        out.append(mvm(64, waits=(tok(buf),), signals=(tok(2 + buf),), layer=layer, tile=i))
+        out.append(
+            DpuOp(unit=Unit.DPU, kind=DpuKind.ADD, in_addr0=0, out_addr=0, elements=4096,
+                  waits=(tok(2 + buf),), signals=(tok(6 + buf),), layer=layer, tile=i)
+        )  # fmt: skip
+        out.append(
+            dma(Unit.DMA1, 4096, src=Pool.L1, dst=Pool.DDR, waits=(tok(6 + buf),),
+                signals=(tok(4 + buf),), layer=layer, tile=i)
+        )  # fmt: skip
+        i += 1
+    return out
+
+
+def serial_chain(n_tasks: int) -> list:
+    """Worst case: every task waits for the one before it on another unit."""
+    out: list = []
+    i = 0
+    while len(out) < n_tasks:
+        out.append(dma(Unit.DMA0, 8192, waits=(tok(2),) if i else (), signals=(tok(0),)))
+        out.append(mvm(64, waits=(tok(0),), signals=(tok(1),)))
+        out.append(
+            DpuOp(unit=Unit.DPU, kind=DpuKind.ADD, in_addr0=0, out_addr=0, elements=4096,
+                  waits=(tok(1),), signals=(tok(2),))
+        )  # fmt: skip
+        i += 1
+    return out
+
+
+def _measure(name: str, prog, lists, frames: int) -> dict:
+    arch = load_arch()
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    res = simulate(prog, lists, arch=arch, frames=frames)
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    tasks = res.event_counts["tasks"]
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"\n[sim-bench] {name}: {tasks:,} tasks simulated in {wall:.2f} s wall "
+        f"({cpu:.2f} s CPU) = {tasks / wall:,.0f} tasks/s wall, {tasks / cpu:,.0f} tasks/s CPU; "
+        f"{res.total_cycles:,} cycles; peak RSS {rss:.0f} MiB"
+    )
+    return {"tasks": tasks, "wall": wall, "cpu": cpu}
+
+
+@pytest.mark.benchmark(group="simulator")
+def test_bench_200k_pipelined_one_frame(benchmark) -> None:
+    lists = {0: pipelined_layer(200_000)}
+    benchmark.pedantic(
+        _measure, args=("200k pipelined, 1 core, 1 frame", program(1), lists, 1), rounds=1
+    )
+
+
+@pytest.mark.benchmark(group="simulator")
+def test_bench_4_cores_50k_each_8_frames(benchmark) -> None:
+    lists = {c: pipelined_layer(50_000, f"l{c}") for c in range(4)}
+    prog = program(4, MulticoreMode.BATCH)
+    benchmark.pedantic(_measure, args=("4 cores x 50k, batch, 8 frames", prog, lists, 8), rounds=1)
+
+
+@pytest.mark.benchmark(group="simulator")
+def test_bench_200k_serial_chain(benchmark) -> None:
+    lists = {0: serial_chain(200_000)}
+    benchmark.pedantic(
+        _measure, args=("200k serial chain (worst case), 1 frame", program(1), lists, 1), rounds=1
+    )
