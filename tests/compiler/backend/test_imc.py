@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from backend_helpers import ARCH
+
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.lower import ConvGeometry
-from backend_helpers import ARCH
 
 MVM = ARCH.mvm
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from backend_helpers import ARCH, check_ok, compile_backend
+
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.lower import ConvGeometry, LayerUnit
 from aipusim.isa.tasks import Mvm, WeightLoad
-from backend_helpers import ARCH, check_ok, compile_backend
 
 
 def _mvms(result) -> list[Mvm]:

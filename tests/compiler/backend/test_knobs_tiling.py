@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from backend_helpers import check_ok, compile_backend
+
 from aipusim.compiler.backend.lower import LayerUnit
 from aipusim.isa.tasks import DmaCopy, Mvm, Phase, Pool
-from backend_helpers import check_ok, compile_backend
 
 
 def _frame(result, kind):

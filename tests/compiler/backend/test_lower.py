@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from backend_helpers import front_graph
 
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph
 from aipusim.compiler.ir import Graph, Node, Op, Tensor
 from aipusim.errors import UnsupportedOperatorError
 from aipusim.isa.tasks import DwpuKind, LutKind
-
-from backend_helpers import front_graph
 
 
 def _graph(

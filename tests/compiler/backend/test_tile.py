@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from backend_helpers import ARCH, compile_backend
 
+from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.lower import LayerUnit
 from aipusim.compiler.backend.tile import budget_of_l1
-from aipusim.compiler import CompilerConfig
 from aipusim.errors import TilingError
-from backend_helpers import ARCH, compile_backend
 
 
 def test_every_working_set_fits_l1() -> None:
