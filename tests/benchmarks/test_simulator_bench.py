@@ -15,12 +15,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "simulator"))
 
-from helpers import dma, mvm, program, tok  # noqa: E402
+from helpers import dma, mvm, program, tok
 
-from aipusim.arch import load_arch  # noqa: E402
-from aipusim.isa.program import MulticoreMode  # noqa: E402
-from aipusim.isa.tasks import DpuKind, DpuOp, Pool, Unit  # noqa: E402
-from aipusim.simulator import simulate  # noqa: E402
+from aipusim.arch import load_arch
+from aipusim.isa.program import MulticoreMode
+from aipusim.isa.tasks import DpuKind, DpuOp, Pool, Unit
+from aipusim.simulator import simulate
 
 
 def pipelined_layer(n_tasks: int, layer: str = "conv") -> list:
