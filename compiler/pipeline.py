@@ -108,6 +108,9 @@ FRONT: tuple[Pass, ...] = (
         Stage.SIMPLIFY,
         "apply_arithmetic_simplification",
     ),
+    # the operator check also runs before calibration, so that a model with several
+    # unsupported ops gets them all named at once instead of the quantizer's first complaint
+    Pass("check_operators", validate_operators, Stage.SIMPLIFY, "validate_operators"),
     Pass("quantize", QUANTIZE_PASS, Stage.QUANTIZE),
     Pass("rewrite_dense_to_conv2d", dense_to_conv2d, Stage.REWRITE, "rewrite_dense_to_conv2d"),
     Pass("rewrite_concat_to_resadd", concat_to_resadd, Stage.REWRITE, "rewrite_concat_to_resadd"),

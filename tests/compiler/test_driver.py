@@ -62,7 +62,7 @@ def test_front_half_artifacts(onnx_models, tmp_path: Path) -> None:
         "postprocess.onnx",
         "core.onnx",
         "ir/00_import.txt",
-        "ir/09_validate_operators.txt",  # (no quantize in this list)
+        "ir/10_validate_operators.txt",  # (no quantize in this list)
         "pass_dependency_graph.json",
         REPORT_NAME,
         LOG_NAME,
@@ -143,9 +143,28 @@ def test_unsupported_operators_fail_in_validate(onnx_models, tmp_path: Path) -> 
     with pytest.raises(UnsupportedOperatorError, match="NonMaxSuppression"):
         compile_model(request(model, out, run_graph_cleaner=False), passes=passes)
     rep = report(out)
-    assert rep["status"] == "LOWER_FRONTEND_ERROR" and rep["stage"] == "validate_operators"
+    assert rep["status"] == "LOWER_FRONTEND_ERROR" and rep["stage"] == "check_operators"
     assert "NonMaxSuppression" in rep["message"]
-    assert [p["name"] for p in rep["passes"]][-1] == "simplify_mac_before_after_lut"
+    assert [p["name"] for p in rep["passes"]][-1] == "arithmetic_simplification"
+
+
+def test_all_unsupported_operators_named_before_quantization(tmp_path: Path) -> None:
+    from graph_helpers import model, node, w
+
+    m = model(
+        [
+            node("Conv", ["x", "w"], "c"),
+            node("Elu", ["c"], "elu"),
+            node("Celu", ["elu"], "celu"),
+            node("Conv", ["celu", "w"], "y"),
+        ],
+        {"w": w(4, 4, 1, 1)},
+    )
+    out = tmp_path / "out"
+    with pytest.raises(UnsupportedOperatorError, match="2 operators") as err:
+        compile_model(request(save(m, tmp_path), out))
+    assert "`elu` (Elu" in str(err.value) and "`celu` (Celu" in str(err.value)
+    assert report(out)["stage"] == "check_operators"
 
 
 def test_internal_errors_are_reported_with_the_stage_status(onnx_models, tmp_path: Path) -> None:

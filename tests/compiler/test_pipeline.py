@@ -22,6 +22,7 @@ def test_front_order_is_the_design_order() -> None:
         "fold_constants",
         "fold_batchnorm",
         "arithmetic_simplification",
+        "check_operators",
         "quantize",
         "rewrite_dense_to_conv2d",
         "rewrite_concat_to_resadd",
@@ -95,6 +96,7 @@ def test_knobs_switch_passes_off(onnx_models) -> None:
     assert "Concat" in result.graph.ops() and "Pad" not in result.graph.ops()
     skipped = {r.name: r.note for r in result.records if not r.ran}
     assert skipped == {
+        "check_operators": "switched off",
         "rewrite_concat_to_resadd": "switched off",
         "apply_pword_padding": "switched off",
         "validate_operators": "switched off",
@@ -146,8 +148,8 @@ def test_failures_record_pass_and_status(onnx_models) -> None:
     passes = [p for p in FLOAT_FRONT if p.name != "graph_cleaner"]
     with pytest.raises(UnsupportedOperatorError):
         run_pipeline(onnx_models.detector(nms=True), ctx, passes=passes)
-    assert (ctx.failed_pass, ctx.failed_status) == ("validate_operators", "LOWER_FRONTEND_ERROR")
-    assert [r.name for r in ctx.records][-1] == "simplify_mac_before_after_lut"
+    assert (ctx.failed_pass, ctx.failed_status) == ("check_operators", "LOWER_FRONTEND_ERROR")
+    assert [r.name for r in ctx.records][-1] == "arithmetic_simplification"
 
 
 #: Zoo models of the fast test (building the big ones takes seconds each; all of them run
