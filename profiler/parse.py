@@ -186,8 +186,6 @@ def _fallback_row(tag: Tag, text: str) -> tuple[dict[str, object] | None, str]:
             if not _INT_RE.match(value):
                 return None, f"{name} must be an integer, not {value!r}"
             row[name] = int(value)
-        elif not value:
-            return None, f"{name} must not be empty"
         else:
             row[name] = value
     return row, ""

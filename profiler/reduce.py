@@ -12,8 +12,9 @@ Definitions (times in cycles in the trace, ``*_us`` columns in microseconds):
   the sample's span, summed over the kept samples and divided by their summed latency.
   Overlapping tasks of one class count once; different classes overlap freely, so shares
   need not add up to 1. **waiting** = the part of the spans covered by no task of the
-  layer at all. Classes: [M] units are ``dma``; [K] units ``mvm``, ``wload``, ``dpu``,
-  ``dwpu``; anything else (``ctrl``) is ``other``.
+  layer at all. Classes: ``mvm``, ``wload``, ``dpu``, ``dwpu`` by unit name; DMA engines
+  (``dma0``, ``dma1``, ``sysdma``) are ``dma``; anything else (``ctrl``, the host link
+  ``pcie_*``) is ``other``. Events with an empty layer name belong to no layer.
 * **Window**: first to last event time of the (possibly time-dropped) trace; busy % of a
   unit or core = union of its task intervals / window.
 * **Stall** of a unit: an idle gap between two consecutive tasks of that unit belonging
@@ -49,6 +50,13 @@ from aipusim.profiler.trace import Trace
 #: Unit classes of the per-layer shares, in the priority order of `layer_breakdown`.
 UNIT_CLASSES = ("mvm", "dwpu", "dpu", "wload", "dma", "other")
 _CLASS_OF_UNIT = {"mvm": "mvm", "wload": "wload", "dpu": "dpu", "dwpu": "dwpu"}
+
+
+def _class_of_unit(unit: str) -> str:
+    if unit in _CLASS_OF_UNIT:
+        return _CLASS_OF_UNIT[unit]
+    # DMA engines (dma0, dma1, sysdma); the host link (pcie_h2d, ...) and ctrl are other.
+    return "dma" if unit.startswith(("dma", "sysdma")) else "other"
 
 
 def _i64(series: pd.Series) -> np.ndarray:
@@ -90,10 +98,9 @@ def tasks(trace: Trace) -> pd.DataFrame:
     k, m = trace[Tag.K], trace[Tag.M]
     unit = union_categoricals([_categorical(k["unit"]), _categorical(m["unit"])])
     layer = union_categoricals([_categorical(k["layer"]), _categorical(m["layer"])])
-    names = [_CLASS_OF_UNIT.get(str(u), "other") for u in unit.categories]
+    names = [_class_of_unit(str(u)) for u in unit.categories]
     cls_codes = np.array([UNIT_CLASSES.index(n) for n in names], dtype=np.int64)
     codes = cls_codes[unit.codes] if len(unit) else np.zeros(0, np.int64)
-    codes[len(k) :] = UNIT_CLASSES.index("dma")
     zeros_k, zeros_m = np.zeros(len(k), np.int64), np.zeros(len(m), np.int64)
     return pd.DataFrame(
         {
@@ -150,13 +157,14 @@ def layer_samples(trace: Trace) -> pd.DataFrame:
         b["nth"] = b.groupby(keys, sort=False, observed=True).cumcount()
         e["nth"] = e.groupby(keys, sort=False, observed=True).cumcount()
         out = b.merge(e, on=[*keys, "nth"], how="inner").drop(columns="nth")
-        out = out[out["end"] >= out["start"]]
+        out = out[(out["end"] >= out["start"]).to_numpy() & (out["layer"] != "").to_numpy()]
     else:
         t = tasks(trace)
         if t.empty:
             return pd.DataFrame(
                 {"core": [], "frame": [], "layer": [], "op": [], "start": [], "end": []}
             )
+        t = t[(t["layer"] != "").to_numpy()]
         out = t.groupby(["core", "frame", "layer"], observed=True, as_index=False).agg(
             start=("start", "min"), end=("end", "max")
         )

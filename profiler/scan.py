@@ -4,7 +4,7 @@ canonical line.
 A line is *canonical* for a tag when it is laid out exactly as
 `aipusim.isa.trace_schema.format_line` writes it: the padded ``[TAG]``, then every
 ``key=value`` of the tag in schema order, one space apart, integers as 1-18 decimal
-digits (optional ``-``), strings as non-empty printable ASCII without ``=``. For those
+digits (optional ``-``), strings as printable ASCII without ``=`` (possibly empty). For those
 lines the numba loop parses the integers and records where each string lies; every other
 line gets a careful per-line look in Python (`aipusim.profiler.parse`).
 
@@ -157,11 +157,9 @@ def _scan(
                     ints[key_slot[k], line] = -value if negative else value
                 else:
                     value_start = pos
+                    # May be empty: the simulator writes ``layer=`` for host transfers.
                     while pos < end and 32 < buf[pos] < 128 and buf[pos] != 61:
                         pos += 1
-                    if pos == value_start:
-                        ok = False
-                        break
                     spans[key_slot[k], 0, line] = value_start
                     spans[key_slot[k], 1, line] = pos
                 k += 1

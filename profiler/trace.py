@@ -32,6 +32,7 @@ from aipusim.isa.trace_schema import (
 from aipusim.profiler.parse import parse_parquet, parse_text
 
 _PARQUET_MAGIC = b"PAR1"
+_COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4")
 
 
 @dataclass
@@ -108,10 +109,14 @@ def _is_parquet(path: Path) -> bool:
 
 
 def power_timeline_path(path: str | Path) -> Path:
-    """Where the simulator puts the power timeline of trace ``path``: ``run.trace`` ->
-    ``run.power.parquet`` (the name up to its first dot, beside the trace)."""
+    """Where the simulator puts the power timeline of trace ``path``: its name without the
+    last suffix plus ``.power.parquet`` (``run.trace`` -> ``run.power.parquet``), beside
+    it; a compression suffix is dropped first (``run.trace.gz`` -> the same)."""
     p = Path(path)
-    return p.with_name(p.name.split(".", 1)[0] + POWER_TIMELINE_SUFFIX)
+    name = p.name
+    if p.suffix in _COMPRESSION_SUFFIXES:
+        name = name.removesuffix(p.suffix)
+    return p.with_name(name.removesuffix(Path(name).suffix) + POWER_TIMELINE_SUFFIX)
 
 
 def load_power_timeline(path: str | Path, freq_hz: int) -> pd.DataFrame:

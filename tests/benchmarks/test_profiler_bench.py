@@ -36,15 +36,27 @@ def trace_2m(tmp_path_factory) -> tuple[Path, int]:
 def test_parse_lines_per_second(benchmark, trace_2m):
     path, lines = trace_2m
     load_trace(path)  # compile the numba scanner (cached on disk) outside the timing
-    trace = benchmark.pedantic(load_trace, args=(path,), rounds=3, iterations=1)
+    cpu: list[float] = []
+
+    def parse() -> object:
+        c0 = time.process_time()
+        trace = load_trace(path)
+        cpu.append(time.process_time() - c0)
+        return trace
+
+    trace = benchmark.pedantic(parse, rounds=3, iterations=1)
     assert trace.events == lines and trace.malformed_count == 0
     best = benchmark.stats.stats.min
-    rate = lines / best
+    rate, cpu_rate = lines / best, lines / min(cpu)
+    # On a shared machine the wall clock includes time the process waited for a CPU;
+    # the CPU-time rate is what one free core achieves.
     print(
-        f"\nparse: {lines:,} lines, {path.stat().st_size / 1e6:.0f} MB, best {best:.2f} s "
-        f"-> {rate / 1e6:.2f} M lines/s (target >= 1.00)"
+        f"\nparse: {lines:,} lines, {path.stat().st_size / 1e6:.0f} MB, best wall {best:.2f} s "
+        f"-> {rate / 1e6:.2f} M lines/s; best CPU {min(cpu):.2f} s -> {cpu_rate / 1e6:.2f} "
+        f"M lines/s (target >= 1.00); load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} CPUs"
     )
-    benchmark.extra_info["lines_per_s"] = rate
+    benchmark.extra_info.update(lines_per_s=rate, lines_per_cpu_s=cpu_rate)
 
 
 _CHILD = textwrap.dedent(
@@ -55,6 +67,7 @@ _CHILD = textwrap.dedent(
     t0, c0 = time.perf_counter(), time.process_time()
     tr = load_trace(sys.argv[1])
     t1, c1 = time.perf_counter(), time.process_time()
+    parse_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tables = {
         "layer": layer_table(tr, 1.0), "unit": unit_table(tr), "frame": frame_table(tr),
         "core": core_table(tr), "bandwidth": bandwidth_table(tr, bins=500),
@@ -63,6 +76,7 @@ _CHILD = textwrap.dedent(
     print(json.dumps({
         "events": tr.events, "parse_s": t1 - t0, "parse_cpu_s": c1 - c0, "reduce_s": t2 - t1,
         "rows": {k: len(v) for k, v in tables.items()},
+        "parse_peak_rss_kib": parse_rss,
         "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
     }))
     """
@@ -83,7 +97,9 @@ def test_5m_lines_reduce_under_2_gib(benchmark, tmp_path):
     rss_gib = result["peak_rss_kib"] / 2**20
     print(
         f"\n5M trace: {lines:,} lines, {path.stat().st_size / 1e6:.0f} MB; parse "
-        f"{result['parse_s']:.2f} s ({lines / result['parse_s'] / 1e6:.2f} M lines/s), "
+        f"{result['parse_s']:.2f} s wall ({lines / result['parse_s'] / 1e6:.2f} M lines/s), "
+        f"{result['parse_cpu_s']:.2f} s CPU ({lines / result['parse_cpu_s'] / 1e6:.2f} M/s), "
+        f"peak RSS after parse {result['parse_peak_rss_kib'] / 2**20:.2f} GiB; "
         f"reductions {result['reduce_s']:.2f} s, peak RSS {rss_gib:.2f} GiB (target <= 2)"
     )
     print(f"table rows: {result['rows']}")

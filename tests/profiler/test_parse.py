@@ -203,3 +203,21 @@ def test_power_timeline_beside_trace_is_loaded(tmp_path):
     tr = load_trace(p)
     assert tr.power is not None and len(tr.power) == 10
     assert {"t_start_us", "t_end_us", "total_w", "mvm_w"} <= set(tr.power.columns)
+
+
+def test_empty_string_values_and_negative_numbers(write_trace, header):
+    # The simulator writes host-link transfers with no layer and task -1.
+    line = (
+        "[M]  core=0 unit=pcie_h2d frame=-1 layer= task=-1 src=host dst=ddr bytes=64 start=0 end=9"
+    )
+    tr = load_trace(write_trace(f"{header}\n{line}\n"))
+    assert tr.malformed_count == 0
+    m = tr[Tag.M].iloc[0]
+    assert (m["layer"], m["task"], m["frame"], m["unit"]) == ("", -1, -1, "pcie_h2d")
+
+
+def test_power_timeline_name_follows_the_simulator(tmp_path):
+    from aipusim.profiler.trace import power_timeline_path
+
+    assert power_timeline_path(tmp_path / "a.b.trace").name == "a.b.power.parquet"
+    assert power_timeline_path(tmp_path / "run.parquet").name == "run.power.parquet"

@@ -146,3 +146,17 @@ def test_binned_overlap_is_exact():
         np.array([1, 4]), np.array([3, 9]), np.array([1.0, 2.0]), np.array([0, 2, 5, 10])
     )
     assert got.tolist() == [1.0, 1.0 + 2.0, 8.0]
+
+
+def test_events_without_layer_are_in_no_layer(write_trace, header):
+    text = (
+        f"{header}\n"
+        "[M]  core=0 unit=pcie_h2d frame=0 layer= task=-1 src=host dst=ddr bytes=8 start=0 end=4\n"
+        "[K]  core=0 unit=mvm frame=0 layer=c task=2 tile=0 start=4 end=8 macs=5\n"
+    )
+    tr = load_trace(write_trace(text))
+    assert layer_table(tr)["layer"].tolist() == ["c"]
+    u = unit_table(tr).set_index("unit")
+    assert u.loc["pcie_h2d", "bytes"] == 8
+    c = core_table(tr).set_index("core")
+    assert c.loc[0, "dma_pct"] == 0.0 and c.loc[0, "other_pct"] == 50.0
