@@ -47,11 +47,14 @@ def test_split_buffer_promotion_fills_l1_before_l2() -> None:
     r = compile_backend("resnet18", 224, split_buffer_promotion=True)
     check_ok(r)
     plain = compile_backend("resnet18", 224)
-    l1 = lambda x: sum(
-        b.size_bytes
-        for b in x.state.plan.buffers.values()
-        if b.pool is Pool.L1 and b.kind is not BufKind.TILE_IN
-    )
+
+    def l1(x):
+        return sum(
+            b.size_bytes
+            for b in x.state.plan.buffers.values()
+            if b.pool is Pool.L1 and b.kind is not BufKind.TILE_IN
+        )
+
     assert l1(r) >= l1(plain)
 
 

@@ -1,0 +1,111 @@
+"""Multicore modes: batch, cooperative, pipeline, the Batch-1 modes, cascades, bad combos."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from backend_helpers import ARCH, check_ok, compile_backend
+
+from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend.multicore import check_cascade, check_resources, effective_mode
+from aipusim.errors import ConfigError
+from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope
+
+MODES = ("multiprocess", "multithread", "batch", "cooperative", "pipeline")
+ZOO = ("tiny_cnn", "resnet18", "resnet50", "mobilenetv2", "efficientnet_b0", "yolov5s", "yolov8n")
+
+
+def _compile(name: str, size: int | None, mode: str, cores: int, **kw):
+    kw.setdefault("resources_used", 0.25 * cores)
+    return compile_backend(name, size, multicore_mode=mode, aipu_cores_used=cores, **kw)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("cores", [1, 4])
+def test_every_mode_compiles_and_checks(mode: str, cores: int) -> None:
+    r = _compile("resnet18", 64, mode, cores)
+    check_ok(r)
+    assert sorted(r.tasks) == list(range(cores))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ZOO)
+def test_every_zoo_model_in_every_mode_at_full_size(name: str) -> None:
+    for mode in MODES:
+        for cores in (1, 4):
+            check_ok(_compile(name, None, mode, cores))
+
+
+def test_batch_multicasts_weights_from_one_fetch() -> None:
+    r = _compile("resnet18", 224, "batch", 4, resources_used=1.0)
+    check_ok(r)
+    fetches = [t for t in r.tasks[0] if isinstance(t, DmaCopy) and t.dst_core_mask == 0b1111]
+    assert fetches
+    for core in (1, 2, 3):
+        frame = [t for t in r.tasks[core] if t.phase is Phase.FRAME]
+        assert not any(isinstance(t, DmaCopy) and t.dst_core_mask for t in frame)
+        assert {t.frame_slot for t in frame} == {core}
+        assert any(ref.scope is TokenScope.GLOBAL for t in frame for ref in t.waits)
+
+
+def test_cooperative_splits_layers_and_meets_at_barriers() -> None:
+    single = compile_backend("resnet18", 224)
+    coop = _compile("resnet18", 224, "cooperative", 4)
+    check_ok(coop)
+    barriers = [[t.barrier_id for t in ts if isinstance(t, Barrier)] for ts in coop.tasks.values()]
+    assert barriers[0] and all(b == barriers[0] for b in barriers)
+    vectors = lambda ts: sum(t.vectors * t.cols_used for t in ts if isinstance(t, Mvm))  # noqa: E731
+    per_core = [vectors(coop.tasks[c]) for c in range(4)]
+    assert max(per_core) < vectors(single.tasks[0])
+
+
+def test_pipeline_cuts_balanced_stages() -> None:
+    r = _compile("resnet50", 224, "pipeline", 4)
+    check_ok(r)
+    stages = r.state.layout.core_of_group
+    assert sorted(set(stages.values())) == [0, 1, 2, 3]
+    assert list(stages.values()) == sorted(stages.values())  # contiguous
+    work = [0, 0, 0, 0]
+    for layer in r.state.layers:
+        work[stages[layer.tiling.group]] += layer.estimate.cycles
+    assert max(work) < 0.6 * sum(work)
+    assert any(ref.scope is TokenScope.GLOBAL for t in r.tasks[1] for ref in t.waits)
+
+
+def test_batch1_modes_with_several_cores_run_as_batch() -> None:
+    cfg = CompilerConfig(aipu_cores_used=4, resources_used=1.0)
+    assert effective_mode(cfg) == "batch"
+    assert effective_mode(CompilerConfig()) == "multiprocess"
+
+
+def test_cascade_resources_must_sum_to_one() -> None:
+    a = CompilerConfig(aipu_cores_used=3, resources_used=0.75)
+    b = CompilerConfig(aipu_cores_used=1, resources_used=0.25)
+    check_cascade([a, b], chip_cores=ARCH.chip.cores)
+    with pytest.raises(ConfigError, match=r"sum to at most 1.0, not 0.75 \+ 0.5"):
+        check_cascade([a, CompilerConfig(resources_used=0.5)], chip_cores=ARCH.chip.cores)
+    with pytest.raises(ConfigError, match=r"aipu_cores_used of a cascade must sum to at most"):
+        check_cascade([b, b, b], chip_cores=2)
+
+
+def test_impossible_resources_and_core_counts_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="resources_used must be a multiple of 0.25"):
+        check_resources(SimpleNamespace(resources_used=0.3, aipu_cores_used=1), ARCH)
+    with pytest.raises(ConfigError, match="aipu_cores_used must be at most the 2 layer groups"):
+        from aipusim.compiler.backend import run_backend
+        from aipusim.compiler.ir import Graph, Node, Op, Tensor
+
+        g = Graph(
+            "two",
+            (Node("a", Op.RELU, ("x",), ("y",)), Node("b", Op.SIGMOID, ("y",), ("z",))),
+            {n: Tensor(n, (1, 8, 4, 4)) for n in "xyz"},
+            {},
+            ("x",),
+            ("z",),
+        )
+        run_backend(
+            g,
+            CompilerConfig(aipu_cores_used=4, resources_used=1.0, multicore_mode="pipeline"),
+            ARCH,
+        )
