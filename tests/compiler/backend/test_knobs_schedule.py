@@ -51,11 +51,10 @@ def test_list_scheduler_reorders_by_critical_path() -> None:
 def test_double_buffer_gives_two_io_slots() -> None:
     on = compile_backend("tiny_cnn")
     off = compile_backend("tiny_cnn", double_buffer=False)
-    size = lambda r: next(
-        b.size_bytes
-        for b in r.state.plan.buffers.values()  # noqa: E731
-        if b.kind is BufKind.INPUT
-    )
+
+    def size(r) -> int:
+        return next(b.size_bytes for b in r.state.plan.buffers.values() if b.kind is BufKind.INPUT)
+
     assert size(on) == 2 * size(off)
     assert build_program(on.state, "m", "id", {}).double_buffer
     assert not build_program(off.state, "m", "id", {}).double_buffer

@@ -90,7 +90,7 @@ def test_cascade_resources_must_sum_to_one() -> None:
 
 
 def test_impossible_resources_and_core_counts_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="resources_used must be a multiple of 0.25"):
+    with pytest.raises(ConfigError, match=r"resources_used must be a multiple of 0\.25"):
         check_resources(SimpleNamespace(resources_used=0.3, aipu_cores_used=1), ARCH)
     with pytest.raises(ConfigError, match="aipu_cores_used must be at most the 2 layer groups"):
         from aipusim.compiler.backend import run_backend
