@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+from aipusim.errors import ConfigError
 
 
 @click.command("sweep", context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,6 +67,14 @@ from aipusim.cli.options import arch_option, build_config, conf_option, json_opt
     metavar="tcp://HOST:PORT",
     help="Run on a running Dask scheduler (needs aipusim[distributed]).",
 )
+@click.option(
+    "--flush-every",
+    type=int,
+    default=8,
+    show_default=True,
+    metavar="N",
+    help="Store finished points every N points (and at least every 10 s).",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @conf_option
 @set_option
@@ -81,6 +90,7 @@ def sweep(
     workers: int | None,
     cluster: str | None,
     scheduler: str | None,
+    flush_every: int,
     no_progress: bool,
     conf_path: Path | None,
     overrides: tuple[str, ...],
@@ -103,6 +113,8 @@ def sweep(
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
     from aipusim.sweep.space import build_space
 
+    if flush_every < 1:
+        raise ConfigError(f"--flush-every must be a positive integer, not {flush_every}")
     backend = parse_backend(workers=workers, cluster=cluster, scheduler=scheduler)
     if backend.kind != "local":
         require_dask("--cluster" if cluster is not None else "--scheduler")
@@ -116,7 +128,9 @@ def sweep(
         base=base,
         arch_path=arch_path,
     )
-    summary = run_sweep(space, output, backend=backend, progress=not no_progress)
+    summary = run_sweep(
+        space, output, backend=backend, flush_every=flush_every, progress=not no_progress
+    )
     if as_json:
         click.echo(json.dumps(summary.to_dict()))
     else:

@@ -1,0 +1,114 @@
+"""Sweeps through the real pipeline (`evaluate_point`: compile + simulate), via the CLI.
+
+Small inputs (tiny_cnn at 16 px, and the same network exported at 24 px as a second model
+file) keep each point well under a second once a worker has warmed up.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import onnx
+import pandas as pd
+import pytest
+
+from aipusim import zoo
+from aipusim.cli.main import main
+from aipusim.sweep import ResultStore
+from aipusim.sweep.store import WALL_TIME_COLUMNS
+
+SWEPT = [
+    "--set", "aipu_cores_used=4",
+    "--param", "multicore_mode=batch,cooperative",
+    "--param", "mvm_utilization_limit=0.5,1",
+    "--frames", "2",
+    "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def second_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "tiny24.onnx"
+    onnx.save(zoo.build("tiny_cnn", input_size=24), path)
+    return path
+
+
+def _comparable(directory: Path) -> pd.DataFrame:
+    table = ResultStore(directory).read().drop(columns=list(WALL_TIME_COLUMNS))
+    return table.sort_values("point_id").reset_index(drop=True)
+
+
+def _sweep(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["sweep", *args, "--json"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_2x2x2_runs_locally_and_on_a_dask_cluster_with_identical_results(
+    tmp_path: Path, second_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("distributed")
+    models = ["tiny_cnn", str(second_model), "--input-size", "16"]
+    local = _sweep([*models, *SWEPT, "--workers", "2", "-o", str(tmp_path / "local")], capsys)
+    dask = _sweep([*models, *SWEPT, "--cluster", "local:2", "-o", str(tmp_path / "dask")], capsys)
+    assert (local["points"], local["ran"], local["failed"]) == (8, 8, 0)
+    assert (dask["points"], dask["ran"], dask["failed"]) == (8, 8, 0)
+    table = _comparable(tmp_path / "local")
+    pd.testing.assert_frame_equal(table, _comparable(tmp_path / "dask"))
+    assert (table["fps"] > 0).all() and (table["avg_power_w"] > 0).all()
+    # Each swept key reaches the compiler: the multicore mode changes the figures.
+    by_mode = table.groupby(["model", "mvm_utilization_limit"])["fps"].nunique()
+    assert (by_mode == 2).all()
+    raw = ResultStore(tmp_path / "local").read()
+    assert (raw["compile_s"] > 0).all() and (raw["simulate_s"] > 0).all()
+
+
+@pytest.mark.slow  # the fast engine test of the same (test_sweep_runner) uses a test double
+def test_an_interrupted_sweep_resumes(
+    tmp_path: Path, second_model: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = [
+        "tiny_cnn", str(second_model), "--input-size", "16",
+        "--set", "aipu_cores_used=4",
+        "--param", "multicore_mode=batch,cooperative",
+        "--param", "mvm_utilization_limit=0.25,0.5,1",
+        "--frames", "2", "--no-progress", "-o", str(out),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aipusim.cli.main", "sweep", *args,
+         "--workers", "2", "--flush-every", "1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (out / "part-0000.parquet").exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "no point finished in time"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    stored = ResultStore(out).done_ids()
+    assert 1 <= len(stored) < 12
+    summary = _sweep([*args, "--workers", "2"], capsys)
+    assert (summary["points"], summary["skipped"]) == (12, len(stored))
+    assert summary["ran"] == 12 - len(stored)
+    rows = pd.concat([pd.read_parquet(p) for p in ResultStore(out).parts()])
+    assert len(rows) == 12 and rows["point_id"].is_unique
+    assert (rows["status"] == "ok").all()
+
+
+@pytest.mark.slow
+def test_two_zoo_models_locally_and_on_a_dask_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("distributed")
+    models = ["tiny_cnn", "mobilenetv2", "--input-size", "32"]
+    _sweep([*models, *SWEPT, "--workers", "2", "-o", str(tmp_path / "local")], capsys)
+    _sweep([*models, *SWEPT, "--cluster", "local:2", "-o", str(tmp_path / "dask")], capsys)
+    local = _comparable(tmp_path / "local")
+    assert len(local) == 8 and (local["status"] == "ok").all()
+    pd.testing.assert_frame_equal(local, _comparable(tmp_path / "dask"))
