@@ -40,11 +40,34 @@ class ControlCore:
         self.progress = env.event()
         self.dispatched_gp = -1
 
-    def begin_phase(self, recs: list[Rec], gp_base: int, start: int) -> None:
+    def begin_phase(self, recs: list[Rec], gp_base: int, start: int, bulk: bool) -> None:
+        """Start dispatching ``recs`` from cycle ``start``.
+
+        ``bulk``: nothing can hold dispatch back in this phase (no ctrl task, no trace
+        line, the whole tasklist already resident), so every dispatch cycle is known now.
+        """
         self.recs = recs
         self.times = []
         self.gp_base = gp_base
         self.gate = start
+        if bulk and self.arrival is not None:
+            last = self.gp_base + len(recs) - 1
+            landed = [
+                self.arrival.get(c)
+                for c in range(gp_base // self.chunk_records, last // self.chunk_records + 1)
+            ]
+            if None in landed:
+                return
+            start = max([start, *landed])
+        if bulk and recs:
+            step = self.dispatch_cycles
+            first = max(self.last_dispatch, self.free_at, start) + step
+            self.times = (
+                list(range(first, first + step * len(recs), step)) if step else [first] * len(recs)
+            )
+            self.last_dispatch = self.free_at = self.times[-1]
+            self.busy_cycles += step * len(recs)
+            self.dispatched_gp = gp_base + len(recs) - 1
 
     def wake(self) -> None:
         """Wake whoever waits for dispatch progress (a ctrl task ended, a chunk landed)."""

@@ -77,7 +77,10 @@ class CoreRun:
     def start_phase(self, phase: int, start: int) -> None:
         recs = self.code.init if phase < 0 else self.code.frame
         gp_base = 0 if phase < 0 else self.sim.gp_base(self.code, phase)
-        self.ctl.begin_phase(recs, gp_base, start)
+        bulk = not self.code.has_ctrl[0 if phase < 0 else 1] and (
+            self.sim.tracer is None or not self.sim.tracer.per_task
+        )
+        self.ctl.begin_phase(recs, gp_base, start, bulk)
         self._pending[phase] = self.n_units
         self._done_t[phase] = start
         self.phase_event(phase).succeed(start)
@@ -149,7 +152,10 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
             check = t
             for is_global, idx, n in rec.waits:
                 tok = gtok[idx] if is_global else ltok[idx]
-                vis = tok.try_take(n)
+                units = tok.units
+                # Fast path of Token.try_take for the common single count.
+                fast = n == 1 and units and not tok.waiters
+                vis = units.popleft() if fast else tok.try_take(n)
                 if vis is None:
                     blocked[unit] = (rec, "token", tok, n)
                     vis = yield tok.wait(env, n)

@@ -43,6 +43,7 @@ class CoreCode:
     by_unit: dict[str, tuple[list[Rec], list[Rec]]]
     unit_names: tuple[str, ...]
     rids: dict[str, tuple[np.ndarray, np.ndarray]]  # unit -> rids of its INIT / FRAME records
+    has_ctrl: tuple[bool, bool]  # INIT / FRAME phase holds a ctrl task (blocks dispatch)
 
     @property
     def n_records(self) -> int:
@@ -164,12 +165,17 @@ class Simulation:
         self.window_records = window // RECORD_BYTES
 
         coster = TaskCoster(arch, freq, program.mvm_utilization_limit)
-        self.energy_rows: list[list[float]] = []
-        self._seqs: list[int] = []  # rid -> task index in its phase (-1: host transfers)
-        self.rec_info: list[tuple[int, str, str]] = []  # rid -> (logical core, unit, layer)
+        self.recs: list[Rec] = []  # every record of every logical core; index = rid
         self.codes = {c: self._prepare(c, tasklists[c], coster) for c in program.instance.cores}
+        self.host_rows: list[list[float]] = []
         self.host_rid = {d: self._host_energy_row(d) for d in ("h2d", "d2h")}
-        self.rec_seq = np.array(self._seqs, dtype=np.int64)
+        recs = self.recs
+        #: rid -> energy per component (pJ, nominal V), logical core, unit, layer, task index.
+        self.energy_rows = [r.energy for r in recs] + self.host_rows
+        self.rec_info = [(-1, r.unit, r.layer) for r in recs] + [
+            (-1, f"pcie_{d}", "") for d in self.host_rid
+        ]
+        self.rec_seq = np.array([r.seq for r in recs] + [-1] * len(self.host_rid), np.int64)
 
         self.links: dict[str, Link] = {
             "ddr": Link("ddr", arch.ddr_bw_bytes_per_cycle(freq)),
@@ -202,13 +208,14 @@ class Simulation:
     def _prepare(self, logical: int, tasks: Sequence[Task], coster: TaskCoster) -> CoreCode:
         init: list[Rec] = []
         frame: list[Rec] = []
+        label = f"core {logical}"
+        all_recs = self.recs
+        record = coster.record
+        init_phase = Phase.INIT
         for task in tasks:
-            phase_list = init if task.phase == Phase.INIT else frame
-            rec = coster.record(task, len(phase_list), f"core {logical}")
-            rec.rid = len(self.energy_rows)
-            self.energy_rows.append(rec.energy)
-            self.rec_info.append((logical, rec.unit, rec.layer))
-            self._seqs.append(rec.seq)
+            phase_list = init if task.phase == init_phase else frame
+            rec = record(task, len(phase_list), label, len(all_recs))
+            all_recs.append(rec)
             phase_list.append(rec)
         split: dict[str, tuple[list[Rec], list[Rec]]] = {u: ([], []) for u in UNIT_ORDER}
         for rec in init:
@@ -220,7 +227,8 @@ class Simulation:
             u: (np.array([r.rid for r in i], np.int64), np.array([r.rid for r in f], np.int64))
             for u, (i, f) in by_unit.items()
         }
-        code = CoreCode(logical, init, frame, by_unit, tuple(by_unit), rids)
+        has_ctrl = (any(r.is_ctrl for r in init), any(r.is_ctrl for r in frame))
+        code = CoreCode(logical, init, frame, by_unit, tuple(by_unit), rids, has_ctrl)
         if not self.program.stream_tasklist and code.n_records > self.window_records:
             raise SimulationError(
                 f"tasklist of core {logical} is {code.n_records * RECORD_BYTES} bytes; without "
@@ -244,10 +252,8 @@ class Simulation:
             row[C[Component.L2]] = nbytes * (
                 e.l2_write_pj_per_byte if direction == "h2d" else e.l2_read_pj_per_byte
             )
-        self.energy_rows.append(row)
-        self.rec_info.append((-1, f"pcie_{direction}", ""))
-        self._seqs.append(-1)
-        return len(self.energy_rows) - 1
+        self.host_rows.append(row)
+        return len(self.recs) + len(self.host_rows) - 1
 
     def gp_base(self, code: CoreCode, phase: int) -> int:
         """Position of a frame's first task in the core's tasklist stream."""

@@ -4,7 +4,8 @@ A signal adds ``count`` to a token, visible to waiters from ``visible_at`` on (t
 the signalling task plus the token latency). A wait takes ``count`` away, first come first
 served, and learns the latest visibility time of what it took, which is the earliest cycle it
 may start. Because a signal carries its visibility time, a unit may signal as soon as it knows
-its end cycle, without an event at that cycle.
+its end cycle, without an event at that cycle. The token keeps one visibility cycle per unit
+of count (counts are small), so a take is a few deque pops.
 
 >>> import simpy
 >>> env = simpy.Environment()
@@ -27,38 +28,32 @@ import simpy
 class Token:
     """One counting semaphore."""
 
-    __slots__ = ("chunks", "count", "name", "signals", "waiters", "waits")
+    __slots__ = ("name", "units", "waiters")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.count = 0
-        self.chunks: deque[list[int]] = deque()  # [visible_at, count], in signal order
+        self.units: deque[int] = deque()  # visibility cycle of each unit of count, FIFO
         self.waiters: deque[tuple[int, simpy.Event]] = deque()
-        self.signals = 0
-        self.waits = 0
 
-    def _take(self, n: int) -> int:
-        self.count -= n
-        self.waits += 1
-        visible = 0
-        chunks = self.chunks
-        while n:
-            chunk = chunks[0]
-            if chunk[0] > visible:
-                visible = chunk[0]
-            if chunk[1] <= n:
-                n -= chunk[1]
-                chunks.popleft()
-            else:
-                chunk[1] -= n
-                n = 0
+    @property
+    def count(self) -> int:
+        return len(self.units)
+
+    def take(self, n: int) -> int:
+        """Take ``n`` (caller checked they are there); the latest visibility cycle."""
+        pop = self.units.popleft
+        visible = pop()
+        for _ in range(n - 1):
+            v = pop()
+            if v > visible:
+                visible = v
         return visible
 
     def try_take(self, n: int) -> int | None:
         """Take ``n`` now if nobody waits before us; the visibility cycle, or None."""
-        if self.waiters or self.count < n:
+        if self.waiters or len(self.units) < n:
             return None
-        return self._take(n)
+        return self.take(n)
 
     def wait(self, env: simpy.Environment, n: int) -> simpy.Event:
         """An event that fires with the visibility cycle once ``n`` could be taken."""
@@ -67,13 +62,15 @@ class Token:
         return ev
 
     def signal(self, n: int, visible_at: int) -> None:
-        self.count += n
-        self.signals += 1
-        self.chunks.append([visible_at, n])
+        units = self.units
+        if n == 1:
+            units.append(visible_at)
+        else:
+            units.extend([visible_at] * n)
         waiters = self.waiters
-        while waiters and self.count >= waiters[0][0]:
+        while waiters and len(units) >= waiters[0][0]:
             need, ev = waiters.popleft()
-            ev.succeed(self._take(need))
+            ev.succeed(self.take(need))
 
 
 @dataclass

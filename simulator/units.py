@@ -158,33 +158,40 @@ class TaskCoster:
         self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq_hz)
         self.e = arch.energy
         self._token_cache: dict[tuple, tuple[tuple[bool, int, int], ...]] = {}
+        self._token_by_id: dict[int, tuple[tuple, tuple[tuple[bool, int, int], ...]]] = {}
         self._cost_cache: dict[tuple, tuple] = {}
 
     def _refs(self, refs: tuple, label: str, seq: int, task: Task) -> tuple:
-        # Compiled tasklists reuse a few token patterns: check each distinct one once.
-        out = self._token_cache.get(refs)
-        if out is None:
-            out = self._token_cache[refs] = _tokens(refs, self.arch, _where(label, seq, task))
-        return out
+        # Compiled tasklists reuse a few token patterns (the decoder shares the tuples):
+        # check each distinct one once; look up by identity first, which needs no hashing.
+        out = self._token_by_id.get(id(refs))
+        if out is not None and out[0] is refs:
+            return out[1]
+        value = self._token_cache.get(refs)
+        if value is None:
+            value = self._token_cache[refs] = _tokens(refs, self.arch, _where(label, seq, task))
+        self._token_by_id[id(refs)] = (refs, value)
+        return value
 
-    def record(self, task: Task, seq: int, label: str) -> Rec:
+    def record(self, task: Task, seq: int, label: str, rid: int) -> Rec:
         """The record of ``task``, the ``seq``-th of its phase on core ``label``."""
-        cost = self._cost(task, _Where(label, seq, task))
-        kind, dur, macs, xfer, barrier, energy = cost
+        kind, dur, macs, xfer, barrier, energy = self._cost(task, _Where(label, seq, task))
+        unit = task.unit
         return Rec(
-            seq=seq,
-            unit=task.unit.value,
-            kind=kind,
-            dur=dur,
-            waits=self._refs(task.waits, label, seq, task) if task.waits else (),
-            signals=self._refs(task.signals, label, seq, task) if task.signals else (),
-            xfer=xfer,
-            barrier=barrier,
-            layer=task.layer,
-            tile=task.tile,
-            macs=macs,
-            energy=energy,
-            is_ctrl=task.unit == Unit.CTRL,
+            seq,
+            str(unit),
+            kind,
+            dur,
+            self._refs(task.waits, label, seq, task) if task.waits else (),
+            self._refs(task.signals, label, seq, task) if task.signals else (),
+            xfer,
+            barrier,
+            task.layer,
+            task.tile,
+            macs,
+            energy,
+            unit == Unit.CTRL,
+            rid,
         )
 
     def _cost(self, task: Task, where: _Where) -> tuple:
