@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "sweep": "aipusim.cli.sweep_cmd:sweep",
     "sweep-report": "aipusim.cli.sweep_cmd:sweep_report",
     "profile": "aipusim.cli.profile_cmd:profile",
+    "run": "aipusim.cli.run_cmd:run",
     "simulate": "aipusim.cli.simulate_cmd:simulate",
     "zoo": "aipusim.cli.zoo_cmd:zoo",
 }

@@ -1,0 +1,104 @@
+"""``aipusim run``: the main job, compile -> simulate -> profile in one command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+from tqdm import tqdm
+
+from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+
+
+@click.command()
+@click.argument("model")
+@conf_option
+@set_option
+@arch_option
+@click.option("--frames", type=int, default=8, show_default=True, help="Frames per replica.")
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Output folder (default: ./<model name>).",
+)
+@click.option(
+    "--levels",
+    default="B,PB,PE,K,M",
+    show_default=True,
+    help="Trace levels to record (each line costs control-core cycles).",
+)
+@click.option("--input-size", type=int, default=None, help="Input side for a zoo model.")
+@json_option
+def run(
+    model: str,
+    conf_path: Path | None,
+    overrides: tuple[str, ...],
+    arch_path: Path | None,
+    frames: int,
+    output_dir: Path | None,
+    levels: str,
+    input_size: int | None,
+    as_json: bool,
+) -> None:
+    """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
+
+    Prints FPS, latency, energy, power and the ten slowest layers, and writes the output
+    folder: compile artifacts, trace.txt, report.md, layers.csv, units.csv, plots/*.png.
+
+    Example: ``aipusim run resnet50 --set aipu_cores_used=4 --set multicore_mode=batch``
+    """
+    from aipusim.compiler.config import load_config
+    from aipusim.compiler.modelcard import builtin_configs
+    from aipusim.isa.trace_schema import parse_levels
+    from aipusim.run import resolve_model, run_model
+
+    source = resolve_model(model, input_size)
+    tags = [t.value for t in parse_levels(levels)]
+    builtin = builtin_configs().get(source.name) if source.path is None else None
+    base = load_config(builtin) if builtin is not None else None
+    config = build_config(conf_path, overrides, base)
+    out = output_dir or Path.cwd() / source.name
+    bars = _ProgressBars()
+    try:
+        result = run_model(
+            source, config, out, frames=frames, levels=tags, arch_path=arch_path, stage=bars
+        )
+    finally:
+        bars.close()
+    if as_json:
+        from aipusim.run import run_summary
+
+        click.echo(json.dumps(run_summary(result), indent=2))
+        return
+    from aipusim.cli.simulate_cmd import summary_text
+
+    click.echo(summary_text(result.sim))
+    click.echo("\n  ten slowest layers:")
+    click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
+    click.echo(
+        f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
+        f"wrote {out}/ (report.md, trace.txt, plots/)"
+    )
+
+
+class _ProgressBars:
+    """A stage hook: one tqdm bar per stage on stderr (hidden when stderr is not a TTY)."""
+
+    def __init__(self) -> None:
+        self._bar: tqdm | None = None
+
+    def __call__(self, name: str, total: int) -> Callable[[int], None]:
+        self.close()
+        self._bar = tqdm(total=total, desc=f"{name:<8}", file=sys.stderr, disable=None, leave=False)
+        return self._bar.update
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

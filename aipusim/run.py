@@ -1,0 +1,245 @@
+"""The main job: compile -> simulate -> profile one model into one output folder.
+
+The folder is built beside its final place and renamed at the end, so a failed or
+interrupted run leaves nothing half written. It holds the compile artifacts
+(``compiled_model/`` and friends), the trace, the power timeline, ``report.md``, the
+tables and the plots.
+
+>>> from aipusim.run import resolve_model
+>>> resolve_model("tiny_cnn").name
+'tiny_cnn'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from aipusim.errors import ConfigError, ZooError
+
+#: Trace levels a run records by default: frames, layer begin/end, compute and memory
+#: tasks. Token lines ([T]) are left out because each trace line costs control-core cycles.
+DEFAULT_RUN_LEVELS = ("B", "PB", "PE", "K", "M")
+#: Marker file that says a folder was written by `run` (and may be replaced by a rerun).
+RUN_MARKER = "run.json"
+TRACE_NAME = "trace.txt"
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A model to run: a zoo name (built on demand) or an ONNX file."""
+
+    name: str
+    path: Path | None = None  # None: a zoo model
+    input_size: int | None = None
+
+    def materialize(self, folder: Path) -> Path:
+        """The ONNX file of this model, building a zoo model into ``folder`` if needed."""
+        if self.path is not None:
+            return self.path
+        import onnx
+
+        from aipusim import zoo
+
+        target = folder / f"{self.name}.onnx"
+        onnx.save(zoo.build(self.name, input_size=self.input_size), target)
+        return target
+
+
+def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSource:
+    """An existing ``.onnx`` path, or a zoo name; anything else names what is valid."""
+    from aipusim import zoo
+
+    text = str(model)
+    path = Path(text)
+    if path.is_file():
+        if input_size is not None:
+            raise ConfigError("--input-size applies to zoo models only; an ONNX file has its own")
+        return ModelSource(path.stem, path.resolve())
+    if text in zoo.names():
+        return ModelSource(text, None, input_size)
+    if path.suffix.lower() == ".onnx" or os.sep in text:
+        raise ConfigError(f"model file must exist, not {text!r}")
+    raise ZooError(
+        f"MODEL must be an ONNX file or a zoo model ({', '.join(zoo.names())}), not {text!r}"
+    )
+
+
+@dataclass
+class RunResult:
+    """What `run_model` produced; the files are under ``output_dir``."""
+
+    model: str
+    output_dir: Path
+    compile_seconds: float
+    simulate_seconds: float
+    sim: Any  # aipusim.simulator.SimResult
+    layers: pd.DataFrame
+    units: pd.DataFrame
+    plots: list[Path] = field(default_factory=list)
+
+    def slowest_layers(self, n: int = 10) -> pd.DataFrame:
+        """The ``n`` layers with the largest mean latency, with the unit that dominates."""
+        return slowest_layers(self.layers, n)
+
+
+def slowest_layers(layers: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    """Top ``n`` rows of a profiler layer table by mean latency, plus its dominant unit."""
+    from aipusim.profiler import UNIT_CLASSES
+
+    shares = layers[[f"share_{c}" for c in UNIT_CLASSES]]
+    top = layers.assign(unit=shares.idxmax(axis=1).str.removeprefix("share_"))
+    top.loc[shares.max(axis=1) <= 0, "unit"] = "-"
+    cols = ["layer", "op", "unit", "mean_us", "p50_us", "p99_us", "macs"]
+    return top.nlargest(n, "mean_us")[cols].reset_index(drop=True)
+
+
+def prepare_output_dir(out: Path) -> None:
+    """Refuse an output folder that would lose someone else's files, or cannot be written."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output folder must be a folder, not the file {str(out)!r}")
+    if out.is_dir() and any(out.iterdir()) and not (out / RUN_MARKER).is_file():
+        raise ConfigError(
+            f"output folder {str(out)!r} must be empty or an earlier `aipusim run` folder; "
+            "it holds other files"
+        )
+    probe = out.resolve().parent
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"output folder {str(out)!r} cannot be created: {probe} is a file")
+    if not os.access(probe, os.W_OK):
+        raise ConfigError(f"output folder {str(out)!r} must be writable; {probe} is not")
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+    tmp.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+StageHook = Callable[[str, int], Callable[[int], None]]
+
+
+def run_model(
+    source: ModelSource,
+    config: Any,
+    output_dir: Path,
+    *,
+    frames: int = 8,
+    levels: Sequence[str] = DEFAULT_RUN_LEVELS,
+    arch_path: Path | None = None,
+    drop_percentile: float | None = None,
+    stage: StageHook | None = None,
+) -> RunResult:
+    """Compile, simulate and profile ``source``; write everything to ``output_dir``.
+
+    ``stage(name, total)`` is called when a stage starts and returns a function that takes
+    progress steps (the CLI hangs progress bars on it).
+    """
+    from aipusim.arch import load_arch
+    from aipusim.compiler.driver import compile_model
+    from aipusim.compiler.pipeline import PIPELINE
+    from aipusim.compiler.request import CompileRequest
+    from aipusim.isa.program import load_program
+    from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
+    from aipusim.run_report import write_run_report
+    from aipusim.simulator import simulate
+
+    if frames < 1:
+        raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    prepare_output_dir(output_dir)
+    arch = load_arch(arch_path)
+    hook = stage or (lambda _name, _total: lambda _n: None)
+    output_dir.resolve().parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.resolve().parent))
+    try:
+        model_path = source.materialize(tmp)
+        step = hook("compile", len(PIPELINE))
+        t0 = time.perf_counter()
+        compile_model(
+            CompileRequest(
+                model_path=model_path,
+                output_dir=tmp / "compile",
+                config=config,
+                arch_path=arch_path,
+                cli_args={"input": str(model_path), "output": str(output_dir)},
+            ),
+            after_pass=lambda _name, _graph: step(1),
+        )
+        compile_s = time.perf_counter() - t0
+
+        program, tasklists = load_program(tmp / "compile" / "compiled_model")
+        step = hook("simulate", frames * max(1, program.replicas))
+        t0 = time.perf_counter()
+        sim = simulate(
+            program,
+            tasklists,
+            arch=arch,
+            frames=frames,
+            levels=list(levels),
+            trace_path=tmp / TRACE_NAME,
+            progress=step,
+        )
+        simulate_s = time.perf_counter() - t0
+
+        step = hook("profile", 3)
+        percent = config.profiling_drop_percentile if drop_percentile is None else drop_percentile
+        trace = load_trace(tmp / TRACE_NAME)
+        layers = layer_table(trace, percent)
+        units = unit_table(trace)
+        write_table(layers, tmp / "layers.csv")
+        write_table(units, tmp / "units.csv")
+        step(1)
+        plots = plot_all(
+            trace,
+            tmp / "plots",
+            percent,
+            peak_macs_per_cycle=arch.mvm.macs_per_cycle,
+            ddr_bytes_per_cycle=arch.ddr_bw_bytes_per_cycle(program.frequency_hz),
+        )
+        step(1)
+        result = RunResult(
+            source.name,
+            output_dir,
+            compile_s,
+            simulate_s,
+            sim,
+            layers,
+            units,
+            [output_dir / p.relative_to(tmp) for p in plots],
+        )
+        write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
+        (tmp / RUN_MARKER).write_text(json.dumps(run_summary(result), indent=2) + "\n")
+        step(1)
+        _swap_into_place(tmp, output_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result
+
+
+def run_summary(result: RunResult) -> dict[str, Any]:
+    """The run's headline figures as plain data (``run.json``, ``aipusim run --json``)."""
+    sim = result.sim
+    return {
+        "model": result.model,
+        "output_dir": str(result.output_dir),
+        "compile_s": round(result.compile_seconds, 3),
+        "simulate_s": round(result.simulate_seconds, 3),
+        **json.loads(sim.to_json()),
+        "slowest_layers": json.loads(result.slowest_layers().to_json(orient="records")),
+    }

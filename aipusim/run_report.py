@@ -1,0 +1,120 @@
+"""``report.md`` of an `aipusim run`: what was run, the headline figures, where time and
+energy go, and the plots. Every number in it is computed from the run it describes."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from aipusim import __version__
+
+if TYPE_CHECKING:
+    from aipusim.arch import Arch
+    from aipusim.run import RunResult
+
+
+def source_revision() -> str:
+    """The git commit of the aipusim checkout this code runs from, or ``unknown``."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def changed_properties(config: Any) -> dict[str, Any]:
+    """The config properties that differ from their defaults."""
+    defaults = type(config)().to_dict()
+    return {k: v for k, v in config.to_dict().items() if defaults.get(k) != v}
+
+
+def _md(df: pd.DataFrame, floatfmt: str = ".2f") -> str:
+    return df.to_markdown(index=False, floatfmt=floatfmt)
+
+
+def headline_table(sim: Any) -> pd.DataFrame:
+    """The figures users come for, one row each."""
+    rows = [
+        ("system FPS (host link included)", f"{sim.fps:.1f}"),
+        ("device FPS", f"{sim.device_fps:.1f}"),
+        ("latency p50 / p99", f"{sim.latency_us_p50:.1f} / {sim.latency_us_p99:.1f} µs"),
+        ("energy per frame", f"{sim.energy_mj_per_frame_total:.4f} mJ"),
+        ("average / peak power", f"{sim.avg_power_w:.3f} / {sim.peak_power_w:.3f} W"),
+        ("simulated cycles", f"{sim.total_cycles:,}"),
+        ("clock / voltage", f"{sim.frequency_hz / 1e6:g} MHz / {sim.voltage_v:.2f} V"),
+        ("replicas x cores", f"{sim.replicas} x {sim.active_cores}"),
+    ]
+    return pd.DataFrame(rows, columns=["figure", "value"])
+
+
+def write_run_report(
+    result: RunResult, path: Path, *, config: Any, arch: Arch, levels: Sequence[str]
+) -> Path:
+    """Write the Markdown report of ``result`` to ``path``."""
+    sim = result.sim
+    changed = changed_properties(config)
+    energy = pd.DataFrame(
+        {
+            "component": list(sim.energy_mj_per_frame),
+            "mJ per frame": list(sim.energy_mj_per_frame.values()),
+        }
+    )
+    total = energy["mJ per frame"].sum()
+    energy["share %"] = 100 * energy["mJ per frame"] / (total if total > 0 else 1.0)
+    busy = pd.DataFrame(
+        {"unit": list(sim.utilization), "busy %": [100 * v for v in sim.utilization.values()]}
+    )
+    plots = "\n".join(
+        f"![{p.stem}]({p.relative_to(result.output_dir).as_posix()})" for p in result.plots
+    )
+    lines = [
+        f"# aipusim run: {result.model}",
+        "",
+        f"- model: `{result.model}`; mode `{sim.multicore_mode}`; {sim.frames} frames "
+        f"on {sim.replicas} replica(s)",
+        "- config changes from the defaults: "
+        + (", ".join(f"`{k}={v}`" for k, v in changed.items()) or "none"),
+        f"- chip: `{arch.chip.name}`, {arch.chip.cores} cores, peak {arch.peak_tops:.1f} TOPS",
+        f"- trace levels: {','.join(levels)} (each line costs "
+        f"{arch.control.trace_line_cycles} control-core cycles)",
+        f"- aipusim {__version__}, commit `{source_revision()}`; compile "
+        f"{result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s (wall)",
+        "",
+        "## Summary",
+        "",
+        _md(headline_table(sim)),
+        "",
+        "## Energy per frame by component",
+        "",
+        _md(energy, ".4f"),
+        "",
+        "## Unit utilisation",
+        "",
+        _md(busy, ".1f"),
+        "",
+        "## The ten slowest layers",
+        "",
+        _md(result.slowest_layers(), ".1f"),
+        "",
+        "## Plots",
+        "",
+        plots,
+        "",
+        "## All layers",
+        "",
+        _md(result.layers, ".3f"),
+        "",
+    ]
+    path.write_text("\n".join(lines))
+    return path

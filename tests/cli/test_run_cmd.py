@@ -1,0 +1,122 @@
+"""``aipusim run``: the main job end to end on the tiny zoo model, and its bad inputs."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from aipusim.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("run") / "tiny"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(["run", "tiny_cnn", "--frames", "3", "-o", str(out), "--json"])
+    assert code == 0
+    return out, json.loads(buf.getvalue())
+
+
+def test_run_writes_the_whole_folder(tiny_run: tuple[Path, dict]) -> None:
+    out, _ = tiny_run
+    for name in (
+        "report.md",
+        "trace.txt",
+        "trace.power.parquet",
+        "layers.csv",
+        "units.csv",
+        "run.json",
+        "compile/compiled_model/model.json",
+    ):
+        assert (out / name).is_file(), name
+    pngs = sorted(p.name for p in (out / "plots").glob("*.png"))
+    assert {"layers.png", "gantt.png", "power.png"} <= set(pngs)
+    assert all((out / "plots" / p).stat().st_size > 1000 for p in pngs)
+    report = (out / "report.md").read_text()
+    assert "## The ten slowest layers" in report
+    assert "![layers](plots/layers.png)" in report
+    # No temporary folder is left beside the output.
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".tiny.")]
+
+
+def test_run_json_has_the_headline_figures(tiny_run: tuple[Path, dict]) -> None:
+    _, data = tiny_run
+    for key in (
+        "fps",
+        "latency_us_p50",
+        "latency_us_p99",
+        "energy_mj_per_frame",
+        "avg_power_w",
+        "peak_power_w",
+        "total_cycles",
+        "slowest_layers",
+    ):
+        assert key in data, key
+    assert data["model"] == "tiny_cnn"
+    assert data["fps"] > 0 and data["peak_power_w"] >= data["avg_power_w"] > 0
+    assert 0 < len(data["slowest_layers"]) <= 10
+    assert {"layer", "unit", "mean_us"} <= set(data["slowest_layers"][0])
+
+
+def test_rerun_replaces_an_earlier_run_folder(
+    tiny_run: tuple[Path, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, _ = tiny_run
+    assert main(["run", "tiny_cnn", "--frames", "1", "-o", str(out), "--json"]) == 0
+    assert (
+        json.loads(capsys.readouterr().out)["frames"]
+        == json.loads((out / "run.json").read_text())["frames"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "vgg99"],
+            r"MODEL must be an ONNX file or a zoo model \(.*resnet50.*\), not 'vgg99'",
+        ),
+        (["run", "missing/model.onnx"], r"model file must exist, not 'missing/model.onnx'"),
+        (["run", "tiny_cnn", "--frames", "0"], r"--frames must be an integer >= 1, not 0"),
+        (["run", "tiny_cnn", "--levels", "K,X"], r"profiling level must be one of .*, not 'X'"),
+        (
+            ["run", "tiny_cnn", "--set", "aipu_cores_used=5"],
+            r"aipu_cores_used must be an integer 1-4, not 5",
+        ),
+    ],
+)
+def test_bad_input_is_one_line(
+    args: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("aipusim: error: ")
+    assert re.search(message, err), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_refuses_a_folder_with_other_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    assert main(["run", "tiny_cnn", "-o", str(tmp_path)]) == 2
+    assert "must be empty or an earlier `aipusim run` folder" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_refuses_an_output_below_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "afile").write_text("x")
+    assert main(["run", "tiny_cnn", "-o", str(tmp_path / "afile" / "out")]) == 2
+    assert "is a file" in capsys.readouterr().err
