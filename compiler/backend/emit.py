@@ -196,6 +196,12 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
             "frame_slots": 2 if cfg.double_buffer else 1,
             "mvm_layers": mvm_units,
             "memory": plan.high_water(),
+            # host-side knobs the runtime applies (the card's tasks do not change)
+            "host": {
+                "host_processes_used": int(cfg.host_processes_used),
+                "input_dmabuf": bool(cfg.input_dmabuf),
+                "output_dmabuf": bool(cfg.output_dmabuf),
+            },
         },
     )
 
