@@ -6,10 +6,11 @@ Conventions (the hardware's, DESIGN.md §4 pass 4):
   zero point, weights int8 symmetric (zero point 0, per output channel), biases int32 with
   scale ``s_in * s_w``.
 - MAC ops subtract the input zero point, multiply int8 x int8 and accumulate in int32.
-  The matrix products run as float64 BLAS GEMMs on the zero-point-centred integers: every
-  product (|q - zp| <= 255, |w| <= 127) and every partial sum (< 2**31 for any layer of at
-  most 16,384 inputs) is an integer below 2**53, so float64 arithmetic is *exact* in any
-  summation order and the result is bit-identical to an int32 accumulator, at BLAS speed.
+  The matrix products run as float32 BLAS GEMMs on the zero-point-centred integers, over
+  slices of at most `EXACT_F32_TERMS` = 512 inputs: every product (|q - zp| <= 255,
+  |w| <= 127) and every partial sum of a slice (<= 512 * 32385 < 2**24) is an integer that
+  float32 holds exactly, in any summation order; the slices are then summed in float64
+  (exact below 2**53). The result is bit-identical to an int32 accumulator, at BLAS speed.
   `conv_acc_reference` is the slow int64 loop the tests compare against.
 - Requantize (DPU): ``q_out = clamp(zp_out + ((acc + bias) * m + 2**(n-1)) >> n)`` with a
   fixed-point multiplier m in [2**30, 2**31) and a right shift n, i.e. round half up
@@ -51,6 +52,8 @@ RESIZE_WEIGHT_BITS = 10
 SOFTMAX_EXP_BITS = 15
 
 Int8Lut = np.ndarray
+#: Most products one float32 GEMM may sum and stay exact: 512 * 255 * 127 < 2**24.
+EXACT_F32_TERMS = 512
 
 
 # ----------------------------------------------------------------------- fixed point
@@ -249,6 +252,25 @@ def _pool_sum(x, kh, kw, sh, sw, pt, pl, include_pad, out, count):  # pragma: no
                     out[b, c, oy, ox] = acc
 
 
+def exact_int_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``a @ b`` of integer-valued float32 matrices (|a| <= 255, |b| <= 127), exactly, in
+    float64: float32 GEMMs over slices of `EXACT_F32_TERMS` of the inner dimension.
+
+    >>> a = np.full((1, 2000), 255, np.float32); b = np.full((2000, 1), -127, np.float32)
+    >>> int(exact_int_matmul(a, b)[0, 0]) == 2000 * 255 * -127
+    True
+    """
+    k = a.shape[-1]
+    shape = (*a.shape[:-1], b.shape[-1])
+    res = np.zeros(shape, np.float64) if out is None else out
+    if out is not None:
+        res[...] = 0
+    for k0 in range(0, k, EXACT_F32_TERMS):
+        k1 = min(k0 + EXACT_F32_TERMS, k)
+        res += np.matmul(a[..., k0:k1], b[k0:k1])
+    return res
+
+
 def conv_accumulate(
     x: np.ndarray,
     w: np.ndarray,
@@ -263,7 +285,8 @@ def conv_accumulate(
     """Conv2d sums ``sum(x * w)`` with zero padding, NCHW, any group count.
 
     ``x`` must already be centred (zero point subtracted) so that padding with 0 is
-    padding with real zero. ``acc_dtype`` float64 gives exact integer sums (see the module
+    padding with real zero. ``acc_dtype`` float64 gives exact integer sums of int8 operands
+    (float32 GEMM slices, see the module
     docstring), float32 the float reference.
     """
     n_b, c_in, _, _ = x.shape
@@ -272,18 +295,23 @@ def conv_accumulate(
     sh, sw = strides
     pt, pl = pads[0], pads[1]
     dh, dw = dilations
+    exact = np.dtype(acc_dtype) == np.float64
+    # Exact integer mode computes in float32 slices; the float reference in float32 too.
+    work = np.float32
     if group > 1 and cpg == 1:
-        out = np.zeros((n_b, c_out, ho, wo), acc_dtype)
-        xs = np.ascontiguousarray(x, acc_dtype)
-        ws = np.ascontiguousarray(w, acc_dtype)
+        # At most kh*kw products per output: float32 is exact for int8 operands.
+        out = np.zeros((n_b, c_out, ho, wo), work)
+        xs = np.ascontiguousarray(x, work)
+        ws = np.ascontiguousarray(w, work)
         _depthwise(xs, ws, c_out // c_in, sh, sw, pt, pl, dh, dw, out)
-        return out
+        assert not exact or kh * kw <= EXACT_F32_TERMS
+        return out.astype(acc_dtype, copy=False)
     out = np.empty((n_b, c_out, ho * wo), acc_dtype)
     opg = c_out // group
-    wmat = np.ascontiguousarray(w, acc_dtype).reshape(group, opg, cpg * kh * kw)
+    wmat = np.ascontiguousarray(w, work).reshape(group, opg, cpg * kh * kw)
     pointwise = kh == kw == 1 and sh == sw == 1 and not any(pads)
-    cols = None if pointwise else np.empty((cpg * kh * kw, ho * wo), acc_dtype)
-    xs = np.ascontiguousarray(x, acc_dtype)
+    cols = None if pointwise else np.empty((cpg * kh * kw, ho * wo), work)
+    xs = np.ascontiguousarray(x, work)
     for b in range(n_b):
         for g in range(group):
             xg = xs[b, g * cpg : (g + 1) * cpg]
@@ -292,7 +320,11 @@ def conv_accumulate(
             else:
                 _im2col(xg, kh, kw, sh, sw, pt, pl, dh, dw, ho, wo, cols)
                 mat = cols
-            np.matmul(wmat[g], mat, out=out[b, g * opg : (g + 1) * opg])
+            dst = out[b, g * opg : (g + 1) * opg]
+            if exact:
+                exact_int_matmul(wmat[g], mat, out=dst)
+            else:
+                np.matmul(wmat[g], mat, out=dst)
     return out.reshape(n_b, c_out, ho, wo)
 
 
@@ -481,6 +513,7 @@ __all__ = [
     "build_lut",
     "conv_acc_reference",
     "conv_accumulate",
+    "exact_int_matmul",
     "max_pool",
     "pool_sum",
     "quantize_multiplier",

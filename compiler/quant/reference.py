@@ -83,7 +83,7 @@ class _Int8Runner:
         w = self.const(p["weight"])
         if node.op is Op.CONV:
             win = S.conv_window(node, self.g)
-            xc = (x.astype(np.float64) - _chan(self.qp(xin).zero_point, x.ndim)).astype(np.float64)
+            xc = x.astype(np.float32) - _chan(self.qp(xin).zero_point.astype(np.float32), x.ndim)
             acc = K.conv_accumulate(
                 xc,
                 w,
@@ -95,11 +95,11 @@ class _Int8Runner:
                 acc_dtype=np.float64,
             )
             return self._requant(np.rint(acc).astype(np.int64), p, zo)
-        wf = w.astype(np.float64)
+        wf = w.astype(np.float32)
         if node.op is Op.GEMM and int(p["weight_axis"]) == 0:
             wf = wf.T
-        xc = x.astype(np.float64) - float(self.qp(xin).zero_point)
-        acc = np.rint(np.matmul(xc, wf)).astype(np.int64)
+        xc = x.astype(np.float32) - np.float32(self.qp(xin).zero_point)
+        acc = np.rint(K.exact_int_matmul(xc, wf)).astype(np.int64)
         shape = acc.shape
         res = self._requant(acc.reshape(-1, shape[-1], 1), p, zo)
         return res.reshape(shape)

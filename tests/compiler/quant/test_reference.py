@@ -166,3 +166,21 @@ def test_tiny_zoo_model_quantizes() -> None:
     rep = evaluate(g, q, data)
     for out in rep["outputs"].values():
         assert out["sqnr_db"] > 15
+
+
+def test_quantize_pass_in_the_pipeline() -> None:
+    import aipusim.zoo as zoo
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.passes.context import PassContext
+    from aipusim.compiler.pipeline import run_pipeline
+
+    ctx = PassContext(CompilerConfig(quantization_scheme="per_tensor_min_max"))
+    result = run_pipeline(zoo.build("tiny_cnn"), ctx, stop_after="quantize")
+    found = ctx.results["quantize"]
+    assert found["qgraph"].scheme == "per_tensor_min_max"
+    assert result.graph is found["qgraph"].graph
+    assert all(
+        t.quant is not None
+        for name, t in result.graph.tensors.items()
+        if name not in result.graph.constants
+    )
