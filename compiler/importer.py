@@ -385,8 +385,8 @@ def _fold_once(model: onnx.ModelProto) -> int:
             assert shape is not None
             values = _evaluate(node, {node.input[0]: np.empty(shape, np.uint8)}, opset)
         elif all(i in consts for i in node.input if i) and node.input:
-            out_shape = shapes.get(node.output[0])
-            if out_shape is not None and int(np.prod(out_shape)) > MAX_FOLD_ELEMENTS:
+            size = _folded_elements(node, consts, shapes.get(node.output[0]))
+            if size is None or size > MAX_FOLD_ELEMENTS:
                 keep.append(node)
                 continue
             try:
@@ -413,6 +413,32 @@ def _fold_once(model: onnx.ModelProto) -> int:
         del g.value_info[:]
         g.value_info.extend(vis)
     return folded
+
+
+def _folded_elements(
+    node: onnx.NodeProto, consts: Mapping[str, np.ndarray], inferred: tuple[int, ...] | None
+) -> int | None:
+    """Elements a fold of ``node`` would create, computed before anything is allocated
+    (None if it cannot be told: the node is then left alone)."""
+    if inferred is not None:
+        return int(np.prod(inferred, dtype=np.int64))
+    ins = [consts[i] for i in node.input if i]
+    try:
+        if node.op_type == "ConstantOfShape":
+            dims = ins[0].astype(np.int64).reshape(-1)
+            return int(np.prod(dims, dtype=np.int64)) if np.all(dims >= 0) else None
+        if node.op_type == "Expand":
+            target = tuple(int(d) for d in ins[1].reshape(-1))
+            return int(np.prod(np.broadcast_shapes(ins[0].shape, target), dtype=np.int64))
+        if node.op_type == "Tile":
+            return int(ins[0].size * np.prod(ins[1].astype(np.int64), dtype=np.int64))
+        if node.op_type == "Range":
+            start, limit, delta = (float(a.reshape(-1)[0]) for a in ins)
+            return max(int(np.ceil((limit - start) / delta)), 0) if delta else None
+    except (ValueError, IndexError, OverflowError):
+        return None
+    # other ops produce at most what they read, times a small factor
+    return int(sum(a.size for a in ins))
 
 
 def _drop_unused_initializers(model: onnx.ModelProto) -> None:

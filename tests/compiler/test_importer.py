@@ -281,3 +281,22 @@ def test_real_world_export_style_imports(name: str) -> None:
     ref = run_onnx(original, {original.graph.input[0].name: x})
     for key, value in ref.items():
         np.testing.assert_allclose(got[key], value, rtol=1e-4, atol=1e-4)
+
+
+def test_folding_never_allocates_huge_constants() -> None:
+    """A ConstantOfShape asking for 2^40 elements stays a node instead of being evaluated."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1 << 20])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    y.type.tensor_type.shape.SetInParent()
+    shape = numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "big")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["big"], ["c"]),
+        helper.make_node("Add", ["x", "c"], ["y"]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "huge", [x], [y], initializer=[shape]),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    graph = import_model(model)
+    assert graph.ops() == {"ConstantOfShape": 1, "Add": 1}
+    assert graph.shape("y") == (1 << 20, 1 << 20)
