@@ -16,7 +16,8 @@ The graph is split into three: ``preprocess`` (host, before), the core (AIPU) an
 - pre-processing (when ``graph_cleaner_split_pre_post_processing``), walking forward from the
   inputs: Cast, arithmetic with a constant operand (``/255``, ``-mean``, ``/std``), and, when
   ``remove_io_padding_and_layout_transform`` or ``remove_layout_transform_from_preamble`` is
-  on, the NHWC->NCHW Transpose (and input Pad); the latter also moves preamble Reshapes.
+  on, the NHWC->NCHW Transpose and a channel-only input Pad (I/O padding); the latter also
+  moves preamble Reshapes.
 
 The host graphs are written as ``preprocess.onnx`` / ``postprocess.onnx``; the dumps named by
 ``graph_cleaner_dump_core_onnx`` / ``graph_cleaner_dump_full_opt_onnx`` too.
@@ -153,6 +154,19 @@ def condition_split_nodes(graph: Graph, condition: str, node_type: str, threshol
     return _descendants(graph, best[2])
 
 
+def _is_channel_padding(graph: Graph, node: Node) -> bool:
+    """A constant Pad of the channel axis only (NCHW axis 1 or NHWC last axis): the I/O
+    padding the host pipeline does; spatial padding belongs to the network."""
+    pads = graph.const(node.inputs[1]) if len(node.inputs) > 1 else None
+    if pads is None or str(node.attr("mode", "constant")) != "constant":
+        return False
+    rank = len(graph.shape(node.inputs[0]))
+    if len(node.inputs) > 3 and node.inputs[3]:
+        return False  # explicit axes: keep it simple and leave it in the network
+    touched = {i % rank for i in np.flatnonzero(pads.reshape(-1))}
+    return bool(touched) and touched <= ({1} if rank != 4 else {1, 3}) and len(touched) == 1
+
+
 def preprocess_nodes(graph: Graph, *, move_layout: bool, move_reshape: bool) -> set[str]:
     """Names of the nodes of the host-suited preamble (see module doc)."""
     available = set(graph.inputs)
@@ -168,7 +182,7 @@ def preprocess_nodes(graph: Graph, *, move_layout: bool, move_reshape: bool) -> 
         if op is Op.TRANSPOSE and move_layout:
             ok = tuple(node.attr("perm", ())) == _NCHW_FROM_NHWC
         if op is Op.PAD and move_layout:
-            ok = True
+            ok = _is_channel_padding(graph, node)
         if op is Op.RESHAPE and move_reshape:
             ok = True
         if ok:

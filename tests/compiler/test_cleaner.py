@@ -158,3 +158,24 @@ def test_all_host_suited_graph_is_kept_whole(onnx_models) -> None:
     )
     _, core, ctx = clean(model)
     assert core.ops() == {"Softmax": 1} and not ctx.host_graphs
+
+
+def test_only_channel_padding_of_the_input_moves(onnx_models) -> None:
+    from graph_helpers import model, node, w
+
+    m = model(
+        [
+            node("Pad", ["x", "cpad"], "xc"),
+            node("Pad", ["xc", "spad"], "xs"),
+            node("Conv", ["xs", "w"], "y"),
+        ],
+        {
+            "cpad": np.array([0, 0, 0, 0, 0, 1, 0, 0], np.int64),
+            "spad": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
+            "w": w(2, 5, 3, 3),
+        },
+    )
+    _, core, ctx = clean(m)
+    assert ctx.host_graphs["preprocess"].ops() == {"Pad": 1}
+    assert core.ops() == {"Pad": 1, "Conv": 1} and core.shape(core.inputs[0]) == (1, 5, 6, 6)
+    assert_split_reproduces(onnx_models, m, ctx, core)
