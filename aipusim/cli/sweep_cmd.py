@@ -65,7 +65,8 @@ from aipusim.errors import ConfigError
     "--scheduler",
     default=None,
     metavar="tcp://HOST:PORT",
-    help="Run on a running Dask scheduler (needs aipusim[distributed]).",
+    help="Run on a running Dask scheduler (needs aipusim[distributed]); .onnx MODEL "
+    "files and --arch must be readable at the same paths on its workers.",
 )
 @click.option(
     "--flush-every",
