@@ -1289,7 +1289,21 @@ class ScheduleBuilder:
         self.emit_init(resident)
         self.emit_frame()
         self.add_memory_war()
+        self.anchor_frames()
         return self.tokens(self.order())
+
+    def anchor_frames(self) -> None:
+        """Tie every FRAME step that depends on nothing to its core's first FRAME step (the
+        input transfer on the core that receives it). The ctrl queue runs frame f's output
+        transfer before frame f+1's input, so frame f+1 cannot overwrite buffers, slots or
+        weight sets that frame f still uses."""
+        anchors: dict[int, int] = {}
+        for step in self.steps:
+            if step.phase is not Phase.FRAME:
+                continue
+            anchor = anchors.setdefault(step.core, step.id)
+            if not step.deps and step.id != anchor:
+                step.deps.add(anchor)
 
 
 def build_schedule(
