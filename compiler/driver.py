@@ -190,6 +190,48 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+#: ``extra`` of log records meant for compilation_log.txt only.
+_FILE_ONLY = {"aipusim_file_only": True}
+
+
+class _Forward(logging.Handler):
+    """Passes records at the user's verbosity on to the root logger's handlers (stderr)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not getattr(record, "aipusim_file_only", False):
+            logging.getLogger().callHandlers(record)
+
+
+class _CompileLog:
+    """Collects every INFO+ record of ``aipusim.*`` into compilation_log.txt during a
+    compile, without changing what the user sees on stderr (their ``-v`` level)."""
+
+    def __init__(self, path: Path) -> None:
+        self.logger = logging.getLogger("aipusim")
+        self.saved = (self.logger.level, self.logger.propagate)
+        effective = self.logger.getEffectiveLevel()
+        self.file = logging.FileHandler(path, encoding="utf-8")
+        self.file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.handlers: list[logging.Handler] = [self.file]
+        # records stop here instead of propagating; the ones the user asked for go on
+        self.forward = _Forward(level=effective)
+        self.handlers.append(self.forward)
+        self.logger.propagate = False
+        self.logger.setLevel(min(effective, logging.INFO))
+        for h in self.handlers:
+            self.logger.addHandler(h)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        for h in self.handlers:
+            self.logger.removeHandler(h)
+        self.file.close()
+        self.logger.setLevel(self.saved[0])
+        self.logger.propagate = self.saved[1]
+
+
 def compile_model(
     request: Any,
     *,
@@ -213,13 +255,7 @@ def compile_model(
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     except OSError as exc:
         raise ConfigError(f"output dir `{out}` cannot be created: {exc.strerror}") from None
-    handler = logging.FileHandler(tmp / LOG_NAME, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("aipusim")
-    old_level = root.level
-    root.addHandler(handler)
-    if root.getEffectiveLevel() > logging.INFO:
-        root.setLevel(logging.INFO)
+    compile_log = _CompileLog(tmp / LOG_NAME)
     ctx = PassContext(
         config,
         input_layout=str(getattr(request, "input_data_layout", None) or "NCHW"),
@@ -275,25 +311,22 @@ def compile_model(
             report["accuracy"] = ctx.results["accuracy"]
         _write_json(tmp / REPORT_NAME, report)
         log.info("compilation succeeded in %.2f s", time.perf_counter() - t0)
-        handler.flush()
+        compile_log.flush()
         files = _files_under(tmp)
         _swap_into_place(tmp, out)
     except BaseException as exc:
         failed_stage = ctx.failed_pass or stage
         status = ctx.failed_status or _status_for(exc, failed_stage)
         message = str(exc) if isinstance(exc, AipuSimError) else f"internal error: {exc!r}"
-        if isinstance(exc, AipuSimError):
-            log.error("compilation failed in %s: %s", failed_stage, message)
-        else:
-            log.error("compilation failed in %s:\n%s", failed_stage, traceback.format_exc())
-        handler.flush()
+        # file only: the CLI prints the error line itself (and Python the traceback of a bug)
+        detail = message if isinstance(exc, AipuSimError) else traceback.format_exc()
+        log.error("compilation failed in %s: %s", failed_stage, detail, extra=_FILE_ONLY)
+        compile_log.flush()
         report = _report(status, failed_stage, message, ctx.records, time.perf_counter() - t0)
         _write_failure(tmp, out, report)
         raise
     finally:
-        root.removeHandler(handler)
-        handler.close()
-        root.setLevel(old_level)
+        compile_log.close()
     return CompileResult(
         status=SUCCEEDED,
         output_dir=out,
