@@ -99,6 +99,23 @@ def test_full_pipeline_runs(onnx_models, tmp_path: Path) -> None:
     assert "compiled_model/model.json" in result.files
 
 
+def _tiny(opset: int, src: str = "x") -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Relu", [src], ["y"])], "tiny", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _opset9() -> onnx.ModelProto:
+    return _tiny(9)
+
+
+def _unchecked() -> onnx.ModelProto:
+    return _tiny(17, src="nowhere")
+
+
 @pytest.mark.parametrize(
     ("make", "error", "status", "match"),
     [
@@ -113,6 +130,18 @@ def test_full_pipeline_runs(onnx_models, tmp_path: Path) -> None:
             OnnxImportError,
             "ONNX_GRAPH_CLEANER_ERROR",
             "is not an ONNX model",
+        ),
+        (
+            lambda d, m: save(_opset9(), d),
+            OnnxImportError,
+            "ONNX_GRAPH_CLEANER_ERROR",
+            "must be >= 11, not 9",
+        ),
+        (
+            lambda d, m: save(_unchecked(), d),
+            OnnxImportError,
+            "ONNX_GRAPH_CLEANER_ERROR",
+            "fails the ONNX checker",
         ),
         (
             lambda d, m: save(m.constant_weights(dynamic=True), d),
