@@ -124,6 +124,7 @@ def plot_gantt(
     ).reset_index(drop=True)
     row_of = {(int(r.core), r.unit): i for i, r in enumerate(rows.itertuples())}
     layers = list(dict.fromkeys(t["layer"].astype(str)))
+    label = {name: name or "(no layer)" for name in layers}
     cmap = plt.get_cmap("tab20")
     colour = {name: cmap(i % 20) for i, name in enumerate(layers)}
     fig, ax = plt.subplots(figsize=(12, max(2.5, 0.32 * len(rows) + 1.6)))
@@ -147,7 +148,7 @@ def plot_gantt(
             ax.axhline(i - 0.5, color="black", linewidth=0.6)
     if layers:
         shown = layers[:20]
-        handles = [Patch(color=colour[n], label=n) for n in shown]
+        handles = [Patch(color=colour[n], label=label[n]) for n in shown]
         ax.legend(
             handles=handles,
             loc="upper left",
@@ -215,8 +216,9 @@ def plot_roofline(
 ) -> Path:
     """Roofline of the layers: x = ops (2 per MAC) per byte moved to or from DDR, y =
     achieved ops/s (ops per sample / mean latency). Roofs (if known): compute
-    ``2 * peak_macs_per_cycle * freq`` and DDR ``ddr_bytes_per_cycle * freq * x``. Layers
-    without MACs are left out; layers without DDR traffic sit at the right edge (▶)."""
+    ``2 * peak_macs_per_cycle * freq`` (MACs per cycle of the cores one layer sample runs
+    on: one core) and DDR ``ddr_bytes_per_cycle * freq * x``. Layers without MACs are left
+    out; layers without DDR traffic sit at the right edge (▶)."""
     peak = peak_macs_per_cycle or _header_number(trace, "peak_macs_per_cycle")
     ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
     freq = trace.header.freq_hz
@@ -245,7 +247,7 @@ def plot_roofline(
             2 * peak * freq,
             color="red",
             linewidth=1.2,
-            label=f"compute roof {2 * peak * freq / 1e12:.1f} TOPS",
+            label=f"compute roof {2 * peak * freq / 1e12:.1f} TOPS (one core)",
         )
     if ddr:
         roof = ddr * freq * xs
@@ -267,7 +269,7 @@ def plot_roofline(
             marker="o" if fin else ">",
             s=40,
             zorder=3,
-            label=name if len(lt) <= 20 else None,
+            label=(name if fin else f"{name} (no DDR traffic)") if len(lt) <= 20 else None,
         )
         if len(lt) > 20:
             ax.annotate(name, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")

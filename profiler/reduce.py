@@ -14,7 +14,9 @@ Definitions (times in cycles in the trace, ``*_us`` columns in microseconds):
   need not add up to 1. **waiting** = the part of the spans covered by no task of the
   layer at all. Classes: ``mvm``, ``wload``, ``dpu``, ``dwpu`` by unit name; DMA engines
   (``dma0``, ``dma1``, ``sysdma``) are ``dma``; anything else (``ctrl``, the host link
-  ``pcie_*``) is ``other``. Events with an empty layer name belong to no layer.
+  ``pcie_*``) is ``other``. Events with an empty layer name belong to no layer, and
+  those of frame < 0 (the simulator's init phase, which loads constants once per
+  instance) are not layer samples; both still count in the unit and core tables.
 * **Window**: first to last event time of the (possibly time-dropped) trace; busy % of a
   unit or core = union of its task intervals / window.
 * **Stall** of a unit: an idle gap between two consecutive tasks of that unit belonging
@@ -157,14 +159,15 @@ def layer_samples(trace: Trace) -> pd.DataFrame:
         b["nth"] = b.groupby(keys, sort=False, observed=True).cumcount()
         e["nth"] = e.groupby(keys, sort=False, observed=True).cumcount()
         out = b.merge(e, on=[*keys, "nth"], how="inner").drop(columns="nth")
-        out = out[(out["end"] >= out["start"]).to_numpy() & (out["layer"] != "").to_numpy()]
+        keep = (out["end"] >= out["start"]) & (out["layer"] != "") & (out["frame"] >= 0)
+        out = out[keep.to_numpy()]
     else:
         t = tasks(trace)
         if t.empty:
             return pd.DataFrame(
                 {"core": [], "frame": [], "layer": [], "op": [], "start": [], "end": []}
             )
-        t = t[(t["layer"] != "").to_numpy()]
+        t = t[((t["layer"] != "") & (t["frame"] >= 0)).to_numpy()]
         out = t.groupby(["core", "frame", "layer"], observed=True, as_index=False).agg(
             start=("start", "min"), end=("end", "max")
         )

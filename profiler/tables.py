@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from tabulate import tabulate
 
 from aipusim.errors import ConfigError
 
@@ -19,8 +20,11 @@ TABLE_SUFFIXES = (".md", ".csv", ".parquet")
 
 
 def to_markdown(df: pd.DataFrame, float_format: str = ".3f") -> str:
-    """A GitHub-flavoured Markdown table; floats with ``float_format``."""
-    return df.to_markdown(index=False, floatfmt=float_format)
+    """A GitHub-flavoured Markdown table; floats with ``float_format``, integers as such."""
+    # Column-wise lists keep integer columns integral (a DataFrame goes row by row through
+    # tabulate, which turns a row's ints into floats when the row also holds a float).
+    columns = {str(c): df[c].tolist() for c in df.columns}
+    return tabulate(columns, headers="keys", tablefmt="pipe", floatfmt=float_format)
 
 
 def to_records(df: pd.DataFrame) -> list[dict[str, object]]:

@@ -160,3 +160,15 @@ def test_events_without_layer_are_in_no_layer(write_trace, header):
     assert u.loc["pcie_h2d", "bytes"] == 8
     c = core_table(tr).set_index("core")
     assert c.loc[0, "dma_pct"] == 0.0 and c.loc[0, "other_pct"] == 50.0
+
+
+def test_init_phase_is_not_a_layer_sample(write_trace, header):
+    text = (
+        f"{header}\n"
+        "[PB] t=0 core=0 frame=-1 layer=c op=Conv\n"
+        "[PE] t=50 core=0 frame=-1 layer=c\n"
+        "[PB] t=60 core=0 frame=0 layer=c op=Conv\n"
+        "[PE] t=70 core=0 frame=0 layer=c\n"
+    )
+    t = layer_table(load_trace(write_trace(text)))
+    assert t["samples"].tolist() == [1] and t["mean_us"].tolist() == [10.0]
