@@ -39,6 +39,7 @@ class ControlCore:
         self.arrival: dict[int, int] | None = None  # chunk -> cycle it landed (None: resident)
         self.progress = env.event()
         self.dispatched_gp = -1
+        self.bulk = False
 
     def begin_phase(self, recs: list[Rec], gp_base: int, start: int, bulk: bool) -> None:
         """Start dispatching ``recs`` from cycle ``start``.
@@ -50,6 +51,7 @@ class ControlCore:
         self.times = []
         self.gp_base = gp_base
         self.gate = start
+        self.bulk = bulk
         if bulk and self.arrival is not None:
             last = self.gp_base + len(recs) - 1
             landed = [
@@ -78,6 +80,8 @@ class ControlCore:
     def dispatch_time(self, seq: int) -> int | None:
         """Cycle task ``seq`` of the current phase is dispatched, or None if blocked."""
         times = self.times
+        if self.bulk and self.arrival is not None:
+            self._dispatch_chunk(seq)
         while len(times) <= seq:
             if self.blocked_by is not None:
                 return None
@@ -108,6 +112,26 @@ class ControlCore:
             if rec.is_ctrl:
                 self.blocked_by = rec
         return times[seq]
+
+    def _dispatch_chunk(self, seq: int) -> None:
+        """Bulk phases: dispatch up to the end of ``seq``'s chunk at once if it has landed
+        (nothing else can hold dispatch back, so this equals task-by-task dispatch)."""
+        times = self.times
+        per = self.chunk_records
+        while len(times) <= seq:
+            gp = self.gp_base + len(times)
+            landed = self.arrival.get(gp // per) if self.arrival is not None else 0
+            if landed is None:
+                return
+            n = min(per - gp % per, len(self.recs) - len(times))
+            step = self.dispatch_cycles
+            first = max(self.last_dispatch, self.free_at, self.gate, landed) + step
+            times.extend(range(first, first + step * n, step) if step else [first] * n)
+            self.last_dispatch = self.free_at = times[-1]
+            self.busy_cycles += step * n
+            self.dispatched_gp = gp + n - 1
+            if (gp + n) % per == 0:
+                self.wake()
 
     def ctrl_finished(self, end: int) -> None:
         """A ctrl task ended at ``end``: dispatch resumes from there."""

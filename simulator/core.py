@@ -136,10 +136,13 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
     paths = core.paths
     burst = sim.burst_bytes
     blocked = core.blocked
+    times = ctl.times  # this phase's dispatch cycles (the list grows, never changes identity)
     for rec in recs:
-        times = ctl.times
         seq = rec.seq
-        d = times[seq] if seq < len(times) else ctl.dispatch_time(seq)
+        try:
+            d = times[seq]
+        except IndexError:
+            d = ctl.dispatch_time(seq)
         if d is None:
             blocked[unit] = (rec, "dispatch", None, 0)
             while d is None:
@@ -214,7 +217,11 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
         if rec.signals:
             vis = t + sig_lat
             for is_global, idx, n in rec.signals:
-                (gtok[idx] if is_global else ltok[idx]).signal(n, vis)
+                tok = gtok[idx] if is_global else ltok[idx]
+                if n == 1 and not tok.waiters:
+                    tok.units.append(vis)  # fast path of Token.signal
+                else:
+                    tok.signal(n, vis)
                 if tracing and tracer.t:
                     tracer.token(core, t, idx, is_global, "signal", seq)
         if tracing:
