@@ -25,22 +25,14 @@ Knobs:
   everything on ``dma0``.
 - ``use_sysdma``: DDR -> L2 weight transfers on ``sysdma``, L2 -> L1 on the core DMA.
 
-Tokens: every cross-unit dependency B-after-A becomes a wait on the counting semaphore of
-the pair (A's unit -> B's unit): A signals it once, B waits once. Queues are in order, so a
-consumer only waits for the newest producer it needs per producer queue, and the k-th wait
-on a pair matches the k-th signal. Pairs on one core use local tokens
-(``arch.tokens.local_per_core``), pairs across cores global ones (``global_count``). More
-than `MAX_TOKEN_REFS` waits or signals spill into TokenWait/TokenSignal tasks on the same
-queue. INIT tasks (constants brought on chip once) finish before the first frame, so no
-token crosses from INIT to FRAME, except the pipeline credits that INIT grants.
+Tokens are derived from the dependencies last (`aipusim.compiler.backend.tokens`).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
@@ -49,9 +41,8 @@ from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.memplan import Buffer, MemPlan
 from aipusim.compiler.backend.tile import FusionGroup
-from aipusim.errors import TasklistError
+from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
 from aipusim.isa.tasks import (
-    MAX_TOKEN_REFS,
     Barrier,
     DmaCopy,
     DpuKind,
@@ -63,45 +54,10 @@ from aipusim.isa.tasks import (
     Pool,
     PostOp,
     Task,
-    TokenRef,
-    TokenScope,
-    TokenSignal,
-    TokenWait,
     Unit,
     WeightLoad,
 )
 from aipusim.isa.tasks import Direction as Dir
-
-
-@dataclass
-class Step:
-    """A task before tokens: its unit, fields, origin and the steps it must follow."""
-
-    id: int
-    core: int
-    unit: Unit
-    kind: type[Task]
-    fields: dict[str, Any]
-    layer: str
-    tile: int
-    phase: Phase
-    frame_slot: int
-    deps: set[int] = field(default_factory=set)
-    cycles: int = 1
-
-
-@dataclass
-class Schedule:
-    """Per-core task streams plus what the report needs."""
-
-    tasks: dict[int, list[Task]]
-    steps: list[Step]
-    resident_weights: bool
-    local_tokens_used: dict[int, int]
-    global_tokens_used: int
-
-    def task_count(self) -> int:
-        return sum(len(t) for t in self.tasks.values())
 
 
 @dataclass
@@ -120,7 +76,7 @@ def _tile_rows(total: int, parts: int, index: int) -> tuple[int, int]:
     return lo, min(total, lo + per)
 
 
-class ScheduleBuilder:
+class ScheduleBuilder(TokenMixin):
     def __init__(
         self,
         layers: list[LayerPlan],
@@ -1027,253 +983,6 @@ class ScheduleBuilder:
             if s > last.get(u, -1):
                 last[u] = s
         return set(last.values())
-
-    def order(self) -> dict[int, list[int]]:
-        """Per-core streams: program order, or critical-path list scheduling."""
-        per_core: dict[int, list[int]] = defaultdict(list)
-        for s in self.steps:
-            per_core[s.core].append(s.id)
-        if not self.cfg.use_list_scheduler:
-            return per_core
-        users: dict[int, list[int]] = defaultdict(list)
-        for s in self.steps:
-            for d in s.deps:
-                users[d].append(s.id)
-        rank = [0] * len(self.steps)
-        for s in reversed(self.steps):
-            rank[s.id] = s.cycles + max((rank[u] for u in users[s.id]), default=0)
-        out: dict[int, list[int]] = {}
-        for core, ids in per_core.items():
-            idset = set(ids)
-            prev_same: dict[Unit, int] = {}
-            indeg: dict[int, int] = {}
-            extra: dict[int, set[int]] = {}
-            for sid in ids:
-                s = self.steps[sid]
-                # keep a queue's order within a layer (row blocks accumulate in order)
-                p = prev_same.get(s.unit)
-                local = {d for d in s.deps if d in idset}
-                if p is not None and self.steps[p].layer == s.layer:
-                    local.add(p)
-                extra[sid] = local
-                indeg[sid] = len(local)
-                prev_same[s.unit] = sid
-            succ: dict[int, list[int]] = defaultdict(list)
-            for sid, ds in extra.items():
-                for d in ds:
-                    succ[d].append(sid)
-            ready = [
-                (self.steps[i].phase is Phase.FRAME, -rank[i], i) for i in ids if indeg[i] == 0
-            ]
-            heapq.heapify(ready)
-            seq = []
-            while ready:
-                _, _, sid = heapq.heappop(ready)
-                seq.append(sid)
-                for u in succ[sid]:
-                    indeg[u] -= 1
-                    if indeg[u] == 0:
-                        heapq.heappush(ready, (self.steps[u].phase is Phase.FRAME, -rank[u], u))
-            assert len(seq) == len(ids), "dependency cycle in the schedule"
-            out[core] = seq
-        return out
-
-    def tokens(self, order: dict[int, list[int]]) -> Schedule:
-        pos: dict[int, int] = {}
-        for ids in order.values():
-            counters: dict[Unit, int] = defaultdict(int)
-            for sid in ids:
-                u = self.steps[sid].unit
-                pos[sid] = counters[u]
-                counters[u] += 1
-        local_idx: dict[int, dict[tuple[Unit, Unit], int]] = defaultdict(dict)
-        global_idx: dict[tuple[int, Unit, int, Unit], int] = {}
-        waits: dict[int, list[TokenRef]] = defaultdict(list)
-        signals: dict[int, list[TokenRef]] = defaultdict(list)
-        # Vector clocks: known[s] maps (core, unit) to the newest queue position known to
-        # have finished when step s has finished. A dependency already implied (through the
-        # queue's own order or another dependency) needs no token.
-        known: dict[int, dict[tuple[int, Unit], int]] = {}
-        queue_prev: dict[int, int] = {}
-        for ids in order.values():
-            last: dict[Unit, int] = {}
-            for sid in ids:
-                u = self.steps[sid].unit
-                if u in last:
-                    queue_prev[sid] = last[u]
-                last[u] = sid
-        for sid in self._global_order(order, queue_prev):
-            step = self.steps[sid]
-            core = step.core
-            prev = queue_prev.get(sid)
-            clock = dict(known[prev]) if prev is not None else {}
-            cands = []
-            for d in step.deps:
-                dep = self.steps[d]
-                if dep.phase is not step.phase:
-                    continue  # INIT completes before the first frame
-                if dep.core != core and self.layout.cooperative:
-                    continue  # a barrier separates every layer
-                key = (dep.core, dep.unit)
-                if clock.get(key, -1) >= pos[d]:
-                    continue
-                cands.append(d)
-            # newest first: a later producer often implies the earlier ones
-            cands.sort(key=lambda d: -pos[d])
-            chosen: list[int] = []
-            for d in cands:
-                key = (self.steps[d].core, self.steps[d].unit)
-                if clock.get(key, -1) >= pos[d]:
-                    continue
-                chosen.append(d)
-                for k, v in known[d].items():
-                    if v > clock.get(k, -1):
-                        clock[k] = v
-            for producer in sorted(chosen):
-                ref = self._token_for(self.steps[producer], step, local_idx, global_idx)
-                waits[sid].append(ref)
-                signals[producer].append(ref)
-            clock[(core, step.unit)] = pos[sid]
-            known[sid] = clock
-        credits = self.pipeline_credits(global_idx, waits, signals)
-        tasks: dict[int, list[Task]] = {}
-        for core, ids in order.items():
-            out: list[Task] = list(credits.get(core, []))
-            for sid in ids:
-                out.extend(self._materialize(self.steps[sid], waits[sid], signals[sid]))
-            tasks[core] = out
-        return Schedule(
-            tasks,
-            self.steps,
-            bool(self.resident),
-            {c: len(t) for c, t in local_idx.items()},
-            len(global_idx),
-        )
-
-    def _global_order(self, order: dict[int, list[int]], queue_prev: dict[int, int]) -> list[int]:
-        """All steps in an order that respects dependencies and every queue's order."""
-        indeg: dict[int, int] = {}
-        succ: dict[int, list[int]] = defaultdict(list)
-        for ids in order.values():
-            for sid in ids:
-                preds = {d for d in self.steps[sid].deps}
-                if sid in queue_prev:
-                    preds.add(queue_prev[sid])
-                indeg[sid] = len(preds)
-                for p in preds:
-                    succ[p].append(sid)
-        ready = [sid for sid, n in indeg.items() if n == 0]
-        heapq.heapify(ready)
-        out = []
-        while ready:
-            sid = heapq.heappop(ready)
-            out.append(sid)
-            for u in succ[sid]:
-                indeg[u] -= 1
-                if indeg[u] == 0:
-                    heapq.heappush(ready, u)
-        assert len(out) == len(indeg), "dependency cycle in the schedule"
-        return out
-
-    def _token_for(
-        self,
-        producer: Step,
-        consumer: Step,
-        local_idx: dict[int, dict[Any, int]],
-        global_idx: dict[Any, int],
-    ) -> TokenRef:
-        """The token of the pair (producer's unit -> consumer's unit), allocated on first use."""
-        if producer.core == consumer.core:
-            table = local_idx[consumer.core]
-            pair = (producer.unit, consumer.unit)
-            if pair not in table:
-                if len(table) >= self.arch.tokens.local_per_core:
-                    raise TasklistError(
-                        f"core {consumer.core} must use at most "
-                        f"{self.arch.tokens.local_per_core} local tokens, not more "
-                        f"(unit pairs: {sorted(table)})"
-                    )
-                table[pair] = len(table)
-            return TokenRef(TokenScope.LOCAL, table[pair], 1)
-        gkey = (producer.core, producer.unit, consumer.core, consumer.unit)
-        if gkey not in global_idx:
-            if len(global_idx) >= self.arch.tokens.global_count:
-                raise TasklistError(
-                    f"the instance must use at most {self.arch.tokens.global_count} global "
-                    f"tokens, not more (pairs: {sorted(global_idx)})"
-                )
-            global_idx[gkey] = len(global_idx)
-        return TokenRef(TokenScope.GLOBAL, global_idx[gkey], 1)
-
-    def pipeline_credits(
-        self,
-        global_idx: dict[Any, int],
-        waits: dict[int, list[TokenRef]],
-        signals: dict[int, list[TokenRef]],
-    ) -> dict[int, list[Task]]:
-        """Pipeline back-pressure: a stage overwrites a tensor the next stage reads only
-        after that stage has read the previous frame's copy. The reader's last access
-        signals a credit, the writer's first write waits for one; INIT grants the first."""
-        grants: dict[int, list[Task]] = defaultdict(list)
-        if not self.layout.pipeline:
-            return grants
-        for tensor in sorted(self.layout.shared_tensors):
-            buf = self.plan.buffer_of(tensor, -1)
-            if buf is None:
-                continue
-            writers = [
-                s for s in self.produced.get((-1, tensor), ()) if self.steps[s].phase is Phase.FRAME
-            ]
-            if not writers:
-                continue
-            first_writer = self.steps[min(writers)]
-            readers = [
-                s
-                for s in self.buf_access.get(buf.name, ())
-                if self.steps[s].core != first_writer.core and s not in writers
-            ]
-            by_core: dict[int, int] = {}
-            for r in readers:
-                by_core[self.steps[r].core] = max(by_core.get(self.steps[r].core, -1), r)
-            for rcore, last_reader in sorted(by_core.items()):
-                reader = self.steps[last_reader]
-                gkey = (rcore, reader.unit, first_writer.core, first_writer.unit)
-                if gkey not in global_idx:
-                    if len(global_idx) >= self.arch.tokens.global_count:
-                        raise TasklistError(
-                            f"the pipeline needs more than the "
-                            f"{self.arch.tokens.global_count} global tokens"
-                        )
-                    global_idx[gkey] = len(global_idx)
-                ref = TokenRef(TokenScope.GLOBAL, global_idx[gkey], 1)
-                signals[last_reader].append(ref)
-                waits[first_writer.id].append(ref)
-                grants[rcore].append(
-                    TokenSignal(unit=reader.unit, layer=tensor, phase=Phase.INIT, signals=(ref,))
-                )
-        return grants
-
-    def _materialize(
-        self, step: Step, waits: list[TokenRef], signals: list[TokenRef]
-    ) -> list[Task]:
-        common = dict(
-            unit=step.unit,
-            layer=step.layer,
-            tile=step.tile,
-            frame_slot=step.frame_slot,
-            phase=step.phase,
-        )
-        out: list[Task] = []
-        while len(waits) > MAX_TOKEN_REFS:
-            out.append(TokenWait(**common, waits=tuple(waits[:MAX_TOKEN_REFS])))
-            waits = waits[MAX_TOKEN_REFS:]
-        main_signals = tuple(signals[:MAX_TOKEN_REFS])
-        out.append(step.kind(**common, waits=tuple(waits), signals=main_signals, **step.fields))
-        rest = signals[MAX_TOKEN_REFS:]
-        while rest:
-            out.append(TokenSignal(**common, signals=tuple(rest[:MAX_TOKEN_REFS])))
-            rest = rest[MAX_TOKEN_REFS:]
-        return out
 
     def run(self) -> Schedule:
         self.last_mvm: dict[int, int | None] = {}
