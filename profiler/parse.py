@@ -34,6 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from aipusim.errors import TraceFormatError
 from aipusim.isa.trace_schema import (
@@ -310,14 +311,24 @@ def _read_header(fh, source: str) -> tuple[TraceHeader, bytes]:
     return TraceHeader.parse(line, source), head[nl + 1 :]
 
 
-def parse_text(path: str | Path, strict: bool = False) -> ParsedTables:
-    """Parse a text trace (``.gz``/``.zst``/``.bz2`` are decompressed by suffix)."""
+def parse_text(path: str | Path, strict: bool = False, progress: bool = False) -> ParsedTables:
+    """Parse a text trace (``.gz``/``.zst``/``.bz2`` are decompressed by suffix);
+    ``progress`` shows a tqdm bar of the bytes read on stderr."""
     source = str(path)
+    sized = Path(source).is_file() and Path(source).suffix not in (".gz", ".bz2", ".zst", ".lz4")
+    bar = tqdm(
+        total=Path(source).stat().st_size if sized else None,
+        unit="B",
+        unit_scale=True,
+        desc="parse",
+        disable=not progress,
+        leave=False,
+    )
     try:
         fh = pa.input_stream(source, compression="detect")
     except (FileNotFoundError, OSError) as exc:
         raise TraceFormatError(f"{source}: trace cannot be opened: {exc}") from None
-    with fh:
+    with fh, bar:
         header, rest = _read_header(fh, source)
         col = _Collector(header, source, strict)
         line_no = 2
@@ -325,6 +336,7 @@ def parse_text(path: str | Path, strict: bool = False) -> ParsedTables:
             lines = _Lines(buf)
             _parse_chunk(col, lines, line_no)
             line_no += len(lines.ends)
+            bar.update(len(buf))
     return col.finish()
 
 

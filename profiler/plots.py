@@ -341,6 +341,7 @@ def plot_all(
     drop_by: DropBy | str = DropBy.VALUE,
     peak_macs_per_cycle: float | None = None,
     ddr_bytes_per_cycle: float | None = None,
+    bins: int = 100,
 ) -> list[Path]:
     """Every plot that the trace has data for, as ``<out_dir>/<name>.png``."""
     d = Path(out_dir)
@@ -355,8 +356,8 @@ def plot_all(
             drop_percentile,
             drop_by,
         ),
-        plot_utilisation(trace, d / "utilisation.png"),
-        plot_bandwidth(trace, d / "bandwidth.png"),
+        plot_utilisation(trace, d / "utilisation.png", bins),
+        plot_bandwidth(trace, d / "bandwidth.png", bins),
     ]
     if trace.power is not None:
         out.append(plot_power(trace, d / "power.png"))

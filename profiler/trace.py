@@ -133,16 +133,17 @@ def load_power_timeline(path: str | Path, freq_hz: int) -> pd.DataFrame:
     return df
 
 
-def load_trace(path: str | Path, strict: bool = False) -> Trace:
+def load_trace(path: str | Path, strict: bool = False, progress: bool = False) -> Trace:
     """Read a trace file (text, optionally compressed, or Parquet by content/suffix).
 
     ``strict=True`` raises `TraceFormatError` on the first malformed line (with its
     number) instead of counting it. The power timeline beside the trace is loaded too.
+    ``progress`` shows a progress bar on stderr while a text trace is read.
     """
     p = Path(path)
     if not p.is_file():
         raise TraceFormatError(f"trace {str(p)!r} must be an existing file")
-    parsed = parse_parquet(p, strict) if _is_parquet(p) else parse_text(p, strict)
+    parsed = parse_parquet(p, strict) if _is_parquet(p) else parse_text(p, strict, progress)
     power_path = power_timeline_path(p)
     power = (
         load_power_timeline(power_path, parsed.header.freq_hz)

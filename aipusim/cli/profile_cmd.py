@@ -37,7 +37,7 @@ _BY = ("layer", "unit", "frame", "core", "bandwidth", "power")
     type=int,
     default=100,
     show_default=True,
-    help="Time bins of the bandwidth table and utilisation plot.",
+    help="Time bins of the bandwidth table and the bandwidth and utilisation plots.",
 )
 @click.option(
     "--plot",
@@ -112,10 +112,10 @@ def profile(
     if compare_path is not None and by not in (None, "layer"):
         raise ConfigError(f"--compare gives per-layer deltas; --by must be layer, not {by}")
     by = by or "layer"
-    trace = prof.load_trace(trace_path, strict=strict)
+    trace = prof.load_trace(trace_path, strict=strict, progress=_big(trace_path))
     _warn_lines(trace)
     if compare_path is not None:
-        other = prof.load_trace(compare_path, strict=strict)
+        other = prof.load_trace(compare_path, strict=strict, progress=_big(compare_path))
         _warn_lines(other)
         table = prof.compare_layers(trace, other, drop_percentile, drop_by)
     elif by == "bandwidth":
@@ -134,7 +134,7 @@ def profile(
             prof.write_table(table, path)
     if plot_dir is not None:
         peak, ddr = _roofs(trace, arch_path)
-        written = prof.plot_all(trace, plot_dir, drop_percentile, drop_by, peak, ddr)
+        written = prof.plot_all(trace, plot_dir, drop_percentile, drop_by, peak, ddr, bins)
         click.echo(f"plots: {', '.join(str(p) for p in written)}", err=True)
     if chrome_path is not None:
         n = prof.write_chrome_trace(trace, chrome_path)
@@ -150,6 +150,11 @@ def profile(
         f"p99 {summary['p99_us']:.1f} µs ({h.cores} cores at {h.freq_hz / 1e6:g} MHz)\n"
     )
     click.echo(prof.to_markdown(table))
+
+
+def _big(path: Path) -> bool:
+    """Worth a progress bar: a trace over 64 MB (about a million lines)."""
+    return path.is_file() and path.stat().st_size > (64 << 20)
 
 
 def _warn_lines(trace) -> None:
