@@ -12,8 +12,9 @@ collects outcomes as they complete, shows a progress bar, and flushes rows to th
 the sweep ends or is interrupted (Ctrl-C, SIGTERM): only the points in flight are lost, and
 the next run with the same arguments picks up the rest.
 
->>> parse_backend(workers=None, cluster="local:2", scheduler=None)
-Backend(kind='dask-local', workers=2, address=None)
+>>> backend = parse_backend(workers=None, cluster="local:2", scheduler=None)
+>>> backend.kind, backend.workers
+('dask-local', 2)
 """
 
 from __future__ import annotations
