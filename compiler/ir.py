@@ -852,6 +852,39 @@ def _verify_op(graph: Graph, node: Node, where: str) -> None:
         assert graph.shape(node.inputs[0]) == graph.shape(node.outputs[0]), (
             f"{where}: element-wise op changes the shape"
         )
+    elif node.op in BINARY_OPS - {Op.PRELU}:
+        shapes = [graph.shape(i) for i in node.inputs]
+        out = graph.shape(node.outputs[0])
+        if all(d >= 0 for sh in (*shapes, out) for d in sh):
+            try:
+                expected = tuple(np.broadcast_shapes(*shapes))
+            except ValueError:
+                raise AssertionError(f"{where}: operands {shapes} do not broadcast") from None
+            assert expected == out, f"{where}: output {out} != broadcast {expected}"
+    elif node.op is Op.TRANSPOSE:
+        rank = len(graph.shape(node.inputs[0]))
+        perm = tuple(node.attr("perm", tuple(reversed(range(rank)))))
+        assert sorted(perm) == list(range(rank)), f"{where}: perm {perm} for rank {rank}"
+        x = graph.shape(node.inputs[0])
+        assert tuple(x[p] for p in perm) == graph.shape(node.outputs[0]), f"{where}: shape"
+    elif node.op in (Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE):
+        x, y = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        if x.is_static and y.is_static:
+            assert x.size == y.size, f"{where}: {x.shape} -> {y.shape} changes the size"
+    elif node.op is Op.SOFTMAX:
+        rank = len(graph.shape(node.inputs[0]))
+        axis = int(node.attr("axis", -1))
+        assert -rank <= axis < rank, f"{where}: axis {axis} for rank {rank}"
+    elif node.op is Op.GEMM:
+        a, b = graph.shape(node.inputs[0]), graph.shape(node.inputs[1])
+        assert len(a) == 2 and len(b) == 2, f"{where}: Gemm operands must be 2-D"
+        k_a = a[0] if node.attr("transA", 0) else a[1]
+        k_b = b[1] if node.attr("transB", 0) else b[0]
+        assert k_a == k_b, f"{where}: inner dims {k_a} != {k_b}"
+    elif node.op is Op.MATMUL:
+        a, b = graph.shape(node.inputs[0]), graph.shape(node.inputs[1])
+        if len(a) >= 1 and len(b) >= 2 and a[-1] >= 0:
+            assert a[-1] == b[-2], f"{where}: inner dims {a[-1]} != {b[-2]}"
 
 
 # ----------------------------------------------------------------------------- dump

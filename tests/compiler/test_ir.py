@@ -247,3 +247,27 @@ def test_is_depthwise() -> None:
     )
     verify(dw)
     assert is_depthwise(dw.node("c"), dw)
+
+
+@pytest.mark.parametrize(
+    ("node", "shapes", "message"),
+    [
+        (Node("t", Op.TRANSPOSE, ("a",), ("b",), {"perm": (0, 0)}), [(2, 3), (3, 2)], "perm"),
+        (Node("t", Op.TRANSPOSE, ("a",), ("b",), {"perm": (1, 0)}), [(2, 3), (2, 3)], "shape"),
+        (Node("r", Op.RESHAPE, ("a", "s"), ("b",)), [(2, 3), (7,)], "changes the size"),
+        (Node("m", Op.ADD, ("a", "c"), ("b",)), [(2, 3), (2, 4)], "broadcast"),
+        (Node("s", Op.SOFTMAX, ("a",), ("b",), {"axis": 2}), [(2, 3), (2, 3)], "axis 2"),
+        (Node("g", Op.GEMM, ("a", "c"), ("b",)), [(2, 3), (2, 2)], "inner dims"),
+    ],
+)
+def test_verify_op_shape_rules(node: Node, shapes, message: str) -> None:
+    tensors = {
+        "a": Tensor("a", shapes[0]),
+        "b": Tensor("b", shapes[1]),
+        "c": Tensor("c", (4, 2) if node.op is Op.GEMM else (2, 4)),
+        "s": Tensor("s", (1,), DType.INT64),
+    }
+    consts = {"s": np.array([7], np.int64)}
+    g = Graph("g", (node,), tensors, consts, ("a", "c"), ("b",))
+    with pytest.raises(AssertionError, match=message):
+        verify(g)
