@@ -55,6 +55,7 @@ _CLASS_COLOURS = {
     "waiting": "#c7c7c7",
 }
 _DPI = 120
+_ROOFLINE_NAMED = 8
 
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:
@@ -88,7 +89,7 @@ def plot_layer_bars(
         ax.barh(y, bd[part], left=left, color=_CLASS_COLOURS[part], label=part, height=0.75)
         left += bd[part].to_numpy()
     ax.set_yticks(y, bd["layer"], fontsize=8 if len(bd) > 30 else 9)
-    ax.invert_yaxis()
+    ax.set_ylim(len(bd) - 0.5, -0.5)
     ax.set_xlabel("mean latency per layer sample (µs)")
     ax.set_title(_title(trace, "per-layer latency by unit (exclusive time)"))
     ax.legend(loc="lower right", fontsize=8, ncols=len(parts) if len(parts) < 8 else 4)
@@ -154,7 +155,7 @@ def plot_gantt(
             loc="upper left",
             bbox_to_anchor=(1.01, 1.0),
             fontsize=8,
-            title="layer" if len(layers) <= 20 else f"first 20 of {len(layers)}",
+            title="layer" if len(layers) <= 20 else f"first 20 of {len(layers)} (colours repeat)",
         )
     else:
         ax.text(0.5, 0.5, "no tasks in window", ha="center", transform=ax.transAxes)
@@ -218,7 +219,8 @@ def plot_roofline(
     achieved ops/s (ops per sample / mean latency). Roofs (if known): compute
     ``2 * peak_macs_per_cycle * freq`` (MACs per cycle of the cores one layer sample runs
     on: one core) and DDR ``ddr_bytes_per_cycle * freq * x``. Layers without MACs are left
-    out; layers without DDR traffic sit at the right edge (▶)."""
+    out; layers without DDR traffic sit at the right edge (▶). With more than 20 layers,
+    only the 8 that take the most time are named."""
     peak = peak_macs_per_cycle or _header_number(trace, "peak_macs_per_cycle")
     ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
     freq = trace.header.freq_hz
@@ -260,6 +262,10 @@ def plot_roofline(
             linewidth=1.2,
             label=f"DDR roof {ddr * freq / 1e9:.1f} GB/s",
         )
+    # With many layers, name only the ones that take the most time (labels would pile up).
+    total = lt["mean_us"] * lt["samples"]
+    named = set(lt["layer"][total.rank(ascending=False, method="first") <= _ROOFLINE_NAMED])
+    named_done: list[str] = []
     cmap = plt.get_cmap("tab20")
     for i, (name, x, y, fin) in enumerate(zip(lt["layer"], x_plot, achieved, finite, strict=True)):
         ax.scatter(
@@ -271,8 +277,11 @@ def plot_roofline(
             zorder=3,
             label=(name if fin else f"{name} (no DDR traffic)") if len(lt) <= 20 else None,
         )
-        if len(lt) > 20:
-            ax.annotate(name, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+        if len(lt) > 20 and name in named:
+            # Alternate above and below the point so neighbours' names do not overlap.
+            dy = 3 if len(named_done) % 2 == 0 else -10
+            named_done.append(name)
+            ax.annotate(name, (x, y), fontsize=7, xytext=(5, dy), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi * 1.5)
