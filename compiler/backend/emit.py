@@ -7,6 +7,8 @@
   marks and the INIT-before-FRAME rule of the tasklists;
 - ``manifest.json``: quantization of the inputs and outputs (scale, zero point, dtype) and the
   sizes of the quantized constants;
+- ``pool_l2_const.bin``: the quantized constants kept in L2, at their L2 offsets (when the
+  graph's constants are quantized);
 - ``report.json``: per layer the unit, tiles, weight sets, ICR factor, estimated cycles and
   bytes per pool; high-water marks per pool; task and token counts.
 
@@ -23,6 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from aipusim.compiler.backend.lower import ConstKind, LayerUnit
 from aipusim.compiler.backend.multicore import effective_mode
 from aipusim.errors import ConfigError, TasklistError
@@ -34,6 +38,7 @@ from aipusim.isa.tasks import DmaCopy, HostTransfer, Phase, Pool, WeightLoad
 COMPILED_DIR = "compiled_model"
 REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
+L2_CONST_FILE = "pool_l2_const.bin"
 #: Version of the report.json layout.
 REPORT_VERSION = 1
 
@@ -206,6 +211,26 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
     )
 
 
+def l2_constant_image(state: Any) -> bytes | None:
+    """``pool_l2_const.bin``: the quantized constants kept in L2, each at its L2 offset
+    (weights as stored, int8; the IMC layout with ICR copies is made when they load).
+    None when there are none or the graph's constants are not quantized (integers)."""
+    g = state.graph
+    placed = []
+    for buf in state.plan.buffers.values():
+        if buf.pool is Pool.L2 and buf.name.startswith("const:"):
+            array = g.const(buf.name.removeprefix("const:"))
+            if array is None or not np.issubdtype(array.dtype, np.integer):
+                return None
+            placed.append((buf.addr, array.tobytes()[: buf.size_bytes]))
+    if not placed:
+        return None
+    image = bytearray(max(addr + len(data) for addr, data in placed))
+    for addr, data in placed:
+        image[addr : addr + len(data)] = data
+    return bytes(image)
+
+
 def emit_files(
     state: Any, *, model_name: str | None = None, model_id: str | None = None
 ) -> dict[str, bytes]:
@@ -215,6 +240,9 @@ def emit_files(
     files: dict[str, bytes] = {}
     for core, tasks in sorted(state.schedule.tasks.items()):
         files[tasklist_file_name(core)] = encode_tasklist(Tasklist(core, tuple(tasks)))
+    image = l2_constant_image(state)
+    if image is not None:
+        files[L2_CONST_FILE] = image
     files[MANIFEST_FILE] = _json_bytes(build_manifest(state))
     files[REPORT_FILE] = _json_bytes(build_report(state))
     crcs = {k: crc32(v) for k, v in sorted(files.items())}

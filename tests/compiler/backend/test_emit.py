@@ -76,3 +76,29 @@ def test_manifest_lists_io_and_constant_sizes(tmp_path: Path) -> None:
     manifest = json.loads((tmp_path / "compiled_model" / "manifest.json").read_text())
     assert manifest["inputs"][0]["shape"][1] == 3
     assert manifest["constants"] and all(c["bytes"] > 0 for c in manifest["constants"].values())
+
+
+def test_l2_constant_image_holds_quantized_constants_at_their_offsets(tmp_path: Path) -> None:
+    import numpy as np
+
+    from aipusim.compiler.ir import Graph, Node, Op, Tensor
+
+    w = np.arange(64 * 64, dtype=np.int64).astype(np.int8).reshape(64, 64, 1, 1)
+    g = Graph(
+        "q",
+        (Node("c", Op.CONV, ("x", "w"), ("y",), {"kernel_shape": [1, 1]}),),
+        {
+            "x": Tensor("x", (1, 64, 8, 8)),
+            "w": Tensor("w", w.shape, "int8"),
+            "y": Tensor("y", (1, 64, 8, 8)),
+        },
+        {"w": w},
+        ("x",),
+        ("y",),
+    )
+    config = CompilerConfig(enable_buffer_promotion=False, constant_memory_pool="global.l2")
+    r = run_backend(g, config, ARCH, tmp_path)
+    image = (tmp_path / "compiled_model" / "pool_l2_const.bin").read_bytes()
+    buf = r.state.plan.buffers["const:w"]
+    assert image[buf.addr : buf.addr + w.size] == w.tobytes()
+    verify_crcs(tmp_path / "compiled_model")
