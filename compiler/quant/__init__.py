@@ -30,7 +30,12 @@ from typing import Any
 import numpy as np
 
 from aipusim.compiler.ir import Graph
-from aipusim.compiler.quant.accuracy import accuracy_report, per_layer_sqnr, sqnr_db
+from aipusim.compiler.quant.accuracy import (
+    accuracy_report,
+    output_report,
+    per_layer_sqnr,
+    sqnr_db,
+)
 from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantized_model
 from aipusim.compiler.quant.data import (
     CalibrationData,
@@ -40,6 +45,7 @@ from aipusim.compiler.quant.data import (
 from aipusim.compiler.quant.float_exec import run_fp32
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
 from aipusim.compiler.quant.reference import run_int8
+from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
 from aipusim.errors import QuantizationError
 
 
@@ -80,6 +86,11 @@ def evaluate(
     ``onnx.reference`` (independent of this package's kernels); ``"numpy"`` uses
     `run_fp32`. ``debug`` adds the SQNR of every activation (``quantization_debug``)
     except the pre-activation outputs of MAC ops whose Relu/Clip is fused.
+
+    Each output also gets ``input_rounding_sqnr_db``: the SQNR of the fp32 model when only
+    its inputs are rounded to their int8 grid. It shows how strongly the network amplifies
+    a small input error (random-weight networks amplify a lot), i.e. a ceiling that no
+    int8 model of this network can beat by much.
     """
     samples = list(calibration.held_aside) or list(calibration.samples[:1])
     t0 = time.perf_counter()
@@ -102,9 +113,24 @@ def evaluate(
         fp32_source="onnx.reference" if fp32 == "onnx" else "aipusim numpy fp32",
         per_layer=layers,
     )
+    rounded = [_fp32_outputs(graph, _round_inputs(qgraph, s), fp32) for s in samples]
+    for name, out in report["outputs"].items():
+        out["input_rounding_sqnr_db"] = output_report(
+            [r[name] for r in ref], [r[name] for r in rounded]
+        )["sqnr_db"]
     report["held_aside_distinct"] = calibration.held_aside_distinct or not calibration.held_aside
     report["timing_s"] = {"fp32": round(t1 - t0, 3), "int8": round(t2 - t1, 3)}
     return report
+
+
+def _round_inputs(qgraph: QuantizedGraph, sample: dict) -> dict[str, np.ndarray]:
+    """The sample with each input replaced by its int8-grid value (quantize, dequantize)."""
+    out = {}
+    for name, x in sample.items():
+        q = qgraph.qparams(name)
+        xq = quantize_values(np.asarray(x, np.float64), q.scale, q.zero_point, q.axis)
+        out[name] = dequantize_values(xq, q.scale, q.zero_point, q.axis)
+    return out
 
 
 def _fused_preactivations(qgraph: QuantizedGraph) -> set[str]:

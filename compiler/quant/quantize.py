@@ -134,7 +134,8 @@ def _share_plan(graph: Graph) -> dict[str, str]:
     src: dict[str, str] = {name: name for name in graph.inputs}
     boundary = set(graph.inputs) | set(graph.outputs)
     for node in graph.nodes:
-        outs = [o for o in node.outputs if o]
+        # Only real-valued tensors are quantized (not e.g. MaxPool's int64 indices).
+        outs = [o for o in node.outputs if o and graph.tensor(o).dtype.np.kind == "f"]
         act_in = [i for i in node.present_inputs if not graph.is_constant(i)]
         if (node.op in SHARE_OPS and act_in) or (
             node.op in (Op.RESIZE, Op.UPSAMPLE) and S.resize_mode(node) == "nearest"

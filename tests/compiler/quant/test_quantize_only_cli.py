@@ -47,7 +47,7 @@ def test_quantize_only_writes_the_quantized_model(model_path: Path, tmp_path: Pa
     assert {p.name for p in qm.iterdir()} == QM_FILES
     report = json.loads((qm / "report.json").read_text())
     (name, first), *_ = report["outputs"].items()
-    assert {"sqnr_db", "max_abs_error", "top1_agreement"} <= set(first)
+    assert {"sqnr_db", "max_abs_error", "top1_agreement", "input_rounding_sqnr_db"} <= set(first)
     assert report["per_layer_sqnr_db"]
     status = json.loads((out / "compilation_report.json").read_text())
     assert status["status"] == "SUCCEEDED"
