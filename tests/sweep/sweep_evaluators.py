@@ -49,6 +49,14 @@ def fails_for_resnet(point: SweepPoint) -> dict[str, Any]:
     return arch_figures(point)
 
 
+def dies_for_resnet(point: SweepPoint) -> dict[str, Any]:
+    """`arch_figures`, except that a resnet18 point kills its worker process (like an OOM)."""
+    if point.model == "resnet18":
+        time.sleep(0.5)  # let the tiny_cnn points finish first
+        os._exit(1)
+    return arch_figures(point)
+
+
 def slow_figures(point: SweepPoint) -> dict[str, Any]:
     """`arch_figures` after a pause; leaves a marker file per finished point in $SWEEP_MARKS."""
     time.sleep(float(os.environ.get("SWEEP_SLEEP_S", "0.3")))

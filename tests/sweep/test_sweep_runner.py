@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import sweep_evaluators as ev
 
-from aipusim.errors import ConfigError
+from aipusim.errors import ConfigError, SimulationError
 from aipusim.sweep import ResultStore, build_space, parse_backend, run_sweep
 from aipusim.sweep.runner import require_dask
 from aipusim.sweep.store import WALL_TIME_COLUMNS
@@ -79,6 +79,17 @@ def test_an_invalid_combination_is_a_failed_point(tmp_path: Path) -> None:
     bad = table[table["status"] == "failed"].iloc[0]
     assert (bad["aipu_cores_used"], bad["resources_used"]) == ("4", "0.25")
     assert bad["error"].startswith("ConfigError: resources_used must be at least")
+
+
+def test_a_dying_worker_stops_the_sweep_keeping_finished_points(tmp_path: Path) -> None:
+    space = _space()
+    with pytest.raises(SimulationError, match=r"a sweep worker process died .* re-run"):
+        run_sweep(space, tmp_path, evaluator=ev.dies_for_resnet, backend=LOCAL2, progress=False)
+    table = ResultStore(tmp_path).read()
+    # The pool breaks as a whole, so only points finished before the death are kept.
+    assert set(table["model"]) <= {"tiny_cnn"}
+    assert (table["status"] == "ok").all()
+    assert len(table) >= 1
 
 
 def test_a_rerun_skips_done_points_and_adds_new_ones(tmp_path: Path) -> None:
