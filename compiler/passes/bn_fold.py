@@ -1,5 +1,6 @@
-"""Pass 3b, BatchNorm folding: BN after Conv/ConvTranspose goes into the weights and bias;
-a BN without such a producer becomes a per-channel Mul + Add (one DPU op).
+"""Pass 3b, BatchNorm folding: BN after Conv/ConvTranspose (or a BatchNorm1d after a Gemm)
+goes into the weights and bias; a BN without such a producer becomes a per-channel Mul + Add
+(one DPU op).
 
 With s = gamma / sqrt(var + eps): W' = W * s (per output channel), b' = (b - mean) * s + beta.
 Exact up to float32 rounding.
@@ -54,6 +55,34 @@ def _fold_into_conv(graph: Graph, ed: GraphEditor, conv: Node, bn: Node) -> bool
     return True
 
 
+def _fold_into_gemm(graph: Graph, ed: GraphEditor, gemm: Node, bn: Node) -> bool:
+    """BatchNorm1d after a Gemm (features on axis 1): scale the weight columns."""
+    weight = graph.const(gemm.inputs[1])
+    params = _bn_params(graph, bn)
+    if weight is None or params is None or int(gemm.attr("transA", 0)):
+        return False
+    scale, shift = params
+    alpha, beta = float(gemm.attr("alpha", 1.0)), float(gemm.attr("beta", 1.0))
+    trans_b = int(gemm.attr("transB", 0))
+    w = weight.astype(np.float64) * alpha
+    w = w * (scale[:, None] if trans_b else scale[None, :])
+    m = scale.shape[0]
+    has_c = len(gemm.inputs) > 2 and bool(gemm.inputs[2])
+    c = graph.const(gemm.inputs[2]) if has_c else np.zeros(m, np.float32)
+    if c is None or c.size not in (1, m):
+        return False
+    bias = np.broadcast_to(c.reshape(-1).astype(np.float64) * beta, (m,)) * scale + shift
+    w_name = ed.add_constant(f"{gemm.inputs[1]}_bn", w.astype(weight.dtype))
+    b_name = ed.add_constant(f"{gemm.name}_bias_bn", bias.astype(np.float32))
+    ed.remove(bn)
+    attrs = gemm.attrs.with_(alpha=None, beta=None)
+    ed.replace(
+        gemm,
+        gemm.with_(inputs=(gemm.inputs[0], w_name, b_name), outputs=bn.outputs[:1], attrs=attrs),
+    )
+    return True
+
+
 def fold_batchnorm(graph: Graph, ctx: PassContext | None) -> Graph:
     """Fold every inference BatchNormalization into its conv, or turn it into Mul+Add."""
     ed = graph.edit()
@@ -68,6 +97,15 @@ def fold_batchnorm(graph: Graph, ctx: PassContext | None) -> Graph:
             and sole_consumer(graph, conv.outputs[0]) is bn
             and conv.name in ed.nodes
             and _fold_into_conv(graph, ed, ed.nodes[conv.name], bn)
+        ):
+            changed = True
+            continue
+        if (
+            conv is not None
+            and conv.op is Op.GEMM
+            and sole_consumer(graph, conv.outputs[0]) is bn
+            and conv.name in ed.nodes
+            and _fold_into_gemm(graph, ed, ed.nodes[conv.name], bn)
         ):
             changed = True
             continue

@@ -1,9 +1,9 @@
 """Pass 3a, simplify: constant folding and removal of no-op nodes (exact in float32).
 
 ``fold_constants`` evaluates every node whose inputs are all constant (and Shape/Size of
-static tensors), then drops Identity/Dropout, Cast to the same type, Reshape/Flatten/
-Squeeze/Unsqueeze to the same shape, identity Transpose, zero Pad, whole-tensor Slice, and
-merges chains of Reshapes.
+static tensors), merges chains of Transposes, drops Identity/Dropout, Cast to the same
+type, Reshape/Flatten/Squeeze/Unsqueeze to the same shape, identity Transpose, zero Pad,
+whole-tensor Slice, and merges chains of Reshapes.
 
 >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
 >>> g = Graph("g", (Node("i", Op.IDENTITY, ("x",), ("y",)), Node("r", Op.RELU, ("y",), ("z",))),
@@ -18,7 +18,7 @@ import numpy as np
 
 from aipusim.compiler.ir import Graph, GraphEditor, Node, Op
 from aipusim.compiler.passes.context import PassContext
-from aipusim.compiler.passes.util import evaluate_node
+from aipusim.compiler.passes.util import evaluate_node, sole_consumer
 
 #: Largest constant (elements) folding may create; beyond it the node stays (memory guard).
 MAX_FOLD_ELEMENTS = 1 << 26
@@ -141,9 +141,35 @@ def _merge_reshapes(graph: Graph) -> Graph:
     return ed.build() if changed else graph
 
 
+def _merge_transposes(graph: Graph) -> Graph:
+    """Transpose(Transpose(x)) -> one Transpose (or nothing: the no-op pass drops identity)."""
+    ed = graph.edit()
+    changed = False
+    for original in graph.nodes:
+        node = ed.nodes[original.name]
+        if node.op is not Op.TRANSPOSE:
+            continue
+        inner = graph.producer(node.inputs[0])
+        if inner is None or inner.name not in ed.nodes:
+            continue
+        inner = ed.nodes[inner.name]
+        if inner.op is not Op.TRANSPOSE or sole_consumer(graph, inner.outputs[0]) is None:
+            continue
+        rank = len(graph.shape(inner.inputs[0]))
+        p_in = tuple(inner.attr("perm", tuple(reversed(range(rank)))))
+        p_out = tuple(node.attr("perm", tuple(reversed(range(rank)))))
+        ed.remove(inner)
+        perm = tuple(p_in[p] for p in p_out)
+        ed.replace(node, node.with_(inputs=(inner.inputs[0],), attrs={"perm": perm}))
+        changed = True
+    return ed.build() if changed else graph
+
+
 def fold_constants(graph: Graph, ctx: PassContext | None) -> Graph:
-    """Fold constant subgraphs and drop no-op nodes (float-exact)."""
+    """Fold constant subgraphs, merge Reshape and Transpose chains, drop no-op nodes
+    (float-exact)."""
     graph = _fold(graph)
+    graph = _merge_transposes(graph)
     graph = _remove_noops(graph)
     return _merge_reshapes(graph)
 

@@ -250,3 +250,28 @@ def test_simplify_on_real_builders(onnx_models) -> None:
         ref, got = run_graph(before, feeds), run_graph(after, feeds)
         for key in ref:
             np.testing.assert_allclose(got[key], ref[key], rtol=1e-4, atol=1e-5)
+
+
+def test_transpose_chains_merge_and_cancel() -> None:
+    m = model(
+        [
+            node("Transpose", ["x"], "a", perm=[0, 2, 3, 1]),
+            node("Transpose", ["a"], "b", perm=[0, 3, 1, 2]),
+            node("Relu", ["b"], "r"),
+            node("Transpose", ["r"], "c", perm=[0, 2, 3, 1]),
+            node("Transpose", ["c"], "y", perm=[0, 2, 1, 3]),
+        ],
+        {},
+    )
+    _, after = check(m, fold_constants)
+    assert after.ops() == {"Relu": 1, "Transpose": 1}
+
+
+def test_batchnorm1d_folds_into_gemm() -> None:
+    m = model(
+        [node("Gemm", ["x", "fw", "fb"], "gm", transB=1, alpha=0.5, beta=2.0), bn("gm", "y")],
+        {"fw": w(6, 10), "fb": w(6), **bn_inits(6)},
+        shape=(3, 10),
+    )
+    _, after = check(m, fold_batchnorm)
+    assert after.ops() == {"Gemm": 1}
