@@ -53,7 +53,9 @@ def drop_by_value(df: pd.DataFrame, value: str, groups: list[str], percent: floa
     percent = check_percent(percent)
     if percent == 0.0 or df.empty:
         return df
-    grouped = df.groupby(groups, observed=True, sort=False)[value]
+    # No groups: the whole frame is one group.
+    keys = groups or np.zeros(len(df), dtype=np.int8)
+    grouped = df.groupby(keys, observed=True, sort=False)[value]
     rank = grouped.rank(method="first").to_numpy(dtype=np.float64)
     size = grouped.transform("size").to_numpy(dtype=np.int64)
     k = drop_count(size, percent)

@@ -89,7 +89,7 @@ def plot_layer_bars(
         ax.barh(y, bd[part], left=left, color=_CLASS_COLOURS[part], label=part, height=0.75)
         left += bd[part].to_numpy()
     ax.set_yticks(y, bd["layer"], fontsize=8 if len(bd) > 30 else 9)
-    ax.set_ylim(len(bd) - 0.5, -0.5)
+    ax.set_ylim(max(len(bd), 1) - 0.5, -0.5)
     ax.set_xlabel("mean latency per layer sample (µs)")
     ax.set_title(_title(trace, "per-layer latency by unit (exclusive time)"))
     ax.legend(loc="lower right", fontsize=8, ncols=len(parts) if len(parts) < 8 else 4)
@@ -140,7 +140,7 @@ def plot_gantt(
         [f"core {c} {u}" for c, u in zip(rows["core"], rows["unit"], strict=True)],
         fontsize=8,
     )
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)
     ax.set_xlim(start_us, end_us)
     ax.set_xlabel("time (µs)")
     ax.set_title(_title(trace, "timeline per core and unit (colour = layer)"))
@@ -234,10 +234,11 @@ def plot_roofline(
         ddr_bytes=lt["layer"].map(ddr_bytes).fillna(0.0).to_numpy() / lt["samples"].to_numpy()
     )
     lt = lt[lt["macs"] > 0]
-    ops = 2.0 * lt["macs"].to_numpy()
-    achieved = ops / (lt["mean_us"].to_numpy() * 1e-6)
+    ops = 2.0 * lt["macs"].to_numpy(dtype=np.float64)
+    achieved = ops / (lt["mean_us"].to_numpy(dtype=np.float64) * 1e-6)
+    ddr_per_sample = lt["ddr_bytes"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore"):
-        intensity = np.where(lt["ddr_bytes"] > 0, ops / lt["ddr_bytes"].to_numpy(), np.inf)
+        intensity = np.where(ddr_per_sample > 0, ops / ddr_per_sample, np.inf)
     fig, ax = plt.subplots(figsize=(9, 6))
     finite = np.isfinite(intensity)
     x_hi = max(intensity[finite].max() * 4 if finite.any() else 1e3, 1e3)

@@ -113,3 +113,11 @@ def test_compare_gives_per_layer_deltas(tiny, write_trace, tiny_text):
     assert conv["mean_us_a"] == 30.0 and conv["mean_us_b"] == 40.0
     assert conv["delta_mean_us"] == 10.0 and conv["delta_mean_pct"] == pytest.approx(100 / 3)
     assert c.set_index("layer").loc["add", "delta_mean_us"] == 0.0
+
+
+def test_header_only_trace_still_plots_and_exports(write_trace, tmp_path):
+    tr = load_trace(write_trace("# aipusim-trace 1 freq_hz=1000000 cores=1 model=e levels=\n"))
+    for p in plot_all(tr, tmp_path / "plots"):
+        assert p.read_bytes().startswith(PNG_MAGIC)
+    write_chrome_trace(tr, tmp_path / "e.json")
+    assert json.loads((tmp_path / "e.json").read_text())["traceEvents"]  # metadata only

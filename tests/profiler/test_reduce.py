@@ -172,3 +172,15 @@ def test_init_phase_is_not_a_layer_sample(write_trace, header):
     )
     t = layer_table(load_trace(write_trace(text)))
     assert t["samples"].tolist() == [1] and t["mean_us"].tolist() == [10.0]
+
+
+def test_frame_drop_by_value_over_all_frames(tiny):
+    # Latencies 15, 25, 65: 34 % of 3 drops the shortest and the longest.
+    assert frame_table(load_trace(tiny), 34)["latency_us"].tolist() == [25.0]
+
+
+def test_header_only_trace_reduces_to_empty_tables(write_trace):
+    tr = load_trace(write_trace("# aipusim-trace 1 freq_hz=1000000 cores=1 model=e levels=\n"))
+    assert layer_table(tr).empty and unit_table(tr).empty and frame_table(tr).empty
+    assert core_table(tr)["tasks"].tolist() == [0]
+    assert frame_summary(tr)["frames"] == 0 and layer_breakdown(tr).empty
