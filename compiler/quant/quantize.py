@@ -274,7 +274,7 @@ class _Builder:
         """Quantize a constant operand of an element-wise op (per tensor, min-max)."""
         if name in self.qp:
             return
-        arr = np.asarray(self.g.const(name), np.float64)
+        arr = np.asarray(self.editor.constants[name], np.float64)
         scale, zp = activation_qparams(float(arr.min()), float(arr.max()))
         qp = QuantParams(scale, zp)
         self.qp[name] = qp
@@ -399,28 +399,22 @@ class _Builder:
     def mul(self, node: Node) -> QStep:
         a, b = node.inputs
         if node.op is Op.DIV:
+            # Division by a constant is a multiplication by its reciprocal (as on the DPU):
+            # the quantized graph says so, with the reciprocal as a new int8 constant.
             bc = self.g.const(b)
             if bc is None:
                 raise S.unsupported(node, "division by a computed tensor is not supported")
             recip = (1.0 / np.asarray(bc, np.float64)).astype(np.float32)
-            self.editor.set_constant(b, recip)
+            b = self.editor.add_constant(f"{b}_reciprocal", recip)
+            self.editor.replace(node.name, node.with_(op=Op.MUL, inputs=(a, b)))
         for i in (a, b):
-            if self.g.is_constant(i) or i in self.editor.constants:
-                self.const_operand_from_editor(i)
+            if i in self.editor.constants:
+                self.const_operand(i)
         sa, _ = self.scalar(a, node)
         sb, _ = self.scalar(b, node)
         so, _ = self.scalar(node.outputs[0], node)
         mult, shift = K.quantize_multiplier(sa * sb / so)
         return QStep("mul", {"mult": mult, "shift": shift})
-
-    def const_operand_from_editor(self, name: str) -> None:
-        if name in self.qp:
-            return
-        arr = np.asarray(self.editor.constants[name], np.float64)
-        scale, zp = activation_qparams(float(arr.min()), float(arr.max()))
-        qp = QuantParams(scale, zp)
-        self.qp[name] = qp
-        self.set_const(name, quantize_values(arr, scale, zp), qp)
 
     def mean(self, node: Node, count: int) -> QStep:
         si, _ = self.scalar(node.inputs[0], node)

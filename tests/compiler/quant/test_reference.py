@@ -142,10 +142,14 @@ def test_constant_operands_are_quantized(onnx_net) -> None:
     y = net.conv("input", 4, 4)
     y = net.op("Mul", [y, net.const(np.linspace(0.5, 2, 4, dtype=np.float32).reshape(4, 1, 1))])
     y = net.op("Div", [y, net.const(np.float32(6.0))])
+    y = net.op("Div", [y, net.const(np.array([1.0, 2.0, 4.0, 0.5], np.float32).reshape(4, 1, 1))])
     y = net.op("Add", [y, net.const(np.linspace(-1, 1, 4, dtype=np.float32).reshape(4, 1, 1))])
     g = net.graph([y])
     data = _data(g)
     q = quantize_graph(g, data)
+    # division by a constant vector became a multiplication by its (int8) reciprocal
+    ops = [n.op for n in q.graph.nodes]
+    assert ops.count(Op.DIV) == 1 and ops.count(Op.MUL) == 2
     for n in q.graph.nodes:
         for i in n.present_inputs:
             # a one-element operand is folded into the node's LUT instead
