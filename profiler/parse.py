@@ -128,10 +128,10 @@ class _Collector:
 
     def finish(self) -> ParsedTables:
         us_per_cycle = 1e6 / self.header.freq_hz
-        tables = {
-            tag: _to_pandas(_concat(self.parts[tag], tag_schema(tag)), us_per_cycle)
-            for tag in LEVELS
-        }
+        tables = {}
+        for tag in LEVELS:
+            # Pop each tag's chunks as it is converted, so only one tag is held twice.
+            tables[tag] = _to_pandas(_concat(self.parts.pop(tag), tag_schema(tag)), us_per_cycle)
         unknown = pd.DataFrame(
             {
                 "line": pd.array([n for n, _ in self.unknown], dtype="int64[pyarrow]"),
