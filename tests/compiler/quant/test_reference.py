@@ -188,3 +188,30 @@ def test_quantize_pass_in_the_pipeline() -> None:
         for name, t in result.graph.tensors.items()
         if name not in result.graph.constants
     )
+
+
+@pytest.mark.parametrize(
+    ("cin", "cout", "k", "stride", "group"),
+    [(3, 8, 3, 1, 1), (8, 8, 3, 2, 8), (6, 4, 1, 1, 2), (4, 16, 5, 2, 1)],
+)
+def test_int8_conv_equals_float_math_on_the_int8_grid(onnx_net, cin, cout, k, stride, group):
+    """The integer conv + requantize is the exact real-valued conv of the int8 operands,
+    requantized: equal within one step (the fixed-point multiplier's rounding)."""
+    from aipusim.compiler.quant.kernels import conv_acc_reference
+
+    net = onnx_net((1, cin, 12, 12), seed=cin + cout)
+    y = net.conv("input", cin, cout, k=k, stride=stride, group=group)
+    g = net.graph([y])
+    data = _data(g, 8)
+    q = quantize_graph(g, data)
+    node = q.graph.nodes[0]
+    raw = run_int8(q, data.samples[0], raw=True, keep_all=True)
+    qi, qw, qo = q.qparams("input"), q.qparams(node.inputs[1]), q.qparams(y)
+    xc = raw["input"].astype(np.int64) - int(qi.zero_point)
+    pads = tuple(node.attr("pads"))
+    acc = conv_acc_reference(xc, q.graph.const(node.inputs[1]), (stride,) * 2, pads, (1, 1), group)
+    s_w = qw.scale.astype(np.float64).reshape(1, -1, 1, 1)
+    bias = q.graph.const(node.inputs[2]) * q.qparams(node.inputs[2]).scale.astype(np.float64)
+    real = acc * float(qi.scale) * s_w + bias.reshape(1, -1, 1, 1)
+    expect = np.clip(np.rint(real / float(qo.scale)) + int(qo.zero_point), -128, 127)
+    assert np.abs(raw[y].astype(np.int64) - expect).max() <= 1
