@@ -908,9 +908,17 @@ def _fmt_attr(value: AttrValue) -> str:
     return f"<{type(value).__name__}>"
 
 
+def _fmt_quant(q: QuantParams | None) -> str:
+    if q is None:
+        return ""
+    if q.per_channel:
+        return f"{{q per-channel axis {q.axis}}}"
+    return f"{{q s={float(q.scale.reshape(-1)[0]):.4g} z={int(q.zero_point.reshape(-1)[0])}}}"
+
+
 def dump(graph: Graph) -> str:
-    """A readable text form: a header, one line per node (inputs with shapes, constants
-    marked ``=const``), the outputs.
+    """A readable text form: a header, one line per node (inputs with shapes, non-float
+    types, constants marked ``=const``, quantization ``{q s=.. z=..}``), the outputs.
 
     Example line: ``  conv1: Conv(x[1,3,8,8], w[4,3,3,3]=const) -> y[1,4,8,8] {pads=(1,1,1,1)}``
     """
@@ -922,7 +930,7 @@ def dump(graph: Graph) -> str:
         shape = _fmt_shape(t.shape) if t else "[??]"
         dtype = "" if t is None or t.dtype is DType.FLOAT32 else f":{t.dtype}"
         const = "=const" if name in graph.constants else ""
-        return f"{name}{shape}{dtype}{const}"
+        return f"{name}{shape}{dtype}{const}{_fmt_quant(t.quant if t else None)}"
 
     ins = ", ".join(ref(i) for i in graph.inputs)
     lines = [f"graph {graph.name} (opset {graph.opset}) inputs: {ins}"]

@@ -271,3 +271,16 @@ def test_verify_op_shape_rules(node: Node, shapes, message: str) -> None:
     g = Graph("g", (node,), tensors, consts, ("a", "c"), ("b",))
     with pytest.raises(AssertionError, match=message):
         verify(g)
+
+
+def test_dump_shows_quantization() -> None:
+    from aipusim.compiler.ir import QuantParams
+
+    g = chain()
+    q = QuantParams(np.float32(0.05), np.int32(-3))
+    wq = QuantParams(np.full(4, 0.01, np.float32), np.zeros(4, np.int32), axis=0)
+    tensors = {**g.tensors, "z": Tensor("z", (1, 4, 8, 8), DType.INT8, q)}
+    tensors["w"] = Tensor("w", (4, 3, 3, 3), DType.FLOAT32, wq)
+    text = dump(dataclasses.replace(g, tensors=tensors))
+    assert "-> z[1,4,8,8]:int8{q s=0.05 z=-3}" in text
+    assert "w[4,3,3,3]=const{q per-channel axis 0}" in text
