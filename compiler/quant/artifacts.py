@@ -190,8 +190,11 @@ def text_dump(qgraph: QuantizedGraph) -> str:
         "",
         "quantization (real = scale * (q - zero_point)):",
     ]
-    for name, t in g.tensors.items():
-        q = t.quant
+    # Graph order: inputs, node outputs as computed, then the constants.
+    order = [*g.inputs, *(o for n in g.nodes for o in n.outputs if o), *g.constants]
+    for name in dict.fromkeys(order):
+        t = g.tensors.get(name)
+        q = t.quant if t is not None else None
         if q is None:
             continue
         s = q.scale.reshape(-1)
