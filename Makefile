@@ -11,11 +11,11 @@ MODEL ?= resnet50
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,distributed]'
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/aipusim arch show
+	$(BIN)/aipusim run $(MODEL) -o runs/$(MODEL)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
