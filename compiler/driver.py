@@ -9,7 +9,8 @@ Artifacts (reference ``compiler-cli.txt``): ``cli_args.json``, ``conf.json``,
 ``input_model/fp32_model.onnx``, ``quantized_model/`` (when the quantizer ran),
 ``preprocess.onnx`` / ``postprocess.onnx`` (host graphs of the cleaner), the cleaner's
 dumps, ``ir/<NN>_<pass>.txt`` for ``dump_ir``, ``pass_dependency_graph.json`` with
-``trace_tvm_passes``, ``compilation_report.json`` and ``compilation_log.txt``.
+``trace_tvm_passes``, ``compilation_report.json`` and ``compilation_log.txt``; on failure
+with ``save_error_artifact``, ``error_artifact.zip``.
 
 >>> from aipusim.compiler.driver import compile_model  # doctest: +SKIP
 >>> result = compile_model(request)  # doctest: +SKIP
@@ -20,6 +21,8 @@ dumps, ``ir/<NN>_<pass>.txt`` for ``dump_ir``, ``pass_dependency_graph.json`` wi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import io
 import json
 import logging
 import os
@@ -27,6 +30,7 @@ import shutil
 import tempfile
 import time
 import traceback
+import zipfile
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +57,7 @@ from aipusim.errors import AipuSimError, ConfigError
 log = logging.getLogger("aipusim.compiler.driver")
 
 REPORT_NAME = "compilation_report.json"
+ERROR_ARTIFACT = "error_artifact.zip"
 LOG_NAME = "compilation_log.txt"
 SUCCEEDED = "SUCCEEDED"
 #: ONNX protobufs cannot exceed 2 GiB; larger models are saved with external data.
@@ -323,7 +328,11 @@ def compile_model(
         log.error("compilation failed in %s: %s", failed_stage, detail, extra=_FILE_ONLY)
         compile_log.flush()
         report = _report(status, failed_stage, message, ctx.records, time.perf_counter() - t0)
-        _write_failure(tmp, out, report)
+        artifact = None
+        if config.save_error_artifact:
+            artifact = _error_artifact(tmp, ctx, report, bool(config.randomize_onnx_model))
+            report["error_artifact"] = ERROR_ARTIFACT
+        _write_failure(tmp, out, report, artifact)
         raise
     finally:
         compile_log.close()
@@ -372,8 +381,53 @@ def _report(
     }
 
 
-def _write_failure(tmp: Path, out: Path, report: dict[str, Any]) -> None:
-    """Drop the half-built folder; leave only the report and the log in ``out``."""
+def randomized(graph: Graph, seed: int = 0) -> Graph:
+    """``graph`` with every float constant replaced by seeded noise of the same shape, type
+    and spread (an error artifact must not carry the user's weights)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    consts = {}
+    for name, a in graph.constants.items():
+        if a.dtype.kind == "f" and a.size:
+            spread = float(np.std(a)) or 1.0
+            consts[name] = (rng.standard_normal(a.shape) * spread).astype(a.dtype)
+        else:
+            consts[name] = a
+    return dataclasses.replace(graph, constants=consts)
+
+
+def _error_artifact(
+    tmp: Path, ctx: PassContext, report: dict[str, Any], randomize: bool
+) -> bytes | None:
+    """error_artifact.zip: report, log, config, and the graph as it was when the failing
+    pass started (IR text and ONNX, weights randomised with ``randomize_onnx_model``)."""
+    from aipusim.compiler.export import to_onnx
+    from aipusim.compiler.ir import dump
+
+    buf = io.BytesIO()
+    try:
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(REPORT_NAME, json.dumps(report, indent=2, default=str))
+            for name in (LOG_NAME, "conf.json", "cli_args.json"):
+                if (tmp / name).is_file():
+                    zf.write(tmp / name, name)
+            graph = ctx.last_graph
+            if graph is not None:
+                graph = randomized(graph) if randomize else graph
+                zf.writestr("last_graph.txt", dump(graph) + "\n")
+                zf.writestr("last_graph.onnx", to_onnx(graph).SerializeToString())
+    except Exception:  # the artifact is a courtesy; the real error is the one to report
+        log.warning("cannot build the error artifact", exc_info=True, extra=_FILE_ONLY)
+        return None
+    return buf.getvalue()
+
+
+def _write_failure(
+    tmp: Path, out: Path, report: dict[str, Any], artifact: bytes | None = None
+) -> None:
+    """Drop the half-built folder; leave only the report and the log (and the error
+    artifact when asked for) in ``out``."""
     log_text = ""
     with contextlib.suppress(OSError):
         log_text = (tmp / LOG_NAME).read_text(encoding="utf-8")
@@ -382,8 +436,18 @@ def _write_failure(tmp: Path, out: Path, report: dict[str, Any]) -> None:
         out.mkdir(parents=True, exist_ok=True)
         _write_json(out / REPORT_NAME, report)
         (out / LOG_NAME).write_text(log_text, encoding="utf-8")
+        if artifact is not None:
+            (out / ERROR_ARTIFACT).write_bytes(artifact)
     except OSError:
         log.warning("cannot write the failure report to %s", out)
 
 
-__all__ = ["LOG_NAME", "REPORT_NAME", "SUCCEEDED", "CompileResult", "compile_model"]
+__all__ = [
+    "ERROR_ARTIFACT",
+    "LOG_NAME",
+    "REPORT_NAME",
+    "SUCCEEDED",
+    "CompileResult",
+    "compile_model",
+    "randomized",
+]

@@ -223,6 +223,7 @@ def run_pipeline(
                 len(graph.nodes),
             )
         )
+        ctx.last_graph = graph
         if "all" in dump_after or name in dump_after:
             dumps[name] = dump(graph)
         if after_pass is not None:

@@ -47,6 +47,8 @@ class PassContext:
     #: Set by the pipeline when a pass raises: its name and the compilation status code.
     failed_pass: str | None = None
     failed_status: str | None = None
+    #: The graph after the last pass that finished (what an error artifact shows).
+    last_graph: Graph | None = None
 
     def get_arch(self) -> Arch:
         """The hardware description (loaded from the default TOML when none was given)."""

@@ -264,3 +264,39 @@ def test_cli_compile_prints_one_line_errors(onnx_models, tmp_path: Path, capsys)
     assert code == 2
     assert err.count("\n") == 1 and "is not an ONNX model" in err and "Traceback" not in err
     assert report(tmp_path / "out")["status"] == "ONNX_GRAPH_CLEANER_ERROR"
+
+
+@pytest.mark.parametrize("randomize", [True, False])
+def test_error_artifact(onnx_models, tmp_path: Path, randomize: bool) -> None:
+    import zipfile
+
+    import numpy as np
+    from onnx import numpy_helper
+
+    from aipusim.compiler.driver import ERROR_ARTIFACT
+
+    model = save(onnx_models.detector(nms=True), tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(UnsupportedOperatorError):
+        compile_model(
+            request(
+                model,
+                out,
+                run_graph_cleaner=False,
+                save_error_artifact=True,
+                randomize_onnx_model=randomize,
+            ),
+            passes=tuple(p for p in FLOAT_FRONT if p.name != "graph_cleaner"),
+        )
+    assert sorted(p.name for p in out.iterdir()) == [LOG_NAME, REPORT_NAME, ERROR_ARTIFACT]
+    assert report(out)["error_artifact"] == ERROR_ARTIFACT
+    with zipfile.ZipFile(out / ERROR_ARTIFACT) as zf:
+        names = set(zf.namelist())
+        assert {REPORT_NAME, LOG_NAME, "conf.json", "last_graph.txt", "last_graph.onnx"} <= names
+        assert "NonMaxSuppression" in zf.read("last_graph.txt").decode()
+        dumped = onnx.load_from_string(zf.read("last_graph.onnx"))
+    onnx.checker.check_model(dumped)
+    original = {t.name: numpy_helper.to_array(t) for t in onnx.load(model).graph.initializer}
+    conv_w = next(n for n in dumped.graph.node if n.op_type == "Conv").input[1]
+    weights = {t.name: numpy_helper.to_array(t) for t in dumped.graph.initializer}
+    assert np.array_equal(weights[conv_w], original[conv_w]) is not randomize
