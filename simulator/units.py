@@ -146,7 +146,7 @@ class TaskCoster:
     >>> coster = TaskCoster(load_arch(), 800_000_000, 1.0)
     >>> t = Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=100,
     ...         rows_used=512, cols_used=512)
-    >>> coster.record(t, 0, "core 0").dur
+    >>> coster.record(t, 0, "core 0", 0).dur
     816
     """
 
@@ -157,25 +157,34 @@ class TaskCoster:
         self.ddr_latency = arch.ns_to_cycles(arch.ddr.latency_ns, freq_hz)
         self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq_hz)
         self.e = arch.energy
-        self._token_cache: dict[tuple, tuple[tuple[bool, int, int], ...]] = {}
+        self._valid_refs: set[tuple] = set()
         self._token_by_id: dict[int, tuple[tuple, tuple[tuple[bool, int, int], ...]]] = {}
         self._cost_cache: dict[tuple, tuple] = {}
 
     def _refs(self, refs: tuple, label: str, seq: int, task: Task) -> tuple:
-        # Compiled tasklists reuse a few token patterns (the decoder shares the tuples):
-        # check each distinct one once; look up by identity first, which needs no hashing.
-        out = self._token_by_id.get(id(refs))
-        if out is not None and out[0] is refs:
-            return out[1]
-        value = self._token_cache.get(refs)
-        if value is None:
-            value = self._token_cache[refs] = _tokens(refs, self.arch, _where(label, seq, task))
-        self._token_by_id[id(refs)] = (refs, value)
-        return value
+        # Decoded tasklists share their token tuples: look up by identity first (no
+        # hashing); otherwise build the plain-int form and range-check each distinct one once.
+        cached = self._token_by_id.get(id(refs))
+        if cached is not None and cached[0] is refs:
+            return cached[1]
+        if len(refs) == 1:
+            r = refs[0]
+            out: tuple = ((r.scope == "global", r.index, r.count),)
+        else:
+            out = tuple((r.scope == "global", r.index, r.count) for r in refs)
+        if out not in self._valid_refs:
+            _tokens(refs, self.arch, _where(label, seq, task))
+            self._valid_refs.add(out)
+        self._token_by_id[id(refs)] = (refs, out)
+        return out
 
     def record(self, task: Task, seq: int, label: str, rid: int) -> Rec:
         """The record of ``task``, the ``seq``-th of its phase on core ``label``."""
-        kind, dur, macs, xfer, barrier, energy = self._cost(task, _Where(label, seq, task))
+        key = _cost_key(task)
+        cost = self._cost_cache.get(key) if key is not None else None
+        if cost is None:
+            cost = self._cost(task, key, _Where(label, seq, task))
+        kind, dur, macs, xfer, barrier, energy = cost
         unit = task.unit
         return Rec(
             seq,
@@ -194,16 +203,12 @@ class TaskCoster:
             rid,
         )
 
-    def _cost(self, task: Task, where: _Where) -> tuple:
+    def _cost(self, task: Task, key: tuple | None, where: _Where) -> tuple:
         """(kind, duration, MACs, transfer, barrier, energy) of a task.
 
         Tiles of one layer repeat the same shapes at other addresses, so costs are cached
-        by the fields that matter for time and energy (never by addresses).
+        by ``key``, the fields that matter for time and energy (never by addresses).
         """
-        key = _cost_key(task)
-        cost = self._cost_cache.get(key) if key is not None else None
-        if cost is not None:
-            return cost
         energy = [0.0] * len(COMPONENTS)
         energy[C[Component.CONTROL]] = self.e.control_task_pj
         kind, dur, macs, xfer, barrier = K_COMPUTE, 0, 0, None, None
