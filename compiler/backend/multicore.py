@@ -5,8 +5,9 @@
   several cores (the reference's Batch-4 example) the instance runs as a ``batch``.
 - ``batch``: every core runs the whole model on its own frame, in lockstep per layer; a
   layer's weights are fetched once and multicast to every core's L1.
-- ``cooperative``: each layer split over the cores by output channels (rows when there are
-  fewer than ``cores x bank_cols`` channels), activations through L2/DDR, a barrier per layer.
+- ``cooperative``: each layer split over the cores by output channels or by rows, whichever
+  costs less per core (estimated MVM and weight-load cycles), activations through L2/DDR, a
+  barrier per layer.
 - ``pipeline``: fusion groups cut into contiguous stages of balanced estimated cycles, one
   per core; tensors crossing stages through L2/DDR with credit tokens.
 
@@ -21,9 +22,11 @@ most 1.0 and their cores fit the chip.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile import FusionGroup
@@ -83,20 +86,8 @@ def core_layout(
     if mode == "batch":
         return CoreLayout(cores, mode, replicate=True)
     if mode == "cooperative":
-        splits = {}
-        for i, layer in enumerate(layers):
-            geo = layer.geometry
-            if layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and geo is not None:
-                if geo.cout >= cores * arch.mvm.bank_cols:
-                    splits[i] = Split.CHANNELS
-                elif geo.out_h >= cores * layer.tiling.h_tiles:
-                    splits[i] = Split.ROWS
-                else:
-                    splits[i] = Split.NONE
-            elif layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
-                splits[i] = Split.ROWS if layer.tiling.h_tiles == 1 else Split.NONE
-            else:
-                splits[i] = Split.NONE
+        opts = ImcOptions.from_config(config)
+        splits = {i: _cooperative_split(layer, cores, arch, opts) for i, layer in enumerate(layers)}
         return CoreLayout(cores, mode, cooperative=True, splits=splits)
     if mode == "pipeline":
         return _pipeline(layers, groups, cores, graph)
@@ -104,6 +95,37 @@ def core_layout(
         f"multicore_mode must be one of multiprocess, multithread, batch, cooperative, "
         f"pipeline, not {mode}"
     )
+
+
+def _cooperative_split(layer: LayerPlan, cores: int, arch: Arch, opts: ImcOptions) -> Split:
+    """How one layer is shared by ``cores``. MVM layers take the cheaper of the two per core:
+    output channels (each core loads a quarter of the weights, but streams every input
+    vector, and narrower blocks may allow more ICR) or rows (a quarter of the vectors, but
+    every core loads all weights)."""
+    geo = layer.geometry
+    can_rows = (
+        layer.tiling is not None and geo is not None and (geo.out_h >= cores * layer.tiling.h_tiles)
+    )
+    if layer.unit is LayerUnit.MVM and geo is not None:
+        options = {}
+        if geo.cout >= cores:
+            sub = map_layer(
+                replace(geo, cout=-(-geo.cout // cores)), arch, opts, first_layer=layer.is_first
+            )
+            options[Split.CHANNELS] = sub.compute_cycles + sub.weight_load_cycles
+        if can_rows:
+            sub = map_layer(
+                replace(geo, out_h=-(-geo.out_h // cores)), arch, opts, first_layer=layer.is_first
+            )
+            options[Split.ROWS] = sub.compute_cycles + sub.weight_load_cycles
+        return min(options, key=options.__getitem__) if options else Split.NONE
+    if layer.unit is LayerUnit.DWPU and geo is not None:
+        if geo.cout >= cores * arch.dwpu.channels:
+            return Split.CHANNELS
+        return Split.ROWS if can_rows else Split.NONE
+    if layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
+        return Split.ROWS if layer.tiling.h_tiles == 1 else Split.NONE
+    return Split.NONE
 
 
 def _pipeline(
