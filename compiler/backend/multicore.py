@@ -22,7 +22,7 @@ most 1.0 and their cores fit the chip.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
@@ -64,6 +64,37 @@ def check_cascade(configs: Sequence[Any], *, chip_cores: int) -> None:
             f"aipu_cores_used of a cascade must sum to at most the {chip_cores} chip cores, "
             f"not {cores}"
         )
+
+
+@dataclass(frozen=True)
+class CascadeSlot:
+    """Where one model of a cascade sits on the chip: its cores and its memory share."""
+
+    first_core: int
+    cores: int
+    resources_start: float  # fraction of L2/DDR where its share begins
+    resources_used: float
+
+
+def plan_cascade(configs: Sequence[Any], *, chip_cores: int) -> list[CascadeSlot]:
+    """Check a cascade (`check_cascade`) and give each model consecutive cores and a
+    consecutive share of the memory, in order.
+
+    >>> from aipusim.compiler import CompilerConfig
+    >>> [(s.first_core, s.resources_start) for s in plan_cascade(
+    ...     [CompilerConfig(aipu_cores_used=3, resources_used=0.75), CompilerConfig()
+    ...      .update(resources_used=0.25)], chip_cores=4)]
+    [(0, 0.0), (3, 0.75)]
+    """
+    check_cascade(configs, chip_cores=chip_cores)
+    slots = []
+    core = 0
+    start = 0.0
+    for c in configs:
+        slots.append(CascadeSlot(core, c.aipu_cores_used, start, c.resources_used))
+        core += c.aipu_cores_used
+        start += c.resources_used
+    return slots
 
 
 def effective_mode(config: Any) -> str:
@@ -182,8 +213,10 @@ def _pipeline(
 
 __all__ = [
     "RESOURCE_QUANTUM",
+    "CascadeSlot",
     "check_cascade",
     "check_resources",
     "core_layout",
     "effective_mode",
+    "plan_cascade",
 ]

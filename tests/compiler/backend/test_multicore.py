@@ -109,3 +109,21 @@ def test_impossible_resources_and_core_counts_are_config_errors() -> None:
             CompilerConfig(aipu_cores_used=4, resources_used=1.0, multicore_mode="pipeline"),
             ARCH,
         )
+
+
+def test_a_cascade_compiles_each_model_in_its_share() -> None:
+    from aipusim.compiler.backend.multicore import plan_cascade
+
+    configs = [
+        CompilerConfig(aipu_cores_used=2, resources_used=0.5, multicore_mode="cooperative"),
+        CompilerConfig(resources_used=0.25),
+        CompilerConfig(resources_used=0.25),
+    ]
+    slots = plan_cascade(configs, chip_cores=ARCH.chip.cores)
+    assert [s.first_core for s in slots] == [0, 2, 3]
+    assert [s.resources_start for s in slots] == [0.0, 0.5, 0.75]
+    for name, config in zip(("resnet18", "tiny_cnn", "mobilenetv2"), configs, strict=True):
+        r = compile_backend(name, 64, **config.changed())
+        check_ok(r)
+        for st in r.state.plan.pools.values():
+            assert st.high_water_bytes <= st.capacity
