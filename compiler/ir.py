@@ -328,7 +328,7 @@ def _hashable(value: AttrValue) -> object:
     return value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class QuantParams:
     """Affine quantization of a tensor: ``real = scale * (q - zero_point)``.
 
@@ -349,6 +349,19 @@ class QuantParams:
     def per_channel(self) -> bool:
         """True when scales vary along `axis`."""
         return self.axis is not None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuantParams):
+            return NotImplemented
+        return (
+            self.dtype == other.dtype
+            and self.axis == other.axis
+            and np.array_equal(self.scale, other.scale)
+            and np.array_equal(self.zero_point, other.zero_point)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.dtype, self.axis, self.scale.tobytes(), self.zero_point.tobytes()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,9 @@
   and after a LUT op become the LUT's affine attributes
   ``y = aipu_out_scale * f(aipu_in_scale * x + aipu_in_bias) + aipu_out_bias``.
 
-New tensors inherit the quantization of the tensor they stand for (`Tensor.quant`).
+New tensors inherit the quantization of the tensor they stand for (`Tensor.quant`): a
+padded tensor that of its source, a reshaped one that of the original, partial sums that of
+the concat output.
 """
 
 from __future__ import annotations
@@ -89,8 +91,10 @@ def dense_to_conv2d(graph: Graph, ctx: PassContext | None) -> Graph:
         lead = x.shape[:-1]
         rows = int(np.prod(lead, dtype=np.int64))
         out_name = node.outputs[0]
-        # a following bias Add over the last axis joins the conv
-        add = sole_consumer(graph, out_name) if bias is None else None
+        # A following bias Add over the last axis joins the conv; not once quantized, where
+        # a conv bias is int32 at the accumulator scale and the Add has its own requantize.
+        joinable = bias is None and y.quant is None
+        add = sole_consumer(graph, out_name) if joinable else None
         if add is not None and add.op is Op.ADD and add.name in ed.nodes:
             co = const_operand(graph, add)
             fits = co is not None and co[1].size == m and co[1].shape[-1] == m
@@ -141,11 +145,19 @@ def concat_to_resadd(graph: Graph, ctx: PassContext | None) -> Graph:
             c = graph.shape(src)[1]
             widths = [(0, 0), (offset, total - offset - c), (0, 0), (0, 0)]
             arr = graph.const(src)
+            q = graph.tensor(src).quant
             if arr is not None:
-                padded.append(ed.add_constant(f"{node.name}/const{i}", np.pad(arr, widths)))
+                # padding must read as real 0: the zero point once quantized
+                zero = (
+                    int(q.zero_point.reshape(-1)[0]) if q is not None and not q.per_channel else 0
+                )
+                value = np.pad(arr, widths, constant_values=zero)
+                padded.append(_declare_const(ed, f"{node.name}/const{i}", value, q))
             else:
                 pads = np.array([w[0] for w in widths] + [w[1] for w in widths], np.int64)
-                p = ed.new_tensor(f"{node.name}/pad{i}", out.shape, out.dtype, out.quant)
+                # a pure data move: the padded tensor keeps its source's quantization and
+                # the Add rescales to the concat's output parameters
+                p = ed.new_tensor(f"{node.name}/pad{i}", out.shape, graph.tensor(src).dtype, q)
                 ed.add(
                     Node(
                         f"{node.name}/pad{i}",

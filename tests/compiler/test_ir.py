@@ -284,3 +284,13 @@ def test_dump_shows_quantization() -> None:
     text = dump(dataclasses.replace(g, tensors=tensors))
     assert "-> z[1,4,8,8]:int8{q s=0.05 z=-3}" in text
     assert "w[4,3,3,3]=const{q per-channel axis 0}" in text
+
+
+def test_quant_params_compare_by_value() -> None:
+    from aipusim.compiler.ir import QuantParams
+
+    a = QuantParams(np.array([0.1, 0.2]), np.zeros(2), axis=0)
+    b = QuantParams(np.array([0.1, 0.2], np.float32), np.zeros(2, np.int32), axis=0)
+    assert a == b and hash(a) == hash(b) and not a.scale.flags.writeable
+    assert a != QuantParams(np.array([0.1, 0.3]), np.zeros(2), axis=0)
+    assert a != QuantParams(np.array([0.1, 0.2]), np.zeros(2), axis=1)

@@ -214,3 +214,27 @@ def test_int8_weights_keep_their_dtype() -> None:
     conv = next(n for n in p.nodes if n.op is Op.CONV)
     assert p.const(conv.inputs[1]).shape == (4, 64, 1, 1)
     assert p.const(conv.inputs[1]).dtype == np.int8
+
+
+def test_rewrites_keep_quantization_parameters(onnx_models) -> None:
+    from aipusim.compiler.pipeline import FRONT, run_pipeline
+
+    ctx = PassContext(CompilerConfig())
+    quantized = run_pipeline(
+        onnx_models.residual_concat(), ctx, passes=FRONT, stop_after="quantize"
+    ).graph
+    concat = next(n for n in quantized.nodes if n.op is Op.CONCAT)
+    out_q = quantized.tensor(concat.outputs[0]).quant
+    assert out_q is not None
+    g = concat_to_resadd(quantized, CTX)
+    verify(g)
+    assert g.tensor(concat.outputs[0]).quant == out_q
+    for n in g.nodes:
+        if n.op is Op.PAD:
+            assert g.tensor(n.outputs[0]).quant == g.tensor(n.inputs[0]).quant
+    h = pword_padding(g, CTX)
+    verify(h)
+    for n in h.nodes:
+        if n.op is Op.CONV and n.name in {c.name for c in g.nodes if c.op is Op.CONV}:
+            assert h.tensor(n.inputs[1]).quant == g.tensor(g.node(n.name).inputs[1]).quant
+            assert h.tensor(n.inputs[0]).quant == g.tensor(g.node(n.name).inputs[0]).quant
