@@ -98,3 +98,29 @@ def test_bench_200k_serial_chain(benchmark) -> None:
     benchmark.pedantic(
         _measure, args=("200k serial chain (worst case), 1 frame", program(1), lists, 1), rounds=1
     )
+
+
+@pytest.mark.benchmark(group="simulator")
+def test_bench_resnet50_4_cores_8_frames(benchmark, tmp_path: Path) -> None:
+    """Target: <= 20 s wall for ResNet-50 on 4 cores (cooperative), 8 frames."""
+    from aipusim.cli.main import main
+
+    onnx_path = tmp_path / "resnet50.onnx"
+    assert main(["zoo", "export", "resnet50", "-o", str(onnx_path)]) == 0
+    out = tmp_path / "r50"
+    flags = ["--aipu-cores", "4", "--set", "multicore_mode=cooperative"]
+    assert main(["compile", "-i", str(onnx_path), "-o", str(out), *flags]) == 0
+
+    def run() -> None:
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        res = simulate(out / "compiled_model", frames=8)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(
+            f"\n[sim-bench] ResNet-50, 4 cores cooperative, 8 frames: {wall:.2f} s wall "
+            f"({cpu:.2f} s CPU), {res.event_counts['tasks']:,} tasks, {res.fps:.1f} FPS, "
+            f"p50 {res.latency_us_p50:.0f} us; peak RSS {rss:.0f} MiB (target <= 20 s)"
+        )
+
+    benchmark.pedantic(run, rounds=1)
