@@ -207,7 +207,7 @@ def _rows_table(tag: Tag, rows: list[dict[str, object]]) -> pa.Table:
 class _Lines:
     """One chunk: its bytes and what the compiled scan found in them."""
 
-    def __init__(self, buf: bytes) -> None:
+    def __init__(self, buf: bytes | memoryview) -> None:
         self.buf = buf
         self.raw = np.frombuffer(buf, dtype=np.uint8)
         self.scan = classify_lines(self.raw)
@@ -218,7 +218,7 @@ class _Lines:
             self.starts[1:] = self.ends[:-1] + 1
 
     def text(self, i: int) -> str:
-        return self.buf[self.starts[i] : self.ends[i]].decode("utf-8", errors="replace")
+        return bytes(self.buf[self.starts[i] : self.ends[i]]).decode("utf-8", errors="replace")
 
     def table(self, tag: Tag, rows: np.ndarray) -> pa.Table:
         """The canonical lines ``rows`` of ``tag`` as a typed table."""
@@ -269,7 +269,7 @@ def _parse_chunk(col: _Collector, lines: _Lines, first_line_no: int) -> None:
     col.end_chunk()
 
 
-def _chunks(fh, first: bytes) -> Iterator[bytes]:
+def _chunks(fh, first: bytes) -> Iterator[bytes | memoryview]:
     """Yield buffers of whole lines, each ending in a newline (one is added at the end of
     the file when missing)."""
     carry = first
@@ -285,7 +285,7 @@ def _chunks(fh, first: bytes) -> Iterator[bytes]:
             carry = buf
             continue
         carry = buf[cut:]
-        yield buf[:cut]
+        yield memoryview(buf)[:cut]  # a view: no copy of the chunk
 
 
 def _read_header(fh, source: str) -> tuple[TraceHeader, bytes]:
