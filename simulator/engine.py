@@ -11,7 +11,7 @@ import math
 from array import array
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
@@ -28,6 +28,9 @@ from aipusim.simulator.links import Link, transfer
 from aipusim.simulator.tokens import BarrierHub, Token
 from aipusim.simulator.trace import Tracer
 from aipusim.simulator.units import COMPONENTS, C, Rec, TaskCoster
+
+if TYPE_CHECKING:
+    from aipusim.simulator.result import SimResult
 
 #: Fixed order of unit processes inside a core (creation order breaks SimPy ties).
 UNIT_ORDER: tuple[str, ...] = tuple(u.value for u in Unit)
@@ -64,7 +67,6 @@ class Replica:
         inst = sim.program.instance
         self.input_bytes_per_start = inst.input_bytes * sim.frames_per_start
         self.output_bytes_per_start = inst.output_bytes * sim.frames_per_start
-        self.ready_at = 0
         self.issue: dict[int, int] = {}
         self.h2d: dict[int, tuple[int, int]] = {}
         self.d2h: dict[int, int] = {}
@@ -99,7 +101,7 @@ class Replica:
             )
         return cores
 
-    def lockstep(self) -> Generator[Any, Any, None]:
+    def gather_frames(self) -> Generator[Any, Any, None]:
         """Gather the cores' frame ends into instance-level 'done' events."""
         for s in range(self.sim.starts):
             end = 0
@@ -341,7 +343,7 @@ class Simulation:
                 env.process(self._core_loop(core))
                 for unit in core.code.unit_names:
                     env.process(unit_process(core, unit))
-            env.process(rep.lockstep())
+            env.process(rep.gather_frames())
             env.process(host_inputs(self, rep))
             env.process(host_outputs(self, rep))
         env.run()
@@ -376,6 +378,3 @@ class Simulation:
                 f"simulation deadlocked at cycle {int(self.env.now)} with tasks still "
                 f"waiting: {shown}{more}"
             )
-
-
-from aipusim.simulator.result import SimResult  # noqa: E402  (type of run(), avoids a cycle)

@@ -58,7 +58,7 @@ def host_inputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
     env = sim.env
     slots = sim.io_slots
     nbytes = rep.input_bytes_per_start
-    t = rep.ready_at
+    t = 0
     for s in range(sim.starts):
         if s >= slots:
             # The input buffer is free again once the start that used it has finished.
