@@ -82,8 +82,11 @@ def write_chrome_trace(
 ) -> int:
     """Write the Chrome/Perfetto JSON of ``trace``; returns the number of events."""
     us = trace.us_per_cycle
-    cores = trace.header.cores
-    frames_pid, counters_pid = cores, cores + 1
+    core_ids = set(range(trace.header.cores))
+    for tag in (Tag.K, Tag.M, Tag.PB):
+        core_ids |= {int(c) for c in trace[tag]["core"].unique()}
+    # The frames and counters processes come after the highest core id.
+    frames_pid, counters_pid = max(core_ids) + 1, max(core_ids) + 2
     tids = dict(UNIT_TIDS)
     units = set()
     for tag in (Tag.K, Tag.M):
@@ -98,8 +101,6 @@ def write_chrome_trace(
             _meta(frames_pid, None, "process_name", "frames"),
             _meta(counters_pid, None, "process_name", "counters"),
         ]
-        core_ids = set(range(cores)) | {int(c) for c in trace[Tag.K]["core"].unique()}
-        core_ids |= {int(c) for c in trace[Tag.M]["core"].unique()}
         for core in sorted(core_ids):
             meta.append(_meta(core, None, "process_name", f"core {core}"))
             meta.append(_meta(core, LAYERS_TID, "thread_name", "layers"))
