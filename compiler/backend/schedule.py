@@ -325,7 +325,7 @@ class ScheduleBuilder(TokenMixin):
                 nbytes,
                 layer=layer.name,
                 tile=tile,
-                deps=set(self.slot_user[(l2stage.name, 0)]),
+                deps=set(self.slot_user[(l2stage.name, offset)]),
                 touches=(l2stage.name,),
                 phase=phase,
             )
@@ -345,7 +345,9 @@ class ScheduleBuilder(TokenMixin):
             phase=phase,
         )
         self.last_fetch[(layer.name, offset, tile)] = sid
-        self.pending_slot = (slot_key, l2stage.name if l2stage is not None else None)
+        if src[0] is Pool.L2 and l2stage is not None and src[1] == l2stage.addr + offset:
+            self.slot_user[(l2stage.name, offset)] = [sid]  # the L2 copy has been read
+        self.pending_slot = (slot_key, None)
         return dst, {sid}
 
     def ensure_weights(
@@ -407,10 +409,8 @@ class ScheduleBuilder(TokenMixin):
             cycles=self.wl_cycles(blk.weight_bytes),
         )
         if self.pending_slot is not None:
-            slot_key, l2name = self.pending_slot
+            slot_key, _ = self.pending_slot
             self.slot_user[slot_key] = [sid]
-            if l2name is not None:
-                self.slot_user[(l2name, 0)] = [sid]
         st.holds[s] = key
         st.last_user[s] = None
         return s, {sid}
@@ -471,6 +471,7 @@ class ScheduleBuilder(TokenMixin):
             touches=(buf.name, tin.name),
         )
         self.slot_fill[(tin.name, slot)] = {sid}
+        self.flush_stores(core)
         return dst, {sid}
 
     def _height(self, tensor: str) -> int:
@@ -588,20 +589,34 @@ class ScheduleBuilder(TokenMixin):
         buf = self.buffer(out, core)
         row_bytes = max(1, self.g.tensor(out).size // max(1, out_h))
         nbytes = max(1, rows * row_bytes // (parts if split is Split.CHANNELS else 1))
-        sid = self.dma(
-            core,
-            self.act_dma,
-            (Pool.L1, out_addr),
-            (buf.pool, buf.addr + rlo * row_bytes),
-            nbytes,
-            layer=layer.name,
-            tile=tile_no,
-            deps=set(computes),
-            touches=(out_dma_buf.name, buf.name),
-        )
-        self.slot_user[(out_dma_buf.name, hi % t.slots)] = [sid]
-        self.produced[(self.copy_key(core), out)].append(sid)
-        return [*computes, sid]
+
+        def store() -> int:
+            sid = self.dma(
+                core,
+                self.act_dma,
+                (Pool.L1, out_addr),
+                (buf.pool, buf.addr + rlo * row_bytes),
+                nbytes,
+                layer=layer.name,
+                tile=tile_no,
+                deps=set(computes),
+                touches=(out_dma_buf.name, buf.name),
+            )
+            self.slot_user[(out_dma_buf.name, hi % t.slots)] = [sid]
+            self.produced[(self.copy_key(core), out)].append(sid)
+            return sid
+
+        if t.slots > 1:
+            # software pipelining: the next tile's input DMA goes ahead of this store on
+            # the in-order DMA queue, so it overlaps this tile's compute
+            self.deferred[core].append(store)
+            return computes
+        return [*computes, store()]
+
+    def flush_stores(self, core: int) -> None:
+        """Emit the output DMAs held back for software pipelining."""
+        for store in self.deferred.pop(core, []):
+            self.flushed[core].append(store())
 
     def load_dpu_consts(self, core: int, layer: LayerPlan, deps: set[int]) -> set[int]:
         """Bring the layer's DPU constants (bias, scales, operands) into L1 once per frame."""
@@ -926,6 +941,8 @@ class ScheduleBuilder(TokenMixin):
                     layer = self.layers[li]
                     emitted += self.emit_layer_tile(li, layer, core, hi, hi, prologue)
                 prologue = set()
+            self.flush_stores(core)
+            emitted += self.flushed.pop(core, [])
         if emitted:
             prev_by_core[core] = emitted
         self.fence[core] = set()
@@ -991,6 +1008,8 @@ class ScheduleBuilder(TokenMixin):
         self.tile_steps_buf: dict[Any, Any] = {}
         self.dconst_steps: dict[Any, set[int]] = {}
         self.pending_slot: Any = None
+        self.deferred: dict[int, list[Any]] = defaultdict(list)
+        self.flushed: dict[int, list[int]] = defaultdict(list)
         resident = self.plan_weights()
         for core in self.layout.all_cores:
             n = self.arch.mvm.weight_sets
