@@ -151,9 +151,15 @@ class _Collector:
 def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
     if not parts:
         return schema.empty_table()
-    # Chunks were dictionary-encoded separately; one dictionary per column gives pandas
-    # one set of categories.
-    return pa.concat_tables(parts).unify_dictionaries().combine_chunks()
+    table = pa.concat_tables(parts)
+    # Numbers become one contiguous array each (the reductions read them as numpy);
+    # dictionary columns stay chunked: pandas merges their per-chunk dictionaries into
+    # one set of categories while converting, cheaper than unifying them here.
+    columns = [
+        col.combine_chunks() if not pa.types.is_dictionary(col.type) else col
+        for col in table.columns
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def _types_mapper(dtype: pa.DataType) -> pd.ArrowDtype | None:
