@@ -84,3 +84,24 @@ def test_pipeline_channel_tiles_double_buffers_channel_tiles() -> None:
     off = compile_backend("resnet18", 64, force_oc_tiling=2, pipeline_channel_tiles=False)
     slots = lambda r: {p.tiling.slots for p in r.state.layers if p.tiling.oc_tiles > 1}  # noqa: E731
     assert slots(on) == {2} and slots(off) == {1}
+
+
+def test_pipelined_tiles_prefetch_the_next_input_before_the_current_store() -> None:
+    def first_store_before_second_load(r) -> bool:
+        layer = next(p for p in r.state.layers if p.tiling.h_tiles > 1 and p.tiling.in_tile_bytes)
+        dmas = [
+            t
+            for t in r.tasks[0]
+            if isinstance(t, DmaCopy)
+            and t.layer == layer.name
+            and Pool.L1 in (t.src_pool, t.dst_pool)
+            and t.phase is Phase.FRAME
+        ]
+        second_load = next(i for i, t in enumerate(dmas) if t.dst_pool is Pool.L1 and t.tile == 1)
+        first_store = next(i for i, t in enumerate(dmas) if t.src_pool is Pool.L1)
+        return first_store < second_load
+
+    kw = dict(force_h_tiling=4, enable_buffer_promotion=False)
+    assert not first_store_before_second_load(compile_backend("resnet18", 64, **kw))
+    off = compile_backend("resnet18", 64, pipeline_spatial_tiles=False, **kw)
+    assert first_store_before_second_load(off)
