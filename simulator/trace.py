@@ -26,6 +26,13 @@ if TYPE_CHECKING:
     from aipusim.simulator.engine import Replica
 
 
+#: A layer's ``op`` in [PB] lines is the unit doing its main work, in this order (the tasks
+#: do not carry the ONNX operator type).
+_OP_RANK = {u: i for i, u in enumerate(("mvm", "dwpu", "dpu", "wload", "dma0", "dma1", "sysdma"))}
+#: Column each tag's rows are sorted by when written.
+_TIME_COLUMN = {tag: "t" if cols[0][0] == "t" else "start" for tag, cols in COLUMNS.items()}
+
+
 class Tracer:
     """Collects trace events of the enabled levels and charges their control-core cost."""
 
@@ -44,6 +51,7 @@ class Tracer:
         # (core, phase) -> layer -> [tasks left, latest end]
         self._layers: dict[tuple[int, int], dict[str, list[int]]] = {}
         self._layer_counts: dict[tuple[int, int], dict[str, int]] = {}
+        self._layer_ops: dict[tuple[int, int], dict[str, str]] = {}
 
     @property
     def lines(self) -> int:
@@ -74,16 +82,22 @@ class Tracer:
         open_layers = self._layers.setdefault(key, {})
         state = open_layers.get(rec.layer)
         if state is None:
-            counts = self._layer_counts.get((core.physical, 0 if phase >= 0 else -1))
+            key = (core.physical, 0 if phase >= 0 else -1)
+            counts = self._layer_counts.get(key)
             if counts is None:
-                counts = {}
+                counts = self._layer_counts[key] = {}
+                units: dict[str, set[str]] = {}
                 for r in core.code.init if phase < 0 else core.code.frame:
                     if r.layer:
                         counts[r.layer] = counts.get(r.layer, 0) + 1
-                self._layer_counts[(core.physical, 0 if phase >= 0 else -1)] = counts
+                        units.setdefault(r.layer, set()).add(r.unit)
+                self._layer_ops[key] = {
+                    layer: min(us, key=lambda u: _OP_RANK.get(u, len(_OP_RANK)))
+                    for layer, us in units.items()
+                }
             state = open_layers[rec.layer] = [counts[rec.layer], e]
             if self.pb:
-                op = rec.unit
+                op = self._layer_ops[key][rec.layer]
                 self.rows[Tag.PB].append((s, core.physical, frame, rec.layer, op))
                 self._charge(core, s)
         state[0] -= 1
@@ -124,6 +138,14 @@ class Tracer:
         self._charge(rep.cores[0], end)
 
     # -- writers -----------------------------------------------------------------------
+    def _sorted(self, tag: Tag) -> list[tuple]:
+        """Rows of ``tag`` in time order (units run ahead, so they are gathered out of it)."""
+        names = [name for name, _ in COLUMNS[tag]]
+        if _TIME_COLUMN[tag] not in names:
+            return self.rows[tag]
+        i = names.index(_TIME_COLUMN[tag])
+        return sorted(self.rows[tag], key=lambda row: row[i])
+
     def write(self, path: str | Path, header: TraceHeader) -> Path:
         """Text unless ``path`` ends in ``.parquet``."""
         path = Path(path)
@@ -137,8 +159,8 @@ class Tracer:
         with path.open("w", encoding="utf-8") as fh:
             fh.write(header.format() + "\n")
             for tag in COLUMNS:
-                for row in self.rows[tag]:
-                    names = [name for name, _ in COLUMNS[tag]]
+                names = [name for name, _ in COLUMNS[tag]]
+                for row in self._sorted(tag):
                     fh.write(format_line(tag, dict(zip(names, row, strict=True))) + "\n")
 
     def _write_parquet(self, path: Path, header: TraceHeader) -> None:
@@ -149,7 +171,7 @@ class Tracer:
         data: dict[str, list] = {"tag": []}
         data.update({name: [] for name in union})
         for tag in COLUMNS:
-            rows = self.rows[tag]
+            rows = self._sorted(tag)
             if not rows:
                 continue
             data["tag"] += [tag.value] * len(rows)
