@@ -73,9 +73,19 @@ def _layer_traffic(state: Any) -> dict[str, dict[str, int]]:
     return out
 
 
+def _unit_cycles(state: Any) -> dict[str, dict[str, int]]:
+    """Busy cycles each layer's scheduled tasks ask of each unit per frame (all cores)."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for step in state.schedule.steps:
+        if step.phase is Phase.FRAME:
+            out[step.layer][step.unit.value] += step.cycles
+    return out
+
+
 def build_report(state: Any) -> dict[str, Any]:
     """The content of ``compiled_model/report.json``."""
     traffic = _layer_traffic(state)
+    unit_cycles = _unit_cycles(state)
     layers = []
     total_cycles = 0
     for layer in state.layers:
@@ -103,6 +113,7 @@ def build_report(state: Any) -> dict[str, Any]:
                 "estimated_compute_cycles": est.compute_cycles if est else 0,
                 "estimated_weight_load_cycles": est.weight_load_cycles if est else 0,
                 "bytes": dict(sorted(traffic.get(layer.name, {}).items())),
+                "scheduled_cycles_by_unit": dict(sorted(unit_cycles.get(layer.name, {}).items())),
             }
         )
     sched = state.schedule
