@@ -1,6 +1,8 @@
 """Throughput of task encoding and decoding (target: 1,000,000 tasks/s).
 
-Run: ``pytest tests/benchmarks/test_isa_bench.py --benchmark-only -s``. Each benchmark
+Run: ``pytest tests/benchmarks/test_isa_bench.py --benchmark-only -s`` (on a shared
+machine add ``--benchmark-timer time.process_time`` to count this process's CPU time
+only). Each benchmark
 prints tasks per second for a 100,000-task mix shaped like a compiled convolution network
 (DMA in, weight load, MVM, DPU op, token handshakes).
 """
