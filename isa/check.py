@@ -322,44 +322,53 @@ class _Checker:
         for bid, per_core in sorted(seen.items()):
             for core, occurrences in sorted(per_core.items()):
                 mine = [(p, m) for p, m, _ in occurrences]
-                site = occurrences[0][2]
-                members = sorted({c for _, m in mine for c in _mask_cores(m)})
-                outside = next((s for _, m, s in occurrences if not m >> core & 1), None)
-                if outside is not None:
-                    self._add(
-                        ProblemKind.BARRIER,
-                        f"barrier {bid} core_mask must include the core that runs it "
-                        f"(core {core}), not {bin(_outside_mask(occurrences, core))}",
-                        [outside],
-                    )
-                for other in members:
-                    pair = (bid, *sorted((core, other)))
-                    if other == core or pair in compared:
-                        continue
-                    compared.add(pair)
-                    if other not in self.by_core:
-                        problem = f"waits for core {other}, which has no tasklist"
-                    elif other not in per_core:
-                        problem = f"waits for core {other}, which never reaches barrier {bid}"
-                    elif [(p, m) for p, m, _ in per_core[other]] != mine:
-                        theirs = [(p, m) for p, m, _ in per_core[other]]
-                        problem = (
-                            f"must occur with the same phases and core masks on cores {core} "
-                            f"and {other}, not {_describe(mine)} and {_describe(theirs)}"
-                        )
-                        site_other = per_core[other][0][2]
+                for _, mask, site in occurrences:
+                    if not mask >> core & 1:
                         self._add(
-                            ProblemKind.BARRIER, f"barrier {bid} {problem}", [site, site_other]
+                            ProblemKind.BARRIER,
+                            f"barrier {bid} core_mask must include the core that runs it "
+                            f"(core {core}), not {bin(mask)}",
+                            [site],
                         )
-                        continue
-                    else:
-                        continue
-                    self._add(ProblemKind.BARRIER, f"barrier {bid} {problem}", [site])
+                        break
+                members = sorted({c for _, m in mine for c in _mask_cores(m)} - {core})
+                for other in members:
+                    pair = (bid, min(core, other), max(core, other))
+                    if pair not in compared:
+                        compared.add(pair)
+                        self._compare_barriers(bid, core, other, per_core)
 
-
-def _outside_mask(occurrences: list[tuple[Phase, int, TaskSite]], core: int) -> int:
-    """The first core mask among ``occurrences`` that leaves out ``core``."""
-    return next(m for _, m, _ in occurrences if not m >> core & 1)
+    def _compare_barriers(
+        self,
+        bid: int,
+        core: int,
+        other: int,
+        per_core: dict[int, list[tuple[Phase, int, TaskSite]]],
+    ) -> None:
+        """Core ``core`` names ``other`` in a barrier mask: ``other`` must match it."""
+        site = per_core[core][0][2]
+        if other not in self.by_core:
+            self._add(
+                ProblemKind.BARRIER,
+                f"barrier {bid} waits for core {other}, which has no tasklist",
+                [site],
+            )
+        elif other not in per_core:
+            self._add(
+                ProblemKind.BARRIER,
+                f"barrier {bid} waits for core {other}, which never reaches barrier {bid}",
+                [site],
+            )
+        else:
+            mine = [(p, m) for p, m, _ in per_core[core]]
+            theirs = [(p, m) for p, m, _ in per_core[other]]
+            if mine != theirs:
+                self._add(
+                    ProblemKind.BARRIER,
+                    f"barrier {bid} must occur with the same phases and core masks on cores "
+                    f"{core} and {other}, not {_describe(mine)} and {_describe(theirs)}",
+                    [site, per_core[other][0][2]],
+                )
 
 
 def _describe(occurrences: list[tuple[Phase, int]]) -> str:
