@@ -146,7 +146,7 @@ _LUT_OF: dict[Op, LutKind] = {
     Op.ERF: LutKind.ERF,
     Op.SQRT: LutKind.SQRT,
     Op.EXP: LutKind.EXP,
-    Op.LOG: LutKind.POW,
+    Op.LOG: LutKind.POW,  # LutKind has no log entry; any function is one table lookup
     Op.RECIPROCAL: LutKind.RECIPROCAL,
     Op.POW: LutKind.POW,
 }
@@ -155,6 +155,7 @@ _BINARY_KIND: dict[Op, DpuKind] = {
     Op.SUB: DpuKind.SUB,
     Op.MUL: DpuKind.MUL,
     Op.DIV: DpuKind.DIV,
+    # compare-and-select costs one lane op, like a subtraction (DpuKind has no min/max)
     Op.MIN: DpuKind.SUB,
     Op.MAX: DpuKind.SUB,
     Op.PRELU: DpuKind.MUL,

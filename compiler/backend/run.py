@@ -112,6 +112,7 @@ def _tasklist_estimate(state: BackendState) -> int:
     from aipusim.isa.encoding import RECORD_BYTES
 
     tasks = 0
+    # per tile: input DMA, compute, output DMA, and per weight set a fetch and a load
     for layer in state.layers:
         tiles = layer.tiling.tiles if layer.tiling else 1
         blocks = layer.imc.weight_sets if layer.imc else 1

@@ -105,6 +105,14 @@ class ScheduleBuilder(TokenMixin):
         self.wt_dma = Unit.DMA1 if config.dma_dual_channel else Unit.DMA0
         self.dconst_loaded: set[tuple[int, str]] = set()
         self.barrier_id = 0
+        self.last_mvm: dict[int, int | None] = {}  # newest Mvm step per core
+        self.last_fetch: dict[Any, int] = {}  # batch: the multicast fetch of a weight block
+        self.slot_fill: dict[Any, set[int]] = {}  # tile slot -> the DMA that filled it
+        self.tile_steps_buf: dict[Any, Any] = {}  # fused output -> (buffer, slots, bytes)
+        self.dconst_steps: dict[Any, set[int]] = {}
+        self.pending_slot: Any = None  # the weight staging slot the next load reads
+        self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
+        self.flushed: dict[int, list[int]] = defaultdict(list)
 
     # -- steps -----------------------------------------------------------------------
     def add(
@@ -1002,14 +1010,6 @@ class ScheduleBuilder(TokenMixin):
         return set(last.values())
 
     def run(self) -> Schedule:
-        self.last_mvm: dict[int, int | None] = {}
-        self.last_fetch: dict[Any, int] = {}
-        self.slot_fill: dict[Any, set[int]] = {}
-        self.tile_steps_buf: dict[Any, Any] = {}
-        self.dconst_steps: dict[Any, set[int]] = {}
-        self.pending_slot: Any = None
-        self.deferred: dict[int, list[Any]] = defaultdict(list)
-        self.flushed: dict[int, list[int]] = defaultdict(list)
         resident = self.plan_weights()
         for core in self.layout.all_cores:
             n = self.arch.mvm.weight_sets
