@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 
 from aipusim.simulator.control import ControlCore
-from aipusim.simulator.links import transfer
+from aipusim.simulator.links import book_burst, transfer
 from aipusim.simulator.tokens import Token
 from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA, Rec
 
@@ -51,15 +51,18 @@ class CoreRun:
         self._pending: dict[int, int] = {}
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
-        self.paths: dict[tuple[str, ...], list] = {}
+        self.paths: dict[tuple[str, ...], tuple[list, float]] = {}
         #: (first check, resolution) of every polled wait (use_hw_tokens=false).
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
 
-    def path_of(self, names: tuple[str, ...]) -> list:
-        """The links of a transfer path; ``chan:*`` names are this core's DMA channels."""
+    def route_of(self, names: tuple[str, ...]) -> tuple[list, float]:
+        """(shared links, own channel bandwidth) of a transfer path. A ``chan:*`` name is one
+        of this core's DMA channels: its queue is serial, so it bounds the duration only."""
         links = self.sim.links
-        return [links[f"{n}@{self.physical}"] if n.startswith("chan:") else links[n] for n in names]
+        shared = [links[n] for n in names if not n.startswith("chan:")]
+        own = [n for n in names if n.startswith("chan:")]
+        return shared, (self.sim.arch.dma.channel_bw_bytes_per_cycle if own else 0.0)
 
     # -- phases ------------------------------------------------------------------------
     def phase_event(self, phase: int) -> simpy.Event:
@@ -180,30 +183,17 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
             t = s + rec.dur
         elif kind == K_DMA:
             x = rec.xfer
-            path = paths.get(x.links)
-            if path is None:
-                path = paths[x.links] = core.path_of(x.links)
+            route = paths.get(x.links)
+            if route is None:
+                route = paths[x.links] = core.route_of(x.links)
+            path, own_bw = route
             ready = s + x.setup_cycles
             if x.nbytes > burst:
-                t = yield from transfer(env, path, x.nbytes, burst, ready, x.latency_cycles)
+                t = yield from transfer(env, path, x.nbytes, burst, ready, x.latency_cycles, own_bw)
             else:
-                # One burst (the common tile): reserve inline, no generator.
-                if ready > env.now:
-                    yield env.timeout(ready - env.now)
-                b0 = ready
-                for link in path:
-                    if link.free_at > b0:
-                        b0 = link.free_at
-                end = b0
-                nbytes = x.nbytes
-                for link in path:
-                    dl = int(-(-nbytes // link.bw))
-                    link.free_at = b0 + dl
-                    link.busy_cycles += dl
-                    link.nbytes += nbytes
-                    if b0 + dl > end:
-                        end = b0 + dl
-                t = int(end) + x.latency_cycles
+                # One burst (the common tile): booked at once, no event; the calendar of each
+                # link keeps earlier gaps open for transfers that turn out to be ready sooner.
+                t = book_burst(path, x.nbytes, ready, env.now, own_bw) + x.latency_cycles
         elif kind == K_BARRIER:
             barrier_id, mask = rec.barrier
             cores = core.replica.barrier_cores(mask, rec, core)

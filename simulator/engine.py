@@ -186,10 +186,6 @@ class Simulation:
             "pcie_h2d": Link("pcie_h2d", arch.host_bw_bytes_per_cycle(freq)),
             "pcie_d2h": Link("pcie_d2h", arch.host_bw_bytes_per_cycle(freq)),
         }
-        for p in range(arch.chip.cores):
-            for ch in (Unit.DMA0, Unit.DMA1):
-                name = f"chan:{ch}@{p}"
-                self.links[name] = Link(name, arch.dma.channel_bw_bytes_per_cycle)
 
         #: Executed tasks, one segment per (core, unit, phase): (physical core, phase,
         #: rids of the unit's records, start cycles, end cycles); host transfers apart.

@@ -19,6 +19,7 @@ share a link. Reservation is arithmetic (no SimPy `Resource`), so a burst costs 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Generator, Sequence
 from typing import Any
 
@@ -26,20 +27,93 @@ import simpy
 
 
 class Link:
-    """A shared link: ``bw`` bytes per cycle, reserved up to ``free_at``."""
+    """A shared link: ``bw`` bytes per cycle and a calendar of booked bursts.
 
-    __slots__ = ("busy_cycles", "bw", "free_at", "name", "nbytes")
+    The calendar (sorted, non-overlapping ``[start, end)`` intervals) lets a burst booked
+    early for a later cycle leave the gap before it to a burst that turns out to be ready
+    sooner, so booking order never delays an earlier transfer behind a later one.
+    """
+
+    __slots__ = ("busy_cycles", "bw", "ends", "free_at", "lo", "name", "nbytes", "starts")
 
     def __init__(self, name: str, bw_bytes_per_cycle: float) -> None:
         assert bw_bytes_per_cycle > 0, name
         self.name = name
         self.bw = float(bw_bytes_per_cycle)
-        self.free_at = 0
+        self.free_at = 0  # end of the latest booking (serial servers use only this)
         self.busy_cycles = 0
         self.nbytes = 0
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.lo = 0  # bookings before this index ended before the simulated present
 
     def cycles(self, nbytes: int) -> int:
         return math.ceil(nbytes / self.bw)
+
+    def fit(self, s: int, d: int) -> int:
+        """The earliest cycle >= ``s`` that starts a free stretch of ``d`` cycles."""
+        if s >= self.free_at:
+            return s
+        starts, ends = self.starts, self.ends
+        i = bisect_right(ends, s, self.lo)
+        n = len(starts)
+        while i < n and starts[i] < s + d:
+            if ends[i] > s:
+                s = ends[i]
+            i += 1
+        return s
+
+    def book(self, s: int, d: int, now: float) -> None:
+        starts, ends = self.starts, self.ends
+        lo = self.lo
+        while lo < len(ends) and ends[lo] <= now:
+            lo += 1
+        if lo > 512:  # forget the past now and then; nothing can be booked before now
+            del starts[:lo], ends[:lo]
+            lo = 0
+        self.lo = lo
+        if s >= self.free_at:
+            starts.append(s)
+            ends.append(s + d)
+            self.free_at = s + d
+        else:
+            i = bisect_right(starts, s, lo)
+            starts.insert(i, s)
+            ends.insert(i, s + d)
+        self.busy_cycles += d
+
+
+def book_burst(
+    links: Sequence[Link], nbytes: int, ready: int, now: float, private_bw: float = 0.0
+) -> int:
+    """Book one burst of ``nbytes`` on every shared link of a path from ``ready`` on, at the
+    first cycle all of them are free long enough; returns the cycle the burst has passed.
+
+    ``private_bw`` is the bandwidth of the issuing engine's own channel (never contended:
+    its queue is serial), which only bounds the burst's duration.
+    """
+    s = ready
+    if len(links) == 1:
+        link = links[0]
+        d = int(-(-nbytes // link.bw))
+        s = link.fit(s, d)
+        ds: list[int] = [d]
+    else:
+        ds = [int(-(-nbytes // link.bw)) for link in links]
+        moved = True
+        while moved:
+            moved = False
+            for link, d in zip(links, ds, strict=True):
+                s2 = link.fit(s, d)
+                if s2 != s:
+                    s, moved = s2, True
+    end = s + int(-(-nbytes // private_bw)) if private_bw else s
+    for link, d in zip(links, ds, strict=True):
+        link.book(s, d, now)
+        link.nbytes += nbytes
+        if s + d > end:
+            end = s + d
+    return end
 
 
 def transfer(
@@ -49,12 +123,13 @@ def transfer(
     burst_bytes: int,
     t_ready: int,
     latency_cycles: int,
+    private_bw: float = 0.0,
 ) -> Generator[Any, Any, int]:
     """Move ``nbytes`` over ``links`` from ``t_ready`` on; returns the cycle the data has landed.
 
-    The caller's clock may be ahead of ``env.now`` (units run ahead when nothing can block
-    them); the first reservation waits until ``t_ready`` so that reservations happen in time
-    order and an earlier transfer is never queued behind a later one.
+    Bursts are booked one at a time when the previous one has passed, so concurrent
+    transfers take turns. The caller's clock may be ahead of ``env.now`` (units run ahead
+    when nothing can block them); the first burst is booked at ``t_ready``.
     """
     if t_ready > env.now:
         yield env.timeout(t_ready - env.now)
@@ -63,19 +138,7 @@ def transfer(
     while True:
         b = burst_bytes if remaining > burst_bytes else remaining
         remaining -= b
-        s = t
-        for link in links:
-            if link.free_at > s:
-                s = link.free_at
-        end = s
-        for link in links:
-            d = math.ceil(b / link.bw)
-            link.free_at = s + d
-            link.busy_cycles += d
-            link.nbytes += b
-            if s + d > end:
-                end = s + d
-        t = end
+        t = book_burst(links, b, t, env.now, private_bw)
         if remaining <= 0:
             return t + latency_cycles
         # Take turns: ask for the next burst only when this one is through.

@@ -213,8 +213,7 @@ def build_result(sim: Simulation) -> SimResult:
         busy[f"core{p}.control"] = int(run.ctl.busy_cycles) + _poll_cycles(sim, run.poll_spans)
     for u in [*unit_names, "control"]:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
-    links = {name: min(1.0, link.busy_cycles / total) for name, link in sim.links.items()}
-    link_util = {k: v for k, v in links.items() if not k.startswith("chan:")}
+    link_util = {name: link.busy_cycles / total for name, link in sim.links.items()}
 
     table = np.array(sim.energy_rows, dtype=np.float64) * dynamic_scale(arch, freq)[None, :]
     counts = np.bincount(rid, minlength=len(table)) if len(rid) else np.zeros(len(table))
