@@ -61,7 +61,9 @@ def cli(verbose: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; an `AipuSimError` becomes one line on stderr and a non-zero exit."""
     try:
-        cli.main(args=argv, prog_name="aipusim", standalone_mode=False)
+        # With standalone_mode=False click returns the code of `ctx.exit(code)` (and the
+        # command's own return value, None for ours) instead of exiting the process.
+        code = cli.main(args=argv, prog_name="aipusim", standalone_mode=False)
     except AipuSimError as exc:
         click.echo(f"aipusim: error: {exc}", err=True)
         return exc.exit_code
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":
