@@ -158,15 +158,10 @@ class TaskCoster:
         self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq_hz)
         self.e = arch.energy
         self._valid_refs: set[tuple] = set()
-        self._token_by_id: dict[int, tuple[tuple, tuple[tuple[bool, int, int], ...]]] = {}
         self._cost_cache: dict[tuple, tuple] = {}
 
     def _refs(self, refs: tuple, label: str, seq: int, task: Task) -> tuple:
-        # Decoded tasklists share their token tuples: look up by identity first (no
-        # hashing); otherwise build the plain-int form and range-check each distinct one once.
-        cached = self._token_by_id.get(id(refs))
-        if cached is not None and cached[0] is refs:
-            return cached[1]
+        # The plain-int form; each distinct one is range-checked once.
         if len(refs) == 1:
             r = refs[0]
             out: tuple = ((r.scope == "global", r.index, r.count),)
@@ -175,7 +170,6 @@ class TaskCoster:
         if out not in self._valid_refs:
             _tokens(refs, self.arch, _where(label, seq, task))
             self._valid_refs.add(out)
-        self._token_by_id[id(refs)] = (refs, out)
         return out
 
     def record(self, task: Task, seq: int, label: str, rid: int) -> Rec:
