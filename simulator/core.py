@@ -191,8 +191,11 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
             if x.nbytes > burst:
                 t = yield from transfer(env, path, x.nbytes, burst, ready, x.latency_cycles, own_bw)
             else:
-                # One burst (the common tile): booked at once, no event; the calendar of each
-                # link keeps earlier gaps open for transfers that turn out to be ready sooner.
+                # One burst (the common tile), booked inline. Bookings wait for the simulated
+                # present to reach their ready cycle, so links serve bursts first come first
+                # served in time, whatever order the run-ahead units reach them in.
+                if ready > env.now:
+                    yield env.timeout(ready - env.now)
                 t = book_burst(path, x.nbytes, ready, env.now, own_bw) + x.latency_cycles
         elif kind == K_BARRIER:
             barrier_id, mask = rec.barrier

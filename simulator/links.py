@@ -29,9 +29,10 @@ import simpy
 class Link:
     """A shared link: ``bw`` bytes per cycle and a calendar of booked bursts.
 
-    The calendar (sorted, non-overlapping ``[start, end)`` intervals) lets a burst booked
-    early for a later cycle leave the gap before it to a burst that turns out to be ready
-    sooner, so booking order never delays an earlier transfer behind a later one.
+    Bursts are booked when the simulated present reaches their ready cycle, so they mostly
+    append; the calendar (sorted, non-overlapping ``[start, end)`` intervals) keeps a burst
+    of a multi-link path that must start later than its ready cycle from hiding a gap that
+    another burst can still use.
     """
 
     __slots__ = ("busy_cycles", "bw", "ends", "free_at", "lo", "name", "nbytes", "starts")
