@@ -72,10 +72,13 @@ class Buffer:
     accesses: int = 0  # bytes read + written per frame (promotion priority)
     allowed: tuple[Pool, ...] = _LADDER  # pools this buffer may live in
     tensor_bytes: int = 0  # bytes of ONE copy of the tensor held (activations and I/O)
+    stage: int = -1  # pipeline: the stage a stage-local L2/DDR buffer belongs to
     pool: Pool | None = None
     addr: int = -1
 
     def overlaps_in_time(self, other: Buffer) -> bool:
+        if self.stage >= 0 and other.stage >= 0 and self.stage != other.stage:
+            return True  # pipeline stages work on different frames at the same time
         return self.start <= other.end and other.start <= self.end
 
 
@@ -216,8 +219,15 @@ class _Builder:
                 BufKind.DPU_CONST_STAGE,
             )
         ):
-            # stages run different frames at once: no L2/DDR reuse within a frame
-            buf.start, buf.end = 0, self.last
+            local = (buf.kind is BufKind.ACTIVATION and buf.allowed == _LADDER) or (
+                buf.kind is BufKind.L2_STAGE
+            )
+            if local:
+                # reused only within its stage: other stages run other frames meanwhile
+                buf.stage = buf.core
+            else:
+                # read by two stages (or all): held for the whole frame
+                buf.start, buf.end = 0, self.last
         self.buffers[buf.name] = buf
         return buf
 

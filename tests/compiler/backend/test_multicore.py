@@ -70,6 +70,8 @@ def test_pipeline_cuts_balanced_stages() -> None:
     for layer in r.state.layers:
         work[stages[layer.tiling.group]] += layer.estimate.cycles
     assert max(work) < 0.6 * sum(work)
+    local = [b for b in r.state.plan.buffers.values() if b.stage >= 0]
+    assert local and all(b.stage == b.core for b in local)  # reused within their stage only
     assert any(ref.scope is TokenScope.GLOBAL for t in r.tasks[1] for ref in t.waits)
 
 
