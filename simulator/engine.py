@@ -192,6 +192,7 @@ class Simulation:
         self.segments: list[tuple[int, int, np.ndarray, array, array]] = []
         self.host_log: list[tuple[int, int, int, int, int]] = []  # rid, core, start, begin, end
 
+        self._init_events: dict[tuple[str, int], simpy.Event] = {}
         shared = Link("host_dispatcher", 1.0)
         self.replicas: list[Replica] = []
         for r in range(program.replicas):
@@ -333,7 +334,6 @@ class Simulation:
     # -- run ---------------------------------------------------------------------------
     def run(self) -> SimResult:
         env = self.env
-        self._init_events: dict[tuple[str, int], simpy.Event] = {}
         for rep in self.replicas:
             for core in rep.cores:
                 env.process(self._core_loop(core))
