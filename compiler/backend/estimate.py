@@ -26,7 +26,7 @@ class LayerEstimate:
     unit: str
     compute_cycles: int  # busy cycles of the layer's unit
     weight_load_cycles: int  # IMC weight writes (MVM layers)
-    exposed_weight_cycles: int  # the part of the weight writes not hidden behind compute
+    exposed_weight_cycles: int  # weight fetch + writes not hidden behind compute
     dma_cycles: int  # layout moves (DMA layers)
     macs: int
 
@@ -62,15 +62,19 @@ def estimate_layer(layer: LayerPlan, arch: Arch, *, weights_double_buffered: boo
         imc = layer.imc
         assert imc is not None, f"{layer.name}: IMC mapping missing"
         compute = imc.compute_cycles + arch.mvm.pipeline_latency_cycles
+        # streamed weights: a DMA into L1 staging, then the load into the array
+        fetch = dma_cycles(imc.weight_bytes, arch)
         load = imc.weight_load_cycles
-        if weights_double_buffered and imc.weight_sets > 1 and arch.mvm.weight_sets > 1:
-            # Only the first set's load is exposed; later loads hide behind the previous
-            # block's compute when that is longer.
-            per_block = imc.compute_cycles // imc.weight_sets
-            per_load = load // imc.weight_sets
-            exposed = per_load + max(0, per_load - per_block) * (imc.weight_sets - 1)
+        sets = imc.weight_sets
+        if weights_double_buffered and sets > 1 and arch.mvm.weight_sets > 1:
+            # Only the first set's fetch and load are exposed; later ones hide behind the
+            # previous block's compute when that is longer.
+            per_block = imc.compute_cycles // sets
+            per_set = (load + fetch) // sets
+            exposed = per_set + max(0, per_set - per_block) * (sets - 1)
         else:
-            exposed = load
+            # the next fetch overlaps the current block's compute; the load cannot
+            exposed = load + max(fetch // sets, fetch - imc.compute_cycles)
         return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
     if layer.unit is LayerUnit.DWPU:
         return LayerEstimate("dwpu", dwpu_cycles(layer, arch), 0, 0, 0, layer.macs)
