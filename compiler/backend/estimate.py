@@ -66,15 +66,15 @@ def estimate_layer(layer: LayerPlan, arch: Arch, *, weights_double_buffered: boo
         fetch = dma_cycles(imc.weight_bytes, arch)
         load = imc.weight_load_cycles
         sets = imc.weight_sets
+        per_block = imc.compute_cycles // sets
+        per_fetch, per_load = fetch // sets, load // sets
         if weights_double_buffered and sets > 1 and arch.mvm.weight_sets > 1:
-            # Only the first set's fetch and load are exposed; later ones hide behind the
-            # previous block's compute when that is longer.
-            per_block = imc.compute_cycles // sets
-            per_set = (load + fetch) // sets
-            exposed = per_set + max(0, per_set - per_block) * (sets - 1)
+            # after the first set, fetch and load of the next set run beside the compute
+            hidden_behind = max(per_fetch, per_load)
+            exposed = per_fetch + per_load + (sets - 1) * max(0, hidden_behind - per_block)
         else:
-            # the next fetch overlaps the current block's compute; the load cannot
-            exposed = load + max(fetch // sets, fetch - imc.compute_cycles)
+            # a load waits for the array to go idle; only the next fetch overlaps compute
+            exposed = per_fetch + load + (sets - 1) * max(0, per_fetch - per_block)
         return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
     if layer.unit is LayerUnit.DWPU:
         return LayerEstimate("dwpu", dwpu_cycles(layer, arch), 0, 0, 0, layer.macs)
