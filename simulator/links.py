@@ -35,7 +35,10 @@ class Link:
     another burst can still use.
     """
 
-    __slots__ = ("busy_cycles", "bw", "ends", "free_at", "lo", "name", "nbytes", "starts")
+    __slots__ = ("busy_cycles", "bw", "ends", "free_at", "name", "nbytes", "starts")
+
+    #: Bookings kept before the past is forgotten (nothing is booked before the present).
+    KEEP = 1024
 
     def __init__(self, name: str, bw_bytes_per_cycle: float) -> None:
         assert bw_bytes_per_cycle > 0, name
@@ -46,7 +49,6 @@ class Link:
         self.nbytes = 0
         self.starts: list[int] = []
         self.ends: list[int] = []
-        self.lo = 0  # bookings before this index ended before the simulated present
 
     def cycles(self, nbytes: int) -> int:
         return math.ceil(nbytes / self.bw)
@@ -56,7 +58,7 @@ class Link:
         if s >= self.free_at:
             return s
         starts, ends = self.starts, self.ends
-        i = bisect_right(ends, s, self.lo)
+        i = bisect_right(ends, s)
         n = len(starts)
         while i < n and starts[i] < s + d:
             if ends[i] > s:
@@ -66,19 +68,16 @@ class Link:
 
     def book(self, s: int, d: int, now: float) -> None:
         starts, ends = self.starts, self.ends
-        lo = self.lo
-        while lo < len(ends) and ends[lo] <= now:
-            lo += 1
-        if lo > 512:  # forget the past now and then; nothing can be booked before now
-            del starts[:lo], ends[:lo]
-            lo = 0
-        self.lo = lo
+        if len(ends) > self.KEEP:
+            k = bisect_right(ends, now)
+            if k:
+                del starts[:k], ends[:k]
         if s >= self.free_at:
             starts.append(s)
             ends.append(s + d)
             self.free_at = s + d
         else:
-            i = bisect_right(starts, s, lo)
+            i = bisect_right(starts, s)
             starts.insert(i, s)
             ends.insert(i, s + d)
         self.busy_cycles += d
@@ -94,20 +93,33 @@ def book_burst(
     its queue is serial), which only bounds the burst's duration.
     """
     s = ready
-    if len(links) == 1:
-        link = links[0]
-        d = int(-(-nbytes // link.bw))
-        s = link.fit(s, d)
-        ds: list[int] = [d]
+    for link in links:
+        if link.free_at > s:
+            break
     else:
-        ds = [int(-(-nbytes // link.bw)) for link in links]
-        moved = True
-        while moved:
-            moved = False
-            for link, d in zip(links, ds, strict=True):
-                s2 = link.fit(s, d)
-                if s2 != s:
-                    s, moved = s2, True
+        # Every link is free from ``ready`` on (the common case): append.
+        end = s + int(-(-nbytes // private_bw)) if private_bw else s
+        for link in links:
+            d = int(-(-nbytes // link.bw))
+            if len(link.ends) > Link.KEEP:
+                link.book(s, d, now)
+            else:
+                link.starts.append(s)
+                link.ends.append(s + d)
+                link.free_at = s + d
+                link.busy_cycles += d
+            link.nbytes += nbytes
+            if s + d > end:
+                end = s + d
+        return end
+    ds = [int(-(-nbytes // link.bw)) for link in links]
+    moved = True
+    while moved:
+        moved = False
+        for link, d in zip(links, ds, strict=True):
+            s2 = link.fit(s, d)
+            if s2 != s:
+                s, moved = s2, True
     end = s + int(-(-nbytes // private_bw)) if private_bw else s
     for link, d in zip(links, ds, strict=True):
         link.book(s, d, now)
