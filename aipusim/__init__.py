@@ -1,16 +1,100 @@
 """aipusim: a performance, power and profiling model of a 4-core Metis-class AIPU.
 
-Example:
-    >>> import aipusim
+Compile a model, run its int8 reference, simulate it and profile the run:
+
+    >>> import aipusim, numpy as np
+    >>> m = aipusim.compile("tiny_cnn", inputs={"input": aipusim.InputInfo((1, 3, 32, 32))})
+    >>> m(np.zeros((1, 3, 32, 32), np.float32)).shape
+    (1, 10)
+    >>> r = m.simulate(frames=2)
+    >>> r.fps > 0
+    True
     >>> aipusim.load_arch().peak_tops
     209.7152
+
+The compiler, simulator and profiler load on first use, so ``import aipusim`` (and the
+CLI) stay fast.
 """
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
 from aipusim.arch import Arch, load_arch
 from aipusim.errors import AipuSimError
 
-__all__ = ["AipuSimError", "Arch", "__version__", "load_arch"]
+if TYPE_CHECKING:
+    from aipusim.compiled import CompiledModel, compile, load, simulate
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.inputs import InputInfo, ShapeBounds
+    from aipusim.leip import (
+        CompileOptimizations,
+        CompileOptions,
+        GraphOptimization,
+        KernelOptimization,
+        Layout,
+        compile_,
+    )
+    from aipusim.optlevels import OPTIMIZATION_LEVELS
+    from aipusim.profiler import load_trace
+    from aipusim.results import SimResult
+
+#: Public name -> module that defines it (imported on first access).
+_LAZY = {
+    "CompiledModel": "aipusim.compiled",
+    "compile": "aipusim.compiled",
+    "load": "aipusim.compiled",
+    "simulate": "aipusim.compiled",
+    "CompilerConfig": "aipusim.compiler.config",
+    "InputInfo": "aipusim.inputs",
+    "ShapeBounds": "aipusim.inputs",
+    "CompileOptimizations": "aipusim.leip",
+    "CompileOptions": "aipusim.leip",
+    "GraphOptimization": "aipusim.leip",
+    "KernelOptimization": "aipusim.leip",
+    "Layout": "aipusim.leip",
+    "compile_": "aipusim.leip",
+    "OPTIMIZATION_LEVELS": "aipusim.optlevels",
+    "load_trace": "aipusim.profiler",
+    "SimResult": "aipusim.results",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aipusim' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [
+    "OPTIMIZATION_LEVELS",
+    "AipuSimError",
+    "Arch",
+    "CompileOptimizations",
+    "CompileOptions",
+    "CompiledModel",
+    "CompilerConfig",
+    "GraphOptimization",
+    "InputInfo",
+    "KernelOptimization",
+    "Layout",
+    "ShapeBounds",
+    "SimResult",
+    "__version__",
+    "compile",
+    "compile_",
+    "load",
+    "load_arch",
+    "load_trace",
+    "simulate",
+]

@@ -1,0 +1,742 @@
+"""`compile` a model for the AIPU, call it (int8 reference), simulate it, save and `load` it.
+
+>>> import aipusim, numpy as np
+>>> m = aipusim.compile("tiny_cnn", inputs={"input": aipusim.InputInfo(((1, 1, 2), 3, 32, 32))})
+>>> m.input_names, m.output_names
+(('input',), ('logits',))
+>>> m(np.zeros((2, 3, 32, 32), np.float32)).shape
+(2, 10)
+>>> m(np.zeros((3, 3, 32, 32), np.float32))
+Traceback (most recent call last):
+...
+aipusim.errors.ConfigError: input `input` dim 0 must be within 1..2, not 3
+>>> int(m.report["estimated_cycles"].sum()) > 0
+True
+
+The output folder (``output_dir``, or a temporary folder that lives as long as the model)
+is the compiler's output folder (``compiled_model/``, ``quantized_model/``, host graphs,
+reports) plus ``aipusim_model.json`` (the signature, options and, with ``crc_check``, the
+CRC32 of every file) and ``shapes/<key>/`` for each extra input shape compiled on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aipusim.errors import ConfigError, QuantizationError, TasklistError
+from aipusim.inputs import InputInfo
+from aipusim.optlevels import apply_optimization_level, check_level
+
+#: The API's own file in a compiled model folder.
+API_FILE = "aipusim_model.json"
+API_FORMAT = "aipusim-compiled-model"
+API_VERSION = 1
+#: Where the compiler keeps the float model it compiled (the source of extra shapes).
+SOURCE_MODEL = "input_model/fp32_model.onnx"
+SHAPES_DIR = "shapes"
+COMPILED_DIR = "compiled_model"
+#: The only target of this toolkit (LEIP-style ``target``).
+TARGET = "aipu"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What `aipusim.leip.compile_` adds to `compile` (LEIP ``CompileOptions``)."""
+
+    layout: str = "NCHW"
+    target_host: str | None = None
+    model_id: str | None = None
+    crc_check: bool = False
+    force_int8: bool = False
+    legacy_artifacts: bool = False
+    #: GraphOptimization(iterations=n): bound of the depth-first fusion search (None: off).
+    graph_iterations: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": TARGET,
+            "layout": self.layout,
+            "target_host": self.target_host,
+            "model_id": self.model_id,
+            "force_int8": self.force_int8,
+            "legacy_artifacts": self.legacy_artifacts,
+            "graph_iterations": self.graph_iterations,
+        }
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def _load_source(model: Any) -> tuple[Any, str, Path | None]:
+    """(ModelProto, name, built-in config path or None) of a path, ModelProto or zoo name."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model, model.graph.name or "model", None
+    if not isinstance(model, str | os.PathLike):
+        raise ConfigError(
+            f"model must be an ONNX path, an onnx.ModelProto or a zoo name, not "
+            f"{type(model).__name__}"
+        )
+    from aipusim import zoo
+    from aipusim.compiler.importer import load_model
+    from aipusim.compiler.modelcard import builtin_configs
+    from aipusim.run import resolve_model
+
+    source = resolve_model(model)
+    if source.path is not None:
+        return load_model(source.path), source.name, None
+    return zoo.build(source.name), source.name, builtin_configs().get(source.name)
+
+
+def _resolve_config(config: Any, builtin: Path | None) -> Any:
+    from aipusim.compiler.config import CompilerConfig, load_config
+
+    if config is None:
+        return load_config(builtin) if builtin is not None else CompilerConfig()
+    if isinstance(config, CompilerConfig):
+        return config.copy()
+    if isinstance(config, Mapping):
+        return CompilerConfig.from_dict(config)
+    if isinstance(config, str | os.PathLike):
+        return load_config(Path(config))
+    raise ConfigError(
+        f"config must be a CompilerConfig, a mapping of properties or a config file path, "
+        f"not {type(config).__name__}"
+    )
+
+
+def _model_dtype(vi: Any) -> np.dtype:
+    from onnx import helper
+
+    return np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+
+
+def _model_dims(vi: Any) -> list[int | None]:
+    return [
+        d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+        for d in vi.type.tensor_type.shape.dim
+    ]
+
+
+def bind_inputs(proto: Any, inputs: Mapping[str, Any] | None) -> tuple[Any, dict[str, InputInfo]]:
+    """A copy of ``proto`` with numpy inputs baked in as constants and ranged dims made
+    dynamic, and the signature: runtime input name -> `InputInfo`, in graph order."""
+    import onnx
+    from onnx import numpy_helper
+
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    g = out.graph
+    inits = {t.name for t in g.initializer}
+    real = [vi for vi in g.input if vi.name not in inits]
+    names = [vi.name for vi in real]
+    given = dict(inputs or {})
+    for key in given:
+        if key not in names:
+            raise ConfigError(
+                f"inputs names `{key}`, which is not an input of the model; "
+                f"inputs are {', '.join(names)}"
+            )
+    signature: dict[str, InputInfo] = {}
+    for vi in real:
+        value = given.get(vi.name)
+        dims = _model_dims(vi)
+        dtype = _model_dtype(vi)
+        if value is None:
+            if not dims or any(d is None for d in dims):
+                raise ConfigError(
+                    f"input `{vi.name}` has dynamic dims {dims}; give its shape with "
+                    f"inputs={{'{vi.name}': InputInfo(...)}}"
+                )
+            signature[vi.name] = InputInfo(dims, dtype)
+        elif isinstance(value, InputInfo):
+            _bind_info(vi, value, dims, dtype)
+            signature[vi.name] = value
+        elif isinstance(value, np.ndarray | np.generic | int | float):
+            array = np.asarray(value, dtype=dtype)
+            if dims and (
+                len(dims) != array.ndim
+                or any(d is not None and d != s for d, s in zip(dims, array.shape, strict=True))
+            ):
+                raise ConfigError(
+                    f"constant for input `{vi.name}` must have the model's shape {dims}, "
+                    f"not {list(array.shape)}"
+                )
+            g.initializer.append(numpy_helper.from_array(array, vi.name))
+        else:
+            raise ConfigError(
+                f"inputs[`{vi.name}`] must be an InputInfo (a runtime input) or a numpy array "
+                f"(baked in as a constant), not {type(value).__name__}"
+            )
+    constants = [n for n in names if n not in signature]
+    kept = [vi for vi in g.input if vi.name not in constants]
+    del g.input[:]
+    g.input.extend(kept)
+    return out, signature
+
+
+def _bind_info(vi: Any, info: InputInfo, dims: list[int | None], dtype: np.dtype) -> None:
+    bounds = info.shape_bounds
+    if dims and len(dims) != len(bounds.opt):
+        raise ConfigError(
+            f"InputInfo of `{vi.name}` must have {len(dims)} dims like the model "
+            f"({dims}), not {len(bounds.opt)}"
+        )
+    if info.dtype != dtype:
+        raise ConfigError(
+            f"InputInfo dtype of `{vi.name}` must be {dtype.name} (the model's input type), "
+            f"not {info.dtype.name}"
+        )
+    shape = vi.type.tensor_type.shape
+    if not dims:
+        for _ in bounds.opt:
+            shape.dim.add()
+    # A dim that may change between calls must be symbolic, or compiling another size
+    # would clash with the model's fixed value.
+    for i in bounds.dynamic_dims():
+        dim = shape.dim[i]
+        dim.Clear()
+        dim.dim_param = f"{vi.name}_dim{i}"
+
+
+# --------------------------------------------------------------------------- compiling
+
+
+def _shape_key(shapes: Mapping[str, Sequence[int]]) -> str:
+    return "_".join(f"{name}-{'x'.join(map(str, s))}" for name, s in shapes.items()).replace(
+        os.sep, "-"
+    )
+
+
+def _run_compile(
+    model_path: Path,
+    out: Path,
+    config: Any,
+    shapes: Mapping[str, tuple[int, ...]],
+    options: BuildOptions,
+) -> None:
+    from aipusim.compiler.driver import compile_model
+    from aipusim.compiler.request import CompileRequest, InputDataLayout
+
+    @dataclass(frozen=True)
+    class _Request(CompileRequest):
+        # emit reads an optional model_id from the request (LEIP ``model_id``)
+        model_id: str | None = None
+
+    compile_model(
+        _Request(
+            model_path=model_path,
+            output_dir=out,
+            config=config,
+            input_shape=dict(shapes),  # type: ignore[arg-type]  # the importer takes a mapping
+            input_data_layout=InputDataLayout(options.layout),
+            cli_args={"input": str(model_path), "output": str(out)},
+            model_id=options.model_id,
+        )
+    )
+
+
+def compile_with(
+    model: Any,
+    config: Any = None,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    optimization_level: int = 3,
+    options: BuildOptions | None = None,
+) -> CompiledModel:
+    """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.leip.compile_`)."""
+    import onnx
+
+    options = options or BuildOptions()
+    check_level(optimization_level)
+    proto, name, builtin = _load_source(model)
+    cfg = _resolve_config(config, builtin)
+    if str(cfg.compiler_mode) != "quantize_and_lower":
+        raise ConfigError(
+            "compiler_mode must be quantize_and_lower for aipusim.compile (it calls the int8 "
+            f"reference and simulates the tasklists), not {cfg.compiler_mode}"
+        )
+    cfg = apply_optimization_level(cfg, optimization_level)
+    if options.graph_iterations is not None and "dfs_search_constraint" not in cfg.changed():
+        cfg.dfs_search_constraint = options.graph_iterations
+    bound, signature = bind_inputs(proto, inputs)
+    owned = output_dir is None
+    root = (
+        Path(tempfile.mkdtemp(prefix="aipusim-model-")) / name
+        if owned
+        else Path(output_dir).expanduser()
+    )
+    opt = {n: info.shape_bounds.opt for n, info in signature.items()}
+    with tempfile.TemporaryDirectory(prefix="aipusim-src-") as tmp:
+        source = Path(tmp) / f"{name}.onnx"
+        onnx.save(bound, str(source))
+        try:
+            _run_compile(source, root, cfg, opt, options)
+        except BaseException:
+            if owned:
+                shutil.rmtree(root.parent, ignore_errors=True)
+            raise
+    meta = {
+        "format": API_FORMAT,
+        "version": API_VERSION,
+        "model": name,
+        "inputs": {n: info.to_dict() for n, info in signature.items()},
+        "outputs": [o.name for o in bound.graph.output],
+        "constants": [n for n in _real_inputs(proto) if n not in signature],
+        "optimization_level": optimization_level,
+        "options": options.to_dict(),
+        "crc_check": options.crc_check,
+        "shapes": {},
+    }
+    compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
+    if options.legacy_artifacts:
+        from aipusim.leip import write_legacy_artifacts
+
+        write_legacy_artifacts(root)
+    compiled._write_meta()
+    return compiled
+
+
+def _real_inputs(proto: Any) -> list[str]:
+    """Graph inputs that are no initializer (the inputs a caller feeds)."""
+    inits = {t.name for t in proto.graph.initializer}
+    return [vi.name for vi in proto.graph.input if vi.name not in inits]
+
+
+def compile(  # shadows the builtin on purpose: the name users know from other compilers
+    model: Any,
+    config: Any = None,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+    optimization_level: int = 3,
+) -> CompiledModel:
+    """Compile ``model`` for the AIPU.
+
+    ``model``: an ONNX path, an ``onnx.ModelProto`` or a zoo name (zoo models start from
+    their built-in config). ``config``: a `CompilerConfig`, a mapping of properties or a
+    config file. ``inputs`` maps graph inputs to an `InputInfo` (dims an int or a
+    ``(min, opt, max)`` triple; compiled for opt) or to a numpy array, which is baked in
+    as a constant and leaves the compiled signature. ``optimization_level`` 1-4 selects a
+    preset of the scheduling knobs (`aipusim.optlevels`). ``output_dir``: where the
+    artifacts go (default: a temporary folder that lives as long as the model).
+
+    >>> import aipusim, numpy as np
+    >>> m = aipusim.compile("tiny_cnn", optimization_level=1)
+    >>> m.config.pipeline_spatial_tiles
+    False
+    """
+    return compile_with(
+        model,
+        config,
+        inputs=inputs,
+        output_dir=output_dir,
+        optimization_level=optimization_level,
+    )
+
+
+# ------------------------------------------------------------------------ the model
+
+
+@dataclass
+class _Runtime:
+    """The int8 reference of one compiled shape: host graphs around the quantized core."""
+
+    pre: Any
+    core: Any
+    post: Any
+
+    @classmethod
+    def load(cls, folder: Path) -> _Runtime:
+        import onnx
+
+        from aipusim.compiler.quant import read_quantized_model
+        from aipusim.compiler.quant.artifacts import MANIFEST
+
+        def host(name: str) -> Any:
+            path = folder / name
+            return onnx.load(str(path)) if path.is_file() else None
+
+        manifest = folder / "quantized_model" / MANIFEST
+        return cls(
+            host("preprocess.onnx"), read_quantized_model(manifest), host("postprocess.onnx")
+        )
+
+    def run(self, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> list[np.ndarray]:
+        from aipusim.compiler.export import run_onnx
+        from aipusim.compiler.quant import run_int8
+
+        env = dict(feeds)
+        if self.pre is not None:
+            env.update(run_onnx(self.pre, {i.name: env[i.name] for i in self.pre.graph.input}))
+        env.update(run_int8(self.core, {i: env[i] for i in self.core.graph.inputs}))
+        if self.post is not None:
+            env.update(run_onnx(self.post, {i.name: env[i.name] for i in self.post.graph.input}))
+        missing = [o for o in outputs if o not in env]
+        if missing:
+            raise QuantizationError(
+                f"the int8 reference must produce output {missing[0]}, but it did not"
+            )
+        return [np.asarray(env[o]) for o in outputs]
+
+
+@dataclass
+class _State:
+    runtimes: dict[str, _Runtime] = field(default_factory=dict)
+
+
+class CompiledModel:
+    """A model compiled for the AIPU (made by `compile` or `load`).
+
+    Call it with numpy arrays (in `input_names` order, or by name) to run the int8
+    reference; `simulate` runs the tasklists on the simulator; `report` holds the
+    compiler's per-layer estimates; `save` copies the artifacts to a folder.
+    """
+
+    def __init__(self, root: Path, meta: dict[str, Any], *, owned: Path | None = None) -> None:
+        self._root = Path(root)
+        self._meta = meta
+        self._inputs = {n: InputInfo.from_dict(d) for n, d in meta["inputs"].items()}
+        self._state = _State()
+        if owned is not None:
+            weakref.finalize(self, shutil.rmtree, owned, True)
+
+    # -- description ------------------------------------------------------------------
+    @property
+    def output_dir(self) -> Path:
+        """The folder holding the artifacts."""
+        return self._root
+
+    @property
+    def name(self) -> str:
+        return str(self._meta["model"])
+
+    @property
+    def inputs(self) -> dict[str, InputInfo]:
+        """Runtime inputs (name -> `InputInfo`), in call order."""
+        return dict(self._inputs)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return tuple(self._inputs)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(self._meta["outputs"])
+
+    @property
+    def optimization_level(self) -> int:
+        return int(self._meta["optimization_level"])
+
+    @property
+    def config(self) -> Any:
+        """The `CompilerConfig` the model was compiled with (level preset applied)."""
+        from aipusim.compiler.config import CompilerConfig
+
+        data = json.loads((self._root / "conf.json").read_text())
+        return CompilerConfig.from_dict(data)
+
+    @property
+    def report(self) -> pd.DataFrame:
+        """The compiler's per-layer estimates (``compiled_model/report.json``): one row per
+        layer with unit, tiles, MACs, weight bytes, estimated cycles and µs, bytes per pool."""
+        return report_table(self._root / COMPILED_DIR)
+
+    def compiled_dir(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Path:
+        """The ``compiled_model/`` folder for ``input_shapes`` (default: the opt shapes),
+        compiling that shape once if it is new."""
+        return self._variant_dir(self._shapes(input_shapes)) / COMPILED_DIR
+
+    # -- running ------------------------------------------------------------------------
+    def __call__(self, *arrays: Any, **named: Any) -> Any:
+        """Run the int8 reference (host pre/post graphs included); one output as an
+        array, several as a tuple.
+
+        A shape that differs from the compiled one only in dim 0 (the batch), by a whole
+        multiple, runs as compiled-size slices; any other shape inside the bounds is
+        compiled once (cached in ``shapes/``)."""
+        feeds = self._feeds(arrays, named)
+        shapes = {n: a.shape for n, a in feeds.items()}
+        opt = {n: info.shape_bounds.opt for n, info in self._inputs.items()}
+        outputs = None
+        if shapes == opt:
+            outputs = self._runtime(self._root).run(feeds, self.output_names)
+        else:
+            outputs = self._run_batched(feeds, opt)
+        if outputs is None:
+            outputs = self._runtime(self._variant_dir(shapes)).run(feeds, self.output_names)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _run_batched(
+        self, feeds: Mapping[str, np.ndarray], opt: Mapping[str, tuple[int, ...]]
+    ) -> list[np.ndarray] | None:
+        """Outputs from compiled-batch slices, or None when the shapes do not allow it."""
+        counts = set()
+        for n, a in feeds.items():
+            o = opt[n]
+            if a.ndim < 2 or a.shape[1:] != o[1:] or a.shape[0] % o[0]:
+                return None
+            counts.add(a.shape[0] // o[0])
+        if len(counts) != 1:
+            return None
+        runtime = self._runtime(self._root)
+        parts = []
+        for k in range(counts.pop()):
+            chunk = {n: a[k * opt[n][0] : (k + 1) * opt[n][0]] for n, a in feeds.items()}
+            parts.append(runtime.run(chunk, self.output_names))
+        batch = next(iter(opt.values()))[0]
+        # Outputs concatenate along the batch only if every one carries it in dim 0.
+        if any(p.ndim == 0 or p.shape[0] != batch for p in parts[0]):
+            return None
+        return [np.concatenate(group, axis=0) for group in zip(*parts, strict=True)]
+
+    def _feeds(self, arrays: Sequence[Any], named: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        names = self.input_names
+        if len(arrays) > len(names):
+            raise ConfigError(
+                f"the model takes {len(names)} input(s) ({', '.join(names)}), not {len(arrays)}"
+            )
+        given = dict(zip(names, arrays, strict=False))
+        for key, value in named.items():
+            if key not in self._inputs:
+                raise ConfigError(
+                    f"`{key}` must be an input of the model ({', '.join(names)}), not unknown"
+                )
+            if key in given:
+                raise ConfigError(f"input `{key}` is given twice (by position and by name)")
+            given[key] = value
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise ConfigError(f"input `{missing[0]}` must be given; the model takes {names}")
+        feeds = {}
+        for n in names:
+            info = self._inputs[n]
+            array = np.asarray(given[n], dtype=info.dtype)
+            info.check(n, array.shape)
+            feeds[n] = array
+        return feeds
+
+    def _runtime(self, folder: Path) -> _Runtime:
+        key = str(folder)
+        if key not in self._state.runtimes:
+            self._state.runtimes[key] = _Runtime.load(folder)
+        return self._state.runtimes[key]
+
+    def _shapes(self, input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple]:
+        shapes = {n: info.shape_bounds.opt for n, info in self._inputs.items()}
+        for key, shape in (input_shapes or {}).items():
+            if key not in self._inputs:
+                raise ConfigError(
+                    f"input_shapes names `{key}`, which must be an input of the model "
+                    f"({', '.join(self.input_names)})"
+                )
+            shapes[key] = self._inputs[key].check(key, shape)
+        return shapes
+
+    def _variant_dir(self, shapes: Mapping[str, tuple[int, ...]]) -> Path:
+        """The compile output folder for ``shapes`` (the root for the opt shapes)."""
+        if shapes == {n: info.shape_bounds.opt for n, info in self._inputs.items()}:
+            return self._root
+        key = _shape_key(shapes)
+        folder = self._root / SHAPES_DIR / key
+        if key not in self._meta["shapes"] or not folder.is_dir():
+            options = BuildOptions(layout=self._meta["options"]["layout"])
+            _run_compile(self._root / SOURCE_MODEL, folder, self.config, shapes, options)
+            self._meta["shapes"][key] = {n: list(s) for n, s in shapes.items()}
+            self._write_meta()
+        return folder
+
+    def simulate(
+        self,
+        frames: int = 8,
+        *,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        levels: Sequence[str] | None = None,
+        arch: Any = None,
+        **overrides: Any,
+    ) -> Any:
+        """Simulate ``frames`` frames of the compiled tasklists; returns a `SimResult`.
+
+        ``overrides`` change runtime knobs (``frequency``, ``double_buffer``,
+        ``multicore_mode``, ...); ``input_shapes`` picks another compiled shape (compiled
+        once); ``levels`` are the trace tags (default: frames, layers, compute and memory
+        tasks, which the profile needs).
+        """
+        return simulate(
+            self.compiled_dir(input_shapes), frames=frames, levels=levels, arch=arch, **overrides
+        )
+
+    # -- saving -------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], *, crc_check: bool | None = None) -> Path:
+        """Copy the artifacts to the new or empty folder ``path``; returns it. With
+        ``crc_check`` (default: as compiled) `load` verifies every file's CRC32."""
+        target = Path(path).expanduser()
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise ConfigError(f"save path must be a new or empty folder, not {str(target)!r}")
+        if target.resolve() == self._root.resolve():
+            raise ConfigError(f"save path must differ from the model's own folder {target}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        try:
+            shutil.copytree(self._root, tmp / "m")
+            meta = dict(self._meta)
+            if crc_check is not None:
+                meta["crc_check"] = bool(crc_check)
+            _write_meta(tmp / "m", meta)
+            if target.exists():
+                target.rmdir()
+            os.rename(tmp / "m", target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return target
+
+    def _write_meta(self) -> None:
+        _write_meta(self._root, self._meta)
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{n}: {info!r}" for n, info in self._inputs.items())
+        return f"CompiledModel({self.name!r}, inputs={{{sig}}}, output_dir={str(self._root)!r})"
+
+
+# -------------------------------------------------------------------- files and CRCs
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != API_FILE
+    )
+
+
+def _write_meta(root: Path, meta: dict[str, Any]) -> None:
+    from aipusim.compiler.backend.emit import crc32
+
+    data = dict(meta)
+    data.pop("crc32", None)
+    if data.get("crc_check"):
+        data["crc32"] = {rel: crc32((root / rel).read_bytes()) for rel in _files(root)}
+    (root / API_FILE).write_text(json.dumps(data, indent=2) + "\n")
+
+
+def load(path: str | os.PathLike[str]) -> CompiledModel:
+    """A `CompiledModel` saved with `CompiledModel.save` (or an ``output_dir`` of
+    `compile`). When it was saved with ``crc_check``, every file's CRC32 is verified and a
+    changed or missing file is refused by name (`TasklistError`)."""
+    from aipusim.compiler.backend.emit import crc32, verify_crcs
+
+    root = Path(path).expanduser()
+    meta_path = root / API_FILE
+    if not meta_path.is_file():
+        raise ConfigError(
+            f"model folder must hold {API_FILE} (written by CompiledModel.save), "
+            f"not be without it: {root}"
+        )
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TasklistError(f"{meta_path} must be JSON, not corrupted ({exc})") from None
+    if meta.get("format") != API_FORMAT or meta.get("version") != API_VERSION:
+        raise ConfigError(
+            f"{meta_path} must be format {API_FORMAT} version {API_VERSION}, "
+            f"not {meta.get('format')!r} version {meta.get('version')!r}"
+        )
+    if meta.get("crc_check"):
+        recorded = meta.get("crc32", {})
+        for rel, expected in sorted(recorded.items()):
+            file = root / rel
+            if not file.is_file():
+                raise TasklistError(f"{rel} must exist in {root} ({API_FILE} lists its CRC)")
+            actual = crc32(file.read_bytes())
+            if actual != expected:
+                raise TasklistError(
+                    f"{rel} must have CRC32 {expected:#010x} as recorded in {API_FILE}, "
+                    f"not {actual:#010x}: the file changed after it was saved"
+                )
+        extra = sorted(set(_files(root)) - set(recorded))
+        if extra:
+            raise TasklistError(f"{extra[0]} is not listed in {API_FILE}: added after saving")
+        verify_crcs(root / COMPILED_DIR)
+    return CompiledModel(root, meta)
+
+
+# ------------------------------------------------------------------------- simulating
+
+
+def simulate(
+    model: CompiledModel | str | os.PathLike[str],
+    frames: int = 8,
+    *,
+    levels: Sequence[str] | None = None,
+    arch: Any = None,
+    **overrides: Any,
+) -> Any:
+    """Simulate a `CompiledModel` or a ``compiled_model/`` folder; returns a `SimResult`
+    whose trace (frames, layers, compute and memory tasks by default) feeds its profile.
+
+    >>> import aipusim
+    >>> r = aipusim.simulate(aipusim.compile("tiny_cnn"), frames=2, frequency=400_000_000)
+    >>> r.frequency_hz
+    400000000
+    """
+    from aipusim.results import SimResult, temporary_trace_dir
+    from aipusim.run import DEFAULT_RUN_LEVELS, TRACE_NAME
+    from aipusim.simulator import simulate as run_simulation
+
+    if isinstance(model, CompiledModel):
+        return model.simulate(frames, levels=levels, arch=arch, **overrides)
+    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+        raise ConfigError(f"frames must be an integer >= 1, not {frames!r}")
+    folder = temporary_trace_dir()
+    try:
+        sim = run_simulation(
+            Path(model),
+            arch=arch,
+            frames=frames,
+            levels=list(levels) if levels is not None else list(DEFAULT_RUN_LEVELS),
+            trace_path=folder / TRACE_NAME,
+            overrides=overrides,
+        )
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return SimResult(sim, folder / TRACE_NAME, owned_dir=folder)
+
+
+def report_table(compiled_dir: Path) -> pd.DataFrame:
+    """``report.json``'s layers as a DataFrame (nested fields flattened with ``_``)."""
+    from aipusim.compiler.backend.emit import REPORT_FILE
+
+    data = json.loads((Path(compiled_dir) / REPORT_FILE).read_text())
+    layers = data["layers"]
+    for layer in layers:
+        layer["fused"] = ",".join(layer.get("fused", []))
+    table = pd.json_normalize(layers, sep="_") if layers else pd.DataFrame()
+    if len(table):
+        table = table.rename(columns={"name": "layer"})
+        table["estimated_us"] = table["estimated_cycles"] * 1e6 / float(data["frequency_hz"])
+        table = table.fillna(0)
+    return table
+
+
+__all__ = [
+    "BuildOptions",
+    "CompiledModel",
+    "bind_inputs",
+    "compile",
+    "compile_with",
+    "load",
+    "report_table",
+    "simulate",
+]
