@@ -1,0 +1,136 @@
+"""``aipusim report``: run one of the studies into a folder of Markdown and PNGs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import click
+
+from aipusim.cli.options import json_option
+from aipusim.errors import ConfigError
+
+STUDY_NAMES = ("multicore", "power", "layers")
+
+
+def _split_list(values: tuple[str, ...]) -> list[str]:
+    """Repeated and comma-separated values as one list (``--models a,b --models c``)."""
+    return [v.strip() for text in values for v in text.split(",") if v.strip()]
+
+
+def _limits(values: tuple[str, ...]) -> list[float] | None:
+    texts = _split_list(values)
+    if not texts:
+        return None
+    out = []
+    for text in texts:
+        try:
+            out.append(float(text))
+        except ValueError:
+            raise ConfigError(f"--limits must be numbers like 0.125,0.5,1, not {text!r}") from None
+    return out
+
+
+@click.command()
+@click.argument("study", type=click.Choice(STUDY_NAMES))
+@click.option(
+    "-o",
+    "--output",
+    "output_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Output folder (README.md, PNGs; created or replaced if it holds an earlier study).",
+)
+@click.option(
+    "--models",
+    multiple=True,
+    help="Models (zoo names or ONNX files), comma-separated or repeated "
+    "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers the six zoo "
+    "models].",
+)
+@click.option("--frames", type=int, default=8, show_default=True, help="Frames per replica.")
+@click.option(
+    "--input-size", type=int, default=None, help="Input side for zoo models (quick small runs)."
+)
+@click.option(
+    "--limits",
+    multiple=True,
+    help="power: the mvm_utilization_limit values [default: 0.125 to 1.0 in steps of 0.125].",
+)
+@click.option("--workers", type=int, default=2, show_default=True, help="Runs at once (processes).")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="multicore/power: keep the points already in DIR/results (same commit only).",
+)
+@json_option
+def report(
+    study: str,
+    output_dir: Path,
+    models: tuple[str, ...],
+    frames: int,
+    input_size: int | None,
+    limits: tuple[str, ...],
+    workers: int,
+    resume: bool,
+    as_json: bool,
+) -> None:
+    """Run STUDY (multicore, power or layers) and write its report folder.
+
+    Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
+    and PNG figures. Example: ``aipusim report power -o reports/power``.
+    """
+    from aipusim.studies import STUDIES
+
+    if frames < 1:
+        raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    if workers < 1:
+        raise ConfigError(f"--workers must be an integer >= 1, not {workers}")
+    if input_size is not None and input_size < 1:
+        raise ConfigError(f"--input-size must be a positive integer, not {input_size}")
+    chosen = _split_list(models)
+    limit_values = _limits(limits)
+    if limit_values is not None and study != "power":
+        raise ConfigError(f"--limits applies to the power study only, not {study}")
+    if resume and study == "layers":
+        raise ConfigError("--resume applies to the multicore and power studies only, not layers")
+    kwargs: dict[str, object] = {
+        "frames": frames,
+        "input_size": input_size,
+        "workers": workers,
+        "command": command_line(study, output_dir, chosen, frames, input_size, limit_values),
+        "progress": True,
+    }
+    if chosen:
+        kwargs["models"] = chosen
+    if limit_values is not None:
+        kwargs["limits"] = limit_values
+    if study != "layers":
+        kwargs["resume"] = resume
+    result = STUDIES[study](output_dir, **kwargs)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    click.echo(f"wrote {result.output_dir}/README.md ({len(result.files)} files)")
+    for line in result.conclusions:
+        click.echo(f"- {line}")
+
+
+def command_line(
+    study: str,
+    output_dir: Path,
+    models: list[str],
+    frames: int,
+    input_size: int | None,
+    limits: list[float] | None,
+) -> str:
+    """The command that reproduces this report (for its what-was-run section)."""
+    args = ["aipusim", "report", study, "-o", str(output_dir), "--frames", str(frames)]
+    if models:
+        args += ["--models", ",".join(models)]
+    if input_size is not None:
+        args += ["--input-size", str(input_size)]
+    if limits is not None:
+        args += ["--limits", ",".join(f"{v:g}" for v in limits)]
+    return shlex.join(args)

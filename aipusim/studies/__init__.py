@@ -1,0 +1,27 @@
+"""The studies users come for, each run end to end into a folder of Markdown and PNGs.
+
+- `run_multicore_study`: 4 x Batch-1 vs batch vs cooperative vs pipeline on four cores;
+- `run_power_study`: the ``mvm_utilization_limit`` trade-off (FPS, power, FPS/W, Pareto);
+- `run_layers_study`: per-layer latency of the zoo models, split by unit.
+
+Each writes ``README.md`` (what was run, conclusions computed from its tables, the tables,
+the figures) and PNGs; ``aipusim report multicore|power|layers -o DIR`` runs them.
+
+>>> from aipusim.studies import STUDIES
+>>> sorted(STUDIES)
+['layers', 'multicore', 'power']
+"""
+
+from aipusim.studies.common import StudyResult
+from aipusim.studies.layers import run_layers_study
+from aipusim.studies.multicore import run_multicore_study
+from aipusim.studies.power import run_power_study
+
+#: study name -> the function that runs it.
+STUDIES = {
+    "multicore": run_multicore_study,
+    "power": run_power_study,
+    "layers": run_layers_study,
+}
+
+__all__ = ["STUDIES", "StudyResult", "run_layers_study", "run_multicore_study", "run_power_study"]

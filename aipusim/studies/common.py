@@ -1,0 +1,331 @@
+"""What every study shares: its output folder, the what-was-run header, number formats,
+design points for the sweep engine, and figure saving.
+
+A study's conclusions quote numbers from its tables, so both go through `fmt`: the text a
+conclusion shows is exactly the text of the table cell it comes from.
+
+>>> fmt(1234.5678, "fps"), fmt(0.123456, "energy_mj")
+('1234.6', '0.1235')
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from aipusim.errors import ConfigError
+
+#: Marker file that says a folder holds a study written by `aipusim report`.
+STUDY_MARKER = "study.json"
+#: Sub-folder of a study that holds the sweep engine's Parquet results.
+RESULTS_DIR = "results"
+
+#: Format of each kind of figure, shared by tables and conclusions.
+FORMATS: dict[str, str] = {
+    "fps": ".1f",
+    "latency_ms": ".3f",
+    "energy_mj": ".4f",
+    "power_w": ".3f",
+    "fps_per_w": ".2f",
+    "ratio": ".2f",
+    "share_pct": ".1f",
+    "us": ".1f",
+    "limit": ".3f",
+}
+
+
+def fmt(value: float, kind: str) -> str:
+    """``value`` as the text tables and conclusions show for a figure of ``kind``."""
+    if value is None or pd.isna(value):
+        return "n/a"
+    return format(float(value), FORMATS[kind])
+
+
+def md_table(df: pd.DataFrame, kinds: Mapping[str, str] | None = None) -> str:
+    """A Markdown table; columns named in ``kinds`` are formatted with `fmt` first."""
+    shown = df.copy()
+    for column, kind in (kinds or {}).items():
+        if column in shown.columns:
+            shown[column] = [fmt(v, kind) for v in shown[column]]
+    # No number parsing: the cells keep exactly the text the conclusions quote.
+    return shown.to_markdown(index=False, disable_numparse=True)
+
+
+def prepare_study_dir(out: Path) -> None:
+    """Refuse a folder that holds anything but an earlier study; create it otherwise."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"-o must be a folder, not the file {str(out)!r}")
+    if out.is_dir() and any(out.iterdir()) and not (out / STUDY_MARKER).is_file():
+        raise ConfigError(
+            f"-o {str(out)!r} must be empty or an earlier `aipusim report` folder; "
+            "it holds other files"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def clear_outputs(out: Path, keep_results: bool) -> None:
+    """Remove the files an earlier study wrote into ``out`` (its own folder, see marker)."""
+    for path in out.iterdir():
+        if path.name == RESULTS_DIR and keep_results:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def source_state() -> tuple[str, bool]:
+    """The commit of this checkout and whether its source files differ from it."""
+    from aipusim.run_report import source_revision
+
+    revision = source_revision()
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return revision, False
+    dirty = any(line.strip().endswith(".py") for line in out.stdout.splitlines())
+    return revision, dirty
+
+
+def base_config(model: str) -> Any:
+    """The config a model runs with by default: its built-in zoo config, else the defaults."""
+    from aipusim.compiler.config import CompilerConfig, load_config
+    from aipusim.compiler.modelcard import builtin_configs
+
+    path = builtin_configs().get(model)
+    return load_config(path) if path is not None else CompilerConfig()
+
+
+def check_models(models: Sequence[str], input_size: int | None) -> list[str]:
+    """The models as given, each checked (zoo name or ONNX file); at least one."""
+    from aipusim.run import resolve_model
+
+    if not models:
+        raise ConfigError("--models must name at least one model, not none")
+    for model in models:
+        resolve_model(model, input_size)
+    return list(dict.fromkeys(models))
+
+
+def input_label(model: str, input_size: int | None) -> str:
+    """``HxW`` of the model's input as run (zoo models), or ``file`` for an ONNX file."""
+    from aipusim import zoo
+
+    if model not in zoo.names():
+        return "file"
+    if input_size is not None:
+        return f"{input_size}x{input_size}"
+    _, _, h, w = zoo.info(model).input_shape
+    return f"{h}x{w}"
+
+
+@dataclass
+class RunInfo:
+    """The what-was-run facts of a study, rendered as the README's first section."""
+
+    study: str
+    command: str
+    models: list[str]
+    input_size: int | None
+    frames: int
+    #: Per model, the config properties that differ from the defaults (before the study's
+    #: own swept properties).
+    config_changes: dict[str, dict[str, Any]]
+    swept: str
+    extra: list[str] = field(default_factory=list)
+
+    def markdown(self) -> list[str]:
+        from aipusim import __version__
+        from aipusim.arch import load_arch
+
+        arch = load_arch()
+        revision, dirty = source_state()
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        lines = [
+            "## What was run",
+            "",
+            f"- command: `{self.command}`",
+            "- models (input): "
+            + ", ".join(f"`{m}` ({input_label(m, self.input_size)})" for m in self.models),
+            f"- swept: {self.swept}",
+            f"- frames per replica: {self.frames}",
+            "- base config of each model (built-in zoo config; changes from the defaults):",
+        ]
+        for model in self.models:
+            changes = self.config_changes.get(model, {})
+            text = ", ".join(f"`{k}={v}`" for k, v in changes.items()) or "none"
+            lines.append(f"  - `{model}`: {text}")
+        lines += [
+            f"- chip: `{arch.chip.name}`, {arch.chip.cores} cores, peak {arch.peak_tops:.1f} TOPS "
+            f"(default `arch/metis.toml`)",
+            f"- aipusim {__version__}, commit `{revision}`"
+            + (" with uncommitted source changes in the tree" if dirty else "")
+            + f"; generated {now}",
+            *self.extra,
+            "",
+        ]
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        revision, dirty = source_state()
+        return {
+            "study": self.study,
+            "command": self.command,
+            "models": self.models,
+            "input_size": self.input_size,
+            "frames": self.frames,
+            "commit": revision,
+            "dirty": dirty,
+        }
+
+
+def config_changes(model: str) -> dict[str, Any]:
+    """The built-in config of ``model`` as ``{property: value}`` of its non-defaults."""
+    from aipusim.sweep.space import value_text
+
+    return {k: value_text(v) for k, v in base_config(model).changed().items()}
+
+
+def design_point(
+    model: str,
+    params: Sequence[tuple[str, Any]],
+    frames: int,
+    input_size: int | None,
+    context_digest: str,
+) -> Any:
+    """A sweep point of ``model`` with ``params`` on top of the model's built-in config."""
+    from aipusim.compiler.config.compiler_config import to_json_value
+    from aipusim.sweep import SweepPoint
+
+    base = base_config(model)
+    base_json = json.dumps({k: to_json_value(v) for k, v in base.changed().items()}, sort_keys=True)
+    return SweepPoint(
+        model=model,
+        params=tuple(params),
+        arch_params=(),
+        frames=frames,
+        input_size=input_size,
+        base_config_json=base_json,
+        context_digest=context_digest,
+    )
+
+
+def run_points(
+    study: str,
+    points: Sequence[Any],
+    keys: Sequence[tuple[str, tuple[Any, ...]]],
+    directory: Path,
+    workers: int,
+    progress: bool,
+) -> pd.DataFrame:
+    """Run ``points`` with the sweep engine into ``directory``; every stored row.
+
+    The context (study, commit, base configs) goes into the folder, so a ``--resume``
+    with other code or configs is refused instead of mixing results.
+    """
+    from aipusim.arch import DEFAULT_ARCH_PATH
+    from aipusim.sweep import SweepSpace, parse_backend, run_sweep
+    from aipusim.sweep.store import ResultStore
+
+    for point in points:
+        point.config()  # an invalid combination fails here, before any compile
+    context = {
+        "study": study,
+        "commit": source_state()[0],
+        "base_configs": {p.model: json.loads(p.base_config_json) for p in points},
+        "arch_sha256": hashlib.sha256(DEFAULT_ARCH_PATH.read_bytes()).hexdigest(),
+    }
+    space = SweepSpace(
+        models=tuple(dict.fromkeys(p.model for p in points)),
+        params=tuple(keys),
+        arch_params=(),
+        points=tuple(points),
+        context=context,
+    )
+    run_sweep(space, directory, backend=parse_backend(workers=workers), progress=progress)
+    table = ResultStore(directory).read()
+    wanted = {p.point_id for p in points}
+    return table[table["point_id"].isin(wanted)].reset_index(drop=True)
+
+
+def context_digest(study: str) -> str:
+    """Part of every point id of a study: the commit, so a new commit means new points."""
+    return hashlib.sha256(f"{study}:{source_state()[0]}".encode()).hexdigest()[:16]
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Save a matplotlib figure as PNG and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the file-only backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+@dataclass
+class StudyResult:
+    """What a study wrote and concluded."""
+
+    study: str
+    output_dir: Path
+    table: pd.DataFrame
+    conclusions: list[str]
+    files: list[Path]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "study": self.study,
+            "output_dir": str(self.output_dir),
+            "readme": str(self.output_dir / "README.md"),
+            "files": [str(p) for p in self.files],
+            "conclusions": self.conclusions,
+        }
+
+
+def write_readme(
+    out: Path, title: str, intro: str, info: RunInfo, conclusions: list[str], body: list[str]
+) -> Path:
+    """``README.md``: title, what was run, the conclusions, then the tables and figures."""
+    lines = [
+        f"# {title}",
+        "",
+        intro,
+        "",
+        *info.markdown(),
+        "## Conclusions (computed from the tables below)",
+        "",
+        *[f"- {c}" for c in conclusions],
+        "",
+        *body,
+    ]
+    path = out / "README.md"
+    path.write_text("\n".join(lines).rstrip() + "\n")
+    (out / STUDY_MARKER).write_text(json.dumps(info.to_dict(), indent=2) + "\n")
+    return path

@@ -1,0 +1,328 @@
+"""Study 3: per-layer latency of the zoo models, split by the unit doing the work.
+
+Each model runs with its built-in config through `aipusim.run.run_model` (compile, traced
+simulation, profiler). Each instant of a layer's span goes to the first unit class busy
+then (MVM before DWPU, DPU, weight load, DMA, other) or to ``waiting``, so a layer's parts
+add up to its latency (`aipusim.profiler.layer_breakdown`). The study keeps the per-layer
+tables and the profiler's stacked-bar plot of every model, and compares the models by the
+share of summed layer time each unit class takes.
+
+Example: ``run_layers_study(Path("reports/layers"), models=["tiny_cnn"], frames=2)``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from aipusim.studies.common import (
+    RunInfo,
+    StudyResult,
+    base_config,
+    check_models,
+    clear_outputs,
+    config_changes,
+    fmt,
+    input_label,
+    md_table,
+    prepare_study_dir,
+    pyplot,
+    save_figure,
+    write_readme,
+)
+
+STUDY = "layers"
+#: Parts of a layer's latency, in the order the profiler assigns overlapping time.
+PARTS = ("mvm", "dwpu", "dpu", "wload", "dma", "other", "waiting")
+#: Unit classes (everything but waiting): the candidates for a model's dominant unit.
+UNITS = PARTS[:-1]
+TOP_LAYERS = 10
+
+
+def default_models() -> list[str]:
+    """Every zoo model except the test network."""
+    from aipusim import zoo
+
+    return [m for m in zoo.names() if m != "tiny_cnn"]
+
+
+def profile_model(model: str, input_size: int | None, frames: int, out: Path) -> dict[str, Any]:
+    """Run ``model`` in a scratch folder; keep its per-layer table and bar plot in ``out``.
+
+    Module level so a worker process can run it; returns plain picklable data.
+    """
+    from aipusim.profiler import layer_breakdown, load_trace
+    from aipusim.run import TRACE_NAME, resolve_model, run_model
+
+    config = base_config(model)
+    source = resolve_model(model, input_size)
+    with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.name}-") as tmp:
+        run_dir = Path(tmp) / source.name
+        result = run_model(source, config, run_dir, frames=frames)
+        trace = load_trace(run_dir / TRACE_NAME)
+        parts = layer_breakdown(trace, config.profiling_drop_percentile)
+        plot = out / f"{source.name}_layers.png"
+        shutil.copyfile(run_dir / "plots" / "layers.png", plot)
+    sim = result.sim
+    layers = result.layers[["layer", "op", "samples", "mean_us", "p50_us", "p99_us", "macs"]]
+    table = layers.merge(parts, on="layer", how="left")
+    table[list(PARTS)] = table[list(PARTS)].fillna(0.0)
+    table.to_csv(out / f"{source.name}_layers.csv", index=False)
+    return {
+        "model": source.name,
+        "table": table,
+        "plot": plot.name,
+        "mode": sim.multicore_mode,
+        "replicas": sim.replicas,
+        "active_cores": sim.active_cores,
+        "fps": sim.fps,
+        "latency_ms_p50": sim.latency_us_p50 / 1e3,
+        "compile_s": result.compile_seconds,
+        "simulate_s": result.simulate_seconds,
+    }
+
+
+def summarise(profiles: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """One row per model: summed mean layer time, each part's share (%), dominant unit."""
+    rows = []
+    for p in profiles:
+        t = p["table"]
+        total = float(t["mean_us"].sum())
+        part_us = {part: float(t[part].sum()) for part in PARTS}
+        split = sum(part_us.values())
+        shares = {part: 100 * v / split if split > 0 else np.nan for part, v in part_us.items()}
+        units = {u: shares[u] for u in UNITS}
+        dominant = max(units, key=lambda u: units[u]) if split > 0 else "-"
+        slow = t.loc[t["mean_us"].idxmax()] if len(t) else None
+        rows.append(
+            {
+                "model": p["model"],
+                "mode": f"{p['mode']}, {p['replicas']} replica(s) on {p['active_cores']} core(s)",
+                "layers": len(t),
+                "frame p50 (ms)": p["latency_ms_p50"],
+                "summed layer time (µs)": total,
+                **{f"{part} %": shares[part] for part in PARTS},
+                "dominant unit": dominant,
+                "slowest layer": slow["layer"] if slow is not None else "-",
+                "slowest (µs)": float(slow["mean_us"]) if slow is not None else np.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+SUMMARY_KINDS = {
+    "frame p50 (ms)": "latency_ms",
+    "summed layer time (µs)": "us",
+    "slowest (µs)": "us",
+    **{f"{part} %": "share_pct" for part in PARTS},
+}
+LAYER_KINDS = {
+    "mean (µs)": "us",
+    "p99 (µs)": "us",
+    "share of model %": "share_pct",
+    "cumulative %": "share_pct",
+    **{f"{part} (µs)": "us" for part in PARTS},
+}
+
+
+def top_layers(table: pd.DataFrame, n: int = TOP_LAYERS) -> pd.DataFrame:
+    """The ``n`` slowest layers of one model with their split by unit and main unit."""
+    total = table["mean_us"].sum()
+    top = table.nlargest(n, "mean_us")
+    units = top[list(UNITS)]
+    main = units.idxmax(axis=1).where(units.max(axis=1) > 0, "waiting")
+    out = pd.DataFrame(
+        {
+            "layer": top["layer"],
+            "op": top["op"],
+            "mean (µs)": top["mean_us"],
+            "p99 (µs)": top["p99_us"],
+            "share of model %": 100 * top["mean_us"] / total if total > 0 else np.nan,
+            "cumulative %": 100 * top["mean_us"].cumsum() / total if total > 0 else np.nan,
+            **{f"{part} (µs)": top[part] for part in PARTS},
+            "main unit": main,
+        }
+    )
+    return out.reset_index(drop=True)
+
+
+def conclusions(summary: pd.DataFrame, tops: dict[str, pd.DataFrame]) -> list[str]:
+    """Statements computed from the summary and the per-model top-layer tables."""
+    out = []
+    for _, row in summary.iterrows():
+        model = row["model"]
+        dom = row["dominant unit"]
+        out.append(
+            f"`{model}`: the dominant unit is **{dom}** "
+            f"({fmt(row[f'{dom} %'], 'share_pct')} % of the summed layer time); "
+            f"waiting (no unit busy) takes {fmt(row['waiting %'], 'share_pct')} %."
+        )
+        top = tops[model]
+        if len(top):
+            first = top.iloc[0]
+            k = min(3, len(top))
+            share = top["cumulative %"].iloc[k - 1]
+            out.append(
+                f"`{model}`: the slowest layer is `{first['layer']}` (op {first['op']}, "
+                f"{fmt(first['mean (µs)'], 'us')} µs, "
+                f"{fmt(first['share of model %'], 'share_pct')} % of the summed layer time, "
+                f"mostly {first['main unit']}); the {k} slowest layers take "
+                f"{fmt(share, 'share_pct')} % together."
+            )
+    if len(summary) > 1:
+        counts = summary["dominant unit"].value_counts()
+        for unit, n in counts.items():
+            names = ", ".join(
+                f"`{m}`" for m in summary.loc[summary["dominant unit"] == unit, "model"]
+            )
+            out.append(f"**{unit}** dominates {n} of the {len(summary)} models ({names}).")
+        most = summary.loc[summary["waiting %"].idxmax()]
+        out.append(
+            f"The largest waiting share is `{most['model']}`'s "
+            f"({fmt(most['waiting %'], 'share_pct')} %)."
+        )
+    return out
+
+
+def plot_overview(summary: pd.DataFrame, path: Path) -> Path:
+    """One 100 % bar per model: the share of summed layer time each unit class takes."""
+    from aipusim.profiler.plots import _CLASS_COLOURS
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.6 * len(summary)))
+    y = np.arange(len(summary))
+    left = np.zeros(len(summary))
+    for part in PARTS:
+        values = summary[f"{part} %"].fillna(0.0).to_numpy()
+        ax.barh(y, values, left=left, color=_CLASS_COLOURS[part], label=part, height=0.7)
+        for yi, (lo, v) in enumerate(zip(left, values, strict=True)):
+            if v >= 6:
+                ax.text(lo + v / 2, yi, f"{v:.0f}%", ha="center", va="center", fontsize=8)
+        left += values
+    ax.set_yticks(y, summary["model"])
+    ax.set_ylim(len(summary) - 0.5, -0.5)
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of summed mean layer latency (%)")
+    ax.set_title("Where layer time goes, by unit (exclusive time)")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def run_profiles(
+    models: Sequence[str],
+    input_size: int | None,
+    frames: int,
+    out: Path,
+    workers: int,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """Profile every model, ``workers`` at a time; results in the order of ``models``."""
+    from tqdm import tqdm
+
+    done: dict[str, dict[str, Any]] = {}
+    bar = tqdm(
+        total=len(models), desc="layers", unit="model", file=sys.stderr, disable=not progress
+    )
+    try:
+        if workers <= 1:
+            for m in models:
+                done[m] = profile_model(m, input_size, frames, out)
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                futures = {
+                    pool.submit(profile_model, m, input_size, frames, out): m for m in models
+                }
+                for future in as_completed(futures):
+                    done[futures[future]] = future.result()
+                    bar.update(1)
+    finally:
+        bar.close()
+    return [done[m] for m in models]
+
+
+def run_layers_study(
+    out: Path,
+    *,
+    models: Sequence[str] | None = None,
+    frames: int = 8,
+    input_size: int | None = None,
+    workers: int = 2,
+    command: str = "aipusim.studies.run_layers_study(...)",
+    progress: bool = True,
+) -> StudyResult:
+    """Run the study into ``out``: ``README.md``, an overview PNG, per model a PNG + CSV."""
+    models = check_models(models if models is not None else default_models(), input_size)
+    prepare_study_dir(out)
+    clear_outputs(out, keep_results=False)
+    profiles = run_profiles(models, input_size, frames, out, workers, progress)
+    summary = summarise(profiles)
+    tops = {p["model"]: top_layers(p["table"]) for p in profiles}
+    found = conclusions(summary, tops)
+    overview = plot_overview(summary, out / "overview.png")
+    info = RunInfo(
+        study=STUDY,
+        command=command,
+        models=models,
+        input_size=input_size,
+        frames=frames,
+        config_changes={m: config_changes(m) for m in models},
+        swept="nothing: each model with its built-in config",
+        extra=[
+            "- trace levels B,PB,PE,K,M (the `aipusim run` default); per-layer figures are "
+            "means over the layer's samples (frames x replicas) after the config's "
+            "`profiling_drop_percentile`. A layer's time is split exclusively: each instant "
+            "goes to the first busy class of mvm, dwpu, dpu, wload, dma, other, else waiting.",
+            "- compile / simulation wall time: "
+            + ", ".join(
+                f"`{p['model']}` {p['compile_s']:.0f} s / {p['simulate_s']:.0f} s" for p in profiles
+            ),
+        ],
+    )
+    body = [
+        "## All models",
+        "",
+        md_table(summary, SUMMARY_KINDS),
+        "",
+        "Summed layer time is the sum over layers of each layer's mean latency; the shares "
+        "split it by unit. With several cores working on different frames or layers at once "
+        "this is more than the frame latency.",
+        "",
+        f"![where layer time goes]({overview.name})",
+        "",
+    ]
+    for p in profiles:
+        model = p["model"]
+        body += [
+            f"## {model} ({input_label(model, input_size)})",
+            "",
+            f"The {min(TOP_LAYERS, len(p['table']))} slowest of {len(p['table'])} layers "
+            f"(all layers: `{model}_layers.csv`):",
+            "",
+            md_table(tops[model], LAYER_KINDS),
+            "",
+            f"![{model} per-layer latency by unit]({p['plot']})",
+            "",
+        ]
+    readme = write_readme(
+        out,
+        "Per-layer latency of the zoo models, by unit",
+        "Which layers take the time in each zoo model and which unit (MVM array, depthwise "
+        "unit, DPU, weight loads, DMA) is busy during it.",
+        info,
+        found,
+        body,
+    )
+    files = [readme, overview]
+    files += [out / p["plot"] for p in profiles]
+    files += [out / f"{p['model']}_layers.csv" for p in profiles]
+    return StudyResult(STUDY, out, summary, found, files)

@@ -1,0 +1,271 @@
+"""Study 1: the multicore modes on four cores, model by model.
+
+Four ways to use the chip: four independent single-core instances with a quarter of the
+memory each ("4 x Batch-1", the simulator places one replica per core), and one instance
+spanning all four cores as ``batch`` (four frames at once), ``cooperative`` (each layer split
+across the cores) or ``pipeline`` (consecutive layers on consecutive cores). Each is compiled
+and simulated through the sweep engine; the conclusions rank the modes by FPS, latency and
+energy per frame.
+
+Example: ``run_multicore_study(Path("reports/multicore"), models=["tiny_cnn"], frames=2)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from aipusim.studies.common import (
+    RESULTS_DIR,
+    RunInfo,
+    StudyResult,
+    check_models,
+    clear_outputs,
+    config_changes,
+    context_digest,
+    design_point,
+    fmt,
+    md_table,
+    prepare_study_dir,
+    pyplot,
+    run_points,
+    save_figure,
+    write_readme,
+)
+
+DEFAULT_MODELS = ("resnet50", "mobilenetv2", "yolov8n")
+STUDY = "multicore"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way to use the four cores: its label and the config properties it sets."""
+
+    label: str
+    cores: int
+    resources: float
+    multicore_mode: str
+
+    def params(self) -> tuple[tuple[str, object], ...]:
+        return (
+            ("aipu_cores_used", self.cores),
+            ("resources_used", self.resources),
+            ("multicore_mode", self.multicore_mode),
+        )
+
+
+MODES = (
+    Mode("4 x Batch-1", 1, 0.25, "multiprocess"),
+    Mode("batch", 4, 1.0, "batch"),
+    Mode("cooperative", 4, 1.0, "cooperative"),
+    Mode("pipeline", 4, 1.0, "pipeline"),
+)
+REFERENCE = MODES[0].label
+
+#: Table columns and the format of each.
+KINDS = {
+    "FPS": "fps",
+    "p50 latency (ms)": "latency_ms",
+    "p99 latency (ms)": "latency_ms",
+    "energy/frame (mJ)": "energy_mj",
+    "avg power (W)": "power_w",
+    "FPS/W": "fps_per_w",
+    "FPS vs 4 x Batch-1": "ratio",
+}
+
+
+def measure(
+    models: Sequence[str],
+    frames: int,
+    input_size: int | None,
+    directory: Path,
+    workers: int,
+    progress: bool,
+) -> pd.DataFrame:
+    """Compile and simulate every model in every mode; one row per (model, mode)."""
+    digest = context_digest(STUDY)
+    points = [
+        design_point(m, mode.params(), frames, input_size, digest) for m in models for mode in MODES
+    ]
+    keys = [
+        ("aipu_cores_used", tuple(dict.fromkeys(m.cores for m in MODES))),
+        ("resources_used", tuple(dict.fromkeys(m.resources for m in MODES))),
+        ("multicore_mode", tuple(m.multicore_mode for m in MODES)),
+    ]
+    rows = run_points(STUDY, points, keys, directory, workers, progress)
+    label = {m.multicore_mode: m.label for m in MODES}
+    rows = rows.assign(mode=rows["multicore_mode"].map(label))
+    table = pd.DataFrame(
+        {
+            "model": rows["model"],
+            "mode": rows["mode"],
+            "FPS": rows["fps"],
+            "p50 latency (ms)": rows["latency_us_p50"] / 1e3,
+            "p99 latency (ms)": rows["latency_us_p99"] / 1e3,
+            "energy/frame (mJ)": rows["energy_mj_per_frame"],
+            "avg power (W)": rows["avg_power_w"],
+            "FPS/W": rows["fps_per_w"],
+            "status": rows["status"],
+            "error": rows["error"].fillna(""),
+        }
+    )
+    order = {m: i for i, m in enumerate(models)}
+    mode_order = {m.label: i for i, m in enumerate(MODES)}
+    table = table.sort_values(
+        ["model", "mode"], key=lambda s: s.map(order if s.name == "model" else mode_order)
+    ).reset_index(drop=True)
+    ref = table[table["mode"] == REFERENCE].set_index("model")["FPS"]
+    table.insert(3, "FPS vs 4 x Batch-1", table["FPS"] / table["model"].map(ref))
+    return table
+
+
+def conclusions(table: pd.DataFrame) -> list[str]:
+    """Statements computed from ``table``: best mode per model for each figure, overall."""
+    out: list[str] = []
+    ok = table[table["status"] == "ok"]
+    best_fps: dict[str, str] = {}
+    for model, group in ok.groupby("model", sort=False):
+        top = group.loc[group["FPS"].idxmax()]
+        best_fps[model] = top["mode"]
+        ratio = top["FPS vs 4 x Batch-1"]
+        vs = (
+            f", {fmt(ratio, 'ratio')} x {REFERENCE}"
+            if top["mode"] != REFERENCE and not np.isnan(ratio)
+            else ""
+        )
+        out.append(
+            f"`{model}`: **{top['mode']}** gives the highest FPS "
+            f"({fmt(top['FPS'], 'fps')} FPS{vs})."
+        )
+        low = group.loc[group["p50 latency (ms)"].idxmin()]
+        out.append(
+            f"`{model}`: **{low['mode']}** has the lowest p50 latency "
+            f"({fmt(low['p50 latency (ms)'], 'latency_ms')} ms; p99 "
+            f"{fmt(low['p99 latency (ms)'], 'latency_ms')} ms)."
+        )
+        eco = group.loc[group["energy/frame (mJ)"].idxmin()]
+        out.append(
+            f"`{model}`: **{eco['mode']}** uses the least energy per frame "
+            f"({fmt(eco['energy/frame (mJ)'], 'energy_mj')} mJ)."
+        )
+    if best_fps:
+        counts = pd.Series(best_fps).value_counts()
+        winner, n = counts.index[0], int(counts.iloc[0])
+        out.append(
+            f"Across the {len(best_fps)} model(s), **{winner}** is the fastest mode for {n} "
+            f"({', '.join(f'`{m}`' for m, w in best_fps.items() if w == winner)})."
+        )
+    failed = table[table["status"] != "ok"]
+    for _, row in failed.iterrows():
+        out.append(f"`{row['model']}` in mode {row['mode']} failed: {row['error']}")
+    return out
+
+
+def plot(table: pd.DataFrame, path: Path) -> Path:
+    """A grid: one column per model, rows FPS / latency p50+p99 / energy per frame."""
+    plt = pyplot()
+    models = list(dict.fromkeys(table["model"]))
+    labels = [m.label for m in MODES]
+    colors = ["#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e"]
+    fig, axes = plt.subplots(3, len(models), figsize=(4.2 * len(models), 10), squeeze=False)
+    x = np.arange(len(labels))
+    for col, model in enumerate(models):
+        group = table[table["model"] == model].set_index("mode").reindex(labels)
+        panels = (
+            ("FPS", ["FPS"], "FPS (higher is better)"),
+            (
+                "latency",
+                ["p50 latency (ms)", "p99 latency (ms)"],
+                "latency ms, p50 (solid) / p99 (hatched)",
+            ),
+            ("energy", ["energy/frame (mJ)"], "energy per frame, mJ"),
+        )
+        for row, (_, columns, ylabel) in enumerate(panels):
+            ax = axes[row][col]
+            width = 0.8 / len(columns)
+            for j, column in enumerate(columns):
+                values = group[column].to_numpy(dtype=float)
+                bars = ax.bar(
+                    x + (j - (len(columns) - 1) / 2) * width,
+                    np.nan_to_num(values),
+                    width,
+                    color=colors,
+                    hatch="//" if j else None,
+                    edgecolor="black",
+                    linewidth=0.5,
+                )
+                if len(columns) == 1:
+                    kind = KINDS[column]
+                    ax.bar_label(bars, [fmt(v, kind) for v in values], fontsize=7, padding=2)
+            ax.set_xticks(x, labels, rotation=20, fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            ax.grid(axis="y", alpha=0.3)
+            ax.margins(y=0.15)
+            if row == 0:
+                ax.set_title(model)
+    fig.suptitle("Multicore modes on 4 cores")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def run_multicore_study(
+    out: Path,
+    *,
+    models: Sequence[str] = DEFAULT_MODELS,
+    frames: int = 8,
+    input_size: int | None = None,
+    workers: int = 2,
+    resume: bool = False,
+    command: str = "aipusim.studies.run_multicore_study(...)",
+    progress: bool = True,
+) -> StudyResult:
+    """Run the study into ``out``: ``README.md``, ``multicore.png``, Parquet ``results/``."""
+    models = check_models(models, input_size)
+    prepare_study_dir(out)
+    clear_outputs(out, keep_results=resume)
+    table = measure(models, frames, input_size, out / RESULTS_DIR, workers, progress)
+    found = conclusions(table)
+    figure = plot(table, out / "multicore.png")
+    info = RunInfo(
+        study=STUDY,
+        command=command,
+        models=models,
+        input_size=input_size,
+        frames=frames,
+        config_changes={m: config_changes(m) for m in models},
+        swept="mode: "
+        + "; ".join(
+            f"{m.label} (`aipu_cores_used={m.cores}`, `resources_used={m.resources}`, "
+            f"`multicore_mode={m.multicore_mode}`)"
+            for m in MODES
+        ),
+        extra=[
+            "- FPS is the system throughput (host link included), summed over replicas; "
+            "latency is per frame from its start to its result; energy is the whole chip's "
+            "(dynamic + static) divided by the frames."
+        ],
+    )
+    shown = table.drop(columns=["error"])
+    body = [
+        "## Results",
+        "",
+        md_table(shown, KINDS),
+        "",
+        f"![multicore modes]({figure.name})",
+        "",
+        f"Raw results (one row per model and mode): `{RESULTS_DIR}/part-*.parquet`.",
+    ]
+    readme = write_readme(
+        out,
+        "Multicore modes: 4 x Batch-1 vs batch vs cooperative vs pipeline",
+        "Which way of using the four cores gives the most frames per second, the lowest "
+        "latency and the least energy per frame, for each model.",
+        info,
+        found,
+        body,
+    )
+    return StudyResult(STUDY, out, table, found, [readme, figure])
