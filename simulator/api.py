@@ -104,7 +104,8 @@ def simulate(
     if changes:
         program = program.with_overrides(**changes)
     tags = parse_levels(levels if levels is not None else list(program.profiling_levels))
-    tracer = Tracer(tags, arch.control.trace_line_cycles) if tags else None
+    layer_ops = program.extra.get("layer_ops")
+    tracer = Tracer(tags, arch.control.trace_line_cycles, layer_ops) if tags else None
     sim = Simulation(program, lists, arch, frames=frames, tracer=tracer, progress=progress)
     result = sim.run()
     if trace_path is not None:

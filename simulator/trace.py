@@ -8,6 +8,7 @@ more levels delays dispatch and perturbs the timing, as on the real chip.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from aipusim.simulator.engine import Replica
 
 
-#: A layer's ``op`` in [PB] lines is the unit doing its main work, in this order (the tasks
-#: do not carry the ONNX operator type).
+#: A layer's ``op`` in [PB] lines is its ONNX operator when the program names it (model.json
+#: ``extra.layer_ops``, written by the compiler); otherwise (hand-written tasklists) the unit
+#: doing its main work, in this order.
 _OP_RANK = {u: i for i, u in enumerate(("mvm", "dwpu", "dpu", "wload", "dma0", "dma1", "sysdma"))}
 #: Column each tag's rows are sorted by when written.
 _TIME_COLUMN = {tag: "t" if cols[0][0] == "t" else "start" for tag, cols in COLUMNS.items()}
@@ -36,8 +38,14 @@ _TIME_COLUMN = {tag: "t" if cols[0][0] == "t" else "start" for tag, cols in COLU
 class Tracer:
     """Collects trace events of the enabled levels and charges their control-core cost."""
 
-    def __init__(self, levels: tuple[Tag, ...], line_cycles: int) -> None:
+    def __init__(
+        self,
+        levels: tuple[Tag, ...],
+        line_cycles: int,
+        layer_ops: Mapping[str, str] | None = None,
+    ) -> None:
         self.levels = tuple(levels)
+        self.onnx_ops = dict(layer_ops or {})
         wanted = {t.value for t in levels}
         self.b = "B" in wanted
         self.pb = "PB" in wanted
@@ -97,7 +105,7 @@ class Tracer:
                 }
             state = open_layers[rec.layer] = [counts[rec.layer], e]
             if self.pb:
-                op = self._layer_ops[key][rec.layer]
+                op = self.onnx_ops.get(rec.layer) or self._layer_ops[key][rec.layer]
                 self.rows[Tag.PB].append((s, core.physical, frame, rec.layer, op))
                 self._charge(core, s)
         state[0] -= 1

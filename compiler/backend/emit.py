@@ -211,6 +211,8 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
             "init_before_frame": True,
             "frame_slots": 2 if cfg.double_buffer else 1,
             "mvm_layers": mvm_units,
+            # ONNX operator of each layer, for the op= field of [PB] trace lines.
+            "layer_ops": {layer.name: layer.op for layer in state.layers},
             "memory": plan.high_water(),
             # host-side knobs the runtime applies (the card's tasks do not change)
             "host": {
