@@ -8,9 +8,14 @@ column blocks; each (row block, column block) is one weight set.
 
 ICR (``enable_icr``): a layer occupying at most ``icrx_parallel_block_threshold`` IMC blocks
 (weight sets) copies its weights r times into idle columns, shifted by the stride along X,
-so r neighbouring output pixels share one pass. r is the largest factor <= ``icrx_max_factor``
-(or ``icrx_force``) for which r*Cout columns fit the active columns and the widened input
-window kh*(kw + (r-1)*sx)*Cin' still fits the rows the layer already occupies.
+so r neighbouring output pixels share one pass. A factor is feasible when r*Cout columns fit
+the active columns and the widened input window kh*(kw + (r-1)*sx)*Cin' still fits the rows
+the layer already occupies. Replication is not free: the r copies must be written into the
+array, so r multiplies the weight bytes to load. Among the feasible factors up to
+``icrx_max_factor`` the mapping takes the one with the fewest compute + weight-load cycles
+(ties: the smaller r, which writes less); ``icrx_force`` takes the forced factor, capped at
+the largest feasible one. Because fewer active columns (``mvm_utilization_limit``) only
+remove feasible factors, throttling the array never lowers the estimated cycles.
 
 swICR (``enable_swicr``): a first layer with fewer than PWORD input channels packs the kw
 taps of a kernel row into one PWORD (subwords) instead of padding each tap to PWORD, so
@@ -107,6 +112,32 @@ def _rows(geo: ConvGeometry, cin: int, pword: int, packed: bool, width: int, pad
     return geo.kh * width * per_tap
 
 
+def _with_icr(
+    geo: ConvGeometry,
+    arch: Arch,
+    icr: int,
+    cin: int,
+    swicr: bool,
+    pad: bool,
+    nr: int,
+    nc: int,
+    active: int,
+) -> tuple[int, tuple[ImcBlock, ...], int, int, int]:
+    """Blocks, vectors, compute and weight-load cycles of the layer at ICR factor ``icr``."""
+    mvm = arch.mvm
+    rows_icr = _rows(geo, cin, mvm.pword_channels, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
+    blocks = []
+    for cb in range(nc):
+        cols = min(active, geo.cout - cb * active) * icr
+        for rb in range(nr):
+            rows = min(mvm.rows, rows_icr - rb * mvm.rows)
+            blocks.append(ImcBlock(rb, cb, rows, cols))
+    vectors = geo.out_h * math.ceil(geo.out_w / icr)
+    compute = vectors * nr * nc * mvm.cycles_per_vector
+    load = sum(math.ceil(b.weight_bytes / mvm.weight_load_bw_bytes_per_cycle) for b in blocks)
+    return icr, tuple(blocks), vectors, compute, load
+
+
 def map_layer(geo: ConvGeometry, arch: Arch, opts: ImcOptions, *, first_layer: bool) -> ImcMapping:
     """The IMC mapping of one MVM layer (see the module docstring)."""
     mvm = arch.mvm
@@ -124,7 +155,7 @@ def map_layer(geo: ConvGeometry, arch: Arch, opts: ImcOptions, *, first_layer: b
     active = mvm.active_cols(opts.mvm_utilization_limit)
     nr = math.ceil(rows_needed / mvm.rows)
     nc = math.ceil(geo.cout / active)
-    icr = 1
+    feasible = [1]
     if opts.enable_icr and nr * nc <= opts.icrx_parallel_block_threshold and nc == 1:
         limit = opts.icrx_force if opts.icrx_force != -1 else opts.icrx_max_factor
         for r in range(2, limit + 1):
@@ -133,17 +164,13 @@ def map_layer(geo: ConvGeometry, arch: Arch, opts: ImcOptions, *, first_layer: b
             fits_rows = math.ceil(_rows(geo, cin, pword, swicr, width, pad) / mvm.rows) <= nr
             if not (fits_cols and fits_rows and r <= geo.out_w):
                 break
-            icr = r
+            feasible.append(r)
+    options = [_with_icr(geo, arch, r, cin, swicr, pad, nr, nc, active) for r in feasible]
+    if opts.icrx_force != -1:
+        icr, blocks, vectors, compute, load = options[-1]
+    else:
+        icr, blocks, vectors, compute, load = min(options, key=lambda o: (o[3] + o[4], o[0]))
     rows_icr = _rows(geo, cin, pword, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
-    blocks = []
-    for cb in range(nc):
-        cols = min(active, geo.cout - cb * active) * icr
-        for rb in range(nr):
-            rows = min(mvm.rows, rows_icr - rb * mvm.rows)
-            blocks.append(ImcBlock(rb, cb, rows, cols))
-    vectors = geo.out_h * math.ceil(geo.out_w / icr)
-    compute = vectors * nr * nc * mvm.cycles_per_vector
-    load = sum(math.ceil(b.weight_bytes / mvm.weight_load_bw_bytes_per_cycle) for b in blocks)
     return ImcMapping(
         cin_padded=_round_up(cin, pword) if pad else cin,
         rows_needed=rows_icr,

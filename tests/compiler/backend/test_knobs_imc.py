@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from backend_helpers import ARCH, check_ok, compile_backend
 
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
@@ -35,7 +36,33 @@ def test_icrx_force_and_max_factor_bound_the_factor() -> None:
     geo = ConvGeometry(64, 32, 1, 1, 1, 1, 28, 28, 28, 28)
     assert map_layer(geo, ARCH, ImcOptions(icrx_max_factor=2), first_layer=False).icr == 2
     assert map_layer(geo, ARCH, ImcOptions(icrx_force=3), first_layer=False).icr == 3
-    assert map_layer(geo, ARCH, ImcOptions(), first_layer=False).icr == 8
+    chosen = map_layer(geo, ARCH, ImcOptions(), first_layer=False)
+    widest = map_layer(geo, ARCH, ImcOptions(icrx_force=8), first_layer=False)
+    assert widest.icr == 8
+    # The automatic factor is the cheapest one: replication multiplies the weight bytes to
+    # load, so the widest factor is not the fastest for this small 1x1 layer.
+    assert 1 < chosen.icr < 8
+    cost = lambda m: m.compute_cycles + m.weight_load_cycles  # noqa: E731
+    assert cost(chosen) <= cost(widest)
+
+
+@pytest.mark.parametrize(
+    "geo",
+    [
+        ConvGeometry(64, 32, 1, 1, 1, 1, 28, 28, 28, 28),
+        ConvGeometry(64, 64, 3, 3, 1, 1, 56, 56, 56, 56),
+        ConvGeometry(3, 16, 3, 3, 2, 2, 224, 224, 112, 112),
+        ConvGeometry(128, 128, 1, 1, 1, 1, 8, 8, 8, 8),
+        ConvGeometry(256, 512, 3, 3, 1, 1, 14, 14, 14, 14),
+    ],
+)
+def test_throttling_the_array_never_lowers_estimated_cycles(geo: ConvGeometry) -> None:
+    def cycles(u: float) -> int:
+        m = map_layer(geo, ARCH, ImcOptions(mvm_utilization_limit=u), first_layer=geo.cin < 64)
+        return m.compute_cycles + m.weight_load_cycles
+
+    steps = [cycles(k / 8) for k in range(1, 9)]
+    assert steps == sorted(steps, reverse=True), steps
 
 
 def test_icrx_parallel_block_threshold_limits_icr_to_small_layers() -> None:
