@@ -129,7 +129,8 @@ def conclusions(table: pd.DataFrame) -> list[str]:
     ok = table[table["status"] == "ok"]
     best_fps: dict[str, str] = {}
     for model, group in ok.groupby("model", sort=False):
-        top = group.loc[group["FPS"].idxmax()]
+        ranked = group.sort_values("FPS", ascending=False)
+        top = ranked.iloc[0]
         best_fps[model] = top["mode"]
         ratio = top["FPS vs 4 x Batch-1"]
         vs = (
@@ -137,9 +138,13 @@ def conclusions(table: pd.DataFrame) -> list[str]:
             if top["mode"] != REFERENCE and not np.isnan(ratio)
             else ""
         )
+        runner = ""
+        if len(ranked) > 1:
+            second = ranked.iloc[1]
+            runner = f"; next is {second['mode']} with {fmt(second['FPS'], 'fps')} FPS"
         out.append(
             f"`{model}`: **{top['mode']}** gives the highest FPS "
-            f"({fmt(top['FPS'], 'fps')} FPS{vs})."
+            f"({fmt(top['FPS'], 'fps')} FPS{vs}){runner}."
         )
         low = group.loc[group["p50 latency (ms)"].idxmin()]
         out.append(
@@ -199,8 +204,20 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
                     linewidth=0.5,
                 )
                 if len(columns) == 1:
-                    kind = KINDS[column]
-                    ax.bar_label(bars, [fmt(v, kind) for v in values], fontsize=7, padding=2)
+                    texts = ["" if np.isnan(v) else fmt(v, KINDS[column]) for v in values]
+                    ax.bar_label(bars, texts, fontsize=7, padding=2)
+            failed = group["status"].to_numpy() != "ok"
+            for xi in x[failed]:
+                ax.annotate(
+                    "failed",
+                    (xi, 0),
+                    xytext=(0, 4),
+                    textcoords="offset points",
+                    ha="center",
+                    rotation=90,
+                    fontsize=8,
+                    color="#d62728",
+                )
             ax.set_xticks(x, labels, rotation=20, fontsize=8)
             ax.set_ylabel(ylabel, fontsize=8)
             ax.grid(axis="y", alpha=0.3)

@@ -81,7 +81,10 @@ def test_conclusions_of_a_known_table() -> None:
         ]
     )
     text = conclusions(table)
-    assert text[0] == "`a`: **batch** gives the highest FPS (250.0 FPS, 2.50 x 4 x Batch-1)."
+    assert text[0] == (
+        "`a`: **batch** gives the highest FPS (250.0 FPS, 2.50 x 4 x Batch-1); "
+        "next is cooperative with 120.0 FPS."
+    )
     assert text[1] == "`a`: **cooperative** has the lowest p50 latency (1.000 ms; p99 1.500 ms)."
     assert text[2] == "`a`: **batch** uses the least energy per frame (1.5000 mJ)."
     assert "**batch** is the fastest mode for 1" in text[3]
