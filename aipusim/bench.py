@@ -1,0 +1,74 @@
+"""``aipusim bench``: compile time, simulation wall time, simulated tasks/s and peak RSS.
+
+Each model runs in a fresh process (``spawn``), so its peak resident set is its own and not
+the high-water mark of whatever ran before it in the same interpreter.
+
+>>> BENCH_MODELS
+('resnet50', 'mobilenetv2', 'yolov8n')
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import resource
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+#: The models issue #8 asks the benchmark to cover, at their published input sizes.
+BENCH_MODELS = ("resnet50", "mobilenetv2", "yolov8n")
+
+
+def bench_model(name: str, frames: int, input_size: int | None = None) -> dict[str, Any]:
+    """Compile and simulate one zoo model in this process; return the figures."""
+    import onnx
+
+    from aipusim import zoo
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.driver import compile_model
+    from aipusim.compiler.request import CompileRequest
+    from aipusim.simulator import simulate
+
+    with tempfile.TemporaryDirectory(prefix="aipusim-bench-") as tmp:
+        model_path = Path(tmp) / f"{name}.onnx"
+        onnx.save(zoo.build(name, input_size=input_size), model_path)
+        t0 = time.perf_counter()
+        compile_model(
+            CompileRequest(
+                model_path=model_path, output_dir=Path(tmp) / "out", config=CompilerConfig()
+            )
+        )
+        compile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result = simulate(Path(tmp) / "out" / "compiled_model", frames=frames)
+        simulate_s = time.perf_counter() - t0
+    tasks = result.event_counts["tasks"]
+    return {
+        "model": name,
+        "input": "x".join(str(d) for d in zoo.info(name).input_shape)
+        if input_size is None
+        else f"{input_size}px",
+        "compile_s": round(compile_s, 2),
+        "simulate_s": round(simulate_s, 3),
+        "frames": frames,
+        "tasks": tasks,
+        "tasks_per_s": round(tasks / simulate_s) if simulate_s > 0 else None,
+        "total_cycles": result.total_cycles,
+        "fps": round(result.fps, 1),
+        # ru_maxrss is in KiB on Linux.
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def run_bench(
+    models: tuple[str, ...] = BENCH_MODELS, frames: int = 8, input_size: int | None = None
+) -> list[dict[str, Any]]:
+    """`bench_model` for each model, each in a fresh spawned process."""
+    rows = []
+    ctx = multiprocessing.get_context("spawn")
+    for name in models:
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            rows.append(pool.submit(bench_model, name, frames, input_size).result())
+    return rows

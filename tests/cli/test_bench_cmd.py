@@ -1,0 +1,34 @@
+"""``aipusim bench``: one real (tiny) row, and its bad inputs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from aipusim.cli.main import main
+
+
+def test_bench_prints_one_row_per_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "tiny_cnn", "--frames", "2", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["model"] == "tiny_cnn" and row["frames"] == 2
+    assert row["tasks"] > 0 and row["tasks_per_s"] > 0
+    assert row["compile_s"] > 0 and row["simulate_s"] > 0
+    # A fresh process holding numpy, numba and onnx is tens of MiB at least.
+    assert row["peak_rss_mib"] > 50
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bench", "vgg"], "model must be one of .*, not 'vgg'"),
+        (["bench", "tiny_cnn", "--frames", "0"], "--frames must be an integer >= 1, not 0"),
+    ],
+)
+def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert re.search(message, err), err
