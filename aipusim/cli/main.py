@@ -19,12 +19,14 @@ from aipusim.errors import AipuSimError
 #: subcommand name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {
     "arch": "aipusim.cli.arch_cmd:arch",
+    "bench": "aipusim.cli.bench_cmd:bench",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
     "isa": "aipusim.cli.isa_cmd:isa",
     "sweep": "aipusim.cli.sweep_cmd:sweep",
     "sweep-report": "aipusim.cli.sweep_cmd:sweep_report",
     "profile": "aipusim.cli.profile_cmd:profile",
+    "report": "aipusim.cli.report_cmd:report",
     "run": "aipusim.cli.run_cmd:run",
     "simulate": "aipusim.cli.simulate_cmd:simulate",
     "zoo": "aipusim.cli.zoo_cmd:zoo",
