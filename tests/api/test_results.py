@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import aipusim
+from aipusim.errors import ConfigError
+
+
+def test_figures_come_from_the_simulator(tiny_sim: aipusim.SimResult) -> None:
+    sim = tiny_sim.sim
+    assert tiny_sim.fps == sim.fps > 0
+    assert tiny_sim.latency_us_p99 >= tiny_sim.latency_us_p50 > 0
+    assert tiny_sim.energy_mj_per_frame == sim.energy_mj_per_frame
+    assert json.loads(tiny_sim.to_json())["fps"] == pytest.approx(sim.fps)
+    assert "avg_power_w" in dir(tiny_sim)
+    with pytest.raises(AttributeError):
+        _ = tiny_sim.no_such_figure
+
+
+def test_profile_tables(tiny_sim: aipusim.SimResult, tiny: aipusim.CompiledModel) -> None:
+    layers = tiny_sim.profile()
+    assert {"layer", "op", "samples", "mean_us", "p99_us"} <= set(layers)
+    # every MVM layer of the compiler's report shows up in the trace
+    mvm = set(tiny.report.query("unit == 'mvm'")["layer"])
+    assert mvm and mvm <= set(layers["layer"])
+    frames = tiny_sim.profile(table="frames")
+    assert len(frames) == tiny_sim.frames
+    assert len(tiny_sim.profile(table="units")) > 0
+    assert len(tiny_sim.profile(table="cores")) == tiny_sim.active_cores
+
+
+def test_dropping_outliers(tiny_sim: aipusim.SimResult) -> None:
+    full = tiny_sim.profile(table="frames")
+    # by time: the first and last frame ids go (3 frame ids, 40 % -> one at each end)
+    kept = tiny_sim.profile(drop_percentile=40, by="time", table="frames")
+    assert set(kept["frame"]) == {1} and set(full["frame"]) == {0, 1, 2}
+    # by value: each layer keeps its middle samples
+    samples = tiny_sim.profile()["samples"]
+    trimmed = tiny_sim.profile(drop_percentile=20)["samples"]
+    assert (trimmed < samples).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"table": "layer"}, r"table must be one of layers, units, frames, cores, not 'layer'"),
+        ({"by": "frame"}, r"by must be one of value, time, not 'frame'"),
+        ({"drop_percentile": 60}, r"drop percentile must be a number in \[0, 50\)"),
+    ],
+)
+def test_bad_profile_arguments(tiny_sim: aipusim.SimResult, kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        tiny_sim.profile(**kwargs)
+
+
+def test_plots_and_chrome_trace(tiny_sim: aipusim.SimResult, tmp_path: Path) -> None:
+    bars = tiny_sim.plot_layers(tmp_path / "bars.png")
+    gantt = tiny_sim.plot_timeline(tmp_path / "gantt.png")
+    for png in (bars, gantt):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    chrome = tiny_sim.to_chrome_trace(tmp_path / "run.json")
+    events = json.loads(chrome.read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+
+
+def test_default_plot_paths_are_beside_the_trace(tiny_sim: aipusim.SimResult) -> None:
+    assert tiny_sim.plot_layers() == tiny_sim.trace_path.with_name("layers.png")
+
+
+def test_overrides_reach_the_simulator(tiny: aipusim.CompiledModel) -> None:
+    slow = tiny.simulate(frames=2, frequency=400_000_000)
+    assert slow.frequency_hz == 400_000_000
+    with pytest.raises(ConfigError, match=r"simulate override must be one of .*, not 'warp'"):
+        tiny.simulate(frames=2, warp=9)
+    with pytest.raises(ConfigError, match=r"frames must be an integer >= 1, not 0"):
+        aipusim.simulate(tiny.compiled_dir(), frames=0)
+
+
+def test_simulate_another_shape(tiny: aipusim.CompiledModel) -> None:
+    big = tiny.simulate(frames=2, input_shapes={"input": (2, 3, 64, 64)})
+    small = tiny.simulate(frames=2)
+    assert big.latency_us_p50 > small.latency_us_p50
+
+
+def test_the_trace_folder_goes_with_the_result(tiny: aipusim.CompiledModel) -> None:
+    import gc
+
+    r = tiny.simulate(frames=1)
+    folder = r.trace_path.parent
+    assert folder.is_dir()
+    del r
+    gc.collect()
+    assert not folder.exists()
