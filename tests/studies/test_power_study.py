@@ -9,7 +9,14 @@ from study_helpers import assert_quoted_numbers_in_tables, readme_of
 
 from aipusim.errors import ConfigError
 from aipusim.studies import StudyResult
-from aipusim.studies.power import DEFAULT_LIMITS, anomalies, check_limits, conclusions
+from aipusim.studies.power import (
+    DEFAULT_LIMITS,
+    FRONTS,
+    Front,
+    anomalies,
+    check_limits,
+    conclusions,
+)
 
 
 def test_readme_has_run_facts_tables_and_figures(power_study: StudyResult) -> None:
@@ -30,17 +37,22 @@ def test_conclusions_quote_table_cells(power_study: StudyResult) -> None:
     assert_quoted_numbers_in_tables(power_study)
 
 
-def test_pareto_flags_mark_exactly_the_undominated_points(power_study: StudyResult) -> None:
+@pytest.mark.parametrize("front", FRONTS, ids=lambda f: f.flag)
+def test_pareto_flags_mark_exactly_the_undominated_points(
+    power_study: StudyResult, front: Front
+) -> None:
     t = power_study.table
     assert (t["status"] == "ok").all(), t["error"].tolist()
+    sign = 1 if front.maximize else -1
+    y = sign * t[front.column]
     for i, row in t.iterrows():
-        others = t.drop(index=i)
+        others = t.index != i
         beaten = (
-            (others["FPS"] >= row["FPS"])
-            & (others["FPS/W"] >= row["FPS/W"])
-            & ((others["FPS"] > row["FPS"]) | (others["FPS/W"] > row["FPS/W"]))
+            (t["FPS"][others] >= row["FPS"])
+            & (y[others] >= y[i])
+            & ((t["FPS"][others] > row["FPS"]) | (y[others] > y[i]))
         ).any()
-        assert (row["Pareto"] == "yes") == (not beaten)
+        assert (row[front.flag] == "yes") == (not beaten)
 
 
 def test_fps_per_w_peak_is_the_table_maximum(power_study: StudyResult) -> None:
@@ -63,19 +75,21 @@ def _table(fps: list[float], peak: list[float]) -> pd.DataFrame:
             "p50 latency (ms)": 1.0,
             "status": "ok",
             "error": "",
-            "Pareto": ["yes", "yes", "yes"],
+            "front FPS/W": ["yes", "yes", "yes"],
+            "front peak W": ["yes", "yes", "yes"],
         }
     )
 
 
 def test_monotone_curves_give_no_anomaly() -> None:
-    assert anomalies(_table([10.0, 18.0, 30.0], [2.0, 3.0, 4.0])) == []
+    assert anomalies(_table([10.0, 18.0, 30.0], [2.0, 3.0, 4.0])) == ([], [])
     found, odd = conclusions(_table([10.0, 18.0, 30.0], [2.0, 3.0, 4.0]))
     assert odd == [] and not any("Caution" in f for f in found)
 
 
 def test_fps_rising_as_compute_is_throttled_is_an_anomaly() -> None:
-    odd = anomalies(_table([30.0, 18.0, 20.0], [2.0, 3.0, 2.5]))
+    odd, flat = anomalies(_table([30.0, 18.0, 20.0], [2.0, 3.0, 2.5]))
+    assert flat == []
     assert odd == [
         "FPS falls from 30.0 at u=0.250 to 18.0 at u=0.500: more active MVM array should "
         "not give less",
@@ -94,3 +108,11 @@ def test_limits_are_checked_and_sorted() -> None:
         check_limits([0.5, 1.5])
     with pytest.raises(ConfigError, match="at least one value"):
         check_limits([])
+
+
+def test_a_drop_under_one_percent_is_flat_not_an_anomaly() -> None:
+    odd, flat = anomalies(_table([10.0, 18.0, 17.9], [2.0, 3.0, 4.0]))
+    assert odd == []
+    assert flat == ["FPS falls from 18.0 at u=0.500 to 17.9 at u=1.000"]
+    found, _ = conclusions(_table([10.0, 18.0, 17.9], [2.0, 3.0, 4.0]))
+    assert "Flat steps (FPS or peak power lower by under 1 % at the higher limit)" in found[-1]
