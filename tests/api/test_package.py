@@ -30,3 +30,10 @@ def test_import_aipusim_loads_no_compiler_simulator_or_profiler() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_package_docstring_example() -> None:
+    import doctest
+
+    result = doctest.testmod(aipusim, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
