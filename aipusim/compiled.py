@@ -34,18 +34,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aipusim.errors import ConfigError, QuantizationError, TasklistError
+from aipusim.errors import ConfigError, QuantizationError
 from aipusim.inputs import InputInfo
+from aipusim.modelfiles import (
+    API_FORMAT,
+    API_VERSION,
+    COMPILED_DIR,
+    read_meta,
+    report_table,
+    write_meta,
+)
 from aipusim.optlevels import apply_optimization_level, check_level
+from aipusim.sources import bind_inputs, load_source, real_inputs, resolve_config
 
-#: The API's own file in a compiled model folder.
-API_FILE = "aipusim_model.json"
-API_FORMAT = "aipusim-compiled-model"
-API_VERSION = 1
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
 SOURCE_MODEL = "input_model/fp32_model.onnx"
 SHAPES_DIR = "shapes"
-COMPILED_DIR = "compiled_model"
 #: The only target of this toolkit (LEIP-style ``target``).
 TARGET = "aipu"
 
@@ -73,142 +77,6 @@ class BuildOptions:
             "legacy_artifacts": self.legacy_artifacts,
             "graph_iterations": self.graph_iterations,
         }
-
-
-# ----------------------------------------------------------------------------- model
-
-
-def _load_source(model: Any) -> tuple[Any, str, Path | None]:
-    """(ModelProto, name, built-in config path or None) of a path, ModelProto or zoo name."""
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        return model, model.graph.name or "model", None
-    if not isinstance(model, str | os.PathLike):
-        raise ConfigError(
-            f"model must be an ONNX path, an onnx.ModelProto or a zoo name, not "
-            f"{type(model).__name__}"
-        )
-    from aipusim import zoo
-    from aipusim.compiler.importer import load_model
-    from aipusim.compiler.modelcard import builtin_configs
-    from aipusim.run import resolve_model
-
-    source = resolve_model(model)
-    if source.path is not None:
-        return load_model(source.path), source.name, None
-    return zoo.build(source.name), source.name, builtin_configs().get(source.name)
-
-
-def _resolve_config(config: Any, builtin: Path | None) -> Any:
-    from aipusim.compiler.config import CompilerConfig, load_config
-
-    if config is None:
-        return load_config(builtin) if builtin is not None else CompilerConfig()
-    if isinstance(config, CompilerConfig):
-        return config.copy()
-    if isinstance(config, Mapping):
-        return CompilerConfig.from_dict(config)
-    if isinstance(config, str | os.PathLike):
-        return load_config(Path(config))
-    raise ConfigError(
-        f"config must be a CompilerConfig, a mapping of properties or a config file path, "
-        f"not {type(config).__name__}"
-    )
-
-
-def _model_dtype(vi: Any) -> np.dtype:
-    from onnx import helper
-
-    return np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
-
-
-def _model_dims(vi: Any) -> list[int | None]:
-    return [
-        d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
-        for d in vi.type.tensor_type.shape.dim
-    ]
-
-
-def bind_inputs(proto: Any, inputs: Mapping[str, Any] | None) -> tuple[Any, dict[str, InputInfo]]:
-    """A copy of ``proto`` with numpy inputs baked in as constants and ranged dims made
-    dynamic, and the signature: runtime input name -> `InputInfo`, in graph order."""
-    import onnx
-    from onnx import numpy_helper
-
-    out = onnx.ModelProto()
-    out.CopyFrom(proto)
-    g = out.graph
-    inits = {t.name for t in g.initializer}
-    real = [vi for vi in g.input if vi.name not in inits]
-    names = [vi.name for vi in real]
-    given = dict(inputs or {})
-    for key in given:
-        if key not in names:
-            raise ConfigError(
-                f"inputs names `{key}`, which is not an input of the model; "
-                f"inputs are {', '.join(names)}"
-            )
-    signature: dict[str, InputInfo] = {}
-    for vi in real:
-        value = given.get(vi.name)
-        dims = _model_dims(vi)
-        dtype = _model_dtype(vi)
-        if value is None:
-            if not dims or any(d is None for d in dims):
-                raise ConfigError(
-                    f"input `{vi.name}` has dynamic dims {dims}; give its shape with "
-                    f"inputs={{'{vi.name}': InputInfo(...)}}"
-                )
-            signature[vi.name] = InputInfo(dims, dtype)
-        elif isinstance(value, InputInfo):
-            _bind_info(vi, value, dims, dtype)
-            signature[vi.name] = value
-        elif isinstance(value, np.ndarray | np.generic | int | float):
-            array = np.asarray(value, dtype=dtype)
-            if dims and (
-                len(dims) != array.ndim
-                or any(d is not None and d != s for d, s in zip(dims, array.shape, strict=True))
-            ):
-                raise ConfigError(
-                    f"constant for input `{vi.name}` must have the model's shape {dims}, "
-                    f"not {list(array.shape)}"
-                )
-            g.initializer.append(numpy_helper.from_array(array, vi.name))
-        else:
-            raise ConfigError(
-                f"inputs[`{vi.name}`] must be an InputInfo (a runtime input) or a numpy array "
-                f"(baked in as a constant), not {type(value).__name__}"
-            )
-    constants = [n for n in names if n not in signature]
-    kept = [vi for vi in g.input if vi.name not in constants]
-    del g.input[:]
-    g.input.extend(kept)
-    return out, signature
-
-
-def _bind_info(vi: Any, info: InputInfo, dims: list[int | None], dtype: np.dtype) -> None:
-    bounds = info.shape_bounds
-    if dims and len(dims) != len(bounds.opt):
-        raise ConfigError(
-            f"InputInfo of `{vi.name}` must have {len(dims)} dims like the model "
-            f"({dims}), not {len(bounds.opt)}"
-        )
-    if info.dtype != dtype:
-        raise ConfigError(
-            f"InputInfo dtype of `{vi.name}` must be {dtype.name} (the model's input type), "
-            f"not {info.dtype.name}"
-        )
-    shape = vi.type.tensor_type.shape
-    if not dims:
-        for _ in bounds.opt:
-            shape.dim.add()
-    # A dim that may change between calls must be symbolic, or compiling another size
-    # would clash with the model's fixed value.
-    for i in bounds.dynamic_dims():
-        dim = shape.dim[i]
-        dim.Clear()
-        dim.dim_param = f"{vi.name}_dim{i}"
 
 
 # --------------------------------------------------------------------------- compiling
@@ -262,8 +130,8 @@ def compile_with(
 
     options = options or BuildOptions()
     check_level(optimization_level)
-    proto, name, builtin = _load_source(model)
-    cfg = _resolve_config(config, builtin)
+    proto, name, builtin = load_source(model)
+    cfg = resolve_config(config, builtin)
     if str(cfg.compiler_mode) != "quantize_and_lower":
         raise ConfigError(
             "compiler_mode must be quantize_and_lower for aipusim.compile (it calls the int8 "
@@ -295,7 +163,7 @@ def compile_with(
         "model": name,
         "inputs": {n: info.to_dict() for n, info in signature.items()},
         "outputs": [o.name for o in bound.graph.output],
-        "constants": [n for n in _real_inputs(proto) if n not in signature],
+        "constants": [n for n in real_inputs(proto) if n not in signature],
         "optimization_level": optimization_level,
         "options": options.to_dict(),
         "crc_check": options.crc_check,
@@ -308,12 +176,6 @@ def compile_with(
         write_legacy_artifacts(root)
     compiled._write_meta()
     return compiled
-
-
-def _real_inputs(proto: Any) -> list[str]:
-    """Graph inputs that are no initializer (the inputs a caller feeds)."""
-    inits = {t.name for t in proto.graph.initializer}
-    return [vi.name for vi in proto.graph.input if vi.name not in inits]
 
 
 def compile(  # shadows the builtin on purpose: the name users know from other compilers
@@ -595,7 +457,7 @@ class CompiledModel:
             meta = dict(self._meta)
             if crc_check is not None:
                 meta["crc_check"] = bool(crc_check)
-            _write_meta(tmp / "m", meta)
+            write_meta(tmp / "m", meta)
             if target.exists():
                 target.rmdir()
             os.rename(tmp / "m", target)
@@ -604,71 +466,19 @@ class CompiledModel:
         return target
 
     def _write_meta(self) -> None:
-        _write_meta(self._root, self._meta)
+        write_meta(self._root, self._meta)
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{n}: {info!r}" for n, info in self._inputs.items())
         return f"CompiledModel({self.name!r}, inputs={{{sig}}}, output_dir={str(self._root)!r})"
 
 
-# -------------------------------------------------------------------- files and CRCs
-
-
-def _files(root: Path) -> list[str]:
-    return sorted(
-        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and p.name != API_FILE
-    )
-
-
-def _write_meta(root: Path, meta: dict[str, Any]) -> None:
-    from aipusim.compiler.backend.emit import crc32
-
-    data = dict(meta)
-    data.pop("crc32", None)
-    if data.get("crc_check"):
-        data["crc32"] = {rel: crc32((root / rel).read_bytes()) for rel in _files(root)}
-    (root / API_FILE).write_text(json.dumps(data, indent=2) + "\n")
-
-
 def load(path: str | os.PathLike[str]) -> CompiledModel:
     """A `CompiledModel` saved with `CompiledModel.save` (or an ``output_dir`` of
     `compile`). When it was saved with ``crc_check``, every file's CRC32 is verified and a
-    changed or missing file is refused by name (`TasklistError`)."""
-    from aipusim.compiler.backend.emit import crc32, verify_crcs
-
+    changed, missing or added file is refused by name (`TasklistError`)."""
     root = Path(path).expanduser()
-    meta_path = root / API_FILE
-    if not meta_path.is_file():
-        raise ConfigError(
-            f"model folder must hold {API_FILE} (written by CompiledModel.save), "
-            f"not be without it: {root}"
-        )
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TasklistError(f"{meta_path} must be JSON, not corrupted ({exc})") from None
-    if meta.get("format") != API_FORMAT or meta.get("version") != API_VERSION:
-        raise ConfigError(
-            f"{meta_path} must be format {API_FORMAT} version {API_VERSION}, "
-            f"not {meta.get('format')!r} version {meta.get('version')!r}"
-        )
-    if meta.get("crc_check"):
-        recorded = meta.get("crc32", {})
-        for rel, expected in sorted(recorded.items()):
-            file = root / rel
-            if not file.is_file():
-                raise TasklistError(f"{rel} must exist in {root} ({API_FILE} lists its CRC)")
-            actual = crc32(file.read_bytes())
-            if actual != expected:
-                raise TasklistError(
-                    f"{rel} must have CRC32 {expected:#010x} as recorded in {API_FILE}, "
-                    f"not {actual:#010x}: the file changed after it was saved"
-                )
-        extra = sorted(set(_files(root)) - set(recorded))
-        if extra:
-            raise TasklistError(f"{extra[0]} is not listed in {API_FILE}: added after saving")
-        verify_crcs(root / COMPILED_DIR)
-    return CompiledModel(root, meta)
+    return CompiledModel(root, read_meta(root))
 
 
 # ------------------------------------------------------------------------- simulating
@@ -682,8 +492,9 @@ def simulate(
     arch: Any = None,
     **overrides: Any,
 ) -> Any:
-    """Simulate a `CompiledModel` or a ``compiled_model/`` folder; returns a `SimResult`
-    whose trace (frames, layers, compute and memory tasks by default) feeds its profile.
+    """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that
+    holds one; returns a `SimResult` whose trace (frames, layers, compute and memory tasks
+    by default) feeds its profile.
 
     >>> import aipusim
     >>> r = aipusim.simulate(aipusim.compile("tiny_cnn"), frames=2, frequency=400_000_000)
@@ -698,10 +509,14 @@ def simulate(
         return model.simulate(frames, levels=levels, arch=arch, **overrides)
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"frames must be an integer >= 1, not {frames!r}")
+    compiled = Path(model)
+    if (compiled / COMPILED_DIR).is_dir():
+        # a whole output folder (of `compile`, `save` or ``aipusim compile -o``)
+        compiled = compiled / COMPILED_DIR
     folder = temporary_trace_dir()
     try:
         sim = run_simulation(
-            Path(model),
+            compiled,
             arch=arch,
             frames=frames,
             levels=list(levels) if levels is not None else list(DEFAULT_RUN_LEVELS),
@@ -714,29 +529,11 @@ def simulate(
     return SimResult(sim, folder / TRACE_NAME, owned_dir=folder)
 
 
-def report_table(compiled_dir: Path) -> pd.DataFrame:
-    """``report.json``'s layers as a DataFrame (nested fields flattened with ``_``)."""
-    from aipusim.compiler.backend.emit import REPORT_FILE
-
-    data = json.loads((Path(compiled_dir) / REPORT_FILE).read_text())
-    layers = data["layers"]
-    for layer in layers:
-        layer["fused"] = ",".join(layer.get("fused", []))
-    table = pd.json_normalize(layers, sep="_") if layers else pd.DataFrame()
-    if len(table):
-        table = table.rename(columns={"name": "layer"})
-        table["estimated_us"] = table["estimated_cycles"] * 1e6 / float(data["frequency_hz"])
-        table = table.fillna(0)
-    return table
-
-
 __all__ = [
     "BuildOptions",
     "CompiledModel",
-    "bind_inputs",
     "compile",
     "compile_with",
     "load",
-    "report_table",
     "simulate",
 ]

@@ -94,3 +94,9 @@ def test_the_trace_folder_goes_with_the_result(tiny: aipusim.CompiledModel) -> N
     del r
     gc.collect()
     assert not folder.exists()
+
+
+def test_simulate_a_folder(tiny: aipusim.CompiledModel) -> None:
+    by_root = aipusim.simulate(tiny.output_dir, frames=2)
+    by_compiled = aipusim.simulate(tiny.compiled_dir(), frames=2)
+    assert by_root.total_cycles == by_compiled.total_cycles == tiny.simulate(2).total_cycles

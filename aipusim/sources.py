@@ -1,0 +1,165 @@
+"""Where a compile starts: the model (path, ModelProto or zoo name), its config, and the
+binding of its graph inputs to `InputInfo` s or baked-in constants.
+
+>>> import numpy as np
+>>> from aipusim import zoo
+>>> proto, sig = bind_inputs(zoo.build("tiny_cnn"), {"input": InputInfo(((1, 1, 4), 3, 32, 32))})
+>>> sig["input"].shape_bounds.max
+(4, 3, 32, 32)
+>>> proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+'input_dim0'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aipusim.errors import ConfigError
+from aipusim.inputs import InputInfo
+
+
+def load_source(model: Any) -> tuple[Any, str, Path | None]:
+    """(ModelProto, name, built-in config path or None) of a path, ModelProto or zoo name."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model, model.graph.name or "model", None
+    if not isinstance(model, str | os.PathLike):
+        raise ConfigError(
+            f"model must be an ONNX path, an onnx.ModelProto or a zoo name, not "
+            f"{type(model).__name__}"
+        )
+    from aipusim import zoo
+    from aipusim.compiler.importer import load_model
+    from aipusim.compiler.modelcard import builtin_configs
+    from aipusim.run import resolve_model
+
+    source = resolve_model(model)
+    if source.path is not None:
+        return load_model(source.path), source.name, None
+    return zoo.build(source.name), source.name, builtin_configs().get(source.name)
+
+
+def resolve_config(config: Any, builtin: Path | None) -> Any:
+    from aipusim.compiler.config import CompilerConfig, load_config
+
+    if config is None:
+        return load_config(builtin) if builtin is not None else CompilerConfig()
+    if isinstance(config, CompilerConfig):
+        return config.copy()
+    if isinstance(config, Mapping):
+        return CompilerConfig.from_dict(config)
+    if isinstance(config, str | os.PathLike):
+        return load_config(Path(config))
+    raise ConfigError(
+        f"config must be a CompilerConfig, a mapping of properties or a config file path, "
+        f"not {type(config).__name__}"
+    )
+
+
+def _model_dtype(vi: Any) -> np.dtype:
+    from onnx import helper
+
+    return np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+
+
+def _model_dims(vi: Any) -> list[int | None]:
+    return [
+        d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+        for d in vi.type.tensor_type.shape.dim
+    ]
+
+
+def bind_inputs(proto: Any, inputs: Mapping[str, Any] | None) -> tuple[Any, dict[str, InputInfo]]:
+    """A copy of ``proto`` with numpy inputs baked in as constants and ranged dims made
+    dynamic, and the signature: runtime input name -> `InputInfo`, in graph order."""
+    import onnx
+    from onnx import numpy_helper
+
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    g = out.graph
+    inits = {t.name for t in g.initializer}
+    real = [vi for vi in g.input if vi.name not in inits]
+    names = [vi.name for vi in real]
+    given = dict(inputs or {})
+    for key in given:
+        if key not in names:
+            raise ConfigError(
+                f"inputs names `{key}`, which is not an input of the model; "
+                f"inputs are {', '.join(names)}"
+            )
+    signature: dict[str, InputInfo] = {}
+    for vi in real:
+        value = given.get(vi.name)
+        dims = _model_dims(vi)
+        dtype = _model_dtype(vi)
+        if value is None:
+            if not dims or any(d is None for d in dims):
+                raise ConfigError(
+                    f"input `{vi.name}` has dynamic dims {dims}; give its shape with "
+                    f"inputs={{'{vi.name}': InputInfo(...)}}"
+                )
+            signature[vi.name] = InputInfo(dims, dtype)
+        elif isinstance(value, InputInfo):
+            _bind_info(vi, value, dims, dtype)
+            signature[vi.name] = value
+        elif isinstance(value, np.ndarray | np.generic | int | float):
+            array = np.asarray(value, dtype=dtype)
+            if dims and (
+                len(dims) != array.ndim
+                or any(d is not None and d != s for d, s in zip(dims, array.shape, strict=True))
+            ):
+                raise ConfigError(
+                    f"constant for input `{vi.name}` must have the model's shape {dims}, "
+                    f"not {list(array.shape)}"
+                )
+            g.initializer.append(numpy_helper.from_array(array, vi.name))
+        else:
+            raise ConfigError(
+                f"inputs[`{vi.name}`] must be an InputInfo (a runtime input) or a numpy array "
+                f"(baked in as a constant), not {type(value).__name__}"
+            )
+    constants = [n for n in names if n not in signature]
+    kept = [vi for vi in g.input if vi.name not in constants]
+    del g.input[:]
+    g.input.extend(kept)
+    return out, signature
+
+
+def _bind_info(vi: Any, info: InputInfo, dims: list[int | None], dtype: np.dtype) -> None:
+    bounds = info.shape_bounds
+    if dims and len(dims) != len(bounds.opt):
+        raise ConfigError(
+            f"InputInfo of `{vi.name}` must have {len(dims)} dims like the model "
+            f"({dims}), not {len(bounds.opt)}"
+        )
+    if info.dtype != dtype:
+        raise ConfigError(
+            f"InputInfo dtype of `{vi.name}` must be {dtype.name} (the model's input type), "
+            f"not {info.dtype.name}"
+        )
+    shape = vi.type.tensor_type.shape
+    if not dims:
+        for _ in bounds.opt:
+            shape.dim.add()
+    # A dim that may change between calls must be symbolic, or compiling another size
+    # would clash with the model's fixed value.
+    for i in bounds.dynamic_dims():
+        dim = shape.dim[i]
+        dim.Clear()
+        dim.dim_param = f"{vi.name}_dim{i}"
+
+
+def real_inputs(proto: Any) -> list[str]:
+    """Graph inputs that are no initializer (the inputs a caller feeds)."""
+    inits = {t.name for t in proto.graph.initializer}
+    return [vi.name for vi in proto.graph.input if vi.name not in inits]
+
+
+__all__ = ["bind_inputs", "load_source", "real_inputs", "resolve_config"]
