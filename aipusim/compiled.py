@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -83,9 +84,9 @@ class BuildOptions:
 
 
 def _shape_key(shapes: Mapping[str, Sequence[int]]) -> str:
-    return "_".join(f"{name}-{'x'.join(map(str, s))}" for name, s in shapes.items()).replace(
-        os.sep, "-"
-    )
+    """Folder name of a compiled shape: ``input-2x3x64x64`` (inputs joined by ``_``)."""
+    key = "_".join(f"{name}-{'x'.join(map(str, s))}" for name, s in shapes.items())
+    return re.sub(r"[^A-Za-z0-9_.x-]+", "-", key)
 
 
 def _run_compile(
@@ -142,14 +143,16 @@ def compile_with(
         cfg.dfs_search_constraint = options.graph_iterations
     bound, signature = bind_inputs(proto, inputs)
     owned = output_dir is None
+    # a graph name may hold any character; file names get a tame version of it
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "model"
     root = (
-        Path(tempfile.mkdtemp(prefix="aipusim-model-")) / name
+        Path(tempfile.mkdtemp(prefix="aipusim-model-")) / stem
         if owned
         else Path(output_dir).expanduser()
     )
     opt = {n: info.shape_bounds.opt for n, info in signature.items()}
     with tempfile.TemporaryDirectory(prefix="aipusim-src-") as tmp:
-        source = Path(tmp) / f"{name}.onnx"
+        source = Path(tmp) / f"{stem}.onnx"
         onnx.save(bound, str(source))
         try:
             _run_compile(source, root, cfg, opt, options)

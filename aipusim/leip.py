@@ -12,7 +12,7 @@ The options of the LEIP compile API, mapped onto this toolkit:
   ``quantize_and_lower`` only), so this is always satisfied; it is recorded;
 - ``legacy_artifacts``: also write ``legacy/`` with three files: ``deploy_lib.tar`` (the
   tasklists), ``deploy_graph.json`` (program and I/O manifest), ``deploy_param.npz``
-  (the quantized constants);
+  (the quantized model's arrays: int8 weights, int32 biases, requantization parameters);
 - ``optimization.kernel.level`` 1-4: the optimization level (`aipusim.optlevels`);
   ``optimization.graph.iterations`` n >= 1: how many fusion-group lengths the depth-first
   tiling search tries per start (``dfs_search_constraint``); 0 leaves it unbounded.

@@ -46,14 +46,16 @@ def load_source(model: Any) -> tuple[Any, str, Path | None]:
 
 
 def resolve_config(config: Any, builtin: Path | None) -> Any:
+    """The `CompilerConfig` to compile with: ``config`` itself (a `CompilerConfig` or a
+    file) or, for None or a mapping of properties, the model's starting config (the
+    built-in one of a zoo model, else the defaults) with the mapping applied."""
     from aipusim.compiler.config import CompilerConfig, load_config
 
-    if config is None:
-        return load_config(builtin) if builtin is not None else CompilerConfig()
+    if config is None or isinstance(config, Mapping):
+        base = load_config(builtin) if builtin is not None else CompilerConfig()
+        return base.update(**{str(k): v for k, v in (config or {}).items()})
     if isinstance(config, CompilerConfig):
         return config.copy()
-    if isinstance(config, Mapping):
-        return CompilerConfig.from_dict(config)
     if isinstance(config, str | os.PathLike):
         return load_config(Path(config))
     raise ConfigError(

@@ -185,3 +185,11 @@ def test_a_model_file_and_an_output_dir(tmp_path: Path) -> None:
     assert m.output_dir == tmp_path / "out"
     assert (tmp_path / "out" / API_FILE).is_file()
     assert m.name == "two"
+
+
+def test_a_mapping_changes_the_zoo_models_built_in_config() -> None:
+    m = aipusim.compile("tiny_cnn", {"frequency": 400_000_000})
+    cfg = m.config
+    # tiny_cnn.toml: quarter-chip instances with I/O in L2; the mapping changed the clock
+    assert (cfg.resources_used, cfg.io_memory_pool) == (0.25, "global.l2")
+    assert cfg.frequency == 400_000_000
