@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODEL ?= resnet50
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-slow lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Full-size ResNet-50 checks that CI runs besides the fast suite (about 3 minutes).
+CI_SLOW := tests/simulator/test_zoo_models.py tests/profiler/test_resnet50_chrome.py
+
 test: lint
 	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m slow $(CI_SLOW)
+
+test-slow: $(STAMP)
+	$(BIN)/pytest -q -m slow
 
 bench: $(STAMP)
 	$(BIN)/pytest -q tests/benchmarks --benchmark-only -s
