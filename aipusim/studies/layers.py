@@ -45,6 +45,8 @@ PARTS = ("mvm", "dwpu", "dpu", "wload", "dma", "other", "waiting")
 #: Unit classes (everything but waiting): the candidates for a model's dominant unit.
 UNITS = PARTS[:-1]
 TOP_LAYERS = 10
+#: Layers in each model's compact chart.
+TOP_PLOTTED = 25
 
 
 def default_models() -> list[str]:
@@ -160,11 +162,19 @@ def conclusions(summary: pd.DataFrame, tops: dict[str, pd.DataFrame]) -> list[st
     for _, row in summary.iterrows():
         model = row["model"]
         dom = row["dominant unit"]
-        out.append(
-            f"`{model}`: the dominant unit is **{dom}** "
-            f"({fmt(row[f'{dom} %'], 'share_pct')} % of the summed layer time); "
-            f"waiting (no unit busy) takes {fmt(row['waiting %'], 'share_pct')} %."
-        )
+        waiting = fmt(row["waiting %"], "share_pct")
+        if row["waiting %"] > row[f"{dom} %"]:
+            out.append(
+                f"`{model}`: most of the summed layer time is **waiting** ({waiting} %: none "
+                f"of the layer's own tasks runs); the busiest unit is **{dom}** "
+                f"({fmt(row[f'{dom} %'], 'share_pct')} %)."
+            )
+        else:
+            out.append(
+                f"`{model}`: the dominant unit is **{dom}** "
+                f"({fmt(row[f'{dom} %'], 'share_pct')} % of the summed layer time); "
+                f"waiting (none of the layer's own tasks runs) takes {waiting} %."
+            )
         top = tops[model]
         if len(top):
             first = top.iloc[0]
@@ -192,6 +202,33 @@ def conclusions(summary: pd.DataFrame, tops: dict[str, pd.DataFrame]) -> list[st
     return out
 
 
+def plot_top_layers(model: str, top: pd.DataFrame, path: Path) -> Path:
+    """The slowest layers of one model as stacked bars by unit, slowest on top.
+
+    A compact companion of the profiler's all-layer chart, which for a 150-layer detector
+    is several thousand pixels tall."""
+    from aipusim.profiler.plots import _CLASS_COLOURS
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(9, 1.6 + 0.32 * len(top)))
+    y = np.arange(len(top))
+    left = np.zeros(len(top))
+    for part in PARTS:
+        values = top[f"{part} (µs)"].to_numpy(dtype=float)
+        if values.sum() <= 0:
+            continue
+        ax.barh(y, values, left=left, color=_CLASS_COLOURS[part], label=part, height=0.72)
+        left += values
+    ax.set_yticks(y, top["layer"], fontsize=8)
+    ax.set_ylim(len(top) - 0.5, -0.5)
+    ax.set_xlabel("mean latency per layer sample (µs)")
+    ax.set_title(f"{model}: the {len(top)} slowest layers, split by unit")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
 def plot_overview(summary: pd.DataFrame, path: Path) -> Path:
     """One 100 % bar per model: the share of summed layer time each unit class takes."""
     from aipusim.profiler.plots import _CLASS_COLOURS
@@ -207,7 +244,8 @@ def plot_overview(summary: pd.DataFrame, path: Path) -> Path:
             if v >= 6:
                 ax.text(lo + v / 2, yi, f"{v:.0f}%", ha="center", va="center", fontsize=8)
         left += values
-    ax.set_yticks(y, summary["model"])
+    modes = summary["mode"].str.split(",").str[0]
+    ax.set_yticks(y, [f"{m}\n({mode})" for m, mode in zip(summary["model"], modes, strict=True)])
     ax.set_ylim(len(summary) - 0.5, -0.5)
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of summed mean layer latency (%)")
@@ -293,15 +331,23 @@ def run_layers_study(
         "",
         md_table(summary, SUMMARY_KINDS),
         "",
-        "Summed layer time is the sum over layers of each layer's mean latency; the shares "
-        "split it by unit. With several cores working on different frames or layers at once "
-        "this is more than the frame latency.",
+        "Summed layer time is the sum over layers of each layer's mean latency (a layer's "
+        "span runs from its begin to its end marker on its core); the shares split it by "
+        "unit. Where layers overlap (several frames or layers in flight at once) it is more "
+        "than the frame latency. *waiting* is the part of a layer's span in which none of "
+        "that layer's own tasks runs, e.g. when the layer has begun while the units still "
+        "work on earlier layers, or while it waits for data or a token from another core.",
         "",
         f"![where layer time goes]({overview.name})",
         "",
     ]
+    top_plots = []
     for p in profiles:
         model = p["model"]
+        top_plot = plot_top_layers(
+            model, top_layers(p["table"], TOP_PLOTTED), out / f"{model}_top_layers.png"
+        )
+        top_plots.append(top_plot)
         body += [
             f"## {model} ({input_label(model, input_size)})",
             "",
@@ -310,7 +356,9 @@ def run_layers_study(
             "",
             md_table(tops[model], LAYER_KINDS),
             "",
-            f"![{model} per-layer latency by unit]({p['plot']})",
+            f"![{model}: slowest layers by unit]({top_plot.name})",
+            "",
+            f"Every layer in network order (the profiler's chart): [{p['plot']}]({p['plot']})",
             "",
         ]
     readme = write_readme(
@@ -323,6 +371,6 @@ def run_layers_study(
         body,
     )
     files = [readme, overview]
-    files += [out / p["plot"] for p in profiles]
+    files += [out / p["plot"] for p in profiles] + top_plots
     files += [out / f"{p['model']}_layers.csv" for p in profiles]
     return StudyResult(STUDY, out, summary, found, files)

@@ -16,7 +16,7 @@ def test_readme_has_summary_per_model_table_and_figures(layers_study: StudyResul
     assert "## What was run" in text
     assert "## tiny_cnn (32x32)" in text
     assert "| tiny_cnn |" in text
-    for name in ("overview.png", "tiny_cnn_layers.png"):
+    for name in ("overview.png", "tiny_cnn_layers.png", "tiny_cnn_top_layers.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({name})" in text
     csv = pd.read_csv(out / "tiny_cnn_layers.csv")
@@ -34,7 +34,7 @@ def test_shares_add_up_and_the_dominant_unit_has_the_largest(layers_study: Study
     assert abs(sum(shares.values()) - 100.0) < 1e-6
     units = {p: v for p, v in shares.items() if p != "waiting"}
     assert row["dominant unit"] == max(units, key=lambda p: units[p])
-    assert f"the dominant unit is **{row['dominant unit']}**" in layers_study.conclusions[0]
+    assert f"**{row['dominant unit']}** (" in layers_study.conclusions[0]
 
 
 def _profile(model: str, mvm: list[float], dma: list[float]) -> dict:
@@ -87,3 +87,15 @@ def test_default_models_are_the_six_zoo_networks() -> None:
         "yolov5s",
         "yolov8n",
     ]
+
+
+def test_waiting_larger_than_every_unit_is_said_first() -> None:
+    profile = _profile("w", [10.0], [5.0])
+    profile["table"]["waiting"] = [85.0]
+    profile["table"]["mean_us"] = [100.0]
+    summary = summarise([profile])
+    text = conclusions(summary, {"w": top_layers(profile["table"])})
+    assert text[0] == (
+        "`w`: most of the summed layer time is **waiting** (85.0 %: none of the layer's own "
+        "tasks runs); the busiest unit is **mvm** (10.0 %)."
+    )
