@@ -46,7 +46,7 @@ from aipusim.modelfiles import (
     write_meta,
 )
 from aipusim.optlevels import apply_optimization_level, check_level
-from aipusim.sources import bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
 
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
 SOURCE_MODEL = "input_model/fp32_model.onnx"
@@ -94,10 +94,10 @@ def _run_compile(
     out: Path,
     config: Any,
     shapes: Mapping[str, tuple[int, ...]],
-    options: BuildOptions,
+    model_id: str | None = None,
 ) -> None:
     from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest, InputDataLayout
+    from aipusim.compiler.request import CompileRequest
 
     @dataclass(frozen=True)
     class _Request(CompileRequest):
@@ -110,9 +110,8 @@ def _run_compile(
             output_dir=out,
             config=config,
             input_shape=dict(shapes),  # type: ignore[arg-type]  # the importer takes a mapping
-            input_data_layout=InputDataLayout(options.layout),
             cli_args={"input": str(model_path), "output": str(out)},
-            model_id=options.model_id,
+            model_id=model_id,
         )
     )
 
@@ -141,7 +140,7 @@ def compile_with(
     cfg = apply_optimization_level(cfg, optimization_level)
     if options.graph_iterations is not None and "dfs_search_constraint" not in cfg.changed():
         cfg.dfs_search_constraint = options.graph_iterations
-    bound, signature = bind_inputs(proto, inputs)
+    bound, signature = bind_inputs(apply_layout(proto, options.layout), inputs)
     owned = output_dir is None
     # a graph name may hold any character; file names get a tame version of it
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "model"
@@ -155,7 +154,7 @@ def compile_with(
         source = Path(tmp) / f"{stem}.onnx"
         onnx.save(bound, str(source))
         try:
-            _run_compile(source, root, cfg, opt, options)
+            _run_compile(source, root, cfg, opt, options.model_id)
         except BaseException:
             if owned:
                 shutil.rmtree(root.parent, ignore_errors=True)
@@ -418,8 +417,8 @@ class CompiledModel:
         key = _shape_key(shapes)
         folder = self._root / SHAPES_DIR / key
         if key not in self._meta["shapes"] or not folder.is_dir():
-            options = BuildOptions(layout=self._meta["options"]["layout"])
-            _run_compile(self._root / SOURCE_MODEL, folder, self.config, shapes, options)
+            # the source already takes the chosen layout (its Transpose is in the graph)
+            _run_compile(self._root / SOURCE_MODEL, folder, self.config, shapes)
             self._meta["shapes"][key] = {n: list(s) for n, s in shapes.items()}
             self._write_meta()
         return folder

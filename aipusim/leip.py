@@ -2,7 +2,8 @@
 
 The options of the LEIP compile API, mapped onto this toolkit:
 
-- ``layout`` (NCHW | NHWC): the layout the input shapes are given in;
+- ``layout`` (NCHW | NHWC): the layout the compiled model takes its 4-D inputs in (ONNX
+  models are NCHW; for NHWC a Transpose in front goes to the host pre-processing);
 - ``target``: must be the AIPU (``"aipu"``); anything else is refused with the list of
   supported targets. ``target_host``: the host pre/post graphs run on the CPU (``None``,
   ``"cpu"`` or ``"llvm"``);

@@ -77,6 +77,44 @@ def _model_dims(vi: Any) -> list[int | None]:
     ]
 
 
+def apply_layout(proto: Any, layout: str) -> Any:
+    """``proto`` taking its 4-D inputs in ``layout``: for NHWC, a copy with a Transpose to
+    the model's NCHW in front of each (the graph cleaner moves it to the host
+    pre-processing); NCHW, the layout of ONNX models, leaves it as it is."""
+    import onnx
+    from onnx import helper
+
+    if layout == "NCHW":
+        return proto
+    out = onnx.ModelProto()
+    out.CopyFrom(proto)
+    g = out.graph
+    inits = {t.name for t in g.initializer}
+    transposes = []
+    for vi in g.input:
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name in inits or len(dims) != 4:
+            continue
+        inner = f"{vi.name}__nchw"
+        for node in g.node:
+            for i, name in enumerate(node.input):
+                if name == vi.name:
+                    node.input[i] = inner
+        transposes.append(
+            helper.make_node(
+                "Transpose", [vi.name], [inner], perm=[0, 3, 1, 2], name=f"{vi.name}/to_nchw"
+            )
+        )
+        n, c, h, w = (onnx.TensorShapeProto.Dimension() for _ in range(4))
+        for target, source in zip((n, c, h, w), dims, strict=True):
+            target.CopyFrom(source)
+        del dims[:]
+        dims.extend([n, h, w, c])
+    for i, node in enumerate(transposes):
+        g.node.insert(i, node)
+    return out
+
+
 def bind_inputs(proto: Any, inputs: Mapping[str, Any] | None) -> tuple[Any, dict[str, InputInfo]]:
     """A copy of ``proto`` with numpy inputs baked in as constants and ranged dims made
     dynamic, and the signature: runtime input name -> `InputInfo`, in graph order."""
@@ -164,4 +202,4 @@ def real_inputs(proto: Any) -> list[str]:
     return [vi.name for vi in proto.graph.input if vi.name not in inits]
 
 
-__all__ = ["bind_inputs", "load_source", "real_inputs", "resolve_config"]
+__all__ = ["apply_layout", "bind_inputs", "load_source", "real_inputs", "resolve_config"]

@@ -5,6 +5,7 @@ import tarfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 import aipusim
@@ -94,3 +95,16 @@ def test_a_shape_compiled_after_saving_joins_the_crc_list(tmp_path: Path) -> Non
     m(np.zeros((1, 3, 64, 64), np.float32))
     reloaded = aipusim.load(out)
     assert reloaded(np.zeros((1, 3, 64, 64), np.float32)).shape == (1, 10)
+
+
+def test_nhwc_layout_takes_channels_last_inputs(tmp_path: Path) -> None:
+    nchw = aipusim.compile("tiny_cnn")
+    nhwc = compile_("tiny_cnn", tmp_path / "nhwc", CompileOptions(layout="NHWC"))
+    assert nhwc.inputs["input"].shape == (1, 32, 32, 3)
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    y = nhwc(x.transpose(0, 2, 3, 1))
+    assert y.shape == (1, 10)
+    # same network, same calibration: the transposed input gives the same logits
+    assert np.array_equal(y, nchw(x))
+    pre = onnx.load(tmp_path / "nhwc" / "preprocess.onnx")
+    assert [n.op_type for n in pre.graph.node] == ["Transpose"]
