@@ -125,15 +125,19 @@ def check_models(models: Sequence[str], input_size: int | None) -> list[str]:
 
 
 def input_label(model: str, input_size: int | None) -> str:
-    """``HxW`` of the model's input as run (zoo models), or ``file`` for an ONNX file."""
+    """``HxW`` of the model's input as run (zoo models; at the published size with its
+    published MACs), or ``file`` for an ONNX file."""
     from aipusim import zoo
 
     if model not in zoo.names():
         return "file"
     if input_size is not None:
         return f"{input_size}x{input_size}"
-    _, _, h, w = zoo.info(model).input_shape
-    return f"{h}x{w}"
+    info = zoo.info(model)
+    _, _, h, w = info.input_shape
+    # The published multiply-accumulate count holds at the default size only.
+    gmacs = f", {info.published_gmacs:g} GMAC per frame" if info.published_gmacs else ""
+    return f"{h}x{w}{gmacs}"
 
 
 @dataclass

@@ -337,10 +337,12 @@ def run_power_study(
         config_changes={m: config_changes(m) for m in models},
         swept=f"`{LIMIT}` u = " + ", ".join(_u(u) for u in limits),
         extra=[
+            "- why ResNet-50 by default: the zoo's reference classifier, dense convolutions "
+            "that all run on the MVM array the limit throttles",
             "- FPS is the system throughput (host link included); power is the whole chip's "
             "(dynamic + static), averaged over the run and its highest sample; FPS/W = FPS / "
             "average power. A limit is on a Pareto front when no other limit is at least as "
-            "good in both figures and better in one (per model)."
+            "good in both figures and better in one (per model).",
         ],
     )
     anomaly_lines = [f"- {a}" for a in odd] or [
