@@ -42,6 +42,10 @@ DEFAULT_MODELS = ("resnet50",)
 #: 0.125 ... 1.0 in steps of 0.125 (the property's range and granularity of interest).
 DEFAULT_LIMITS = tuple(k / 8 for k in range(1, 9))
 STUDY = "power"
+WHY_RESNET50 = [
+    "- why ResNet-50: the zoo's reference classifier, dense convolutions that all run on the "
+    "MVM array the limit throttles"
+]
 LIMIT = "mvm_utilization_limit"
 
 
@@ -337,8 +341,7 @@ def run_power_study(
         config_changes={m: config_changes(m) for m in models},
         swept=f"`{LIMIT}` u = " + ", ".join(_u(u) for u in limits),
         extra=[
-            "- why ResNet-50 by default: the zoo's reference classifier, dense convolutions "
-            "that all run on the MVM array the limit throttles",
+            *(WHY_RESNET50 if models == ["resnet50"] else []),
             "- FPS is the system throughput (host link included); power is the whole chip's "
             "(dynamic + static), averaged over the run and its highest sample; FPS/W = FPS / "
             "average power. A limit is on a Pareto front when no other limit is at least as "
