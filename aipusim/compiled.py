@@ -28,7 +28,7 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -257,11 +257,6 @@ class _Runtime:
         return [np.asarray(env[o]) for o in outputs]
 
 
-@dataclass
-class _State:
-    runtimes: dict[str, _Runtime] = field(default_factory=dict)
-
-
 class CompiledModel:
     """A model compiled for the AIPU (made by `compile` or `load`).
 
@@ -274,7 +269,8 @@ class CompiledModel:
         self._root = Path(root)
         self._meta = meta
         self._inputs = {n: InputInfo.from_dict(d) for n, d in meta["inputs"].items()}
-        self._state = _State()
+        # compile output folder -> its loaded int8 reference
+        self._runtimes: dict[str, _Runtime] = {}
         if owned is not None:
             weakref.finalize(self, shutil.rmtree, owned, True)
 
@@ -335,12 +331,11 @@ class CompiledModel:
         feeds = self._feeds(arrays, named)
         shapes = {n: a.shape for n, a in feeds.items()}
         opt = {n: info.shape_bounds.opt for n, info in self._inputs.items()}
-        outputs = None
         if shapes == opt:
             outputs = self._runtime(self._root).run(feeds, self.output_names)
         else:
             outputs = self._run_batched(feeds, opt)
-        if outputs is None:
+        if outputs is None:  # not a whole number of compiled batches: compile this shape
             outputs = self._runtime(self._variant_dir(shapes)).run(feeds, self.output_names)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
@@ -395,9 +390,9 @@ class CompiledModel:
 
     def _runtime(self, folder: Path) -> _Runtime:
         key = str(folder)
-        if key not in self._state.runtimes:
-            self._state.runtimes[key] = _Runtime.load(folder)
-        return self._state.runtimes[key]
+        if key not in self._runtimes:
+            self._runtimes[key] = _Runtime.load(folder)
+        return self._runtimes[key]
 
     def _shapes(self, input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple]:
         shapes = {n: info.shape_bounds.opt for n, info in self._inputs.items()}
