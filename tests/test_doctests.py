@@ -12,7 +12,7 @@ import aipusim
 
 
 def _modules() -> list[str]:
-    names = []
+    names = ["aipusim"]
     for info in pkgutil.walk_packages(aipusim.__path__, prefix="aipusim."):
         names.append(info.name)
     for sub in ("arch", "isa", "compiler", "simulator", "profiler"):
