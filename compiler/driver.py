@@ -175,6 +175,24 @@ def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
     return str(manifest.relative_to(tmp))
 
 
+def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | None, str | None]:
+    """(model for `run_pipeline`, pass it starts after, copied quantized-model manifest).
+
+    An ONNX model is copied to ``input_model/``; a ``quantized_model_manifest.json`` of a
+    quantize-only run is loaded as its quantized graph (the passes up to ``quantize`` are
+    not run again) and its folder is copied to ``quantized_model/``.
+    """
+    if Path(path).suffix.lower() == ".json":
+        from aipusim.compiler.quant import read_quantized_model
+
+        qgraph = read_quantized_model(path)
+        shutil.copytree(Path(path).parent, tmp / "quantized_model")
+        return qgraph.graph, "quantize", f"quantized_model/{Path(path).name}"
+    proto = load_model(path)
+    _save_onnx(proto, tmp / "input_model" / "fp32_model.onnx")
+    return proto, None, None
+
+
 def _files_under(root: Path) -> tuple[str, ...]:
     return tuple(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()))
 
@@ -278,11 +296,10 @@ def compile_model(
 
             ctx.arch = load_arch(arch_path)
         stage = IMPORT
-        proto = load_model(request.model_path)
-        _save_onnx(proto, tmp / "input_model" / "fp32_model.onnx")
+        model, start_after, copied_manifest = _load_input(request.model_path, tmp)
         quantize_only = str(config.compiler_mode) == "quantize_only"
         result: PipelineResult = run_pipeline(
-            proto,
+            model,
             ctx,
             input_shape=request.input_shape,
             passes=passes,
@@ -290,9 +307,10 @@ def compile_model(
             stop_after="quantize" if quantize_only and "quantize" in pass_names(passes) else None,
             after_pass=after_pass,
             source_name=str(request.model_path),
+            start_after=start_after,
         )
         stage = "quantize"
-        quant_manifest = _write_quantized(tmp, ctx)
+        quant_manifest = _write_quantized(tmp, ctx) or copied_manifest
         stage = "write_artifacts"
         for name, content in ctx.files.items():
             path = tmp / _safe_relpath(name, "an artifact path")

@@ -186,7 +186,7 @@ def _check_names(names: Collection[str], passes: Iterable[Pass], what: str) -> N
 
 
 def run_pipeline(
-    model: str | os.PathLike[str] | onnx.ModelProto,
+    model: str | os.PathLike[str] | onnx.ModelProto | Graph,
     ctx: PassContext,
     *,
     input_shape: tuple[int, ...] | None = None,
@@ -195,9 +195,12 @@ def run_pipeline(
     stop_after: str | None = None,
     after_pass: Callable[[str, Graph], None] | None = None,
     source_name: str | None = None,
+    start_after: str | None = None,
 ) -> PipelineResult:
     """Import ``model`` and run ``passes`` over it.
 
+    ``model`` may also be an IR `Graph` that already went through the passes up to
+    ``start_after`` (a quantized model): it is not imported and those passes are skipped.
     ``dump_after`` names passes (or ``all``) whose output graph is dumped as text;
     ``stop_after`` ends the run after that pass; ``after_pass(name, graph)`` is called after
     every pass that ran (the tests run `verify` there). On an exception the failing pass and
@@ -229,22 +232,37 @@ def run_pipeline(
         if after_pass is not None:
             after_pass(name, graph)
 
+    if start_after is not None:
+        _check_names([start_after], passes, "start_after")
     start = time.perf_counter()
-    try:
-        graph = import_model(
-            model,
-            input_shape=input_shape,
-            layout=ctx.input_layout,
-            target_opset=int(ctx.config.onnx_opset_version),
-            source_name=source_name,
-        )
-    except Exception as exc:
-        _fail(ctx, IMPORT, Stage.IMPORT, exc)
-        raise
+    if isinstance(model, Graph):
+        # An IR graph that already went through the passes up to ``start_after`` (the
+        # quantized model of a quantize-only run): no import.
+        graph = model
+    else:
+        try:
+            graph = import_model(
+                model,
+                input_shape=input_shape,
+                layout=ctx.input_layout,
+                target_opset=int(ctx.config.onnx_opset_version),
+                source_name=source_name,
+            )
+        except Exception as exc:
+            _fail(ctx, IMPORT, Stage.IMPORT, exc)
+            raise
     finish(IMPORT, Stage.IMPORT, start, 0, graph)
     if stop_after == IMPORT:
         return PipelineResult(graph, ctx, records, dumps)
+    skipping = start_after is not None and start_after != IMPORT
     for p in passes:
+        if skipping:
+            note = f"already applied to the input (run starts after {start_after})"
+            records.append(PassRecord(p.name, p.stage.value, False, note=note))
+            skipping = p.name != start_after
+            if p.name == stop_after:
+                break
+            continue
         fn = p.resolve() if p.enabled(ctx) else None
         if fn is None:
             note = "switched off" if not p.enabled(ctx) else f"{p.target} not available"

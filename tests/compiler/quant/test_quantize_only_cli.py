@@ -107,3 +107,25 @@ def test_empty_imageset_is_named(model_path: Path, tmp_path: Path, capsys) -> No
     )
     assert code == 2
     assert "contains no images" in capsys.readouterr().err
+
+
+def test_compile_starts_from_a_quantized_model(model_path: Path, tmp_path: Path) -> None:
+    first = tmp_path / "q"
+    assert main(["compile", "-i", str(model_path), "--quantize-only", "-o", str(first)]) == 0
+    manifest = first / "quantized_model" / "quantized_model_manifest.json"
+    out = tmp_path / "c"
+    assert main(["compile", "-i", str(manifest), "-o", str(out)]) == 0
+    report = json.loads((out / "compilation_report.json").read_text())
+    ran = {p["name"]: p["ran"] for p in report["passes"]}
+    assert not ran["quantize"] and ran["validate_operators"]
+    assert (out / "compiled_model").is_dir()
+    assert (out / "quantized_model" / "quantized_model_manifest.json").is_file()
+
+
+def test_a_broken_manifest_is_a_quantization_error(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "quantized_model_manifest.json"
+    bad.write_text('{"format": "other"}')
+    assert main(["compile", "-i", str(bad), "-o", str(tmp_path / "o")]) == 2
+    assert "must have format aipusim-quantized-model" in capsys.readouterr().err
+    report = json.loads((tmp_path / "o" / "compilation_report.json").read_text())
+    assert report["status"] == "QTOOLS_ERROR"
