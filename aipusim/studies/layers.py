@@ -322,7 +322,7 @@ def run_layers_study(
             "goes to the first busy class of mvm, dwpu, dpu, wload, dma, other, else waiting.",
             "- compile / simulation wall time: "
             + ", ".join(
-                f"`{p['model']}` {p['compile_s']:.0f} s / {p['simulate_s']:.0f} s" for p in profiles
+                f"`{p['model']}` {p['compile_s']:.1f} s / {p['simulate_s']:.1f} s" for p in profiles
             ),
         ],
     )
