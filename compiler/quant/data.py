@@ -24,12 +24,14 @@ import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+# One definition of the CLI choices (compiler/request.py); DataLayout is the input layout.
+from aipusim.compiler.request import ColorFormat, ImreaderBackend
+from aipusim.compiler.request import InputDataLayout as DataLayout
 from aipusim.errors import QuantizationError
 
 Sample = dict[str, np.ndarray]
@@ -42,28 +44,6 @@ DEFAULT_HELD_ASIDE = 4
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm")
 #: Name of the function a transform script must define.
 TRANSFORM_FUNCTION = "get_preprocess_transform"
-
-
-class ColorFormat(StrEnum):
-    """Channel order of the images handed to the transform (``--color-format``)."""
-
-    RGB = "RGB"
-    BGR = "BGR"
-    GRAY = "GRAY"
-
-
-class ImreaderBackend(StrEnum):
-    """Library that decodes images (``--imreader-backend``)."""
-
-    PIL = "PIL"
-    OPENCV = "OPENCV"
-
-
-class DataLayout(StrEnum):
-    """Layout of the transform's output tensor (``--input-data-layout``)."""
-
-    NCHW = "NCHW"
-    NHWC = "NHWC"
 
 
 @dataclass(frozen=True)
