@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -233,11 +234,29 @@ def save_program(program: Program, compiled_dir: str | Path) -> Path:
     return path
 
 
+def verify_crcs(folder: Path, program: Program) -> None:
+    """Check the CRC32 that ``model.json`` records for every file of a compiled folder.
+
+    Raises `TasklistError` naming the first file whose content changed (or is missing).
+    """
+    for name, expected in sorted(program.extra.get("crc32", {}).items()):
+        file = folder / name
+        if not file.is_file():
+            raise TasklistError(f"{name} must exist in {folder} (model.json lists its CRC)")
+        actual = zlib.crc32(file.read_bytes())
+        if actual != expected:
+            raise TasklistError(
+                f"{name} must have CRC32 {expected:#010x} as recorded in model.json, "
+                f"not {actual:#010x}: the file changed after compilation"
+            )
+
+
 def load_program(compiled_dir: str | Path) -> tuple[Program, dict[int, list[Task]]]:
     """Read ``model.json`` and every core's tasklist of a compiled directory.
 
     Returns the program and ``{logical core: tasks}``. A missing file is a `ConfigError`;
-    a malformed tasklist a `TasklistError` (from the tasklist reader).
+    a malformed tasklist a `TasklistError` (from the tasklist reader), and so is a file whose
+    CRC differs from the one ``model.json`` records when the program says ``crc_check``.
     """
     from aipusim.isa.tasklist import read_tasklist
 
@@ -246,6 +265,8 @@ def load_program(compiled_dir: str | Path) -> tuple[Program, dict[int, list[Task
     if not path.is_file():
         raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
     program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    if program.extra.get("crc_check"):
+        verify_crcs(folder, program)
     tasklists: dict[int, list[Task]] = {}
     for core, name in zip(program.instance.cores, program.instance.tasklists, strict=True):
         file = (folder / name).resolve()

@@ -29,8 +29,9 @@ import numpy as np
 
 from aipusim.compiler.backend.lower import ConstKind, LayerUnit
 from aipusim.compiler.backend.multicore import effective_mode
-from aipusim.errors import ConfigError, TasklistError
+from aipusim.errors import ConfigError
 from aipusim.isa.program import PROGRAM_FILE, Instance, Program, tasklist_file_name
+from aipusim.isa.program import verify_crcs as check_file_crcs
 from aipusim.isa.tasklist import Tasklist, encode_tasklist
 from aipusim.isa.tasks import DmaCopy, HostTransfer, Phase, Pool, WeightLoad
 
@@ -287,16 +288,7 @@ def verify_crcs(compiled_dir: str | Path) -> Program:
     if not path.is_file():
         raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
     program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
-    for name, expected in sorted(program.extra.get("crc32", {}).items()):
-        file = folder / name
-        if not file.is_file():
-            raise TasklistError(f"{name} must exist in {folder} (model.json lists its CRC)")
-        actual = crc32(file.read_bytes())
-        if actual != expected:
-            raise TasklistError(
-                f"{name} must have CRC32 {expected:#010x} as recorded in model.json, "
-                f"not {actual:#010x}: the file changed after compilation"
-            )
+    check_file_crcs(folder, program)
     return program
 
 

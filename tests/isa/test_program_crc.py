@@ -1,0 +1,57 @@
+"""A compiled folder whose files changed after compilation is refused on load, file named."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import onnx
+import pytest
+
+from aipusim import zoo
+from aipusim.cli.main import main
+from aipusim.errors import TasklistError
+from aipusim.isa.program import load_program
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("crc")
+    onnx.save(zoo.build("tiny_cnn", input_size=16), root / "m.onnx")
+    assert main(["compile", "-i", str(root / "m.onnx"), "-o", str(root / "out")]) == 0
+    return root / "out" / "compiled_model"
+
+
+def _copy(compiled: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "compiled_model"
+    shutil.copytree(compiled, folder)
+    return folder
+
+
+def test_intact_folder_loads(compiled: Path) -> None:
+    program, tasklists = load_program(compiled)
+    assert program.extra["crc_check"] is True
+    assert sum(len(t) for t in tasklists.values()) > 0
+
+
+@pytest.mark.parametrize("name", ["core0.tasklist", "report.json", "manifest.json"])
+def test_a_flipped_byte_names_the_file(compiled: Path, tmp_path: Path, name: str) -> None:
+    folder = _copy(compiled, tmp_path)
+    data = bytearray((folder / name).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (folder / name).write_bytes(bytes(data))
+    with pytest.raises(
+        TasklistError, match=rf"^{name} must have CRC32 0x[0-9a-f]{{8}} as recorded"
+    ):
+        load_program(folder)
+
+
+def test_simulate_refuses_a_corrupted_folder_in_one_line(
+    compiled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _copy(compiled, tmp_path)
+    (folder / "report.json").unlink()
+    assert main(["simulate", str(folder), "--frames", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "report.json must exist in" in err
