@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+import numpy as np
+
 from aipusim.errors import TasklistError
 from aipusim.isa.encoding import (
     COMMON_BYTES,
@@ -47,6 +49,7 @@ from aipusim.isa.encoding import (
     decode_tasks,
     encode_tasks,
 )
+from aipusim.isa.table import COMMON_DTYPE, TaskTable, decode_table
 from aipusim.isa.tasks import Task
 
 if TYPE_CHECKING:
@@ -324,27 +327,40 @@ class _CanonicalStrings:
     """Checks that layer names appear in the string table in order of first use, each used.
 
     Only one byte sequence encodes a tasklist, so disassembling and reassembling any file
-    that reads without error gives the same bytes.
+    that reads without error gives the same bytes. Works on the layer-index column of the
+    records (no Task objects); equal names in the table count as one layer, as they do for
+    the tasks.
     """
 
     def __init__(self, strings: Sequence[str], string_table_offset: int) -> None:
         self.strings = strings
         self.offset = string_table_offset
-        self.seen: set[str] = set()
+        first: dict[str, int] = {}
+        # Each string index -> the index of the first string with that name.
+        self.layer_of = np.array(
+            [first.setdefault(s, i) for i, s in enumerate(strings)], dtype=np.int64
+        )
+        self.seen: set[int] = set()
 
-    def feed(self, tasks: Sequence[Task], first_index: int) -> None:
+    def feed(self, layers: np.ndarray, first_index: int) -> None:
+        """Check the (already range-checked) layer indices of tasks ``first_index`` on."""
+        if not len(layers):
+            return
+        ids, first_use = np.unique(self.layer_of[layers], return_index=True)
+        order = np.argsort(first_use)
         seen, strings = self.seen, self.strings
-        for i, task in enumerate(tasks):
-            if task.layer not in seen:
-                expected = strings[len(seen)]
-                if task.layer != expected:
-                    at = HEADER_BYTES + (first_index + i) * RECORD_BYTES + _LAYER_AT
-                    raise TasklistError(
-                        f"byte {at}: task {first_index + i} must use string {len(seen)} "
-                        f"({expected!r}, layer names are stored in order of first use), "
-                        f"not {strings.index(task.layer)}"
-                    )
-                seen.add(task.layer)
+        for layer, row in zip(ids[order].tolist(), first_use[order].tolist(), strict=True):
+            if layer in seen:
+                continue
+            expected = strings[len(seen)]
+            if layer != self.layer_of[len(seen)]:
+                at = HEADER_BYTES + (first_index + row) * RECORD_BYTES + _LAYER_AT
+                raise TasklistError(
+                    f"byte {at}: task {first_index + row} must use string {len(seen)} "
+                    f"({expected!r}, layer names are stored in order of first use), "
+                    f"not {layer}"
+                )
+            seen.add(layer)
 
     def finish(self) -> None:
         if len(self.seen) != len(self.strings):
@@ -354,11 +370,16 @@ class _CanonicalStrings:
             )
 
 
+def _layer_column(data: bytes | memoryview, offset: int, count: int) -> np.ndarray:
+    """The layer indices of ``count`` records from ``data[offset]`` (a view, no copy)."""
+    return np.frombuffer(data, COMMON_DTYPE, count, offset)["layer"]
+
+
 _LAYER_AT = next(f.offset for f in LAYOUTS[min(LAYOUTS)].all_fields if f.name == "layer")
 
 
-def decode_tasklist(data: bytes) -> Tasklist:
-    """Parse the bytes of a tasklist file."""
+def _checked_strings(data: bytes) -> tuple[TasklistHeader, list[str]]:
+    """Header, CRC and string table of the bytes of a tasklist file."""
     header = parse_header(data, len(data))
     body = memoryview(data)[HEADER_BYTES:]
     crc = zlib.crc32(body)
@@ -367,11 +388,36 @@ def decode_tasklist(data: bytes) -> Tasklist:
     strings = parse_strings(
         body[header.string_table_offset - HEADER_BYTES :], header.string_table_offset
     )
+    return header, strings
+
+
+def decode_tasklist(data: bytes) -> Tasklist:
+    """Parse the bytes of a tasklist file."""
+    header, strings = _checked_strings(data)
     tasks = decode_tasks(data, header.task_count, strings, offset=HEADER_BYTES)
     canon = _CanonicalStrings(strings, header.string_table_offset)
-    canon.feed(tasks, 0)
+    canon.feed(_layer_column(data, HEADER_BYTES, header.task_count), 0)
     canon.finish()
     return Tasklist(header.core_id, tasks)
+
+
+def decode_tasklist_table(data: bytes) -> tuple[TasklistHeader, TaskTable]:
+    """Parse the bytes of a tasklist file into columns (`aipusim.isa.table`), with every
+    check and error of `decode_tasklist` but no Task objects: the fast path for whole-file
+    statistics and validation.
+
+    >>> from aipusim.isa.tasks import TokenWait, Unit
+    >>> header, table = decode_tasklist_table(encode_tasklist(
+    ...     Tasklist(3, [TokenWait(unit=Unit.DPU, layer="a")] * 2)))
+    >>> header.core_id, len(table), table.strings
+    (3, 2, ['a'])
+    """
+    header, strings = _checked_strings(data)
+    table = decode_table(data, header.task_count, strings, offset=HEADER_BYTES)
+    canon = _CanonicalStrings(strings, header.string_table_offset)
+    canon.feed(table["layer"], 0)
+    canon.finish()
+    return header, table
 
 
 def read_tasklist(path: str | os.PathLike[str]) -> Tasklist:
@@ -382,6 +428,14 @@ def read_tasklist(path: str | os.PathLike[str]) -> Tasklist:
     data = _read_bytes(path)
     _check_file_core(parse_header(data, len(data)), path)
     return decode_tasklist(data)
+
+
+def read_tasklist_table(path: str | os.PathLike[str]) -> tuple[TasklistHeader, TaskTable]:
+    """Read and check a whole tasklist file as columns (see `decode_tasklist_table`); the
+    same checks and errors as `read_tasklist`."""
+    data = _read_bytes(path)
+    _check_file_core(parse_header(data, len(data)), path)
+    return decode_tasklist_table(data)
 
 
 def _read_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -460,7 +514,7 @@ def iter_tasklist_chunks(
                 first_index=first,
                 base_offset=HEADER_BYTES + first * RECORD_BYTES,
             )
-            canon.feed(tasks, first)
+            canon.feed(_layer_column(raw, 0, n), first)
             yield TaskChunk(first, tasks, n * RECORD_BYTES)
         canon.finish()
     finally:
@@ -588,6 +642,7 @@ __all__ = [
     "TasklistHeader",
     "crc_error",
     "decode_tasklist",
+    "decode_tasklist_table",
     "encode_tasklist",
     "find_tasklists",
     "fits_l2_window",
@@ -597,6 +652,7 @@ __all__ = [
     "parse_strings",
     "read_tasklist",
     "read_tasklist_header",
+    "read_tasklist_table",
     "tasklist_path",
     "tasklist_size_bytes",
     "write_tasklist",
