@@ -2,7 +2,8 @@
 
 Calibration runs the graph in float32 many times and needs every activation, so this
 executor is built for speed: convolutions are im2col + float32 BLAS GEMMs (the same
-`kernels.conv_accumulate` the int8 reference uses in float64), depthwise convs and pooling
+`kernels.conv_accumulate` the int8 reference uses in float64; transposed convolutions
+GEMM + col2im, `kernels.conv_transpose_accumulate`), depthwise convs and pooling
 are the numba kernels. ``on_tensor`` sees every value as it is produced, and values are
 freed as soon as their last consumer has run.
 
@@ -164,6 +165,23 @@ def _conv(node: Node, graph: Graph, x: list[Array]) -> Array:
     return acc
 
 
+def _conv_transpose(node: Node, graph: Graph, x: list[Array]) -> Array:
+    win = S.conv_transpose_window(node, graph)
+    acc = K.conv_transpose_accumulate(
+        x[0],
+        x[1],
+        strides=win.strides,
+        pads=win.pads,
+        dilations=win.dilations,
+        group=int(node.attr("group", 1)),
+        out_hw=win.out_hw,
+        acc_dtype=np.float32,
+    )
+    if len(x) > 2:
+        acc = acc + x[2].reshape(1, -1, 1, 1)
+    return acc
+
+
 def _gemm(node: Node, graph: Graph, x: list[Array]) -> Array:
     a = x[0].T if node.attr("transA", 0) else x[0]
     b = x[1].T if node.attr("transB", 0) else x[1]
@@ -247,6 +265,7 @@ def _prelu(node: Node, graph: Graph, x: list[Array]) -> Array:
 
 _OPS: dict[Op, Callable[[Node, Graph, list[Array]], Array]] = {
     Op.CONV: _conv,
+    Op.CONV_TRANSPOSE: _conv_transpose,
     Op.GEMM: _gemm,
     Op.MATMUL: lambda n, g, x: np.matmul(x[0], x[1]),
     Op.BATCH_NORM: _batch_norm,

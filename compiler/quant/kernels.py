@@ -361,6 +361,88 @@ def conv_acc_reference(
     return out
 
 
+def conv_transpose_accumulate(
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    dilations: tuple[int, int],
+    group: int,
+    out_hw: tuple[int, int],
+    acc_dtype: type,
+) -> np.ndarray:
+    """ConvTranspose2d sums, NCHW; ``w`` is ONNX's (Cin, Cout/group, kh, kw).
+
+    Per group, one GEMM ``w_g^T @ x_g`` gives every tap's contribution of every input
+    pixel (col2im's columns); each of the kh*kw taps is then scattered with stride into
+    the full output, which is cropped by ``pads`` (top, left) to ``out_hw`` (anything
+    beyond the full extent, from ``output_padding``, stays 0). ``acc_dtype`` float64 with
+    centred int8 operands is exact (float32 GEMM slices, float64 tap sums of at most
+    kh*kw*Cin/group products); float32 is the float reference.
+    """
+    n_b, c_in, h, wi = x.shape
+    _, opg, kh, kw = w.shape
+    cpg = c_in // group
+    c_out = opg * group
+    ho, wo = out_hw
+    sh, sw = strides
+    dh, dw = dilations
+    pt, pl = pads[0], pads[1]
+    full_h = max(pt + ho, (h - 1) * sh + (kh - 1) * dh + 1)
+    full_w = max(pl + wo, (wi - 1) * sw + (kw - 1) * dw + 1)
+    exact = np.dtype(acc_dtype) == np.float64
+    out = np.zeros((n_b, c_out, full_h, full_w), acc_dtype)
+    # (group, opg*kh*kw, cpg): the transposed weight of each group, a GEMM left operand.
+    wt = np.ascontiguousarray(
+        np.asarray(w, np.float32).reshape(group, cpg, opg * kh * kw).transpose(0, 2, 1)
+    )
+    xs = np.ascontiguousarray(x, np.float32)
+    for b in range(n_b):
+        for g in range(group):
+            xg = xs[b, g * cpg : (g + 1) * cpg].reshape(cpg, h * wi)
+            cols = exact_int_matmul(wt[g], xg) if exact else wt[g] @ xg
+            cols = cols.reshape(opg, kh, kw, h, wi)
+            dst = out[b, g * opg : (g + 1) * opg]
+            for i in range(kh):
+                for j in range(kw):
+                    y0, x0 = i * dh, j * dw
+                    dst[:, y0 : y0 + (h - 1) * sh + 1 : sh, x0 : x0 + (wi - 1) * sw + 1 : sw] += (
+                        cols[:, i, j]
+                    )
+    return out[:, :, pt : pt + ho, pl : pl + wo]
+
+
+def conv_transpose_acc_reference(
+    xc: np.ndarray,
+    w: np.ndarray,
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    dilations: tuple[int, int],
+    group: int,
+    output_padding: tuple[int, int] = (0, 0),
+) -> np.ndarray:
+    """Slow int64 ConvTranspose sums (for tests), by the textbook identity: a conv with
+    the flipped, transposed kernel over the zero-upsampled input padded by the dilated
+    kernel extent, cropped by ``pads``."""
+    n_b, c_in, h, wi = xc.shape
+    _, opg, kh, kw = w.shape
+    cpg = c_in // group
+    sh, sw = strides
+    eh, ew = (kh - 1) * dilations[0], (kw - 1) * dilations[1]
+    up = np.zeros((n_b, c_in, (h - 1) * sh + 1, (wi - 1) * sw + 1), np.int64)
+    up[:, :, ::sh, ::sw] = xc
+    # (Cin, opg, kh, kw) -> conv layout (Cout, Cin/group, kh, kw), taps reversed.
+    wc = w.astype(np.int64).reshape(group, cpg, opg, kh, kw).transpose(0, 2, 1, 3, 4)
+    wc = wc.reshape(group * opg, cpg, kh, kw)[:, :, ::-1, ::-1]
+    full = conv_acc_reference(
+        up, wc, (1, 1), (eh, ew, eh + output_padding[0], ew + output_padding[1]), dilations, group
+    )
+    ho = full.shape[2] - pads[0] - pads[2]
+    wo = full.shape[3] - pads[1] - pads[3]
+    return full[:, :, pads[0] : pads[0] + ho, pads[1] : pads[1] + wo]
+
+
 def max_pool(
     x: np.ndarray,
     kernel: tuple[int, int],
@@ -486,18 +568,20 @@ def softmax_int(
 def resize_linear_int(
     xc: np.ndarray,
     coords: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    axes: list[int] | None = None,
 ) -> np.ndarray:
-    """Separable linear interpolation in fixed point over the trailing axes.
+    """Separable linear interpolation in fixed point over ``axes`` (default: the trailing
+    ``len(coords)`` axes).
 
-    ``coords`` holds, per resized axis (last axes, in order), the lower source index, the
-    upper source index and the weight of the upper one (float in [0, 1]); weights are
+    ``coords`` holds, per resized axis (in the order of ``axes``), the lower source index,
+    the upper source index and the weight of the upper one (float in [0, 1]); weights are
     rounded to `RESIZE_WEIGHT_BITS` bits. Returns int64 sums scaled by 2**(bits * axes).
     """
     one = 1 << RESIZE_WEIGHT_BITS
     v = xc.astype(np.int64)
-    first_axis = v.ndim - len(coords)
-    for k, (i0, i1, frac) in enumerate(coords):
-        ax = first_axis + k
+    if axes is None:
+        axes = list(range(v.ndim - len(coords), v.ndim))
+    for ax, (i0, i1, frac) in zip(axes, coords, strict=True):
         wq = np.rint(frac * one).astype(np.int64)
         shape = [1] * v.ndim
         shape[ax] = len(wq)
@@ -513,6 +597,8 @@ __all__ = [
     "build_lut",
     "conv_acc_reference",
     "conv_accumulate",
+    "conv_transpose_acc_reference",
+    "conv_transpose_accumulate",
     "exact_int_matmul",
     "max_pool",
     "pool_sum",

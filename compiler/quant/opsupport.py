@@ -74,6 +74,45 @@ def conv_window(node: Node, graph: Graph) -> Window:
     )
 
 
+def conv_transpose_window(node: Node, graph: Graph) -> Window:
+    """Decode ConvTranspose attributes (ONNX opset 17) of a 2-D (NCHW) op.
+
+    ``pads`` are the (top, left, bottom, right) crops of the full scatter result; with
+    ``auto_pad`` SAME_* or an ``output_shape`` attribute they follow from the (static)
+    output shape, as ONNX derives them. ``output_padding`` needs no field: the output is
+    the full result cropped at (top, left) to ``out_hw``, and rows/columns beyond the full
+    extent are zero (plus bias).
+    """
+    in_shape, out_shape = graph.shape(node.inputs[0]), graph.shape(node.outputs[0])
+    if len(in_shape) != 4:
+        raise unsupported(node, f"only 2-D (NCHW) windows are supported, input is {in_shape}")
+    w_shape = graph.shape(node.inputs[1])
+    k = (int(w_shape[2]), int(w_shape[3]))
+    strides = tuple(int(v) for v in node.attr("strides", (1, 1)))
+    dil = tuple(int(v) for v in node.attr("dilations", (1, 1)))
+    out_pad = tuple(int(v) for v in node.attr("output_padding", (0, 0)))
+    out_hw = (int(out_shape[2]), int(out_shape[3]))
+    auto_pad = str(node.attr("auto_pad", "NOTSET"))
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") or (
+        node.attr("output_shape") is not None and node.attr("pads") is None
+    ):
+        pads_list = [0, 0, 0, 0]
+        for ax in range(2):
+            full = strides[ax] * (in_shape[2 + ax] - 1) + out_pad[ax] + (k[ax] - 1) * dil[ax] + 1
+            total = full - out_hw[ax]
+            small, big = total // 2, total - total // 2
+            begin, end = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+            pads_list[ax], pads_list[ax + 2] = begin, end
+        pads = tuple(pads_list)
+    elif auto_pad == "VALID":
+        pads = (0, 0, 0, 0)
+    else:
+        pads = tuple(int(v) for v in node.attr("pads", (0, 0, 0, 0)))
+    if any(p < 0 for p in pads):
+        raise unsupported(node, f"pads must be >= 0, not {pads}")
+    return Window(k, strides, pads, dil, out_hw)  # type: ignore[arg-type]
+
+
 def const_ints(graph: Graph, name: str) -> list[int] | None:
     """The integer values of an optional constant input ("" or absent -> None)."""
     if not name:

@@ -69,7 +69,7 @@ SHARE_OPS = frozenset(
     }
 )
 #: MAC ops: int8 x int8 -> int32, bias, per-channel requantize.
-MAC_OPS = frozenset({Op.CONV, Op.GEMM, Op.MATMUL, Op.BATCH_NORM})
+MAC_OPS = frozenset({Op.CONV, Op.CONV_TRANSPOSE, Op.GEMM, Op.MATMUL, Op.BATCH_NORM})
 #: Activations that may be fused into their producer's requantize clamp.
 CLAMP_OPS = frozenset({Op.RELU, Op.CLIP})
 #: Element-wise ops evaluated through a 256-entry table.
@@ -313,21 +313,28 @@ class _Builder:
                 if w.ndim != 2:
                     raise S.unsupported(node, "constant weights must be 2-D")
                 axis = 1
+            elif node.op is Op.CONV_TRANSPOSE:
+                self.scalar(x, node)  # the transposed-conv kernel takes one input zero point
+                axis = 1
             else:
                 axis = 0
             per_channel = not (is_depthwise(node, g) and not self.dw_channel_wise)
-        n_out = w.shape[axis]
+        if node.op is Op.CONV_TRANSPOSE:
+            s_w, s_w_out, axis = _conv_transpose_weight_scales(w, int(node.attr("group", 1)))
+        else:
+            amax = weight_ranges_per_channel(w, axis)
+            s_w = weight_scales(amax if per_channel else np.full(w.shape[axis], amax.max()))
+            s_w_out = s_w
+        n_out = s_w_out.size
         if b is not None:
             b = np.asarray(b, np.float64).reshape(-1)
             if b.size != n_out:
                 b = np.broadcast_to(b, (n_out,))
-        amax = weight_ranges_per_channel(w, axis)
-        s_w = weight_scales(amax if per_channel else np.full(n_out, amax.max()))
         w_q = quantize_weights(w, s_w, axis)
         # The input scale of each output channel (per-channel inputs: depthwise only).
         s_in_c = s_in if s_in.size == 1 else np.repeat(s_in, n_out // s_in.size)
-        bias_scale = (s_in_c * s_w.astype(np.float64)).astype(np.float64)
-        w_qp = QuantParams(s_w, np.zeros(n_out, np.int32), axis=axis)
+        bias_scale = (s_in_c * s_w_out.astype(np.float64)).astype(np.float64)
+        w_qp = QuantParams(s_w, np.zeros(s_w.size, np.int32), axis=axis)
         extra: dict[str, Any] = {}
         if node.op is Op.BATCH_NORM:
             # BN keeps its float parameters in the graph (lowering sizes them); its integer
@@ -497,6 +504,24 @@ class _Builder:
             dtype = t.dtype if float_io else DType.INT8
             self.editor.tensors[name] = Tensor(name, t.shape, dtype, self.qp[name])
         return self.editor.build(prune=True)
+
+
+def _conv_transpose_weight_scales(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(scales along the weight axis, scale of each output channel, axis) of ConvTranspose
+    weights, laid out (Cin, Cout/group, kh, kw).
+
+    group 1: per output channel = along axis 1. Grouped: output channel ``g*opg + o``
+    reads ``w[g*cpg:(g+1)*cpg, o]``, a slice no single axis of ``w`` indexes, so the
+    scales are per group along axis 0 (each repeated over the group's input channels);
+    for a depthwise ConvTranspose (one output channel per group) that is again one scale
+    per output channel.
+    """
+    if group == 1:
+        s_w = weight_scales(weight_ranges_per_channel(w, 1))
+        return s_w, s_w, 1
+    c_in, opg = w.shape[0], w.shape[1]
+    s_g = weight_scales(weight_ranges_per_channel(w.reshape(group, -1), 0))
+    return np.repeat(s_g, c_in // group), np.repeat(s_g, opg), 0
 
 
 def _same(a: QuantParams, b: QuantParams) -> bool:

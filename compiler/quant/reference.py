@@ -95,6 +95,20 @@ class _Int8Runner:
                 acc_dtype=np.float64,
             )
             return self._requant(np.rint(acc).astype(np.int64), p, zo)
+        if node.op is Op.CONV_TRANSPOSE:
+            win = S.conv_transpose_window(node, self.g)
+            xc = x.astype(np.float32) - np.float32(self.qp(xin).zero_point)
+            acc = K.conv_transpose_accumulate(
+                xc,
+                w,
+                strides=win.strides,
+                pads=win.pads,
+                dilations=win.dilations,
+                group=int(node.attr("group", 1)),
+                out_hw=win.out_hw,
+                acc_dtype=np.float64,
+            )
+            return self._requant(np.rint(acc).astype(np.int64), p, zo)
         wf = w.astype(np.float32)
         if node.op is Op.GEMM and int(p["weight_axis"]) == 0:
             wf = wf.T
@@ -190,12 +204,10 @@ class _Int8Runner:
     def resize_linear(self, node: Node, step: QStep, x: Array) -> Array:
         in_shape, out_shape = self.g.shape(node.inputs[0]), self.g.shape(node.outputs[0])
         axes = S.resized_axes(in_shape, out_shape)
-        if axes != list(range(len(in_shape) - len(axes), len(in_shape))):
-            raise S.unsupported(node, "linear resize is supported on the trailing axes only")
         coords = [
             S.resize_linear_coords(node, self.g, ax, in_shape[ax], out_shape[ax]) for ax in axes
         ]
-        v = K.resize_linear_int(self.centred(node.inputs[0], x), coords)
+        v = K.resize_linear_int(self.centred(node.inputs[0], x), coords, axes)
         zo = int(self.qp(node.outputs[0]).zero_point)
         return K.saturate_int8(_fixed(v, step.params["mult"][0], step.params["shift"][0]) + zo)
 
