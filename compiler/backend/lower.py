@@ -270,12 +270,16 @@ class _Lowerer:
         groups = int(node.attr("group", 1))
         sh, sw = _pair(node, "strides", 1)
         kh, kw = (w[2], w[3]) if len(w) >= 4 else (1, w[-1] if len(w) == 3 else 1)
+        in_h, in_w = x[2], x[3]
         if node.op is Op.CONV_TRANSPOSE:
-            # A stride-s transposed conv is a conv over the s-times upsampled input with the
-            # kernel taps split among the s x s output phases.
-            kh, kw = math.ceil(kh / sh), math.ceil(kw / sw)
+            # The array runs a stride-s transposed conv as a stride-1 conv over the
+            # zero-upsampled input (s - 1 zeros between pixels, bordered by the kernel
+            # extent less the pads): every tap of every input channel is a weight row
+            # (R = kh*kw*Cin/group), Cout columns, one input vector per output pixel. The
+            # window's input is then out + k - 1 (upsampled) rows and columns.
             sh = sw = 1
-        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, x[2], x[3], y[2], y[3], groups)
+            in_h, in_w = y[2] + kh - 1, y[3] + kw - 1
+        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, in_h, in_w, y[2], y[3], groups)
         bias = self.consts(node, weight_index=1)
         # Requantize scales per output channel ride with the bias (DPU constants).
         plan = self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
