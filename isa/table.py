@@ -45,7 +45,7 @@ from aipusim.isa.encoding import (
     encode_tasks,
     explain_record,
 )
-from aipusim.isa.tasks import KINDS, MAX_TOKEN_REFS, Task, Unit
+from aipusim.isa.tasks import KINDS, MAX_TOKEN_REFS, Phase, Task, Unit
 
 _NUMPY_CODE = {"B": "u1", "H": "<u2", "I": "<u4", "Q": "<u8"}
 _OPCODES = 256  # opcode is a u8
@@ -236,6 +236,28 @@ class TaskTable:
         """
         values, counts = np.unique(self.columns[column], return_counts=True)
         return dict(zip(values.tolist(), counts.tolist(), strict=True))
+
+    def count_by(self, column: str) -> dict[str, int]:
+        """Rows per ``unit`` or ``phase`` (by enum value) or per ``opcode`` (by kind name),
+        sorted by name.
+
+        >>> from aipusim.isa.tasks import TokenWait, Unit
+        >>> TaskTable.from_tasks([TokenWait(unit=Unit.DPU)] * 2).count_by("unit")
+        {'dpu': 2}
+        """
+        if column not in _NAMED:
+            raise TasklistError(
+                f"count_by column must be one of {', '.join(_NAMED)}, not {column!r}"
+            )
+        names = _NAMED[column]
+        return dict(sorted((names[v], n) for v, n in self.counts(column).items()))
+
+
+_NAMED: dict[str, dict[int, str]] = {
+    "unit": dict(enumerate(u.value for u in Unit)),
+    "phase": dict(enumerate(p.value for p in Phase)),
+    "opcode": {op: kind.__name__ for op, kind in KINDS.items()},
+}
 
 
 def _column(name: str, values: Any) -> np.ndarray:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -106,13 +105,13 @@ def info(file: Path, arch_path: Path | None, as_json: bool) -> None:
 
     Example: ``aipusim isa info compiled_model/core0.tasklist --json``
     """
-    from aipusim.isa import fits_l2_window, read_tasklist, read_tasklist_header
+    from aipusim.isa import fits_l2_window, read_tasklist_header, read_tasklist_table
 
     header = read_tasklist_header(file)
-    tasklist = read_tasklist(file)
+    # Columns, not Task objects: the same checks as read_tasklist, counted with numpy.
+    _, table = read_tasklist_table(file)
     arch = load_arch_option(arch_path)
     window = arch.l2.tasklist_reserved_bytes_per_core
-    tasks = tasklist.tasks
     record: dict[str, Any] = {
         "path": str(file),
         "core": header.core_id,
@@ -124,10 +123,10 @@ def info(file: Path, arch_path: Path | None, as_json: bool) -> None:
         "size_bytes": header.file_bytes,
         "l2_window_bytes": window,
         "fits_l2_window": fits_l2_window(header.file_bytes, arch),
-        "layers": len({t.layer for t in tasks}),
-        "by_unit": dict(sorted(Counter(t.unit.value for t in tasks).items())),
-        "by_kind": dict(sorted(Counter(type(t).__name__ for t in tasks).items())),
-        "by_phase": dict(sorted(Counter(t.phase.value for t in tasks).items())),
+        "layers": len(set(table.strings)),
+        "by_unit": table.count_by("unit"),
+        "by_kind": table.count_by("opcode"),
+        "by_phase": table.count_by("phase"),
     }
     if as_json:
         click.echo(json.dumps(record, indent=2))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -208,3 +210,18 @@ def test_empty_and_counts() -> None:
     dpu, ctrl = list(Unit).index(Unit.DPU), list(Unit).index(Unit.CTRL)
     assert table.counts("unit") == {dpu: 2, ctrl: 1}
     assert [f.name for f in COMMON_FIELDS] == list(COLUMN_DTYPES)[: len(COMMON_FIELDS)]
+
+
+@given(st.lists(any_task(_LAYERS), max_size=30))
+@settings(max_examples=60, deadline=None)
+def test_count_by_matches_counting_tasks(tasks: list[Task]) -> None:
+    table = TaskTable.from_tasks(tasks)
+    assert table.count_by("unit") == dict(sorted(Counter(t.unit.value for t in tasks).items()))
+    assert table.count_by("phase") == dict(sorted(Counter(t.phase.value for t in tasks).items()))
+    kinds = Counter(type(t).__name__ for t in tasks)
+    assert table.count_by("opcode") == dict(sorted(kinds.items()))
+
+
+def test_count_by_names_its_columns() -> None:
+    with pytest.raises(TasklistError, match=r"count_by column must be one of unit, phase, opcode"):
+        empty_table().count_by("tile")
