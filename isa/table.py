@@ -116,19 +116,20 @@ _KIND_CHECKS = {
 _SIDES = ("waits", "signals")
 
 
-def _pad_masks() -> tuple[np.ndarray, np.ndarray]:
-    """(word positions, per-opcode masks): the 8-byte words of a record that hold padding of
-    some kind, and for each opcode which of their bytes are padding (checked in one pass)."""
+def _pad_masks() -> tuple[tuple[int, np.ndarray], ...]:
+    """The 8-byte words of a record that hold padding of some kind, each with a mask per
+    opcode of which of its bytes are padding (so padding is checked a word at a time)."""
     assert RECORD_BYTES % 8 == 0
     masks = np.zeros((_OPCODES, RECORD_BYTES), dtype=np.uint8)
     for op, lay in LAYOUTS.items():
         masks[op, RECORD_BYTES - lay.pad_bytes :] = 0xFF
     words = masks.view("<u8")
-    used = np.flatnonzero(words.any(axis=0))
-    return used, np.ascontiguousarray(words[:, used])
+    return tuple(
+        (int(w), np.ascontiguousarray(words[:, w])) for w in np.flatnonzero(words.any(axis=0))
+    )
 
 
-_PAD_WORDS, _PAD_MASKS = _pad_masks()
+_PAD_WORDS = _pad_masks()
 
 
 def _bad_rows(data: Any, offset: int, n: int, n_strings: int) -> np.ndarray:
@@ -156,8 +157,9 @@ def _bad_rows(data: Any, offset: int, n: int, n_strings: int) -> np.ndarray:
             for name, top in checks:
                 bad |= is_kind & (view[name] > top)
     words = np.frombuffer(data, "<u8", n * (RECORD_BYTES // 8), offset)
-    words = words.reshape(n, RECORD_BYTES // 8)[:, _PAD_WORDS]
-    bad |= (words & _PAD_MASKS[op]).any(axis=1)
+    words = words.reshape(n, RECORD_BYTES // 8)
+    for w, mask in _PAD_WORDS:
+        bad |= (words[:, w] & mask.take(op)) != 0
     return bad
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from aipusim.isa.encoding import decode_tasks, encode_tasks
 from aipusim.isa.table import TaskTable, decode_table, encode_table
-from aipusim.isa.tasklist import Tasklist, decode_tasklist, encode_tasklist
+from aipusim.isa.tasklist import Tasklist, decode_tasklist, decode_tasklist_table, encode_tasklist
 from aipusim.isa.tasks import (
     DmaCopy,
     DpuKind,
@@ -134,3 +134,10 @@ def test_table_encode_plus_decode_throughput(
 
     assert benchmark(roundtrip) == table
     _report(benchmark, "encode_table + decode_table")
+
+
+def test_file_decode_table_throughput(benchmark, tasks: list[Task], table: TaskTable) -> None:
+    data = encode_tasklist(Tasklist(0, tasks))
+    header, out = benchmark(lambda: decode_tasklist_table(data))
+    assert out == table and header.task_count == len(tasks)
+    _report(benchmark, "decode_tasklist_table (CRC, string table, checks; no encode)")
