@@ -29,7 +29,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,9 +200,6 @@ class TaskTable:
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.columns)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TaskTable):

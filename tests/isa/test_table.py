@@ -114,7 +114,7 @@ def _valid_records(tasks: list[Task]) -> tuple[bytes, list[str]]:
     st.integers(-RECORD_BYTES, RECORD_BYTES),
     st.sampled_from([0, 1, 2, 3]),
 )
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 def test_corrupt_records_fail_like_the_object_decoder(
     tasks: list[Task], flips: list[tuple[int, int]], cut: int, first: int
 ) -> None:
