@@ -186,15 +186,15 @@ class Simulation:
         self.recs: list[Rec] = []  # every record of every logical core; index = rid
         with gc_paused():
             self.codes = {c: self._prepare(c, tasklists[c], coster) for c in program.instance.cores}
-        self.host_rows: list[list[float]] = []
-        self.host_rid = {d: self._host_energy_row(d) for d in ("h2d", "d2h")}
-        recs = self.recs
-        #: rid -> energy per component (pJ, nominal V), logical core, unit, layer, task index.
-        self.energy_rows = [r.energy for r in recs] + self.host_rows
-        self.rec_info = [(-1, r.unit, r.layer) for r in recs] + [
-            (-1, f"pcie_{d}", "") for d in self.host_rid
-        ]
-        self.rec_seq = np.array([r.seq for r in recs] + [-1] * len(self.host_rid), np.int64)
+            self.host_rows: list[list[float]] = []
+            self.host_rid = {d: self._host_energy_row(d) for d in ("h2d", "d2h")}
+            recs = self.recs
+            #: rid -> energy per component (pJ, nominal V), logical core, unit, layer, task index.
+            self.energy_rows = [r.energy for r in recs] + self.host_rows
+            self.rec_info = [(-1, r.unit, r.layer) for r in recs] + [
+                (-1, f"pcie_{d}", "") for d in self.host_rid
+            ]
+            self.rec_seq = np.array([r.seq for r in recs] + [-1] * len(self.host_rid), np.int64)
 
         self.links: dict[str, Link] = {
             "ddr": Link("ddr", arch.ddr_bw_bytes_per_cycle(freq)),
