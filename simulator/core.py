@@ -16,6 +16,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import simpy
+from simpy.events import Event
 
 from aipusim.simulator.control import ControlCore
 from aipusim.simulator.links import book_burst, transfer
@@ -164,7 +165,9 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 vis = units.popleft() if fast else tok.try_take(n)
                 if vis is None:
                     blocked[unit] = (rec, "token", tok, n)
-                    vis = yield tok.wait(env, n)
+                    ev = Event(env)  # Token.wait, inlined
+                    tok.waiters.append((n, ev))
+                    vis = yield ev
                     del blocked[unit]
                 if vis > t:
                     t = vis
@@ -211,8 +214,13 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
             vis = t + sig_lat
             for is_global, idx, n in rec.signals:
                 tok = gtok[idx] if is_global else ltok[idx]
-                if n == 1 and not tok.waiters:
+                waiters = tok.waiters
+                if n == 1 and not waiters:
                     tok.units.append(vis)  # fast path of Token.signal
+                elif n == 1 and waiters[0][0] == 1 and not tok.units:
+                    # Fast path of Token.signal handing its one unit straight to the first
+                    # waiter (which needs just that one): what signal + take would do.
+                    waiters.popleft()[1].succeed(vis)
                 else:
                     tok.signal(n, vis)
                 if tracing and tracer.t:
