@@ -112,17 +112,26 @@ def book_burst(
             if s + d > end:
                 end = s + d
         return end
-    ds = [int(-(-nbytes // link.bw)) for link in links]
+    pairs = [(link, int(-(-nbytes // link.bw))) for link in links]
     moved = True
     while moved:
         moved = False
-        for link, d in zip(links, ds, strict=True):
-            s2 = link.fit(s, d)
-            if s2 != s:
-                s, moved = s2, True
+        for link, d in pairs:
+            if s < link.free_at:  # else fit(s, d) is s
+                s2 = link.fit(s, d)
+                if s2 != s:
+                    s, moved = s2, True
     end = s + int(-(-nbytes // private_bw)) if private_bw else s
-    for link, d in zip(links, ds, strict=True):
-        link.book(s, d, now)
+    keep = Link.KEEP
+    for link, d in pairs:
+        if s >= link.free_at and len(link.ends) <= keep:
+            # Link.book's append branch (nothing to forget yet), inlined.
+            link.starts.append(s)
+            link.ends.append(s + d)
+            link.free_at = s + d
+            link.busy_cycles += d
+        else:
+            link.book(s, d, now)
         link.nbytes += nbytes
         if s + d > end:
             end = s + d
