@@ -52,7 +52,9 @@ class CoreRun:
         self._pending: dict[int, int] = {}
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
-        self.paths: dict[tuple[str, ...], tuple[list, float]] = {}
+        #: id of an `Xfer` -> its route; records hold their `Xfer` for the whole run, so an
+        #: id is never reused (an int key hashes faster than the tuple of link names).
+        self.paths: dict[int, tuple[list, float]] = {}
         #: (first check, resolution) of every polled wait (use_hw_tokens=false).
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
@@ -186,9 +188,9 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
             t = s + rec.dur
         elif kind == K_DMA:
             x = rec.xfer
-            route = paths.get(x.links)
+            route = paths.get(id(x))
             if route is None:
-                route = paths[x.links] = core.route_of(x.links)
+                route = paths[id(x)] = core.route_of(x.links)
             path, own_bw = route
             ready = s + x.setup_cycles
             if x.nbytes > burst:
