@@ -11,6 +11,7 @@ order and records each one's wall time.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from aipusim.compiler.backend.multicore import core_layout
 from aipusim.compiler.backend.schedule import Schedule, build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -73,7 +76,28 @@ def pass_estimate(state: BackendState) -> BackendState:
 
 def pass_multicore(state: BackendState) -> BackendState:
     layout = core_layout(state.layers, state.groups, state.config, state.arch, state.graph)
+    if layout.cooperative and _mixed_split_groups(state.groups, layout):
+        # Depth-first fusion keeps a group's intermediate tiles in one core's L1. When the
+        # cooperative split partitions the group's layers differently across cores, a core
+        # would need a tile that another core produced, so the model is tiled without
+        # fusion (tiling_depth 1) and re-estimated; later passes (memplan's retiling
+        # included) see the same depth through the state's config.
+        log.info("cooperative split mixes partitions inside fusion groups: tiling_depth -> 1")
+        config = state.config.copy()
+        config.tiling_depth = 1
+        groups = Tiler(state.layers, config, state.arch, state.graph).run()
+        state = pass_estimate(dataclasses.replace(state, config=config, groups=groups))
+        layout = core_layout(state.layers, state.groups, state.config, state.arch, state.graph)
     return dataclasses.replace(state, layout=layout)
+
+
+def _mixed_split_groups(groups: list[FusionGroup], layout: CoreLayout) -> bool:
+    """True if some fusion group has layers the cooperative layout splits differently."""
+    return any(
+        len({layout.splits.get(i) for i in group.layers}) > 1
+        for group in groups
+        if len(group.layers) > 1
+    )
 
 
 def pass_memplan(state: BackendState) -> BackendState:

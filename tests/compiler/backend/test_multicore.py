@@ -129,3 +129,20 @@ def test_a_cascade_compiles_each_model_in_its_share() -> None:
         check_ok(r)
         for st in r.state.plan.pools.values():
             assert st.high_water_bytes <= st.capacity
+
+
+def test_cooperative_with_depth_first_fusion_unfuses_mixed_split_groups() -> None:
+    # YOLOv8n's fusion groups (tiling_depth 6) mix channel- and row-split layers under the
+    # cooperative layout; a fused consumer would need a tile from another core's L1. This
+    # crashed the scheduler with a KeyError before the back end fell back to depth 1.
+    result = compile_backend(
+        "yolov8n",
+        160,
+        aipu_cores_used=4,
+        resources_used=1.0,
+        multicore_mode="cooperative",
+        tiling_depth=6,
+    )
+    check_ok(result)
+    assert result.state.config.tiling_depth == 1
+    assert all(len(g.layers) == 1 for g in result.state.groups)
