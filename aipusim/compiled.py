@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aipusim.atomic import swap_into_place
 from aipusim.errors import ConfigError, QuantizationError
 from aipusim.inputs import InputInfo
 from aipusim.modelfiles import (
@@ -455,9 +456,7 @@ class CompiledModel:
             if crc_check is not None:
                 meta["crc_check"] = bool(crc_check)
             write_meta(tmp / "m", meta)
-            if target.exists():
-                target.rmdir()
-            os.rename(tmp / "m", target)
+            swap_into_place(tmp / "m", target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return target

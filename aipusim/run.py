@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from aipusim.atomic import swap_into_place
 from aipusim.errors import ConfigError, ZooError
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
@@ -121,16 +122,6 @@ def prepare_output_dir(out: Path) -> None:
         raise ConfigError(f"output folder {str(out)!r} must be writable; {probe} is not")
 
 
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
-    tmp.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 StageHook = Callable[[str, int], Callable[[int], None]]
 
 
@@ -225,7 +216,7 @@ def run_model(
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
         (tmp / RUN_MARKER).write_text(json.dumps(run_summary(result), indent=2) + "\n")
         step(1)
-        _swap_into_place(tmp, output_dir)
+        swap_into_place(tmp, output_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

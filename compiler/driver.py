@@ -25,7 +25,6 @@ import dataclasses
 import io
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -39,6 +38,7 @@ from typing import Any
 import onnx
 
 from aipusim import __version__
+from aipusim.atomic import swap_into_place
 from aipusim.compiler.importer import load_model
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext
@@ -197,22 +197,6 @@ def _files_under(root: Path) -> tuple[str, ...]:
     return tuple(sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()))
 
 
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    """Rename ``tmp`` to ``out``; an existing ``out`` is moved aside first, then deleted."""
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.rename(out, old / out.name)
-    try:
-        os.rename(tmp, out)
-    except OSError:
-        if old is not None:
-            os.rename(old / out.name, out)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 #: ``extra`` of log records meant for compilation_log.txt only.
 _FILE_ONLY = {"aipusim_file_only": True}
 
@@ -336,7 +320,7 @@ def compile_model(
         log.info("compilation succeeded in %.2f s", time.perf_counter() - t0)
         compile_log.flush()
         files = _files_under(tmp)
-        _swap_into_place(tmp, out)
+        swap_into_place(tmp, out)
     except BaseException as exc:
         failed_stage = ctx.failed_pass or stage
         status = ctx.failed_status or _status_for(exc, failed_stage)

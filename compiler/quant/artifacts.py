@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.atomic import swap_into_place
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, dump
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.errors import QuantizationError
@@ -171,9 +172,7 @@ def write_quantized_model(
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
         (tmp / DUMP_TXT).write_text(text_dump(qgraph))
         (tmp / REPORT).write_text(json.dumps(report, indent=2))
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
+        swap_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
