@@ -199,7 +199,7 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 # One burst (the common tile), booked inline. Bookings wait for the simulated
                 # present to reach their ready cycle, so links serve bursts first come first
                 # served in time, whatever order the run-ahead units reach them in.
-                if ready > env.now:
+                if ready > env.now and not env.advance_to(ready):
                     yield env.timeout(ready - env.now)
                 t = book_burst(path, x.nbytes, ready, env.now, own_bw) + x.latency_cycles
         elif kind == K_BARRIER:

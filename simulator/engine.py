@@ -24,6 +24,7 @@ from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.program import MulticoreMode, Program
 from aipusim.isa.tasks import Phase, Pool, Task, Unit
 from aipusim.isa.trace_schema import Component
+from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.host import host_inputs, host_outputs
 from aipusim.simulator.links import Link, transfer
@@ -158,7 +159,7 @@ class Simulation:
         self.program = program
         self.arch = arch
         self.freq_hz = freq
-        self.env = simpy.Environment()
+        self.env = RunEnvironment()
         self.tracer = tracer
         #: Called with the number of frames each time frames come back to the host.
         self.progress = progress

@@ -7,8 +7,8 @@ requested only when the current one ends. Two transfers over one link therefore 
 burst by burst and each sees half the bandwidth, which is how concurrent transfers really
 share a link. Reservation is arithmetic (no SimPy `Resource`), so a burst costs one event.
 
->>> import simpy
->>> env = simpy.Environment()
+>>> from aipusim.simulator.clock import RunEnvironment
+>>> env = RunEnvironment()
 >>> ddr = Link("ddr", 32.0)
 >>> p = env.process(transfer(env, (ddr,), 64, 32, 0, 5))
 >>> env.run()
@@ -23,7 +23,7 @@ from bisect import bisect_right
 from collections.abc import Generator, Sequence
 from typing import Any
 
-import simpy
+from aipusim.simulator.clock import RunEnvironment
 
 
 class Link:
@@ -139,7 +139,7 @@ def book_burst(
 
 
 def transfer(
-    env: simpy.Environment,
+    env: RunEnvironment,
     links: Sequence[Link],
     nbytes: int,
     burst_bytes: int,
@@ -153,7 +153,7 @@ def transfer(
     transfers take turns. The caller's clock may be ahead of ``env.now`` (units run ahead
     when nothing can block them); the first burst is booked at ``t_ready``.
     """
-    if t_ready > env.now:
+    if t_ready > env.now and not env.advance_to(t_ready):
         yield env.timeout(t_ready - env.now)
     remaining = nbytes
     t = t_ready
@@ -164,4 +164,5 @@ def transfer(
         if remaining <= 0:
             return t + latency_cycles
         # Take turns: ask for the next burst only when this one is through.
-        yield env.timeout(t - env.now)
+        if not env.advance_to(t):
+            yield env.timeout(t - env.now)
