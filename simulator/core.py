@@ -16,8 +16,8 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import simpy
-from simpy.events import Event
 
+from aipusim.simulator.clock import PARKED
 from aipusim.simulator.control import ControlCore
 from aipusim.simulator.links import book_burst, transfer
 from aipusim.simulator.tokens import Token
@@ -167,9 +167,8 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 vis = units.popleft() if fast else tok.try_take(n)
                 if vis is None:
                     blocked[unit] = (rec, "token", tok, n)
-                    ev = Event(env)  # Token.wait, inlined
-                    tok.waiters.append((n, ev))
-                    vis = yield ev
+                    tok.waiters.append((n, env.active))  # woken by the signal's succeed
+                    vis = yield PARKED
                     del blocked[unit]
                 if vis > t:
                     t = vis
@@ -200,7 +199,7 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 # present to reach their ready cycle, so links serve bursts first come first
                 # served in time, whatever order the run-ahead units reach them in.
                 if ready > env.now and not env.advance_to(ready):
-                    yield env.timeout(ready - env.now)
+                    yield ready
                 t = book_burst(path, x.nbytes, ready, env.now, own_bw) + x.latency_cycles
         elif kind == K_BARRIER:
             barrier_id, mask = rec.barrier

@@ -30,7 +30,7 @@ def _host_transfer(
     Returns (cycle the data started to move, cycle it landed)."""
     env = sim.env
     if t > env.now and not env.advance_to(t):
-        yield env.timeout(t - env.now)
+        yield t
     disp: Link = rep.dispatcher
     s = max(env.now, disp.free_at)
     disp.free_at = s + sim.pcie_setup

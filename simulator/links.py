@@ -27,28 +27,27 @@ from aipusim.simulator.clock import RunEnvironment
 
 
 class Link:
-    """A shared link: ``bw`` bytes per cycle and a calendar of booked bursts.
+    """A shared link: ``bw`` bytes per cycle, booked burst by burst.
 
-    Bursts are booked when the simulated present reaches their ready cycle, so they mostly
-    append; the calendar (sorted, non-overlapping ``[start, end)`` intervals) keeps a burst
-    of a multi-link path that must start later than its ready cycle from hiding a gap that
-    another burst can still use.
+    Bursts are booked when the simulated present reaches their ready cycle, so nothing is
+    ever booked before the present and the link only needs to know when its last booking
+    ends (``free_at``) and which stretches before that are still free (``gaps``): a burst of
+    a multi-link path that must start later than its ready cycle leaves a gap that another
+    burst can still use. Gaps that end in the past are forgotten.
     """
 
-    __slots__ = ("busy_cycles", "bw", "ends", "free_at", "name", "nbytes", "starts")
-
-    #: Bookings kept before the past is forgotten (nothing is booked before the present).
-    KEEP = 1024
+    __slots__ = ("busy_cycles", "bw", "free_at", "gap_ends", "gap_starts", "name", "nbytes")
 
     def __init__(self, name: str, bw_bytes_per_cycle: float) -> None:
         assert bw_bytes_per_cycle > 0, name
         self.name = name
         self.bw = float(bw_bytes_per_cycle)
-        self.free_at = 0  # end of the latest booking (serial servers use only this)
+        self.free_at = 0  # end of the latest booking
         self.busy_cycles = 0
         self.nbytes = 0
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+        # Free stretches [start, end) before free_at, sorted and disjoint.
+        self.gap_starts: list[int] = []
+        self.gap_ends: list[int] = []
 
     def cycles(self, nbytes: int) -> int:
         return math.ceil(nbytes / self.bw)
@@ -57,29 +56,34 @@ class Link:
         """The earliest cycle >= ``s`` that starts a free stretch of ``d`` cycles."""
         if s >= self.free_at:
             return s
-        starts, ends = self.starts, self.ends
-        i = bisect_right(ends, s)
-        n = len(starts)
-        while i < n and starts[i] < s + d:
-            if ends[i] > s:
-                s = ends[i]
-            i += 1
-        return s
+        gap_starts, gap_ends = self.gap_starts, self.gap_ends
+        for i in range(bisect_right(gap_ends, s), len(gap_ends)):
+            start = gap_starts[i] if gap_starts[i] > s else s
+            if start + d <= gap_ends[i]:
+                return start
+        return self.free_at
 
     def book(self, s: int, d: int, now: float) -> None:
-        starts, ends = self.starts, self.ends
-        if len(ends) > self.KEEP:
-            k = bisect_right(ends, now)
-            if k:
-                del starts[:k], ends[:k]
+        """Reserve ``[s, s + d)``, which `fit` found free; ``now`` is the present."""
+        gap_starts, gap_ends = self.gap_starts, self.gap_ends
+        if gap_ends and gap_ends[0] <= now:
+            k = bisect_right(gap_ends, now)
+            del gap_starts[:k], gap_ends[:k]
         if s >= self.free_at:
-            starts.append(s)
-            ends.append(s + d)
+            if s > self.free_at and s > now:
+                gap_starts.append(self.free_at if self.free_at > now else int(now))
+                gap_ends.append(s)
             self.free_at = s + d
         else:
-            i = bisect_right(starts, s)
-            starts.insert(i, s)
-            ends.insert(i, s + d)
+            i = bisect_right(gap_ends, s)  # the gap holding [s, s + d)
+            a, b = gap_starts[i], gap_ends[i]
+            del gap_starts[i], gap_ends[i]
+            if s + d < b:
+                gap_starts.insert(i, s + d)
+                gap_ends.insert(i, b)
+            if a < s:
+                gap_starts.insert(i, a)
+                gap_ends.insert(i, s)
         self.busy_cycles += d
 
 
@@ -101,11 +105,9 @@ def book_burst(
         end = s + int(-(-nbytes // private_bw)) if private_bw else s
         for link in links:
             d = int(-(-nbytes // link.bw))
-            if len(link.ends) > Link.KEEP:
-                link.book(s, d, now)
+            if s > link.free_at and s > now:
+                link.book(s, d, now)  # leaves a gap that is still in the future
             else:
-                link.starts.append(s)
-                link.ends.append(s + d)
                 link.free_at = s + d
                 link.busy_cycles += d
             link.nbytes += nbytes
@@ -122,16 +124,8 @@ def book_burst(
                 if s2 != s:
                     s, moved = s2, True
     end = s + int(-(-nbytes // private_bw)) if private_bw else s
-    keep = Link.KEEP
     for link, d in pairs:
-        if s >= link.free_at and len(link.ends) <= keep:
-            # Link.book's append branch (nothing to forget yet), inlined.
-            link.starts.append(s)
-            link.ends.append(s + d)
-            link.free_at = s + d
-            link.busy_cycles += d
-        else:
-            link.book(s, d, now)
+        link.book(s, d, now)
         link.nbytes += nbytes
         if s + d > end:
             end = s + d
@@ -154,7 +148,7 @@ def transfer(
     when nothing can block them); the first burst is booked at ``t_ready``.
     """
     if t_ready > env.now and not env.advance_to(t_ready):
-        yield env.timeout(t_ready - env.now)
+        yield t_ready
     remaining = nbytes
     t = t_ready
     while True:
@@ -165,4 +159,4 @@ def transfer(
             return t + latency_cycles
         # Take turns: ask for the next burst only when this one is through.
         if not env.advance_to(t):
-            yield env.timeout(t - env.now)
+            yield t
