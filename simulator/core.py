@@ -19,9 +19,9 @@ import simpy
 
 from aipusim.simulator.clock import PARKED
 from aipusim.simulator.control import ControlCore
-from aipusim.simulator.links import book_burst, transfer
+from aipusim.simulator.links import Link, book_burst, burst_cycles, transfer
 from aipusim.simulator.tokens import Token
-from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA, Rec
+from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA, Rec, Xfer
 
 if TYPE_CHECKING:
     from aipusim.simulator.engine import CoreCode, Replica, Simulation
@@ -52,20 +52,25 @@ class CoreRun:
         self._pending: dict[int, int] = {}
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
-        #: id of an `Xfer` -> its route; records hold their `Xfer` for the whole run, so an
-        #: id is never reused (an int key hashes faster than the tuple of link names).
-        self.paths: dict[int, tuple[list, float]] = {}
+        #: id of an `Xfer` -> its `route`; records hold their `Xfer` for the whole run, so
+        #: an id is never reused (an int key hashes faster than the Xfer).
+        self.routes: dict[int, tuple] = {}
         #: (first check, resolution) of every polled wait (use_hw_tokens=false).
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
 
-    def route_of(self, names: tuple[str, ...]) -> tuple[list, float]:
-        """(shared links, own channel bandwidth) of a transfer path. A ``chan:*`` name is one
+    def route(self, x: Xfer) -> tuple[list[Link], tuple[int, ...] | None, int, float]:
+        """(shared links, cycles of its one burst on each or None if it has several, cycles
+        on the own channel, own channel bandwidth) of a transfer. A ``chan:*`` link is one
         of this core's DMA channels: its queue is serial, so it bounds the duration only."""
         links = self.sim.links
-        shared = [links[n] for n in names if not n.startswith("chan:")]
-        own = [n for n in names if n.startswith("chan:")]
-        return shared, (self.sim.arch.dma.channel_bw_bytes_per_cycle if own else 0.0)
+        shared = [links[n] for n in x.links if not n.startswith("chan:")]
+        own = any(n.startswith("chan:") for n in x.links)
+        own_bw = self.sim.arch.dma.channel_bw_bytes_per_cycle if own else 0.0
+        if x.nbytes > self.sim.burst_bytes:
+            return shared, None, 0, own_bw
+        cycles, own_cycles = burst_cycles(shared, x.nbytes, own_bw)
+        return shared, cycles, own_cycles, own_bw
 
     # -- phases ------------------------------------------------------------------------
     def phase_event(self, phase: int) -> simpy.Event:
@@ -139,7 +144,7 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
     log_start, log_end = starts.append, ends.append
     tracer = sim.tracer
     tracing = tracer is not None and tracer.per_task
-    paths = core.paths
+    routes = core.routes
     burst = sim.burst_bytes
     blocked = core.blocked
     times = ctl.times  # this phase's dispatch cycles (the list grows, never changes identity)
@@ -162,10 +167,9 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
             for is_global, idx, n in rec.waits:
                 tok = gtok[idx] if is_global else ltok[idx]
                 units = tok.units
-                # Fast path of Token.try_take for the common single count.
-                fast = n == 1 and units and not tok.waiters
-                vis = units.popleft() if fast else tok.try_take(n)
-                if vis is None:
+                if len(units) >= n and not tok.waiters:  # Token.try_take, inlined
+                    vis = units.popleft() if n == 1 else tok.take(n)
+                else:
                     blocked[unit] = (rec, "token", tok, n)
                     tok.waiters.append((n, env.active))  # woken by the signal's succeed
                     vis = yield PARKED
@@ -187,12 +191,12 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
             t = s + rec.dur
         elif kind == K_DMA:
             x = rec.xfer
-            route = paths.get(id(x))
+            route = routes.get(id(x))
             if route is None:
-                route = paths[id(x)] = core.route_of(x.links)
-            path, own_bw = route
+                route = routes[id(x)] = core.route(x)
+            path, cycles, own_cycles, own_bw = route
             ready = s + x.setup_cycles
-            if x.nbytes > burst:
+            if cycles is None:
                 t = yield from transfer(env, path, x.nbytes, burst, ready, x.latency_cycles, own_bw)
             else:
                 # One burst (the common tile), booked inline. Bookings wait for the simulated
@@ -200,7 +204,8 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
                 # served in time, whatever order the run-ahead units reach them in.
                 if ready > env.now and not env.advance_to(ready):
                     yield ready
-                t = book_burst(path, x.nbytes, ready, env.now, own_bw) + x.latency_cycles
+                t = book_burst(path, cycles, x.nbytes, ready, env.now, own_cycles)
+                t += x.latency_cycles
         elif kind == K_BARRIER:
             barrier_id, mask = rec.barrier
             cores = core.replica.barrier_cores(mask, rec, core)

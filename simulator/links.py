@@ -87,14 +87,28 @@ class Link:
         self.busy_cycles += d
 
 
+def burst_cycles(
+    links: Sequence[Link], nbytes: int, private_bw: float = 0.0
+) -> tuple[tuple[int, ...], int]:
+    """Cycles one burst of ``nbytes`` holds each link of a path, and the issuing engine's own
+    channel of ``private_bw`` bytes per cycle (0: none)."""
+    own = int(-(-nbytes // private_bw)) if private_bw else 0
+    return tuple(int(-(-nbytes // link.bw)) for link in links), own
+
+
 def book_burst(
-    links: Sequence[Link], nbytes: int, ready: int, now: float, private_bw: float = 0.0
+    links: Sequence[Link],
+    cycles: Sequence[int],
+    nbytes: int,
+    ready: int,
+    now: float,
+    own_cycles: int = 0,
 ) -> int:
     """Book one burst of ``nbytes`` on every shared link of a path from ``ready`` on, at the
     first cycle all of them are free long enough; returns the cycle the burst has passed.
 
-    ``private_bw`` is the bandwidth of the issuing engine's own channel (never contended:
-    its queue is serial), which only bounds the burst's duration.
+    ``cycles`` are the burst's cycles on each link and ``own_cycles`` on the issuing
+    engine's own channel (never contended: its queue is serial), see `burst_cycles`.
     """
     s = ready
     for link in links:
@@ -102,9 +116,8 @@ def book_burst(
             break
     else:
         # Every link is free from ``ready`` on (the common case): append.
-        end = s + int(-(-nbytes // private_bw)) if private_bw else s
-        for link in links:
-            d = int(-(-nbytes // link.bw))
+        end = s + own_cycles
+        for link, d in zip(links, cycles, strict=True):
             if s > link.free_at and s > now:
                 link.book(s, d, now)  # leaves a gap that is still in the future
             else:
@@ -114,17 +127,16 @@ def book_burst(
             if s + d > end:
                 end = s + d
         return end
-    pairs = [(link, int(-(-nbytes // link.bw))) for link in links]
     moved = True
     while moved:
         moved = False
-        for link, d in pairs:
+        for link, d in zip(links, cycles, strict=True):
             if s < link.free_at:  # else fit(s, d) is s
                 s2 = link.fit(s, d)
                 if s2 != s:
                     s, moved = s2, True
-    end = s + int(-(-nbytes // private_bw)) if private_bw else s
-    for link, d in pairs:
+    end = s + own_cycles
+    for link, d in zip(links, cycles, strict=True):
         link.book(s, d, now)
         link.nbytes += nbytes
         if s + d > end:
@@ -151,10 +163,14 @@ def transfer(
         yield t_ready
     remaining = nbytes
     t = t_ready
+    full, own = burst_cycles(links, burst_bytes, private_bw)
     while True:
-        b = burst_bytes if remaining > burst_bytes else remaining
-        remaining -= b
-        t = book_burst(links, b, t, env.now, private_bw)
+        if remaining > burst_bytes:
+            t = book_burst(links, full, burst_bytes, t, env.now, own)
+        else:
+            last, own_last = burst_cycles(links, remaining, private_bw)
+            t = book_burst(links, last, remaining, t, env.now, own_last)
+        remaining -= burst_bytes
         if remaining <= 0:
             return t + latency_cycles
         # Take turns: ask for the next burst only when this one is through.
