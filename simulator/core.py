@@ -114,23 +114,10 @@ class CoreRun:
 
 
 def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
-    """Run one unit queue of ``core`` through the INIT phase and every frame."""
-    sim = core.sim
-    t = 0
-    lists = core.code.by_unit[unit]
-    for phase in range(-1, sim.starts):
-        start = yield core.phase_event(phase)
-        if start > t:
-            t = start
-        core.current_phase[unit] = phase
-        recs = lists[0] if phase < 0 else lists[1]
-        if recs:
-            t = yield from _run(core, unit, recs, phase, t)
-        core.unit_done(phase, t)
-    core.finished_units += 1
+    """Run one unit queue of ``core`` through the INIT phase and every frame.
 
-
-def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Generator[Any, Any, int]:
+    The hot loop of the simulator, one generator per queue so that a wake-up resumes it
+    directly."""
     sim = core.sim
     env = sim.env
     ctl = core.ctl
@@ -138,102 +125,113 @@ def _run(core: CoreRun, unit: str, recs: list[Rec], phase: int, t: int) -> Gener
     hw_tokens = sim.use_hw_tokens
     sig_lat = sim.token_latency
     poll_interval, poll_cost = sim.poll_interval, sim.poll_cost
-    starts, ends = array("q"), array("q")
-    rids = core.code.rids[unit][0 if phase < 0 else 1]
-    sim.segments.append((core.physical, phase, rids, starts, ends))
-    log_start, log_end = starts.append, ends.append
     tracer = sim.tracer
     tracing = tracer is not None and tracer.per_task
     routes = core.routes
     burst = sim.burst_bytes
     blocked = core.blocked
-    times = ctl.times  # this phase's dispatch cycles (the list grows, never changes identity)
-    for rec in recs:
-        seq = rec.seq
-        try:
-            d = times[seq]
-        except IndexError:
-            d = ctl.dispatch_time(seq)
-        if d is None:
-            blocked[unit] = (rec, "dispatch", None, 0)
-            while d is None:
-                yield ctl.progress
+    lists = core.code.by_unit[unit]
+    t = 0
+    for phase in range(-1, sim.starts):
+        start = yield core.phase_event(phase)
+        if start > t:
+            t = start
+        core.current_phase[unit] = phase
+        recs = lists[0] if phase < 0 else lists[1]
+        starts, ends = array("q"), array("q")
+        if recs:
+            rids = core.code.rids[unit][0 if phase < 0 else 1]
+            sim.segments.append((core.physical, phase, rids, starts, ends))
+        log_start, log_end = starts.append, ends.append
+        times = ctl.times  # this phase's dispatch cycles (grows, never changes identity)
+        for rec in recs:
+            seq = rec.seq
+            try:
+                d = times[seq]
+            except IndexError:
                 d = ctl.dispatch_time(seq)
-            del blocked[unit]
-        if d > t:
-            t = d
-        if rec.waits:
-            check = t
-            for is_global, idx, n in rec.waits:
-                tok = gtok[idx] if is_global else ltok[idx]
-                units = tok.units
-                if len(units) >= n and not tok.waiters:  # Token.try_take, inlined
-                    vis = units.popleft() if n == 1 else tok.take(n)
+            if d is None:
+                blocked[unit] = (rec, "dispatch", None, 0)
+                while d is None:
+                    yield ctl.progress
+                    d = ctl.dispatch_time(seq)
+                del blocked[unit]
+            if d > t:
+                t = d
+            if rec.waits:
+                check = t
+                for is_global, idx, n in rec.waits:
+                    tok = gtok[idx] if is_global else ltok[idx]
+                    units = tok.units
+                    if len(units) >= n and not tok.waiters:  # Token.try_take, inlined
+                        vis = units.popleft() if n == 1 else tok.take(n)
+                    else:
+                        blocked[unit] = (rec, "token", tok, n)
+                        tok.waiters.append((n, env.active))  # woken by the signal's succeed
+                        vis = yield PARKED
+                        del blocked[unit]
+                    if vis > t:
+                        t = vis
+                    if tracing and tracer.t:
+                        tracer.token(core, t, idx, is_global, "wait", seq)
+                if not hw_tokens:
+                    # The control core's polling loop ticks every poll_interval cycles and checks
+                    # all pending token words in one pass: a wait resolves on the first tick
+                    # after the token became visible, poll_cost cycles later.
+                    tick = -(-t // poll_interval) * poll_interval
+                    core.poll_spans.append((check, tick + poll_cost))
+                    t = tick + poll_cost
+            kind = rec.kind
+            s = t
+            if kind == K_COMPUTE:
+                t = s + rec.dur
+            elif kind == K_DMA:
+                x = rec.xfer
+                route = routes.get(id(x))
+                if route is None:
+                    route = routes[id(x)] = core.route(x)
+                path, cycles, own_cycles, own_bw = route
+                ready = s + x.setup_cycles
+                if cycles is None:
+                    nbytes, lat = x.nbytes, x.latency_cycles
+                    t = yield from transfer(env, path, nbytes, burst, ready, lat, own_bw)
                 else:
-                    blocked[unit] = (rec, "token", tok, n)
-                    tok.waiters.append((n, env.active))  # woken by the signal's succeed
-                    vis = yield PARKED
-                    del blocked[unit]
-                if vis > t:
-                    t = vis
-                if tracing and tracer.t:
-                    tracer.token(core, t, idx, is_global, "wait", seq)
-            if not hw_tokens:
-                # The control core's polling loop ticks every poll_interval cycles and checks
-                # all pending token words in one pass: a wait resolves on the first tick
-                # after the token became visible, poll_cost cycles later.
-                tick = -(-t // poll_interval) * poll_interval
-                core.poll_spans.append((check, tick + poll_cost))
-                t = tick + poll_cost
-        kind = rec.kind
-        s = t
-        if kind == K_COMPUTE:
-            t = s + rec.dur
-        elif kind == K_DMA:
-            x = rec.xfer
-            route = routes.get(id(x))
-            if route is None:
-                route = routes[id(x)] = core.route(x)
-            path, cycles, own_cycles, own_bw = route
-            ready = s + x.setup_cycles
-            if cycles is None:
-                t = yield from transfer(env, path, x.nbytes, burst, ready, x.latency_cycles, own_bw)
-            else:
-                # One burst (the common tile), booked inline. Bookings wait for the simulated
-                # present to reach their ready cycle, so links serve bursts first come first
-                # served in time, whatever order the run-ahead units reach them in.
-                if ready > env.now and not env.advance_to(ready):
-                    yield ready
-                t = book_burst(path, cycles, x.nbytes, ready, env.now, own_cycles)
-                t += x.latency_cycles
-        elif kind == K_BARRIER:
-            barrier_id, mask = rec.barrier
-            cores = core.replica.barrier_cores(mask, rec, core)
-            blocked[unit] = (rec, "barrier", barrier_id, sorted(cores))
-            t = yield core.replica.barriers.arrive(barrier_id, core.logical, cores, s)
-            del blocked[unit]
-        log_start(s)
-        log_end(t)
-        if rec.is_ctrl:
-            ctl.ctrl_finished(t)
-        if rec.signals:
-            vis = t + sig_lat
-            for is_global, idx, n in rec.signals:
-                tok = gtok[idx] if is_global else ltok[idx]
-                waiters = tok.waiters
-                if n == 1 and not waiters:
-                    tok.units.append(vis)  # fast path of Token.signal
-                elif n == 1 and waiters[0][0] == 1 and not tok.units:
-                    # Fast path of Token.signal handing its one unit straight to the first
-                    # waiter (which needs just that one): what signal + take would do.
-                    waiters.popleft()[1].succeed(vis)
-                else:
-                    tok.signal(n, vis)
-                if tracing and tracer.t:
-                    tracer.token(core, t, idx, is_global, "signal", seq)
-        if tracing:
-            tracer.task(core, unit, rec, phase, s, t)
-    return t
+                    # One burst (the common tile), booked inline. Bookings wait for the simulated
+                    # present to reach their ready cycle, so links serve bursts first come first
+                    # served in time, whatever order the run-ahead units reach them in.
+                    if ready > env.now and not env.advance_to(ready):
+                        yield ready
+                    t = book_burst(path, cycles, x.nbytes, ready, env.now, own_cycles)
+                    t += x.latency_cycles
+            elif kind == K_BARRIER:
+                barrier_id, mask = rec.barrier
+                cores = core.replica.barrier_cores(mask, rec, core)
+                blocked[unit] = (rec, "barrier", barrier_id, sorted(cores))
+                t = yield core.replica.barriers.arrive(barrier_id, core.logical, cores, s)
+                del blocked[unit]
+            log_start(s)
+            log_end(t)
+            if rec.is_ctrl:
+                ctl.ctrl_finished(t)
+            if rec.signals:
+                vis = t + sig_lat
+                for is_global, idx, n in rec.signals:
+                    tok = gtok[idx] if is_global else ltok[idx]
+                    waiters = tok.waiters
+                    if n == 1 and not waiters:
+                        tok.units.append(vis)  # fast path of Token.signal
+                    elif n == 1 and waiters[0][0] == 1 and not tok.units:
+                        # Fast path of Token.signal handing its one unit straight to the first
+                        # waiter (which needs just that one): what signal + take would do.
+                        waiters.popleft()[1].succeed(vis)
+                    else:
+                        tok.signal(n, vis)
+                    if tracing and tracer.t:
+                        tracer.token(core, t, idx, is_global, "signal", seq)
+            if tracing:
+                tracer.task(core, unit, rec, phase, s, t)
+        core.unit_done(phase, t)
+    core.finished_units += 1
 
 
 def describe_block(what: tuple) -> str:
