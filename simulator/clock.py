@@ -101,6 +101,17 @@ class Runner:
             else:
                 error = req._value
 
+    def wait_for(self, event: simpy.Event) -> None:
+        """Resume when ``event`` fires (at once if it already has been processed)."""
+        callbacks = event.callbacks
+        if callbacks is not None:
+            callbacks.append(self.resume_on)
+        elif event._ok:
+            self.resume(event._value)
+        else:
+            event._defused = True
+            self.resume(None, event._value)
+
 
 class RunEnvironment(simpy.Environment):
     """`simpy.Environment` with light processes and a fast-forward of an idle present."""
@@ -136,8 +147,20 @@ class RunEnvironment(simpy.Environment):
         except IndexError:
             raise EmptySchedule from None
         if type(event) is tuple:
+            # A runner's wake-up: the common case, so its first send is inlined here.
             runner, value = event
-            runner.resume(value)
+            self.active = runner
+            try:
+                req = runner.gen.send(value)
+            except StopIteration as stop:
+                runner.value = stop.value
+                return
+            if req is PARKED:
+                return
+            if type(req) is int:
+                heappush(self._queue, (req, NORMAL, next(self._eid), (runner, None)))
+                return
+            runner.wait_for(req)
             return
         callbacks, event.callbacks = event.callbacks, None
         last = len(callbacks) - 1
