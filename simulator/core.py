@@ -4,9 +4,10 @@ A unit process walks its own pre-split queue of records. It keeps its own clock 
 cycle its previous task ended) and only yields to SimPy when something can block it: a
 dispatch held back by a ``ctrl`` task or a tasklist chunk, a token not yet signalled, a
 barrier, a link reservation (see `clock` for what a yield costs). Compute tasks advance
-``t`` arithmetically, so most tasks cost no event at all. Signals carry their visibility cycle (see `tokens`), so a unit can signal as
-soon as it knows its end cycle. Every clock value is known at a simulated time no later than
-itself, which keeps link reservations in time order (see `links.transfer`).
+``t`` arithmetically, so most tasks cost no event at all. Signals carry their visibility
+cycle (see `tokens`), so a unit can signal as soon as it knows its end cycle. Every clock
+value is known at a simulated time no later than itself, which keeps link reservations in
+time order (see `links.transfer`).
 """
 
 from __future__ import annotations
