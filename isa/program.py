@@ -25,10 +25,13 @@ import math
 import zlib
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aipusim.errors import ConfigError, TasklistError
 from aipusim.isa.tasks import Pool, Task
+
+if TYPE_CHECKING:
+    from aipusim.isa.table import TaskTable
 
 #: Version of the ``model.json`` layout; bump on an incompatible change.
 PROGRAM_FORMAT_VERSION = 1
@@ -251,6 +254,26 @@ def verify_crcs(folder: Path, program: Program) -> None:
             )
 
 
+def _tasklist_files(compiled_dir: str | Path) -> tuple[Program, dict[int, Path]]:
+    """``model.json`` of a compiled directory and the checked path of each core's tasklist."""
+    folder = Path(compiled_dir)
+    path = folder / PROGRAM_FILE
+    if not path.is_file():
+        raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
+    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    if program.extra.get("crc_check"):
+        verify_crcs(folder, program)
+    files: dict[int, Path] = {}
+    for core, name in zip(program.instance.cores, program.instance.tasklists, strict=True):
+        file = (folder / name).resolve()
+        if folder.resolve() not in file.parents:
+            raise ConfigError(f"tasklist file must lie inside {folder}, not {name!r}")
+        if not file.is_file():
+            raise TasklistError(f"tasklist file of core {core} is missing: {file}")
+        files[core] = file
+    return program, files
+
+
 def load_program(compiled_dir: str | Path) -> tuple[Program, dict[int, list[Task]]]:
     """Read ``model.json`` and every core's tasklist of a compiled directory.
 
@@ -260,19 +283,14 @@ def load_program(compiled_dir: str | Path) -> tuple[Program, dict[int, list[Task
     """
     from aipusim.isa.tasklist import read_tasklist
 
-    folder = Path(compiled_dir)
-    path = folder / PROGRAM_FILE
-    if not path.is_file():
-        raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
-    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
-    if program.extra.get("crc_check"):
-        verify_crcs(folder, program)
-    tasklists: dict[int, list[Task]] = {}
-    for core, name in zip(program.instance.cores, program.instance.tasklists, strict=True):
-        file = (folder / name).resolve()
-        if folder.resolve() not in file.parents:
-            raise ConfigError(f"tasklist file must lie inside {folder}, not {name!r}")
-        if not file.is_file():
-            raise TasklistError(f"tasklist file of core {core} is missing: {file}")
-        tasklists[core] = list(read_tasklist(file).tasks)
-    return program, tasklists
+    program, files = _tasklist_files(compiled_dir)
+    return program, {core: list(read_tasklist(file).tasks) for core, file in files.items()}
+
+
+def load_program_tables(compiled_dir: str | Path) -> tuple[Program, dict[int, TaskTable]]:
+    """`load_program` with each tasklist as columns (`aipusim.isa.table.TaskTable`): the
+    same checks and errors, no `Task` object per task (what the simulator runs from)."""
+    from aipusim.isa.tasklist import read_tasklist_table
+
+    program, files = _tasklist_files(compiled_dir)
+    return program, {core: read_tasklist_table(file)[1] for core, file in files.items()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -11,7 +12,8 @@ import pytest
 from aipusim import zoo
 from aipusim.cli.main import main
 from aipusim.errors import TasklistError
-from aipusim.isa.program import load_program
+from aipusim.isa.program import load_program, load_program_tables
+from aipusim.isa.table import TaskTable
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,19 @@ def test_intact_folder_loads(compiled: Path) -> None:
     assert sum(len(t) for t in tasklists.values()) > 0
 
 
+def test_tables_load_the_same_tasks_as_objects(compiled: Path) -> None:
+    program, tasklists = load_program(compiled)
+    program2, tables = load_program_tables(compiled)
+    assert program2 == program and set(tables) == set(tasklists)
+    for core, tasks in tasklists.items():
+        assert tables[core] == TaskTable.from_tasks(tasks)
+
+
+@pytest.mark.parametrize("load", [load_program, load_program_tables])
 @pytest.mark.parametrize("name", ["core0.tasklist", "report.json", "manifest.json"])
-def test_a_flipped_byte_names_the_file(compiled: Path, tmp_path: Path, name: str) -> None:
+def test_a_flipped_byte_names_the_file(
+    compiled: Path, tmp_path: Path, name: str, load: Callable[[Path], object]
+) -> None:
     folder = _copy(compiled, tmp_path)
     data = bytearray((folder / name).read_bytes())
     data[len(data) // 2] ^= 0x01
@@ -43,7 +56,7 @@ def test_a_flipped_byte_names_the_file(compiled: Path, tmp_path: Path, name: str
     with pytest.raises(
         TasklistError, match=rf"^{name} must have CRC32 0x[0-9a-f]{{8}} as recorded"
     ):
-        load_program(folder)
+        load(folder)
 
 
 def test_simulate_refuses_a_corrupted_folder_in_one_line(
