@@ -145,7 +145,7 @@ def run_model(
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.pipeline import PIPELINE
     from aipusim.compiler.request import CompileRequest
-    from aipusim.isa.program import load_program
+    from aipusim.isa.program import load_program_tables
     from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
     from aipusim.run_report import write_run_report
     from aipusim.simulator import simulate
@@ -173,7 +173,7 @@ def run_model(
         )
         compile_s = time.perf_counter() - t0
 
-        program, tasklists = load_program(tmp / "compile" / "compiled_model")
+        program, tasklists = load_program_tables(tmp / "compile" / "compiled_model")
         step = hook("simulate", frames * max(1, program.replicas))
         t0 = time.perf_counter()
         sim = simulate(

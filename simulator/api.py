@@ -8,7 +8,8 @@ from typing import Any
 
 from aipusim.arch import Arch, load_arch
 from aipusim.errors import ConfigError
-from aipusim.isa.program import Program, load_program
+from aipusim.isa.program import Program, load_program_tables
+from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Task
 from aipusim.isa.trace_schema import POWER_TIMELINE_SUFFIX, TraceHeader, parse_levels
 from aipusim.simulator.engine import Simulation
@@ -56,7 +57,7 @@ def _knob(key: str, value: Any) -> tuple[str, Any]:
 
 def simulate(
     program_or_dir: Program | str | Path,
-    tasklists: Mapping[int, Sequence[Task]] | None = None,
+    tasklists: Mapping[int, Sequence[Task] | TaskTable] | None = None,
     *,
     arch: Arch | None = None,
     frames: int = 8,
@@ -68,9 +69,9 @@ def simulate(
     """Simulate a compiled program for ``frames`` frames per instance replica.
 
     ``program_or_dir`` is a compiled directory (``model.json`` + ``core<N>.tasklist``) or a
-    `Program` with in-memory ``tasklists`` ``{logical core: [Task, ...]}``. ``levels``
-    (default: the program's ``profiling_levels``) are the trace tags to record; they cost
-    control-core cycles whether or not ``trace_path`` is given. A ``trace_path`` ending in
+    `Program` with in-memory ``tasklists`` ``{logical core: [Task, ...] or TaskTable}``.
+    ``levels`` (default: the program's ``profiling_levels``) are the trace tags to record;
+    they cost control-core cycles whether or not ``trace_path`` is given. A ``trace_path`` ending in
     ``.parquet`` writes Parquet, anything else text; the power timeline goes beside it
     (``run.trace`` -> ``run.power.parquet``). ``overrides`` change runtime knobs
     (``frequency``, ``double_buffer``, ``use_hw_tokens``, ``stream_tasklist``,
@@ -92,7 +93,7 @@ def simulate(
             raise ConfigError("tasklists must be given with a Program, not None")
         program, lists = program_or_dir, dict(tasklists)
     else:
-        program, lists = load_program(program_or_dir)
+        program, lists = load_program_tables(program_or_dir)
     arch = arch or load_arch()
     changes: dict[str, Any] = {}
     for key, value in (overrides or {}).items():

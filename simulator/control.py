@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import simpy
 
-from aipusim.simulator.units import Rec
+from aipusim.simulator.units import Op
 
 
 class ControlCore:
@@ -32,28 +32,28 @@ class ControlCore:
         self.busy_cycles = 0
         self.last_dispatch = 0
         self.times: list[int] = []  # dispatch cycles of the current phase, by task index
-        self.recs: list[Rec] = []
+        self.ops: list[Op] = []  # the phase's ops, in dispatch order
         self.gp_base = 0  # global stream position of the phase's task 0
         self.gate = 0
-        self.blocked_by: Rec | None = None  # a ctrl task dispatched and not yet finished
+        self.blocked_by: Op | None = None  # a ctrl task dispatched and not yet finished
         self.arrival: dict[int, int] | None = None  # chunk -> cycle it landed (None: resident)
         self.progress = env.event()
         self.dispatched_gp = -1
         self.bulk = False
 
-    def begin_phase(self, recs: list[Rec], gp_base: int, start: int, bulk: bool) -> None:
-        """Start dispatching ``recs`` from cycle ``start``.
+    def begin_phase(self, ops: list[Op], gp_base: int, start: int, bulk: bool) -> None:
+        """Start dispatching the phase's ``ops`` from cycle ``start``.
 
         ``bulk``: nothing can hold dispatch back in this phase (no ctrl task, no trace
         line, the whole tasklist already resident), so every dispatch cycle is known now.
         """
-        self.recs = recs
+        self.ops = ops
         self.times = []
         self.gp_base = gp_base
         self.gate = start
         self.bulk = bulk
         if bulk and self.arrival is not None:
-            last = self.gp_base + len(recs) - 1
+            last = self.gp_base + len(ops) - 1
             landed = [
                 self.arrival.get(c)
                 for c in range(gp_base // self.chunk_records, last // self.chunk_records + 1)
@@ -61,15 +61,15 @@ class ControlCore:
             if None in landed:
                 return
             start = max([start, *landed])
-        if bulk and recs:
+        if bulk and ops:
             step = self.dispatch_cycles
             first = max(self.last_dispatch, self.free_at, start) + step
             self.times = (
-                list(range(first, first + step * len(recs), step)) if step else [first] * len(recs)
+                list(range(first, first + step * len(ops), step)) if step else [first] * len(ops)
             )
             self.last_dispatch = self.free_at = self.times[-1]
-            self.busy_cycles += step * len(recs)
-            self.dispatched_gp = gp_base + len(recs) - 1
+            self.busy_cycles += step * len(ops)
+            self.dispatched_gp = gp_base + len(ops) - 1
 
     def wake(self) -> None:
         """Wake whoever waits for dispatch progress (a ctrl task ended, a chunk landed)."""
@@ -108,9 +108,9 @@ class ControlCore:
             self.free_at = d
             self.last_dispatch = d
             times.append(d)
-            rec = self.recs[j]
-            if rec.is_ctrl:
-                self.blocked_by = rec
+            op = self.ops[j]
+            if op.is_ctrl:
+                self.blocked_by = op
         return times[seq]
 
     def _dispatch_chunk(self, seq: int) -> None:
@@ -123,7 +123,7 @@ class ControlCore:
             landed = self.arrival.get(gp // per) if self.arrival is not None else 0
             if landed is None:
                 return
-            n = min(per - gp % per, len(self.recs) - len(times))
+            n = min(per - gp % per, len(self.ops) - len(times))
             step = self.dispatch_cycles
             first = max(self.last_dispatch, self.free_at, self.gate, landed) + step
             times.extend(range(first, first + step * n, step) if step else [first] * n)

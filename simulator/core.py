@@ -22,10 +22,11 @@ from aipusim.simulator.clock import PARKED
 from aipusim.simulator.control import ControlCore
 from aipusim.simulator.links import Link, book_burst, burst_cycles, transfer
 from aipusim.simulator.tokens import Token
-from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA, Rec, Xfer
+from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA, Xfer
 
 if TYPE_CHECKING:
-    from aipusim.simulator.engine import CoreCode, Replica, Simulation
+    from aipusim.simulator.engine import Replica, Simulation
+    from aipusim.simulator.prepare import CoreCode
 
 
 class CoreRun:
@@ -45,8 +46,8 @@ class CoreRun:
             Token(f"core{physical}.local{i}") for i in range(sim.arch.tokens.local_per_core)
         ]
         self.gtok = replica.gtok
-        #: unit -> (record, kind, object, count) while the unit is blocked (deadlock reports).
-        self.blocked: dict[str, tuple[Rec, str, Any, Any]] = {}
+        #: unit -> (seq, kind, object, count) while the unit is blocked (deadlock reports).
+        self.blocked: dict[str, tuple[int, str, Any, Any]] = {}
         self.current_phase: dict[str, int] = {}
         self._phase_ev: dict[int, simpy.Event] = {}
         self._done_ev: dict[int, simpy.Event] = {}
@@ -87,12 +88,10 @@ class CoreRun:
         return ev
 
     def start_phase(self, phase: int, start: int) -> None:
-        recs = self.code.init if phase < 0 else self.code.frame
+        code = self.code.phase(phase)
         gp_base = 0 if phase < 0 else self.sim.gp_base(self.code, phase)
-        bulk = not self.code.has_ctrl[0 if phase < 0 else 1] and (
-            self.sim.tracer is None or not self.sim.tracer.per_task
-        )
-        self.ctl.begin_phase(recs, gp_base, start, bulk)
+        bulk = not code.has_ctrl and (self.sim.tracer is None or not self.sim.tracer.per_task)
+        self.ctl.begin_phase(code.ops, gp_base, start, bulk)
         self._pending[phase] = self.n_units
         self._done_t[phase] = start
         self.phase_event(phase).succeed(start)
@@ -131,43 +130,43 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
     routes = core.routes
     burst = sim.burst_bytes
     blocked = core.blocked
-    lists = core.code.by_unit[unit]
+    queues = (core.code.init.by_unit.get(unit), core.code.frame.by_unit.get(unit))
     t = 0
     for phase in range(-1, sim.starts):
         start = yield core.phase_event(phase)
         if start > t:
             t = start
         core.current_phase[unit] = phase
-        recs = lists[0] if phase < 0 else lists[1]
+        queue = queues[0 if phase < 0 else 1]
         starts, ends = array("q"), array("q")
-        if recs:
-            rids = core.code.rids[unit][0 if phase < 0 else 1]
-            sim.segments.append((core.physical, phase, rids, starts, ends))
+        if queue is None:
+            core.unit_done(phase, t)
+            continue
+        sim.segments.append((core.physical, phase, queue.rids, starts, ends))
         log_start, log_end = starts.append, ends.append
         times = ctl.times  # this phase's dispatch cycles (grows, never changes identity)
-        for rec in recs:
-            seq = rec.seq
+        for seq, op in zip(queue.seqs, queue.ops, strict=True):
             try:
                 d = times[seq]
             except IndexError:
                 d = ctl.dispatch_time(seq)
             if d is None:
-                blocked[unit] = (rec, "dispatch", None, 0)
+                blocked[unit] = (seq, "dispatch", None, 0)
                 while d is None:
                     yield ctl.progress
                     d = ctl.dispatch_time(seq)
                 del blocked[unit]
             if d > t:
                 t = d
-            if rec.waits:
+            if op.waits:
                 check = t
-                for is_global, idx, n in rec.waits:
+                for is_global, idx, n in op.waits:
                     tok = gtok[idx] if is_global else ltok[idx]
                     units = tok.units
                     if len(units) >= n and not tok.waiters:  # Token.try_take, inlined
                         vis = units.popleft() if n == 1 else tok.take(n)
                     else:
-                        blocked[unit] = (rec, "token", tok, n)
+                        blocked[unit] = (seq, "token", tok, n)
                         tok.waiters.append((n, env.active))  # woken by the signal's succeed
                         vis = yield PARKED
                         del blocked[unit]
@@ -182,12 +181,12 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                     tick = -(-t // poll_interval) * poll_interval
                     core.poll_spans.append((check, tick + poll_cost))
                     t = tick + poll_cost
-            kind = rec.kind
+            kind = op.kind
             s = t
             if kind == K_COMPUTE:
-                t = s + rec.dur
+                t = s + op.dur
             elif kind == K_DMA:
-                x = rec.xfer
+                x = op.xfer
                 route = routes.get(id(x))
                 if route is None:
                     route = routes[id(x)] = core.route(x)
@@ -205,18 +204,18 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                     t = book_burst(path, cycles, x.nbytes, ready, env.now, own_cycles)
                     t += x.latency_cycles
             elif kind == K_BARRIER:
-                barrier_id, mask = rec.barrier
-                cores = core.replica.barrier_cores(mask, rec, core)
-                blocked[unit] = (rec, "barrier", barrier_id, sorted(cores))
+                barrier_id, mask = op.barrier
+                cores = core.replica.barrier_cores(mask, seq, phase, core)
+                blocked[unit] = (seq, "barrier", barrier_id, sorted(cores))
                 t = yield core.replica.barriers.arrive(barrier_id, core.logical, cores, s)
                 del blocked[unit]
             log_start(s)
             log_end(t)
-            if rec.is_ctrl:
+            if op.is_ctrl:
                 ctl.ctrl_finished(t)
-            if rec.signals:
+            if op.signals:
                 vis = t + sig_lat
-                for is_global, idx, n in rec.signals:
+                for is_global, idx, n in op.signals:
                     tok = gtok[idx] if is_global else ltok[idx]
                     waiters = tok.waiters
                     if n == 1 and not waiters:
@@ -230,7 +229,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                     if tracing and tracer.t:
                         tracer.token(core, t, idx, is_global, "signal", seq)
             if tracing:
-                tracer.task(core, unit, rec, phase, s, t)
+                tracer.task(core, unit, seq, op, phase, s, t)
         core.unit_done(phase, t)
     core.finished_units += 1
 

@@ -12,7 +12,6 @@ import math
 from array import array
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,21 +21,20 @@ from aipusim.arch.model import Arch
 from aipusim.errors import DeadlockError, SimulationError, TasklistError
 from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.program import MulticoreMode, Program
-from aipusim.isa.tasks import Phase, Pool, Task, Unit
+from aipusim.isa.table import TaskTable
+from aipusim.isa.tasks import Pool, Task
 from aipusim.isa.trace_schema import Component
 from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.host import host_inputs, host_outputs
 from aipusim.simulator.links import Link, transfer
+from aipusim.simulator.prepare import CoreCode, prepare_core
 from aipusim.simulator.tokens import BarrierHub, Token
 from aipusim.simulator.trace import Tracer
-from aipusim.simulator.units import COMPONENTS, C, Rec, TaskCoster
+from aipusim.simulator.units import COMPONENTS, C, Op, TaskCoster
 
 if TYPE_CHECKING:
     from aipusim.simulator.result import SimResult
-
-#: Fixed order of unit processes inside a core (creation order breaks SimPy ties).
-UNIT_ORDER: tuple[str, ...] = tuple(u.value for u in Unit)
 
 
 @contextmanager
@@ -51,23 +49,6 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-@dataclass
-class CoreCode:
-    """The records of one logical core, split by phase and by unit queue."""
-
-    logical: int
-    init: list[Rec]
-    frame: list[Rec]
-    by_unit: dict[str, tuple[list[Rec], list[Rec]]]
-    unit_names: tuple[str, ...]
-    rids: dict[str, tuple[np.ndarray, np.ndarray]]  # unit -> rids of its INIT / FRAME records
-    has_ctrl: tuple[bool, bool]  # INIT / FRAME phase holds a ctrl task (blocks dispatch)
-
-    @property
-    def n_records(self) -> int:
-        return len(self.init) + len(self.frame)
 
 
 class Replica:
@@ -106,14 +87,15 @@ class Replica:
     def d2h_event(self, s: int) -> simpy.Event:
         return self._event("d2h", s)
 
-    def barrier_cores(self, mask: int, rec: Rec, core: CoreRun) -> frozenset[int]:
+    def barrier_cores(self, mask: int, seq: int, phase: int, core: CoreRun) -> frozenset[int]:
         n = len(self.cores)
         cores = (
             frozenset(range(n)) if mask == 0 else frozenset(i for i in range(8) if mask >> i & 1)
         )
         if not cores <= frozenset(range(n)) or core.logical not in cores:
             raise TasklistError(
-                f"core {core.logical} task {rec.seq} (Barrier, layer {rec.layer!r}): core_mask "
+                f"core {core.logical} task {seq} (Barrier, layer {core.code.layer(phase, seq)!r}): "
+                f"core_mask "
                 f"must name cores of the instance 0-{n - 1} including its own, not {mask:#b}"
             )
         return cores
@@ -134,7 +116,7 @@ class Simulation:
     def __init__(
         self,
         program: Program,
-        tasklists: Mapping[int, Sequence[Task]],
+        tasklists: Mapping[int, Sequence[Task] | TaskTable],
         arch: Arch,
         *,
         frames: int = 8,
@@ -184,18 +166,16 @@ class Simulation:
         self.window_records = window // RECORD_BYTES
 
         coster = TaskCoster(arch, freq, program.mvm_utilization_limit)
-        self.recs: list[Rec] = []  # every record of every logical core; index = rid
+        #: Every distinct op of the run (`Op.index` is the row).
+        self.ops: list[Op] = []
+        self.codes: dict[int, CoreCode] = {}
+        rid_base = 0
         with gc_paused():
-            self.codes = {c: self._prepare(c, tasklists[c], coster) for c in program.instance.cores}
-            self.host_rows: list[list[float]] = []
-            self.host_rid = {d: self._host_energy_row(d) for d in ("h2d", "d2h")}
-            recs = self.recs
-            #: rid -> energy per component (pJ, nominal V), logical core, unit, layer, task index.
-            self.energy_rows = [r.energy for r in recs] + self.host_rows
-            self.rec_info = [(-1, r.unit, r.layer) for r in recs] + [
-                (-1, f"pcie_{d}", "") for d in self.host_rid
-            ]
-            self.rec_seq = np.array([r.seq for r in recs] + [-1] * len(self.host_rid), np.int64)
+            for c in program.instance.cores:
+                code = self._prepare(c, tasklists[c], coster, rid_base)
+                self.codes[c] = code
+                rid_base += code.n_records
+        self._task_table(rid_base)
 
         self.links: dict[str, Link] = {
             "ddr": Link("ddr", arch.ddr_bw_bytes_per_cycle(freq)),
@@ -222,30 +202,11 @@ class Simulation:
             self.replicas.append(rep)
 
     # -- preparation -------------------------------------------------------------------
-    def _prepare(self, logical: int, tasks: Sequence[Task], coster: TaskCoster) -> CoreCode:
-        init: list[Rec] = []
-        frame: list[Rec] = []
-        label = f"core {logical}"
-        all_recs = self.recs
-        record = coster.record
-        init_phase = Phase.INIT
-        for task in tasks:
-            phase_list = init if task.phase == init_phase else frame
-            rec = record(task, len(phase_list), label, len(all_recs))
-            all_recs.append(rec)
-            phase_list.append(rec)
-        split: dict[str, tuple[list[Rec], list[Rec]]] = {u: ([], []) for u in UNIT_ORDER}
-        for rec in init:
-            split[rec.unit][0].append(rec)
-        for rec in frame:
-            split[rec.unit][1].append(rec)
-        by_unit = {u: lists for u, lists in split.items() if lists[0] or lists[1]}
-        rids = {
-            u: (np.array([r.rid for r in i], np.int64), np.array([r.rid for r in f], np.int64))
-            for u, (i, f) in by_unit.items()
-        }
-        has_ctrl = (any(r.is_ctrl for r in init), any(r.is_ctrl for r in frame))
-        code = CoreCode(logical, init, frame, by_unit, tuple(by_unit), rids, has_ctrl)
+    def _prepare(
+        self, logical: int, tasks: Sequence[Task] | TaskTable, coster: TaskCoster, rid_base: int
+    ) -> CoreCode:
+        table = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
+        code = prepare_core(logical, table, coster, self.ops, rid_base)
         if not self.program.stream_tasklist and code.n_records > self.window_records:
             raise SimulationError(
                 f"tasklist of core {logical} is {code.n_records * RECORD_BYTES} bytes; without "
@@ -254,23 +215,52 @@ class Simulation:
             )
         return code
 
-    def _host_energy_row(self, direction: str) -> int:
+    def _task_table(self, n_tasks: int) -> None:
+        """The run's tables for the result: a row per op (plus one per host direction) and
+        a row per task (``rid``: each core's INIT then FRAME tasks, then the two host
+        transfers)."""
         e = self.arch.energy
         inst = self.program.instance
-        nbytes = (inst.input_bytes if direction == "h2d" else inst.output_bytes) * (
-            self.frames_per_start
-        )
-        pool = inst.input_pool if direction == "h2d" else inst.output_pool
-        row = [0.0] * len(COMPONENTS)
-        row[C[Component.PCIE]] = nbytes * e.pcie_pj_per_byte
-        if pool == Pool.DDR:
-            row[C[Component.DDR]] = nbytes * e.ddr_seq_pj_per_byte
-        elif pool == Pool.L2:
-            row[C[Component.L2]] = nbytes * (
-                e.l2_write_pj_per_byte if direction == "h2d" else e.l2_read_pj_per_byte
+        rows = [op.energy for op in self.ops]
+        #: Unit of each op row.
+        self.op_unit = [op.unit for op in self.ops]
+        self.host_rid: dict[str, int] = {}
+        host_ops = []
+        for direction in ("h2d", "d2h"):
+            nbytes = (inst.input_bytes if direction == "h2d" else inst.output_bytes) * (
+                self.frames_per_start
             )
-        self.host_rows.append(row)
-        return len(self.recs) + len(self.host_rows) - 1
+            pool = inst.input_pool if direction == "h2d" else inst.output_pool
+            row = [0.0] * len(COMPONENTS)
+            row[C[Component.PCIE]] = nbytes * e.pcie_pj_per_byte
+            if pool == Pool.DDR:
+                row[C[Component.DDR]] = nbytes * e.ddr_seq_pj_per_byte
+            elif pool == Pool.L2:
+                row[C[Component.L2]] = nbytes * (
+                    e.l2_write_pj_per_byte if direction == "h2d" else e.l2_read_pj_per_byte
+                )
+            self.host_rid[direction] = n_tasks + len(host_ops)
+            host_ops.append(len(rows))
+            rows.append(tuple(row))
+            self.op_unit.append(f"pcie_{direction}")
+        #: Energy of each op row, pJ per component at nominal voltage.
+        self.op_energy = np.array(rows, dtype=np.float64).reshape(len(rows), len(COMPONENTS))
+        names: dict[str, int] = {"": 0}
+        ops, seqs, layers = [], [], []
+        for code in self.codes.values():
+            remap = np.array([names.setdefault(s, len(names)) for s in code.strings], np.int64)
+            for pc in (code.init, code.frame):
+                ops.append(pc.op_index)
+                seqs.append(np.arange(len(pc), dtype=np.int64))
+                layers.append(remap[pc.layers] if len(remap) else pc.layers.astype(np.int64))
+        ops.append(np.array(host_ops, np.int64))
+        seqs.append(np.full(len(host_ops), -1, np.int64))
+        layers.append(np.zeros(len(host_ops), np.int64))
+        #: Per task row: op row, position in its phase (-1: host transfer), layer name.
+        self.rid_op = np.concatenate(ops).astype(np.int64)
+        self.rid_seq = np.concatenate(seqs)
+        self.rid_layer = np.concatenate(layers)
+        self.layer_names = np.array(list(names), dtype=object)
 
     def gp_base(self, code: CoreCode, phase: int) -> int:
         """Position of a frame's first task in the core's tasklist stream."""
@@ -372,12 +362,12 @@ class Simulation:
         for rep in self.replicas:
             for core in rep.cores:
                 for unit, blocked in sorted(core.blocked.items()):
-                    rec, what = blocked[0], describe_block(blocked)
+                    seq, what = blocked[0], describe_block(blocked)
                     phase = core.current_phase.get(unit, -1)
                     where = "init" if phase < 0 else f"frame {core.frame_of(phase)}"
                     problems.append(
-                        f"core {core.physical} {unit} task {rec.seq} ({where}, layer "
-                        f"{rec.layer!r}) waits for {what}"
+                        f"core {core.physical} {unit} task {seq} ({where}, layer "
+                        f"{core.code.layer(phase, seq)!r}) waits for {what}"
                     )
             problems += [f"replica {rep.index}: {p}" for p in rep.barriers.pending()]
         done = all(len(rep.d2h) == self.starts for rep in self.replicas)

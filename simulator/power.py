@@ -76,7 +76,7 @@ class PowerProfile:
 
 def power_timeline(
     table: np.ndarray,
-    rid: np.ndarray,
+    row: np.ndarray,
     start: np.ndarray,
     end: np.ndarray,
     extra_pj: np.ndarray,
@@ -85,7 +85,7 @@ def power_timeline(
     static_w: float,
     window_us: float,
 ) -> PowerProfile:
-    """Bin the (already voltage-scaled) energy ``table[rid]`` of each logged activity.
+    """Bin the (already voltage-scaled) energy ``table[row]`` of each logged activity.
 
     ``extra_pj`` (per component) is energy not tied to a logged activity (trace lines,
     polls); it is spread evenly over the run.
@@ -122,8 +122,8 @@ def power_timeline(
             watts = np.full(nbins, static_w)
         else:
             watts = np.full(nbins, extra_pj[ci] * 1e-12 / run_s)
-            if len(rid):
-                energy = table[:, ci][rid]
+            if len(row):
+                energy = table[:, ci][row]
                 if energy.any():
                     rate = energy * inv_d
                     cum = relu_sum(idx_s, rate, s) - relu_sum(idx_e, rate, e)

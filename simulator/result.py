@@ -190,11 +190,10 @@ def build_result(sim: Simulation) -> SimResult:
     d2h_end = [rep.d2h[s] for rep in sim.replicas for s in range(sim.starts)]
     total = int(max([*d2h_end, int(end.max()) if len(end) else 0, 1]))
 
-    info = sim.rec_info
-    names = sorted({u for _, u, _ in info})
+    op = sim.rid_op[rid]  # op row of each logged activity
+    names = sorted(set(sim.op_unit))
     code_of = {u: i for i, u in enumerate(names)}
-    rec_unit = np.array([code_of[u] for _, u, _ in info], dtype=np.int64)
-    ucode = rec_unit[rid]
+    ucode = np.array([code_of[u] for u in sim.op_unit], dtype=np.int64)[op]
     is_host = np.array([u.startswith("pcie") for u in names], dtype=bool)[ucode]
     physical = sorted({c.physical for rep in sim.replicas for c in rep.cores})
     unit_names = sorted({u for c in sim.codes.values() for u in c.unit_names})
@@ -215,9 +214,8 @@ def build_result(sim: Simulation) -> SimResult:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
     link_util = {name: link.busy_cycles / total for name, link in sim.links.items()}
 
-    table = np.array(sim.energy_rows, dtype=np.float64) * dynamic_scale(arch, freq)[None, :]
-    counts = np.bincount(rid, minlength=len(table)) if len(rid) else np.zeros(len(table))
-    comp_pj = counts @ table
+    table = sim.op_energy * dynamic_scale(arch, freq)[None, :]
+    comp_pj = np.bincount(op, minlength=len(table)) @ table
     tracer = sim.tracer
     lines = tracer.lines if tracer is not None else 0
     extra = np.zeros(len(COMPONENTS))
@@ -232,9 +230,9 @@ def build_result(sim: Simulation) -> SimResult:
     frames_total = sim.frames * len(sim.replicas)
     per_frame = {c.value: float(comp_pj[i] * 1e-9 / frames_total) for i, c in enumerate(COMPONENTS)}
     init_mask = phase < 0
-    init_pj = float((np.bincount(rid[init_mask], minlength=len(table)) @ table).sum())
+    init_pj = float((np.bincount(op[init_mask], minlength=len(table)) @ table).sum())
     profile = power_timeline(
-        table, rid, start, end, extra, total, freq, static_w, arch.power.peak_window_us
+        table, op, start, end, extra, total, freq, static_w, arch.power.peak_window_us
     )
 
     latency = []
@@ -251,14 +249,18 @@ def build_result(sim: Simulation) -> SimResult:
     fps = frames_total / seconds
     device_fps = frames_total / (device_span / freq) if device_span > 0 else float("inf")
 
+    # One frame of the instance: how often each op runs in the FRAME phase of every core.
+    frame_ops = np.bincount(
+        np.concatenate([c.frame.op_index for c in sim.codes.values()]).astype(np.int64),
+        minlength=len(sim.ops),
+    )
     inst_macs = sum(
-        rec.macs for code in sim.codes.values() for rec in code.frame if rec.unit == "mvm"
+        int(n) * o.macs for n, o in zip(frame_ops, sim.ops, strict=True) if n and o.unit == "mvm"
     )
     ddr_bytes = sum(
-        rec.xfer.nbytes
-        for code in sim.codes.values()
-        for rec in code.frame
-        if rec.xfer is not None and "ddr" in rec.xfer.links
+        int(n) * o.xfer.nbytes
+        for n, o in zip(frame_ops, sim.ops, strict=True)
+        if n and o.xfer is not None and "ddr" in o.xfer.links
     )
     n_cores = len(sim.codes)
     bound = max(
@@ -266,17 +268,16 @@ def build_result(sim: Simulation) -> SimResult:
         ddr_bytes / arch.ddr_bw_bytes_per_cycle(freq),
     )
     names_arr = np.array(names, dtype=object)
-    layers_arr = np.array([i[2] for i in info], dtype=object)
-    rec_seq = sim.rec_seq
+    layer_names, rid_layer, rid_seq = sim.layer_names, sim.rid_layer, sim.rid_seq
 
     def task_log() -> pd.DataFrame:
         log = pd.DataFrame(
             {
                 "core": core,
                 "unit": names_arr[ucode],
-                "layer": layers_arr[rid],
+                "layer": layer_names[rid_layer[rid]],
                 "frame": phase,
-                "task": rec_seq[rid],
+                "task": rid_seq[rid],
                 "start": start,
                 "end": end,
             }
@@ -309,7 +310,7 @@ def build_result(sim: Simulation) -> SimResult:
         static_power_w=static,
         power_timeline=profile.timeline,
         event_counts={
-            "tasks": int(np.sum(sim.rec_seq[rid] >= 0)) if len(rid) else 0,
+            "tasks": int(np.sum(rid_seq[rid] >= 0)),
             "trace_lines": lines,
             "polls": polls,
         },

@@ -20,7 +20,7 @@ from aipusim.isa.trace_schema import (
     format_line,
     union_columns,
 )
-from aipusim.simulator.units import COMPUTE_UNITS, Rec
+from aipusim.simulator.units import COMPUTE_UNITS, Op
 
 if TYPE_CHECKING:
     from aipusim.simulator.core import CoreRun
@@ -68,53 +68,57 @@ class Tracer:
     def _charge(self, core: CoreRun, t: int) -> None:
         core.ctl.charge(t, self.line_cycles)
 
-    def task(self, core: CoreRun, unit: str, rec: Rec, phase: int, s: int, e: int) -> None:
+    def task(self, core: CoreRun, unit: str, seq: int, op: Op, phase: int, s: int, e: int) -> None:
+        """Task ``seq`` of ``phase`` on ``core`` ran ``op`` on ``unit`` over [s, e)."""
         frame = core.frame_of(phase)
-        if rec.xfer is not None:
+        code = core.code.phase(phase)
+        layer = core.code.strings[int(code.layers[seq])]
+        if op.xfer is not None:
             if self.m:
-                x = rec.xfer
+                x = op.xfer
                 self.rows[Tag.M].append(
-                    (core.physical, unit, frame, rec.layer, rec.seq, x.src, x.dst, x.nbytes, s, e)
+                    (core.physical, unit, frame, layer, seq, x.src, x.dst, x.nbytes, s, e)
                 )
                 self._charge(core, e)
         elif self.k and unit in COMPUTE_UNITS:
-            self.rows[Tag.K].append(
-                (core.physical, unit, frame, rec.layer, rec.seq, rec.tile, s, e, rec.macs)
-            )
+            tile = int(code.tiles[seq])
+            self.rows[Tag.K].append((core.physical, unit, frame, layer, seq, tile, s, e, op.macs))
             self._charge(core, e)
-        if (self.pb or self.pe) and rec.layer:
-            self._layer(core, rec, phase, frame, s, e)
+        if (self.pb or self.pe) and layer:
+            self._layer(core, layer, phase, frame, s, e)
 
-    def _layer(self, core: CoreRun, rec: Rec, phase: int, frame: int, s: int, e: int) -> None:
+    def _layer(self, core: CoreRun, layer: str, phase: int, frame: int, s: int, e: int) -> None:
         key = (core.physical, phase)
         open_layers = self._layers.setdefault(key, {})
-        state = open_layers.get(rec.layer)
+        state = open_layers.get(layer)
         if state is None:
             key = (core.physical, 0 if phase >= 0 else -1)
             counts = self._layer_counts.get(key)
             if counts is None:
                 counts = self._layer_counts[key] = {}
                 units: dict[str, set[str]] = {}
-                for r in core.code.init if phase < 0 else core.code.frame:
-                    if r.layer:
-                        counts[r.layer] = counts.get(r.layer, 0) + 1
-                        units.setdefault(r.layer, set()).add(r.unit)
+                code = core.code.phase(phase)
+                for op, index in zip(code.ops, code.layers.tolist(), strict=True):
+                    name = core.code.strings[index]
+                    if name:
+                        counts[name] = counts.get(name, 0) + 1
+                        units.setdefault(name, set()).add(op.unit)
                 self._layer_ops[key] = {
-                    layer: min(us, key=lambda u: _OP_RANK.get(u, len(_OP_RANK)))
-                    for layer, us in units.items()
+                    name: min(us, key=lambda u: _OP_RANK.get(u, len(_OP_RANK)))
+                    for name, us in units.items()
                 }
-            state = open_layers[rec.layer] = [counts[rec.layer], e]
+            state = open_layers[layer] = [counts[layer], e]
             if self.pb:
-                op = self.onnx_ops.get(rec.layer) or self._layer_ops[key][rec.layer]
-                self.rows[Tag.PB].append((s, core.physical, frame, rec.layer, op))
+                op = self.onnx_ops.get(layer) or self._layer_ops[key][layer]
+                self.rows[Tag.PB].append((s, core.physical, frame, layer, op))
                 self._charge(core, s)
         state[0] -= 1
         if e > state[1]:
             state[1] = e
         if state[0] == 0:
-            del open_layers[rec.layer]
+            del open_layers[layer]
             if self.pe:
-                self.rows[Tag.PE].append((state[1], core.physical, frame, rec.layer))
+                self.rows[Tag.PE].append((state[1], core.physical, frame, layer))
                 self._charge(core, state[1])
 
     def token(self, core: CoreRun, t: int, index: int, is_global: bool, op: str, task: int) -> None:

@@ -1,9 +1,11 @@
 """Timing and action counts of each task kind, from the `Arch` numbers only.
 
-A task becomes a compact record once, before the run, so the unit processes do no
+What a task does becomes a compact `Op` once, before the run, so the unit processes do no
 per-task arithmetic on dataclasses: its fixed duration (compute kinds), the links a transfer
 crosses and its fixed costs (DMA kinds), and its dynamic energy per component in pJ at the
-nominal voltage (the power model scales it to the run's voltage).
+nominal voltage (the power model scales it to the run's voltage). An op says nothing of where
+its task comes from (layer, tile) or which addresses it touches, so the tiles of a layer share
+one (see `prepare`).
 
 Timing rules (first order, DESIGN.md §4/§5):
 
@@ -72,11 +74,11 @@ class Xfer:
     dst: str
 
 
-@dataclass(slots=True)
-class Rec:
-    """One task, ready to execute. ``waits``/``signals`` are ``(global?, index, count)``."""
+@dataclass(slots=True, eq=False)
+class Op:
+    """What a task does on its unit, shared by every task that differs only in origin and
+    addresses. ``waits``/``signals`` are ``(global?, index, count)``."""
 
-    seq: int
     unit: str
     kind: int
     dur: int
@@ -84,12 +86,10 @@ class Rec:
     signals: tuple[tuple[bool, int, int], ...]
     xfer: Xfer | None
     barrier: tuple[int, int] | None  # (barrier_id, core_mask)
-    layer: str
-    tile: int
     macs: int
     energy: tuple[float, ...]  # pJ per component at nominal voltage, in COMPONENTS order
     is_ctrl: bool
-    rid: int = -1  # row of this record in the run's energy table
+    index: int = -1  # row of this op in the run's op table
 
 
 def _tokens(refs: tuple, arch: Arch, where: str) -> tuple[tuple[bool, int, int], ...]:
@@ -108,45 +108,19 @@ def _tokens(refs: tuple, arch: Arch, where: str) -> tuple[tuple[bool, int, int],
     return tuple(out)
 
 
-def _cost_key(t: Task) -> tuple | None:
-    """The fields that decide a task's time and energy (None: do not cache)."""
-    if isinstance(t, Mvm):
-        return (3, t.vectors, t.rows_used, t.cols_used, t.weight_set, t.accumulate, t.post)
-    if isinstance(t, DmaCopy):
-        return (1, t.unit, t.src_pool, t.dst_pool, t.bytes, t.rows, t.dst_core_mask)
-    if isinstance(t, DpuOp):
-        return (4, t.kind, t.elements, t.operands)
-    if isinstance(t, DwpuOp):
-        return (5, t.channels, t.h, t.w, t.out_h, t.out_w, t.kh, t.kw)
-    if isinstance(t, WeightLoad):
-        return (2, t.bytes)
-    return None
-
-
 def _where(label: str, seq: int, task: Task) -> str:
+    """Names a task in an error message."""
     return f"{label} task {seq} ({type(task).__name__}, layer {task.layer!r})"
 
 
-class _Where:
-    """Names a task in an error message; formatted only when an error is raised."""
-
-    __slots__ = ("label", "seq", "task")
-
-    def __init__(self, label: str, seq: int, task: Task) -> None:
-        self.label, self.seq, self.task = label, seq, task
-
-    def __str__(self) -> str:
-        return _where(self.label, self.seq, self.task)
-
-
 class TaskCoster:
-    """Turns tasks into `Rec` records for one run (one arch, clock and MVM limit).
+    """Turns tasks into `Op`s for one run (one arch, clock and MVM limit).
 
     >>> from aipusim.arch import load_arch
     >>> coster = TaskCoster(load_arch(), 800_000_000, 1.0)
     >>> t = Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=100,
     ...         rows_used=512, cols_used=512)
-    >>> coster.record(t, 0, "core 0", 0).dur
+    >>> coster.op(t, "core 0", 0).dur
     816
     """
 
@@ -157,52 +131,28 @@ class TaskCoster:
         self.ddr_latency = arch.ns_to_cycles(arch.ddr.latency_ns, freq_hz)
         self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq_hz)
         self.e = arch.energy
-        self._valid_refs: set[tuple] = set()
-        self._cost_cache: dict[tuple, tuple] = {}
 
-    def _refs(self, refs: tuple, label: str, seq: int, task: Task) -> tuple:
-        # The plain-int form; each distinct one is range-checked once.
-        if len(refs) == 1:
-            r = refs[0]
-            out: tuple = ((r.scope == "global", r.index, r.count),)
-        else:
-            out = tuple((r.scope == "global", r.index, r.count) for r in refs)
-        if out not in self._valid_refs:
-            _tokens(refs, self.arch, _where(label, seq, task))
-            self._valid_refs.add(out)
-        return out
-
-    def record(self, task: Task, seq: int, label: str, rid: int) -> Rec:
-        """The record of ``task``, the ``seq``-th of its phase on core ``label``."""
-        key = _cost_key(task)
-        cost = self._cost_cache.get(key) if key is not None else None
-        if cost is None:
-            cost = self._cost(task, key, _Where(label, seq, task))
-        kind, dur, macs, xfer, barrier, energy = cost
+    def op(self, task: Task, label: str, seq: int) -> Op:
+        """The op of ``task``, the ``seq``-th of its phase on core ``label`` (named in
+        errors)."""
+        where = _where(label, seq, task)
+        kind, dur, macs, xfer, barrier, energy = self._cost(task, where)
         unit = task.unit
-        return Rec(
-            seq,
+        return Op(
             str(unit),
             kind,
             dur,
-            self._refs(task.waits, label, seq, task) if task.waits else (),
-            self._refs(task.signals, label, seq, task) if task.signals else (),
+            _tokens(task.waits, self.arch, where),
+            _tokens(task.signals, self.arch, where),
             xfer,
             barrier,
-            task.layer,
-            task.tile,
             macs,
             energy,
             unit == Unit.CTRL,
-            rid,
         )
 
-    def _cost(self, task: Task, key: tuple | None, where: _Where) -> tuple:
-        """(kind, duration, MACs, transfer, barrier, energy) of a task.
-
-        Tiles of one layer repeat the same shapes at other addresses, so costs are cached
-        by ``key``, the fields that matter for time and energy (never by addresses).
-        """
+    def _cost(self, task: Task, where: str) -> tuple:
+        """(kind, duration, MACs, transfer, barrier, energy) of a task."""
         energy = [0.0] * len(COMPONENTS)
         energy[C[Component.CONTROL]] = self.e.control_task_pj
         kind, dur, macs, xfer, barrier = K_COMPUTE, 0, 0, None, None
@@ -224,12 +174,9 @@ class TaskCoster:
             kind = K_HOST
         elif not isinstance(task, TokenWait | TokenSignal):
             raise TasklistError(f"{where}: task kind must be a known kind, not {type(task)}")
-        cost = (kind, dur, macs, xfer, barrier, tuple(energy))
-        if key is not None:
-            self._cost_cache[key] = cost
-        return cost
+        return kind, dur, macs, xfer, barrier, tuple(energy)
 
-    def _mvm(self, t: Mvm, energy: list[float], where: _Where) -> tuple[int, int]:
+    def _mvm(self, t: Mvm, energy: list[float], where: str) -> tuple[int, int]:
         mvm = self.arch.mvm
         if not (0 < t.rows_used <= mvm.rows and 0 < t.cols_used <= mvm.cols):
             raise TasklistError(
@@ -278,7 +225,7 @@ class TaskCoster:
         energy[C[Component.L1]] += t.channels * t.out_h * t.out_w * e.l1_write_pj_per_byte
         return dur, macs
 
-    def _dma(self, t: DmaCopy, energy: list[float], where: _Where) -> Xfer:
+    def _dma(self, t: DmaCopy, energy: list[float], where: str) -> Xfer:
         arch, e = self.arch, self.e
         if t.bytes <= 0:
             raise TasklistError(f"{where}: bytes must be > 0, not {t.bytes}")

@@ -63,7 +63,7 @@ def simulate(
     """
     from tqdm import tqdm
 
-    from aipusim.isa.program import load_program
+    from aipusim.isa.program import load_program_tables
     from aipusim.simulator import simulate as run_simulation
 
     require_dir(compiled_dir, "COMPILED_DIR")
@@ -71,7 +71,7 @@ def simulate(
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
     overrides = _parse_sets(sets)
     arch = load_arch_option(arch_path)
-    program, tasklists = load_program(compiled_dir)
+    program, tasklists = load_program_tables(compiled_dir)
     expected = frames * max(1, program.replicas)
     with tqdm(total=expected, unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
         result = run_simulation(
