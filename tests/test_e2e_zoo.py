@@ -62,3 +62,26 @@ def test_simulation_keeps_the_invariants(compiled: Path) -> None:
     # Every mode fills the chip: four single-core replicas, or one instance on four cores.
     assert first.active_cores == 4
     assert first.replicas == (4 if first.multicore_mode == "multiprocess" else 1)
+
+
+@pytest.mark.parametrize("mode", ["cooperative", "batch"])
+def test_throttling_the_mvm_never_speeds_up_tiny_cnn_on_four_cores(
+    mode: str, tmp_path: Path
+) -> None:
+    # Regression: in cooperative mode every core fetches its (ICR-replicated) weights from
+    # L2 each frame, and the ICR choice ignored that fetch, so u = 0.125 (which rules the
+    # wide factors out) simulated faster than u = 0.25.
+    model = tmp_path / "tiny.onnx"
+    onnx.save(zoo.build("tiny_cnn"), model)
+    cycles = []
+    for eighths in (1, 2, 4, 8):
+        config = CompilerConfig(
+            aipu_cores_used=4,
+            resources_used=1.0,
+            multicore_mode=mode,
+            mvm_utilization_limit=eighths / 8,
+        )
+        out = tmp_path / f"u{eighths}"
+        compile_model(CompileRequest(model_path=model, output_dir=out, config=config))
+        cycles.append(simulate(out / "compiled_model", frames=4).total_cycles)
+    assert cycles == sorted(cycles, reverse=True), cycles

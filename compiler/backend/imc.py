@@ -15,7 +15,10 @@ array, so r multiplies the weight bytes to load. Among the feasible factors up t
 ``icrx_max_factor`` the mapping takes the one with the fewest compute + weight-load cycles
 (ties: the smaller r, which writes less); ``icrx_force`` takes the forced factor, capped at
 the largest feasible one. Because fewer active columns (``mvm_utilization_limit``) only
-remove feasible factors, throttling the array never lowers the estimated cycles.
+remove feasible factors, throttling the array never lowers those cycles. When the weights
+are fetched into L1 every frame (``fetch_bw``, the bytes per cycle the fetch gets), the
+r-fold image must be fetched too, so the fetch not hidden behind compute counts as well;
+that only ever narrows the factor (the fetch grows with r).
 
 swICR (``enable_swicr``): a first layer with fewer than PWORD input channels packs the kw
 taps of a kernel row into one PWORD (subwords) instead of padding each tap to PWORD, so
@@ -138,8 +141,23 @@ def _with_icr(
     return icr, tuple(blocks), vectors, compute, load
 
 
-def map_layer(geo: ConvGeometry, arch: Arch, opts: ImcOptions, *, first_layer: bool) -> ImcMapping:
-    """The IMC mapping of one MVM layer (see the module docstring)."""
+def exposed_fetch_cycles(blocks: tuple[ImcBlock, ...], block_compute: int, fetch_bw: float) -> int:
+    """Cycles of streamed weight fetches not hidden behind compute: the first block's fetch,
+    then whatever of each later fetch outlasts the previous block's compute."""
+    fetches = [math.ceil(b.weight_bytes / fetch_bw) for b in blocks]
+    return fetches[0] + sum(max(0, f - block_compute) for f in fetches[1:]) if fetches else 0
+
+
+def map_layer(
+    geo: ConvGeometry,
+    arch: Arch,
+    opts: ImcOptions,
+    *,
+    first_layer: bool,
+    fetch_bw: float | None = None,
+) -> ImcMapping:
+    """The IMC mapping of one MVM layer (see the module docstring); ``fetch_bw``: bytes per
+    cycle of the per-frame weight fetch into L1 when the weights stream (None: on chip)."""
     mvm = arch.mvm
     pword = mvm.pword_channels
     cin = geo.cin  # grouped convs: block-diagonal weights use every input channel's rows
@@ -169,7 +187,14 @@ def map_layer(geo: ConvGeometry, arch: Arch, opts: ImcOptions, *, first_layer: b
     if opts.icrx_force != -1:
         icr, blocks, vectors, compute, load = options[-1]
     else:
-        icr, blocks, vectors, compute, load = min(options, key=lambda o: (o[3] + o[4], o[0]))
+
+        def cost(o: tuple[int, tuple[ImcBlock, ...], int, int, int]) -> tuple[int, int]:
+            fetch = 0
+            if fetch_bw:
+                fetch = exposed_fetch_cycles(o[1], o[2] * mvm.cycles_per_vector, fetch_bw)
+            return o[3] + o[4] + fetch, o[0]
+
+        icr, blocks, vectors, compute, load = min(options, key=cost)
     rows_icr = _rows(geo, cin, pword, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
     return ImcMapping(
         cin_padded=_round_up(cin, pword) if pad else cin,
@@ -186,4 +211,4 @@ def map_layer(geo: ConvGeometry, arch: Arch, opts: ImcOptions, *, first_layer: b
     )
 
 
-__all__ = ["ImcBlock", "ImcMapping", "ImcOptions", "map_layer"]
+__all__ = ["ImcBlock", "ImcMapping", "ImcOptions", "exposed_fetch_cycles", "map_layer"]

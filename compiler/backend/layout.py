@@ -35,6 +35,9 @@ class CoreLayout:
     core_of_group: dict[int, int] = field(default_factory=dict)  # pipeline stages
     shared_tensors: set[str] = field(default_factory=set)  # must live in L2/DDR
     splits: dict[int, Split] = field(default_factory=dict)  # cooperative: per layer index
+    #: Bytes per cycle of one core's per-frame weight fetch when the cores share streamed
+    #: weights (`multicore.weight_fetch_bw`); None when no such fetch exists.
+    weight_fetch_bw: float | None = None
 
     def group_cores(self, group: int) -> list[int]:
         """Cores that execute (part of) fusion group ``group``."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.imc import ImcOptions, map_layer
+from aipusim.compiler.backend.imc import ImcOptions, exposed_fetch_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile import FusionGroup
@@ -114,12 +114,16 @@ def core_layout(
     mode = effective_mode(config)
     if cores == 1:
         return CoreLayout(1, str(config.multicore_mode))
+    fetch_bw = weight_fetch_bw(config, arch, layers)
     if mode == "batch":
-        return CoreLayout(cores, mode, replicate=True)
+        return CoreLayout(cores, mode, replicate=True, weight_fetch_bw=fetch_bw)
     if mode == "cooperative":
         opts = ImcOptions.from_config(config)
-        splits = {i: _cooperative_split(layer, cores, arch, opts) for i, layer in enumerate(layers)}
-        return CoreLayout(cores, mode, cooperative=True, splits=splits)
+        splits = {
+            i: _cooperative_split(layer, cores, arch, opts, fetch_bw)
+            for i, layer in enumerate(layers)
+        }
+        return CoreLayout(cores, mode, cooperative=True, splits=splits, weight_fetch_bw=fetch_bw)
     if mode == "pipeline":
         return _pipeline(layers, groups, cores, graph)
     raise ConfigError(
@@ -128,27 +132,30 @@ def core_layout(
     )
 
 
-def _cooperative_split(layer: LayerPlan, cores: int, arch: Arch, opts: ImcOptions) -> Split:
+def _cooperative_split(
+    layer: LayerPlan, cores: int, arch: Arch, opts: ImcOptions, fetch_bw: float | None
+) -> Split:
     """How one layer is shared by ``cores``. MVM layers take the cheaper of the two per core:
     output channels (each core loads a quarter of the weights, but streams every input
     vector, and narrower blocks may allow more ICR) or rows (a quarter of the vectors, but
-    every core loads all weights)."""
+    every core loads all weights). With weights streamed every frame (``fetch_bw``), each
+    core's fetch of its weights counts too."""
     geo = layer.geometry
     can_rows = (
         layer.tiling is not None and geo is not None and (geo.out_h >= cores * layer.tiling.h_tiles)
     )
     if layer.unit is LayerUnit.MVM and geo is not None:
         options = {}
-        if geo.cout >= cores:
-            sub = map_layer(
-                replace(geo, cout=-(-geo.cout // cores)), arch, opts, first_layer=layer.is_first
-            )
-            options[Split.CHANNELS] = sub.compute_cycles + sub.weight_load_cycles
-        if can_rows:
-            sub = map_layer(
-                replace(geo, out_h=-(-geo.out_h // cores)), arch, opts, first_layer=layer.is_first
-            )
-            options[Split.ROWS] = sub.compute_cycles + sub.weight_load_cycles
+        for split, sub_geo, ok in (
+            (Split.CHANNELS, replace(geo, cout=-(-geo.cout // cores)), geo.cout >= cores),
+            (Split.ROWS, replace(geo, out_h=-(-geo.out_h // cores)), can_rows),
+        ):
+            if ok:
+                sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
+                options[split] = sub.compute_cycles + sub.weight_load_cycles
+                if fetch_bw:
+                    per_block = sub.vectors * arch.mvm.cycles_per_vector
+                    options[split] += exposed_fetch_cycles(sub.blocks, per_block, fetch_bw)
         return min(options, key=options.__getitem__) if options else Split.NONE
     if layer.unit is LayerUnit.DWPU and geo is not None:
         if geo.cout >= cores * arch.dwpu.channels:
@@ -157,6 +164,65 @@ def _cooperative_split(layer: LayerPlan, cores: int, arch: Arch, opts: ImcOption
     if layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
         return Split.ROWS if layer.tiling.h_tiles == 1 else Split.NONE
     return Split.NONE
+
+
+def narrow_cooperative_icr(
+    layers: list[LayerPlan], layout: CoreLayout, config: Any, arch: Arch
+) -> bool:
+    """Give each row-split MVM layer of a cooperative layout the ICR factor its split was
+    costed with (a core's share of the rows, its weights fetched every frame), never wider
+    than before; True if a mapping changed (its estimate is then stale).
+
+    Why: the layer was mapped for all its rows, where compute outweighs the fetch of a wide
+    replicated image; a core computing a quarter of the rows still fetches all of it."""
+    fetch_bw = layout.weight_fetch_bw
+    if not layout.cooperative or not fetch_bw:
+        return False
+    opts = ImcOptions.from_config(config)
+    if opts.icrx_force != -1:
+        return False
+    changed = False
+    for i, layer in enumerate(layers):
+        if layer.unit is not LayerUnit.MVM or layout.splits.get(i) is not Split.ROWS:
+            continue
+        if layer.imc is None or layer.imc.icr == 1:
+            continue
+        capped = replace(opts, icrx_max_factor=layer.imc.icr)
+        share = replace(layer.geometry, out_h=-(-layer.geometry.out_h // layout.cores))
+        r = map_layer(share, arch, capped, first_layer=layer.is_first, fetch_bw=fetch_bw).icr
+        if r != layer.imc.icr:
+            forced = replace(opts, icrx_force=r)
+            layer.imc = map_layer(layer.geometry, arch, forced, first_layer=layer.is_first)
+            changed = True
+    return changed
+
+
+def weight_sets(layers: list[LayerPlan]) -> int:
+    """IMC weight sets the mapped MVM layers need in all (replication never adds any)."""
+    return sum(len(layer.imc.blocks) for layer in layers if layer.imc is not None)
+
+
+def weight_fetch_bw(config: Any, arch: Arch, layers: list[LayerPlan]) -> float | None:
+    """Bytes per cycle one core's weight fetch gets when several cores share the weights and
+    they stream into L1 every frame; None when no per-frame fetch is shared (one core, a
+    pipeline, or every weight set stays in the IMC, loaded once in INIT).
+
+    Shared weights live in L2 or DDR (memplan): DDR when that is their home and promotion
+    cannot lift them, and DDR data crosses the L2 port too. A batch fetches once and
+    multicasts; in cooperative mode every core fetches its own, all at once.
+    """
+    cores = config.aipu_cores_used
+    mode = effective_mode(config)
+    if cores == 1 or mode not in ("batch", "cooperative"):
+        return None
+    if weight_sets(layers) <= arch.mvm.weight_sets:
+        return None
+    source = float(arch.l2.bw_bytes_per_cycle)
+    if config.constant_memory_pool == "global.ddr" and not config.enable_buffer_promotion:
+        source = min(source, arch.ddr_bw_bytes_per_cycle(config.frequency))
+    if mode == "cooperative":
+        source /= cores
+    return max(1.0, min(float(arch.dma.channel_bw_bytes_per_cycle), source))
 
 
 def _pipeline(
@@ -218,5 +284,8 @@ __all__ = [
     "check_resources",
     "core_layout",
     "effective_mode",
+    "narrow_cooperative_icr",
     "plan_cascade",
+    "weight_fetch_bw",
+    "weight_sets",
 ]

@@ -24,7 +24,11 @@ from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.layout import CoreLayout
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, lower_graph, unwrap_graph
 from aipusim.compiler.backend.memplan import MemPlan, plan_memory
-from aipusim.compiler.backend.multicore import core_layout
+from aipusim.compiler.backend.multicore import (
+    core_layout,
+    narrow_cooperative_icr,
+    weight_fetch_bw,
+)
 from aipusim.compiler.backend.schedule import Schedule, build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
@@ -54,9 +58,18 @@ def pass_lower(state: BackendState) -> BackendState:
 
 def pass_imc(state: BackendState) -> BackendState:
     opts = ImcOptions.from_config(state.config)
-    for layer in state.layers:
-        if layer.unit is LayerUnit.MVM:
-            layer.imc = map_layer(layer.geometry, state.arch, opts, first_layer=layer.is_first)
+    mvm_layers = [layer for layer in state.layers if layer.unit is LayerUnit.MVM]
+    for layer in mvm_layers:
+        layer.imc = map_layer(layer.geometry, state.arch, opts, first_layer=layer.is_first)
+    # Weights that several cores fetch every frame: replication multiplies those bytes, so
+    # the ICR factor is chosen again with the fetch counted (the weight sets, and so
+    # whether the weights stream at all, do not depend on the factor).
+    fetch_bw = weight_fetch_bw(state.config, state.arch, state.layers)
+    if fetch_bw:
+        for layer in mvm_layers:
+            layer.imc = map_layer(
+                layer.geometry, state.arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw
+            )
     return state
 
 
@@ -88,6 +101,8 @@ def pass_multicore(state: BackendState) -> BackendState:
         groups = Tiler(state.layers, config, state.arch, state.graph).run()
         state = pass_estimate(dataclasses.replace(state, config=config, groups=groups))
         layout = core_layout(state.layers, state.groups, state.config, state.arch, state.graph)
+    if narrow_cooperative_icr(state.layers, layout, state.config, state.arch):
+        state = pass_estimate(state)
     return dataclasses.replace(state, layout=layout)
 
 

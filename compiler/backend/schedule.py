@@ -278,11 +278,20 @@ class ScheduleBuilder(TokenMixin):
         if split is Split.CHANNELS:
             lo, hi = _tile_rows(cout, self.layout.cores, part)
             cout = max(1, hi - lo)
+        # Map as the IMC pass and the cooperative split did: with the per-frame weight
+        # fetch counted, and for a row split on this core's share of the rows, never wider
+        # than the layer's mapping (which sized its buffers; see narrow_cooperative_icr).
+        opts, fetch_bw, out_h = self.imc_opts, self.layout.weight_fetch_bw, geo.out_h
+        if split is Split.ROWS and fetch_bw:
+            out_h = -(-geo.out_h // self.layout.cores)
+            if opts.icrx_force == -1:
+                opts = replace(opts, icrx_max_factor=min(opts.icrx_max_factor, layer.imc.icr))
         out = []
         for oi in range(t.oc_tiles):
             lo, hi = _tile_rows(cout, t.oc_tiles, oi)
-            sub = replace(geo, cout=max(1, hi - lo))
-            out.append((map_layer(sub, self.arch, self.imc_opts, first_layer=layer.is_first), oi))
+            sub = replace(geo, cout=max(1, hi - lo), out_h=out_h)
+            m = map_layer(sub, self.arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
+            out.append((m, oi))
         return out
 
     def weight_source(

@@ -57,12 +57,32 @@ def test_icrx_force_and_max_factor_bound_the_factor() -> None:
     ],
 )
 def test_throttling_the_array_never_lowers_estimated_cycles(geo: ConvGeometry) -> None:
+    # Compute + load only: with a per-frame fetch, narrower blocks overlap their fetches
+    # with compute better, so there throttling can legitimately help (see the next test).
     def cycles(u: float) -> int:
         m = map_layer(geo, ARCH, ImcOptions(mvm_utilization_limit=u), first_layer=geo.cin < 64)
         return m.compute_cycles + m.weight_load_cycles
 
     steps = [cycles(k / 8) for k in range(1, 9)]
     assert steps == sorted(steps, reverse=True), steps
+
+
+@pytest.mark.parametrize("fetch_bw", [64, 16, 4])
+def test_a_per_frame_weight_fetch_never_widens_icr(fetch_bw: int) -> None:
+    # Replication multiplies the bytes fetched each frame, so charging the fetch can only
+    # make the factor narrower; a slow enough fetch makes replication pointless.
+    geos = [
+        ConvGeometry(64, 32, 1, 1, 1, 1, 28, 28, 28, 28),
+        ConvGeometry(16, 16, 3, 3, 1, 1, 8, 8, 8, 8),
+        ConvGeometry(3, 16, 3, 3, 2, 2, 32, 32, 16, 16),
+    ]
+    for geo in geos:
+        free = map_layer(geo, ARCH, ImcOptions(), first_layer=geo.cin < 64)
+        paid = map_layer(geo, ARCH, ImcOptions(), first_layer=geo.cin < 64, fetch_bw=fetch_bw)
+        assert paid.icr <= free.icr, (geo, fetch_bw)
+    small = ConvGeometry(16, 16, 3, 3, 1, 1, 8, 8, 8, 8)
+    assert map_layer(small, ARCH, ImcOptions(), first_layer=False).icr > 1
+    assert map_layer(small, ARCH, ImcOptions(), first_layer=False, fetch_bw=1).icr == 1
 
 
 def test_icrx_parallel_block_threshold_limits_icr_to_small_layers() -> None:
