@@ -138,10 +138,10 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
             t = start
         core.current_phase[unit] = phase
         queue = queues[0 if phase < 0 else 1]
-        starts, ends = array("q"), array("q")
         if queue is None:
             core.unit_done(phase, t)
             continue
+        starts, ends = array("q"), array("q")
         sim.segments.append((core.physical, phase, queue.rids, starts, ends))
         log_start, log_end = starts.append, ends.append
         times = ctl.times  # this phase's dispatch cycles (grows, never changes identity)

@@ -95,8 +95,8 @@ class Replica:
         if not cores <= frozenset(range(n)) or core.logical not in cores:
             raise TasklistError(
                 f"core {core.logical} task {seq} (Barrier, layer {core.code.layer(phase, seq)!r}): "
-                f"core_mask "
-                f"must name cores of the instance 0-{n - 1} including its own, not {mask:#b}"
+                f"core_mask must name cores of the instance 0-{n - 1} including its own, "
+                f"not {mask:#b}"
             )
         return cores
 

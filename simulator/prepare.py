@@ -80,7 +80,6 @@ class PhaseCode:
     op_index: np.ndarray  # ``ops[seq].index``
     layers: np.ndarray  # index into the core's ``strings``
     tiles: np.ndarray
-    rid0: int  # row of task 0 in the run's task table; the others follow
     by_unit: dict[str, UnitQueue]
     has_ctrl: bool  # holds a ctrl task, which blocks dispatch while it runs
 
@@ -163,9 +162,10 @@ def prepare_core(
         rows = np.flatnonzero(mask)
         index = op_index[rows]
         phase_ops = list(map(ops.__getitem__, index.tolist()))
+        units = unit[rows]
         by_unit: dict[str, UnitQueue] = {}
-        for code in np.unique(unit[rows]).tolist():
-            mine = np.flatnonzero(unit[rows] == code)  # positions in the phase = seqs
+        for code in np.unique(units).tolist():
+            mine = np.flatnonzero(units == code)  # positions in the phase = seqs
             by_unit[_UNITS[code].value] = UnitQueue(
                 mine.tolist(), list(map(ops.__getitem__, index[mine].tolist())), mine + rid0
             )
@@ -175,7 +175,6 @@ def prepare_core(
                 index,
                 table["layer"][rows],
                 table["tile"][rows],
-                rid0,
                 by_unit,
                 Unit.CTRL.value in by_unit,
             )

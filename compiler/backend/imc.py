@@ -141,11 +141,34 @@ def _with_icr(
     return icr, tuple(blocks), vectors, compute, load
 
 
-def exposed_fetch_cycles(blocks: tuple[ImcBlock, ...], block_compute: int, fetch_bw: float) -> int:
+def _exposed_fetch_cycles(blocks: tuple[ImcBlock, ...], block_compute: int, fetch_bw: float) -> int:
     """Cycles of streamed weight fetches not hidden behind compute: the first block's fetch,
     then whatever of each later fetch outlasts the previous block's compute."""
     fetches = [math.ceil(b.weight_bytes / fetch_bw) for b in blocks]
     return fetches[0] + sum(max(0, f - block_compute) for f in fetches[1:]) if fetches else 0
+
+
+def _frame_cycles(
+    blocks: tuple[ImcBlock, ...],
+    vectors: int,
+    compute: int,
+    load: int,
+    cycles_per_vector: int,
+    fetch_bw: float | None,
+) -> int:
+    """Compute + weight-load cycles of a mapping, plus the exposed per-frame fetch."""
+    if not fetch_bw:
+        return compute + load
+    return compute + load + _exposed_fetch_cycles(blocks, vectors * cycles_per_vector, fetch_bw)
+
+
+def frame_cycles(m: ImcMapping, arch: Arch, fetch_bw: float | None = None) -> int:
+    """What `map_layer` minimises over the ICR factors: compute + weight-load cycles, plus
+    the weight fetch not hidden behind compute when the weights stream every frame."""
+    return _frame_cycles(
+        m.blocks, m.vectors, m.compute_cycles, m.weight_load_cycles,
+        arch.mvm.cycles_per_vector, fetch_bw,
+    )  # fmt: skip
 
 
 def map_layer(
@@ -187,14 +210,10 @@ def map_layer(
     if opts.icrx_force != -1:
         icr, blocks, vectors, compute, load = options[-1]
     else:
-
-        def cost(o: tuple[int, tuple[ImcBlock, ...], int, int, int]) -> tuple[int, int]:
-            fetch = 0
-            if fetch_bw:
-                fetch = exposed_fetch_cycles(o[1], o[2] * mvm.cycles_per_vector, fetch_bw)
-            return o[3] + o[4] + fetch, o[0]
-
-        icr, blocks, vectors, compute, load = min(options, key=cost)
+        icr, blocks, vectors, compute, load = min(
+            options,
+            key=lambda o: (_frame_cycles(*o[1:], mvm.cycles_per_vector, fetch_bw), o[0]),
+        )
     rows_icr = _rows(geo, cin, pword, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
     return ImcMapping(
         cin_padded=_round_up(cin, pword) if pad else cin,
@@ -211,4 +230,10 @@ def map_layer(
     )
 
 
-__all__ = ["ImcBlock", "ImcMapping", "ImcOptions", "exposed_fetch_cycles", "map_layer"]
+__all__ = [
+    "ImcBlock",
+    "ImcMapping",
+    "ImcOptions",
+    "frame_cycles",
+    "map_layer",
+]

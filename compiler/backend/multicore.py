@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.imc import ImcOptions, exposed_fetch_cycles, map_layer
+from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile import FusionGroup
@@ -152,10 +152,7 @@ def _cooperative_split(
         ):
             if ok:
                 sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
-                options[split] = sub.compute_cycles + sub.weight_load_cycles
-                if fetch_bw:
-                    per_block = sub.vectors * arch.mvm.cycles_per_vector
-                    options[split] += exposed_fetch_cycles(sub.blocks, per_block, fetch_bw)
+                options[split] = frame_cycles(sub, arch, fetch_bw)
         return min(options, key=options.__getitem__) if options else Split.NONE
     if layer.unit is LayerUnit.DWPU and geo is not None:
         if geo.cout >= cores * arch.dwpu.channels:
