@@ -12,8 +12,9 @@ Compile a model, run its int8 reference, simulate it and profile the run:
     >>> aipusim.load_arch().peak_tops
     209.7152
 
-The compiler, simulator and profiler load on first use, so ``import aipusim`` (and the
-CLI) stay fast.
+Every public name loads its module on first use: ``import aipusim`` imports nothing else
+of the package, so ``import aipusim.profiler`` (or any other package) does not pull in the
+arch, the compiler or the simulator, and the CLI starts fast.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
-from aipusim.arch import Arch, load_arch
-from aipusim.errors import AipuSimError
+from aipusim.base import __version__
 
 if TYPE_CHECKING:
+    from aipusim.arch import Arch, load_arch
+    from aipusim.base.errors import AipuSimError
     from aipusim.compiled import CompiledModel, compile, load, simulate
     from aipusim.compiler.config import CompilerConfig
     from aipusim.inputs import InputInfo, ShapeBounds
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 #: Public name -> module that defines it (imported on first access).
 _LAZY = {
+    "AipuSimError": "aipusim.base.errors",
+    "Arch": "aipusim.arch",
+    "load_arch": "aipusim.arch",
     "CompiledModel": "aipusim.compiled",
     "compile": "aipusim.compiled",
     "load": "aipusim.compiled",

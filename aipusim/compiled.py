@@ -9,7 +9,7 @@
 >>> m(np.zeros((3, 3, 32, 32), np.float32))
 Traceback (most recent call last):
 ...
-aipusim.errors.ConfigError: input `input` dim 0 must be within 1..2, not 3
+aipusim.base.errors.ConfigError: input `input` dim 0 must be within 1..2, not 3
 >>> int(m.report["estimated_cycles"].sum()) > 0
 True
 
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aipusim.atomic import swap_into_place
-from aipusim.errors import ConfigError, QuantizationError
+from aipusim.base.atomic import swap_into_place
+from aipusim.base.errors import ConfigError, QuantizationError
 from aipusim.inputs import InputInfo
 from aipusim.modelfiles import (
     API_FORMAT,

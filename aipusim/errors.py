@@ -1,103 +1,12 @@
-"""The exception hierarchy of aipusim.
+"""aipusim's exceptions under their public name; they are defined in `aipusim.base.errors`
+(the foundation the packages import without loading the API).
 
-Errors are part of the API: every error a user can cause by bad input is an
-`AipuSimError` subclass whose message names the offending thing and what would be
-valid, e.g. ``aipu_cores_used must be an integer 1-4, not 5``. The CLI prints the
-message on one line and exits with `exit_code`; it never shows a traceback for them.
-
-Example:
-    >>> from aipusim.errors import ConfigError, AipuSimError
-    >>> issubclass(ConfigError, AipuSimError)
-    True
+>>> from aipusim.errors import AipuSimError, ConfigError
+>>> issubclass(ConfigError, AipuSimError)
+True
 """
 
 from __future__ import annotations
 
-
-class AipuSimError(Exception):
-    """Root of every error aipusim raises on purpose."""
-
-    #: Process exit status the CLI uses for this error (2: bad input, 1: run failure).
-    exit_code: int = 2
-    #: Status code written to ``compilation_report.json`` when this error stops a compile
-    #: (the names of the vendor compiler CLI reference).
-    status: str = "INITIALIZE_CLI_ERROR"
-
-
-class ConfigError(AipuSimError, ValueError):
-    """A compiler configuration, arch description or CLI option is invalid."""
-
-
-class ArchError(ConfigError):
-    """The hardware description (``arch/*.toml``) is malformed or inconsistent."""
-
-
-class OnnxImportError(AipuSimError):
-    """An ONNX model cannot be read, checked or given static shapes."""
-
-    status = "ONNX_GRAPH_CLEANER_ERROR"
-
-
-class UnsupportedOperatorError(AipuSimError):
-    """One or more operators cannot run on any unit of the AIPU."""
-
-    status = "LOWER_FRONTEND_ERROR"
-
-
-class QuantizationError(AipuSimError):
-    """Calibration or quantization failed (bad image set, transform script, ...)."""
-
-    status = "QTOOLS_ERROR"
-
-
-class TilingError(AipuSimError):
-    """An operator cannot be tiled into the L1 budget."""
-
-    status = "LOWER_MIDEND_ERROR"
-
-
-class MemoryPlanError(AipuSimError):
-    """Buffers cannot be placed within the memory pools."""
-
-    status = "LOWER_TIR_ERROR"
-
-
-class TasklistError(AipuSimError):
-    """A tasklist (binary or text) is malformed; the message carries the byte offset."""
-
-    status = "TIR_TO_RUNTIME_ERROR"
-
-
-class SimulationError(AipuSimError):
-    """The simulator cannot run the given tasklists."""
-
-    exit_code = 1
-
-
-class DeadlockError(SimulationError):
-    """Simulation stopped with tasks still waiting on tokens; names the tasks and tokens."""
-
-
-class TraceFormatError(AipuSimError):
-    """A profiling trace is malformed."""
-
-
-class ZooError(AipuSimError):
-    """An unknown zoo model name or bad zoo builder argument."""
-
-
-__all__ = [
-    "AipuSimError",
-    "ArchError",
-    "ConfigError",
-    "DeadlockError",
-    "MemoryPlanError",
-    "OnnxImportError",
-    "QuantizationError",
-    "SimulationError",
-    "TasklistError",
-    "TilingError",
-    "TraceFormatError",
-    "UnsupportedOperatorError",
-    "ZooError",
-]
+from aipusim.base.errors import *  # noqa: F403 (the whole hierarchy, re-exported)
+from aipusim.base.errors import __all__  # noqa: F401

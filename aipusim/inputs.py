@@ -12,7 +12,7 @@ ShapeBounds(min=(1, 3, 32, 32), opt=(1, 3, 32, 32), max=(4, 3, 32, 32))
 >>> info.check("input", (5, 3, 32, 32))
 Traceback (most recent call last):
 ...
-aipusim.errors.ConfigError: input `input` dim 0 must be within 1..4, not 5
+aipusim.base.errors.ConfigError: input `input` dim 0 must be within 1..4, not 5
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 Dim = int | tuple[int, int, int]
 

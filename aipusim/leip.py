@@ -25,7 +25,7 @@ The options of the LEIP compile API, mapped onto this toolkit:
 >>> CompileOptions(target="cuda")
 Traceback (most recent call last):
 ...
-aipusim.errors.ConfigError: target must be one of aipu, not 'cuda'
+aipusim.base.errors.ConfigError: target must be one of aipu, not 'cuda'
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiled import TARGET, BuildOptions, CompiledModel, compile_with
-from aipusim.errors import ConfigError
 from aipusim.optlevels import check_level
 
 #: Targets the compiler can generate code for.

@@ -10,7 +10,7 @@ per-layer report as a table.
 >>> read_meta(root)
 Traceback (most recent call last):
 ...
-aipusim.errors.TasklistError: a.bin must have CRC32 0x352441c2 as ... not 0xab40d461: ...
+aipusim.base.errors.TasklistError: a.bin must have CRC32 0x352441c2 as ... not 0xab40d461: ...
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from aipusim.errors import ConfigError, TasklistError
+from aipusim.base.errors import ConfigError, TasklistError
 
 #: The API's own file in a compiled model folder.
 API_FILE = "aipusim_model.json"

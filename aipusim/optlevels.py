@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 #: Depth-first fusion depth of level 4 (the "typical" value of the config reference).
 _DEPTH_FIRST_TILING_DEPTH = 6

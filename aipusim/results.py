@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 
 class ProfileTable(StrEnum):

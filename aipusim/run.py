@@ -24,8 +24,8 @@ from typing import Any
 
 import pandas as pd
 
-from aipusim.atomic import swap_into_place
-from aipusim.errors import ConfigError, ZooError
+from aipusim.base.atomic import swap_into_place
+from aipusim.base.errors import ConfigError, ZooError
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
 #: tasks. Token lines ([T]) are left out because each trace line costs control-core cycles.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from aipusim import __version__
+from aipusim.base import __version__
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.inputs import InputInfo
 
 

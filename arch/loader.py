@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.arch.model import Arch
-from aipusim.errors import ArchError
+from aipusim.base.errors import ArchError
 
 DEFAULT_ARCH_PATH = Path(__file__).with_name("metis.toml")
 

@@ -37,8 +37,9 @@ from typing import Any
 
 import onnx
 
-from aipusim import __version__
-from aipusim.atomic import swap_into_place
+from aipusim.base import __version__
+from aipusim.base.atomic import swap_into_place
+from aipusim.base.errors import AipuSimError, ConfigError
 from aipusim.compiler.importer import load_model
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext
@@ -52,7 +53,6 @@ from aipusim.compiler.pipeline import (
     pass_names,
     run_pipeline,
 )
-from aipusim.errors import AipuSimError, ConfigError
 
 log = logging.getLogger("aipusim.compiler.driver")
 

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference, version_converter
 
+from aipusim.base.errors import OnnxImportError
 from aipusim.compiler.ir import (
     DATA_DEPENDENT_OPS,
     DType,
@@ -31,7 +32,6 @@ from aipusim.compiler.ir import (
     Tensor,
     prune_graph,
 )
-from aipusim.errors import OnnxImportError
 
 log = logging.getLogger(__name__)
 

@@ -37,11 +37,11 @@ from typing import Any
 
 import yaml
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import CompilerConfig, canonical_name, load_config
 from aipusim.compiler.config.compiler_config import to_json_value
 from aipusim.compiler.config.files import config_from_mapping, parse_yaml, toml_text
 from aipusim.compiler.config.spec import did_you_mean
-from aipusim.errors import ConfigError
 
 #: Folder of the built-in TOML configs shipped with the package.
 BUILTIN_CONFIG_DIR = Path(__file__).resolve().parent / "configs"

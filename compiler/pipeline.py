@@ -21,6 +21,7 @@ from enum import StrEnum
 
 import onnx
 
+from aipusim.base.errors import AipuSimError, ConfigError
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.ir import Graph, dump
 from aipusim.compiler.passes.arith import arithmetic_simplification
@@ -35,7 +36,6 @@ from aipusim.compiler.passes.rewrite import (
 )
 from aipusim.compiler.passes.simplify import fold_constants
 from aipusim.compiler.passes.validate import validate_operators
-from aipusim.errors import AipuSimError, ConfigError
 
 PassFn = Callable[[Graph, PassContext], Graph]
 

@@ -17,9 +17,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.config.spec import did_you_mean
-from aipusim.errors import ConfigError
 
 
 class InputDataLayout(StrEnum):

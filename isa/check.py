@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.tasklist import Tasklist, find_tasklists, read_tasklist
 from aipusim.isa.tasks import Barrier, Phase, Task, TokenRef, TokenScope, Unit
 

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.tasks import KINDS, MAX_TOKEN_REFS, Phase, Task, TokenRef, TokenScope, Unit
 
 #: Widths of the common part (the kind parts are declared in tasks.py).

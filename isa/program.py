@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aipusim.errors import ConfigError, TasklistError
+from aipusim.base.errors import ConfigError, TasklistError
 from aipusim.isa.tasks import Pool, Task
 
 if TYPE_CHECKING:

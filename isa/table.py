@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import (
     COMMON_FIELDS,
     LAYOUTS,

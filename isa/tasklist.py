@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import (
     COMMON_BYTES,
     COMMON_FIELDS,

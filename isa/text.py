@@ -34,7 +34,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import COMMON_FIELDS, field_problem, kind_field_layouts
 from aipusim.isa.tasklist import Tasklist
 from aipusim.isa.tasks import KINDS, MAX_TOKEN_REFS, Phase, Task, TokenRef, TokenScope, Unit

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aipusim.errors import TraceFormatError
+from aipusim.base.errors import TraceFormatError
 
 TRACE_VERSION = 1
 HEADER_PREFIX = "# aipusim-trace"

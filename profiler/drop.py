@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.isa.trace_schema import Tag
 from aipusim.profiler.trace import Trace
 

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from aipusim.errors import TraceFormatError
+from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import (
     COLUMNS,
     HEADER_PREFIX,

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Patch
 
-from aipusim.errors import TraceFormatError
+from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
 from aipusim.profiler.drop import DropBy
 from aipusim.profiler.reduce import (

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from aipusim.errors import TraceFormatError
+from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
 from aipusim.profiler.drop import DropBy, check_percent, drop_by_value, drop_frames
 from aipusim.profiler.intervals import binned_overlap, covered

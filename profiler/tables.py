@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 from tabulate import tabulate
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 TABLE_SUFFIXES = (".md", ".csv", ".parquet")
 

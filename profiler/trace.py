@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aipusim.errors import TraceFormatError
+from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import (
     LEVELS,
     POWER_TIME_COLUMNS,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.arch import Arch, load_arch
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.isa.program import Program, load_program_tables
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Task

@@ -18,7 +18,7 @@ import numpy as np
 import simpy
 
 from aipusim.arch.model import Arch
-from aipusim.errors import DeadlockError, SimulationError, TasklistError
+from aipusim.base.errors import DeadlockError, SimulationError, TasklistError
 from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.program import MulticoreMode, Program
 from aipusim.isa.table import TaskTable

@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 from aipusim.arch.model import Arch
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.tasks import (
     Barrier,
     DmaCopy,

@@ -15,7 +15,7 @@ def _modules() -> list[str]:
     names = ["aipusim"]
     for info in pkgutil.walk_packages(aipusim.__path__, prefix="aipusim."):
         names.append(info.name)
-    for sub in ("arch", "isa", "compiler", "simulator", "profiler"):
+    for sub in ("base", "arch", "isa", "compiler", "simulator", "profiler"):
         package = importlib.import_module(f"aipusim.{sub}")
         names.append(package.__name__)
         names += [

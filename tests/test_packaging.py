@@ -8,6 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TOP = {
     "aipusim": "aipusim",
+    "base": "aipusim.base",
     "arch": "aipusim.arch",
     "isa": "aipusim.isa",
     "compiler": "aipusim.compiler",

@@ -23,8 +23,8 @@ def bench(models: tuple[str, ...], frames: int, input_size: int | None, as_json:
     compare figures taken on the same machine.
     """
     from aipusim import zoo
+    from aipusim.base.errors import ConfigError, ZooError
     from aipusim.bench import BENCH_MODELS, run_bench
-    from aipusim.errors import ConfigError, ZooError
 
     chosen = models or BENCH_MODELS
     unknown = [m for m in chosen if m not in zoo.names()]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
+from aipusim.base.errors import ConfigError
 from aipusim.cli.options import (
     StrictChoice,
     arch_option,
@@ -30,7 +31,6 @@ from aipusim.cli.options import (
     require_file,
     set_option,
 )
-from aipusim.errors import ConfigError
 
 if TYPE_CHECKING:
     from aipusim.compiler.config import CompilerConfig

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from aipusim.base.errors import ConfigError
 from aipusim.cli.options import (
     arch_option,
     build_config,
@@ -17,7 +18,6 @@ from aipusim.cli.options import (
     require_file,
     set_option,
 )
-from aipusim.errors import ConfigError
 
 _CARD_SUFFIXES = (".yaml", ".yml")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
+from aipusim.base.errors import TasklistError
 from aipusim.cli.options import arch_option, json_option, load_arch_option
-from aipusim.errors import TasklistError
 
 
 @click.group()

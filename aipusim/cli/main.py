@@ -13,8 +13,8 @@ import sys
 
 import click
 
-from aipusim import __version__
-from aipusim.errors import AipuSimError
+from aipusim.base import __version__
+from aipusim.base.errors import AipuSimError
 
 #: subcommand name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {

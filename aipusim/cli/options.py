@@ -11,7 +11,7 @@ flags as ``compile``::
     def run(conf_path, overrides, arch_path, as_json): ...
         config = build_config(conf_path, overrides)
 
-Bad values raise `aipusim.errors.ConfigError` (one line, exit 2 via ``main``), never
+Bad values raise `aipusim.base.errors.ConfigError` (one line, exit 2 via ``main``), never
 click's multi-line usage errors: the option types here check values themselves.
 """
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch

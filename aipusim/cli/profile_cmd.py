@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 _BY = ("layer", "unit", "frame", "core", "bandwidth", "power")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from aipusim.base.errors import ConfigError
 from aipusim.cli.options import json_option
-from aipusim.errors import ConfigError
 
 STUDY_NAMES = ("multicore", "power", "layers")
 

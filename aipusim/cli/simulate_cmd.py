@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from aipusim.base.errors import ConfigError
 from aipusim.cli.options import arch_option, json_option, load_arch_option, require_dir
-from aipusim.errors import ConfigError
 
 
 def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
+from aipusim.base.errors import ConfigError
 from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
-from aipusim.errors import ConfigError
 
 
 @click.command("sweep", context_settings={"help_option_names": ["-h", "--help"]})

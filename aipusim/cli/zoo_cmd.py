@@ -11,7 +11,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from aipusim.errors import ZooError
+from aipusim.base.errors import ZooError
 
 
 @click.group()

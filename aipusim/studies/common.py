@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 #: Marker file that says a folder holds a study written by `aipusim report`.
 STUDY_MARKER = "study.json"
@@ -156,8 +156,8 @@ class RunInfo:
     extra: list[str] = field(default_factory=list)
 
     def markdown(self) -> list[str]:
-        from aipusim import __version__
         from aipusim.arch import load_arch
+        from aipusim.base import __version__
 
         arch = load_arch()
         revision, dirty = source_state()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.studies.common import (
     RESULTS_DIR,
     RunInfo,

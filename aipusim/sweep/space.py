@@ -33,10 +33,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from aipusim.base.errors import ArchError, ConfigError
 from aipusim.compiler.config import PROPERTIES, CompilerConfig, Kind, canonical_name
 from aipusim.compiler.config.compiler_config import to_json_value
 from aipusim.compiler.config.spec import ConfigValue
-from aipusim.errors import ArchError, ConfigError
 
 #: Separator of the members of one value of a list-valued property.
 LIST_JOIN = "+"
@@ -195,7 +195,7 @@ def parse_param(text: str) -> tuple[str, tuple[ConfigValue, ...]]:
     >>> parse_param("mvm_utilization_limit=0.5,2")
     Traceback (most recent call last):
     ...
-    aipusim.errors.ConfigError: --param mvm_utilization_limit=2: mvm_utilization_limit must be ...
+    aipusim.base.errors.ConfigError: --param mvm_utilization_limit=2: mvm_utilization_limit ...
     """
     key, raws = _split(text, "--param")
     try:

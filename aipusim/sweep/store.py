@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 #: Suffix of the typed twin of a swept key's string column.
 TYPED_SUFFIX = "__value"

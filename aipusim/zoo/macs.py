@@ -17,7 +17,7 @@ import math
 
 import onnx
 
-from aipusim.errors import OnnxImportError
+from aipusim.base.errors import OnnxImportError
 
 #: Ops whose MACs are counted.
 MAC_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from aipusim.errors import ZooError
+from aipusim.base.errors import ZooError
 from aipusim.zoo.builder import GraphBuilder
 from aipusim.zoo.efficientnet import efficientnet_b0
 from aipusim.zoo.mobilenet import mobilenetv2

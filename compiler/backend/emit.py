@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.backend.lower import ConstKind, LayerUnit
 from aipusim.compiler.backend.multicore import effective_mode
-from aipusim.errors import ConfigError
 from aipusim.isa.program import PROGRAM_FILE, Instance, Program, tasklist_file_name
 from aipusim.isa.program import verify_crcs as check_file_crcs
 from aipusim.isa.tasklist import Tasklist, encode_tasklist

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.base.errors import UnsupportedOperatorError
 from aipusim.compiler.ir import (
     BINARY_OPS,
     DPU_OPS,
@@ -43,7 +44,6 @@ from aipusim.compiler.ir import (
     Op,
     is_depthwise,
 )
-from aipusim.errors import UnsupportedOperatorError
 from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
 
 

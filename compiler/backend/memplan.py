@@ -31,10 +31,10 @@ from enum import StrEnum
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.layout import CoreLayout
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile import FusionGroup, budget_of_l1
-from aipusim.errors import MemoryPlanError
 from aipusim.isa.tasks import Pool
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}

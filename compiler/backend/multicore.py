@@ -26,11 +26,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile import FusionGroup
-from aipusim.errors import ConfigError
 
 #: The share of on-chip memory resources are counted in (reference: multiples of 0.25).
 RESOURCE_QUANTUM = 0.25

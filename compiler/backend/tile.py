@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.base.errors import TilingError
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
-from aipusim.errors import TilingError
 
 #: Bytes of one int32 partial sum.
 PSUM_BYTES = 4

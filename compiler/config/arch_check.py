@@ -12,8 +12,8 @@ compile command, the driver).
 from __future__ import annotations
 
 from aipusim.arch import Arch
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config.compiler_config import CompilerConfig
-from aipusim.errors import ConfigError
 
 
 def check_against_arch(config: CompilerConfig, arch: Arch) -> None:

@@ -12,7 +12,7 @@ property. The reference's short keyword form is accepted too.
 >>> config.aipu_cores_used = 5
 Traceback (most recent call last):
 ...
-aipusim.errors.ConfigError: aipu_cores_used must be an integer 1-4, not 5
+aipusim.base.errors.ConfigError: aipu_cores_used must be an integer 1-4, not 5
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config.rules import check_consistency
 from aipusim.compiler.config.spec import ConfigValue, Prop, did_you_mean
 from aipusim.compiler.config.table import ALIASES, PROPERTIES
-from aipusim.errors import ConfigError
 
 #: A JSON-ready value: enums as strings, lists instead of tuples.
 JsonValue = bool | int | float | str | list[str] | None

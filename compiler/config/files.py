@@ -23,8 +23,8 @@ from typing import Any
 import tomli_w
 import yaml
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config.compiler_config import CompilerConfig, canonical_name
-from aipusim.errors import ConfigError
 
 #: File suffixes a config can be read from / written to.
 CONFIG_SUFFIXES = (".json", ".toml")

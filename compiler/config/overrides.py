@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config.compiler_config import canonical_name
 from aipusim.compiler.config.spec import ConfigValue
 from aipusim.compiler.config.table import PROPERTIES
-from aipusim.errors import ConfigError
 
 
 def parse_assignment(text: str) -> tuple[str, ConfigValue]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 #: The memory share each core of an instance needs (the reference: multiples of 0.25).
 RESOURCES_PER_CORE = 0.25

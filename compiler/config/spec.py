@@ -10,7 +10,7 @@ JSON/TOML round trips — works from these rows, so a property is declared exact
 >>> p.coerce(5)
 Traceback (most recent call last):
 ...
-aipusim.errors.ConfigError: aipu_cores_used must be an integer 1-4, not 5
+aipusim.base.errors.ConfigError: aipu_cores_used must be an integer 1-4, not 5
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 #: A value a property can hold (after coercion).
 ConfigValue = bool | int | float | str | tuple[str, ...] | None

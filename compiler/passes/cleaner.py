@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from aipusim.base.errors import OnnxImportError
 from aipusim.compiler.export import run_graph, to_onnx
 from aipusim.compiler.ir import (
     AIPU_OPS,
@@ -41,7 +42,6 @@ from aipusim.compiler.ir import (
     prune_graph,
 )
 from aipusim.compiler.passes.context import PassContext
-from aipusim.errors import OnnxImportError
 
 #: AIPU-capable ops that still belong on the host when they end the graph.
 _TAIL_OPS = (

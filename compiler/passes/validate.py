@@ -6,9 +6,9 @@ All offenders are collected and named at once (node name, op type, and why), in 
 
 from __future__ import annotations
 
+from aipusim.base.errors import UnsupportedOperatorError
 from aipusim.compiler.ir import AIPU_OPS, DType, Graph, Node, Op
 from aipusim.compiler.passes.context import PassContext
-from aipusim.errors import UnsupportedOperatorError
 
 _RESIZE_MODES = frozenset({"nearest", "linear"})
 _NUMERIC = frozenset(DType) - {DType.STRING, DType.BOOL}

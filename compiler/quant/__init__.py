@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.accuracy import (
     accuracy_report,
@@ -46,7 +47,6 @@ from aipusim.compiler.quant.float_exec import run_fp32
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
 from aipusim.compiler.quant.reference import run_int8
 from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
-from aipusim.errors import QuantizationError
 
 
 def calibrate_and_quantize(

@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.atomic import swap_into_place
+from aipusim.base.atomic import swap_into_place
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, dump
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
-from aipusim.errors import QuantizationError
 
 FORMAT = "aipusim-quantized-model"
 FORMAT_VERSION = 1

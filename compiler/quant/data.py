@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.base.errors import QuantizationError
+
 # One definition of the CLI choices (compiler/request.py); DataLayout is the input layout.
 from aipusim.compiler.request import ColorFormat, ImreaderBackend
 from aipusim.compiler.request import InputDataLayout as DataLayout
-from aipusim.errors import QuantizationError
 
 Sample = dict[str, np.ndarray]
 
@@ -99,7 +100,7 @@ def load_transform(path: str | Path) -> Callable[[Any], Any]:
     >>> load_transform("/nonexistent/t.py")
     Traceback (most recent call last):
     ...
-    aipusim.errors.QuantizationError: transform script /nonexistent/t.py does not exist
+    aipusim.base.errors.QuantizationError: transform script /nonexistent/t.py does not exist
     """
     p = Path(path)
     if not p.is_file():

@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import Graph, Node, Op
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
-from aipusim.errors import QuantizationError
 
 Array = np.ndarray
 TensorCallback = Callable[[str, Array], None]

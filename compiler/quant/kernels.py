@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-from aipusim.errors import QuantizationError
+from aipusim.base.errors import QuantizationError
 
 QMIN = -128
 QMAX = 127

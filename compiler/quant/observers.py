@@ -43,7 +43,7 @@ from typing import Protocol
 import numba
 import numpy as np
 
-from aipusim.errors import QuantizationError
+from aipusim.base.errors import QuantizationError
 
 #: Bins of the histogram observer.
 HISTOGRAM_BINS = 2048

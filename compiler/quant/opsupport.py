@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aipusim.base.errors import UnsupportedOperatorError
 from aipusim.compiler.ir import Graph, Node, Op
-from aipusim.errors import UnsupportedOperatorError
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
@@ -48,7 +49,6 @@ from aipusim.compiler.quant.scheme import (
     quantize_weights,
     weight_scales,
 )
-from aipusim.errors import QuantizationError
 
 #: Ops whose output carries the input's quantization unchanged.
 SHARE_OPS = frozenset(

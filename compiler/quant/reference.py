@@ -24,12 +24,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import Graph, Node, Op, QuantParams
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
-from aipusim.errors import QuantizationError
 
 Array = np.ndarray
 

@@ -9,10 +9,10 @@ import pytest
 from api_models import two_input_model
 
 import aipusim
+from aipusim.base.errors import ConfigError, TasklistError, ZooError
 from aipusim.compiled import SHAPES_DIR
 from aipusim.compiler.export import run_onnx
 from aipusim.compiler.quant import sqnr_db
-from aipusim.errors import ConfigError, TasklistError, ZooError
 from aipusim.modelfiles import API_FILE
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.inputs import InputInfo, ShapeBounds
 
 

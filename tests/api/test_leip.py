@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 import aipusim
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.leip import (
     CompileOptimizations,
     CompileOptions,

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 import aipusim
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import CompilerConfig
-from aipusim.errors import ConfigError
 from aipusim.optlevels import OPTIMIZATION_LEVELS, apply_optimization_level
 
 

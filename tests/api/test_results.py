@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import aipusim
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 
 
 def test_figures_come_from_the_simulator(tiny_sim: aipusim.SimResult) -> None:

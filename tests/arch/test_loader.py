@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
-from aipusim.errors import ArchError
+from aipusim.base.errors import ArchError
 
 
 @pytest.fixture

@@ -6,13 +6,13 @@ import numpy as np
 import onnx
 import pytest
 
+from aipusim.base.errors import OnnxImportError
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.export import run_onnx
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.ir import DATA_DEPENDENT_OPS, Op, verify
 from aipusim.compiler.passes.cleaner import graph_cleaner, run_split
 from aipusim.compiler.passes.context import PassContext
-from aipusim.errors import OnnxImportError
 
 
 def clean(model, *, shape=None, layout="NCHW", **config):

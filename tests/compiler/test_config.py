@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import (
     PROPERTIES,
     CompilerConfig,
@@ -18,7 +19,6 @@ from aipusim.compiler.config import (
     parse_assignment,
     parse_assignments,
 )
-from aipusim.errors import ConfigError
 
 # The defaults as printed in the vendor's config reference (one row per property; the
 # reference lists quantization_debug twice, with the same default). Properties shown

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.arch import load_arch
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import (
     CompilerConfig,
     check_against_arch,
@@ -16,7 +17,6 @@ from aipusim.compiler.config import (
     load_config,
     save_config,
 )
-from aipusim.errors import ConfigError
 
 CHANGED = CompilerConfig(
     aipu_cores_used=4,

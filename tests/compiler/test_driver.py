@@ -8,12 +8,12 @@ from pathlib import Path
 import onnx
 import pytest
 
+from aipusim.base.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import LOG_NAME, REPORT_NAME, compile_model
 from aipusim.compiler.ir import verify
 from aipusim.compiler.pipeline import FRONT
 from aipusim.compiler.request import CompileRequest
-from aipusim.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
 
 FLOAT_FRONT = tuple(p for p in FRONT if p.name != "quantize")
 

@@ -9,10 +9,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from aipusim.base.errors import OnnxImportError
 from aipusim.compiler.export import run_onnx, to_onnx
 from aipusim.compiler.importer import import_model, load_model
 from aipusim.compiler.ir import Op, verify
-from aipusim.errors import OnnxImportError
 
 CASES = [
     ("conv_bn_relu", {}, None, "NCHW"),

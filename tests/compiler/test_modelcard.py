@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import CompilerConfig, MulticoreMode, QuantizationScheme
 from aipusim.compiler.modelcard import (
     BUILTIN_CONFIG_DIR,
@@ -15,7 +16,6 @@ from aipusim.compiler.modelcard import (
     load_model_card,
     resolve_config_file,
 )
-from aipusim.errors import ConfigError
 
 ZOO = ["efficientnet_b0", "mobilenetv2", "resnet18", "resnet50", "tiny_cnn", "yolov5s", "yolov8n"]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from aipusim.base.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.ir import Graph, verify
 from aipusim.compiler.passes.cleaner import run_split
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, IMPORT, PIPELINE, pass_names, run_pipeline
-from aipusim.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
 
 FLOAT_FRONT = [p for p in FRONT if p.name != "quantize"]
 

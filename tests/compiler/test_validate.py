@@ -7,9 +7,9 @@ import pytest
 from graph_helpers import model, node, w
 from onnx import TensorProto, helper
 
+from aipusim.base.errors import UnsupportedOperatorError
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.passes.validate import validate_operators
-from aipusim.errors import UnsupportedOperatorError
 
 
 def test_supported_models_pass_unchanged(onnx_models) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.arch import load_arch
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.check import (
     ProblemKind,
     Severity,

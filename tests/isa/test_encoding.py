@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from isa_strategies import any_task, tasks_of
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import (
     COMMON_BYTES,
     COMMON_FIELDS,

@@ -10,8 +10,8 @@ import onnx
 import pytest
 
 from aipusim import zoo
+from aipusim.base.errors import TasklistError
 from aipusim.cli.main import main
-from aipusim.errors import TasklistError
 from aipusim.isa.program import load_program, load_program_tables
 from aipusim.isa.table import TaskTable
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from isa_strategies import tasklists
 
 from aipusim.arch import load_arch
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.tasklist import (
     HEADER_BYTES,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from isa_strategies import tasklists
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import RECORD_BYTES, decode_tasks
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasklist import (

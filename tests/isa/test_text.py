@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from isa_strategies import tasklists
 
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.tasklist import Tasklist, encode_tasklist
 from aipusim.isa.tasks import (
     Barrier,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.profiler.drop import check_percent, drop_by_value, drop_count
 
 

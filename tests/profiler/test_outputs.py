@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.profiler import (
     compare_layers,
     layer_table,

@@ -5,7 +5,7 @@ import gzip
 import pandas as pd
 import pytest
 
-from aipusim.errors import TraceFormatError
+from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import COLUMNS, LEVELS, Tag, TraceHeader, format_line
 from aipusim.profiler import load_trace, write_synthetic_power, write_synthetic_trace
 from aipusim.profiler import parse as parse_mod

@@ -11,7 +11,7 @@ import pytest
 from helpers import dma, mvm, program, tok
 
 from aipusim.arch import load_arch
-from aipusim.errors import DeadlockError
+from aipusim.base.errors import DeadlockError
 from aipusim.isa.tasks import (
     Barrier,
     DpuKind,

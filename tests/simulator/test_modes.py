@@ -6,7 +6,7 @@ import pytest
 from helpers import dma, gtok, mvm, program, tok
 
 from aipusim.arch import load_arch
-from aipusim.errors import ConfigError, SimulationError
+from aipusim.base.errors import ConfigError, SimulationError
 from aipusim.isa.program import MulticoreMode
 from aipusim.isa.tasks import DpuKind, DpuOp, Pool, Unit
 from aipusim.simulator import simulate

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aipusim.arch import load_arch
-from aipusim.errors import TasklistError
+from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import COMMON_FIELDS, kind_field_layouts
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import (

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from helpers import dma, mvm, program, tok
 
+from aipusim.base.errors import ConfigError
 from aipusim.cli.main import main
-from aipusim.errors import ConfigError
 from aipusim.isa.program import Instance, MulticoreMode, Program, load_program, save_program
 from aipusim.isa.tasklist import Tasklist, write_tasklist
 from aipusim.isa.tasks import Phase, Pool, Unit

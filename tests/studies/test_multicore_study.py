@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from study_helpers import assert_quoted_numbers_in_tables, readme_of
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.studies import StudyResult, run_multicore_study
 from aipusim.studies.multicore import MODES, conclusions
 
@@ -109,7 +109,7 @@ def test_a_folder_with_other_files_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_unknown_model_is_refused_before_running(tmp_path: Path) -> None:
-    from aipusim.errors import ZooError
+    from aipusim.base.errors import ZooError
 
     with pytest.raises(ZooError, match="zoo model"):
         run_multicore_study(tmp_path / "x", models=["nope"], frames=1, progress=False)

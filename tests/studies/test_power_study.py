@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from study_helpers import assert_quoted_numbers_in_tables, readme_of
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.studies import StudyResult
 from aipusim.studies.power import (
     DEFAULT_LIMITS,

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import sweep_evaluators as ev
 
-from aipusim.errors import ConfigError, SimulationError
+from aipusim.base.errors import ConfigError, SimulationError
 from aipusim.sweep import ResultStore, build_space, parse_backend, run_sweep
 from aipusim.sweep.runner import require_dask
 from aipusim.sweep.store import WALL_TIME_COLUMNS

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from aipusim.base.errors import ArchError, ConfigError
 from aipusim.compiler.config import CompilerConfig, MulticoreMode, ProfilingLevel
-from aipusim.errors import ArchError, ConfigError
 from aipusim.sweep.space import build_space, parse_arch_param, parse_param, value_text
 
 

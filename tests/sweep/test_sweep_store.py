@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from aipusim.errors import ConfigError
+from aipusim.base.errors import ConfigError
 from aipusim.sweep.store import ResultStore, result_schema, swept_columns
 
 SCHEMA = result_schema(

@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from aipusim.errors import OnnxImportError
+from aipusim.base.errors import OnnxImportError
 from aipusim.zoo import count_macs, count_params
 
 

@@ -12,7 +12,7 @@ from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from aipusim import zoo
-from aipusim.errors import ZooError
+from aipusim.base.errors import ZooError
 from aipusim.zoo.builder import GraphBuilder
 from aipusim.zoo.registry import _SPECS
 

@@ -9,11 +9,11 @@ import onnx
 import pytest
 
 import aipusim.zoo as zoo
+from aipusim.base.errors import ConfigError, MemoryPlanError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.driver import compile_model
 from aipusim.compiler.pipeline import FRONT, PIPELINE
 from aipusim.compiler.request import CompileRequest
-from aipusim.errors import ConfigError, MemoryPlanError
 
 NO_QUANT = tuple(p for p in PIPELINE if p.name != "quantize")
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from backend_helpers import ARCH, compile_backend, front_graph
 
+from aipusim.base.errors import TasklistError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend import run_backend
 from aipusim.compiler.backend.emit import emit, verify_crcs
-from aipusim.errors import TasklistError
 from aipusim.isa.check import check_paths
 from aipusim.isa.program import load_program
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from backend_helpers import compile_backend
 
+from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.emit import build_program
 from aipusim.compiler.backend.lower import LayerUnit
 from aipusim.compiler.backend.memplan import BufKind
-from aipusim.errors import MemoryPlanError
 from aipusim.isa.tasks import Pool
 
 

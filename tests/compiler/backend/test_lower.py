@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from backend_helpers import front_graph
 
+from aipusim.base.errors import UnsupportedOperatorError
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph
 from aipusim.compiler.ir import Graph, Node, Op, Tensor
-from aipusim.errors import UnsupportedOperatorError
 from aipusim.isa.tasks import DwpuKind, LutKind
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from backend_helpers import ARCH, compile_backend
 
+from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.memplan import (
     Buffer,
@@ -14,7 +15,6 @@ from aipusim.compiler.backend.memplan import (
     pool_capacities,
     verify_memplan,
 )
-from aipusim.errors import MemoryPlanError
 from aipusim.isa.tasks import Pool
 
 

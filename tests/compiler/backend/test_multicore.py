@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 from backend_helpers import ARCH, check_ok, compile_backend
 
+from aipusim.base.errors import ConfigError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.multicore import check_cascade, check_resources, effective_mode
-from aipusim.errors import ConfigError
 from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope
 
 MODES = ("multiprocess", "multithread", "batch", "cooperative", "pipeline")

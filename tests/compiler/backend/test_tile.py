@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from backend_helpers import ARCH, compile_backend
 
+from aipusim.base.errors import TilingError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.lower import LayerUnit
 from aipusim.compiler.backend.tile import budget_of_l1
-from aipusim.errors import TilingError
 
 
 def test_every_working_set_fits_l1() -> None:

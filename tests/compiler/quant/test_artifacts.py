@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.quant import (
     evaluate,
     read_quantized_model,
@@ -17,7 +18,6 @@ from aipusim.compiler.quant import (
 from aipusim.compiler.quant.accuracy import accuracy_report, sqnr_db
 from aipusim.compiler.quant.data import random_calibration
 from aipusim.compiler.quant.quantize import quantize_graph
-from aipusim.errors import QuantizationError
 
 FILES = {
     "quantized_model_manifest.json",

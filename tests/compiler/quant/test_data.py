@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.quant import calibration_for
 from aipusim.compiler.quant.data import (
     imageset_calibration,
@@ -15,7 +16,6 @@ from aipusim.compiler.quant.data import (
     random_calibration,
     read_image,
 )
-from aipusim.errors import QuantizationError
 
 TRANSFORM = """
 import numpy as np

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from aipusim.base.errors import QuantizationError
 from aipusim.compiler.quant.observers import (
     HistogramObserver,
     MinMaxObserver,
     mse_optimal_range,
     weight_ranges_per_channel,
 )
-from aipusim.errors import QuantizationError
 
 
 def test_minmax_tracks_extremes_over_batches() -> None:
