@@ -174,7 +174,7 @@ def compile_with(
     }
     compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
     if options.legacy_artifacts:
-        from aipusim.leip import write_legacy_artifacts
+        from aipusim.legacy import write_legacy_artifacts
 
         write_legacy_artifacts(root)
     compiled._write_meta()

@@ -30,24 +30,20 @@ aipusim.base.errors.ConfigError: target must be one of aipu, not 'cuda'
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import tarfile
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 from aipusim.base.errors import ConfigError
 from aipusim.compiled import TARGET, BuildOptions, CompiledModel, compile_with
+from aipusim.legacy import write_legacy_artifacts
 from aipusim.optlevels import check_level
 
 #: Targets the compiler can generate code for.
 SUPPORTED_TARGETS = (TARGET,)
 #: Hosts the pre/post graphs can run on (the ONNX reference runtime on the CPU).
 SUPPORTED_HOSTS = ("cpu", "llvm")
-LEGACY_DIR = "legacy"
 
 
 class Layout(StrEnum):
@@ -185,38 +181,6 @@ def compile_(
         optimization_level=options.optimization.kernel.level,
         options=options.build_options(),
     )
-
-
-def write_legacy_artifacts(root: Path) -> list[Path]:
-    """``legacy/deploy_lib.tar``, ``deploy_graph.json``, ``deploy_param.npz`` from a
-    compile output folder; returns the three paths."""
-    from aipusim.compiler.backend.emit import MANIFEST_FILE
-    from aipusim.isa.program import PROGRAM_FILE
-
-    compiled = root / "compiled_model"
-    folder = root / LEGACY_DIR
-    folder.mkdir(exist_ok=True)
-    lib = folder / "deploy_lib.tar"
-    with tarfile.open(lib, "w") as tar:
-        for path in sorted(compiled.glob("*.tasklist")):
-            data = path.read_bytes()
-            info = tarfile.TarInfo(path.name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    graph = folder / "deploy_graph.json"
-    graph.write_text(
-        json.dumps(
-            {
-                "program": json.loads((compiled / PROGRAM_FILE).read_text()),
-                "io": json.loads((compiled / MANIFEST_FILE).read_text()),
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    params = folder / "deploy_param.npz"
-    params.write_bytes((root / "quantized_model" / "quantized_model.npz").read_bytes())
-    return [lib, graph, params]
 
 
 __all__ = [

@@ -18,14 +18,13 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from aipusim.base.atomic import swap_into_place
 from aipusim.base.errors import ConfigError, ZooError
+from aipusim.run_result import RunResult
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
 #: tasks. Token lines ([T]) are left out because each trace line costs control-core cycles.
@@ -73,35 +72,6 @@ def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSour
     raise ZooError(
         f"MODEL must be an ONNX file or a zoo model ({', '.join(zoo.names())}), not {text!r}"
     )
-
-
-@dataclass
-class RunResult:
-    """What `run_model` produced; the files are under ``output_dir``."""
-
-    model: str
-    output_dir: Path
-    compile_seconds: float
-    simulate_seconds: float
-    sim: Any  # aipusim.simulator.SimResult
-    layers: pd.DataFrame
-    units: pd.DataFrame
-    plots: list[Path] = field(default_factory=list)
-
-    def slowest_layers(self, n: int = 10) -> pd.DataFrame:
-        """The ``n`` layers with the largest mean latency, with the unit that dominates."""
-        return slowest_layers(self.layers, n)
-
-
-def slowest_layers(layers: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """Top ``n`` rows of a profiler layer table by mean latency, plus its dominant unit."""
-    from aipusim.profiler import UNIT_CLASSES
-
-    shares = layers[[f"share_{c}" for c in UNIT_CLASSES]]
-    top = layers.assign(unit=shares.idxmax(axis=1).str.removeprefix("share_"))
-    top.loc[shares.max(axis=1) <= 0, "unit"] = "-"
-    cols = ["layer", "op", "unit", "mean_us", "p50_us", "p99_us", "macs"]
-    return top.nlargest(n, "mean_us")[cols].reset_index(drop=True)
 
 
 def prepare_output_dir(out: Path) -> None:

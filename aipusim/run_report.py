@@ -14,7 +14,7 @@ from aipusim.base import __version__
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch
-    from aipusim.run import RunResult
+    from aipusim.run_result import RunResult
 
 
 def source_revision() -> str:

@@ -31,12 +31,12 @@ def config() -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """List the built-in model configs (usable by name in a card's compiler_config_file)."""
-    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.config import load_config
     from aipusim.compiler.modelcard import builtin_configs
 
     rows = []
     for name, path in builtin_configs().items():
-        loaded = CompilerConfig.load(path)
+        loaded = load_config(path)
         rows.append(
             {
                 "name": name,

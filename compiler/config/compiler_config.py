@@ -62,7 +62,8 @@ class CompilerConfig:
     """The compiler's settings: the 93 properties of the config reference.
 
     Build one from keywords (full names or the short ``aipu_cores``/``resources``/
-    ``ptq_scheme`` forms), from a mapping (`from_dict`) or from a file (`load`). Change
+    ``ptq_scheme`` forms), from a mapping (`from_dict`) or from a file
+    (`aipusim.compiler.config.load_config`; `save_config` writes one). Change
     several related properties at once with `update` (each assignment is checked on its own,
     so going from 1 to 4 cores at resources 0.25 needs both changed together).
 
@@ -89,19 +90,6 @@ class CompilerConfig:
                 f"not {type(data).__name__}"
             )
         return cls(**{str(k): v for k, v in data.items()})
-
-    @classmethod
-    def load(cls, path: Any) -> CompilerConfig:
-        """Read a ``.json`` or ``.toml`` config file (see `aipusim.compiler.config.files`)."""
-        from aipusim.compiler.config.files import load_config
-
-        return load_config(path)
-
-    def save(self, path: Any, *, only_changed: bool = False) -> None:
-        """Write a ``.json`` or ``.toml`` config file (all properties unless `only_changed`)."""
-        from aipusim.compiler.config.files import save_config
-
-        save_config(self, path, only_changed=only_changed)
 
     # -- reading -----------------------------------------------------------------------
     @staticmethod

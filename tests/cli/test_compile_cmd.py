@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.cli.main import main
-from aipusim.compiler.config import CompilerConfig, CompilerMode, MulticoreMode
+from aipusim.compiler.config import CompilerConfig, CompilerMode, MulticoreMode, load_config
 from aipusim.compiler.request import ColorFormat, CompileRequest, ImreaderBackend, InputDataLayout
 
 
@@ -53,7 +53,7 @@ def test_generate_config_writes_every_property_at_its_default(
     data = json.loads(path.read_text())
     assert len(data) == 93
     assert data == CompilerConfig().to_dict()
-    assert CompilerConfig.load(path) == CompilerConfig()
+    assert load_config(path) == CompilerConfig()
 
 
 def test_generate_config_into_a_file_is_an_error(

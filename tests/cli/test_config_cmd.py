@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.cli.main import main
-from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.config import load_config
 from aipusim.compiler.modelcard import builtin_configs
 
 CARD = """\
@@ -54,7 +54,7 @@ def test_show_builtin_file_card_and_defaults(
 ) -> None:
     code, out, _ = run(capsys, "show", "resnet50")
     assert code == 0
-    assert tomllib.loads(out) == CompilerConfig.load(builtin_configs()["resnet50"]).to_dict(
+    assert tomllib.loads(out) == load_config(builtin_configs()["resnet50"]).to_dict(
         only_changed=True
     )
     code, out, _ = run(capsys, "show")

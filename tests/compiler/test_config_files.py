@@ -32,8 +32,8 @@ CHANGED = CompilerConfig(
 @pytest.mark.parametrize("only_changed", [False, True])
 def test_round_trip(tmp_path: Path, suffix: str, only_changed: bool) -> None:
     path = tmp_path / f"c{suffix}"
-    CHANGED.save(path, only_changed=only_changed)
-    assert CompilerConfig.load(path) == CHANGED
+    save_config(CHANGED, path, only_changed=only_changed)
+    assert load_config(path) == CHANGED
 
 
 def test_full_json_has_every_property_and_nulls(tmp_path: Path) -> None:

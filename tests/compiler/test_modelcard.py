@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.base.errors import ConfigError
-from aipusim.compiler.config import CompilerConfig, MulticoreMode, QuantizationScheme
+from aipusim.compiler.config import CompilerConfig, MulticoreMode, QuantizationScheme, load_config
 from aipusim.compiler.modelcard import (
     BUILTIN_CONFIG_DIR,
     builtin_config_path,
@@ -40,7 +40,7 @@ def card(tmp_path: Path, extra_kwargs: str, name: str = "card.yaml") -> Path:
 def test_builtin_configs_cover_the_zoo_and_are_valid() -> None:
     assert list(builtin_configs()) == ZOO
     for name, path in builtin_configs().items():
-        config = CompilerConfig.load(path)
+        config = load_config(path)
         assert config.model_name == name
         assert path.read_text().startswith("# "), f"{name}.toml explains its choices"
     assert builtin_config_path("resnet50.toml") == BUILTIN_CONFIG_DIR / "resnet50.toml"
@@ -178,5 +178,5 @@ def test_inline_as_toml_writes_only_the_inline_values(tmp_path: Path) -> None:
 
 
 def test_multicore_mode_from_a_builtin() -> None:
-    config = CompilerConfig.load(builtin_config_path("resnet50"))
+    config = load_config(builtin_config_path("resnet50"))
     assert config.multicore_mode is MulticoreMode.BATCH and config.aipu_cores_used == 4
