@@ -430,10 +430,12 @@ class CompiledModel:
     ) -> Any:
         """Simulate ``frames`` frames of the compiled tasklists; returns a `SimResult`.
 
-        ``overrides`` change runtime knobs (``frequency``, ``double_buffer``,
-        ``multicore_mode``, ...); ``input_shapes`` picks another compiled shape (compiled
-        once); ``levels`` are the trace tags (default: frames, layers, compute and memory
-        tasks, which the profile needs).
+        ``overrides`` change what the runtime applies (``frequency``, ``voltage``,
+        ``double_buffer``, ``replicas`` of a Batch-1 model, ``profiling_levels``); a
+        compiler decision such as ``multicore_mode`` is refused with a hint to recompile.
+        ``input_shapes`` picks another compiled shape (compiled once); ``levels`` are the
+        trace tags (default: frames, layers, compute and memory tasks, which the profile
+        needs).
         """
         return simulate(
             self.compiled_dir(input_shapes), frames=frames, levels=levels, arch=arch, **overrides
@@ -497,6 +499,7 @@ def simulate(
     >>> r.frequency_hz
     400000000
     """
+    from aipusim.overrides import check_overrides
     from aipusim.results import SimResult, temporary_trace_dir
     from aipusim.run import DEFAULT_RUN_LEVELS, TRACE_NAME
     from aipusim.simulator import simulate as run_simulation
@@ -517,7 +520,7 @@ def simulate(
             frames=frames,
             levels=list(levels) if levels is not None else list(DEFAULT_RUN_LEVELS),
             trace_path=folder / TRACE_NAME,
-            overrides=overrides,
+            overrides=check_overrides(overrides, compiled),
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)

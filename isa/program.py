@@ -49,6 +49,36 @@ class MulticoreMode(enum.StrEnum):
     PIPELINE = "pipeline"
 
 
+#: The share of on-chip memory ``resources_used`` is counted in (the reference: multiples of
+#: 0.25); every core of an instance needs one share.
+RESOURCE_QUANTUM = 0.25
+
+
+def check_resources_used(resources_used: float, aipu_cores_used: int) -> None:
+    """The one check of ``resources_used`` (the compiler's config and ``model.json`` both
+    call it): a multiple of 0.25 in (0, 1], and at least 0.25 for each core of the instance.
+
+    >>> check_resources_used(1.0, 4)
+    >>> check_resources_used(0.5, 4)
+    Traceback (most recent call last):
+    ...
+    aipusim.base.errors.ConfigError: resources_used must be at least 0.25 per core \
+(aipu_cores_used = 4 needs >= 1.0), not 0.5
+    """
+    quarters = resources_used / RESOURCE_QUANTUM
+    if not 0 < resources_used <= 1 or abs(quarters - round(quarters)) > 1e-9:
+        raise ConfigError(
+            f"resources_used must be a multiple of {RESOURCE_QUANTUM} in (0, 1], "
+            f"not {resources_used}"
+        )
+    needed = RESOURCE_QUANTUM * aipu_cores_used
+    if resources_used < needed - 1e-9:
+        raise ConfigError(
+            f"resources_used must be at least {RESOURCE_QUANTUM} per core "
+            f"(aipu_cores_used = {aipu_cores_used} needs >= {needed}), not {resources_used}"
+        )
+
+
 def tasklist_file_name(core: int) -> str:
     """File name of a logical core's tasklist: ``core0.tasklist``."""
     return f"core{core}.tasklist"
@@ -128,11 +158,7 @@ class Program:
                 f"instance cores must number aipu_cores_used={self.aipu_cores_used}, "
                 f"not {len(self.instance.cores)}"
             )
-        quarters = self.resources_used * 4
-        if not (0 < self.resources_used <= 1) or abs(quarters - round(quarters)) > 1e-9:
-            raise ConfigError(
-                f"resources_used must be a multiple of 0.25 in (0, 1], not {self.resources_used}"
-            )
+        check_resources_used(self.resources_used, self.aipu_cores_used)
         if not (0.125 <= self.mvm_utilization_limit <= 1.0):
             raise ConfigError(
                 f"mvm_utilization_limit must be in [0.125, 1.0], not {self.mvm_utilization_limit}"

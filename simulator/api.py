@@ -8,7 +8,7 @@ from typing import Any
 
 from aipusim.arch import Arch, load_arch
 from aipusim.base.errors import ConfigError
-from aipusim.isa.program import Program, load_program_tables
+from aipusim.isa.program import MulticoreMode, Program, load_program_tables
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Task
 from aipusim.isa.trace_schema import POWER_TIMELINE_SUFFIX, TraceHeader, parse_levels
@@ -16,24 +16,67 @@ from aipusim.simulator.engine import Simulation
 from aipusim.simulator.result import SimResult
 from aipusim.simulator.trace import Tracer
 
-#: Runtime knobs ``overrides`` may change, with the type each must have.
+#: Settings the runtime really applies to a compiled program, with the type of each:
+#: the clock and the supply voltage, double buffering of the host transfers (off always;
+#: on only if the program was compiled with two I/O buffers) and, in the Batch-1 modes,
+#: how many of the copies that fit the chip to start. ``profiling_levels`` (the trace)
+#: is runtime too. Everything else in ``model.json`` was decided by the compiler.
 RUNTIME_KNOBS: dict[str, type] = {
     "frequency_hz": int,
-    "use_hw_tokens": bool,
+    "voltage_v": float,
     "double_buffer": bool,
-    "stream_tasklist": bool,
-    "mvm_utilization_limit": float,
-    "multicore_mode": str,
     "replicas": int,
 }
 #: Accepted spellings of the knobs (the compiler's names).
-ALIASES = {"frequency": "frequency_hz"}
+ALIASES = {"frequency": "frequency_hz", "voltage": "voltage_v"}
+#: What ``--set`` says for a knob (the compiler's name where it has one).
+SHOWN = {"frequency_hz": "frequency", "voltage_v": "voltage"}
+PROFILING_LEVELS = "profiling_levels"
+#: Fields of `Program` that the compiler fixed (its names for them where they differ).
+COMPILE_TIME = (
+    "multicore_mode",
+    "aipu_cores_used",
+    "resources_used",
+    "mvm_utilization_limit",
+    "use_hw_tokens",
+    "stream_tasklist",
+    "chip_cores",
+)
 
 
-def _knob(key: str, value: Any) -> tuple[str, Any]:
+def fixed_at_compile_time(name: str, compiled: Any, wanted: Any) -> ConfigError:
+    """The error for an override of a compile-time decision: say what it was compiled with
+    and how to get ``wanted`` instead.
+
+    >>> print(fixed_at_compile_time("multicore_mode", "cooperative", "batch"))
+    multicore_mode is fixed at compile time (cooperative); recompile with --set \
+multicore_mode=batch
+    """
+    was = "" if compiled is None else f" ({_text(compiled)})"
+    return ConfigError(
+        f"{name} is fixed at compile time{was}; recompile with --set {name}={_text(wanted)}"
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def runtime_names() -> list[str]:
+    """The names ``overrides`` accepts, as the messages list them."""
+    return sorted({SHOWN.get(k, k) for k in RUNTIME_KNOBS} | {PROFILING_LEVELS})
+
+
+def _knob(key: str, value: Any, program: Program) -> tuple[str, Any]:
     name = ALIASES.get(key, key)
     if name not in RUNTIME_KNOBS:
-        valid = ", ".join(sorted([*RUNTIME_KNOBS, *ALIASES, "profiling_levels"]))
+        if name in COMPILE_TIME:
+            raise fixed_at_compile_time(name, getattr(program, name), value)
+        valid = ", ".join(runtime_names())
         raise ConfigError(f"simulate override must be one of {valid}, not {key!r}")
     kind = RUNTIME_KNOBS[name]
     if isinstance(value, str):
@@ -48,11 +91,36 @@ def _knob(key: str, value: Any) -> tuple[str, Any]:
             raise ConfigError(f"{key} must be a {kind.__name__}, not {value!r}") from None
     if kind is int and isinstance(value, float) and value.is_integer():
         value = int(value)
-    if kind is float and isinstance(value, int):
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if not isinstance(value, kind):
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ConfigError(f"{key} must be a {kind.__name__}, not {value!r}")
     return name, value
+
+
+def _check_runtime(program: Program, changes: dict[str, Any]) -> None:
+    """What the compiled program allows of the runtime knobs that need it."""
+    slots = int(program.extra.get("frame_slots", 2 if program.double_buffer else 1))
+    if changes.get("double_buffer") and slots < 2:
+        raise ConfigError(
+            "double_buffer=true needs two I/O buffers per frame, but the program was compiled "
+            "with one (double_buffer=false); recompile with --set double_buffer=true"
+        )
+    if "replicas" in changes:
+        wanted = changes["replicas"]
+        if program.multicore_mode not in (MulticoreMode.MULTIPROCESS, MulticoreMode.MULTITHREAD):
+            raise ConfigError(
+                f"replicas is fixed at compile time ({program.replicas}: a "
+                f"{program.multicore_mode} instance on {program.aipu_cores_used} core(s)); "
+                "recompile with --set multicore_mode=multiprocess for copies of a 1-core model"
+            )
+        most = program.default_replicas()
+        if not 1 <= wanted <= most:
+            raise ConfigError(
+                f"replicas must be 1-{most} (the copies that aipu_cores_used="
+                f"{program.aipu_cores_used} and resources_used={program.resources_used} fit "
+                f"on the chip), not {wanted}"
+            )
 
 
 def simulate(
@@ -73,9 +141,11 @@ def simulate(
     ``levels`` (default: the program's ``profiling_levels``) are the trace tags to record;
     they cost control-core cycles whether or not ``trace_path`` is given. A ``trace_path`` ending in
     ``.parquet`` writes Parquet, anything else text; the power timeline goes beside it
-    (``run.trace`` -> ``run.power.parquet``). ``overrides`` change runtime knobs
-    (``frequency``, ``double_buffer``, ``use_hw_tokens``, ``stream_tasklist``,
-    ``mvm_utilization_limit``, ``multicore_mode``, ``replicas``, ``profiling_levels``).
+    (``run.trace`` -> ``run.power.parquet``). ``overrides`` change what the runtime
+    really applies (`RUNTIME_KNOBS`: ``frequency``, ``voltage``, ``double_buffer``,
+    ``replicas`` of a Batch-1 model, ``profiling_levels``); a decision of the compiler
+    (``multicore_mode``, ``mvm_utilization_limit``, ...) is refused with a hint to
+    recompile.
     ``progress(n)`` is called as frames come back.
 
     >>> from aipusim.isa.program import Instance, MulticoreMode, Program
@@ -97,17 +167,21 @@ def simulate(
     arch = arch or load_arch()
     changes: dict[str, Any] = {}
     for key, value in (overrides or {}).items():
-        if key == "profiling_levels":
+        if key == PROFILING_LEVELS:
             levels = value
             continue
-        name, v = _knob(key, value)
+        name, v = _knob(key, value, program)
         changes[name] = v
+    _check_runtime(program, changes)
+    voltage = changes.pop("voltage_v", None)
     if changes:
         program = program.with_overrides(**changes)
     tags = parse_levels(levels if levels is not None else list(program.profiling_levels))
     layer_ops = program.extra.get("layer_ops")
     tracer = Tracer(tags, arch.control.trace_line_cycles, layer_ops) if tags else None
-    sim = Simulation(program, lists, arch, frames=frames, tracer=tracer, progress=progress)
+    sim = Simulation(
+        program, lists, arch, frames=frames, tracer=tracer, progress=progress, voltage_v=voltage
+    )
     result = sim.run()
     if trace_path is not None:
         path = Path(trace_path)

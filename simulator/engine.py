@@ -37,6 +37,22 @@ if TYPE_CHECKING:
     from aipusim.simulator.result import SimResult
 
 
+def check_voltage(arch: Arch, freq_hz: int, voltage_v: float | None) -> float:
+    """The supply voltage of a run: ``voltage_v`` if the chip can run ``freq_hz`` at it
+    (from the lowest operating point that reaches the clock up to the highest point of the
+    table), else a `SimulationError`; None gives that lowest point."""
+    lowest = arch.clock.voltage_at(freq_hz)
+    if voltage_v is None:
+        return lowest
+    highest = max(p.voltage_v for p in arch.clock.vf_points)
+    if not lowest - 1e-9 <= voltage_v <= highest + 1e-9:
+        raise SimulationError(
+            f"voltage_v must be {lowest:g}-{highest:g} V at {freq_hz / 1e6:g} MHz (the "
+            f"operating points of {arch.chip.name}), not {voltage_v:g}"
+        )
+    return float(voltage_v)
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector. Preparing and running allocate millions of
@@ -122,6 +138,7 @@ class Simulation:
         frames: int = 8,
         tracer: Tracer | None = None,
         progress: Callable[[int], None] | None = None,
+        voltage_v: float | None = None,
     ) -> None:
         if not isinstance(frames, int) or frames < 1:
             raise SimulationError(f"frames must be an integer >= 1, not {frames!r}")
@@ -130,6 +147,8 @@ class Simulation:
             raise SimulationError(
                 f"frequency_hz must be {arch.clock.min_hz}-{arch.clock.max_hz}, not {freq}"
             )
+        #: Core supply: the lowest operating point that reaches the clock, unless raised.
+        self.voltage_v = check_voltage(arch, freq, voltage_v)
         if program.replicas * program.aipu_cores_used > arch.chip.cores:
             raise SimulationError(
                 f"replicas x aipu_cores_used must fit the {arch.chip.cores} cores of the chip, "

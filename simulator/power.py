@@ -1,7 +1,8 @@
 """Power model (Accelergy style): action counts x energy per action + static power x time.
 
 - Dynamic energy per action comes from ``arch.energy`` at the nominal voltage; on-chip
-  components scale by ``(V / V_nom)^2`` at the run's V-f point (``clock.voltage_at``); DDR and
+  components scale by ``(V / V_nom)^2`` at the run's voltage (the V-f point of its clock,
+  ``clock.voltage_at``, unless the run raises it); DDR and
   PCIe energy are off-chip (own supplies) and do not scale. Energy per action does not depend
   on the clock; static power does.
 - Static power: SRAM leakage (all on-chip SRAM) + logic leakage, both scaling with
@@ -35,21 +36,25 @@ ON_CHIP = frozenset(COMPONENTS) - {Component.DDR, Component.PCIE, Component.STAT
 MAX_BINS = 200_000
 
 
-def dynamic_scale(arch: Arch, freq_hz: int) -> np.ndarray:
-    """Per-component factor applied to nominal-voltage energies at ``freq_hz``."""
-    v = arch.clock.voltage_at(freq_hz) / arch.clock.nominal_voltage_v
+def dynamic_scale(arch: Arch, voltage_v: float) -> np.ndarray:
+    """Per-component factor applied to nominal-voltage energies at ``voltage_v``."""
+    v = voltage_v / arch.clock.nominal_voltage_v
     return np.array([v * v if c in ON_CHIP else 1.0 for c in COMPONENTS])
 
 
-def static_power_w(arch: Arch, freq_hz: int, active_cores: int) -> dict[str, float]:
-    """Static and always-on power by source, in W.
+def static_power_w(
+    arch: Arch, freq_hz: int, active_cores: int, voltage_v: float | None = None
+) -> dict[str, float]:
+    """Static and always-on power by source, in W, at ``voltage_v`` (default: the lowest
+    operating point that reaches ``freq_hz``).
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
     1.84
     """
     sp = arch.static_power
-    v = arch.clock.voltage_at(freq_hz) / arch.clock.nominal_voltage_v
+    volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
+    v = volts / arch.clock.nominal_voltage_v
     leak = v**sp.leakage_voltage_exponent
     return {
         "sram_leakage": sp.sram_leakage_w_per_mib * arch.sram_mib * leak,

@@ -214,16 +214,17 @@ def build_result(sim: Simulation) -> SimResult:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
     link_util = {name: link.busy_cycles / total for name, link in sim.links.items()}
 
-    table = sim.op_energy * dynamic_scale(arch, freq)[None, :]
+    volts = sim.voltage_v
+    table = sim.op_energy * dynamic_scale(arch, volts)[None, :]
     comp_pj = np.bincount(op, minlength=len(table)) @ table
     tracer = sim.tracer
     lines = tracer.lines if tracer is not None else 0
     extra = np.zeros(len(COMPONENTS))
     polls = poll_count(sim)
     extra[C[Component.CONTROL]] = (lines + polls) * arch.energy.control_task_pj
-    extra *= dynamic_scale(arch, freq)
+    extra *= dynamic_scale(arch, volts)
     comp_pj = comp_pj + extra
-    static = static_power_w(arch, freq, len(physical))
+    static = static_power_w(arch, freq, len(physical), volts)
     static_w = sum(static.values())
     seconds = total / freq
     comp_pj[C[Component.STATIC]] = static_w * seconds * 1e12
@@ -288,7 +289,7 @@ def build_result(sim: Simulation) -> SimResult:
         model=sim.program.model,
         multicore_mode=str(sim.program.multicore_mode),
         frequency_hz=freq,
-        voltage_v=arch.clock.voltage_at(freq),
+        voltage_v=volts,
         frames=frames_total,
         replicas=len(sim.replicas),
         active_cores=len(physical),

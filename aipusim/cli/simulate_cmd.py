@@ -42,8 +42,9 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     "sets",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Change a runtime knob: frequency, double_buffer, use_hw_tokens, stream_tasklist, "
-    "mvm_utilization_limit, multicore_mode, replicas, profiling_levels. Repeatable.",
+    help="Change what the runtime applies: frequency, voltage, double_buffer, replicas (of a "
+    "Batch-1 model), profiling_levels. Compiler decisions (multicore_mode, tiling, ...) need "
+    "a recompile. Repeatable.",
 )
 @arch_option
 @json_option
@@ -69,7 +70,9 @@ def simulate(
     require_dir(compiled_dir, "COMPILED_DIR")
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
-    overrides = _parse_sets(sets)
+    from aipusim.overrides import check_overrides
+
+    overrides = check_overrides(_parse_sets(sets), compiled_dir)
     arch = load_arch_option(arch_path)
     program, tasklists = load_program_tables(compiled_dir)
     expected = frames * max(1, program.replicas)

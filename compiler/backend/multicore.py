@@ -31,17 +31,12 @@ from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile import FusionGroup
-
-#: The share of on-chip memory resources are counted in (reference: multiples of 0.25).
-RESOURCE_QUANTUM = 0.25
+from aipusim.isa.program import check_resources_used
 
 
 def check_resources(config: Any, arch: Arch) -> None:
-    """``resources_used`` must be a multiple of 0.25 that the instance's cores can hold."""
-    r = config.resources_used
-    quarters = r / RESOURCE_QUANTUM
-    if abs(quarters - round(quarters)) > 1e-9:
-        raise ConfigError(f"resources_used must be a multiple of {RESOURCE_QUANTUM}, not {r}")
+    """``resources_used`` fits the instance's cores and the cores fit ``arch``."""
+    check_resources_used(config.resources_used, config.aipu_cores_used)
     cores = config.aipu_cores_used
     if cores > arch.chip.cores:
         raise ConfigError(
@@ -275,7 +270,6 @@ def _pipeline(
 
 
 __all__ = [
-    "RESOURCE_QUANTUM",
     "CascadeSlot",
     "check_cascade",
     "check_resources",

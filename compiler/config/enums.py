@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The mode is part of the compiled program (model.json), so its one definition is in isa.
+from aipusim.isa.program import MulticoreMode
+
 
 class CompilerMode(StrEnum):
     """What the compiler does with a float model."""
@@ -18,16 +21,6 @@ class CompilerMode(StrEnum):
     QUANTIZE_AND_LOWER = "quantize_and_lower"  # quantize, then lower to tasklists
     QUANTIZE_ONLY = "quantize_only"  # stop after quantization; the result runs on the CPU
     LOWER_ONLY = "lower_only"  # lower an already quantized model
-
-
-class MulticoreMode(StrEnum):
-    """How the cores of the chip share the work (DESIGN.md §4, multicore modes)."""
-
-    MULTIPROCESS = "multiprocess"
-    MULTITHREAD = "multithread"
-    BATCH = "batch"
-    COOPERATIVE = "cooperative"
-    PIPELINE = "pipeline"
 
 
 class QuantizationScheme(StrEnum):

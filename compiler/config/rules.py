@@ -5,7 +5,8 @@ cannot work. Each rule's message names the property to change and what would be 
 
 Rules:
 - ``resources_used >= 0.25 * aipu_cores_used``: every core of an instance needs its quarter
-  of the on-chip memory, so 4 cores need the whole chip (1.0).
+  of the on-chip memory, so 4 cores need the whole chip (1.0)
+  (`aipusim.isa.program.check_resources_used`, which ``model.json`` is checked with too).
 - ``icrx_force`` (when not -1) is at most ``icrx_max_factor``.
 - ``graph_cleaner_condition`` and ``graph_cleaner_node`` are set together or not at all:
   a condition is always evaluated on one node type.
@@ -28,21 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aipusim.base.errors import ConfigError
-
-#: The memory share each core of an instance needs (the reference: multiples of 0.25).
-RESOURCES_PER_CORE = 0.25
+from aipusim.isa.program import check_resources_used
 
 
 def check_consistency(values: Mapping[str, object]) -> None:
     """Raise `ConfigError` for the first rule ``values`` (all properties) break."""
-    cores = values["aipu_cores_used"]
-    resources = values["resources_used"]
-    needed = RESOURCES_PER_CORE * cores
-    if resources < needed:
-        raise ConfigError(
-            f"resources_used must be at least {RESOURCES_PER_CORE} per core "
-            f"(aipu_cores_used = {cores} needs >= {needed}), not {resources}"
-        )
+    check_resources_used(values["resources_used"], values["aipu_cores_used"])
     force, max_factor = values["icrx_force"], values["icrx_max_factor"]
     if force != -1 and force > max_factor:
         raise ConfigError(
@@ -83,4 +75,4 @@ def _check_sizes(values: Mapping[str, object]) -> None:
         )
 
 
-__all__ = ["RESOURCES_PER_CORE", "check_consistency"]
+__all__ = ["check_consistency"]

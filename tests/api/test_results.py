@@ -79,6 +79,32 @@ def test_overrides_reach_the_simulator(tiny: aipusim.CompiledModel) -> None:
         aipusim.simulate(tiny.compiled_dir(), frames=0)
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            {"multicore_mode": "batch"},
+            "multicore_mode is fixed at compile time (multiprocess); recompile with "
+            "--set multicore_mode=batch",
+        ),
+        (
+            {"tiling_depth": 3},
+            "tiling_depth is fixed at compile time (1); recompile with --set tiling_depth=3",
+        ),
+        (
+            {"aipu_cores": 4},
+            "aipu_cores_used is fixed at compile time (1); recompile with --set aipu_cores_used=4",
+        ),
+    ],
+)
+def test_compile_time_decisions_need_a_recompile(
+    tiny: aipusim.CompiledModel, override: dict, message: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        tiny.simulate(frames=1, **override)
+    assert str(err.value) == message
+
+
 def test_simulate_another_shape(tiny: aipusim.CompiledModel) -> None:
     big = tiny.simulate(frames=2, input_shapes={"input": (2, 3, 64, 64)})
     small = tiny.simulate(frames=2)

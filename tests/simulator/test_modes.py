@@ -145,7 +145,11 @@ def test_sysdma_is_shared_between_cores() -> None:
 
 
 def test_overrides_are_checked() -> None:
-    with pytest.raises(ConfigError, match="simulate override must be one of"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^simulate override must be one of double_buffer, frequency, profiling_levels, "
+        r"replicas, voltage, not 'frequncy'$",
+    ):
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"frequncy": 1})
     with pytest.raises(ConfigError, match="double_buffer must be true or false"):
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"double_buffer": "maybe"})
@@ -153,3 +157,90 @@ def test_overrides_are_checked() -> None:
     assert res.frequency_hz == 400_000_000
     with pytest.raises(SimulationError, match="frequency_hz must be"):
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"frequency": 10**6})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "multicore_mode",
+            "batch",
+            "multicore_mode is fixed at compile time (cooperative); recompile with "
+            "--set multicore_mode=batch",
+        ),
+        (
+            "mvm_utilization_limit",
+            0.5,
+            "mvm_utilization_limit is fixed at compile time (1.0); recompile with "
+            "--set mvm_utilization_limit=0.5",
+        ),
+        (
+            "aipu_cores_used",
+            1,
+            "aipu_cores_used is fixed at compile time (2); recompile with --set aipu_cores_used=1",
+        ),
+        (
+            "use_hw_tokens",
+            "false",
+            "use_hw_tokens is fixed at compile time (true); recompile with "
+            "--set use_hw_tokens=false",
+        ),
+        (
+            "replicas",
+            4,
+            "replicas is fixed at compile time (1: a cooperative instance on 2 core(s)); "
+            "recompile with --set multicore_mode=multiprocess for copies of a 1-core model",
+        ),
+    ],
+)
+def test_compile_time_decisions_are_refused(key: str, value: object, message: str) -> None:
+    # A cooperative 2-core tasklist must not be run as if it were something else.
+    prog = program(2)
+    with pytest.raises(ConfigError) as err:
+        simulate(prog, {0: [mvm(1)], 1: [mvm(1)]}, arch=ARCH, overrides={key: value})
+    assert str(err.value) == message
+
+
+def test_double_buffer_can_be_turned_on_only_with_two_buffers() -> None:
+    kw = {"input_bytes": 4096, "output_bytes": 64}
+    single = program(1, double_buffer=False, **kw)
+    with pytest.raises(ConfigError) as err:
+        simulate(single, {0: compute_layer(2)}, arch=ARCH, overrides={"double_buffer": True})
+    assert str(err.value) == (
+        "double_buffer=true needs two I/O buffers per frame, but the program was compiled "
+        "with one (double_buffer=false); recompile with --set double_buffer=true"
+    )
+    on = simulate(program(1, **kw), {0: compute_layer(2)}, arch=ARCH, frames=4)
+    off = simulate(
+        program(1, **kw), {0: compute_layer(2)}, arch=ARCH, frames=4,
+        overrides={"double_buffer": "false"},
+    )  # fmt: skip
+    assert off.total_cycles > on.total_cycles
+
+
+def test_replicas_of_a_batch1_model_up_to_what_fits() -> None:
+    prog = program(1, MulticoreMode.MULTIPROCESS, resources=0.25, input_bytes=1000)
+    two = simulate(prog, {0: compute_layer(2)}, arch=ARCH, frames=2, overrides={"replicas": 2})
+    assert (two.replicas, two.frames, two.active_cores) == (2, 4, 2)
+    with pytest.raises(ConfigError) as err:
+        simulate(prog, {0: compute_layer(2)}, arch=ARCH, overrides={"replicas": 5})
+    assert str(err.value) == (
+        "replicas must be 1-4 (the copies that aipu_cores_used=1 and resources_used=0.25 fit "
+        "on the chip), not 5"
+    )
+
+
+def test_voltage_is_a_runtime_setting_within_the_operating_points() -> None:
+    slow = {"frequency": 400_000_000}
+    low = simulate(program(1), {0: [mvm(2000)]}, arch=ARCH, overrides=slow)
+    high = simulate(program(1), {0: [mvm(2000)]}, arch=ARCH, overrides={**slow, "voltage": 0.8})
+    assert (low.voltage_v, high.voltage_v) == (0.7, 0.8)
+    assert low.total_cycles == high.total_cycles
+    # Dynamic energy goes with V^2: the MVM's energy per frame by (0.8 / 0.7)^2.
+    ratio = high.energy_mj_per_frame["mvm"] / low.energy_mj_per_frame["mvm"]
+    assert ratio == pytest.approx((0.8 / 0.7) ** 2)
+    with pytest.raises(SimulationError) as err:
+        simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={**slow, "voltage": 0.65})
+    assert str(err.value) == (
+        "voltage_v must be 0.7-0.8 V at 400 MHz (the operating points of metis), not 0.65"
+    )

@@ -133,5 +133,10 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     folder = write_compiled(tmp_path / "c")
     assert main(["simulate", str(folder), "--set", "colour=blue"]) == 2
     assert "simulate override must be one of" in capsys.readouterr().err
+    assert main(["simulate", str(folder), "--set", "multicore_mode=batch"]) == 2
+    assert capsys.readouterr().err == (
+        "aipusim: error: multicore_mode is fixed at compile time (cooperative); recompile with "
+        "--set multicore_mode=batch\n"
+    )
     assert main(["simulate", str(folder), "--levels", "K,X"]) == 2
     assert "profiling level must be one of" in capsys.readouterr().err
