@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     )
     from aipusim.optlevels import OPTIMIZATION_LEVELS
     from aipusim.profiler import load_trace
-    from aipusim.results import SimResult
+    from aipusim.simulator import SimResult
 
 #: Public name -> module that defines it (imported on first access).
 _LAZY = {
@@ -62,7 +62,7 @@ _LAZY = {
     "compile_": "aipusim.leip",
     "OPTIMIZATION_LEVELS": "aipusim.optlevels",
     "load_trace": "aipusim.profiler",
-    "SimResult": "aipusim.results",
+    "SimResult": "aipusim.simulator",
 }
 
 

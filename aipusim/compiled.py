@@ -491,8 +491,8 @@ def simulate(
     **overrides: Any,
 ) -> Any:
     """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that
-    holds one; returns a `SimResult` whose trace (frames, layers, compute and memory tasks
-    by default) feeds its profile.
+    holds one; returns a `SimResult` (a `aipusim.results.TracedResult`) whose trace (frames,
+    layers, compute and memory tasks by default) feeds its profile.
 
     >>> import aipusim
     >>> r = aipusim.simulate(aipusim.compile("tiny_cnn"), frames=2, frequency=400_000_000)
@@ -500,7 +500,7 @@ def simulate(
     400000000
     """
     from aipusim.overrides import check_overrides
-    from aipusim.results import SimResult, temporary_trace_dir
+    from aipusim.results import TracedResult, temporary_trace_dir
     from aipusim.run import DEFAULT_RUN_LEVELS, TRACE_NAME
     from aipusim.simulator import simulate as run_simulation
 
@@ -525,7 +525,7 @@ def simulate(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return SimResult(sim, folder / TRACE_NAME, owned_dir=folder)
+    return TracedResult.of(sim, owned_dir=folder)
 
 
 __all__ = [

@@ -1,15 +1,15 @@
-"""`SimResult` of the Python API: the simulator's figures plus its trace, profiled on demand.
+"""`TracedResult`: a `SimResult` whose run wrote a trace, with the profiler's views of it.
 
-The simulator's own result (``aipusim.simulator.SimResult``) carries the figures; this
-wrapper answers every attribute it does not define from it (``fps``, ``latency_us_p50``,
-``energy_mj_per_frame``, ...) and adds the profiler's views of the trace the run wrote.
-The simulator never imports the profiler; this module is where the two meet.
+There is one result type, ``aipusim.SimResult`` (the simulator's, with every figure as an
+attribute). `aipusim.simulate` returns this subclass of it, which adds the views that need
+the profiler: `profile` tables, `plot_layers`, `plot_timeline`, `to_chrome_trace`. The
+simulator never imports the profiler; this module is where the two meet.
 
 >>> import aipusim, numpy as np
 >>> m = aipusim.compile("tiny_cnn")
 >>> r = m.simulate(frames=2)
->>> r.fps > 0, r.latency_us_p50 > 0
-(True, True)
+>>> isinstance(r, aipusim.SimResult), r.fps > 0, r.latency_us_p50 > 0
+(True, True, True)
 >>> list(r.profile().columns[:3])
 ['layer', 'op', 'samples']
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,11 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
+from aipusim.simulator.result import SimResult
 
 
 class ProfileTable(StrEnum):
-    """Which profiler table `SimResult.profile` returns."""
+    """Which profiler table `TracedResult.profile` returns."""
 
     LAYERS = "layers"
     UNITS = "units"
@@ -37,33 +39,25 @@ class ProfileTable(StrEnum):
     CORES = "cores"
 
 
-class SimResult:
-    """One simulation: figures as attributes, the trace as tables, plots and Chrome JSON.
+@dataclass(repr=False)
+class TracedResult(SimResult):
+    """A `SimResult` with its trace as tables, plots and Chrome JSON.
 
-    ``trace_path`` is the text trace the run wrote; when the result owns a temporary
-    folder for it, the folder goes away with the result.
+    When the result owns a temporary folder for the trace, the folder goes away with it.
     """
 
-    def __init__(self, sim: Any, trace_path: Path, *, owned_dir: Path | None = None) -> None:
-        self._sim = sim
-        self.trace_path = Path(trace_path)
-        self._trace: Any = None
+    _trace: Any = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, result: SimResult, owned_dir: Path | None = None) -> TracedResult:
+        """``result`` (which wrote a trace) as a `TracedResult`; ``owned_dir`` is removed
+        when the new object is."""
+        if result.trace_path is None:
+            raise ConfigError("a traced result needs a run that wrote a trace, not none")
+        out = cls(**{f.name: getattr(result, f.name) for f in fields(result) if f.init})
         if owned_dir is not None:
-            weakref.finalize(self, shutil.rmtree, owned_dir, True)
-
-    @property
-    def sim(self) -> Any:
-        """The simulator's result (``aipusim.simulator.SimResult``)."""
-        return self._sim
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names this class does not define: the simulator's figures.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._sim, name)
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(dir(self._sim)))
+            weakref.finalize(out, shutil.rmtree, owned_dir, True)
+        return out
 
     @property
     def trace(self) -> Any:
@@ -71,18 +65,23 @@ class SimResult:
         if self._trace is None:
             from aipusim.profiler import load_trace
 
-            self._trace = load_trace(self.trace_path)
+            self._trace = load_trace(self._path)
         return self._trace
+
+    @property
+    def _path(self) -> Path:
+        assert self.trace_path is not None  # `of` only makes results that wrote one
+        return self.trace_path
 
     def profile(
         self, drop_percentile: float = 0.0, by: str = "value", table: str = "layers"
     ) -> pd.DataFrame:
         """A profiler table of the run.
 
-        ``table``: ``layers`` (per layer latency statistics and unit shares), ``units``,
-        ``frames`` or ``cores``. ``drop_percentile`` p in [0, 50) drops outliers: with
-        ``by="value"`` the lowest and highest p% of each group's samples, with
-        ``by="time"`` the first and last p% of the run's frames (warm-up and drain).
+        ``table``: ``layers`` (per layer busy, span and wait time, critical unit, unit
+        shares), ``units``, ``frames`` or ``cores``. ``drop_percentile`` p in [0, 50)
+        drops outliers: with ``by="value"`` the lowest and highest p% of each group's
+        samples, with ``by="time"`` the first and last p% of the run's frames.
         """
         from aipusim import profiler
 
@@ -103,11 +102,11 @@ class SimResult:
     def plot_layers(
         self, path: str | Path | None = None, drop_percentile: float = 0.0, by: str = "value"
     ) -> Path:
-        """Stacked bars of each layer's mean latency by unit; returns the PNG written
+        """Stacked bars of each layer's span by unit and waiting; returns the PNG written
         (``layers.png`` beside the trace unless ``path`` is given)."""
         from aipusim.profiler import plot_layer_bars
 
-        target = Path(path) if path is not None else self.trace_path.with_name("layers.png")
+        target = Path(path) if path is not None else self._path.with_name("layers.png")
         return plot_layer_bars(self.trace, target, drop_percentile, _drop_by(by))
 
     def plot_timeline(
@@ -120,7 +119,7 @@ class SimResult:
         (``timeline.png`` beside the trace unless ``path`` is given)."""
         from aipusim.profiler import plot_gantt
 
-        target = Path(path) if path is not None else self.trace_path.with_name("timeline.png")
+        target = Path(path) if path is not None else self._path.with_name("timeline.png")
         return plot_gantt(self.trace, target, start_us, end_us)
 
     def to_chrome_trace(self, path: str | Path) -> Path:
@@ -130,14 +129,6 @@ class SimResult:
         target = Path(path)
         write_chrome_trace(self.trace, target)
         return target
-
-    def __repr__(self) -> str:
-        s = self._sim
-        return (
-            f"SimResult(frames={s.frames}, fps={s.fps:.1f}, "
-            f"latency_us_p50={s.latency_us_p50:.1f}, "
-            f"energy_mj_per_frame={s.energy_mj_per_frame_total:.3f})"
-        )
 
 
 def _drop_by(by: str) -> str:
@@ -151,8 +142,8 @@ def _drop_by(by: str) -> str:
 
 
 def temporary_trace_dir() -> Path:
-    """A fresh folder for a run's trace (owned by the `SimResult` made from it)."""
+    """A fresh folder for a run's trace (owned by the `TracedResult` made from it)."""
     return Path(tempfile.mkdtemp(prefix="aipusim-sim-"))
 
 
-__all__ = ["ProfileTable", "SimResult", "temporary_trace_dir"]
+__all__ = ["ProfileTable", "TracedResult", "temporary_trace_dir"]

@@ -195,4 +195,5 @@ def simulate(
         (tracer or Tracer((), 0)).write(path, header)
         timeline = path.with_name(path.name.removesuffix(path.suffix) + POWER_TIMELINE_SUFFIX)
         result.power_timeline.to_parquet(timeline, index=False)
+        result.trace_path = path
     return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -72,7 +73,7 @@ def poll_count(sim: Simulation) -> int:
     return cycles // max(1, sim.poll_cost)
 
 
-@dataclass
+@dataclass(repr=False)
 class SimResult:
     """Outcome of `simulate`. Times in cycles unless the name says otherwise.
 
@@ -110,6 +111,8 @@ class SimResult:
     event_counts: dict[str, int]
     _task_log: Callable[[], pd.DataFrame] = field(repr=False)
     _task_log_cache: pd.DataFrame | None = field(default=None, repr=False)
+    #: The trace the run wrote (its power timeline beside it), or None.
+    trace_path: Path | None = None
 
     @property
     def task_log(self) -> pd.DataFrame:
@@ -182,6 +185,13 @@ class SimResult:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"SimResult(frames={self.frames}, fps={self.fps:.1f}, "
+            f"latency_us_p50={self.latency_us_p50:.1f}, "
+            f"energy_mj_per_frame={self.energy_mj_per_frame_total:.3f})"
+        )
 
 
 def build_result(sim: Simulation) -> SimResult:

@@ -9,13 +9,16 @@ import aipusim
 from aipusim.base.errors import ConfigError
 
 
-def test_figures_come_from_the_simulator(tiny_sim: aipusim.SimResult) -> None:
-    sim = tiny_sim.sim
-    assert tiny_sim.fps == sim.fps > 0
+def test_one_result_type(tiny_sim: aipusim.SimResult) -> None:
+    # The API's result is the simulator's SimResult (with its trace views), not a wrapper.
+    from aipusim.simulator import SimResult
+
+    assert aipusim.SimResult is SimResult and isinstance(tiny_sim, SimResult)
+    assert tiny_sim.fps > 0
     assert tiny_sim.latency_us_p99 >= tiny_sim.latency_us_p50 > 0
-    assert tiny_sim.energy_mj_per_frame == sim.energy_mj_per_frame
-    assert json.loads(tiny_sim.to_json())["fps"] == pytest.approx(sim.fps)
-    assert "avg_power_w" in dir(tiny_sim)
+    assert json.loads(tiny_sim.to_json())["fps"] == pytest.approx(tiny_sim.fps)
+    assert "avg_power_w" in dir(tiny_sim) and "profile" in dir(tiny_sim)
+    assert repr(tiny_sim).startswith(f"SimResult(frames={tiny_sim.frames}, fps=")
     with pytest.raises(AttributeError):
         _ = tiny_sim.no_such_figure
 
