@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from aipusim.arch import Arch, load_arch
     from aipusim.base.errors import AipuSimError
     from aipusim.compiled import CompiledModel, compile, load, simulate
-    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.config import CompilerConfig, load_config
     from aipusim.inputs import InputInfo, ShapeBounds
     from aipusim.leip import (
         CompileOptimizations,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from aipusim.optlevels import OPTIMIZATION_LEVELS
     from aipusim.profiler import load_trace
     from aipusim.simulator import SimResult
+    from aipusim.sources import config_for
 
 #: Public name -> module that defines it (imported on first access).
 _LAZY = {
@@ -52,6 +53,8 @@ _LAZY = {
     "load": "aipusim.compiled",
     "simulate": "aipusim.compiled",
     "CompilerConfig": "aipusim.compiler.config",
+    "load_config": "aipusim.compiler.config",
+    "config_for": "aipusim.sources",
     "InputInfo": "aipusim.inputs",
     "ShapeBounds": "aipusim.inputs",
     "CompileOptimizations": "aipusim.leip",
@@ -96,8 +99,10 @@ __all__ = [
     "__version__",
     "compile",
     "compile_",
+    "config_for",
     "load",
     "load_arch",
+    "load_config",
     "load_trace",
     "simulate",
 ]

@@ -52,6 +52,8 @@ from aipusim.sources import apply_layout, bind_inputs, load_source, real_inputs,
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
 SOURCE_MODEL = "input_model/fp32_model.onnx"
 SHAPES_DIR = "shapes"
+#: The copy of the hardware TOML a model was compiled for with ``compile(..., arch=)``.
+ARCH_FILE = "arch.toml"
 #: The only target of this toolkit (LEIP-style ``target``).
 TARGET = "aipu"
 
@@ -96,6 +98,7 @@ def _run_compile(
     config: Any,
     shapes: Mapping[str, tuple[int, ...]],
     model_id: str | None = None,
+    arch: Path | None = None,
 ) -> None:
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.request import CompileRequest
@@ -113,6 +116,7 @@ def _run_compile(
             input_shape=dict(shapes),  # type: ignore[arg-type]  # the importer takes a mapping
             cli_args={"input": str(model_path), "output": str(out)},
             model_id=model_id,
+            arch_path=arch,
         )
     )
 
@@ -125,12 +129,18 @@ def compile_with(
     output_dir: str | os.PathLike[str] | None = None,
     optimization_level: int = 3,
     options: BuildOptions | None = None,
+    arch: str | os.PathLike[str] | None = None,
 ) -> CompiledModel:
     """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.leip.compile_`)."""
     import onnx
 
+    from aipusim.arch import load_arch
+
     options = options or BuildOptions()
     check_level(optimization_level)
+    arch_path = Path(arch).expanduser() if arch is not None else None
+    if arch_path is not None:
+        load_arch(arch_path)  # a bad arch file fails here, before anything is written
     proto, name, builtin = load_source(model)
     cfg = resolve_config(config, builtin)
     if str(cfg.compiler_mode) != "quantize_and_lower":
@@ -155,7 +165,7 @@ def compile_with(
         source = Path(tmp) / f"{stem}.onnx"
         onnx.save(bound, str(source))
         try:
-            _run_compile(source, root, cfg, opt, options.model_id)
+            _run_compile(source, root, cfg, opt, options.model_id, arch_path)
         except BaseException:
             if owned:
                 shutil.rmtree(root.parent, ignore_errors=True)
@@ -171,7 +181,12 @@ def compile_with(
         "options": options.to_dict(),
         "crc_check": options.crc_check,
         "shapes": {},
+        "arch": None,
     }
+    if arch_path is not None:
+        # The model is simulated on the hardware it was compiled for, so it keeps a copy.
+        shutil.copyfile(arch_path, root / ARCH_FILE)
+        meta["arch"] = ARCH_FILE
     compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
     if options.legacy_artifacts:
         from aipusim.legacy import write_legacy_artifacts
@@ -188,6 +203,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     inputs: Mapping[str, Any] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
     optimization_level: int = 3,
+    arch: str | os.PathLike[str] | None = None,
 ) -> CompiledModel:
     """Compile ``model`` for the AIPU.
 
@@ -197,7 +213,9 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     ``(min, opt, max)`` triple; compiled for opt) or to a numpy array, which is baked in
     as a constant and leaves the compiled signature. ``optimization_level`` 1-4 selects a
     preset of the scheduling knobs (`aipusim.optlevels`). ``output_dir``: where the
-    artifacts go (default: a temporary folder that lives as long as the model).
+    artifacts go (default: a temporary folder that lives as long as the model). ``arch``:
+    a hardware TOML (default: the bundled ``arch/metis.toml``); the model keeps a copy and
+    `simulate` runs on it.
 
     >>> import aipusim, numpy as np
     >>> m = aipusim.compile("tiny_cnn", optimization_level=1)
@@ -210,6 +228,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
         inputs=inputs,
         output_dir=output_dir,
         optimization_level=optimization_level,
+        arch=arch,
     )
 
 
@@ -297,6 +316,12 @@ class CompiledModel:
     @property
     def output_names(self) -> tuple[str, ...]:
         return tuple(self._meta["outputs"])
+
+    @property
+    def _arch(self) -> Path | None:
+        """The hardware TOML the model was compiled for (None: the bundled one)."""
+        name = self._meta.get("arch")
+        return self._root / name if name else None
 
     @property
     def optimization_level(self) -> int:
@@ -414,7 +439,7 @@ class CompiledModel:
         folder = self._root / SHAPES_DIR / key
         if key not in self._meta["shapes"] or not folder.is_dir():
             # the source already takes the chosen layout (its Transpose is in the graph)
-            _run_compile(self._root / SOURCE_MODEL, folder, self.config, shapes)
+            _run_compile(self._root / SOURCE_MODEL, folder, self.config, shapes, None, self._arch)
             self._meta["shapes"][key] = {n: list(s) for n, s in shapes.items()}
             self._write_meta()
         return folder
@@ -437,6 +462,10 @@ class CompiledModel:
         trace tags (default: frames, layers, compute and memory tasks, which the profile
         needs).
         """
+        if arch is None and self._arch is not None:
+            from aipusim.arch import load_arch
+
+            arch = load_arch(self._arch)
         return simulate(
             self.compiled_dir(input_shapes), frames=frames, levels=levels, arch=arch, **overrides
         )

@@ -64,6 +64,23 @@ def resolve_config(config: Any, builtin: Path | None) -> Any:
     )
 
 
+def config_for(model: str | os.PathLike[str]) -> Any:
+    """The `CompilerConfig` `compile` starts ``model`` from: a zoo model's built-in config,
+    else (an ONNX file) the defaults.
+
+    >>> config_for("resnet50").multicore_mode
+    <MulticoreMode.BATCH: 'batch'>
+    """
+    from aipusim.run import resolve_model
+
+    source = resolve_model(model)
+    if source.path is not None:
+        return resolve_config(None, None)
+    from aipusim.compiler.modelcard import builtin_configs
+
+    return resolve_config(None, builtin_configs().get(source.name))
+
+
 def _model_dtype(vi: Any) -> np.dtype:
     from onnx import helper
 
@@ -202,4 +219,11 @@ def real_inputs(proto: Any) -> list[str]:
     return [vi.name for vi in proto.graph.input if vi.name not in inits]
 
 
-__all__ = ["apply_layout", "bind_inputs", "load_source", "real_inputs", "resolve_config"]
+__all__ = [
+    "apply_layout",
+    "bind_inputs",
+    "config_for",
+    "load_source",
+    "real_inputs",
+    "resolve_config",
+]

@@ -106,11 +106,9 @@ def source_state() -> tuple[str, bool]:
 
 def base_config(model: str) -> Any:
     """The config a model runs with by default: its built-in zoo config, else the defaults."""
-    from aipusim.compiler.config import CompilerConfig, load_config
-    from aipusim.compiler.modelcard import builtin_configs
+    import aipusim
 
-    path = builtin_configs().get(model)
-    return load_config(path) if path is not None else CompilerConfig()
+    return aipusim.config_for(model)
 
 
 def check_models(models: Sequence[str], input_size: int | None) -> list[str]:
@@ -215,11 +213,9 @@ def design_point(
     context_digest: str,
 ) -> Any:
     """A sweep point of ``model`` with ``params`` on top of the model's built-in config."""
-    from aipusim.compiler.config.compiler_config import to_json_value
     from aipusim.sweep import SweepPoint
 
-    base = base_config(model)
-    base_json = json.dumps({k: to_json_value(v) for k, v in base.changed().items()}, sort_keys=True)
+    base_json = json.dumps(base_config(model).to_dict(only_changed=True), sort_keys=True)
     return SweepPoint(
         model=model,
         params=tuple(params),

@@ -53,32 +53,31 @@ def _write_arch(point: SweepPoint, folder: Path) -> Path | None:
 
 
 def evaluate_point(point: SweepPoint) -> dict[str, Any]:
-    """Compile and simulate ``point``; the measurements of its result row.
+    """Compile and simulate ``point`` with the public API; the measurements of its row.
 
     Raises the pipeline's `AipuSimError` when the point cannot be compiled or simulated
     (the runner records it as a failed row).
     Example: ``evaluate_point(build_space(["tiny_cnn"], frames=2).points[0])["fps"]``.
     """
-    from aipusim.arch import load_arch
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest
-    from aipusim.simulator import simulate
+    import aipusim
 
     config = point.config()
     with tempfile.TemporaryDirectory(prefix="aipusim-sweep-") as tmp:
         folder = Path(tmp)
         arch_path = _write_arch(point, folder)
-        arch = load_arch(arch_path)
         model_path = _write_model(point, folder)
-        output_dir = folder / "compiled"
-        request = CompileRequest(
-            model_path=model_path, output_dir=output_dir, config=config, arch_path=arch_path
-        )
         start = time.perf_counter()
-        compile_model(request)
+        model = aipusim.compile(model_path, config, output_dir=folder / "compiled", arch=arch_path)
         compiled = time.perf_counter()
-        result = simulate(output_dir / "compiled_model", arch=arch, frames=point.frames)
+        # The trace levels of the compiled program (each trace line costs control-core cycles,
+        # so a point measures exactly what its config asks for).
+        result = model.simulate(point.frames, levels=list(config.profiling_levels))
         simulated = time.perf_counter()
+        return metrics(result) | {"compile_s": compiled - start, "simulate_s": simulated - compiled}
+
+
+def metrics(result: Any) -> dict[str, Any]:
+    """The measurement columns of a sweep row from a `SimResult` (`store.METRIC_COLUMNS`)."""
     watts = result.avg_power_w
     return {
         "fps": result.fps,
@@ -89,9 +88,7 @@ def evaluate_point(point: SweepPoint) -> dict[str, Any]:
         "peak_power_w": result.peak_power_w,
         "fps_per_w": result.fps / watts if watts > 0 else float("nan"),
         "total_cycles": result.total_cycles,
-        "compile_s": compiled - start,
-        "simulate_s": simulated - compiled,
     }
 
 
-__all__ = ["evaluate_point"]
+__all__ = ["evaluate_point", "metrics"]

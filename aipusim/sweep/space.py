@@ -33,10 +33,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from aipusim import CompilerConfig
 from aipusim.base.errors import ArchError, ConfigError
-from aipusim.compiler.config import PROPERTIES, CompilerConfig, Kind, canonical_name
-from aipusim.compiler.config.compiler_config import to_json_value
-from aipusim.compiler.config.spec import ConfigValue
+
+#: A checked config value (bool, int, float, str, enum member, tuple of members or None).
+ConfigValue = Any
 
 #: Separator of the members of one value of a list-valued property.
 LIST_JOIN = "+"
@@ -199,13 +200,13 @@ def parse_param(text: str) -> tuple[str, tuple[ConfigValue, ...]]:
     """
     key, raws = _split(text, "--param")
     try:
-        name = canonical_name(key.replace("-", "_"))
+        prop = CompilerConfig.property(key.replace("-", "_"))
     except ConfigError as exc:
         raise ConfigError(f"--param {key}: {exc}") from None
-    prop = PROPERTIES[name]
+    name = prop.name
     values = []
     for raw in raws:
-        member_text = raw.replace(LIST_JOIN, ",") if prop.kind is Kind.ENUM_LIST else raw
+        member_text = raw.replace(LIST_JOIN, ",") if prop.is_list else raw
         try:
             values.append(prop.parse(member_text))
         except ConfigError as exc:
@@ -305,9 +306,7 @@ def build_space(
                 raise ConfigError(f"{what} must name each key once, not {name!r} twice")
 
     base_config = base if base is not None else CompilerConfig()
-    base_json = json.dumps(
-        {k: to_json_value(v) for k, v in base_config.changed().items()}, sort_keys=True
-    )
+    base_json = json.dumps(base_config.to_dict(only_changed=True), sort_keys=True)
     context = {
         "base_config": json.loads(base_json),
         "arch_path": str(arch_path) if arch_path is not None else None,

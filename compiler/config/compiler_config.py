@@ -97,6 +97,16 @@ class CompilerConfig:
         """Every property's description, in reference order."""
         return PROPERTIES
 
+    @staticmethod
+    def property(name: str) -> Prop:
+        """The description of the property ``name`` names (aliases resolved), or
+        `ConfigError` with a suggestion.
+
+        >>> CompilerConfig.property("resources").name
+        'resources_used'
+        """
+        return PROPERTIES[canonical_name(name)]
+
     def to_dict(self, *, only_changed: bool = False) -> dict[str, JsonValue]:
         """All properties (or only those differing from the default) as plain data."""
         return {

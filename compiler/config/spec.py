@@ -118,6 +118,11 @@ class Prop:
     #: Unit of a numeric value, shown in listings ("bytes", "Hz").
     unit: str = ""
 
+    @property
+    def is_list(self) -> bool:
+        """True when the value is a list of enum members (``profiling_levels``)."""
+        return self.kind is Kind.ENUM_LIST
+
     # -- description of the valid values -------------------------------------------
     def valid_text(self) -> str:
         """What is valid, as used in error messages: ``an integer 1-4``."""

@@ -193,3 +193,30 @@ def test_a_mapping_changes_the_zoo_models_built_in_config() -> None:
     # tiny_cnn.toml: quarter-chip instances with I/O in L2; the mapping changed the clock
     assert (cfg.resources_used, cfg.io_memory_pool) == (0.25, "global.l2")
     assert cfg.frequency == 400_000_000
+
+
+def test_the_model_keeps_the_arch_it_was_compiled_for(tmp_path: Path) -> None:
+    from aipusim.arch import DEFAULT_ARCH_PATH
+
+    slow_dispatch = tmp_path / "slow.toml"
+    text = DEFAULT_ARCH_PATH.read_text()
+    assert "dispatch_cycles_per_task = 8 " in text
+    slow_dispatch.write_text(
+        text.replace("dispatch_cycles_per_task = 8 ", "dispatch_cycles_per_task = 80 ")
+    )
+    m = aipusim.compile("tiny_cnn", arch=slow_dispatch, output_dir=tmp_path / "m")
+    assert (tmp_path / "m" / "arch.toml").read_text() == slow_dispatch.read_text()
+    slow = m.simulate(frames=1)
+    plain = aipusim.compile("tiny_cnn").simulate(frames=1)
+    assert slow.total_cycles > plain.total_cycles
+    # the saved copy travels with the model
+    assert aipusim.load(m.save(tmp_path / "saved")).simulate(frames=1).total_cycles == (
+        slow.total_cycles
+    )
+
+
+def test_config_for_is_where_compile_starts() -> None:
+    from aipusim.compiler.modelcard import builtin_configs
+
+    assert aipusim.config_for("resnet50") == aipusim.load_config(builtin_configs()["resnet50"])
+    assert aipusim.config_for("tiny_cnn").resources_used == 0.25
