@@ -16,6 +16,14 @@ Two additions, both keeping SimPy's order of events exactly (same queue, same
   callback of the event being processed is still to run, that resumption would be the very
   next thing to happen, so moving the present to ``t`` and carrying on is the same run.
 
+This module is the only one that touches SimPy's private fields (``_queue``, ``_eid``,
+``_now``, an event's ``_ok``/``_value``/``_defused``). A version on SimPy's public API
+(a `simpy.Process` per generator, an `Event` per parked wait, a timeout per cycle yield,
+no fast-forward) gives the same cycles but measured 35-60 % fewer simulated tasks per
+second (`tests/benchmarks/test_simulator_bench.py`), so pyproject pins SimPy to the minor
+version tested (``simpy>=4.1,<4.2``) and ``tests/simulator/test_clock.py`` fails, naming
+the field, if a release changes what this relies on.
+
 >>> env = RunEnvironment()
 >>> def proc(env):
 ...     yield 40                   # resume at cycle 40

@@ -150,3 +150,49 @@ def _run(plain: bool, program: list[list[tuple[str, int]]]) -> list[tuple[int, i
 def test_the_order_of_steps_is_simpys(seed: int, n_procs: int, steps: int) -> None:
     program = _program(seed, n_procs, steps)
     assert _run(False, program) == _run(True, program)
+
+
+def test_the_simpy_internals_the_clock_relies_on() -> None:
+    """simulator/clock.py (and only it) works on SimPy's private queue and event fields,
+    because a public-API version loses a third to three fifths of the simulated tasks per
+    second. pyproject pins SimPy to the minor version checked here; a release that changes
+    any of these must fail here, with the field named, before it changes a run."""
+    import simpy.core
+    import simpy.events
+
+    env = simpy.Environment()
+    problems = []
+    for name, kind in (("_queue", list), ("_now", int)):
+        if not isinstance(getattr(env, name, None), kind):
+            problems.append(f"Environment.{name} must be a {kind.__name__}")
+    if not hasattr(getattr(env, "_eid", None), "__next__"):
+        problems.append("Environment._eid must be an id counter (itertools.count)")
+    for name in ("NORMAL", "URGENT", "EventPriority"):
+        if not hasattr(simpy.events, name):
+            problems.append(f"simpy.events.{name} must exist")
+    for name in ("EmptySchedule", "StopSimulation"):
+        if not hasattr(simpy.core, name):
+            problems.append(f"simpy.core.{name} must exist")
+    ev = env.timeout(3, value="v")
+    if env._queue and not (
+        len(env._queue[0]) == 4 and env._queue[0][0] == 3 and env._queue[0][3] is ev
+    ):
+        problems.append("queue entries must be (time, priority, id, event)")
+    if env._queue and env._queue[0][1] != simpy.events.NORMAL:
+        problems.append("a timeout must be queued with priority NORMAL")
+    for name in ("_ok", "_value", "callbacks"):
+        if not hasattr(ev, name):
+            problems.append(f"Event.{name} must exist")
+    if getattr(ev, "_ok", None) is not True or getattr(ev, "_value", None) != "v":
+        problems.append("a triggered Event must hold _ok=True and its _value")
+    failed = env.event()
+    failed.fail(ValueError("x"))
+    failed._defused = True  # the clock defuses failures it hands to a runner
+    env.run()
+    if env.now != 3:
+        problems.append("Environment.run must process the queue the clock fills")
+    assert not problems, (
+        f"SimPy {simpy.__version__} changed what simulator/clock.py relies on: "
+        + "; ".join(problems)
+        + ". Adapt clock.py (and the pin in pyproject.toml) to it."
+    )
