@@ -44,18 +44,16 @@ def _md(df: pd.DataFrame, floatfmt: str = ".2f") -> str:
 
 
 def headline_table(sim: Any) -> pd.DataFrame:
-    """The figures users come for, one row each."""
+    """The figures users come for, one row each, with what each one means."""
+    from aipusim.figures import headline
+
     rows = [
-        ("system FPS (host link included)", f"{sim.fps:.1f}"),
-        ("device FPS", f"{sim.device_fps:.1f}"),
-        ("latency p50 / p99", f"{sim.latency_us_p50:.1f} / {sim.latency_us_p99:.1f} µs"),
-        ("energy per frame", f"{sim.energy_mj_per_frame_total:.4f} mJ"),
-        ("average / peak power", f"{sim.avg_power_w:.3f} / {sim.peak_power_w:.3f} W"),
-        ("simulated cycles", f"{sim.total_cycles:,}"),
-        ("clock / voltage", f"{sim.frequency_hz / 1e6:g} MHz / {sim.voltage_v:.2f} V"),
-        ("replicas x cores", f"{sim.replicas} x {sim.active_cores}"),
+        *headline(sim),
+        ("simulated cycles", f"{sim.total_cycles:,}", f"{sim.frames} frames"),
+        ("clock / voltage", f"{sim.frequency_hz / 1e6:g} MHz / {sim.voltage_v:.2f} V", ""),
+        ("replicas x cores", f"{sim.replicas} x {sim.active_cores}", ""),
     ]
-    return pd.DataFrame(rows, columns=["figure", "value"])
+    return pd.DataFrame(rows, columns=["figure", "value", "definition"])
 
 
 def write_run_report(
@@ -67,11 +65,11 @@ def write_run_report(
     energy = pd.DataFrame(
         {
             "component": list(sim.energy_mj_per_frame),
-            "mJ per frame": list(sim.energy_mj_per_frame.values()),
+            "mJ per frame (steady state)": list(sim.energy_mj_per_frame.values()),
         }
     )
-    total = energy["mJ per frame"].sum()
-    energy["share %"] = 100 * energy["mJ per frame"] / (total if total > 0 else 1.0)
+    total = energy["mJ per frame (steady state)"].sum()
+    energy["share %"] = 100 * energy["mJ per frame (steady state)"] / (total or 1.0)
     busy = pd.DataFrame(
         {"unit": list(sim.utilization), "busy %": [100 * v for v in sim.utilization.values()]}
     )

@@ -27,19 +27,31 @@ class RunResult:
     plots: list[Path] = field(default_factory=list)
 
     def slowest_layers(self, n: int = 10) -> pd.DataFrame:
-        """The ``n`` layers with the largest mean latency, with the unit that dominates."""
+        """The ``n`` layers with the most busy time (`slowest_layers`)."""
         return slowest_layers(self.layers, n)
 
 
+#: Columns of the slowest-layers table (printout, report.md, ``run --json``).
+SLOWEST_COLUMNS = [
+    "layer",
+    "op",
+    "unit",
+    "busy_us",
+    "span_us",
+    "wait_us",
+    "critical_unit",
+    "macs",
+    "array_macs",
+]
+
+
 def slowest_layers(layers: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """Top ``n`` rows of a profiler layer table by mean latency, plus its dominant unit."""
-    from aipusim.profiler import UNIT_CLASSES
+    """Top ``n`` rows of a profiler layer table by busy time (exclusive: each instant of a
+    core counted once), with the unit class that holds most of it and the unit or link the
+    layer waited on (`aipusim.profiler.layers`)."""
+    from aipusim.profiler import slowest_layers as ranked
 
-    shares = layers[[f"share_{c}" for c in UNIT_CLASSES]]
-    top = layers.assign(unit=shares.idxmax(axis=1).str.removeprefix("share_"))
-    top.loc[shares.max(axis=1) <= 0, "unit"] = "-"
-    cols = ["layer", "op", "unit", "mean_us", "p50_us", "p99_us", "macs"]
-    return top.nlargest(n, "mean_us")[cols].reset_index(drop=True)
+    return ranked(layers, n)[SLOWEST_COLUMNS]
 
 
-__all__ = ["RunResult", "slowest_layers"]
+__all__ = ["SLOWEST_COLUMNS", "RunResult", "slowest_layers"]

@@ -212,11 +212,6 @@ class StaticPowerSpec:
 
 
 @dataclass(frozen=True)
-class PowerSpec:
-    peak_window_us: float
-
-
-@dataclass(frozen=True)
 class Arch:
     """The whole chip. Load it with `aipusim.arch.load_arch`.
 
@@ -242,7 +237,6 @@ class Arch:
     memory_map: MemoryMapSpec
     energy: EnergySpec
     static_power: StaticPowerSpec
-    power: PowerSpec
 
     # -- derived figures -------------------------------------------------------------
     def peak_tops_at(self, freq_hz: int) -> float:

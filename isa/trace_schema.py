@@ -60,7 +60,7 @@ _I, _S = ColumnType.INT, ColumnType.STR
 #: Columns of each tag, in the order they are written.
 COLUMNS: dict[Tag, tuple[tuple[str, ColumnType], ...]] = {
     Tag.B: (("frame", _I), ("inst", _I), ("start", _I), ("end", _I)),
-    Tag.PB: (("t", _I), ("core", _I), ("frame", _I), ("layer", _S), ("op", _S)),
+    Tag.PB: (("t", _I), ("core", _I), ("frame", _I), ("layer", _S), ("op", _S), ("macs", _I)),
     Tag.PE: (("t", _I), ("core", _I), ("frame", _I), ("layer", _S)),
     Tag.K: (
         ("core", _I),
@@ -87,6 +87,12 @@ COLUMNS: dict[Tag, tuple[tuple[str, ColumnType], ...]] = {
     ),
     Tag.T: (("t", _I), ("core", _I), ("token", _I), ("scope", _S), ("op", _S), ("task", _I)),
 }
+
+#: Columns a reader fills in when a line or row lacks them (traces written before they
+#: existed), with the value it fills in. ``[PB] macs`` is the network's multiply-
+#: accumulates of the whole layer in one frame (-1: not known, e.g. hand-written
+#: tasklists); the padded array MACs are the ``macs`` of its ``[K]`` tasks.
+OPTIONAL_COLUMNS: dict[Tag, dict[str, int]] = {Tag.PB: {"macs": -1}}
 
 #: The tags that may be enabled with ``profiling_levels`` (all but UNKNOWN).
 LEVELS: tuple[Tag, ...] = (Tag.B, Tag.PB, Tag.PE, Tag.K, Tag.M, Tag.T)
@@ -225,6 +231,15 @@ class Component(enum.StrEnum):
 POWER_TIMELINE_SUFFIX = ".power.parquet"
 POWER_TIME_COLUMNS = ("t_start", "t_end")
 POWER_TOTAL_COLUMN = "total_w"
+#: Parquet schema metadata of the power timeline: the bin (µs) and the run's peak power
+#: by window (JSON object, window name -> W; `aipusim.isa.metrics.PEAK_WINDOWS`).
+POWER_BIN_KEY = "bin_us"
+POWER_PEAK_KEY = "peak_power_w"
+#: Trace header keys (``extra``) the simulator writes for the profiler's metrics: the cores
+#: of one instance (token edges stay inside it) and the token latency (cycles from a
+#: signalling task's end to the waiting task's start).
+HEADER_INSTANCE_CORES = "instance_cores"
+HEADER_TOKEN_LATENCY = "token_latency_cycles"
 
 
 def power_column(component: Component) -> str:

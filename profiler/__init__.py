@@ -11,6 +11,13 @@
 from aipusim.profiler.chrome import write_chrome_trace
 from aipusim.profiler.compare import compare_layers
 from aipusim.profiler.drop import DropBy, drop_by_value, drop_frames, kept_frames
+from aipusim.profiler.layers import (
+    PARTS,
+    layer_breakdown,
+    layer_samples,
+    layer_table,
+    slowest_layers,
+)
 from aipusim.profiler.plots import (
     plot_all,
     plot_bandwidth,
@@ -26,9 +33,6 @@ from aipusim.profiler.reduce import (
     core_table,
     frame_summary,
     frame_table,
-    layer_breakdown,
-    layer_samples,
-    layer_table,
     power_table,
     tasks,
     unit_table,
@@ -39,6 +43,7 @@ from aipusim.profiler.tables import to_markdown, to_records, write_table
 from aipusim.profiler.trace import Trace, load_power_timeline, load_trace
 
 __all__ = [
+    "PARTS",
     "UNIT_CLASSES",
     "DropBy",
     "Trace",
@@ -63,6 +68,7 @@ __all__ = [
     "plot_roofline",
     "plot_utilisation",
     "power_table",
+    "slowest_layers",
     "tasks",
     "to_markdown",
     "to_records",

@@ -31,7 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
-from aipusim.profiler.reduce import bandwidth_table, layer_samples
+from aipusim.profiler.layers import layer_spans
+from aipusim.profiler.reduce import bandwidth_table
 from aipusim.profiler.trace import Trace
 
 #: Thread ids of the known units (others get the next free numbers).
@@ -151,7 +152,7 @@ def write_chrome_trace(
                 ]
                 _write_events(out, pieces, first)
                 count += len(part)
-        samples = layer_samples(trace)
+        samples = layer_spans(trace)
         if len(samples):
             start = samples["start"].to_numpy(np.int64)
             dur = (samples["end"].to_numpy(np.int64) - start) * us

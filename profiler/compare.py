@@ -7,7 +7,7 @@
 >>> _ = write_synthetic_trace(d / "a.trace", frames=4, seed=1)
 >>> _ = write_synthetic_trace(d / "b.trace", frames=4, seed=2)
 >>> compare_layers(load_trace(d / "a.trace"), load_trace(d / "b.trace")).columns[:4].tolist()
-['layer', 'mean_us_a', 'mean_us_b', 'delta_mean_us']
+['layer', 'busy_us_a', 'busy_us_b', 'delta_busy_us']
 """
 
 from __future__ import annotations
@@ -16,19 +16,19 @@ import numpy as np
 import pandas as pd
 
 from aipusim.profiler.drop import DropBy
-from aipusim.profiler.reduce import layer_table
+from aipusim.profiler.layers import layer_table
 from aipusim.profiler.trace import Trace
 
-_STATS = ("mean_us", "p50_us", "p99_us")
+_STATS = ("busy_us", "span_us", "wait_us")
 
 
 def compare_layers(
     a: Trace, b: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
 ) -> pd.DataFrame:
     """Per layer: ``<stat>_a``, ``<stat>_b``, ``delta_<stat>`` (b - a) and
-    ``delta_<stat>_pct`` (relative to a) for mean, p50 and p99 latency, plus the samples
-    of each. Layers found in only one trace have NaN for the other; order: a's layers,
-    then b's new ones."""
+    ``delta_<stat>_pct`` (relative to a) for the mean busy, span and wait time
+    (`aipusim.profiler.layers`), plus the samples of each. Layers found in only one trace
+    have NaN for the other; order: a's layers, then b's new ones."""
     ta = layer_table(a, drop_percentile, drop_by).set_index("layer")
     tb = layer_table(b, drop_percentile, drop_by).set_index("layer")
     layers = list(ta.index) + [x for x in tb.index if x not in ta.index]

@@ -41,6 +41,7 @@ from aipusim.isa.trace_schema import (
     COLUMNS,
     HEADER_PREFIX,
     LEVELS,
+    OPTIONAL_COLUMNS,
     ColumnType,
     Tag,
     TraceHeader,
@@ -185,7 +186,11 @@ def _fallback_row(tag: Tag, text: str) -> tuple[dict[str, object] | None, str]:
             return None, f"field {token!r} must be key=value"
         fields[key] = value
     row: dict[str, object] = {}
+    optional = OPTIONAL_COLUMNS.get(tag, {})
     for name, ctype in COLUMNS[tag]:
+        if name not in fields and name in optional:
+            row[name] = optional[name]
+            continue
         if name not in fields:
             return None, f"[{tag.value}] line must have {name}=..."
         value = fields[name]
@@ -353,6 +358,19 @@ def _row_text(batch: pa.RecordBatch, i: int) -> str:
     return f"[{tag}] {fields}"
 
 
+def _fill_optional(tag: Tag, rows: pa.RecordBatch) -> pa.RecordBatch:
+    """``rows`` with the tag's optional columns present and their nulls filled in."""
+    for name, default in OPTIONAL_COLUMNS.get(tag, {}).items():
+        fill = pa.scalar(default, pa.int64())
+        if name in rows.schema.names:
+            i = rows.schema.get_field_index(name)
+            column = pc.fill_null(pc.cast(rows.column(i), pa.int64()), fill)
+            rows = rows.set_column(i, name, column)
+        else:
+            rows = rows.append_column(name, pa.array([default] * rows.num_rows, pa.int64()))
+    return rows
+
+
 def parse_parquet(path: str | Path, strict: bool = False) -> ParsedTables:
     """Parse the Parquet form: a ``tag`` column plus the union of the tags' columns."""
     source = str(path)
@@ -376,7 +394,7 @@ def parse_parquet(path: str | Path, strict: bool = False) -> ParsedTables:
             idx = pc.indices_nonzero(mask).to_numpy()
             if len(idx) == 0:
                 continue
-            sub = batch.filter(mask)
+            sub = _fill_optional(tag, batch.filter(mask))
             missing = [n for n, _ in COLUMNS[tag] if n not in sub.schema.names]
             if missing:
                 for j, i in enumerate(idx):

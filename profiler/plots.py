@@ -34,11 +34,9 @@ from matplotlib.patches import Patch
 from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
 from aipusim.profiler.drop import DropBy
+from aipusim.profiler.layers import PARTS, layer_breakdown, layer_table
 from aipusim.profiler.reduce import (
-    UNIT_CLASSES,
     bandwidth_table,
-    layer_breakdown,
-    layer_table,
     power_table,
     tasks,
     utilisation,
@@ -52,7 +50,7 @@ _CLASS_COLOURS = {
     "wload": "#17becf",
     "dma": "#ff7f0e",
     "other": "#8c564b",
-    "waiting": "#c7c7c7",
+    "wait": "#c7c7c7",
 }
 _DPI = 120
 _ROOFLINE_NAMED = 8
@@ -77,10 +75,11 @@ def plot_layer_bars(
     drop_percentile: float = 0.0,
     drop_by: DropBy | str = DropBy.VALUE,
 ) -> Path:
-    """Horizontal stacked bars: each layer's mean latency split by exclusive unit time."""
+    """Horizontal stacked bars, layers in topological order: each layer's mean span split
+    into its busy time by unit class (exclusive: each instant of a core counted once) and
+    its wait (`aipusim.profiler.layers`)."""
     bd = layer_breakdown(trace, drop_percentile, drop_by)
-    parts = [*UNIT_CLASSES, "waiting"]
-    parts = [p for p in parts if bd[p].sum() > 0] if len(bd) else parts
+    parts = [p for p in PARTS if bd[p].sum() > 0] if len(bd) else list(PARTS)
     height = max(2.5, 0.28 * len(bd) + 1.5)
     fig, ax = plt.subplots(figsize=(9, height))
     y = np.arange(len(bd))
@@ -90,8 +89,8 @@ def plot_layer_bars(
         left += bd[part].to_numpy()
     ax.set_yticks(y, bd["layer"], fontsize=8 if len(bd) > 30 else 9)
     ax.set_ylim(max(len(bd), 1) - 0.5, -0.5)
-    ax.set_xlabel("mean latency per layer sample (µs)")
-    ax.set_title(_title(trace, "per-layer latency by unit (exclusive time)"))
+    ax.set_xlabel("mean span per layer sample (µs): busy by unit (exclusive), then wait")
+    ax.set_title(_title(trace, "per-layer busy and wait time"))
     ax.legend(loc="lower right", fontsize=8, ncols=len(parts) if len(parts) < 8 else 4)
     ax.grid(axis="x", alpha=0.3)
     if not len(bd):
@@ -168,7 +167,9 @@ def _unit_order(unit: str) -> int:
 
 
 def plot_power(trace: Trace, path: str | Path) -> Path:
-    """Stacked power per component over time, with the total as a line."""
+    """Stacked power per component over time, with the total as a line. The title states
+    the bin the timeline averages over and, when the simulator recorded them, the run's
+    peak power by sliding window (`aipusim.isa.metrics.PEAK_WINDOWS`)."""
     p = power_table(trace)
     comps = [c for c in p.columns if c.endswith("_w") and c != POWER_TOTAL_COLUMN]
     comps = [c for c in comps if p[c].abs().sum() > 0]
@@ -186,9 +187,16 @@ def plot_power(trace: Trace, path: str | Path) -> Path:
         ax.plot(mid, p[POWER_TOTAL_COLUMN], color="black", linewidth=1.0, label="total")
         avg = float(p[POWER_TOTAL_COLUMN].mean()) if len(p) else 0.0
         ax.axhline(avg, color="black", linestyle="--", linewidth=0.8, label=f"average {avg:.2f} W")
+    bin_us = p.attrs.get("bin_us")
+    if bin_us is None and len(p):
+        bin_us = float((p["t_end_us"] - p["t_start_us"]).iloc[0])
+    what = f"power over time, averaged over {bin_us:g} µs bins" if bin_us else "power over time"
+    peaks = p.attrs.get("peak_power_w")
+    if peaks:
+        what += "; peak " + ", ".join(f"{w:.2f} W ({k} window)" for k, w in peaks.items())
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("power (W)")
-    ax.set_title(_title(trace, "power over time"))
+    ax.set_title(_title(trace, what), fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(alpha=0.3)
     ax.set_ylim(bottom=0)
@@ -215,8 +223,8 @@ def plot_roofline(
     drop_percentile: float = 0.0,
     drop_by: DropBy | str = DropBy.VALUE,
 ) -> Path:
-    """Roofline of the layers: x = ops (2 per MAC) per byte moved to or from DDR, y =
-    achieved ops/s (ops per sample / mean latency). Roofs (if known): compute
+    """Roofline of the layers: x = ops (2 per array MAC) per byte moved to or from DDR, y =
+    achieved ops/s (ops per sample / mean span). Roofs (if known): compute
     ``2 * peak_macs_per_cycle * freq`` (MACs per cycle of the cores one layer sample runs
     on: one core) and DDR ``ddr_bytes_per_cycle * freq * x``. Layers without MACs are left
     out; layers without DDR traffic sit at the right edge (▶). With more than 20 layers,
@@ -225,17 +233,23 @@ def plot_roofline(
     ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
     freq = trace.header.freq_hz
     lt = layer_table(trace, drop_percentile, drop_by)
-    m = trace[Tag.M]
+    m, k = trace[Tag.M], trace[Tag.K]
     is_ddr = ((m["src"].astype(str) == "ddr") | (m["dst"].astype(str) == "ddr")).to_numpy(bool)
+    is_ddr = is_ddr & (m["frame"] >= 0).to_numpy(bool)
     ddr_bytes = (
         m[is_ddr].assign(layer=m["layer"].astype(str)).groupby("layer")["bytes"].sum().astype(float)
     )
+    # What the arrays ran per layer sample (padded MACs: the hardware's work, under its roof).
+    done = k[(k["frame"] >= 0).to_numpy(bool)].assign(layer=k["layer"].astype(str))
+    array_macs = done.groupby("layer")["macs"].sum().astype(float)
+    n = lt["samples"].to_numpy(dtype=np.float64)
     lt = lt.assign(
-        ddr_bytes=lt["layer"].map(ddr_bytes).fillna(0.0).to_numpy() / lt["samples"].to_numpy()
+        ddr_bytes=lt["layer"].map(ddr_bytes).fillna(0.0).to_numpy() / n,
+        sample_macs=lt["layer"].map(array_macs).fillna(0.0).to_numpy() / n,
     )
-    lt = lt[lt["macs"] > 0]
-    ops = 2.0 * lt["macs"].to_numpy(dtype=np.float64)
-    achieved = ops / (lt["mean_us"].to_numpy(dtype=np.float64) * 1e-6)
+    lt = lt[lt["sample_macs"] > 0]
+    ops = 2.0 * lt["sample_macs"].to_numpy(dtype=np.float64)
+    achieved = ops / (lt["span_us"].to_numpy(dtype=np.float64) * 1e-6)
     ddr_per_sample = lt["ddr_bytes"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore"):
         intensity = np.where(ddr_per_sample > 0, ops / ddr_per_sample, np.inf)
@@ -264,7 +278,7 @@ def plot_roofline(
             label=f"DDR roof {ddr * freq / 1e9:.1f} GB/s",
         )
     # With many layers, name only the ones that take the most time (labels would pile up).
-    total = lt["mean_us"] * lt["samples"]
+    total = lt["busy_us"] * lt["samples"]
     named = set(lt["layer"][total.rank(ascending=False, method="first") <= _ROOFLINE_NAMED])
     named_done: list[str] = []
     cmap = plt.get_cmap("tab20")

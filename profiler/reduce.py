@@ -3,18 +3,8 @@ over time; unit utilisation per time bin.
 
 Definitions (times in cycles in the trace, ``*_us`` columns in microseconds):
 
-* **Layer sample**: one layer on one frame on one core. Its span runs from its [PB] to
-  its [PE] on that core (the k-th [PB] pairs with the k-th [PE] of the same core, frame and
-  layer); when the trace has no [PB]/[PE], from the first start to the last end of that
-  layer's [K]/[M] tasks on that core and frame. Latency = span length.
-* **Share of a unit class** (mvm, wload, dpu, dwpu, dma, other) in a layer: the length of
-  the union of that class's task intervals of the layer (same core and frame), clipped to
-  the sample's span, summed over the kept samples and divided by their summed latency.
-  Overlapping tasks of one class count once; different classes overlap freely, so shares
-  need not add up to 1. **waiting** = the part of the spans covered by no task of the
-  layer at all. Classes: ``mvm``, ``wload``, ``dpu``, ``dwpu`` by unit name; DMA engines
-  (``dma0``, ``dma1``, ``sysdma``) are ``dma``; anything else (``ctrl``, the host link
-  ``pcie_*``) is ``other``. Events with an empty layer name belong to no layer, and
+* Layer figures (samples, busy, span, wait, critical unit) are in
+  `aipusim.profiler.layers`. Events with an empty layer name belong to no layer, and
   those of frame < 0 (the simulator's init phase, which loads constants once per
   instance) are not layer samples; both still count in the unit and core tables.
 * **Window**: first to last event time of the (possibly time-dropped) trace; busy % of a
@@ -34,8 +24,8 @@ value-dropped.
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "s.trace"
 >>> _ = write_synthetic_trace(p, frames=4, cores=2)
->>> layer_table(load_trace(p))["layer"].tolist()[:2]
-['conv1', 'pool1']
+>>> unit_table(load_trace(p))["unit"].tolist()[:2]
+['dma0', 'dma1']
 """
 
 from __future__ import annotations
@@ -44,7 +34,9 @@ import numpy as np
 import pandas as pd
 
 from aipusim.base.errors import TraceFormatError
+from aipusim.isa.metrics import WARMUP_STARTS, steady_state
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
+from aipusim.profiler.critical import resource_of
 from aipusim.profiler.drop import DropBy, check_percent, drop_by_value, drop_frames
 from aipusim.profiler.intervals import binned_overlap, covered
 from aipusim.profiler.trace import Trace
@@ -95,8 +87,10 @@ def union_categoricals(parts: list[pd.Categorical]) -> pd.Categorical:
 
 
 def tasks(trace: Trace) -> pd.DataFrame:
-    """[K] and [M] events as one frame: core, unit, cls, frame, layer, start, end, macs,
-    bytes (cycles; categoricals for unit, cls and layer)."""
+    """[K] and [M] events as one frame: core, unit, cls, frame, layer, task, start, end,
+    macs, bytes, and the task's ``resource`` on the critical path (`critical.resource_of`:
+    its unit, or the slowest link of a transfer). Cycles; categoricals for unit, cls, layer
+    and resource."""
     k, m = trace[Tag.K], trace[Tag.M]
     unit = union_categoricals([_categorical(k["unit"]), _categorical(m["unit"])])
     layer = union_categoricals([_categorical(k["layer"]), _categorical(m["layer"])])
@@ -104,6 +98,7 @@ def tasks(trace: Trace) -> pd.DataFrame:
     cls_codes = np.array([UNIT_CLASSES.index(n) for n in names], dtype=np.int64)
     codes = cls_codes[unit.codes] if len(unit) else np.zeros(0, np.int64)
     zeros_k, zeros_m = np.zeros(len(k), np.int64), np.zeros(len(m), np.int64)
+    resource = union_categoricals([_categorical(k["unit"]), _m_resources(m)])
     return pd.DataFrame(
         {
             "core": np.concatenate([_i64(k["core"]), _i64(m["core"])]),
@@ -111,11 +106,33 @@ def tasks(trace: Trace) -> pd.DataFrame:
             "cls": pd.Categorical.from_codes(codes, categories=list(UNIT_CLASSES)),
             "frame": np.concatenate([_i64(k["frame"]), _i64(m["frame"])]),
             "layer": layer,
+            "task": np.concatenate([_i64(k["task"]), _i64(m["task"])]),
             "start": np.concatenate([_i64(k["start"]), _i64(m["start"])]),
             "end": np.concatenate([_i64(k["end"]), _i64(m["end"])]),
             "macs": np.concatenate([_i64(k["macs"]), zeros_m]),
             "bytes": np.concatenate([zeros_k, _i64(m["bytes"])]),
+            "resource": resource,
         }
+    )
+
+
+def _m_resources(m: pd.DataFrame) -> pd.Categorical:
+    """`critical.resource_of` of every [M] row, worked out once per (unit, src, dst)."""
+    cols = [_categorical(m[c]) for c in ("unit", "src", "dst")]
+    if not len(m):
+        return pd.Categorical([])
+    sizes = [max(len(c.categories), 1) for c in cols]
+    key = (cols[0].codes.astype(np.int64) * sizes[1] + cols[1].codes) * sizes[2] + cols[2].codes
+    combos, inverse = np.unique(key, return_inverse=True)
+    names = []
+    for combo in combos:
+        u, rest = divmod(int(combo), sizes[1] * sizes[2])
+        a, b = divmod(rest, sizes[2])
+        parts = (str(c.categories[i]) for c, i in zip(cols, (u, a, b), strict=True))
+        names.append(resource_of(*parts))
+    cats = list(dict.fromkeys(names))
+    return pd.Categorical.from_codes(
+        np.array([cats.index(n) for n in names], np.int64)[inverse], categories=cats
     )
 
 
@@ -129,179 +146,6 @@ def window(trace: Trace) -> tuple[int, int]:
         lo.append(int(df[cols[0]].min()))
         hi.append(int(df[cols[1]].max()))
     return (min(lo), max(hi)) if lo else (0, 0)
-
-
-def layer_samples(trace: Trace) -> pd.DataFrame:
-    """One row per layer sample: core, frame, layer, op, start, end (cycles)."""
-    pb, pe = trace[Tag.PB], trace[Tag.PE]
-    if len(pb) and len(pe):
-        keys = ["core", "frame", "layer"]
-        layers = union_categoricals([_categorical(pb["layer"]), _categorical(pe["layer"])])
-        b = pd.DataFrame(
-            {
-                "core": _i64(pb["core"]),
-                "frame": _i64(pb["frame"]),
-                "layer": layers[: len(pb)],
-                "op": _categorical(pb["op"]),
-                "start": _i64(pb["t"]),
-            }
-        )
-        e = pd.DataFrame(
-            {
-                "core": _i64(pe["core"]),
-                "frame": _i64(pe["frame"]),
-                "layer": layers[len(pb) :],
-                "end": _i64(pe["t"]),
-            }
-        )
-        b = b.sort_values("start", kind="stable")
-        e = e.sort_values("end", kind="stable")
-        b["nth"] = b.groupby(keys, sort=False, observed=True).cumcount()
-        e["nth"] = e.groupby(keys, sort=False, observed=True).cumcount()
-        out = b.merge(e, on=[*keys, "nth"], how="inner").drop(columns="nth")
-        keep = (out["end"] >= out["start"]) & (out["layer"] != "") & (out["frame"] >= 0)
-        out = out[keep.to_numpy()]
-    else:
-        t = tasks(trace)
-        if t.empty:
-            return pd.DataFrame(
-                {"core": [], "frame": [], "layer": [], "op": [], "start": [], "end": []}
-            )
-        t = t[((t["layer"] != "") & (t["frame"] >= 0)).to_numpy()]
-        out = t.groupby(["core", "frame", "layer"], observed=True, as_index=False).agg(
-            start=("start", "min"), end=("end", "max")
-        )
-        out["op"] = pd.Categorical([""] * len(out))
-    order = out.groupby("layer", sort=False, observed=True)["start"].transform("min")
-    out = out.assign(_first=order).sort_values(["_first", "start"], kind="stable")
-    return out.drop(columns="_first").reset_index(drop=True)
-
-
-def _layer_codes(values: pd.Series, index: pd.Index) -> np.ndarray:
-    cat = _categorical(values)
-    return index.get_indexer(cat.categories.astype(object))[cat.codes]
-
-
-def _sample_ids(samples: pd.DataFrame, t: pd.DataFrame) -> np.ndarray:
-    """Index into ``samples`` of each task's (core, frame, layer), or -1."""
-    if len(samples) == 0 or len(t) == 0:
-        return np.full(len(t), -1, dtype=np.int64)
-    s_cat, t_cat = _categorical(samples["layer"]), _categorical(t["layer"])
-    layers = pd.Index(
-        pd.unique(
-            np.concatenate([s_cat.categories.astype(object), t_cat.categories.astype(object)])
-        )
-    )
-    n_layers = max(len(layers), 1)
-    n_cores = int(max(samples["core"].max(), t["core"].max())) + 1
-
-    def key(core: np.ndarray, frame: np.ndarray, layer: pd.Series) -> np.ndarray:
-        return (frame * n_cores + core) * n_layers + _layer_codes(layer, layers)
-
-    skey = key(_i64(samples["core"]), _i64(samples["frame"]), samples["layer"])
-    order = np.argsort(skey, kind="stable")
-    tkey = key(_i64(t["core"]), _i64(t["frame"]), t["layer"])
-    sorted_keys = skey[order]
-    pos = np.minimum(np.searchsorted(sorted_keys, tkey), len(order) - 1)
-    return np.where(sorted_keys[pos] == tkey, order[pos], -1)
-
-
-def _class_busy(samples: pd.DataFrame, t: pd.DataFrame, classes: tuple[str, ...]) -> np.ndarray:
-    """Union of the tasks of ``classes`` inside each sample's span (cycles per sample)."""
-    n = len(samples)
-    if n == 0 or t.empty:
-        return np.zeros(n)
-    sel = t[t["cls"].isin(classes).to_numpy(dtype=bool)]
-    sid = _sample_ids(samples, sel)
-    ok = sid >= 0
-    return covered(
-        _i64(sel["start"])[ok],
-        _i64(sel["end"])[ok],
-        sid[ok],
-        n,
-        _i64(samples["start"]),
-        _i64(samples["end"]),
-    )
-
-
-def layer_table(
-    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
-) -> pd.DataFrame:
-    """Per layer: samples, mean/p50/p99/min/max latency (µs), unit-class shares, MACs and
-    bytes per sample. Rows in order of the layers' first appearance."""
-    trace, percent = _prepare(trace, drop_percentile, drop_by)
-    samples = layer_samples(trace)
-    samples = drop_by_value(
-        samples.assign(lat=samples["end"] - samples["start"]), "lat", ["layer"], percent
-    ).reset_index(drop=True)
-    t = tasks(trace)
-    busy = {c: _class_busy(samples, t, (c,)) for c in UNIT_CLASSES}
-    any_busy = _class_busy(samples, t, UNIT_CLASSES)
-    sid = _sample_ids(samples, t) if len(samples) and len(t) else np.array([], np.int64)
-    macs = np.bincount(sid[sid >= 0], weights=_i64(t["macs"])[sid >= 0], minlength=len(samples))
-    nbytes = np.bincount(sid[sid >= 0], weights=_i64(t["bytes"])[sid >= 0], minlength=len(samples))
-    us = trace.us_per_cycle
-    df = pd.DataFrame(
-        {
-            "layer": samples["layer"],
-            "op": samples["op"],
-            "lat": samples["lat"].astype(np.float64) if len(samples) else [],
-            "macs": macs,
-            "bytes": nbytes,
-            "waiting": 0.0,
-        }
-    )
-    for c in UNIT_CLASSES:
-        df[c] = busy[c]
-    df["waiting"] = df["lat"] - any_busy
-    g = df.groupby("layer", sort=False, observed=True)
-    lat = g["lat"]
-    out = pd.DataFrame(
-        {
-            "layer": lat.size().index.astype(str),
-            "op": g["op"].first().to_numpy(),
-            "samples": lat.size().to_numpy(),
-            "mean_us": lat.mean().to_numpy() * us,
-            "p50_us": lat.quantile(0.5).to_numpy() * us,
-            "p99_us": lat.quantile(0.99).to_numpy() * us,
-            "min_us": lat.min().to_numpy() * us,
-            "max_us": lat.max().to_numpy() * us,
-        }
-    )
-    total = lat.sum().to_numpy()
-    safe = np.where(total > 0, total, 1.0)
-    for c in (*UNIT_CLASSES, "waiting"):
-        out[f"share_{c}"] = g[c].sum().to_numpy() / safe
-    # Per sample, rounded to whole MACs and bytes.
-    out["macs"] = (g["macs"].sum() / lat.size()).round().to_numpy().astype(np.int64)
-    out["bytes"] = (g["bytes"].sum() / lat.size()).round().to_numpy().astype(np.int64)
-    return out
-
-
-def layer_breakdown(
-    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
-) -> pd.DataFrame:
-    """Mean latency of each layer split into exclusive parts (µs) that add up to it.
-
-    Each instant of a sample's span goes to the first class of `UNIT_CLASSES` busy then
-    (mvm before dwpu, dpu, wload, dma, other), else to ``waiting``. For stacked bars."""
-    trace, percent = _prepare(trace, drop_percentile, drop_by)
-    samples = layer_samples(trace)
-    samples = drop_by_value(
-        samples.assign(lat=samples["end"] - samples["start"]), "lat", ["layer"], percent
-    ).reset_index(drop=True)
-    t = tasks(trace)
-    parts = {}
-    prev = np.zeros(len(samples))
-    for i, c in enumerate(UNIT_CLASSES):
-        cum = _class_busy(samples, t, UNIT_CLASSES[: i + 1])
-        parts[c] = cum - prev
-        prev = cum
-    parts["waiting"] = samples["lat"].to_numpy(np.float64) - prev
-    df = pd.DataFrame({"layer": samples["layer"], **parts})
-    out = df.groupby("layer", sort=False, observed=True).mean() * trace.us_per_cycle
-    out.index = out.index.astype(str)
-    return out.reset_index()
 
 
 def unit_table(
@@ -370,9 +214,10 @@ def unit_table(
 def frame_table(
     trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
 ) -> pd.DataFrame:
-    """Per frame: inst, start/end/latency (µs), and the interval since the previous
-    frame's end (µs; its inverse is the throughput). From [B] events, else from the
-    frame's other events (inst -1)."""
+    """Per frame: inst, start/end/latency (µs), the interval since the previous frame's
+    end (µs; its inverse is the throughput) and ``steady``: False for the warm-up frames
+    (the first start of each instance, `aipusim.isa.metrics`). From [B] events (start: the
+    input issued, end: the result back), else from the frame's other events (inst -1)."""
     trace, percent = _prepare(trace, drop_percentile, drop_by)
     b = trace[Tag.B]
     if len(b):
@@ -386,11 +231,16 @@ def frame_table(
         )
     else:
         t = tasks(trace)
+        t = t[(t["frame"] >= 0).to_numpy(dtype=bool)]
         df = t.groupby("frame", as_index=False).agg(start=("start", "min"), end=("end", "max"))
         df.insert(1, "inst", -1)
     df = df.sort_values(["end", "frame"], kind="stable").reset_index(drop=True)
     df["latency"] = df["end"] - df["start"]
     df["interval"] = df["end"].diff()
+    # A start's frames share their end: an instance's first WARMUP_STARTS ends are warm-up.
+    rank = df.groupby("inst")["end"].rank(method="dense")
+    starts = df.groupby("inst")["end"].transform("nunique")
+    df["steady"] = (rank > WARMUP_STARTS) | (starts <= WARMUP_STARTS)
     df = drop_by_value(df, "latency", [], percent) if percent else df
     us = trace.us_per_cycle
     return pd.DataFrame(
@@ -401,6 +251,7 @@ def frame_table(
             "end_us": df["end"].to_numpy() * us,
             "latency_us": df["latency"].to_numpy() * us,
             "interval_us": df["interval"].to_numpy(dtype=np.float64) * us,
+            "steady": df["steady"].to_numpy(dtype=bool),
         }
     )
 
@@ -408,18 +259,38 @@ def frame_table(
 def frame_summary(
     trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
 ) -> dict[str, float]:
-    """Frames, mean/p50/p99 latency (µs) and throughput (frames per second over the span
-    from the first frame's start to the last frame's end)."""
+    """Frames, warm-up frames, steady-state ``fps`` and the queued latency (mean, p50,
+    p99, µs) of the steady frames, with the definitions of `aipusim.isa.metrics` (the
+    simulator's ``fps`` and ``latency_us_p50``/``p99`` of the same run)."""
     f = frame_table(trace, drop_percentile, drop_by)
     if f.empty:
-        return {"frames": 0, "mean_us": 0.0, "p50_us": 0.0, "p99_us": 0.0, "fps": 0.0}
-    span_us = f["end_us"].max() - f["start_us"].min()
+        return {
+            "frames": 0,
+            "warmup_frames": 0,
+            "fps": 0.0,
+            "mean_us": 0.0,
+            "p50_us": 0.0,
+            "p99_us": 0.0,
+        }
+    us = trace.us_per_cycle
+    ends = f.groupby("inst")["end_us"]
+    per_end = int(f.groupby(["inst", "end_us"]).size().max())
+    t = tasks(trace)
+    init = t[(t["frame"] < 0).to_numpy(dtype=bool)]
+    origin = int(init["end"].max()) if len(init) else round(f["start_us"].min() / us)
+    state = steady_state(
+        [np.unique(np.round(e.to_numpy() / us).astype(np.int64)) for _, e in ends],
+        per_end,
+        origin,
+    )
+    lat = f.loc[f["steady"], "latency_us"]
     return {
         "frames": len(f),
-        "mean_us": float(f["latency_us"].mean()),
-        "p50_us": float(f["latency_us"].quantile(0.5)),
-        "p99_us": float(f["latency_us"].quantile(0.99)),
-        "fps": float(len(f) / span_us * 1e6) if span_us > 0 else 0.0,
+        "warmup_frames": state.warmup_frames,
+        "fps": state.fps_per_cycle / us * 1e6,
+        "mean_us": float(lat.mean()),
+        "p50_us": float(lat.quantile(0.5)),
+        "p99_us": float(lat.quantile(0.99)),
     }
 
 
@@ -440,10 +311,10 @@ def core_table(
     bounds = (np.full(n, lo), np.full(n, hi))
     out = pd.DataFrame({"core": cores})
     out["frames"] = t.groupby("core")["frame"].nunique().reindex(cores, fill_value=0).to_numpy()
-    samples = layer_samples(trace)
-    out["layer_samples"] = (
-        samples.groupby("core", observed=True).size().reindex(cores, fill_value=0).to_numpy()
-    )
+    # Layer samples (`aipusim.profiler.layers`): distinct (frame, layer) per core.
+    named = t[((t["frame"] >= 0) & (t["layer"].astype(str) != "")).to_numpy(dtype=bool)]
+    per_core = named.groupby(["core", "frame", "layer"], observed=True).size().groupby("core")
+    out["layer_samples"] = per_core.size().reindex(cores, fill_value=0).to_numpy()
     out["tasks"] = np.bincount(idx, minlength=n)
     out["busy_pct"] = 100.0 * covered(_i64(t["start"]), _i64(t["end"]), idx, n, *bounds) / span
     for c in UNIT_CLASSES:

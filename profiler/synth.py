@@ -172,7 +172,22 @@ def write_synthetic_trace(
     cl = np.repeat(core, n_layers)
     li = np.tile(np.arange(n_layers), frames)
     pb, pe = layer_begin.ravel(), layer_end.ravel()
-    emit(Tag.PB, pb, {"t": pb, "core": cl, "frame": fl, "layer": names[li], "op": ops[li]})
+    # The made-up layers have no padding: their network MACs are their tasks' MACs.
+    layer_macs = np.array(
+        [sum(s.amount for s in steps if s.tag is Tag.K) for *_, steps in _LAYERS], np.int64
+    )
+    emit(
+        Tag.PB,
+        pb,
+        {
+            "t": pb,
+            "core": cl,
+            "frame": fl,
+            "layer": names[li],
+            "op": ops[li],
+            "macs": layer_macs[li],
+        },
+    )
     emit(Tag.PE, pe, {"t": pe, "core": cl, "frame": fl, "layer": names[li]})
 
     task_base = 0

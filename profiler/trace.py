@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,8 @@ import pyarrow.parquet as pq
 from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import (
     LEVELS,
+    POWER_BIN_KEY,
+    POWER_PEAK_KEY,
     POWER_TIME_COLUMNS,
     POWER_TIMELINE_SUFFIX,
     ColumnType,
@@ -120,11 +123,24 @@ def power_timeline_path(path: str | Path) -> Path:
 
 
 def load_power_timeline(path: str | Path, freq_hz: int) -> pd.DataFrame:
-    """The power timeline as a DataFrame with ``t_start_us``/``t_end_us`` added."""
+    """The power timeline as a DataFrame with ``t_start_us``/``t_end_us`` added; its bin
+    (µs) and the run's peak power by window, when the file records them, are in
+    ``attrs["bin_us"]`` and ``attrs["peak_power_w"]``."""
     try:
-        df = pq.read_table(str(path)).to_pandas()
+        table = pq.read_table(str(path))
+        df = table.to_pandas()
     except (OSError, pa.ArrowInvalid) as exc:
         raise TraceFormatError(f"{path}: power timeline cannot be read: {exc}") from None
+    meta = table.schema.metadata or {}
+    try:
+        if POWER_BIN_KEY.encode() in meta:
+            df.attrs["bin_us"] = float(meta[POWER_BIN_KEY.encode()])
+        if POWER_PEAK_KEY.encode() in meta:
+            df.attrs["peak_power_w"] = {
+                str(k): float(v) for k, v in json.loads(meta[POWER_PEAK_KEY.encode()]).items()
+            }
+    except (ValueError, AttributeError) as exc:
+        raise TraceFormatError(f"{path}: power timeline metadata is malformed: {exc}") from None
     missing = [c for c in POWER_TIME_COLUMNS if c not in df.columns]
     if missing:
         raise TraceFormatError(f"{path}: power timeline must have column {missing[0]!r}")

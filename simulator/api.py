@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,15 @@ from aipusim.base.errors import ConfigError
 from aipusim.isa.program import MulticoreMode, Program, load_program_tables
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Task
-from aipusim.isa.trace_schema import POWER_TIMELINE_SUFFIX, TraceHeader, parse_levels
+from aipusim.isa.trace_schema import (
+    HEADER_INSTANCE_CORES,
+    HEADER_TOKEN_LATENCY,
+    POWER_BIN_KEY,
+    POWER_PEAK_KEY,
+    POWER_TIMELINE_SUFFIX,
+    TraceHeader,
+    parse_levels,
+)
 from aipusim.simulator.engine import Simulation
 from aipusim.simulator.result import SimResult
 from aipusim.simulator.trace import Tracer
@@ -123,6 +132,20 @@ def _check_runtime(program: Program, changes: dict[str, Any]) -> None:
             )
 
 
+def write_power_timeline(result: SimResult, path: Path) -> Path:
+    """The power timeline as Parquet, with its bin and the run's peak power by window in
+    the schema metadata (what the profiler's power plot states)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(result.power_timeline, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[POWER_BIN_KEY.encode()] = str(result.power_bin_us).encode()
+    meta[POWER_PEAK_KEY.encode()] = json.dumps(result.peak_power_w).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    return path
+
+
 def simulate(
     program_or_dir: Program | str | Path,
     tasklists: Mapping[int, Sequence[Task] | TaskTable] | None = None,
@@ -177,8 +200,16 @@ def simulate(
     if changes:
         program = program.with_overrides(**changes)
     tags = parse_levels(levels if levels is not None else list(program.profiling_levels))
-    layer_ops = program.extra.get("layer_ops")
-    tracer = Tracer(tags, arch.control.trace_line_cycles, layer_ops) if tags else None
+    tracer = (
+        Tracer(
+            tags,
+            arch.control.trace_line_cycles,
+            program.extra.get("layer_ops"),
+            program.extra.get("layer_macs"),
+        )
+        if tags
+        else None
+    )
     sim = Simulation(
         program, lists, arch, frames=frames, tracer=tracer, progress=progress, voltage_v=voltage
     )
@@ -190,10 +221,14 @@ def simulate(
             arch.chip.cores,
             program.model,
             tuple(t.value for t in tags),
-            {"mode": str(program.multicore_mode)},
+            {
+                "mode": str(program.multicore_mode),
+                HEADER_INSTANCE_CORES: str(program.aipu_cores_used),
+                HEADER_TOKEN_LATENCY: str(arch.control.token_signal_latency_cycles),
+            },
         )
         (tracer or Tracer((), 0)).write(path, header)
         timeline = path.with_name(path.name.removesuffix(path.suffix) + POWER_TIMELINE_SUFFIX)
-        result.power_timeline.to_parquet(timeline, index=False)
+        write_power_timeline(result, timeline)
         result.trace_path = path
     return result

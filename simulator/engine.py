@@ -139,6 +139,7 @@ class Simulation:
         tracer: Tracer | None = None,
         progress: Callable[[int], None] | None = None,
         voltage_v: float | None = None,
+        isolated: bool = False,
     ) -> None:
         if not isinstance(frames, int) or frames < 1:
             raise SimulationError(f"frames must be an integer >= 1, not {frames!r}")
@@ -158,7 +159,10 @@ class Simulation:
         if missing:
             raise SimulationError(f"tasklists must be given for cores {missing}, not omitted")
         self.program = program
+        self.tasklists = tasklists
         self.arch = arch
+        #: The host sends each start only once the previous result is back.
+        self.isolated = isolated
         self.freq_hz = freq
         self.env = RunEnvironment()
         self.tracer = tracer
@@ -374,7 +378,32 @@ class Simulation:
         with gc_paused():
             env.run()
             self._check_finished()
-            return build_result(self)
+            return build_result(self, None if self.isolated else self._unloaded_probe())
+
+    def _unloaded_probe(self) -> Callable[[], float]:
+        """A measurement of the unloaded latency, for the result to run when asked: one
+        replica of the program, two starts, each input sent once the previous result is
+        back; the second start's input-to-result time (the first one waits for INIT). It
+        holds the program and tasklists, not this run."""
+        program, tasklists, arch = self.program, self.tasklists, self.arch
+        voltage = self.voltage_v
+        tracer = self.tracer
+        tags = tracer.levels if tracer is not None else ()
+        names = (tracer.onnx_ops, tracer.layer_macs) if tracer is not None else (None, None)
+
+        def measure() -> float:
+            probe = Simulation(
+                program.with_overrides(replicas=1),
+                tasklists,
+                arch,
+                frames=2 * program.frames_per_start,
+                tracer=Tracer(tags, arch.control.trace_line_cycles, *names) if tags else None,
+                voltage_v=voltage,
+                isolated=True,
+            )
+            return float(probe.run().latency_us[-1])
+
+        return measure
 
     def _check_finished(self) -> None:
         problems: list[str] = []

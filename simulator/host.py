@@ -7,7 +7,8 @@ finish before sending the next input. Pipeline mode keeps one buffer pair per st
 flight. Every transfer first takes the host dispatcher for the driver's setup time: in
 ``multithread`` mode all replicas share one dispatcher thread, in ``multiprocess`` (and the
 single-instance modes) each replica has its own. PCIe keeps its GB/s at any core clock, so
-its bytes per cycle follow the run's frequency.
+its bytes per cycle follow the run's frequency. An *isolated* run (the unloaded latency)
+sends each input only once the previous result is back, so a start meets an idle chip.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def host_inputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
     nbytes = rep.input_bytes_per_start
     t = 0
     for s in range(sim.starts):
+        if sim.isolated and s > 0:
+            # One start at a time: the next input leaves once the last result is back.
+            t = max(t, (yield rep.d2h_event(s - 1)))
         if s >= slots:
             # The input buffer is free again once the start that used it has finished.
             t = max(t, (yield rep.done_event(s - slots)))

@@ -9,8 +9,10 @@
   ``(V / V_nom)^leakage_voltage_exponent``; the PCIe link in L0 and the LPDDR PHY (constant);
   and a clocked-idle overhead per *active* core scaling with ``f / f_nom * (V / V_nom)^2``.
 - The timeline spreads each task's energy uniformly over its cycles, bins it exactly
-  (``peak_window_us / 10`` per bin, coarser for very long runs) and adds static power; peak
-  power is the highest average over a sliding window of ``peak_window_us`` (aligned to bins).
+  (`POWER_BIN_US` per bin, coarser for very long runs) and adds static power. Peak power
+  (`peak_power_w`) is the highest average over a sliding window of each length of
+  `aipusim.isa.metrics.PEAK_WINDOWS`, computed exactly on the same energy (`EnergyCurve`),
+  not on the bins.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from aipusim.arch.model import Arch
+from aipusim.isa.metrics import PEAK_WINDOWS, POWER_BIN_US
 from aipusim.isa.trace_schema import (
     POWER_TIME_COLUMNS,
     POWER_TOTAL_COLUMN,
@@ -71,12 +74,10 @@ def static_power_w(
 
 @dataclass(frozen=True)
 class PowerProfile:
-    """Binned power over the run and its sliding-window peak."""
+    """Binned power over the run (``bin_cycles`` per bin)."""
 
     timeline: pd.DataFrame
-    peak_w: float
     bin_cycles: int
-    window_cycles: int
 
 
 def power_timeline(
@@ -88,16 +89,16 @@ def power_timeline(
     total_cycles: int,
     freq_hz: int,
     static_w: float,
-    window_us: float,
+    bin_us: float = POWER_BIN_US,
 ) -> PowerProfile:
-    """Bin the (already voltage-scaled) energy ``table[row]`` of each logged activity.
+    """Bin the (already voltage-scaled) energy ``table[row]`` of each logged activity into
+    bins of ``bin_us`` (coarser when the run would need more than `MAX_BINS`).
 
     ``extra_pj`` (per component) is energy not tied to a logged activity (trace lines,
     polls); it is spread evenly over the run.
     """
     total_cycles = max(1, int(total_cycles))
-    window_cycles = max(1, round(window_us * 1e-6 * freq_hz))
-    bin_cycles = max(1, window_cycles // 10, math.ceil(total_cycles / MAX_BINS))
+    bin_cycles = max(1, round(bin_us * 1e-6 * freq_hz), math.ceil(total_cycles / MAX_BINS))
     nbins = math.ceil(total_cycles / bin_cycles)
     edges = np.arange(nbins + 1, dtype=np.float64) * bin_cycles
     # A task spreads energy E over [s, e) at rate r = E / (e - s). The energy up to cycle t
@@ -136,11 +137,72 @@ def power_timeline(
         data[power_column(comp)] = watts
         total += watts
     data[POWER_TOTAL_COLUMN] = total
-    frame = pd.DataFrame(data)
-    k = max(1, min(nbins, window_cycles // bin_cycles))
-    if k == 1:
-        peak = float(total.max())
-    else:
-        csum = np.concatenate([[0.0], np.cumsum(total)])
-        peak = float(((csum[k:] - csum[:-k]) / k).max())
-    return PowerProfile(frame, peak, bin_cycles, window_cycles)
+    return PowerProfile(pd.DataFrame(data), bin_cycles)
+
+
+class EnergyCurve:
+    """The run's energy up to any cycle, exactly, with each activity's energy spread evenly
+    over its cycles and a constant power (static, extras) on top.
+
+    >>> c = EnergyCurve(np.array([0, 10]), np.array([10, 20]), np.array([100.0, 300.0]),
+    ...                 constant_pj_per_cycle=1.0, total_cycles=40)
+    >>> c.energy_pj(np.array([5, 15, 40])).tolist()
+    [55.0, 265.0, 440.0]
+    >>> c.peak_pj_per_cycle(10.0), c.peak_pj_per_cycle(1000.0)
+    (31.0, 11.0)
+    """
+
+    def __init__(
+        self,
+        start: np.ndarray,
+        end: np.ndarray,
+        energy_pj: np.ndarray,
+        *,
+        constant_pj_per_cycle: float,
+        total_cycles: int,
+    ) -> None:
+        s = start.astype(np.float64)
+        e = np.maximum(end, start + 1).astype(np.float64)
+        rate = energy_pj / (e - s)
+        keep = rate != 0
+        s, e, rate = s[keep], e[keep], rate[keep]
+        o = np.argsort(s, kind="stable")
+        self._s, self._rs = s[o], np.concatenate([[0.0], np.cumsum(rate[o])])
+        self._rss = np.concatenate([[0.0], np.cumsum(rate[o] * s[o])])
+        o = np.argsort(e, kind="stable")
+        self._e, self._re = e[o], np.concatenate([[0.0], np.cumsum(rate[o])])
+        self._ree = np.concatenate([[0.0], np.cumsum(rate[o] * e[o])])
+        self._const = float(constant_pj_per_cycle)
+        self.total_cycles = max(1, int(total_cycles))
+        #: Cycles where the power can change (every activity's start and end).
+        self.breaks = np.unique(np.concatenate([s, e, [0.0, float(self.total_cycles)]]))
+
+    def energy_pj(self, t: np.ndarray) -> np.ndarray:
+        """Energy from cycle 0 to each cycle of ``t`` (floats allowed)."""
+        t = np.asarray(t, dtype=np.float64)
+        i = np.searchsorted(self._s, t, side="left")
+        j = np.searchsorted(self._e, t, side="left")
+        started = t * self._rs[i] - self._rss[i]
+        ended = t * self._re[j] - self._ree[j]
+        return started - ended + self._const * t
+
+    def peak_pj_per_cycle(self, window_cycles: float) -> float:
+        """The highest average over ``window_cycles`` consecutive cycles inside the run
+        (the run's average when it is shorter). The energy is piecewise linear in time, so
+        the window's energy is largest with one of its ends on a break: those are the
+        only positions tried."""
+        total = self.total_cycles
+        if window_cycles >= total:
+            return float(self.energy_pj(np.array([total]))[0]) / total
+        b = self.breaks
+        t = np.unique(np.clip(np.concatenate([b, b - window_cycles]), 0, total - window_cycles))
+        gain = self.energy_pj(t + window_cycles) - self.energy_pj(t)
+        return float(gain.max()) / window_cycles
+
+
+def peak_power_w(curve: EnergyCurve, freq_hz: int) -> dict[str, float]:
+    """`PEAK_WINDOWS` name -> highest sliding-window average power, W."""
+    return {
+        name: curve.peak_pj_per_cycle(seconds * freq_hz) * 1e-12 * freq_hz
+        for name, seconds in PEAK_WINDOWS.items()
+    }

@@ -1,4 +1,8 @@
-"""`SimResult`: what a run measured (time, throughput, latency, utilization, energy, power)."""
+"""`SimResult`: what a run measured (time, throughput, latency, utilization, energy, power).
+
+The figures follow the definitions of `aipusim.isa.metrics` (warm-up, steady state, peak
+windows), the same ones the profiler uses on a trace.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from aipusim.isa.metrics import (
+    POWER_BIN_US,
+    WARMUP_STARTS,
+    SteadyState,
+    steady_frames,
+    steady_state,
+)
 from aipusim.isa.trace_schema import Component
-from aipusim.simulator.power import dynamic_scale, power_timeline, static_power_w
+from aipusim.simulator.power import (
+    EnergyCurve,
+    dynamic_scale,
+    peak_power_w,
+    power_timeline,
+    static_power_w,
+)
 from aipusim.simulator.units import COMPONENTS, C
 
 if TYPE_CHECKING:
@@ -77,11 +94,21 @@ def poll_count(sim: Simulation) -> int:
 class SimResult:
     """Outcome of `simulate`. Times in cycles unless the name says otherwise.
 
-    ``fps`` counts the host link (frames per second the host gets back), ``device_fps`` the
-    device only (frames per second between the first start and the last finish). INIT work
-    (constants loaded once per instance) is part of the run and of its energy; energy per
-    frame is the run's total energy divided by the frames, so short runs pay more for INIT
-    (``energy_mj_init`` says how much).
+    Steady state (`aipusim.isa.metrics`): the first start of every instance is warm-up
+    (``warmup_frames`` frames); ``fps`` is the steady-state system throughput with the host
+    link (results back on the host), ``device_fps`` the same with the device's finish
+    times; ``latency_us_p50``/``p99`` the queued latency (input issued to result back, the
+    host sending as fast as its buffers allow) of the steady frames; ``energy_mj_per_frame``
+    and ``avg_power_w`` over the steady window. ``steady`` is False when the run had only
+    the warm-up start(s): those figures then include the warm-up.
+
+    On its own: ``init_us`` (INIT, constants brought on chip once per instance),
+    ``cold_start_us`` (from the run's start to the first result back: INIT plus the first
+    frame), ``energy_mj_init`` (INIT's tasks plus static power while it lasts),
+    ``latency_us_unloaded`` (one start through an idle, warm chip: a second, isolated
+    simulation, run on first use). ``peak_power_w`` maps each window of
+    `aipusim.isa.metrics.PEAK_WINDOWS` to the highest sliding-window average over the whole
+    run; ``power_timeline`` is binned by ``power_bin_us``.
     """
 
     model: str
@@ -89,14 +116,20 @@ class SimResult:
     frequency_hz: int
     voltage_v: float
     frames: int
+    frames_per_start: int  # frames one start of an instance carries (batch: one per core)
     replicas: int
     active_cores: int
     total_cycles: int
     fps: float
     device_fps: float
-    latency_us: np.ndarray
+    warmup_frames: int
+    steady: bool
+    latency_us: np.ndarray  # queued latency of every frame, by replica then start
+    steady_frame: np.ndarray  # per frame of latency_us: counted in the steady state
     device_latency_cycles: np.ndarray
     start_cycles: np.ndarray  # cycle each start (frame or batch) began on the device
+    init_us: float
+    cold_start_us: float
     lower_bound_cycles: int
     busy_cycles: dict[str, int]
     utilization: dict[str, float]
@@ -104,13 +137,17 @@ class SimResult:
     link_utilization: dict[str, float]
     energy_mj_per_frame: dict[str, float]
     energy_mj_init: float
+    energy_mj_run: float
     avg_power_w: float
-    peak_power_w: float
+    peak_power_w: dict[str, float]
     static_power_w: dict[str, float]
     power_timeline: pd.DataFrame
+    power_bin_us: float
     event_counts: dict[str, int]
     _task_log: Callable[[], pd.DataFrame] = field(repr=False)
     _task_log_cache: pd.DataFrame | None = field(default=None, repr=False)
+    _unloaded: Callable[[], float] | None = field(default=None, repr=False)
+    _unloaded_cache: float | None = field(default=None, repr=False)
     #: The trace the run wrote (its power timeline beside it), or None.
     trace_path: Path | None = None
 
@@ -123,16 +160,34 @@ class SimResult:
         return self._task_log_cache
 
     @property
+    def latency_us_unloaded(self) -> float:
+        """One start (a frame; a batch in batch mode) through an idle chip: input over the
+        host link, the device, the result back, with nothing else in flight. Measured by a
+        second simulation of the same program (one instance, INIT done, each input sent
+        once the previous result is back), run the first time this is read."""
+        if self._unloaded_cache is None:
+            if self._unloaded is None:
+                return float("nan")
+            self._unloaded_cache = self._unloaded()
+        return self._unloaded_cache
+
+    @property
     def seconds(self) -> float:
         return self.total_cycles / self.frequency_hz
 
     @property
+    def _queued(self) -> np.ndarray:
+        return self.latency_us[self.steady_frame] if self.steady_frame.any() else self.latency_us
+
+    @property
     def latency_us_p50(self) -> float:
-        return float(np.percentile(self.latency_us, 50))
+        """Median queued latency of the steady frames."""
+        return float(np.percentile(self._queued, 50))
 
     @property
     def latency_us_p99(self) -> float:
-        return float(np.percentile(self.latency_us, 99))
+        """99th percentile of the queued latency of the steady frames."""
+        return float(np.percentile(self._queued, 99))
 
     @property
     def energy_mj_per_frame_total(self) -> float:
@@ -162,16 +217,24 @@ class SimResult:
             "frequency_hz": self.frequency_hz,
             "voltage_v": self.voltage_v,
             "frames": self.frames,
+            "frames_per_start": self.frames_per_start,
             "replicas": self.replicas,
             "fps": self.fps,
             "device_fps": self.device_fps,
+            "warmup_frames": self.warmup_frames,
+            "steady": self.steady,
+            "latency_us_unloaded": self.latency_us_unloaded,
             "latency_us_p50": self.latency_us_p50,
             "latency_us_p99": self.latency_us_p99,
+            "init_us": self.init_us,
+            "cold_start_us": self.cold_start_us,
             "energy_mj_per_frame": self.energy_mj_per_frame_total,
             "energy_mj_per_frame_by_component": self.energy_mj_per_frame,
             "energy_mj_init": self.energy_mj_init,
+            "energy_mj_run": self.energy_mj_run,
             "avg_power_w": self.avg_power_w,
             "peak_power_w": self.peak_power_w,
+            "power_bin_us": self.power_bin_us,
             "static_power_w": self.static_power_w,
             "total_cycles": self.total_cycles,
             "seconds": self.seconds,
@@ -194,7 +257,15 @@ class SimResult:
         )
 
 
-def build_result(sim: Simulation) -> SimResult:
+def _throughput(sim: Simulation, ends: str, origin: int) -> SteadyState:
+    """Steady state of the run from each replica's completion cycles (``d2h`` or ``done``)."""
+    per_replica = [[getattr(rep, ends)[s] for s in range(sim.starts)] for rep in sim.replicas]
+    return steady_state(per_replica, sim.frames_per_start, origin)
+
+
+def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -> SimResult:
+    """The `SimResult` of a finished ``sim``; ``unloaded`` measures the unloaded latency
+    (in µs) when first asked."""
     arch, freq = sim.arch, sim.freq_hz
     rid, core, phase, start, end = _gather_log(sim)
     d2h_end = [rep.d2h[s] for rep in sim.replicas for s in range(sim.starts)]
@@ -224,41 +295,65 @@ def build_result(sim: Simulation) -> SimResult:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
     link_util = {name: link.busy_cycles / total for name, link in sim.links.items()}
 
+    # -- energy and power -----------------------------------------------------------
     volts = sim.voltage_v
     table = sim.op_energy * dynamic_scale(arch, volts)[None, :]
-    comp_pj = np.bincount(op, minlength=len(table)) @ table
     tracer = sim.tracer
     lines = tracer.lines if tracer is not None else 0
     extra = np.zeros(len(COMPONENTS))
     polls = poll_count(sim)
     extra[C[Component.CONTROL]] = (lines + polls) * arch.energy.control_task_pj
     extra *= dynamic_scale(arch, volts)
-    comp_pj = comp_pj + extra
     static = static_power_w(arch, freq, len(physical), volts)
     static_w = sum(static.values())
-    seconds = total / freq
-    comp_pj[C[Component.STATIC]] = static_w * seconds * 1e12
-    frames_total = sim.frames * len(sim.replicas)
-    per_frame = {c.value: float(comp_pj[i] * 1e-9 / frames_total) for i, c in enumerate(COMPONENTS)}
-    init_mask = phase < 0
-    init_pj = float((np.bincount(op[init_mask], minlength=len(table)) @ table).sum())
-    profile = power_timeline(
-        table, op, start, end, extra, total, freq, static_w, arch.power.peak_window_us
-    )
+    static_pj_per_cycle = static_w * 1e12 / freq
+    # Energy not tied to a logged activity (trace lines, polls) goes evenly over the run;
+    # static power is constant. Per component, pJ per cycle.
+    const_pj = extra / total
+    const_pj[C[Component.STATIC]] += static_pj_per_cycle
+    run_pj = np.bincount(op, minlength=len(table)) @ table + extra
+    run_pj[C[Component.STATIC]] = static_pj_per_cycle * total
 
+    init_mask = phase < 0
+    init_end = max((c.done_event(-1).value for rep in sim.replicas for c in rep.cores), default=0)
+    init_pj = float((np.bincount(op[init_mask], minlength=len(table)) @ table).sum())
+    init_pj += static_pj_per_cycle * init_end
+
+    host = _throughput(sim, "d2h", init_end)
+    device = _throughput(sim, "done", init_end)
+    # Energy per frame at steady state: the work of the steady frames (their own tasks and
+    # host transfers) per frame, plus the constant power over one steady frame period.
+    first = WARMUP_STARTS if host.steady else 0
+    mine = phase >= first
+    work_pj = np.bincount(op[mine], minlength=len(table)) @ table
+    period = 1.0 / host.fps_per_cycle if host.fps_per_cycle > 0 else 0.0
+    frame_pj = work_pj / max(host.frames, 1) + const_pj * period
+    per_frame = {c.value: float(frame_pj[i] * 1e-9) for i, c in enumerate(COMPONENTS)}
+    avg_w = float(frame_pj.sum() * 1e-12 * host.fps_per_cycle * freq)
+    curve = EnergyCurve(
+        start,
+        end,
+        table[op].sum(axis=1),
+        constant_pj_per_cycle=float(const_pj.sum()),
+        total_cycles=total,
+    )
+    profile = power_timeline(table, op, start, end, extra, total, freq, static_w, POWER_BIN_US)
+
+    # -- frames ------------------------------------------------------------------------
     latency = []
+    counted = []
     dev_lat = []
-    starts_t, dones = [], []
+    starts_t = []
+    keep = steady_frames(sim.starts)
     for rep in sim.replicas:
         for s in range(sim.starts):
             lat_us = (rep.d2h[s] - rep.issue[s]) / freq * 1e6
             latency += [lat_us] * sim.frames_per_start
+            counted += [keep[s]] * sim.frames_per_start
             dev_lat.append(rep.done[s] - rep.started[s])
             starts_t.append(rep.started[s])
-            dones.append(rep.done[s])
-    device_span = max(dones) - min(starts_t)
-    fps = frames_total / seconds
-    device_fps = frames_total / (device_span / freq) if device_span > 0 else float("inf")
+    frames_total = sim.frames * len(sim.replicas)
+    cold = max(rep.d2h[0] for rep in sim.replicas)
 
     # One frame of the instance: how often each op runs in the FRAME phase of every core.
     frame_ops = np.bincount(
@@ -295,20 +390,27 @@ def build_result(sim: Simulation) -> SimResult:
         )
         return log.sort_values(["start", "core", "end"], kind="stable").reset_index(drop=True)
 
+    us = 1e6 / freq
     return SimResult(
         model=sim.program.model,
         multicore_mode=str(sim.program.multicore_mode),
         frequency_hz=freq,
         voltage_v=volts,
         frames=frames_total,
+        frames_per_start=sim.frames_per_start,
         replicas=len(sim.replicas),
         active_cores=len(physical),
         total_cycles=total,
-        fps=fps,
-        device_fps=device_fps,
+        fps=host.fps_per_cycle * freq,
+        device_fps=device.fps_per_cycle * freq,
+        warmup_frames=host.warmup_frames,
+        steady=host.steady,
         latency_us=np.array(latency),
+        steady_frame=np.array(counted, dtype=bool),
         device_latency_cycles=np.array(dev_lat),
         start_cycles=np.array(starts_t),
+        init_us=init_end * us,
+        cold_start_us=cold * us,
         lower_bound_cycles=int(np.ceil(bound)),
         busy_cycles=busy,
         utilization=util,
@@ -316,14 +418,17 @@ def build_result(sim: Simulation) -> SimResult:
         link_utilization=link_util,
         energy_mj_per_frame=per_frame,
         energy_mj_init=init_pj * 1e-9,
-        avg_power_w=float(comp_pj.sum() * 1e-12 / seconds),
-        peak_power_w=profile.peak_w,
+        energy_mj_run=float(run_pj.sum() * 1e-9),
+        avg_power_w=avg_w,
+        peak_power_w=peak_power_w(curve, freq),
         static_power_w=static,
         power_timeline=profile.timeline,
+        power_bin_us=profile.bin_cycles * us,
         event_counts={
             "tasks": int(np.sum(rid_seq[rid] >= 0)),
             "trace_lines": lines,
             "polls": polls,
         },
         _task_log=task_log,
+        _unloaded=unloaded,
     )

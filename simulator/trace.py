@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 #: A layer's ``op`` in [PB] lines is its ONNX operator when the program names it (model.json
 #: ``extra.layer_ops``, written by the compiler); otherwise (hand-written tasklists) the unit
-#: doing its main work, in this order.
+#: doing its main work, in this order. Its ``macs`` are the network's (``extra.layer_macs``),
+#: -1 when the program does not say.
 _OP_RANK = {u: i for i, u in enumerate(("mvm", "dwpu", "dpu", "wload", "dma0", "dma1", "sysdma"))}
 #: Column each tag's rows are sorted by when written.
 _TIME_COLUMN = {tag: "t" if cols[0][0] == "t" else "start" for tag, cols in COLUMNS.items()}
@@ -43,9 +44,12 @@ class Tracer:
         levels: tuple[Tag, ...],
         line_cycles: int,
         layer_ops: Mapping[str, str] | None = None,
+        layer_macs: Mapping[str, int] | None = None,
     ) -> None:
         self.levels = tuple(levels)
         self.onnx_ops = dict(layer_ops or {})
+        #: Network MACs of each layer in one frame (model.json ``extra.layer_macs``).
+        self.layer_macs = dict(layer_macs or {})
         wanted = {t.value for t in levels}
         self.b = "B" in wanted
         self.pb = "PB" in wanted
@@ -110,7 +114,8 @@ class Tracer:
             state = open_layers[layer] = [counts[layer], e]
             if self.pb:
                 op = self.onnx_ops.get(layer) or self._layer_ops[key][layer]
-                self.rows[Tag.PB].append((s, core.physical, frame, layer, op))
+                macs = int(self.layer_macs.get(layer, -1))
+                self.rows[Tag.PB].append((s, core.physical, frame, layer, op, macs))
                 self._charge(core, s)
         state[0] -= 1
         if e > state[1]:

@@ -58,7 +58,7 @@ def test_simulation_keeps_the_invariants(compiled: Path) -> None:
     assert all(0.0 <= u <= 1.0 for u in first.utilization.values()), first.utilization
     assert all(0.0 <= u <= 1.0 for u in first.core_utilization.values())
     assert first.fps > 0 and first.energy_mj_per_frame_total > 0
-    assert first.peak_power_w >= first.avg_power_w > 0
+    assert first.peak_power_w["1ms"] >= first.avg_power_w > 0
     # Every mode fills the chip: four single-core replicas, or one instance on four cores.
     assert first.active_cores == 4
     assert first.replicas == (4 if first.multicore_mode == "multiprocess" else 1)

@@ -146,8 +146,9 @@ def profile(
     h = trace.header
     click.echo(
         f"{h.model or trace_path.name}: {trace.events} events, {summary['frames']} frames, "
-        f"{summary['fps']:.1f} fps, frame latency mean {summary['mean_us']:.1f} µs "
-        f"p99 {summary['p99_us']:.1f} µs ({h.cores} cores at {h.freq_hz / 1e6:g} MHz)\n"
+        f"{summary['fps']:.1f} fps (steady state, {summary['warmup_frames']} warm-up "
+        f"frame(s) left out), queued latency p50 {summary['p50_us']:.1f} µs p99 "
+        f"{summary['p99_us']:.1f} µs ({h.cores} cores at {h.freq_hz / 1e6:g} MHz)\n"
     )
     click.echo(prof.to_markdown(table))
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from aipusim.base.errors import ConfigError
 from aipusim.cli.options import arch_option, json_option, load_arch_option, require_dir
+
+if TYPE_CHECKING:
+    from aipusim.simulator import SimResult
 
 
 def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
@@ -93,26 +97,28 @@ def simulate(
     click.echo(summary_text(result))
 
 
-def summary_text(result) -> str:  # type: ignore[no-untyped-def]
-    """The human-readable summary table of a `SimResult`."""
+def summary_text(result: SimResult) -> str:
+    """The human-readable summary of a `SimResult`: the headline figures with their
+    definitions (`aipusim.figures`), utilisation and energy by component."""
+    from aipusim.figures import headline
+
     lines = [
         f"{result.model}: {result.multicore_mode}, {result.replicas} replica(s) on "
         f"{result.active_cores} core(s), {result.frequency_hz / 1e6:g} MHz at "
         f"{result.voltage_v:.2f} V, {result.frames} frames in {result.total_cycles} cycles "
         f"({result.seconds * 1e3:.3f} ms)",
         "",
-        f"  system FPS          {result.fps:12.1f}   (host link included)",
-        f"  device FPS          {result.device_fps:12.1f}",
-        f"  latency p50 / p99   {result.latency_us_p50:12.1f} / {result.latency_us_p99:.1f} us",
-        f"  avg / peak power    {result.avg_power_w:12.3f} / {result.peak_power_w:.3f} W",
-        f"  energy per frame    {result.energy_mj_per_frame_total:12.4f} mJ "
-        f"(INIT share {result.energy_mj_init / max(result.frames, 1):.4f} mJ)",
+    ]
+    rows = headline(result)
+    width = max(len(name) for name, _, _ in rows)
+    lines += [f"  {name:<{width}}  {value:>18}   {what}" for name, value, what in rows]
+    lines += [
         "",
         "  busy %  " + "  ".join(f"{u}={v * 100:.1f}" for u, v in result.utilization.items()),
         "  cores % " + "  ".join(f"{c}={v * 100:.1f}" for c, v in result.core_utilization.items()),
         "  links % " + "  ".join(f"{k}={v * 100:.1f}" for k, v in result.link_utilization.items()),
         "",
-        "  energy per frame by component (mJ):",
+        "  energy per frame by component (mJ, steady state):",
     ]
     for comp, mj in result.energy_mj_per_frame.items():
         lines.append(f"    {comp:<8} {mj:10.5f}")

@@ -1,11 +1,11 @@
 """Study 3: per-layer latency of the zoo models, split by the unit doing the work.
 
 Each model runs with its built-in config through `aipusim.run.run_model` (compile, traced
-simulation, profiler). Each instant of a layer's span goes to the first unit class busy
-then (MVM before DWPU, DPU, weight load, DMA, other) or to ``waiting``, so a layer's parts
-add up to its latency (`aipusim.profiler.layer_breakdown`). The study keeps the per-layer
-tables and the profiler's stacked-bar plot of every model, and compares the models by the
-share of summed layer time each unit class takes.
+simulation, profiler). Per layer it takes the profiler's figures (`aipusim.profiler.layers`):
+``busy`` (exclusive: each instant of a core counted once, for the earliest-issued task
+running then), split by unit class, ``span`` (first start to last end), ``wait`` = span -
+busy, and the ``critical_unit`` the layer waited on. Layers are ranked by busy time; the
+models are compared by the share of their summed busy time each unit class takes.
 
 Example: ``run_layers_study(Path("reports/layers"), models=["tiny_cnn"], frames=2)``.
 """
@@ -40,13 +40,26 @@ from aipusim.studies.common import (
 )
 
 STUDY = "layers"
-#: Parts of a layer's latency, in the order the profiler assigns overlapping time.
-PARTS = ("mvm", "dwpu", "dpu", "wload", "dma", "other", "waiting")
-#: Unit classes (everything but waiting): the candidates for a model's dominant unit.
+#: Parts of a layer's span: its busy time by unit class, then its wait.
+PARTS = ("mvm", "dwpu", "dpu", "wload", "dma", "other", "wait")
+#: Unit classes (everything but the wait): the candidates for a model's dominant unit.
 UNITS = PARTS[:-1]
 TOP_LAYERS = 10
 #: Layers in each model's compact chart.
 TOP_PLOTTED = 25
+#: The profiler's per-layer columns the study keeps.
+LAYER_COLUMNS = [
+    "layer",
+    "op",
+    "samples",
+    "busy_us",
+    "span_us",
+    "wait_us",
+    "critical_unit",
+    *[f"{u}_us" for u in UNITS],
+    "macs",
+    "array_macs",
+]
 
 
 def default_models() -> list[str]:
@@ -61,22 +74,18 @@ def profile_model(model: str, input_size: int | None, frames: int, out: Path) ->
 
     Module level so a worker process can run it; returns plain picklable data.
     """
-    from aipusim.profiler import layer_breakdown, load_trace
-    from aipusim.run import TRACE_NAME, resolve_model, run_model
+    from aipusim.run import resolve_model, run_model
 
     config = base_config(model)
     source = resolve_model(model, input_size)
     with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.name}-") as tmp:
         run_dir = Path(tmp) / source.name
         result = run_model(source, config, run_dir, frames=frames)
-        trace = load_trace(run_dir / TRACE_NAME)
-        parts = layer_breakdown(trace, config.profiling_drop_percentile)
         plot = out / f"{source.name}_layers.png"
         shutil.copyfile(run_dir / "plots" / "layers.png", plot)
     sim = result.sim
-    layers = result.layers[["layer", "op", "samples", "mean_us", "p50_us", "p99_us", "macs"]]
-    table = layers.merge(parts, on="layer", how="left")
-    table[list(PARTS)] = table[list(PARTS)].fillna(0.0)
+    table = result.layers[LAYER_COLUMNS].rename(columns={f"{u}_us": u for u in UNITS})
+    table = table.rename(columns={"wait_us": "wait"})
     table.to_csv(out / f"{source.name}_layers.csv", index=False)
     return {
         "model": source.name,
@@ -86,71 +95,75 @@ def profile_model(model: str, input_size: int | None, frames: int, out: Path) ->
         "replicas": sim.replicas,
         "active_cores": sim.active_cores,
         "fps": sim.fps,
-        "latency_ms_p50": sim.latency_us_p50 / 1e3,
+        "latency_ms_unloaded": sim.latency_us_unloaded / 1e3,
         "compile_s": result.compile_seconds,
         "simulate_s": result.simulate_seconds,
     }
 
 
 def summarise(profiles: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """One row per model: summed mean layer time, each part's share (%), dominant unit."""
+    """One row per model: summed busy and span, each unit class's share of the busy time
+    (%), the wait's share of the span, the dominant unit and the slowest layer by busy."""
     rows = []
     for p in profiles:
         t = p["table"]
-        total = float(t["mean_us"].sum())
-        part_us = {part: float(t[part].sum()) for part in PARTS}
-        split = sum(part_us.values())
-        shares = {part: 100 * v / split if split > 0 else np.nan for part, v in part_us.items()}
-        units = {u: shares[u] for u in UNITS}
-        dominant = max(units, key=lambda u: units[u]) if split > 0 else "-"
-        slow = t.loc[t["mean_us"].idxmax()] if len(t) else None
+        busy = float(t["busy_us"].sum())
+        span = float(t["span_us"].sum())
+        shares = {u: 100 * float(t[u].sum()) / busy if busy > 0 else np.nan for u in UNITS}
+        dominant = max(UNITS, key=lambda u: shares[u]) if busy > 0 else "-"
+        slow = t.loc[t["busy_us"].idxmax()] if len(t) else None
         rows.append(
             {
                 "model": p["model"],
                 "mode": f"{p['mode']}, {p['replicas']} replica(s) on {p['active_cores']} core(s)",
                 "layers": len(t),
-                "frame p50 (ms)": p["latency_ms_p50"],
-                "summed layer time (µs)": total,
-                **{f"{part} %": shares[part] for part in PARTS},
+                "unloaded latency (ms)": p["latency_ms_unloaded"],
+                "summed busy (µs)": busy,
+                **{f"{u} %": shares[u] for u in UNITS},
+                "wait % of span": 100 * float(t["wait"].sum()) / span if span > 0 else np.nan,
                 "dominant unit": dominant,
                 "slowest layer": slow["layer"] if slow is not None else "-",
-                "slowest (µs)": float(slow["mean_us"]) if slow is not None else np.nan,
+                "slowest busy (µs)": float(slow["busy_us"]) if slow is not None else np.nan,
+                "slowest waits on": slow["critical_unit"] if slow is not None else "-",
             }
         )
     return pd.DataFrame(rows)
 
 
 SUMMARY_KINDS = {
-    "frame p50 (ms)": "latency_ms",
-    "summed layer time (µs)": "us",
-    "slowest (µs)": "us",
-    **{f"{part} %": "share_pct" for part in PARTS},
+    "unloaded latency (ms)": "latency_ms",
+    "summed busy (µs)": "us",
+    "slowest busy (µs)": "us",
+    "wait % of span": "share_pct",
+    **{f"{u} %": "share_pct" for u in UNITS},
 }
 LAYER_KINDS = {
-    "mean (µs)": "us",
-    "p99 (µs)": "us",
-    "share of model %": "share_pct",
+    "busy (µs)": "us",
+    "span (µs)": "us",
+    "share of busy %": "share_pct",
     "cumulative %": "share_pct",
     **{f"{part} (µs)": "us" for part in PARTS},
 }
 
 
 def top_layers(table: pd.DataFrame, n: int = TOP_LAYERS) -> pd.DataFrame:
-    """The ``n`` slowest layers of one model with their split by unit and main unit."""
-    total = table["mean_us"].sum()
-    top = table.nlargest(n, "mean_us")
+    """The ``n`` layers of one model with the most busy time, their split by unit, the
+    unit holding most of it and the unit or link they waited on."""
+    total = table["busy_us"].sum()
+    top = table.nlargest(n, "busy_us")
     units = top[list(UNITS)]
-    main = units.idxmax(axis=1).where(units.max(axis=1) > 0, "waiting")
+    main = units.idxmax(axis=1).where(units.max(axis=1) > 0, "-")
     out = pd.DataFrame(
         {
             "layer": top["layer"],
             "op": top["op"],
-            "mean (µs)": top["mean_us"],
-            "p99 (µs)": top["p99_us"],
-            "share of model %": 100 * top["mean_us"] / total if total > 0 else np.nan,
-            "cumulative %": 100 * top["mean_us"].cumsum() / total if total > 0 else np.nan,
+            "busy (µs)": top["busy_us"],
+            "span (µs)": top["span_us"],
+            "share of busy %": 100 * top["busy_us"] / total if total > 0 else np.nan,
+            "cumulative %": 100 * top["busy_us"].cumsum() / total if total > 0 else np.nan,
             **{f"{part} (µs)": top[part] for part in PARTS},
             "main unit": main,
+            "waits on": top["critical_unit"],
         }
     )
     return out.reset_index(drop=True)
@@ -162,18 +175,12 @@ def conclusions(summary: pd.DataFrame, tops: dict[str, pd.DataFrame]) -> list[st
     for _, row in summary.iterrows():
         model = row["model"]
         dom = row["dominant unit"]
-        waiting = fmt(row["waiting %"], "share_pct")
-        if row["waiting %"] > row[f"{dom} %"]:
+        if dom != "-":
             out.append(
-                f"`{model}`: most of the summed layer time is **waiting** ({waiting} %: none "
-                f"of the layer's own tasks runs); the busiest unit is **{dom}** "
-                f"({fmt(row[f'{dom} %'], 'share_pct')} %)."
-            )
-        else:
-            out.append(
-                f"`{model}`: the dominant unit is **{dom}** "
-                f"({fmt(row[f'{dom} %'], 'share_pct')} % of the summed layer time); "
-                f"waiting (none of the layer's own tasks runs) takes {waiting} %."
+                f"`{model}`: the cores' busy time goes mostly to **{dom}** "
+                f"({fmt(row[f'{dom} %'], 'share_pct')} % of the summed layer busy time); "
+                f"the layers wait (span not busy) {fmt(row['wait % of span'], 'share_pct')} % "
+                "of their summed span."
             )
         top = tops[model]
         if len(top):
@@ -181,11 +188,11 @@ def conclusions(summary: pd.DataFrame, tops: dict[str, pd.DataFrame]) -> list[st
             k = min(3, len(top))
             share = top["cumulative %"].iloc[k - 1]
             out.append(
-                f"`{model}`: the slowest layer is `{first['layer']}` (op {first['op']}, "
-                f"{fmt(first['mean (µs)'], 'us')} µs, "
-                f"{fmt(first['share of model %'], 'share_pct')} % of the summed layer time, "
-                f"mostly {first['main unit']}); the {k} slowest layers take "
-                f"{fmt(share, 'share_pct')} % together."
+                f"`{model}`: the busiest layer is `{first['layer']}` (op {first['op']}, "
+                f"{fmt(first['busy (µs)'], 'us')} µs busy, "
+                f"{fmt(first['share of busy %'], 'share_pct')} % of the summed busy time, "
+                f"mostly {first['main unit']}; it waits on {first['waits on']}); the {k} "
+                f"busiest layers take {fmt(share, 'share_pct')} % together."
             )
     if len(summary) > 1:
         counts = summary["dominant unit"].value_counts()
@@ -193,11 +200,13 @@ def conclusions(summary: pd.DataFrame, tops: dict[str, pd.DataFrame]) -> list[st
             names = ", ".join(
                 f"`{m}`" for m in summary.loc[summary["dominant unit"] == unit, "model"]
             )
-            out.append(f"**{unit}** dominates {n} of the {len(summary)} models ({names}).")
-        most = summary.loc[summary["waiting %"].idxmax()]
+            out.append(
+                f"**{unit}** takes most busy time in {n} of the {len(summary)} models ({names})."
+            )
+        most = summary.loc[summary["wait % of span"].idxmax()]
         out.append(
-            f"The largest waiting share is `{most['model']}`'s "
-            f"({fmt(most['waiting %'], 'share_pct')} %)."
+            f"The largest wait share is `{most['model']}`'s "
+            f"({fmt(most['wait % of span'], 'share_pct')} % of the summed span)."
         )
     return out
 
@@ -221,8 +230,8 @@ def plot_top_layers(model: str, top: pd.DataFrame, path: Path) -> Path:
         left += values
     ax.set_yticks(y, top["layer"], fontsize=8)
     ax.set_ylim(len(top) - 0.5, -0.5)
-    ax.set_xlabel("mean latency per layer sample (µs)")
-    ax.set_title(f"{model}: the {len(top)} slowest layers, split by unit")
+    ax.set_xlabel("mean per layer sample (µs): busy by unit (exclusive), then wait")
+    ax.set_title(f"{model}: the {len(top)} busiest layers, split by unit")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
@@ -230,14 +239,15 @@ def plot_top_layers(model: str, top: pd.DataFrame, path: Path) -> Path:
 
 
 def plot_overview(summary: pd.DataFrame, path: Path) -> Path:
-    """One 100 % bar per model: the share of summed layer time each unit class takes."""
+    """One 100 % bar per model: the share of the summed layer busy time each unit class
+    takes (exclusive time: each instant of a core counted once)."""
     from aipusim.profiler.plots import _CLASS_COLOURS
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 1.0 + 0.6 * len(summary)))
     y = np.arange(len(summary))
     left = np.zeros(len(summary))
-    for part in PARTS:
+    for part in UNITS:
         values = summary[f"{part} %"].fillna(0.0).to_numpy()
         ax.barh(y, values, left=left, color=_CLASS_COLOURS[part], label=part, height=0.7)
         for yi, (lo, v) in enumerate(zip(left, values, strict=True)):
@@ -248,8 +258,8 @@ def plot_overview(summary: pd.DataFrame, path: Path) -> Path:
     ax.set_yticks(y, [f"{m}\n({mode})" for m, mode in zip(summary["model"], modes, strict=True)])
     ax.set_ylim(len(summary) - 0.5, -0.5)
     ax.set_xlim(0, 100)
-    ax.set_xlabel("share of summed mean layer latency (%)")
-    ax.set_title("Where layer time goes, by unit (exclusive time)")
+    ax.set_xlabel("share of the summed layer busy time (%)")
+    ax.set_title("Where the cores' busy time goes, by unit (exclusive time)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
     return save_figure(fig, path)
@@ -317,9 +327,12 @@ def run_layers_study(
         swept="nothing: each model with its built-in config",
         extra=[
             "- trace levels B,PB,PE,K,M (the `aipusim run` default); per-layer figures are "
-            "means over the layer's samples (frames x replicas) after the config's "
-            "`profiling_drop_percentile`. A layer's time is split exclusively: each instant "
-            "goes to the first busy class of mvm, dwpu, dpu, wload, dma, other, else waiting.",
+            "means over the layer's samples (one layer on one core for one frame) after the "
+            "config's `profiling_drop_percentile`. *busy* is exclusive: each instant of a core "
+            "counts once, for the earliest-issued task running then, so a core's layer busy "
+            "times add up to at most its frame time; *span* runs from the layer's first task "
+            "start to its last end; *wait* = span - busy; *waits on* is the unit or link on "
+            "the critical path through the layer's span (`aipusim.profiler.layers`).",
             "- compile / simulation wall time: "
             + ", ".join(
                 f"`{p['model']}` {p['compile_s']:.1f} s / {p['simulate_s']:.1f} s" for p in profiles
@@ -331,12 +344,10 @@ def run_layers_study(
         "",
         md_table(summary, SUMMARY_KINDS),
         "",
-        "Summed layer time is the sum over layers of each layer's mean latency (a layer's "
-        "span runs from its begin to its end marker on its core); the shares split it by "
-        "unit. Where layers overlap (several frames or layers in flight at once) it is more "
-        "than the frame latency. *waiting* is the part of a layer's span in which none of "
-        "that layer's own tasks runs, e.g. when the layer has begun while the units still "
-        "work on earlier layers, or while it waits for data or a token from another core.",
+        "Summed busy time is the sum over layers of each layer's mean busy time; the unit "
+        "shares split it by the class of the unit that held each instant. *wait % of span* "
+        "is the part of the layers' spans in which the core ran none of their own tasks "
+        "(waiting for data, a token or another core, or running earlier-issued work).",
         "",
         f"![where layer time goes]({overview.name})",
         "",
@@ -351,12 +362,12 @@ def run_layers_study(
         body += [
             f"## {model} ({input_label(model, input_size)})",
             "",
-            f"The {min(TOP_LAYERS, len(p['table']))} slowest of {len(p['table'])} layers "
+            f"The {min(TOP_LAYERS, len(p['table']))} busiest of {len(p['table'])} layers "
             f"(all layers: `{model}_layers.csv`):",
             "",
             md_table(tops[model], LAYER_KINDS),
             "",
-            f"![{model}: slowest layers by unit]({top_plot.name})",
+            f"![{model}: busiest layers by unit]({top_plot.name})",
             "",
             f"Every layer in network order (the profiler's chart): [{p['plot']}]({p['plot']})",
             "",

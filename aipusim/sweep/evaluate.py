@@ -81,11 +81,16 @@ def metrics(result: Any) -> dict[str, Any]:
     watts = result.avg_power_w
     return {
         "fps": result.fps,
+        "device_fps": result.device_fps,
+        "warmup_frames": result.warmup_frames,
+        "latency_us_unloaded": result.latency_us_unloaded,
         "latency_us_p50": result.latency_us_p50,
         "latency_us_p99": result.latency_us_p99,
+        "cold_start_us": result.cold_start_us,
         "energy_mj_per_frame": result.energy_mj_per_frame_total,
+        "energy_mj_init": result.energy_mj_init,
         "avg_power_w": watts,
-        "peak_power_w": result.peak_power_w,
+        **{f"peak_power_w_{w}": v for w, v in result.peak_power_w.items()},
         "fps_per_w": result.fps / watts if watts > 0 else float("nan"),
         "total_cycles": result.total_cycles,
     }

@@ -119,7 +119,7 @@ _METRICS = [
     "latency_us_p50",
     "latency_us_p99",
     "avg_power_w",
-    "peak_power_w",
+    "peak_power_w_10us",
     "energy_mj_per_frame",
 ]
 

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aipusim.base.errors import ConfigError
+from aipusim.isa.metrics import PEAK_WINDOWS
 
 #: Suffix of the typed twin of a swept key's string column.
 TYPED_SUFFIX = "__value"
@@ -47,11 +48,16 @@ METRIC_COLUMNS: dict[str, pa.DataType] = {
     "status": pa.string(),
     "error": pa.string(),
     "fps": pa.float64(),
+    "device_fps": pa.float64(),
+    "warmup_frames": pa.int64(),
+    "latency_us_unloaded": pa.float64(),
     "latency_us_p50": pa.float64(),
     "latency_us_p99": pa.float64(),
+    "cold_start_us": pa.float64(),
     "energy_mj_per_frame": pa.float64(),
+    "energy_mj_init": pa.float64(),
     "avg_power_w": pa.float64(),
-    "peak_power_w": pa.float64(),
+    **{f"peak_power_w_{window}": pa.float64() for window in PEAK_WINDOWS},
     "fps_per_w": pa.float64(),
     "total_cycles": pa.int64(),
     "compile_s": pa.float64(),
@@ -69,6 +75,9 @@ _ARROW_TYPES = {
     "string": pa.string(),
 }
 _CONTEXT_FILE = "sweep.json"
+#: Version of the result columns; 2: the steady-state metrics of `aipusim.isa.metrics`
+#: (a folder of format 1 holds figures with other definitions and is not resumed).
+STORE_FORMAT = 2
 _PART_GLOB = "part-*.parquet"
 
 
@@ -125,6 +134,12 @@ class ResultStore:
         wanted = json.loads(json.dumps(dict(context), sort_keys=True))
         if path.is_file():
             stored = json.loads(path.read_text())
+            if stored.get("format") != STORE_FORMAT:
+                raise ConfigError(
+                    f"-o {str(self.directory)!r} must hold a sweep of result format "
+                    f"{STORE_FORMAT} (steady-state metrics), not {stored.get('format')!r}; "
+                    "use another folder"
+                )
             if stored.get("context") != wanted:
                 raise ConfigError(
                     f"-o {str(self.directory)!r} must hold a sweep with the same --conf/--set/"
@@ -133,7 +148,7 @@ class ResultStore:
                 )
             return
         tmp = path.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
-        tmp.write_text(json.dumps({"format": 1, "context": wanted}, indent=2) + "\n")
+        tmp.write_text(json.dumps({"format": STORE_FORMAT, "context": wanted}, indent=2) + "\n")
         os.replace(tmp, path)
 
     def done_ids(self) -> set[str]:

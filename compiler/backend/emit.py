@@ -214,6 +214,8 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
             "mvm_layers": mvm_units,
             # ONNX operator of each layer, for the op= field of [PB] trace lines.
             "layer_ops": {layer.name: layer.op for layer in state.layers},
+            # The network's MACs of each layer in one frame, for the macs= of [PB] lines.
+            "layer_macs": {layer.name: layer.macs for layer in state.layers},
             "memory": plan.high_water(),
             # host-side knobs the runtime applies (the card's tasks do not change)
             "host": {

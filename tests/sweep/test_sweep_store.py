@@ -63,6 +63,17 @@ def test_a_folder_keeps_one_context(tmp_path: Path) -> None:
         ResultStore(tmp_path).open({"base_config": {}, "arch_sha256": "x"})
 
 
+def test_a_folder_of_the_old_result_format_is_not_resumed(tmp_path: Path) -> None:
+    # Format 1 held fps and energy with the warm-up in them: mixing rows would mislead.
+    (tmp_path / "sweep.json").write_text('{"format": 1, "context": {}}')
+    with pytest.raises(ConfigError) as err:
+        ResultStore(tmp_path).open({})
+    assert str(err.value) == (
+        f"-o {str(tmp_path)!r} must hold a sweep of result format 2 (steady-state metrics), "
+        "not 1; use another folder"
+    )
+
+
 def test_reading_an_empty_folder_names_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"must hold part-\*\.parquet results, not none"):
         ResultStore(tmp_path).read()

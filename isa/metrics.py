@@ -1,0 +1,106 @@
+"""The run metrics, defined once (DESIGN.md §5): the simulator computes them from its run,
+the profiler from a trace, both with these definitions.
+
+**Warm-up and steady state.** A *start* is one run of an instance: one frame, or in batch
+mode one frame per core. The first `WARMUP_STARTS` start(s) of every instance are warm-up:
+they pay for INIT (constants brought on chip once) and fill the host buffers and, in
+pipeline mode, the stages. The steady state is measured between completions: an
+instance's rate is the frames completed after its warm-up divided by the time from the
+end of its warm-up to its last completion,
+
+    rate_i = (starts_i - WARMUP_STARTS) * frames_per_start / (end_i[-1] - end_i[W - 1])
+
+and the system's ``fps`` is the sum of the instances' rates. A start completes when its
+result is back on the host (``fps``) or when the device has finished it (``device_fps``).
+With only the warm-up start(s) per instance there is no steady state: ``fps`` is then
+the frames divided by the time from the end of INIT to the last completion, and
+``steady`` says False.
+
+The steady *window* (energy and average power) runs from the moment every instance has
+finished its warm-up to the moment the first instance is done (all instances in steady
+state), or, when the instances do not overlap like that, from the first end of a warm-up
+to the last completion.
+
+**Peak power** is the highest average power over a sliding window of each length in
+`PEAK_WINDOWS` (named ``100ns``, ``10us``, ``1ms``), over the whole run with INIT; a run
+shorter than a window gives its average. The power timeline is binned by `POWER_BIN_US`
+(coarser for very long runs; the bin is stated with every plot of it).
+
+>>> steady_state([[100, 200, 300, 400]], frames_per_end=1, origin=0)
+SteadyState(fps_per_cycle=0.01, frames=3, warmup_frames=1, window=(100, 400), steady=True)
+>>> steady_state([[100]], frames_per_end=4, origin=20)
+SteadyState(fps_per_cycle=0.05, frames=4, warmup_frames=0, window=(20, 100), steady=False)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Starts of each instance that are warm-up (INIT, buffer and pipeline fill).
+WARMUP_STARTS = 1
+#: Windows of the peak-power figure: name -> seconds.
+PEAK_WINDOWS: dict[str, float] = {"100ns": 100e-9, "10us": 10e-6, "1ms": 1e-3}
+#: Bin of the power timeline, in µs (before coarsening for very long runs).
+POWER_BIN_US = 1.0
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """Steady-state throughput of a run (see the module doc).
+
+    ``fps_per_cycle`` frames per cycle (times the clock: frames per second); ``frames``
+    the frames it counts; ``warmup_frames`` the frames left out as warm-up; ``window``
+    the (first, last) cycle of the steady window; ``steady`` False when no instance got
+    past its warm-up, so the figures include it.
+    """
+
+    fps_per_cycle: float
+    frames: int
+    warmup_frames: int
+    window: tuple[int, int]
+    steady: bool
+
+
+def steady_state(ends: Sequence[Sequence[int]], frames_per_end: int, origin: int) -> SteadyState:
+    """Throughput from each instance's completion cycles ``ends`` (one list per instance,
+    one cycle per start, ``frames_per_end`` frames each); ``origin`` is the cycle counting
+    starts from when there is no steady state (the end of INIT)."""
+    lists = [sorted(int(t) for t in e) for e in ends if len(e)]
+    if not lists:
+        return SteadyState(0.0, 0, 0, (origin, origin), False)
+    w = WARMUP_STARTS
+    if all(len(e) > w for e in lists) and all(e[-1] > e[w - 1] for e in lists):
+        rate = sum((len(e) - w) * frames_per_end / (e[-1] - e[w - 1]) for e in lists)
+        frames = sum(len(e) - w for e in lists) * frames_per_end
+        lo = max(e[w - 1] for e in lists)
+        hi = min(e[-1] for e in lists)
+        if hi <= lo:
+            lo, hi = min(e[w - 1] for e in lists), max(e[-1] for e in lists)
+        return SteadyState(rate, frames, w * frames_per_end * len(lists), (lo, hi), True)
+    frames = sum(len(e) for e in lists) * frames_per_end
+    last = max(e[-1] for e in lists)
+    span = max(last - origin, 1)
+    return SteadyState(frames / span, frames, 0, (origin, last), False)
+
+
+def steady_frames(starts_per_instance: int) -> list[bool]:
+    """Which starts of an instance count in the steady state (queued latency), in order;
+    all of them when there is no steady state.
+
+    >>> steady_frames(3), steady_frames(1)
+    ([False, True, True], [True])
+    """
+    if starts_per_instance <= WARMUP_STARTS:
+        return [True] * starts_per_instance
+    return [s >= WARMUP_STARTS for s in range(starts_per_instance)]
+
+
+__all__ = [
+    "PEAK_WINDOWS",
+    "POWER_BIN_US",
+    "WARMUP_STARTS",
+    "SteadyState",
+    "steady_frames",
+    "steady_state",
+]
