@@ -207,7 +207,7 @@ def layer_spans(trace: Trace) -> pd.DataFrame:
     without the exclusive and critical-path work of `layer_samples` (for timelines)."""
     t = tasks(trace)
     sel = ((t["frame"] >= 0) & (t["layer"].astype(str) != "")).to_numpy(dtype=bool)
-    sel &= ~t["unit"].astype(str).str.startswith("pcie").to_numpy(dtype=bool)
+    sel = sel & ~t["unit"].astype(str).str.startswith("pcie").to_numpy(dtype=bool)
     mine = t[sel].assign(layer=lambda d: d["layer"].astype(str))
     spans = mine.groupby(_KEYS, sort=False, as_index=False).agg(
         start=("start", "min"), end=("end", "max")

@@ -29,6 +29,7 @@ matplotlib.use("Agg")  # headless: never needs a display
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib.patches import Patch
 
 from aipusim.base.errors import TraceFormatError
@@ -85,8 +86,9 @@ def plot_layer_bars(
     y = np.arange(len(bd))
     left = np.zeros(len(bd))
     for part in parts:
-        ax.barh(y, bd[part], left=left, color=_CLASS_COLOURS[part], label=part, height=0.75)
-        left += bd[part].to_numpy()
+        values = bd[part].to_numpy(dtype=np.float64)
+        ax.barh(y, values, left=left, color=_CLASS_COLOURS[part], label=part, height=0.75)
+        left += values
     ax.set_yticks(y, bd["layer"], fontsize=8 if len(bd) > 30 else 9)
     ax.set_ylim(max(len(bd), 1) - 0.5, -0.5)
     ax.set_xlabel("mean span per layer sample (µs): busy by unit (exclusive), then wait")
@@ -166,6 +168,25 @@ def _unit_order(unit: str) -> int:
     return order.index(unit) if unit in order else len(order)
 
 
+def power_caption(timeline: pd.DataFrame) -> str:
+    """What a power plot shows: the bin its line averages over and the run's peak power
+    by window, as recorded with the timeline.
+
+    >>> t = pd.DataFrame({"t_start_us": [0.0], "t_end_us": [1.0]})
+    >>> t.attrs = {"bin_us": 1.0, "peak_power_w": {"100ns": 9.5, "10us": 7.25}}
+    >>> power_caption(t)
+    'power over time, averaged over 1 µs bins; peak 9.50 W (100ns window), 7.25 W (10us window)'
+    """
+    bin_us = timeline.attrs.get("bin_us")
+    if bin_us is None and len(timeline):
+        bin_us = float((timeline["t_end_us"] - timeline["t_start_us"]).iloc[0])
+    what = f"power over time, averaged over {bin_us:g} µs bins" if bin_us else "power over time"
+    peaks = timeline.attrs.get("peak_power_w")
+    if peaks:
+        what += "; peak " + ", ".join(f"{w:.2f} W ({k} window)" for k, w in peaks.items())
+    return what
+
+
 def plot_power(trace: Trace, path: str | Path) -> Path:
     """Stacked power per component over time, with the total as a line. The title states
     the bin the timeline averages over and, when the simulator recorded them, the run's
@@ -187,16 +208,9 @@ def plot_power(trace: Trace, path: str | Path) -> Path:
         ax.plot(mid, p[POWER_TOTAL_COLUMN], color="black", linewidth=1.0, label="total")
         avg = float(p[POWER_TOTAL_COLUMN].mean()) if len(p) else 0.0
         ax.axhline(avg, color="black", linestyle="--", linewidth=0.8, label=f"average {avg:.2f} W")
-    bin_us = p.attrs.get("bin_us")
-    if bin_us is None and len(p):
-        bin_us = float((p["t_end_us"] - p["t_start_us"]).iloc[0])
-    what = f"power over time, averaged over {bin_us:g} µs bins" if bin_us else "power over time"
-    peaks = p.attrs.get("peak_power_w")
-    if peaks:
-        what += "; peak " + ", ".join(f"{w:.2f} W ({k} window)" for k, w in peaks.items())
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("power (W)")
-    ax.set_title(_title(trace, what), fontsize=10)
+    ax.set_title(_title(trace, power_caption(p)), fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(alpha=0.3)
     ax.set_ylim(bottom=0)
@@ -336,8 +350,9 @@ def plot_utilisation(trace: Trace, path: str | Path, bins: int = 100) -> Path:
         fig.colorbar(im, ax=ax, label="busy fraction", pad=0.01)
     else:
         ax.text(0.5, 0.5, "no tasks in trace", ha="center", transform=ax.transAxes)
+    width = (edges[-1] - edges[0]) / max(len(edges) - 1, 1)
     ax.set_xlabel("time (µs)")
-    ax.set_title(_title(trace, "unit utilisation over time"))
+    ax.set_title(_title(trace, f"unit utilisation over time, busy fraction per {width:.3g} µs bin"))
     return _save(fig, path)
 
 
@@ -350,7 +365,8 @@ def plot_bandwidth(trace: Trace, path: str | Path, bins: int = 100) -> Path:
         ax.plot(mid, bw[col], label=col.removesuffix("_gb_s"), linewidth=1.0)
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("GB/s")
-    ax.set_title(_title(trace, "memory bandwidth over time"))
+    width = float((bw["t_end_us"] - bw["t_start_us"]).iloc[0]) if len(bw) else 0.0
+    ax.set_title(_title(trace, f"memory bandwidth over time, averaged over {width:.3g} µs bins"))
     ax.grid(alpha=0.3)
     ax.set_ylim(bottom=0)
     if len(bw.columns) > 2:

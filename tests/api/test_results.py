@@ -25,7 +25,9 @@ def test_one_result_type(tiny_sim: aipusim.SimResult) -> None:
 
 def test_profile_tables(tiny_sim: aipusim.SimResult, tiny: aipusim.CompiledModel) -> None:
     layers = tiny_sim.profile()
-    assert {"layer", "op", "samples", "mean_us", "p99_us"} <= set(layers)
+    assert {"layer", "op", "samples", "busy_us", "span_us", "wait_us", "critical_unit"} <= set(
+        layers
+    )
     # every MVM layer of the compiler's report shows up in the trace
     mvm = set(tiny.report.query("unit == 'mvm'")["layer"])
     assert mvm and mvm <= set(layers["layer"])

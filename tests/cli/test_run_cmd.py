@@ -61,7 +61,11 @@ def test_run_json_has_the_headline_figures(tiny_run: tuple[Path, dict]) -> None:
     assert data["model"] == "tiny_cnn"
     assert data["fps"] > 0 and data["peak_power_w"]["10us"] >= data["avg_power_w"] > 0
     assert 0 < len(data["slowest_layers"]) <= 10
-    assert {"layer", "unit", "mean_us"} <= set(data["slowest_layers"][0])
+    assert {"layer", "unit", "busy_us", "span_us", "critical_unit"} <= set(
+        data["slowest_layers"][0]
+    )
+    busy = [row["busy_us"] for row in data["slowest_layers"]]
+    assert busy == sorted(busy, reverse=True)
 
 
 def test_rerun_replaces_an_earlier_run_folder(

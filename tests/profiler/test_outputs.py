@@ -110,9 +110,15 @@ def test_compare_gives_per_layer_deltas(tiny, write_trace, tiny_text):
     slower = slower.replace("t=100 core=0 frame=2 layer=conv", "t=130 core=0 frame=2 layer=conv")
     c = compare_layers(load_trace(tiny), load_trace(write_trace(slower, "b.trace")))
     conv = c.set_index("layer").loc["conv"]
-    assert conv["mean_us_a"] == 30.0 and conv["mean_us_b"] == 40.0
-    assert conv["delta_mean_us"] == 10.0 and conv["delta_mean_pct"] == pytest.approx(100 / 3)
-    assert c.set_index("layer").loc["add", "delta_mean_us"] == 0.0
+    # busy of conv: (8 + 20 + 60) / 3 against (8 + 20 + 90) / 3
+    assert conv["busy_us_a"] == pytest.approx(88 / 3) and conv["busy_us_b"] == pytest.approx(
+        118 / 3
+    )
+    assert conv["delta_busy_us"] == pytest.approx(10.0)
+    assert conv["delta_busy_pct"] == pytest.approx(100 * 30 / 88)
+    assert conv["delta_wait_us"] == pytest.approx(0.0)
+    # b's frame-2 add [100, 105) now runs under the earlier-issued conv: it holds no instant
+    assert c.set_index("layer").loc["add", "delta_busy_us"] == pytest.approx(-5 / 3)
 
 
 def test_header_only_trace_still_plots_and_exports(write_trace, tmp_path):

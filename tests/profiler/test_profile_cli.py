@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from aipusim.cli.main import main
 
 
@@ -11,17 +13,21 @@ def test_json_layer_records_have_the_keys(tiny, capsys):
     assert [r["layer"] for r in recs] == ["conv", "add"]
     assert {
         "layer",
+        "op",
         "samples",
-        "mean_us",
-        "p50_us",
-        "p99_us",
-        "share_mvm",
-        "share_dpu",
-        "share_dwpu",
-        "share_dma",
-        "share_waiting",
+        "busy_us",
+        "span_us",
+        "wait_us",
+        "critical_unit",
+        "mvm_us",
+        "dma_us",
+        "macs",
+        "array_macs",
     } <= set(recs[0])
-    assert recs[0]["samples"] == 3 and recs[0]["mean_us"] == 30.0
+    assert recs[0]["samples"] == 3 and recs[0]["busy_us"] == pytest.approx(88 / 3)
+    assert recs[0]["critical_unit"] == "mvm"
+    # the trace does not say the network's MACs: null, not a made-up number
+    assert recs[0]["macs"] is None and recs[0]["array_macs"] == 1000
 
 
 def test_by_unit_frame_core_bandwidth(tiny, capsys):
@@ -64,7 +70,7 @@ def test_compare(tiny, write_trace, tiny_text, capsys):
     other = write_trace(tiny_text, "other.trace")
     assert main(["profile", str(tiny), "--compare", str(other), "--json"]) == 0
     recs = json.loads(capsys.readouterr().out)
-    assert recs[0]["delta_mean_us"] == 0.0
+    assert recs[0]["delta_busy_us"] == 0.0
     assert main(["profile", str(tiny), "--compare", str(other), "--by", "unit"]) == 2
     assert "--by must be layer" in capsys.readouterr().err
 

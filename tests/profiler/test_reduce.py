@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from aipusim.base.errors import TraceFormatError
@@ -19,39 +20,44 @@ from aipusim.profiler import (
 from aipusim.profiler.intervals import binned_overlap, covered
 
 
-def test_layer_table_exact_statistics_and_shares(tiny):
+def test_layer_table_exact_figures(tiny):
+    # conv, frame 0: dma [0, 4) and mvm [2, 8); frames 1 and 2: mvm [15, 35) and [40, 100).
     t = layer_table(load_trace(tiny)).set_index("layer")
     assert list(t.index) == ["conv", "add"]
     conv = t.loc["conv"]
     assert conv["samples"] == 3 and conv["op"] == "Conv"
-    assert conv["mean_us"] == pytest.approx(30.0)
-    assert conv["p50_us"] == pytest.approx(20.0)
-    assert conv["p99_us"] == pytest.approx(20 + 0.98 * 40)  # linear interpolation
-    assert (conv["min_us"], conv["max_us"]) == (10.0, 60.0)
-    assert conv["share_mvm"] == pytest.approx(86 / 90)
-    assert conv["share_dma"] == pytest.approx(4 / 90)
-    assert conv["share_waiting"] == pytest.approx(2 / 90)
-    assert conv["share_dpu"] == 0.0
-    assert (conv["macs"], conv["bytes"]) == (1000, 133)
+    assert conv["span_us"] == pytest.approx((8 + 20 + 60) / 3)  # first start to last end
+    assert conv["span_us_p50"] == pytest.approx(20.0)
+    assert conv["span_us_p99"] == pytest.approx(20 + 0.98 * 40)  # linear interpolation
+    # [2, 4): both run; the instant goes to the earlier-issued dma (task 1 before task 2)
+    assert conv["busy_us"] == pytest.approx((8 + 20 + 60) / 3)
+    assert (conv["dma_us"], conv["mvm_us"]) == (pytest.approx(4 / 3), pytest.approx(84 / 3))
+    assert conv["wait_us"] == pytest.approx(0.0)
+    # frame 0: nothing released the mvm (dispatch, 2 µs) ; frame 1's mvm was released by
+    # frame 0's add ending at 15 (a token): the chains hold mvm 6 + 20 + 60, dispatch 2.
+    assert conv["critical_unit"] == "mvm"
+    assert conv["critical_pct"] == pytest.approx(100 * 86 / 88)
+    assert pd.isna(conv["macs"]) and conv["array_macs"] == 1000 and conv["bytes"] == 133
     add = t.loc["add"]
-    assert add["mean_us"] == 5.0 and add["share_dpu"] == 1.0 and add["share_waiting"] == 0.0
+    assert (add["busy_us"], add["span_us"], add["dpu_us"]) == (5.0, 5.0, 5.0)
+    assert (add["critical_unit"], add["critical_pct"]) == ("dpu", 100.0)
 
 
-def test_layer_breakdown_parts_add_up_to_mean_latency(tiny):
+def test_layer_breakdown_parts_add_up_to_the_span(tiny):
     b = layer_breakdown(load_trace(tiny)).set_index("layer")
     conv = b.loc["conv"]
-    assert conv["mvm"] == pytest.approx(86 / 3)
-    assert conv["dma"] == pytest.approx(2 / 3)  # [0, 2): DMA alone
-    assert conv["waiting"] == pytest.approx(2 / 3)
-    assert b.drop(columns=[]).sum(axis=1).loc["conv"] == pytest.approx(30.0)
+    assert conv["mvm"] == pytest.approx(84 / 3)
+    assert conv["dma"] == pytest.approx(4 / 3)
+    assert conv["wait"] == pytest.approx(0.0)
+    assert b.sum(axis=1).loc["conv"] == pytest.approx(88 / 3)
 
 
 def test_drop_by_value_and_by_time(tiny):
     tr = load_trace(tiny)
     v = layer_table(tr, drop_percentile=34).set_index("layer")
-    assert v.loc["conv", "samples"] == 1 and v.loc["conv", "mean_us"] == 20.0
+    assert v.loc["conv", "samples"] == 1 and v.loc["conv", "busy_us"] == 20.0
     t = layer_table(tr, drop_percentile=34, drop_by="time").set_index("layer")
-    assert t.loc["conv", "samples"] == 1 and t.loc["conv", "mean_us"] == 20.0
+    assert t.loc["conv", "samples"] == 1 and t.loc["conv", "busy_us"] == 20.0
     assert frame_table(tr, 34, "time")["frame"].tolist() == [1]
     # 33 % of 3 samples is 0.99: nothing dropped.
     assert layer_table(tr, drop_percentile=33).set_index("layer").loc["conv", "samples"] == 3
@@ -64,8 +70,8 @@ def test_layer_spans_from_tasks_when_no_layer_events(write_trace, header):
         "[K]  core=1 unit=mvm frame=0 layer=c task=2 tile=0 start=2 end=8 macs=5\n"
     )
     t = layer_table(load_trace(write_trace(text)))
-    assert t["samples"].tolist() == [1] and t["mean_us"].tolist() == [8.0]
-    assert t["share_waiting"].tolist() == [0.0]
+    assert t["samples"].tolist() == [1] and t["span_us"].tolist() == [8.0]
+    assert t["wait_us"].tolist() == [0.0] and t["op"].tolist() == [""]
 
 
 def test_unit_table_busy_and_stalls(write_trace, header):
@@ -93,9 +99,12 @@ def test_frame_table_and_summary(tiny):
     f = frame_table(tr)
     assert f["latency_us"].tolist() == [15.0, 25.0, 65.0]
     assert np.isnan(f["interval_us"].iloc[0]) and f["interval_us"].tolist()[1:] == [25.0, 65.0]
+    assert f["steady"].tolist() == [False, True, True]  # the first start is warm-up
     s = frame_summary(tr)
-    assert s["frames"] == 3 and s["fps"] == pytest.approx(3 / 105e-6)
-    assert s["p50_us"] == 25.0
+    # two frames after the warm-up one, from its end (15) to the last (105)
+    assert (s["frames"], s["warmup_frames"]) == (3, 1)
+    assert s["fps"] == pytest.approx(2 / 90e-6)
+    assert s["p50_us"] == pytest.approx(45.0) and s["mean_us"] == pytest.approx(45.0)
 
 
 def test_core_table(tiny):
@@ -171,7 +180,9 @@ def test_init_phase_is_not_a_layer_sample(write_trace, header):
         "[PE] t=70 core=0 frame=0 layer=c\n"
     )
     t = layer_table(load_trace(write_trace(text)))
-    assert t["samples"].tolist() == [1] and t["mean_us"].tolist() == [10.0]
+    assert t["samples"].tolist() == [1] and t["span_us"].tolist() == [10.0]
+    # no task in the trace: busy is not known
+    assert t["busy_us"].isna().all()
 
 
 def test_frame_drop_by_value_over_all_frames(tiny):

@@ -140,3 +140,25 @@ def test_cli_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
     )
     assert main(["simulate", str(folder), "--levels", "K,X"]) == 2
     assert "profiling level must be one of" in capsys.readouterr().err
+
+
+def test_the_trace_tells_the_profiler_what_its_metrics_need(tmp_path: Path) -> None:
+    from aipusim.profiler import load_trace, plot_power
+
+    folder = write_compiled(tmp_path / "c")
+    res = simulate(folder, frames=3, levels="B,PB,PE,K,M", trace_path=tmp_path / "run.trace")
+    trace = load_trace(tmp_path / "run.trace")
+    # the cores of an instance and the token latency, for the critical path
+    assert trace.header.extra["instance_cores"] == "1"
+    assert trace.header.extra["token_latency_cycles"] == "2"
+    # the power timeline states its bin and the run's peaks by window
+    assert trace.power.attrs["bin_us"] == res.power_bin_us == 1.0
+    assert trace.power.attrs["peak_power_w"] == res.peak_power_w
+    # the same steady-state definitions on both sides
+    from aipusim.profiler import frame_summary
+
+    summary = frame_summary(trace)
+    assert summary["fps"] == pytest.approx(res.fps)
+    assert summary["p50_us"] == pytest.approx(res.latency_us_p50)
+    assert summary["warmup_frames"] == res.warmup_frames == 1
+    assert plot_power(trace, tmp_path / "power.png").stat().st_size > 0
