@@ -17,6 +17,17 @@ if TYPE_CHECKING:
     from aipusim.run_result import RunResult
 
 
+#: What the per-layer columns mean (`aipusim.profiler.layers`), said under every layer table.
+LAYER_DEFINITIONS = (
+    "Ranked by `busy_us`: the layer's exclusive time, each instant of a core counted once "
+    "(for the earliest-issued task running then), mean per sample (one layer on one core "
+    "for one frame); `span_us` runs from its first task's start to its last task's end; "
+    "`wait_us` = span - busy; `critical_unit` is the unit or link on the critical path "
+    "through its span; `unit` the unit class holding most of its busy time; `macs` the "
+    "network's MACs per frame, `array_macs` what the arrays ran (padded)."
+)
+
+
 def source_revision() -> str:
     """The git commit of the aipusim checkout this code runs from, or ``unknown``."""
     try:
@@ -103,6 +114,8 @@ def write_run_report(
         "",
         "## The ten slowest layers",
         "",
+        LAYER_DEFINITIONS,
+        "",
         _md(result.slowest_layers(), ".1f"),
         "",
         "## Plots",
@@ -110,6 +123,8 @@ def write_run_report(
         plots,
         "",
         "## All layers",
+        "",
+        "In topological order; the columns as above.",
         "",
         _md(result.layers, ".3f"),
         "",

@@ -79,7 +79,7 @@ def run(
     from aipusim.cli.simulate_cmd import summary_text
 
     click.echo(summary_text(result.sim))
-    click.echo("\n  ten slowest layers:")
+    click.echo("\n  ten slowest layers (busy: exclusive time, each instant of a core once):")
     click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
     click.echo(
         f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
