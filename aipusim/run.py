@@ -171,6 +171,7 @@ def run_model(
             percent,
             peak_macs_per_cycle=arch.mvm.macs_per_cycle,
             ddr_bytes_per_cycle=arch.ddr_bw_bytes_per_cycle(program.frequency_hz),
+            table=layers,
         )
         step(1)
         result = RunResult(

@@ -28,7 +28,9 @@ its resource (the token hand-over gap to the predecessor's), and the time before
 with no predecessor adds to ``dispatch``. The resource with the most time is the unit or
 link the layer waited on.
 
->>> import numpy as np
+>>> from collections.abc import Sequence
+
+import numpy as np
 >>> pred = predecessors(core=np.array([0, 0, 0]), unit=np.array([0, 1, 1]),
 ...                     start=np.array([0, 12, 20]), end=np.array([10, 20, 25]),
 ...                     instance=np.array([0, 0, 0]), token_latency=2)
@@ -37,6 +39,8 @@ link the layer waited on.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -109,15 +113,15 @@ def predecessors(
 
 
 def critical_resources(
-    pred: np.ndarray,
-    resource: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
+    pred: Sequence[int],
+    resource: Sequence[str],
+    start: Sequence[int],
+    end: Sequence[int],
     last: int,
     lo: int,
 ) -> dict[str, float]:
     """Cycles per resource on the chain that ends with task ``last``, inside [lo, end of
-    ``last``) (see the module doc)."""
+    ``last``) (see the module doc). Lists or arrays, one entry per task."""
     found: dict[str, float] = {}
     j = int(last)
     hi = int(end[j])

@@ -176,23 +176,35 @@ def _first_task_after(t: pd.DataFrame, bare: pd.DataFrame) -> np.ndarray:
     """For samples with no task of their own (a [PB]/[PE] pair only), a stand-in for
     their place in the tasklist: the first task of the same core and frame starting at or
     after their [PB] (+inf when none does)."""
-    out = np.full(len(bare), np.inf)
-    for i, (core, frame, pb) in enumerate(
-        zip(bare["core"], bare["frame"], bare["start"], strict=True)
-    ):
-        near = t[(t["core"] == core).to_numpy() & (t["frame"] == frame).to_numpy()]
-        after = near[near["start"].to_numpy() >= pb]
-        if len(after):
-            out[i] = float(after["task"].min())
-    return out
+    if t.empty or bare.empty:
+        return np.full(len(bare), np.inf)
+    span = int(max(t["start"].max(), bare["start"].max())) + 1
+    frames = int(max(t["frame"].max(), bare["frame"].max())) + 2  # frames from -1
+
+    def key(d: pd.DataFrame) -> np.ndarray:
+        return (_i64(d["core"]) * frames + _i64(d["frame"]) + 1) * span + _i64(d["start"])
+
+    order = np.argsort(key(t), kind="stable")
+    keys, task = key(t)[order], _i64(t["task"])[order].astype(np.float64)
+    group = keys // span
+    # the lowest task index from each position to the end of its (core, frame) group
+    suffix = np.empty_like(task)
+    ends = np.r_[np.flatnonzero(np.diff(group)) + 1, len(group)]
+    for lo, hi in zip(np.r_[0, ends[:-1]], ends, strict=True):
+        suffix[lo:hi] = np.minimum.accumulate(task[lo:hi][::-1])[::-1]
+    want = key(bare)
+    pos = np.searchsorted(keys, want, side="left")
+    ok = (pos < len(keys)) & (group[np.minimum(pos, len(keys) - 1)] == want // span)
+    return np.where(ok, suffix[np.minimum(pos, len(keys) - 1)], np.inf)
 
 
 def _critical(t: pd.DataFrame, samples: pd.DataFrame) -> list[dict[str, float]]:
     if t.empty:
         return [{} for _ in range(len(samples))]
-    pred = _i64(t["pred"])
-    resource = t["resource"].astype(str).to_numpy(object)
-    start, end = _i64(t["start"]), _i64(t["end"])
+    # Python lists: the walk reads them one element at a time.
+    pred = _i64(t["pred"]).tolist()
+    resource = t["resource"].astype(str).tolist()
+    start, end = _i64(t["start"]).tolist(), _i64(t["end"]).tolist()
     out = []
     for row, lo in zip(samples["last_row"], samples["start"], strict=True):
         if pd.isna(row):
@@ -295,11 +307,16 @@ def _sum_dicts(dicts: pd.Series) -> dict[str, float]:
 
 
 def layer_breakdown(
-    trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
+    trace: Trace,
+    drop_percentile: float = 0.0,
+    drop_by: DropBy | str = DropBy.VALUE,
+    table: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Each layer's mean span split into parts (µs) that add up to it: busy by unit class,
-    then ``wait``; for stacked bars. Rows as in `layer_table`."""
-    table = layer_table(trace, drop_percentile, drop_by)
+    then ``wait``; for stacked bars. Rows as in `layer_table` (``table``, if given, is
+    the trace's layer table with these drop settings)."""
+    if table is None:
+        table = layer_table(trace, drop_percentile, drop_by)
     parts = table[["layer", *[f"{c}_us" for c in UNIT_CLASSES], "wait_us"]]
     return parts.rename(columns={f"{c}_us": c for c in PARTS})
 

@@ -75,11 +75,13 @@ def plot_layer_bars(
     path: str | Path,
     drop_percentile: float = 0.0,
     drop_by: DropBy | str = DropBy.VALUE,
+    table: pd.DataFrame | None = None,
 ) -> Path:
     """Horizontal stacked bars, layers in topological order: each layer's mean span split
     into its busy time by unit class (exclusive: each instant of a core counted once) and
-    its wait (`aipusim.profiler.layers`)."""
-    bd = layer_breakdown(trace, drop_percentile, drop_by)
+    its wait (`aipusim.profiler.layers`). ``table``: the trace's `layer_table` with these
+    drop settings, when the caller has it already."""
+    bd = layer_breakdown(trace, drop_percentile, drop_by, table)
     parts = [p for p in PARTS if bd[p].sum() > 0] if len(bd) else list(PARTS)
     height = max(2.5, 0.28 * len(bd) + 1.5)
     fig, ax = plt.subplots(figsize=(9, height))
@@ -236,6 +238,7 @@ def plot_roofline(
     ddr_bytes_per_cycle: float | None = None,
     drop_percentile: float = 0.0,
     drop_by: DropBy | str = DropBy.VALUE,
+    table: pd.DataFrame | None = None,
 ) -> Path:
     """Roofline of the layers: x = ops (2 per array MAC) per byte moved to or from DDR, y =
     achieved ops/s (ops per sample / mean span). Roofs (if known): compute
@@ -246,7 +249,7 @@ def plot_roofline(
     peak = peak_macs_per_cycle or _header_number(trace, "peak_macs_per_cycle")
     ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
     freq = trace.header.freq_hz
-    lt = layer_table(trace, drop_percentile, drop_by)
+    lt = layer_table(trace, drop_percentile, drop_by) if table is None else table
     m, k = trace[Tag.M], trace[Tag.K]
     is_ddr = ((m["src"].astype(str) == "ddr") | (m["dst"].astype(str) == "ddr")).to_numpy(bool)
     is_ddr = is_ddr & (m["frame"] >= 0).to_numpy(bool)
@@ -382,11 +385,15 @@ def plot_all(
     peak_macs_per_cycle: float | None = None,
     ddr_bytes_per_cycle: float | None = None,
     bins: int = 100,
+    table: pd.DataFrame | None = None,
 ) -> list[Path]:
-    """Every plot that the trace has data for, as ``<out_dir>/<name>.png``."""
+    """Every plot that the trace has data for, as ``<out_dir>/<name>.png``; ``table`` is
+    the trace's `layer_table` with these drop settings if the caller has it."""
     d = Path(out_dir)
+    if table is None:
+        table = layer_table(trace, drop_percentile, drop_by)
     out = [
-        plot_layer_bars(trace, d / "layers.png", drop_percentile, drop_by),
+        plot_layer_bars(trace, d / "layers.png", drop_percentile, drop_by, table),
         plot_gantt(trace, d / "gantt.png"),
         plot_roofline(
             trace,
@@ -395,6 +402,7 @@ def plot_all(
             ddr_bytes_per_cycle,
             drop_percentile,
             drop_by,
+            table,
         ),
         plot_utilisation(trace, d / "utilisation.png", bins),
         plot_bandwidth(trace, d / "bandwidth.png", bins),

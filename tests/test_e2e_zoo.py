@@ -58,7 +58,12 @@ def test_simulation_keeps_the_invariants(compiled: Path) -> None:
     assert all(0.0 <= u <= 1.0 for u in first.utilization.values()), first.utilization
     assert all(0.0 <= u <= 1.0 for u in first.core_utilization.values())
     assert first.fps > 0 and first.energy_mj_per_frame_total > 0
-    assert first.peak_power_w["1ms"] >= first.avg_power_w > 0
+    # A shorter window's peak is never lower (each window is 100 of the one before), and
+    # the short window's peak bounds the steady average (runs here are shorter than 1 ms,
+    # so the 1 ms figure is the whole run's average, INIT included).
+    peaks = first.peak_power_w
+    assert peaks["100ns"] >= peaks["10us"] >= peaks["1ms"] > 0
+    assert peaks["100ns"] >= first.avg_power_w > 0
     # Every mode fills the chip: four single-core replicas, or one instance on four cores.
     assert first.active_cores == 4
     assert first.replicas == (4 if first.multicore_mode == "multiprocess" else 1)
