@@ -142,7 +142,8 @@ def power_timeline(
 
 class EnergyCurve:
     """The run's energy up to any cycle, exactly, with each activity's energy spread evenly
-    over its cycles and a constant power (static, extras) on top.
+    over its cycles and a constant power (static, extras) on top: piecewise linear, with
+    breaks where an activity starts or ends.
 
     >>> c = EnergyCurve(np.array([0, 10]), np.array([10, 20]), np.array([100.0, 300.0]),
     ...                 constant_pj_per_cycle=1.0, total_cycles=40)
@@ -164,40 +165,46 @@ class EnergyCurve:
         s = start.astype(np.float64)
         e = np.maximum(end, start + 1).astype(np.float64)
         rate = energy_pj / (e - s)
-        keep = rate != 0
-        s, e, rate = s[keep], e[keep], rate[keep]
-        o = np.argsort(s, kind="stable")
-        self._s, self._rs = s[o], np.concatenate([[0.0], np.cumsum(rate[o])])
-        self._rss = np.concatenate([[0.0], np.cumsum(rate[o] * s[o])])
-        o = np.argsort(e, kind="stable")
-        self._e, self._re = e[o], np.concatenate([[0.0], np.cumsum(rate[o])])
-        self._ree = np.concatenate([[0.0], np.cumsum(rate[o] * e[o])])
-        self._const = float(constant_pj_per_cycle)
         self.total_cycles = max(1, int(total_cycles))
-        #: Cycles where the power can change (every activity's start and end).
+        #: Cycles where the power can change (every activity's start and end), sorted.
         self.breaks = np.unique(np.concatenate([s, e, [0.0, float(self.total_cycles)]]))
+        n = len(self.breaks)
+        # The power on [breaks[k], breaks[k + 1]): what started minus what ended by then.
+        delta = np.bincount(np.searchsorted(self.breaks, s), weights=rate, minlength=n)
+        delta -= np.bincount(np.searchsorted(self.breaks, e), weights=rate, minlength=n)
+        self._delta = delta
+        self._slope = np.cumsum(delta) + float(constant_pj_per_cycle)
+        #: Energy from cycle 0 to each break.
+        self._at = np.concatenate([[0.0], np.cumsum(self._slope[:-1] * np.diff(self.breaks))])
 
     def energy_pj(self, t: np.ndarray) -> np.ndarray:
         """Energy from cycle 0 to each cycle of ``t`` (floats allowed)."""
         t = np.asarray(t, dtype=np.float64)
-        i = np.searchsorted(self._s, t, side="left")
-        j = np.searchsorted(self._e, t, side="left")
-        started = t * self._rs[i] - self._rss[i]
-        ended = t * self._re[j] - self._ree[j]
-        return started - ended + self._const * t
+        k = np.maximum(np.searchsorted(self.breaks, t, side="right") - 1, 0)
+        return self._at[k] + self._slope[k] * (t - self.breaks[k])
 
     def peak_pj_per_cycle(self, window_cycles: float) -> float:
         """The highest average over ``window_cycles`` consecutive cycles inside the run
-        (the run's average when it is shorter). The energy is piecewise linear in time, so
-        the window's energy is largest with one of its ends on a break: those are the
-        only positions tried."""
+        (the run's average when it is shorter). The window's energy, as a function of where
+        it begins, is piecewise linear and grows while the power entering it exceeds the
+        power leaving it; so its maximum is at a window that begins where the power rises
+        or ends where it falls (or at either end of the run): those are the only positions
+        tried."""
         total = self.total_cycles
-        if window_cycles >= total:
+        w = float(window_cycles)
+        if w >= total:
             return float(self.energy_pj(np.array([total]))[0]) / total
-        b = self.breaks
-        t = np.unique(np.clip(np.concatenate([b, b - window_cycles]), 0, total - window_cycles))
-        gain = self.energy_pj(t + window_cycles) - self.energy_pj(t)
-        return float(gain.max()) / window_cycles
+        b, at = self.breaks, self._at
+        edge = (b == 0) | (b == total)
+        starts = (b <= total - w) & ((self._delta > 0) | edge)  # begin where power rises
+        ends = (b >= w) & ((self._delta < 0) | edge)  # end where power falls
+        gain = np.concatenate(
+            [
+                self.energy_pj(b[starts] + w) - at[starts],
+                at[ends] - self.energy_pj(b[ends] - w),
+            ]
+        )
+        return float(gain.max()) / w
 
 
 def peak_power_w(curve: EnergyCurve, freq_hz: int) -> dict[str, float]:

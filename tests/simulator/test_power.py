@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aipusim.simulator.power import EnergyCurve, peak_power_w
 
@@ -53,3 +55,26 @@ def test_named_windows_in_watts() -> None:
     assert peaks["100ns"] == pytest.approx((1 + 200 / 100) * 1e-3)
     assert peaks["10us"] == pytest.approx(1.22e-3)
     assert peaks["1ms"] == pytest.approx(1.22e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 60), st.integers(1, 30), st.floats(0.0, 100.0)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(1, 100),
+)
+def test_peak_equals_the_brute_force_maximum(tasks: list, window: int) -> None:
+    start = np.array([s for s, _, _ in tasks])
+    end = start + np.array([d for _, d, _ in tasks])
+    energy = np.array([e for _, _, e in tasks])
+    total = int(end.max()) + 5
+    c = EnergyCurve(start, end, energy, constant_pj_per_cycle=0.5, total_cycles=total)
+    if window >= total:
+        best = c.energy_pj(np.array([total]))[0] / total
+    else:
+        t = np.arange(total - window + 1)  # every integer position (breaks are integers)
+        best = float((c.energy_pj(t + window) - c.energy_pj(t)).max()) / window
+    assert c.peak_pj_per_cycle(window) == pytest.approx(best)
