@@ -49,10 +49,10 @@ def check_overrides(overrides: Mapping[str, Any], compiled_dir: Path) -> dict[st
     any compiler property the runtime cannot change. Names that are no compiler property
     pass through: the simulator says what is valid."""
     from aipusim.compiler.config import canonical_name
-    from aipusim.simulator.api import ALIASES, PROFILING_LEVELS, RUNTIME_KNOBS
+    from aipusim.simulator.api import ALIASES, FRAMES, PROFILING_LEVELS, RUNTIME_KNOBS
     from aipusim.simulator.api import fixed_at_compile_time as fixed
 
-    runtime = {*RUNTIME_KNOBS, *ALIASES, PROFILING_LEVELS}
+    runtime = {*RUNTIME_KNOBS, *ALIASES, PROFILING_LEVELS, FRAMES}
     out: dict[str, Any] = {}
     for key, value in overrides.items():
         name = key

@@ -41,6 +41,8 @@ ALIASES = {"frequency": "frequency_hz", "voltage": "voltage_v"}
 #: What ``--set`` says for a knob (the compiler's name where it has one).
 SHOWN = {"frequency_hz": "frequency", "voltage_v": "voltage"}
 PROFILING_LEVELS = "profiling_levels"
+#: How many frames to run (the ``frames`` argument, also accepted as an override).
+FRAMES = "frames"
 #: Fields of `Program` that the compiler fixed (its names for them where they differ).
 COMPILE_TIME = (
     "multicore_mode",
@@ -77,7 +79,7 @@ def _text(value: Any) -> str:
 
 def runtime_names() -> list[str]:
     """The names ``overrides`` accepts, as the messages list them."""
-    return sorted({SHOWN.get(k, k) for k in RUNTIME_KNOBS} | {PROFILING_LEVELS})
+    return sorted({SHOWN.get(k, k) for k in RUNTIME_KNOBS} | {PROFILING_LEVELS, FRAMES})
 
 
 def _knob(key: str, value: Any, program: Program) -> tuple[str, Any]:
@@ -87,24 +89,31 @@ def _knob(key: str, value: Any, program: Program) -> tuple[str, Any]:
             raise fixed_at_compile_time(name, getattr(program, name), value)
         valid = ", ".join(runtime_names())
         raise ConfigError(f"simulate override must be one of {valid}, not {key!r}")
-    kind = RUNTIME_KNOBS[name]
+    return name, _convert(key, value, RUNTIME_KNOBS[name])
+
+
+_KIND_TEXT = {int: "an integer", float: "a number", bool: "true or false"}
+
+
+def _convert(key: str, value: Any, kind: type) -> Any:
+    """``value`` (text from ``--set`` or a Python value) as a ``kind``."""
     if isinstance(value, str):
         text = value.strip()
         if kind is bool:
             if text.lower() not in ("true", "false", "1", "0"):
                 raise ConfigError(f"{key} must be true or false, not {value!r}")
-            return name, text.lower() in ("true", "1")
+            return text.lower() in ("true", "1")
         try:
-            return name, kind(float(text)) if kind is int else kind(text)
+            return kind(float(text)) if kind is int else kind(text)
         except ValueError:
-            raise ConfigError(f"{key} must be a {kind.__name__}, not {value!r}") from None
+            raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {value!r}") from None
     if kind is int and isinstance(value, float) and value.is_integer():
         value = int(value)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"{key} must be a {kind.__name__}, not {value!r}")
-    return name, value
+        raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {value!r}")
+    return value
 
 
 def _check_runtime(program: Program, changes: dict[str, Any]) -> None:
@@ -166,7 +175,8 @@ def simulate(
     ``.parquet`` writes Parquet, anything else text; the power timeline goes beside it
     (``run.trace`` -> ``run.power.parquet``). ``overrides`` change what the runtime
     really applies (`RUNTIME_KNOBS`: ``frequency``, ``voltage``, ``double_buffer``,
-    ``replicas`` of a Batch-1 model, ``profiling_levels``); a decision of the compiler
+    ``replicas`` of a Batch-1 model; ``profiling_levels`` and ``frames`` too, the same as
+    the arguments); a decision of the compiler
     (``multicore_mode``, ``mvm_utilization_limit``, ...) is refused with a hint to
     recompile.
     ``progress(n)`` is called as frames come back.
@@ -192,6 +202,9 @@ def simulate(
     for key, value in (overrides or {}).items():
         if key == PROFILING_LEVELS:
             levels = value
+            continue
+        if key == FRAMES:
+            frames = _convert(key, value, int)
             continue
         name, v = _knob(key, value, program)
         changes[name] = v

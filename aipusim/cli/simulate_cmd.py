@@ -47,8 +47,8 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     multiple=True,
     metavar="KEY=VALUE",
     help="Change what the runtime applies: frequency, voltage, double_buffer, replicas (of a "
-    "Batch-1 model), profiling_levels. Compiler decisions (multicore_mode, tiling, ...) need "
-    "a recompile. Repeatable.",
+    "Batch-1 model), profiling_levels, frames. Compiler decisions (multicore_mode, tiling, "
+    "...) need a recompile. Repeatable.",
 )
 @arch_option
 @json_option
@@ -79,7 +79,8 @@ def simulate(
     overrides = check_overrides(_parse_sets(sets), compiled_dir)
     arch = load_arch_option(arch_path)
     program, tasklists = load_program_tables(compiled_dir)
-    expected = frames * max(1, program.replicas)
+    # (--set frames=N changes the count the simulator checks; the bar then shows no total)
+    expected = None if "frames" in overrides else frames * max(1, program.replicas)
     with tqdm(total=expected, unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
         result = run_simulation(
             program,

@@ -147,8 +147,8 @@ def test_sysdma_is_shared_between_cores() -> None:
 def test_overrides_are_checked() -> None:
     with pytest.raises(
         ConfigError,
-        match=r"^simulate override must be one of double_buffer, frequency, profiling_levels, "
-        r"replicas, voltage, not 'frequncy'$",
+        match=r"^simulate override must be one of double_buffer, frames, frequency, "
+        r"profiling_levels, replicas, voltage, not 'frequncy'$",
     ):
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"frequncy": 1})
     with pytest.raises(ConfigError, match="double_buffer must be true or false"):
@@ -244,3 +244,10 @@ def test_voltage_is_a_runtime_setting_within_the_operating_points() -> None:
     assert str(err.value) == (
         "voltage_v must be 0.7-0.8 V at 400 MHz (the operating points of metis), not 0.65"
     )
+
+
+def test_frames_is_a_runtime_setting_too() -> None:
+    res = simulate(program(1), {0: [mvm(10)]}, arch=ARCH, overrides={"frames": "3"})
+    assert res.frames == 3
+    with pytest.raises(ConfigError, match=r"^frames must be an integer, not 'many'$"):
+        simulate(program(1), {0: [mvm(10)]}, arch=ARCH, overrides={"frames": "many"})
