@@ -61,8 +61,10 @@ def test_simulation_keeps_the_invariants(compiled: Path) -> None:
     # A shorter window's peak is never lower (each window is 100 of the one before), and
     # the short window's peak bounds the steady average (runs here are shorter than 1 ms,
     # so the 1 ms figure is the whole run's average, INIT included).
-    peaks = first.peak_power_w
-    assert peaks["100ns"] >= peaks["10us"] >= peaks["1ms"] > 0
+    # (to the last bits of the sums of energies: a flat peak is the same in both windows)
+    peaks = {k: v * (1 + 1e-12) for k, v in first.peak_power_w.items()}
+    assert peaks["100ns"] >= first.peak_power_w["10us"]
+    assert peaks["10us"] >= first.peak_power_w["1ms"] > 0
     assert peaks["100ns"] >= first.avg_power_w > 0
     # Every mode fills the chip: four single-core replicas, or one instance on four cores.
     assert first.active_cores == 4
