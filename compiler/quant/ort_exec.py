@@ -1,0 +1,98 @@
+"""Calibration's float forward passes in onnxruntime.
+
+Calibration runs the float graph on every calibration sample and hands the observers each
+tensor whose range sets quantization parameters. `OrtFloatSession` exports the IR graph
+to ONNX (`aipusim.compiler.export.to_onnx`), makes those tensors extra graph outputs and
+runs it in onnxruntime's CPU executor: the field's standard float executor, many times
+faster than the numpy executor (`float_exec.run_fp32`), which stays the fallback for a
+graph onnxruntime cannot load and the oracle the tests compare against.
+
+Only the observed tensors are exposed, so onnxruntime still fuses e.g. a Conv with the
+Relu whose output is observed. The session is made deterministic: a fixed thread count,
+sequential execution and ``use_deterministic_compute``. Its float32 results differ from
+the numpy executor's by summation-order rounding (a few ulps, growing with depth); see
+``docs/design-notes.md`` for what that does to the chosen scales.
+
+Example:
+    >>> import numpy as np
+    >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    >>> g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)), Node("n", Op.NEG, ("y",), ("z",))),
+    ...           {n: Tensor(n, (2,)) for n in "xyz"}, {}, ("x",), ("z",))
+    >>> s = OrtFloatSession(g, ["x", "y"])
+    >>> {k: v.tolist() for k, v in s.run({"x": np.array([-1.0, 2.0], np.float32)}).items()}
+    {'x': [-1.0, 2.0], 'y': [0.0, 2.0]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import numpy as np
+
+from aipusim.base.errors import QuantizationError
+from aipusim.compiler.ir import Graph
+
+#: Threads onnxruntime may use inside one operator (the machines this runs on have 2 cores).
+DEFAULT_THREADS = 2
+
+
+class OrtFloatSession:
+    """An onnxruntime session computing ``tensors`` of ``graph`` (inputs included) from
+    one sample. Raises `QuantizationError` if onnxruntime cannot load the graph."""
+
+    def __init__(
+        self, graph: Graph, tensors: Collection[str], *, threads: int = DEFAULT_THREADS
+    ) -> None:
+        import onnxruntime as ort
+
+        from aipusim.compiler.export import to_onnx
+
+        self.graph = graph
+        wanted = list(dict.fromkeys(tensors))
+        self._fed = [t for t in wanted if t in graph.inputs]
+        computed = [t for t in wanted if t not in graph.inputs and not graph.is_constant(t)]
+        model = to_onnx(graph)
+        outputs = {o.name for o in model.graph.output}
+        info = {v.name: v for v in model.graph.value_info}
+        for t in computed:
+            if t not in outputs:
+                model.graph.output.append(info[t])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.use_deterministic_compute = True
+        options.log_severity_level = 3  # errors only: no warnings on stderr
+        try:
+            self._session = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise QuantizationError(
+                f"graph {graph.name} must load in onnxruntime for calibration, not fail: {first}"
+            ) from None
+        self._computed = computed
+        self._inputs = [i.name for i in self._session.get_inputs()]
+
+    def run(self, sample: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Tensor name -> float32 value for one calibration sample."""
+        feeds = {}
+        for name in self.graph.inputs:
+            if name not in sample:
+                raise QuantizationError(
+                    f"input {name} is missing (graph inputs: {list(self.graph.inputs)})"
+                )
+            arr = np.ascontiguousarray(sample[name], np.float32)
+            if arr.shape != self.graph.shape(name):
+                raise QuantizationError(
+                    f"input {name} must have shape {self.graph.shape(name)}, not {arr.shape}"
+                )
+            feeds[name] = arr
+        values = self._session.run(self._computed, {k: feeds[k] for k in self._inputs})
+        out = {t: feeds[t] for t in self._fed}
+        out.update(zip(self._computed, values, strict=True))
+        return out
+
+
+__all__ = ["DEFAULT_THREADS", "OrtFloatSession"]
