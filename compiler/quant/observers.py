@@ -63,16 +63,9 @@ class Observer(Protocol):
         """The chosen clipping range (lo <= 0 <= hi is not required here)."""
 
 
-@numba.njit(cache=True)
 def _finite_minmax(flat: np.ndarray) -> tuple[float, float]:
-    lo = np.inf
-    hi = -np.inf
-    for v in flat:
-        if v < lo:
-            lo = v
-        if v > hi:
-            hi = v
-    return lo, hi
+    # numpy's vectorised min/max; a NaN makes both NaN, which `_check_finite` rejects
+    return float(flat.min()), float(flat.max())
 
 
 @numba.njit(cache=True)
