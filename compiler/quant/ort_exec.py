@@ -34,6 +34,8 @@ from aipusim.compiler.ir import Graph
 
 #: Threads onnxruntime may use inside one operator (the machines this runs on have 2 cores).
 DEFAULT_THREADS = 2
+#: Constants of at least this many bytes are handed to onnxruntime as arrays.
+EXTERNAL_MIN_BYTES = 1024
 
 
 class OrtFloatSession:
@@ -51,7 +53,10 @@ class OrtFloatSession:
         wanted = list(dict.fromkeys(tensors))
         self._fed = [t for t in wanted if t in graph.inputs]
         computed = [t for t in wanted if t not in graph.inputs and not graph.is_constant(t)]
-        model = to_onnx(graph)
+        # Weights reach onnxruntime as arrays, not serialized into the model (a copy of
+        # every weight less, twice: to protobuf and back).
+        model = to_onnx(graph, external_min_bytes=EXTERNAL_MIN_BYTES)
+        weights = [t.name for t in model.graph.initializer if t.external_data]
         outputs = {o.name for o in model.graph.output}
         info = {v.name: v for v in model.graph.value_info}
         for t in computed:
@@ -63,6 +68,13 @@ class OrtFloatSession:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.use_deterministic_compute = True
         options.log_severity_level = 3  # errors only: no warnings on stderr
+        options.add_external_initializers(
+            weights,
+            [
+                ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(graph.const(w)))
+                for w in weights
+            ],
+        )
         try:
             self._session = ort.InferenceSession(
                 model.SerializeToString(), options, providers=["CPUExecutionProvider"]
