@@ -212,6 +212,8 @@ class ObservedRange:
     hi: np.ndarray
     axis: int | None = None
     fixed: bool = False
+    #: The observer that saw the tensor (None for a fixed range).
+    observer: Observer | None = field(default=None, compare=False, repr=False)
 
     def qparams(self) -> QuantParams:
         """The tensor's int8 parameters (observed ranges rounded by `snap_range`, so that
@@ -263,9 +265,9 @@ def observe_ranges(
         if s in fixed:
             ranges[s] = ObservedRange(*(np.float64(v) for v in fixed[s]), fixed=True)
         elif isinstance(obs, MinMaxObserver) and obs.axis is not None:
-            ranges[s] = ObservedRange(*obs.channel_ranges(), axis=1)
+            ranges[s] = ObservedRange(*obs.channel_ranges(), axis=1, observer=obs)
         else:
-            ranges[s] = ObservedRange(*(np.float64(v) for v in obs.range()))
+            ranges[s] = ObservedRange(*(np.float64(v) for v in obs.range()), observer=obs)
     return src, ranges
 
 
