@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import Graph, Node, Op
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
+from aipusim.compiler.quant.data import float_inputs
 
 Array = np.ndarray
 TensorCallback = Callable[[str, Array], None]
@@ -316,17 +316,9 @@ def run_fp32(
     keep_all: bool = False,
 ) -> dict[str, Array]:
     """Run ``graph`` in float32; returns its outputs (every tensor with ``keep_all``)."""
-    values: dict[str, Array] = {}
-    for name in graph.inputs:
-        if name not in inputs:
-            raise QuantizationError(f"input {name} is missing (graph inputs: {list(graph.inputs)})")
-        arr = np.asarray(inputs[name], np.float32)
-        if arr.shape != graph.shape(name):
-            raise QuantizationError(
-                f"input {name} must have shape {graph.shape(name)}, not {arr.shape}"
-            )
-        values[name] = arr
-        if on_tensor:
+    values: dict[str, Array] = float_inputs(graph, inputs)
+    if on_tensor:
+        for name, arr in values.items():
             on_tensor(name, arr)
     last_use = _last_uses(graph)
     outputs = set(graph.outputs)

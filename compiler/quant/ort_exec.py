@@ -31,6 +31,7 @@ import numpy as np
 
 from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.data import float_inputs
 
 #: Threads onnxruntime may use inside one operator (the machines this runs on have 2 cores).
 DEFAULT_THREADS = 2
@@ -80,31 +81,29 @@ class OrtFloatSession:
                 model.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime raises its own exception types
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise QuantizationError(
-                f"graph {graph.name} must load in onnxruntime for calibration, not fail: {first}"
+                f"graph {graph.name} must load in onnxruntime, not fail: {_first_line(exc)}"
             ) from None
         self._computed = computed
         self._inputs = [i.name for i in self._session.get_inputs()]
 
     def run(self, sample: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Tensor name -> float32 value for one calibration sample."""
-        feeds = {}
-        for name in self.graph.inputs:
-            if name not in sample:
-                raise QuantizationError(
-                    f"input {name} is missing (graph inputs: {list(self.graph.inputs)})"
-                )
-            arr = np.ascontiguousarray(sample[name], np.float32)
-            if arr.shape != self.graph.shape(name):
-                raise QuantizationError(
-                    f"input {name} must have shape {self.graph.shape(name)}, not {arr.shape}"
-                )
-            feeds[name] = arr
-        values = self._session.run(self._computed, {k: feeds[k] for k in self._inputs})
+        feeds = float_inputs(self.graph, sample)
+        try:
+            values = self._session.run(self._computed, {k: feeds[k] for k in self._inputs})
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise QuantizationError(
+                f"graph {self.graph.name} must run in onnxruntime, not fail: {_first_line(exc)}"
+            ) from None
         out = {t: feeds[t] for t in self._fed}
         out.update(zip(self._computed, values, strict=True))
         return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 __all__ = ["DEFAULT_THREADS", "OrtFloatSession"]
