@@ -135,14 +135,17 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
             raise OnnxImportError(
                 f"external data of `{p}` cannot be read ({_first_line(exc)})"
             ) from None
-    check_model(model, str(p))
+    # a file that is the whole model is checked from disk: the checker parses it in C++
+    # instead of having the loaded proto serialized again for it
+    check_model(model, str(p), path=None if external else p)
     return model, external
 
 
-def check_model(model: onnx.ModelProto, what: str) -> None:
-    """Run ``onnx.checker``; a failure becomes one `OnnxImportError` line."""
+def check_model(model: onnx.ModelProto, what: str, path: Path | None = None) -> None:
+    """Run ``onnx.checker`` (on ``path``, the file ``model`` was read from, when given); a
+    failure becomes one `OnnxImportError` line."""
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model if path is None else str(path))
     except (onnx.checker.ValidationError, ValueError) as exc:
         raise OnnxImportError(
             f"model `{what}` fails the ONNX checker: {_first_line(exc)}"
