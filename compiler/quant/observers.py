@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import numba
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
@@ -68,17 +67,16 @@ def _finite_minmax(flat: np.ndarray) -> tuple[float, float]:
     return float(flat.min()), float(flat.max())
 
 
-@numba.njit(cache=True)
 def _accumulate(flat: np.ndarray, lo: float, hi: float, counts: np.ndarray) -> None:
+    """Add the values of ``flat`` (all in [lo, hi]) to the bins of ``counts``."""
     nbins = counts.shape[0]
-    scale = nbins / (hi - lo)
-    for v in flat:
-        i = int((v - lo) * scale)
-        if i < 0:
-            i = 0
-        elif i >= nbins:
-            i = nbins - 1
-        counts[i] += 1.0
+    # float32 arithmetic: half the memory traffic of float64 on tensors of millions of
+    # values; lo is a float32 value of the data, so v - lo >= 0 exactly.
+    pos = np.subtract(flat, np.float32(lo), dtype=np.float32)
+    pos *= np.float32(nbins / (hi - lo))
+    index = pos.astype(np.intp)
+    np.minimum(index, nbins - 1, out=index)
+    counts += np.bincount(index, minlength=nbins)
 
 
 def _check_finite(lo: float, hi: float) -> None:

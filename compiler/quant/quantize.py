@@ -37,10 +37,10 @@ import numpy as np
 
 from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
-from aipusim.compiler.quant import kernels as K
+from aipusim.compiler.quant import fixedpoint as K
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import CalibrationData
-from aipusim.compiler.quant.float_exec import run_fp32, scalar_operand, unary_function
+from aipusim.compiler.quant.elementwise import scalar_operand, unary_function
 from aipusim.compiler.quant.observers import MinMaxObserver, Observer, weight_ranges_per_channel
 from aipusim.compiler.quant.ort_exec import OrtFloatSession
 from aipusim.compiler.quant.scheme import (
@@ -307,6 +307,8 @@ def _float_runner(
                     observe(name, value)
 
             return run_ort
+    from aipusim.compiler.quant.float_exec import run_fp32  # imports numba: only when used
+
     return lambda sample: run_fp32(graph, sample, on_tensor=observe)
 
 
