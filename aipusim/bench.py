@@ -15,14 +15,18 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The models issue #8 asks the benchmark to cover, at their published input sizes.
 BENCH_MODELS = ("resnet50", "mobilenetv2", "yolov8n")
 
 
 def bench_model(name: str, frames: int, input_size: int | None = None) -> dict[str, Any]:
-    """Compile and simulate one zoo model in this process; return the figures."""
+    """Compile and simulate one zoo model in this process (``frames=0``: compile only);
+    return the figures, with the seconds of every compiler pass (``passes``)."""
     import onnx
 
     from aipusim import zoo
@@ -35,22 +39,29 @@ def bench_model(name: str, frames: int, input_size: int | None = None) -> dict[s
         model_path = Path(tmp) / f"{name}.onnx"
         onnx.save(zoo.build(name, input_size=input_size), model_path)
         t0 = time.perf_counter()
-        compile_model(
+        compiled = compile_model(
             CompileRequest(
                 model_path=model_path, output_dir=Path(tmp) / "out", config=CompilerConfig()
             )
         )
         compile_s = time.perf_counter() - t0
+        row: dict[str, Any] = {
+            "model": name,
+            "input": "x".join(str(d) for d in zoo.info(name).input_shape)
+            if input_size is None
+            else f"{input_size}px",
+            "compile_s": round(compile_s, 2),
+            "slowest_pass": max(compiled.pass_seconds.items(), key=lambda kv: kv[1])[0],
+            "passes": {k: round(v, 3) for k, v in compiled.pass_seconds.items()},
+        }
+        if frames == 0:
+            return row
         t0 = time.perf_counter()
         result = simulate(Path(tmp) / "out" / "compiled_model", frames=frames)
         simulate_s = time.perf_counter() - t0
     tasks = result.event_counts["tasks"]
     return {
-        "model": name,
-        "input": "x".join(str(d) for d in zoo.info(name).input_shape)
-        if input_size is None
-        else f"{input_size}px",
-        "compile_s": round(compile_s, 2),
+        **row,
         "simulate_s": round(simulate_s, 3),
         "frames": frames,
         "tasks": tasks,
@@ -60,6 +71,24 @@ def bench_model(name: str, frames: int, input_size: int | None = None) -> dict[s
         # ru_maxrss is in KiB on Linux.
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+def pass_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Seconds of each compiler pass (rows, pipeline order) per model (columns), with the
+    total of the passes; passes below 5 ms in every model are summed as ``(others)``.
+
+    >>> rows = [{"model": "m", "passes": {"import": 0.2, "quantize": 1.0, "emit": 0.001}}]
+    >>> pass_table(rows).to_dict()
+    {'m': {'import': 0.2, 'quantize': 1.0, '(others)': 0.001, '(total)': 1.201}}
+    """
+    import pandas as pd
+
+    table = pd.DataFrame({r["model"]: r["passes"] for r in rows}).fillna(0.0)
+    small = (table < 0.005).all(axis=1)
+    out = table[~small]
+    out.loc["(others)"] = table[small].sum()
+    out.loc["(total)"] = table.sum()
+    return out.round(3)
 
 
 def run_bench(

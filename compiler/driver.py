@@ -40,7 +40,7 @@ import onnx
 from aipusim.base import __version__
 from aipusim.base.atomic import swap_into_place
 from aipusim.base.errors import AipuSimError, ConfigError
-from aipusim.compiler.importer import load_model
+from aipusim.compiler.importer import read_model
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import (
@@ -188,8 +188,15 @@ def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | N
         qgraph = read_quantized_model(path)
         shutil.copytree(Path(path).parent, tmp / "quantized_model")
         return qgraph.graph, "quantize", f"quantized_model/{Path(path).name}"
-    proto = load_model(path)
-    _save_onnx(proto, tmp / "input_model" / "fp32_model.onnx")
+    proto, external = read_model(path)
+    copy = tmp / "input_model" / "fp32_model.onnx"
+    if external:
+        _save_onnx(proto, copy)
+    else:
+        # the file is the whole model: copying its bytes is many times faster than
+        # serializing the proto again
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
     return proto, None, None
 
 
@@ -292,6 +299,7 @@ def compile_model(
             after_pass=after_pass,
             source_name=str(request.model_path),
             start_after=start_after,
+            model_checked=True,
         )
         stage = "quantize"
         quant_manifest = _write_quantized(tmp, ctx) or copied_manifest

@@ -106,9 +106,33 @@ def _expand(node: Node, graph: Graph, extra_inits: list[onnx.TensorProto]) -> li
     return pre + body + post
 
 
-def to_onnx(graph: Graph, *, producer: str = "aipusim") -> onnx.ModelProto:
+#: `to_onnx(..., external_min_bytes=...)`: the external-data location of constants left out.
+IN_MEMORY = "aipusim-in-memory"
+
+
+def _initializer(name: str, value: np.ndarray, external_min_bytes: int | None) -> onnx.TensorProto:
+    arr = np.asarray(value)
+    if external_min_bytes is None or arr.nbytes < external_min_bytes:
+        return numpy_helper.from_array(arr, name)
+    # A stub naming the tensor's type and shape; its data is handed to the runtime apart
+    # (onnxruntime's add_external_initializers), so the weights are never serialized.
+    stub = onnx.TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(arr.dtype))
+    stub.dims.extend(arr.shape)
+    stub.data_location = onnx.TensorProto.EXTERNAL
+    for key, val in (("location", IN_MEMORY), ("offset", "0"), ("length", str(arr.nbytes))):
+        stub.external_data.add(key=key, value=val)
+    return stub
+
+
+def to_onnx(
+    graph: Graph, *, producer: str = "aipusim", external_min_bytes: int | None = None
+) -> onnx.ModelProto:
     """Export ``graph`` as an ONNX model (initializers for constants, value_info for every
-    intermediate tensor)."""
+    intermediate tensor).
+
+    ``external_min_bytes``: constants of at least that many bytes are left out, as
+    external-data stubs located at `IN_MEMORY` (for a runtime given their values apart).
+    """
     extra: list[onnx.TensorProto] = []
     nodes: list[onnx.NodeProto] = []
     for n in graph.nodes:
@@ -119,7 +143,7 @@ def to_onnx(graph: Graph, *, producer: str = "aipusim") -> onnx.ModelProto:
         dims = [d if d >= 0 else None for d in t.shape]
         return helper.make_tensor_value_info(name, onnx_elem_type(t.dtype), dims)
 
-    inits = [numpy_helper.from_array(np.asarray(a), name) for name, a in graph.constants.items()]
+    inits = [_initializer(name, a, external_min_bytes) for name, a in graph.constants.items()]
     io = set(graph.inputs) | set(graph.outputs)
     value_info = [
         vinfo(o) for n in graph.nodes for o in n.outputs if o and o not in io and o in graph.tensors
@@ -154,4 +178,12 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.nda
     return run_onnx(to_onnx(graph), feeds)
 
 
-__all__ = ["LUT_AFFINE_ATTRS", "node_to_onnx", "onnx_elem_type", "run_graph", "run_onnx", "to_onnx"]
+__all__ = [
+    "IN_MEMORY",
+    "LUT_AFFINE_ATTRS",
+    "node_to_onnx",
+    "onnx_elem_type",
+    "run_graph",
+    "run_onnx",
+    "to_onnx",
+]

@@ -109,6 +109,12 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     Raises `OnnxImportError` naming the file for: a missing path, a non-ONNX file, external
     data outside the model folder, a checker failure.
     """
+    return read_model(path)[0]
+
+
+def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
+    """`load_model`, and whether the file keeps tensors as external data (a copy of the
+    file alone is then not the whole model)."""
     p = Path(path)
     if not p.is_file():
         raise OnnxImportError(f"model `{p}` must be an ONNX file, but it is not a file")
@@ -118,7 +124,8 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
         raise OnnxImportError(f"model `{p}` is not an ONNX model ({_first_line(exc)})") from None
     if not model.graph.node and not model.graph.output:
         raise OnnxImportError(f"model `{p}` is not an ONNX model (no graph)")
-    if _external_locations(model):
+    external = bool(_external_locations(model))
+    if external:
         _check_external_data(model, p.parent, p)
         from onnx.external_data_helper import load_external_data_for_model
 
@@ -128,14 +135,17 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
             raise OnnxImportError(
                 f"external data of `{p}` cannot be read ({_first_line(exc)})"
             ) from None
-    check_model(model, str(p))
-    return model
+    # a file that is the whole model is checked from disk: the checker parses it in C++
+    # instead of having the loaded proto serialized again for it
+    check_model(model, str(p), path=None if external else p)
+    return model, external
 
 
-def check_model(model: onnx.ModelProto, what: str) -> None:
-    """Run ``onnx.checker``; a failure becomes one `OnnxImportError` line."""
+def check_model(model: onnx.ModelProto, what: str, path: Path | None = None) -> None:
+    """Run ``onnx.checker`` (on ``path``, the file ``model`` was read from, when given); a
+    failure becomes one `OnnxImportError` line."""
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model if path is None else str(path))
     except (onnx.checker.ValidationError, ValueError) as exc:
         raise OnnxImportError(
             f"model `{what}` fails the ONNX checker: {_first_line(exc)}"
@@ -370,7 +380,7 @@ def _fold_once(model: onnx.ModelProto) -> int:
     """Fold nodes whose inputs are all constant, and Shape/Size of static tensors."""
     g = model.graph
     opset = model_opset(model)
-    consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    consts = _Initializers(g)
     shapes = _static_shapes(model)
     keep: list[onnx.NodeProto] = []
     folded = 0
@@ -415,6 +425,23 @@ def _fold_once(model: onnx.ModelProto) -> int:
     return folded
 
 
+class _Initializers(dict):
+    """Initializer name -> numpy value, converted on first read (folding reads only the
+    small ones: converting every weight each round would copy the whole model)."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        super().__init__()
+        self._protos = {t.name: t for t in graph.initializer}
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self._protos
+
+    def __missing__(self, name: str) -> np.ndarray:
+        value = numpy_helper.to_array(self._protos[name])
+        self[name] = value
+        return value
+
+
 def _folded_elements(
     node: onnx.NodeProto, consts: Mapping[str, np.ndarray], inferred: tuple[int, ...] | None
 ) -> int | None:
@@ -448,9 +475,9 @@ def _drop_unused_initializers(model: onnx.ModelProto) -> None:
         for a in n.attribute:
             if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
                 used.update(_subgraph_inputs(a))
-    keep = [t for t in g.initializer if t.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+    # delete in place: rebuilding the list would copy every weight
+    for i in reversed([i for i, t in enumerate(g.initializer) if t.name not in used]):
+        del g.initializer[i]
 
 
 def _subgraph_inputs(attr: onnx.AttributeProto) -> set[str]:
@@ -570,12 +597,14 @@ def import_model(
     target_opset: int = 17,
     max_fold_rounds: int = 8,
     source_name: str | None = None,
+    checked: bool = False,
 ) -> Graph:
     """Import an ONNX model (file or proto) as a statically shaped `Graph`.
 
     ``input_shape`` fixes dynamic dims of the first input (a mapping name -> shape for
     several inputs), written in ``layout``. ``source_name`` names a proto in messages (its
-    file, say). Raises `OnnxImportError` for anything the
+    file, say). ``checked``: the proto comes from `load_model` and is handed over, so it
+    is neither copied nor checked again. Raises `OnnxImportError` for anything the
     compiler cannot take, naming the file, tensor, input or dim.
 
     >>> from onnx import helper, TensorProto
@@ -594,9 +623,12 @@ def import_model(
         ) from None
     if isinstance(model, onnx.ModelProto):
         what = source_name or model.graph.name or "<model>"
-        proto = onnx.ModelProto()
-        proto.CopyFrom(model)
-        check_model(proto, what)
+        if checked:
+            proto = model
+        else:
+            proto = onnx.ModelProto()
+            proto.CopyFrom(model)
+            check_model(proto, what)
     else:
         what = str(model)
         proto = load_model(model)
@@ -624,4 +656,5 @@ __all__ = [
     "import_model",
     "load_model",
     "model_opset",
+    "read_model",
 ]

@@ -196,11 +196,14 @@ def run_pipeline(
     after_pass: Callable[[str, Graph], None] | None = None,
     source_name: str | None = None,
     start_after: str | None = None,
+    model_checked: bool = False,
 ) -> PipelineResult:
     """Import ``model`` and run ``passes`` over it.
 
     ``model`` may also be an IR `Graph` that already went through the passes up to
     ``start_after`` (a quantized model): it is not imported and those passes are skipped.
+    ``model_checked``: ``model`` is a proto from `load_model`, handed over (not copied or
+    checked again by the import).
     ``dump_after`` names passes (or ``all``) whose output graph is dumped as text;
     ``stop_after`` ends the run after that pass; ``after_pass(name, graph)`` is called after
     every pass that ran (the tests run `verify` there). On an exception the failing pass and
@@ -247,6 +250,7 @@ def run_pipeline(
                 layout=ctx.input_layout,
                 target_opset=int(ctx.config.onnx_opset_version),
                 source_name=source_name,
+                checked=model_checked,
             )
         except Exception as exc:
             _fail(ctx, IMPORT, Stage.IMPORT, exc)

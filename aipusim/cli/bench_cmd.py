@@ -12,28 +12,36 @@ from aipusim.cli.options import json_option
 
 @click.command()
 @click.argument("models", nargs=-1)
-@click.option("--frames", type=int, default=8, show_default=True, help="Frames simulated.")
+@click.option(
+    "--frames", type=int, default=8, show_default=True, help="Frames simulated (0: compile only)."
+)
 @click.option("--input-size", type=int, default=None, help="Input side (default: published).")
 @json_option
 def bench(models: tuple[str, ...], frames: int, input_size: int | None, as_json: bool) -> None:
     """Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the
-    compile time, simulation wall time, simulated tasks/s and peak RSS of each.
+    compile time, simulation wall time, simulated tasks/s and peak RSS of each, then the
+    seconds of every compiler pass per model, naming the slowest pass. With --frames 0
+    only compile (default models: the whole zoo).
 
     Each model runs in its own fresh process. Wall times depend on the machine and its load:
     compare figures taken on the same machine.
     """
     from aipusim import zoo
     from aipusim.base.errors import ConfigError, ZooError
-    from aipusim.bench import BENCH_MODELS, run_bench
+    from aipusim.bench import BENCH_MODELS, pass_table, run_bench
 
-    chosen = models or BENCH_MODELS
+    chosen = models or (tuple(zoo.names()) if frames == 0 else BENCH_MODELS)
     unknown = [m for m in chosen if m not in zoo.names()]
     if unknown:
         raise ZooError(f"model must be one of {', '.join(zoo.names())}, not {unknown[0]!r}")
-    if frames < 1:
-        raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    if frames < 0:
+        raise ConfigError(f"--frames must be an integer >= 0, not {frames}")
     rows = run_bench(tuple(chosen), frames, input_size)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(pd.DataFrame(rows).to_markdown(index=False))
+    click.echo(pd.DataFrame(rows).drop(columns="passes").to_markdown(index=False))
+    click.echo("\ncompile seconds per pass:\n")
+    click.echo(pass_table(rows).to_markdown())
+    slowest = ", ".join(f"{r['model']}: {r['slowest_pass']}" for r in rows)
+    click.echo(f"\nslowest pass: {slowest}")

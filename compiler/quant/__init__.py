@@ -43,10 +43,23 @@ from aipusim.compiler.quant.data import (
     imageset_calibration,
     random_calibration,
 )
-from aipusim.compiler.quant.float_exec import run_fp32
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
-from aipusim.compiler.quant.reference import run_int8
 from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
+
+#: Names loaded on first use: the executors import numba's compiler (about a second), which
+#: a compile does not need.
+_LAZY = {
+    "run_fp32": "aipusim.compiler.quant.float_exec",
+    "run_int8": "aipusim.compiler.quant.reference",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def calibrate_and_quantize(
@@ -69,6 +82,8 @@ def _fp32_outputs(graph: Graph, sample: dict, source: str) -> dict[str, np.ndarr
         from aipusim.compiler.export import run_graph
 
         return {k: np.asarray(v) for k, v in run_graph(graph, sample).items()}
+    from aipusim.compiler.quant.float_exec import run_fp32
+
     return run_fp32(graph, sample)
 
 
@@ -92,6 +107,9 @@ def evaluate(
     a small input error (random-weight networks amplify a lot), i.e. a ceiling that no
     int8 model of this network can beat by much.
     """
+    from aipusim.compiler.quant.float_exec import run_fp32
+    from aipusim.compiler.quant.reference import run_int8
+
     samples = list(calibration.held_aside) or list(calibration.samples[:1])
     t0 = time.perf_counter()
     ref = [_fp32_outputs(graph, s, fp32) for s in samples]

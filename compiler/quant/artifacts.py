@@ -168,7 +168,8 @@ def write_quantized_model(
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         (tmp / ARRAYS).write_bytes(blob)
-        (tmp / GRAPH_JSON).write_text(json.dumps(structure, indent=1))
+        # compact: with an indent, json falls back to its pure-Python encoder (MBs here)
+        (tmp / GRAPH_JSON).write_text(json.dumps(structure, separators=(",", ":")))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
         (tmp / DUMP_TXT).write_text(text_dump(qgraph))
         (tmp / REPORT).write_text(json.dumps(report, indent=2))

@@ -64,6 +64,29 @@ class CalibrationData:
             raise QuantizationError(f"calibration data from {self.source} has no samples")
 
 
+def float_inputs(graph: Any, sample: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The sample's value of each input of ``graph`` (an IR `Graph`) as float32, checked
+    for presence and shape.
+
+    >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    >>> g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)),),
+    ...           {n: Tensor(n, (2,)) for n in "xy"}, {}, ("x",), ("y",))
+    >>> float_inputs(g, {"x": [1, 2]})["x"].dtype
+    dtype('float32')
+    """
+    out = {}
+    for name in graph.inputs:
+        if name not in sample:
+            raise QuantizationError(f"input {name} is missing (graph inputs: {list(graph.inputs)})")
+        arr = np.ascontiguousarray(sample[name], np.float32)
+        if arr.shape != graph.shape(name):
+            raise QuantizationError(
+                f"input {name} must have shape {graph.shape(name)}, not {arr.shape}"
+            )
+        out[name] = arr
+    return out
+
+
 def random_calibration(
     input_shapes: Mapping[str, tuple[int, ...]],
     *,

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import numba
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
@@ -63,29 +62,21 @@ class Observer(Protocol):
         """The chosen clipping range (lo <= 0 <= hi is not required here)."""
 
 
-@numba.njit(cache=True)
 def _finite_minmax(flat: np.ndarray) -> tuple[float, float]:
-    lo = np.inf
-    hi = -np.inf
-    for v in flat:
-        if v < lo:
-            lo = v
-        if v > hi:
-            hi = v
-    return lo, hi
+    # numpy's vectorised min/max; a NaN makes both NaN, which `_check_finite` rejects
+    return float(flat.min()), float(flat.max())
 
 
-@numba.njit(cache=True)
 def _accumulate(flat: np.ndarray, lo: float, hi: float, counts: np.ndarray) -> None:
+    """Add the values of ``flat`` (all in [lo, hi]) to the bins of ``counts``."""
     nbins = counts.shape[0]
-    scale = nbins / (hi - lo)
-    for v in flat:
-        i = int((v - lo) * scale)
-        if i < 0:
-            i = 0
-        elif i >= nbins:
-            i = nbins - 1
-        counts[i] += 1.0
+    # float32 arithmetic: half the memory traffic of float64 on tensors of millions of
+    # values; lo is a float32 value of the data, so v - lo >= 0 exactly.
+    pos = np.subtract(flat, np.float32(lo), dtype=np.float32)
+    pos *= np.float32(nbins / (hi - lo))
+    index = pos.astype(np.intp)
+    np.minimum(index, nbins - 1, out=index)
+    counts += np.bincount(index, minlength=nbins)
 
 
 def _check_finite(lo: float, hi: float) -> None:
@@ -160,8 +151,11 @@ class HistogramObserver:
     def range(self) -> tuple[float, float]:
         if self.counts.sum() == 0:
             return 0.0, 0.0
-        edges = np.linspace(self.lo, self.hi, self.bins + 1)
-        return mse_optimal_range(self.counts, edges)
+        return mse_optimal_range(self.counts, self.edges())
+
+    def edges(self) -> np.ndarray:
+        """The bin edges of the histogram."""
+        return np.linspace(self.lo, self.hi, self.bins + 1)
 
 
 def mse_optimal_range(counts: np.ndarray, edges: np.ndarray) -> tuple[float, float]:
@@ -198,9 +192,28 @@ class _Prefix:
         self.n2 = np.concatenate([[0.0], np.cumsum(counts * centres * centres)])
 
 
+def range_cost(counts: np.ndarray, edges: np.ndarray, lo: float, hi: float) -> float:
+    """The estimated int8 MSE (times the count) of a histogram quantized on [lo, hi], as
+    `mse_optimal_range` minimises it.
+
+    >>> counts, edges = np.ones(4), np.linspace(-2.0, 2.0, 5)
+    >>> range_cost(counts, edges, -2.0, 2.0) < range_cost(counts, edges, -1.0, 1.0)
+    True
+    """
+    centres = (edges[:-1] + edges[1:]) / 2
+    return float(_cost(_Prefix(counts, centres), np.array([lo]), np.array([hi]))[0, 0])
+
+
 def _best(p: _Prefix, lo_grid: np.ndarray, hi_grid: np.ndarray) -> tuple[float, float]:
     lo_cand = np.unique(np.append(lo_grid[lo_grid <= 0], 0.0))
     hi_cand = np.unique(np.append(hi_grid[hi_grid >= 0], 0.0))
+    cost = _cost(p, lo_cand, hi_cand)
+    a, b = np.unravel_index(int(np.argmin(cost)), cost.shape)
+    return float(lo_cand[a]), float(hi_cand[b])
+
+
+def _cost(p: _Prefix, lo_cand: np.ndarray, hi_cand: np.ndarray) -> np.ndarray:
+    """Cost of every (lo, hi) pair of the candidates (rows: lo, columns: hi)."""
     total = p.n0[-1]
     il = np.searchsorted(p.centres, lo_cand, side="left")  # bins with centre < lo
     ih = np.searchsorted(p.centres, hi_cand, side="right")  # bins with centre <= hi
@@ -214,9 +227,7 @@ def _best(p: _Prefix, lo_grid: np.ndarray, hi_grid: np.ndarray) -> tuple[float, 
     inside = total - p.n0[il][:, None] - n_right[None, :]
     step = (hi_v - lo_v) / INT8_STEPS
     cost = np.maximum(left, 0) + np.maximum(right, 0) + inside * step**2 / 12
-    cost = np.where(hi_v > lo_v, cost, np.inf)
-    a, b = np.unravel_index(int(np.argmin(cost)), cost.shape)
-    return float(lo_cand[a]), float(hi_cand[b])
+    return np.where(hi_v > lo_v, cost, np.inf)
 
 
 def weight_ranges_per_channel(w: np.ndarray, axis: int = 0) -> np.ndarray:

@@ -27,19 +27,22 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
-from aipusim.compiler.quant import kernels as K
+from aipusim.compiler.quant import fixedpoint as K
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import CalibrationData
-from aipusim.compiler.quant.float_exec import run_fp32, scalar_operand, unary_function
+from aipusim.compiler.quant.elementwise import scalar_operand, unary_function
 from aipusim.compiler.quant.observers import MinMaxObserver, Observer, weight_ranges_per_channel
+from aipusim.compiler.quant.ort_exec import OrtFloatSession
 from aipusim.compiler.quant.scheme import (
     Scheme,
     activation_qparams,
@@ -47,8 +50,19 @@ from aipusim.compiler.quant.scheme import (
     quantize_bias,
     quantize_values,
     quantize_weights,
+    snap_range,
     weight_scales,
 )
+
+log = logging.getLogger("aipusim.compiler")
+
+
+class FloatExecutor(StrEnum):
+    """What runs calibration's float forward passes."""
+
+    ONNXRUNTIME = "onnxruntime"
+    NUMPY = "numpy"
+
 
 #: Ops whose output carries the input's quantization unchanged.
 SHARE_OPS = frozenset(
@@ -189,14 +203,41 @@ def _per_channel_groups(graph: Graph, src: Mapping[str, str]) -> set[str]:
 # ----------------------------------------------------------------------- calibration
 
 
-def calibrate(
+@dataclass(frozen=True)
+class ObservedRange:
+    """The range calibration found for one tensor, before `snap_range`: per tensor, or per
+    channel along ``axis``; ``fixed`` for a range known a priori (used as it is)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    axis: int | None = None
+    fixed: bool = False
+    #: The observer that saw the tensor (None for a fixed range).
+    observer: Observer | None = field(default=None, compare=False, repr=False)
+
+    def qparams(self) -> QuantParams:
+        """The tensor's int8 parameters (observed ranges rounded by `snap_range`, so that
+        they do not depend on the float executor's summation order)."""
+        lo, hi = (self.lo, self.hi) if self.fixed else snap_range(self.lo, self.hi)
+        scale, zp = activation_qparams(lo, hi)
+        return QuantParams(scale, zp, axis=self.axis)
+
+
+def observe_ranges(
     graph: Graph,
     calibration: CalibrationData,
     scheme: Scheme,
     *,
     progress: Any = None,
-) -> tuple[dict[str, str], dict[str, QuantParams]]:
-    """Run the float graph on the calibration samples and derive every activation's params."""
+    executor: FloatExecutor | str = FloatExecutor.ONNXRUNTIME,
+) -> tuple[dict[str, str], dict[str, ObservedRange]]:
+    """Run the float graph on the calibration samples; (the share plan: activation -> the
+    tensor whose range sets its parameters, and the range of each such tensor).
+
+    ``executor`` runs the float forward passes: onnxruntime (fast; the default) or the
+    numpy executor (`run_fp32`, the oracle the tests compare with; also the fallback when
+    onnxruntime cannot load the graph).
+    """
     src = _share_plan(graph)
     per_channel = (
         _per_channel_groups(graph, src) if scheme is Scheme.HYBRID_PER_TENSOR_PER_CHANNEL else set()
@@ -213,25 +254,62 @@ def calibrate(
             except QuantizationError as exc:
                 raise QuantizationError(f"tensor {name}: {exc}") from None
 
+    run = _float_runner(graph, list(observers), FloatExecutor(executor), observe)
     for sample in calibration.samples:
-        run_fp32(graph, sample, on_tensor=observe)
+        run(sample)
         if progress is not None:
             progress.update(1)
     fixed = _fixed_ranges(graph)
-    params: dict[str, QuantParams] = {}
+    ranges: dict[str, ObservedRange] = {}
     for s, obs in observers.items():
         if s in fixed:
-            lo, hi = fixed[s]
-            scale, zp = activation_qparams(lo, hi)
-            params[s] = QuantParams(scale, zp)
+            ranges[s] = ObservedRange(*(np.float64(v) for v in fixed[s]), fixed=True)
         elif isinstance(obs, MinMaxObserver) and obs.axis is not None:
-            lo_c, hi_c = obs.channel_ranges()
-            scale, zp = activation_qparams(lo_c, hi_c)
-            params[s] = QuantParams(scale, zp, axis=1)
+            ranges[s] = ObservedRange(*obs.channel_ranges(), axis=1, observer=obs)
         else:
-            scale, zp = activation_qparams(*obs.range())
-            params[s] = QuantParams(scale, zp)
+            ranges[s] = ObservedRange(*(np.float64(v) for v in obs.range()), observer=obs)
+    return src, ranges
+
+
+def calibrate(
+    graph: Graph,
+    calibration: CalibrationData,
+    scheme: Scheme,
+    *,
+    progress: Any = None,
+    executor: FloatExecutor | str = FloatExecutor.ONNXRUNTIME,
+) -> tuple[dict[str, str], dict[str, QuantParams]]:
+    """Run the float graph on the calibration samples and derive every activation's params
+    (`observe_ranges`, then `ObservedRange.qparams`)."""
+    src, ranges = observe_ranges(graph, calibration, scheme, progress=progress, executor=executor)
+    params = {s: r.qparams() for s, r in ranges.items()}
     return src, {t: params[s] for t, s in src.items()}
+
+
+def _float_runner(
+    graph: Graph,
+    observed: list[str],
+    executor: FloatExecutor,
+    observe: Callable[[str, np.ndarray], None],
+) -> Callable[[Mapping[str, np.ndarray]], None]:
+    """A function running one calibration sample and passing the observed tensors on."""
+    if executor is FloatExecutor.ONNXRUNTIME:
+        try:
+            session = OrtFloatSession(graph, observed)
+        except QuantizationError as exc:
+            log.warning("%s; calibrating with the numpy float executor instead", exc)
+        else:
+
+            def run_ort(sample: Mapping[str, np.ndarray]) -> None:
+                # Observers are independent, so the order across tensors does not matter;
+                # each still sees the samples in calibration order.
+                for name, value in session.run(sample).items():
+                    observe(name, value)
+
+            return run_ort
+    from aipusim.compiler.quant.float_exec import run_fp32  # imports numba: only when used
+
+    return lambda sample: run_fp32(graph, sample, on_tensor=observe)
 
 
 def _fixed_ranges(graph: Graph) -> dict[str, tuple[float, float]]:
@@ -547,8 +625,10 @@ def quantize_graph(
     quantize_dw_channel_wise: bool = False,
     remove_io_quantization: bool = False,
     progress: Any = None,
+    executor: FloatExecutor | str = FloatExecutor.ONNXRUNTIME,
 ) -> QuantizedGraph:
-    """Calibrate ``graph`` and quantize it (see the module docstring)."""
+    """Calibrate ``graph`` and quantize it (see the module docstring); ``executor`` runs
+    the float forward passes of calibration (see `calibrate`)."""
     scheme = Scheme(str(scheme))
     for name in graph.inputs:
         for sample in calibration.samples:
@@ -556,7 +636,7 @@ def quantize_graph(
                 raise QuantizationError(
                     f"calibration sample has no value for input {name} (it has {sorted(sample)})"
                 )
-    _, qp = calibrate(graph, calibration, scheme, progress=progress)
+    _, qp = calibrate(graph, calibration, scheme, progress=progress, executor=executor)
     builder = _Builder(graph, dict(qp), quantize_dw_channel_wise)
     qgraph = builder.build(io_quantized=not remove_io_quantization)
     return QuantizedGraph(
@@ -570,4 +650,12 @@ def quantize_graph(
     )
 
 
-__all__ = ["QStep", "QuantizedGraph", "calibrate", "quantize_graph"]
+__all__ = [
+    "FloatExecutor",
+    "ObservedRange",
+    "QStep",
+    "QuantizedGraph",
+    "calibrate",
+    "observe_ranges",
+    "quantize_graph",
+]

@@ -18,13 +18,23 @@ def test_bench_prints_one_row_per_model(capsys: pytest.CaptureFixture[str]) -> N
     assert row["compile_s"] > 0 and row["simulate_s"] > 0
     # A fresh process holding numpy, numba and onnx is tens of MiB at least.
     assert row["peak_rss_mib"] > 50
+    assert row["passes"]["quantize"] > 0 and row["slowest_pass"] in row["passes"]
+    assert row["passes"][row["slowest_pass"]] == max(row["passes"].values())
+
+
+def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "tiny_cnn", "--frames", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "simulate_s" not in out
+    assert re.search(r"^\| quantize +\| +[0-9.]+ +\|$", out, re.M), out
+    assert re.search(r"^slowest pass: tiny_cnn: \w+$", out, re.M), out
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["bench", "vgg"], "model must be one of .*, not 'vgg'"),
-        (["bench", "tiny_cnn", "--frames", "0"], "--frames must be an integer >= 1, not 0"),
+        (["bench", "tiny_cnn", "--frames", "-1"], "--frames must be an integer >= 0, not -1"),
     ],
 )
 def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ from aipusim.compiler.quant.observers import (
     HistogramObserver,
     MinMaxObserver,
     mse_optimal_range,
+    range_cost,
     weight_ranges_per_channel,
 )
 
@@ -72,3 +73,13 @@ def test_weight_ranges_per_channel() -> None:
     w = np.array([[[1.0, -4.0]], [[0.5, 0.25]]])
     assert weight_ranges_per_channel(w, axis=0).tolist() == [4.0, 0.5]
     assert weight_ranges_per_channel(w, axis=2).tolist() == [1.0, 4.0]
+
+
+def test_range_cost_is_lowest_at_the_chosen_range() -> None:
+    x = np.random.default_rng(1).laplace(size=50_000)
+    counts, edges = np.histogram(x, bins=2048)
+    counts = counts.astype(float)
+    lo, hi = mse_optimal_range(counts, edges)
+    best = range_cost(counts, edges, lo, hi)
+    for other in ((lo * 1.1, hi), (lo, hi * 0.9), (float(x.min()), float(x.max()))):
+        assert range_cost(counts, edges, *other) > best

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aipusim.compiler.quant.observers import HistogramObserver, MinMaxObserver
 from aipusim.compiler.quant.scheme import (
@@ -13,6 +15,7 @@ from aipusim.compiler.quant.scheme import (
     quantize_bias,
     quantize_values,
     quantize_weights,
+    snap_range,
     weight_scales,
 )
 
@@ -56,3 +59,20 @@ def test_observers_of_each_scheme() -> None:
     assert isinstance(make_observer(Scheme.PER_TENSOR_MIN_MAX, False), MinMaxObserver)
     hybrid = make_observer(Scheme.HYBRID_PER_TENSOR_PER_CHANNEL, True)
     assert isinstance(hybrid, MinMaxObserver) and hybrid.axis == 1
+
+
+@given(st.floats(-1e6, 0.0, allow_subnormal=False), st.floats(0.0, 1e6, allow_subnormal=False))
+def test_snapped_range_contains_the_range_and_is_at_most_one_step_wider(
+    lo: float, hi: float
+) -> None:
+    slo, shi = (float(v) for v in snap_range(lo, hi))
+    assert slo <= lo and hi <= shi
+    # 8 significant bits: a step is at most 2**-7 of the value
+    assert lo - slo <= abs(lo) * 2**-7 and shi - hi <= hi * 2**-7
+    # on the grid already: unchanged
+    assert tuple(float(v) for v in snap_range(slo, shi)) == (slo, shi)
+
+
+def test_snap_range_is_per_channel_and_keeps_exact_bounds() -> None:
+    lo, hi = snap_range(np.array([-1.0, 0.0]), np.array([6.0, 3.0000001]))
+    assert lo.tolist() == [-1.0, 0.0] and hi.tolist() == [6.0, 3.015625]

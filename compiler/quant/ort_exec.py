@@ -1,0 +1,112 @@
+"""Calibration's float forward passes in onnxruntime.
+
+Calibration runs the float graph on every calibration sample and hands the observers each
+tensor whose range sets quantization parameters. `OrtFloatSession` exports the IR graph
+to ONNX (`aipusim.compiler.export.to_onnx`), makes those tensors extra graph outputs and
+runs it in onnxruntime's CPU executor: the field's standard float executor, many times
+faster than the numpy executor (`float_exec.run_fp32`), which stays the fallback for a
+graph onnxruntime cannot load and the oracle the tests compare against.
+
+Only the observed tensors are exposed, so onnxruntime still fuses e.g. a Conv with the
+Relu whose output is observed. The session is deterministic (a fixed thread count,
+sequential execution, ``use_deterministic_compute``); idle threads do not spin. Its float32
+results differ from the numpy executor's by summation-order rounding (a few ulps, growing
+with depth); see ``docs/design-notes.md`` for what that does to the chosen scales.
+
+Example:
+    >>> import numpy as np
+    >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    >>> g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)), Node("n", Op.NEG, ("y",), ("z",))),
+    ...           {n: Tensor(n, (2,)) for n in "xyz"}, {}, ("x",), ("z",))
+    >>> s = OrtFloatSession(g, ["x", "y"])
+    >>> {k: v.tolist() for k, v in s.run({"x": np.array([-1.0, 2.0], np.float32)}).items()}
+    {'x': [-1.0, 2.0], 'y': [0.0, 2.0]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+import numpy as np
+
+from aipusim.base.errors import QuantizationError
+from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.data import float_inputs
+
+#: Threads onnxruntime may use inside one operator (the machines this runs on have 2 cores).
+DEFAULT_THREADS = 2
+#: Constants of at least this many bytes are handed to onnxruntime as arrays.
+EXTERNAL_MIN_BYTES = 1024
+
+
+class OrtFloatSession:
+    """An onnxruntime session computing ``tensors`` of ``graph`` (inputs included) from
+    one sample. Raises `QuantizationError` if onnxruntime cannot load the graph."""
+
+    def __init__(
+        self, graph: Graph, tensors: Collection[str], *, threads: int = DEFAULT_THREADS
+    ) -> None:
+        import onnxruntime as ort
+
+        from aipusim.compiler.export import to_onnx
+
+        self.graph = graph
+        wanted = list(dict.fromkeys(tensors))
+        self._fed = [t for t in wanted if t in graph.inputs]
+        computed = [t for t in wanted if t not in graph.inputs and not graph.is_constant(t)]
+        # Weights reach onnxruntime as arrays, not serialized into the model (a copy of
+        # every weight less, twice: to protobuf and back).
+        model = to_onnx(graph, external_min_bytes=EXTERNAL_MIN_BYTES)
+        weights = [t.name for t in model.graph.initializer if t.external_data]
+        outputs = {o.name for o in model.graph.output}
+        info = {v.name: v for v in model.graph.value_info}
+        for t in computed:
+            if t not in outputs:
+                model.graph.output.append(info[t])
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.use_deterministic_compute = True
+        options.log_severity_level = 3  # errors only: no warnings on stderr
+        # Idle worker threads sleep instead of spinning: on a shared 2-core machine spinning
+        # burnt ~40 % more CPU for a slower run.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_external_initializers(
+            weights,
+            [
+                ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(graph.const(w)))
+                for w in weights
+            ],
+        )
+        try:
+            self._session = ort.InferenceSession(
+                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise QuantizationError(
+                f"graph {graph.name} must load in onnxruntime, not fail: {_first_line(exc)}"
+            ) from None
+        self._computed = computed
+        self._inputs = [i.name for i in self._session.get_inputs()]
+
+    def run(self, sample: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Tensor name -> float32 value for one calibration sample."""
+        feeds = float_inputs(self.graph, sample)
+        try:
+            values = self._session.run(self._computed, {k: feeds[k] for k in self._inputs})
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise QuantizationError(
+                f"graph {self.graph.name} must run in onnxruntime, not fail: {_first_line(exc)}"
+            ) from None
+        out = {t: feeds[t] for t in self._fed}
+        out.update(zip(self._computed, values, strict=True))
+        return out
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["DEFAULT_THREADS", "OrtFloatSession"]
