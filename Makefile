@@ -24,8 +24,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Full-size ResNet-50 checks that CI runs besides the fast suite (about 3 minutes).
-CI_SLOW := tests/simulator/test_zoo_models.py tests/profiler/test_resnet50_chrome.py
+# Full-size ResNet-50 and DeiT-Tiny checks that CI runs besides the fast suite.
+CI_SLOW := tests/simulator/test_zoo_models.py tests/profiler/test_resnet50_chrome.py \
+	tests/simulator/test_deit_tiny.py
 
 test: lint
 	$(BIN)/pytest -q

@@ -100,6 +100,16 @@ class MvmSpec:
 class DpuSpec:
     lanes: int
     pipeline_latency_cycles: int
+    #: The DPU's 18-bit float ("float18"): 1 sign, this many exponent and fraction bits.
+    float_exponent_bits: int
+    float_fraction_bits: int
+    #: Cycles one lane needs for a float18 divide or square root (a multiply-add is one).
+    float_div_sqrt_cycles: int
+
+    @property
+    def float_bits(self) -> int:
+        """Width of the DPU's float format (sign + exponent + fraction)."""
+        return 1 + self.float_exponent_bits + self.float_fraction_bits
 
 
 @dataclass(frozen=True)

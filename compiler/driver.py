@@ -153,17 +153,19 @@ def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
     found = ctx.results.get("quantize")
     if not found:
         return None
-    from aipusim.compiler.quant import evaluate, write_quantized_model
+    from aipusim.compiler.quant import accuracy_with_advice, write_quantized_model
 
     cfg = ctx.config
     # The accuracy run executes the float model in onnx.reference (slow on big models):
-    # it is what quantize_only is for, and quantization_debug asks for it explicitly.
+    # it is what quantize_only is for, and quantization_debug asks for it explicitly. Both
+    # report every layer's SQNR, and below the target the limiting layers and a scheme.
     if str(cfg.compiler_mode) == "quantize_only" or cfg.quantization_debug:
-        report = evaluate(
+        report = accuracy_with_advice(
             found["float_graph"],
             found["qgraph"],
             found["calibration"],
-            debug=bool(cfg.quantization_debug),
+            cfg,
+            arch=ctx.get_arch(),
         )
         ctx.results["accuracy"] = report
     else:

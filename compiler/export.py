@@ -15,7 +15,8 @@ model runs in ``onnx.reference.ReferenceEvaluator`` and onnxruntime.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import onnx
@@ -98,6 +99,8 @@ def _expand(node: Node, graph: Graph, extra_inits: list[onnx.TensorProto]) -> li
             helper.make_node("Sigmoid", [inputs[0]], [sig], name=f"{node.name}/Sigmoid"),
             helper.make_node("Mul", [inputs[0], sig], [body_out], name=node.name),
         ]
+    elif node.op is Op.GELU:
+        body = _gelu_nodes(node, inputs[0], body_out, const)
     else:
         body = [node_to_onnx(node, inputs, [body_out, *outputs[1:]], node.name)]
     for i, p in enumerate(pre + post):
@@ -122,6 +125,36 @@ def _initializer(name: str, value: np.ndarray, external_min_bytes: int | None) -
     for key, val in (("location", IN_MEMORY), ("offset", "0"), ("length", str(arr.nbytes))):
         stub.external_data.add(key=key, value=val)
     return stub
+
+
+def _gelu_nodes(node: Node, x: str, y: str, const: Callable[[str, float], str]) -> list:
+    """GELU in standard ops: 0.5 x (1 + erf(x / sqrt 2)), or with the tanh approximation
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    p = f"{node.name}/gelu"
+
+    def mk(op: str, ins: list[str], out: str) -> onnx.NodeProto:
+        return helper.make_node(op, ins, [out], name=f"{out}_{op}")
+
+    if str(node.attr("approximate", "none")) == "tanh":
+        nodes = [
+            mk("Mul", [x, x], f"{p}/x2"),
+            mk("Mul", [f"{p}/x2", x], f"{p}/x3"),
+            mk("Mul", [f"{p}/x3", const("c", 0.044715)], f"{p}/cx3"),
+            mk("Add", [x, f"{p}/cx3"], f"{p}/inner"),
+            mk("Mul", [f"{p}/inner", const("k", math.sqrt(2.0 / math.pi))], f"{p}/arg"),
+            mk("Tanh", [f"{p}/arg"], f"{p}/phi"),
+        ]
+    else:
+        nodes = [
+            mk("Mul", [x, const("rsqrt2", 1.0 / math.sqrt(2.0))], f"{p}/arg"),
+            mk("Erf", [f"{p}/arg"], f"{p}/phi"),
+        ]
+    return [
+        *nodes,
+        mk("Add", [f"{p}/phi", const("one", 1.0)], f"{p}/onep"),
+        mk("Mul", [x, f"{p}/onep"], f"{p}/xp"),
+        mk("Mul", [f"{p}/xp", const("half", 0.5)], y),
+    ]
 
 
 def to_onnx(

@@ -35,8 +35,12 @@ from aipusim.compiler.ir import (
 
 log = logging.getLogger(__name__)
 
-#: Oldest opset the importer accepts (older models need features the converter lacks).
-MIN_SOURCE_OPSET = 11
+#: Oldest opset the importer accepts: onnx.version_converter upgrades opsets 7-10 (older
+#: models need adapters the converter lacks, e.g. Upsample's width/height attributes of opset 1).
+MIN_SOURCE_OPSET = 7
+#: Opsets below this one resize with asymmetric coordinates (Upsample-7/9, Resize-10), which
+#: the converter's Resize adapter does not carry over (see `_keep_old_resize_semantics`).
+_ASYMMETRIC_RESIZE_BEFORE = 11
 #: Constants larger than this many elements are not produced by folding (guards memory).
 MAX_FOLD_ELEMENTS = 1 << 26
 #: Ops never folded even with constant inputs (non-deterministic or with sub-graphs).
@@ -167,7 +171,12 @@ def model_opset(model: onnx.ModelProto) -> int:
 
 
 def convert_opset(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelProto:
-    """Bring ``model`` to opset >= ``target`` (never down)."""
+    """Bring ``model`` to opset >= ``target`` (never down) with ``onnx.version_converter``.
+
+    The compile log says which opset a model came from. A conversion that fails names, in
+    one line, the first node whose op the converter cannot upgrade (`_blocking_node`).
+    Resize nodes made from opset < 11 Upsample/Resize keep their asymmetric coordinates.
+    """
     version = model_opset(model)
     if version < MIN_SOURCE_OPSET:
         raise OnnxImportError(
@@ -175,15 +184,84 @@ def convert_opset(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelP
         )
     if version >= target:
         return model
+    resizes = [n.op_type for n in model.graph.node if n.op_type in ("Upsample", "Resize")]
     try:
         converted = version_converter.convert_version(model, target)
     except Exception as exc:
+        blocker = _blocking_node(model, target)
+        where = f": node {blocker} cannot be upgraded" if blocker else ""
         raise OnnxImportError(
-            f"model `{what}` cannot be converted from opset {version} to {target} "
+            f"model `{what}` cannot be converted from opset {version} to {target}{where} "
             f"({_first_line(exc)})"
         ) from None
-    log.info("converted %s from opset %d to %d", what, version, target)
+    if version < _ASYMMETRIC_RESIZE_BEFORE and resizes:
+        _keep_old_resize_semantics(converted, len(resizes))
+    log.info(
+        "model `%s` has opset %d: upgraded to opset %d with onnx.version_converter",
+        what,
+        version,
+        target,
+    )
     return converted
+
+
+def _keep_old_resize_semantics(model: onnx.ModelProto, count: int) -> None:
+    """Upsample (opset 7/9) and Resize-10 map output pixel i to input i / scale (asymmetric,
+    nearest rounds down). The converter's Resize adapter leaves the opset-11 defaults
+    (half_pixel, round_prefer_floor), which silently changes linear resizing: set the old
+    semantics explicitly on the Resize nodes that came from them (the converter keeps node
+    order, and no other op becomes a Resize)."""
+    nodes = [n for n in model.graph.node if n.op_type == "Resize"]
+    assert len(nodes) == count, "the converter changed the number of Resize nodes"
+    for node in nodes:
+        for attr in list(node.attribute):
+            if attr.name in ("coordinate_transformation_mode", "nearest_mode"):
+                node.attribute.remove(attr)
+        node.attribute.extend(
+            [
+                helper.make_attribute("coordinate_transformation_mode", "asymmetric"),
+                helper.make_attribute("nearest_mode", "floor"),
+            ]
+        )
+    log.info("kept the asymmetric coordinates of %d opset < 11 Upsample/Resize node(s)", count)
+
+
+def _blocking_node(model: onnx.ModelProto, target: int) -> str | None:
+    """```name` (OpType)`` of the first node that onnx.version_converter cannot upgrade on
+    its own (converted as a one-node model), or None if each one alone converts."""
+    shapes = _value_infos(model)
+    opsets = list(model.opset_import)
+    tried: set[tuple[str, str]] = set()
+    for i, node in enumerate(model.graph.node):
+        key = (node.domain, node.op_type)
+        if key in tried:
+            continue
+        tried.add(key)
+        ins = [shapes.get(x) or helper.make_tensor_value_info(x, TensorProto.FLOAT, None)
+               for x in node.input if x]  # fmt: skip
+        outs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, None) for x in node.output if x]
+        single = helper.make_model(
+            helper.make_graph([node], "probe", ins, outs), opset_imports=opsets
+        )
+        single.ir_version = model.ir_version
+        try:
+            version_converter.convert_version(single, target)
+        except Exception:
+            return f"`{node.name or f'{node.op_type}_{i}'}` ({node.op_type})"
+    return None
+
+
+def _value_infos(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """Typed value infos of every graph tensor (inferred where possible; never fails)."""
+    g = model.graph
+    try:
+        g = shape_inference.infer_shapes(model).graph
+    except Exception:  # the probe works without shapes too
+        log.debug("no shape inference for the conversion probe")
+    out = {vi.name: vi for vi in [*g.input, *g.value_info, *g.output]}
+    for t in model.graph.initializer:
+        out[t.name] = helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+    return out
 
 
 # ----------------------------------------------------------------------------- shapes

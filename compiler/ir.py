@@ -83,6 +83,7 @@ class Op(StrEnum):
     CONV_TRANSPOSE = "ConvTranspose"
     GEMM = "Gemm"
     MATMUL = "MatMul"
+    EINSUM = "Einsum"  # rewritten to Transpose/Reshape + MatMul (`passes.einsum`)
     BATCH_NORM = "BatchNormalization"
     # element-wise and activations
     RELU = "Relu"
@@ -107,6 +108,7 @@ class Op(StrEnum):
     MIN = "Min"
     MAX = "Max"
     SOFTMAX = "Softmax"
+    LAYER_NORM = "LayerNormalization"
     REDUCE_MEAN = "ReduceMean"
     REDUCE_MAX = "ReduceMax"
     REDUCE_SUM = "ReduceSum"
@@ -151,6 +153,7 @@ class Op(StrEnum):
     GATHER_ND = "GatherND"
     # internal ops (domain "aipusim")
     SILU = "SiLU"  # x * sigmoid(x) as one LUT op
+    GELU = "Gelu"  # x * Phi(x) (attr approximate: none = erf form, tanh) as one LUT op
     OTHER = "Other"  # an ONNX op the compiler does not know; see Node.onnx_type
 
     @property
@@ -161,7 +164,7 @@ class Op(StrEnum):
 
 #: Domain of the internal ops when exported to ONNX.
 INTERNAL_DOMAIN = "aipusim"
-INTERNAL_OPS: frozenset[Op] = frozenset({Op.SILU})
+INTERNAL_OPS: frozenset[Op] = frozenset({Op.SILU, Op.GELU})
 
 #: Ops that map to the D-IMC matrix-vector array (grouped convs with groups > 1 and
 #: channels per group of 1 are depthwise and go to the DWPU instead: see `is_depthwise`).
@@ -190,6 +193,7 @@ LUT_OPS: frozenset[Op] = frozenset(
         Op.LOG,
         Op.RECIPROCAL,
         Op.SILU,
+        Op.GELU,
     }
 )
 #: Element-wise arithmetic with two operands (numpy broadcasting).
@@ -211,6 +215,7 @@ DPU_OPS: frozenset[Op] = (
             Op.REDUCE_MAX,
             Op.REDUCE_SUM,
             Op.BATCH_NORM,
+            Op.LAYER_NORM,
         }
     )
 )
@@ -228,9 +233,14 @@ LAYOUT_OPS: frozenset[Op] = frozenset(
         Op.IDENTITY,
         Op.PAD,
         Op.CAST,
+        # with constant indices / repeats / shapes (validate_operators checks): copies
+        Op.GATHER,
+        Op.EXPAND,
+        Op.TILE,
     }
 )
-#: Shape arithmetic: folds to constants once input shapes are static.
+#: Shape arithmetic: folds to constants once input shapes are static (Expand and Tile of
+#: an activation with a static target stay, as layout copies).
 SHAPE_OPS: frozenset[Op] = frozenset(
     {Op.SHAPE, Op.RANGE, Op.EXPAND, Op.CONSTANT_OF_SHAPE, Op.CONSTANT, Op.TILE}
 )
@@ -748,6 +758,11 @@ _ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.REDUCE_SUM: (1, 2, 1, 1),
     Op.WHERE: (3, 3, 1, 1),
     Op.TOP_K: (2, 2, 2, 2),
+    Op.LAYER_NORM: (2, 3, 1, 3),
+    Op.GATHER: (2, 2, 1, 1),
+    Op.EXPAND: (2, 2, 1, 1),
+    Op.TILE: (2, 2, 1, 1),
+    Op.EINSUM: (1, 1 << 16, 1, 1),
 }
 for _op in BINARY_OPS:
     _ARITY[_op] = (2, 2, 1, 1)
@@ -861,7 +876,7 @@ def _verify_op(graph: Graph, node: Node, where: str) -> None:
         c = graph.shape(node.inputs[0])[1]
         for i in node.inputs[1:]:
             assert graph.shape(i) == (c,), f"{where}: parameter {i} is not ({c},)"
-    elif node.op in (Op.RELU, Op.SIGMOID, Op.SILU, Op.HARD_SWISH, Op.HARD_SIGMOID):
+    elif node.op in (Op.RELU, Op.SIGMOID, Op.SILU, Op.GELU, Op.HARD_SWISH, Op.HARD_SIGMOID):
         assert graph.shape(node.inputs[0]) == graph.shape(node.outputs[0]), (
             f"{where}: element-wise op changes the shape"
         )
@@ -884,10 +899,13 @@ def _verify_op(graph: Graph, node: Node, where: str) -> None:
         x, y = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
         if x.is_static and y.is_static:
             assert x.size == y.size, f"{where}: {x.shape} -> {y.shape} changes the size"
-    elif node.op is Op.SOFTMAX:
+    elif node.op in (Op.SOFTMAX, Op.LAYER_NORM):
         rank = len(graph.shape(node.inputs[0]))
         axis = int(node.attr("axis", -1))
         assert -rank <= axis < rank, f"{where}: axis {axis} for rank {rank}"
+        if node.op is Op.LAYER_NORM:
+            x = graph.shape(node.inputs[0])
+            assert graph.shape(node.outputs[0]) == x, f"{where}: LayerNorm changes the shape"
     elif node.op is Op.GEMM:
         a, b = graph.shape(node.inputs[0]), graph.shape(node.inputs[1])
         assert len(a) == 2 and len(b) == 2, f"{where}: Gemm operands must be 2-D"

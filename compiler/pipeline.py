@@ -7,7 +7,7 @@
 (lower, tile, memplan, schedule, emit) appends to `PIPELINE` when it exists.
 
 >>> [p.name for p in FRONT][:4]
-['graph_cleaner', 'fold_constants', 'fold_batchnorm', 'arithmetic_simplification']
+['graph_cleaner', 'fold_constants', 'rewrite_einsum', 'fuse_layernorm']
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from aipusim.compiler.passes.arith import arithmetic_simplification
 from aipusim.compiler.passes.bn_fold import fold_batchnorm
 from aipusim.compiler.passes.cleaner import graph_cleaner
 from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.passes.einsum import einsum_to_matmul
+from aipusim.compiler.passes.gelu import fuse_gelu
+from aipusim.compiler.passes.layernorm import fuse_layernorm
 from aipusim.compiler.passes.rewrite import (
     concat_to_resadd,
     dense_to_conv2d,
@@ -101,6 +104,10 @@ class Pass:
 FRONT: tuple[Pass, ...] = (
     Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
     Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
+    # pattern rewrites before arithmetic simplification changes the spelling they match
+    Pass("rewrite_einsum", einsum_to_matmul, Stage.SIMPLIFY),
+    Pass("fuse_layernorm", fuse_layernorm, Stage.SIMPLIFY),
+    Pass("fuse_gelu", fuse_gelu, Stage.SIMPLIFY),
     Pass("fold_batchnorm", fold_batchnorm, Stage.SIMPLIFY),
     Pass(
         "arithmetic_simplification",

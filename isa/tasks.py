@@ -82,6 +82,10 @@ class DpuKind(enum.StrEnum):
     REDUCE = "reduce"  # reductions along channels (ReduceMean, Softmax sums)
     SOFTMAX = "softmax"
     COPY = "copy"  # layout moves the DMA cannot express (Transpose of small tensors)
+    # transformer ops (see `aipusim.isa.dpu_work` for their lane operations)
+    LAYERNORM = "layernorm"  # integer row statistics, float18 normalisation
+    POW = "pow"  # a tensor to a tensor power (log2 table, float18 multiply, exp2)
+    MATMUL = "matmul"  # product of two activations: ``elements`` counts the MACs
 
 
 class LutKind(enum.StrEnum):

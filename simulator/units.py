@@ -14,7 +14,8 @@ Timing rules (first order, DESIGN.md §4/§5):
   ``mvm_utilization_limit``; outputs drain at ``outputs_per_cycle`` in parallel, so the
   slower of the two counts; plus the pipeline fill/drain latency.
 - ``WeightLoad``: ``bytes / weight_load_bw`` on the IMC write port (own queue ``wload``).
-- ``DpuOp``: ``elements * operands / lanes`` plus the pipeline latency.
+- ``DpuOp``: its lane operations (`aipusim.isa.dpu_work`: ``elements * operands`` for the
+  element-wise kinds) over the lanes, plus the pipeline latency.
 - ``DwpuOp``: channel groups of ``dwpu.channels`` x output pixels x windows of
   ``macs_per_channel_per_cycle`` MACs, plus the pipeline latency.
 - ``DmaCopy``: setup plus bursts over the links of its path (see `links`).
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 
 from aipusim.arch.model import Arch
 from aipusim.base.errors import TasklistError
+from aipusim.isa.dpu_work import dpu_charged_ops, dpu_lane_ops
 from aipusim.isa.tasks import (
     Barrier,
     DmaCopy,
@@ -207,10 +209,10 @@ class TaskCoster:
 
     def _dpu(self, t: DpuOp, energy: list[float]) -> int:
         dpu, e = self.arch.dpu, self.e
-        ops = t.elements * max(1, t.operands)
+        ops = dpu_lane_ops(t.kind, t.elements, t.operands, self.arch)
         dur = math.ceil(ops / dpu.lanes) + dpu.pipeline_latency_cycles
         per = e.dpu_requant_act_pj if t.kind in (DpuKind.REQUANT, DpuKind.LUT) else e.dpu_lane_op_pj
-        energy[C[Component.DPU]] += t.elements * per
+        energy[C[Component.DPU]] += dpu_charged_ops(t.kind, t.elements, t.operands, self.arch) * per
         energy[C[Component.L1]] += ops * e.l1_read_pj_per_byte + t.elements * e.l1_write_pj_per_byte
         return dur
 

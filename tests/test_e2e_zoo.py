@@ -28,7 +28,21 @@ MODES = {
 }
 
 
-@pytest.fixture(scope="module", params=[(m, k) for m in zoo.names() for k in MODES], ids=str)
+#: The transformers take tens of seconds per compile even at 32x32 (DeiT-Tiny's 12 blocks,
+#: ViT-B/16's 87 M weights): they run in every mode with ``make test-slow``; the fast suite
+#: covers the same ops in every mode with a 2-layer encoder (test_transformer_e2e.py).
+SLOW = {"deit_tiny", "vit_b16"}
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param((m, k), marks=[pytest.mark.slow] if m in SLOW else [])
+        for m in zoo.names()
+        for k in MODES
+    ],
+    ids=str,
+)
 def compiled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     name, mode_key = request.param
     mode, cores, resources = MODES[mode_key]

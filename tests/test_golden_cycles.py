@@ -14,7 +14,18 @@ from aipusim import zoo
 GOLDEN = json.loads(GOLDEN_FILE.read_text())
 
 
-@pytest.mark.parametrize("key", [f"{n}/{c}" for n in zoo.names() for c in CASES])
+#: ViT-B/16 carries 87 M weights at any input size: a minute or two per case.
+SLOW = {"vit_b16"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param(f"{n}/{c}", marks=[pytest.mark.slow] if n in SLOW else [])
+        for n in zoo.names()
+        for c in CASES
+    ],
+)
 def test_simulated_figures_match_the_golden_ones(key: str, tmp_path: Path) -> None:
     name, case = key.split("/")
     assert measure(name, case, tmp_path) == GOLDEN[key], (

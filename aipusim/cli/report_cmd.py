@@ -46,8 +46,8 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     "--models",
     multiple=True,
     help="Models (zoo names or ONNX files), comma-separated or repeated "
-    "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers the six zoo "
-    "models].",
+    "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers every zoo "
+    "model but tiny_cnn].",
 )
 @click.option("--frames", type=int, default=8, show_default=True, help="Frames per replica.")
 @click.option(

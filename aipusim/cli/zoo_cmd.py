@@ -16,8 +16,9 @@ from aipusim.base.errors import ZooError
 
 @click.group()
 def zoo() -> None:
-    """Built-in models (ResNet, MobileNetV2, EfficientNet-B0, YOLOv5s/v8n, a tiny CNN)
-    with seeded random weights, exported the way torch.onnx exports them."""
+    """Built-in models (ResNet, MobileNetV2, EfficientNet-B0, YOLOv5s/v8n, DeiT-Tiny,
+    ViT-B/16, a tiny CNN) with seeded random weights, exported the way torch.onnx exports
+    them."""
 
 
 def _record(name: str) -> dict[str, Any]:

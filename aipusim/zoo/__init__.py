@@ -1,8 +1,9 @@
 """The model zoo: ONNX models built in code, with seeded random weights.
 
-Classifiers (ResNet-18/50, MobileNetV2, EfficientNet-B0), detectors (YOLOv5s, YOLOv8n,
-with their box-decoding tails) and a tiny CNN, exported the way torch.onnx exports them
-(Conv + BatchNormalization, opset 17, input named ``input``).
+Classifiers (ResNet-18/50, MobileNetV2, EfficientNet-B0), vision transformers (DeiT-Tiny,
+ViT-B/16), detectors (YOLOv5s, YOLOv8n, with their box-decoding tails) and a tiny CNN,
+exported the way torch.onnx exports them (Conv + BatchNormalization or LayerNormalization,
+opset 17, input named ``input``).
 
 Example:
     >>> import aipusim.zoo as zoo

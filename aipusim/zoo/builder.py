@@ -95,6 +95,10 @@ class GraphBuilder:
         self._used_node_names.add(name)
         return name
 
+    def param(self, leaf: str, array: Array) -> str:
+        """A parameter of the current module (``blocks.0.attn.qkv.weight``), float32."""
+        return self.initializer(self._param_name(leaf), np.asarray(array, np.float32))
+
     def channels(self, x: str) -> int:
         """Channel count of the backbone tensor `x` (from its calibration value)."""
         value = self.values[x]
@@ -117,6 +121,18 @@ class GraphBuilder:
             name = f"onnx::Const_{len(self._cached_consts)}"
             self._cached_consts[key] = self.initializer(name, arr)
         return self._cached_consts[key]
+
+    def index(self, value: int) -> str:
+        """A 0-d int64 constant: a Gather index that drops its axis (``x[:, 0]``).
+
+        (`const` stores at least one dimension, as the zoo's existing graphs have it.)
+        """
+        name = f"onnx::Index_{value}"
+        if name not in self._init_names:
+            self._inits.append(numpy_helper.from_array(np.array(value, np.int64), name))
+            self._init_names.add(name)
+            self.values[name] = np.array(value, np.int64)
+        return name
 
     def op(
         self,

@@ -28,12 +28,40 @@ _PARAM_INPUTS = {
     "Gemm": (1, 2),
     "MatMul": (0, 1),
     "BatchNormalization": (1, 2),
+    "LayerNormalization": (1, 2),
 }
+#: Ops whose constant inputs are parameters when torch names them after a module (a bias
+#: Add of a Linear, a transformer's class token and position embeddings); anonymous
+#: constants (``onnx::...``: scales, anchors, grids) are not.
+_NAMED_PARAM_OPS = frozenset({"Add", "Mul", "Concat", "Expand"})
+
+
+#: Initializers larger than this are declared by shape only for shape inference (small ones,
+#: such as Reshape targets, are values inference needs).
+_LIGHT_ELEMENTS = 4096
+
+
+def _weightless(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose large initializers are typed inputs instead: shape inference needs
+    their shapes, not their values, and serialising 87 M weights costs seconds."""
+    g = model.graph
+    declared = {vi.name for vi in g.input}
+    big = [t for t in g.initializer if math.prod(t.dims) > _LIGHT_ELEMENTS]
+    small = [t for t in g.initializer if math.prod(t.dims) <= _LIGHT_ELEMENTS]
+    inputs = list(g.input) + [
+        onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t in big
+        if t.name not in declared
+    ]
+    light = onnx.helper.make_graph(list(g.node), g.name, inputs, list(g.output), initializer=small)
+    out = onnx.helper.make_model(light, opset_imports=list(model.opset_import))
+    out.ir_version = model.ir_version
+    return out
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
     try:
-        graph = onnx.shape_inference.infer_shapes(model).graph
+        graph = onnx.shape_inference.infer_shapes(_weightless(model)).graph
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
         raise OnnxImportError(f"model shapes cannot be inferred: {exc}") from exc
     shapes: dict[str, tuple[int, ...] | None] = {}
@@ -45,7 +73,7 @@ def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...] | None]:
         dims = tensor_type.shape.dim
         static = all(d.HasField("dim_value") for d in dims)
         shapes[vi.name] = tuple(d.dim_value for d in dims) if static else None
-    for init in graph.initializer:
+    for init in model.graph.initializer:
         shapes[init.name] = tuple(init.dims)
     return shapes
 
@@ -83,7 +111,8 @@ def count_macs(model: onnx.ModelProto) -> int:
 
 def count_params(model: onnx.ModelProto) -> int:
     """Trainable parameters: the initializers that are weights or biases of Conv,
-    ConvTranspose, Gemm and MatMul, and BatchNormalization scale/shift (as PyTorch counts;
+    ConvTranspose, Gemm and MatMul, BatchNormalization and LayerNormalization scale/shift,
+    and named (not ``onnx::``) constants of Add/Mul/Concat/Expand (as PyTorch counts;
     running statistics and other constants are not parameters).
 
     Example:
@@ -97,4 +126,6 @@ def count_params(model: onnx.ModelProto) -> int:
         for index in _PARAM_INPUTS.get(node.op_type, ()):
             if index < len(node.input) and node.input[index] in sizes:
                 params.add(node.input[index])
+        if node.op_type in _NAMED_PARAM_OPS:
+            params.update(i for i in node.input if i in sizes and not i.startswith("onnx::"))
     return sum(sizes[name] for name in params)

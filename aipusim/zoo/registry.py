@@ -4,7 +4,7 @@ Example:
     >>> info("resnet50").published_gmacs
     4.09
     >>> names()[:2]
-    ['efficientnet_b0', 'mobilenetv2']
+    ['deit_tiny', 'efficientnet_b0']
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from aipusim.zoo.efficientnet import efficientnet_b0
 from aipusim.zoo.mobilenet import mobilenetv2
 from aipusim.zoo.resnet import resnet18, resnet50
 from aipusim.zoo.tiny import tiny_cnn
+from aipusim.zoo.vit import deit_tiny, vit_b16
 from aipusim.zoo.yolo import yolov5s, yolov8n
 
 #: Samples per channel the calibration batch gives the deepest feature map at least: with
@@ -112,6 +113,24 @@ _SPECS: dict[str, _Spec] = {
                 "YOLOv8n detector, C2f/SPPF/PAN, anchor-free DFL head, 80 classes, decode tail",
             ),
             yolov8n, 32, 32,
+        ),
+        _Spec(
+            _entry(
+                "deit_tiny", 224, 1.26,
+                "Touvron et al. 2021 (ICML), Table 1: DeiT-Ti 1.3 GFLOPs; timm/fvcore 1.26 G"
+                " multiply-adds at 224",
+                "DeiT-Tiny/16 vision transformer, 12 blocks x 3 heads, width 192, GELU (erf)",
+            ),
+            deit_tiny, 16, 16, max_stride=16,
+        ),
+        _Spec(
+            _entry(
+                "vit_b16", 224, 17.6,
+                "Dosovitskiy et al. 2021 (ICLR) ViT-B/16; timm/fvcore: 17.6 G multiply-adds"
+                " at 224 (86.6 M parameters)",
+                "ViT-B/16 vision transformer, 12 blocks x 12 heads, width 768, GELU (erf)",
+            ),
+            vit_b16, 16, 16, max_stride=16,
         ),
         _Spec(
             _entry("tiny_cnn", 32, None, "aipusim (test model)", "tiny CNN for fast tests"),

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import ConfigError
-from aipusim.compiler.backend.lower import ConstKind, LayerUnit
+from aipusim.compiler.backend.attention import CHOICE
+from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.multicore import effective_mode
 from aipusim.isa.program import PROGRAM_FILE, Instance, Program, tasklist_file_name
 from aipusim.isa.program import verify_crcs as check_file_crcs
@@ -42,6 +43,12 @@ MANIFEST_FILE = "manifest.json"
 L2_CONST_FILE = "pool_l2_const.bin"
 #: Version of the report.json layout.
 REPORT_VERSION = 1
+
+
+def _mapping_choice(layer: LayerPlan) -> dict[str, Any]:
+    """An activation x activation MatMul's costed mappings (`attention.choose`), if any."""
+    choice = layer.extra.get(CHOICE)
+    return {"matmul_choice": choice.as_dict()} if choice is not None else {}
 
 
 def _json_bytes(data: Any) -> bytes:
@@ -115,6 +122,7 @@ def build_report(state: Any) -> dict[str, Any]:
                 "estimated_weight_load_cycles": est.weight_load_cycles if est else 0,
                 "bytes": dict(sorted(traffic.get(layer.name, {}).items())),
                 "scheduled_cycles_by_unit": dict(sorted(unit_cycles.get(layer.name, {}).items())),
+                **_mapping_choice(layer),
             }
         )
     sched = state.schedule

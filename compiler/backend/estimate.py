@@ -15,7 +15,9 @@ import math
 from dataclasses import dataclass
 
 from aipusim.arch import Arch
+from aipusim.compiler.backend.attention import is_runtime, runtime_estimate
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
+from aipusim.isa.dpu_work import TRANSFORMER_DPU_KINDS, dpu_task_cycles
 from aipusim.isa.tasks import DwpuKind
 
 
@@ -58,6 +60,9 @@ def dma_cycles(num_bytes: int, arch: Arch) -> int:
 
 def estimate_layer(layer: LayerPlan, arch: Arch, *, weights_double_buffered: bool) -> LayerEstimate:
     """The estimate of one lowered layer (MVM layers need their IMC mapping first)."""
+    if layer.unit is LayerUnit.MVM and is_runtime(layer):
+        compute, load, exposed = runtime_estimate(layer, arch)
+        return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
     if layer.unit is LayerUnit.MVM:
         imc = layer.imc
         assert imc is not None, f"{layer.name}: IMC mapping missing"
@@ -78,6 +83,9 @@ def estimate_layer(layer: LayerPlan, arch: Arch, *, weights_double_buffered: boo
         return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
     if layer.unit is LayerUnit.DWPU:
         return LayerEstimate("dwpu", dwpu_cycles(layer, arch), 0, 0, 0, layer.macs)
+    if layer.unit is LayerUnit.DPU and layer.dpu_kind in TRANSFORMER_DPU_KINDS:
+        cycles = dpu_task_cycles(layer.dpu_kind, layer.elements, len(layer.inputs), arch)
+        return LayerEstimate("dpu", cycles, 0, 0, 0, layer.macs)
     if layer.unit is LayerUnit.DPU:
         return LayerEstimate("dpu", dpu_cycles(layer.elements, len(layer.inputs), arch), 0, 0, 0, 0)
     if layer.unit is LayerUnit.DMA:

@@ -1,6 +1,7 @@
 """Pass 6, lower: map every graph node to the unit that runs it (DESIGN.md §4).
 
-Conv (dense or grouped), ConvTranspose, Gemm/MatMul with constant weights -> MVM;
+Conv (dense or grouped), ConvTranspose, Gemm/MatMul with constant weights -> MVM; MatMul of
+two activations -> MVM with run-time weights or the DPU (`attention`);
 depthwise conv, pooling, Resize/Upsample -> DWPU; element-wise arithmetic, activations
 (LUT), reductions, BatchNorm -> DPU; Reshape/Flatten/Squeeze/Unsqueeze/Identity/Cast ->
 an alias of their input (no task); Concat/Split/Slice/Transpose/Pad -> DMA copies.
@@ -39,6 +40,7 @@ from aipusim.compiler.ir import (
     DWPU_OPS,
     LAYOUT_OPS,
     LUT_OPS,
+    DType,
     Graph,
     Node,
     Op,
@@ -131,6 +133,8 @@ class LayerPlan:
 
     @property
     def macs(self) -> int:
+        if "macs" in self.extra:  # a MatMul of two activations moved to the DPU
+            return int(self.extra["macs"])
         return self.geometry.macs if self.geometry else 0
 
 
@@ -149,6 +153,7 @@ _LUT_OF: dict[Op, LutKind] = {
     Op.LOG: LutKind.POW,  # LutKind has no log entry; any function is one table lookup
     Op.RECIPROCAL: LutKind.RECIPROCAL,
     Op.POW: LutKind.POW,
+    Op.GELU: LutKind.GELU,
 }
 _BINARY_KIND: dict[Op, DpuKind] = {
     Op.ADD: DpuKind.ADD,
@@ -159,10 +164,13 @@ _BINARY_KIND: dict[Op, DpuKind] = {
     Op.MIN: DpuKind.SUB,
     Op.MAX: DpuKind.SUB,
     Op.PRELU: DpuKind.MUL,
+    Op.POW: DpuKind.POW,  # of two tensors (a scalar exponent is a LUT)
 }
 #: Activations that can ride on the output stream of an MVM/DWPU layer.
-_FUSABLE = frozenset({Op.RELU, Op.CLIP, Op.SIGMOID, Op.HARD_SIGMOID, Op.HARD_SWISH, Op.SILU})
-_ALIAS_OPS = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY, Op.CAST})
+_FUSABLE = frozenset(
+    {Op.RELU, Op.CLIP, Op.SIGMOID, Op.HARD_SIGMOID, Op.HARD_SWISH, Op.SILU, Op.GELU}
+)
+ALIAS_OPS = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY, Op.CAST})
 
 
 def unwrap_graph(graph_or_qgraph: Any) -> Graph:
@@ -173,8 +181,10 @@ def unwrap_graph(graph_or_qgraph: Any) -> Graph:
 
 
 def activation_bytes(graph: Graph, name: str) -> int:
-    """Bytes of an activation tensor on the AIPU: one int8 per element."""
-    return max(1, graph.tensor(name).size)
+    """Bytes of an activation tensor on the AIPU: one int8 per element, two for the 16-bit
+    tensors of the quantized graph (`quant.quantize.wide_tensors`)."""
+    t = graph.tensor(name)
+    return max(1, t.size * (2 if t.dtype is DType.INT16 else 1))
 
 
 def const_bytes(array: np.ndarray, *, bias: bool) -> int:
@@ -279,7 +289,10 @@ class _Lowerer:
             # window's input is then out + k - 1 (upsampled) rows and columns.
             sh = sw = 1
             in_h, in_w = y[2] + kh - 1, y[3] + kw - 1
-        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, in_h, in_w, y[2], y[3], groups)
+        # Images of a batch are more rows of input vectors: a 1x1 conv over N images (what
+        # rewrite_dense_to_conv2d makes of a MatMul over N tokens) streams N * H * W vectors.
+        n = x[0]
+        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, n * in_h, in_w, n * y[2], y[3], groups)
         bias = self.consts(node, weight_index=1)
         # Requantize scales per output channel ride with the bias (DPU constants).
         plan = self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
@@ -311,6 +324,19 @@ class _Lowerer:
         rows = math.prod(a[:-1]) if len(a) > 1 else 1  # input vectors
         geo = ConvGeometry(k, n, 1, 1, 1, 1, 1, rows, 1, rows)
         return self.base(node, LayerUnit.MVM, consts=self.consts(node, 1), geometry=geo)
+
+    def matmul_act(self, node: Node) -> LayerPlan:
+        """Two activations (attention): an MVM layer whose weights (the second operand) are
+        written at run time, one weight set per head; `attention.choose` may move it to the
+        DPU once mapped."""
+        mm = runtime_shapes(
+            self.g.shape(node.inputs[0]),
+            self.g.shape(node.inputs[1]),
+            self.g.shape(node.outputs[0]),
+        )
+        plan = self.base(node, LayerUnit.MVM, geometry=mm.geometry())
+        plan.extra[RUNTIME] = mm
+        return plan
 
     def dwpu(self, node: Node) -> LayerPlan:
         x = _nchw(self.g.shape(node.inputs[0]))
@@ -344,6 +370,8 @@ class _Lowerer:
             kind, lut = DpuKind.REDUCE, LutKind.NONE
         elif node.op is Op.BATCH_NORM:
             kind, lut = DpuKind.REQUANT, LutKind.NONE
+        elif node.op is Op.LAYER_NORM:
+            kind, lut = DpuKind.LAYERNORM, LutKind.NONE
         else:  # Neg
             kind, lut = DpuKind.MUL, LutKind.NONE
         return self.base(node, LayerUnit.DPU, consts=consts, dpu_kind=kind, lut=lut)
@@ -379,10 +407,12 @@ class _Lowerer:
             if is_depthwise(node, self.g):
                 return self.depthwise(node)
             return self.conv(node)
+        if op is Op.MATMUL and not any(self.g.is_constant(i) for i in node.inputs):
+            return self.matmul_act(node)
         if op in (Op.GEMM, Op.MATMUL):
             if not self.g.is_constant(node.inputs[1]):
                 self.unsupported.append(
-                    f"{node.name} ({node.op_type} of two activations: no constant weights)"
+                    f"{node.name} ({node.op_type} with a constant first operand: transpose it)"
                 )
                 return None
             return self.matmul(node)
@@ -392,7 +422,7 @@ class _Lowerer:
             return None
         if op in DPU_OPS or op in _LUT_OF:
             return self.dpu(node)
-        if op in _ALIAS_OPS:
+        if op in ALIAS_OPS:
             return self.base(node, LayerUnit.ALIAS)
         if self.is_pword_pad(node):
             self.pword_source[node.outputs[0]] = node.inputs[0]
@@ -423,14 +453,55 @@ def lower_graph(graph_or_qgraph: Any) -> list[LayerPlan]:
     return _Lowerer(unwrap_graph(graph_or_qgraph)).run()
 
 
+#: ``layer.extra`` key of an activation x activation MatMul's `RuntimeMatmul`.
+RUNTIME = "runtime"
+
+
+@dataclass(frozen=True)
+class RuntimeMatmul:
+    """[heads] x (M x K) @ (K x N): the shapes of an activation x activation MatMul."""
+
+    heads: int
+    m: int
+    k: int
+    n: int
+
+    @property
+    def macs(self) -> int:
+        return self.heads * self.m * self.k * self.n
+
+    def geometry(self) -> ConvGeometry:
+        """As the MVM sees it: a 1x1 'conv' of K inputs and N outputs over M vectors per
+        head; the heads are the rows (what tiles and row splits cut)."""
+        return ConvGeometry(self.k, self.n, 1, 1, 1, 1, self.heads, self.m, self.heads, self.m)
+
+
+def runtime_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> RuntimeMatmul:
+    """The `RuntimeMatmul` of ``a @ b`` (numpy matmul shapes, batch dims broadcast)."""
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    heads = math.prod(out[:-2]) if len(out) > 2 else 1
+    return RuntimeMatmul(heads, a2[-2], a2[-1], b2[-1])
+
+
+def is_runtime(layer: LayerPlan) -> bool:
+    """True for an MVM layer whose weights are an activation written at run time."""
+    return RUNTIME in layer.extra
+
+
 __all__ = [
+    "ALIAS_OPS",
+    "RUNTIME",
     "ConstKind",
     "ConstRef",
     "ConvGeometry",
     "LayerPlan",
     "LayerUnit",
+    "RuntimeMatmul",
     "activation_bytes",
     "const_bytes",
+    "is_runtime",
     "lower_graph",
+    "runtime_shapes",
     "unwrap_graph",
 ]

@@ -32,6 +32,7 @@ from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import MemoryPlanError
+from aipusim.compiler.backend.attention import is_runtime
 from aipusim.compiler.backend.layout import CoreLayout
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile import FusionGroup, budget_of_l1
@@ -368,7 +369,7 @@ class _Builder:
             tile(f"tile_out:{layer.name}", BufKind.TILE_OUT, t.out_tile_bytes * t.slots)
         if t.psum_bytes:
             tile(f"psum:{layer.name}", BufKind.PSUM, t.psum_bytes)
-        if layer.unit is LayerUnit.MVM:
+        if layer.unit is LayerUnit.MVM and not is_runtime(layer):
             biggest = t.block_bytes or max(b.weight_bytes for b in layer.imc.blocks)
             depth = (
                 2

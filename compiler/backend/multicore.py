@@ -27,6 +27,7 @@ from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import ConfigError
+from aipusim.compiler.backend.attention import is_runtime
 from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
@@ -139,6 +140,8 @@ def _cooperative_split(
     can_rows = (
         layer.tiling is not None and geo is not None and (geo.out_h >= cores * layer.tiling.h_tiles)
     )
+    if layer.unit is LayerUnit.MVM and is_runtime(layer):
+        return Split.ROWS if can_rows else Split.NONE  # heads: each core loads its own
     if layer.unit is LayerUnit.MVM and geo is not None:
         options = {}
         for split, sub_geo, ok in (
@@ -175,7 +178,8 @@ def narrow_cooperative_icr(
         return False
     changed = False
     for i, layer in enumerate(layers):
-        if layer.unit is not LayerUnit.MVM or layout.splits.get(i) is not Split.ROWS:
+        split = layout.splits.get(i)
+        if layer.unit is not LayerUnit.MVM or split is not Split.ROWS or is_runtime(layer):
             continue
         if layer.imc is None or layer.imc.icr == 1:
             continue

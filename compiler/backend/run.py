@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.compiler.backend.attention import is_runtime, map_runtime_layers
 from aipusim.compiler.backend.estimate import estimate_layer
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.layout import CoreLayout
@@ -58,7 +59,10 @@ def pass_lower(state: BackendState) -> BackendState:
 
 def pass_imc(state: BackendState) -> BackendState:
     opts = ImcOptions.from_config(state.config)
-    mvm_layers = [layer for layer in state.layers if layer.unit is LayerUnit.MVM]
+    map_runtime_layers(state.layers, state.arch, opts)
+    mvm_layers = [
+        layer for layer in state.layers if layer.unit is LayerUnit.MVM and not is_runtime(layer)
+    ]
     for layer in mvm_layers:
         layer.imc = map_layer(layer.geometry, state.arch, opts, first_layer=layer.is_first)
     # Weights that several cores fetch every frame: replication multiplies those bytes, so

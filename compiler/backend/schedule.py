@@ -36,12 +36,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.compiler.backend.attention import is_runtime
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.memplan import Buffer, MemPlan
+from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
 from aipusim.compiler.backend.tile import FusionGroup
 from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
+from aipusim.isa.dpu_work import TRANSFORMER_DPU_KINDS, dpu_task_cycles
 from aipusim.isa.tasks import (
     Barrier,
     DmaCopy,
@@ -76,7 +79,7 @@ def _tile_rows(total: int, parts: int, index: int) -> tuple[int, int]:
     return lo, min(total, lo + per)
 
 
-class ScheduleBuilder(TokenMixin):
+class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
     def __init__(
         self,
         layers: list[LayerPlan],
@@ -203,10 +206,13 @@ class ScheduleBuilder(TokenMixin):
         """True when every weight set of the model fits the IMC: load them all in INIT."""
         keys = []
         for layer in self.layers:
-            if layer.unit is LayerUnit.MVM:
+            if layer.unit is LayerUnit.MVM and not is_runtime(layer):
                 for tile_map, oi in self.tile_maps(layer, 0):
                     keys += [(layer.name, oi, b) for b in range(len(tile_map.blocks))]
-        return len(keys) <= self.arch.mvm.weight_sets
+        # run-time weights (attention) need sets of their own every frame: two, so that the
+        # next head loads while one computes
+        runtime = any(is_runtime(layer) for layer in self.layers)
+        return len(keys) + (2 if runtime else 0) <= self.arch.mvm.weight_sets
 
     def emit_init(self, resident: bool) -> None:
         cores = self.layout.all_cores
@@ -230,7 +236,7 @@ class ScheduleBuilder(TokenMixin):
             return
         set_index = 0
         for layer in self.layers:
-            if layer.unit is not LayerUnit.MVM:
+            if layer.unit is not LayerUnit.MVM or is_runtime(layer):
                 continue
             for tile_map, oi in self.tile_maps(layer, 0):
                 offset = 0
@@ -389,9 +395,7 @@ class ScheduleBuilder(TokenMixin):
             st.lru.append(s)
             return s, set()
         # least recently used, preferring a set this tile does not need any more
-        s = next((x for x in st.lru if x not in pinned), st.lru[0])
-        st.lru.remove(s)
-        st.lru.append(s)
+        s = self.claim_set(core, pinned)
         extra: set[int] = set()
         if not self.cfg.group_ifdw_tasks:
             extra |= input_deps  # the load belongs to its layer: not before its input
@@ -460,7 +464,8 @@ class ScheduleBuilder(TokenMixin):
             return out_buf[0].addr + slot * out_buf[2], {prev}
         buf = self.buffer(tensor, core)
         producers = set(self.produced.get((self.copy_key(core), tensor), ()))
-        height = self._height(tensor)
+        # run-time weight layers are cut by heads, the outer dims of both operands
+        height = layer.geometry.in_h if is_runtime(layer) else self._height(tensor)
         row_bytes = max(1, buf.tensor_bytes // max(1, height))
         if layer.geometry is None and height != layer.rows:
             rows = (0, height)  # a broadcast operand: the whole tensor every tile
@@ -547,7 +552,13 @@ class ScheduleBuilder(TokenMixin):
         out_addr, out_dma_buf, out_war = self.output_target(core, layer, hi)
         dconst = self.load_dpu_consts(core, layer, in_deps)
         rows = rhi - rlo
-        if layer.unit is LayerUnit.MVM:
+        if layer.unit is LayerUnit.MVM and is_runtime(layer):
+            psum = self.tile_buffer("psum", layer, core)
+            computes = self.emit_runtime_mvm(
+                core, layer, (rlo, rhi), tile_no, in_addrs, out_addr,
+                psum.addr if psum is not None else None, in_deps | out_war | dconst,
+            )  # fmt: skip
+        elif layer.unit is LayerUnit.MVM:
             computes = self.emit_mvm(
                 core, layer, part, rows, tile_no, in_addrs[0], out_addr, in_deps | out_war | dconst
             )
@@ -830,8 +841,9 @@ class ScheduleBuilder(TokenMixin):
             layer=layer.name,
             tile=tile_no,
             deps=deps,
-            cycles=math.ceil(elements / self.arch.dpu.lanes)
-            + self.arch.dpu.pipeline_latency_cycles,
+            cycles=dpu_task_cycles(fields["kind"], elements, fields["operands"], self.arch)
+            if fields["kind"] in TRANSFORMER_DPU_KINDS
+            else math.ceil(elements / self.arch.dpu.lanes) + self.arch.dpu.pipeline_latency_cycles,
         )
 
     def emit_dma_layer(self, core: int, layer: LayerPlan, deps: set[int]) -> list[int]:
@@ -1024,6 +1036,8 @@ class ScheduleBuilder(TokenMixin):
             n = self.arch.mvm.weight_sets
             self.weights[core] = _WeightState([None] * n, [None] * n, list(range(n)))
         self.emit_init(resident)
+        for st in self.weights.values():  # frame loads (run-time weights) use the others
+            st.lru = [x for x in st.lru if x not in set(self.resident.values())]
         self.emit_frame()
         self.add_memory_war()
         self.anchor_frames()

@@ -26,6 +26,7 @@ from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import TilingError
+from aipusim.compiler.backend.attention import is_runtime
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 
@@ -146,7 +147,8 @@ class Tiler:
             sub = replace(geo, cout=math.ceil(geo.cout / oc))
             tile_map = map_layer(sub, self.arch, self.imc_opts, first_layer=layer.is_first)
             block = max(b.weight_bytes for b in tile_map.blocks)
-            if not self.cfg.ignore_weight_buffers:
+            # run-time weights load from the input tile itself: nothing to stage
+            if not self.cfg.ignore_weight_buffers and not is_runtime(layer):
                 stage = block * (2 if self.double_buffer_weights else 1)
         return Tiling(h, oc, slots, in_tiles, out_tile, psum, stage, group=-1, block_bytes=block)
 
@@ -159,7 +161,8 @@ class Tiler:
         out_h = _out_h(layer)
         cout = layer.geometry.cout if layer.geometry else 1
         h_ok = _splittable_h(layer)
-        oc_ok = layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and cout > 1
+        # (run-time weights are cut by heads only: each head's operand loads whole)
+        oc_ok = layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and cout > 1 and not is_runtime(layer)
         forced = self.cfg.force_h_tiling is not None or self.cfg.force_oc_tiling is not None
         if forced:
             h = min(self.cfg.force_h_tiling or 1, out_h) if h_ok else 1

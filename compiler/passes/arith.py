@@ -6,7 +6,11 @@ Rewrites, repeated until nothing changes:
 - chains Mul(Mul(x, a), b) and Add(Add(x, a), b) merge into one op;
 - a per-channel Mul/Add after a Conv goes into its weights/bias, a per-channel Mul before a
   (groups=1) Conv goes into its weights (zero padding stays zero);
-- x * Sigmoid(x) -> SiLU(x), x * HardSigmoid(x; 1/6, 1/2) -> HardSwish(x) (one LUT op).
+- x * Sigmoid(x) -> SiLU(x), x * HardSigmoid(x; 1/6, 1/2) -> HardSwish(x) (one LUT op);
+- MatMul by constant 2-D weights followed by an Add of a constant per-column bias (how
+  torch.onnx exports ``nn.Linear`` on a sequence) -> one Gemm with that bias, between
+  Reshapes to 2-D and back: the bias joins the int32 accumulators instead of costing a
+  separate int8 Add.
 """
 
 from __future__ import annotations
@@ -192,6 +196,42 @@ def _fuse_gated(graph: Graph, ed: GraphEditor, node: Node) -> bool:
     return False
 
 
+def _bias_into_matmul(graph: Graph, ed: GraphEditor, node: Node) -> bool:
+    if node.op is not Op.ADD:
+        return False
+    co = const_operand(graph, node)
+    if co is None:
+        return False
+    idx, c = co
+    mm = graph.producer(node.inputs[1 - idx])
+    if mm is None or mm.op is not Op.MATMUL or mm.name not in ed.nodes:
+        return False
+    w = graph.const(mm.inputs[1])
+    if w is None or w.ndim != 2 or graph.is_constant(mm.inputs[0]):
+        return False
+    if sole_consumer(graph, mm.outputs[0]) is not node:
+        return False
+    out_shape = graph.shape(node.outputs[0])
+    n = w.shape[1]
+    if out_shape != graph.shape(mm.outputs[0]) or c.size != n or c.shape[-1] != n:
+        return False
+    x, k = mm.inputs[0], w.shape[0]
+    rows = int(np.prod(out_shape[:-1], dtype=np.int64))
+    bias = ed.add_constant(f"{mm.name}/bias", np.asarray(c, np.float32).reshape(n))
+    ed.remove(node)
+    if len(out_shape) == 2:
+        ed.replace(mm, Node(mm.name, Op.GEMM, (x, mm.inputs[1], bias), node.outputs))
+        return True
+    flat = ed.new_tensor(f"{mm.name}/x2d", (rows, k))
+    shape2 = ed.add_constant(f"{mm.name}/shape2d", np.array([rows, k], np.int64))
+    ed.add(Node(ed.unique_name(f"{mm.name}/to_2d"), Op.RESHAPE, (x, shape2), (flat,)))
+    y2 = ed.new_tensor(f"{mm.name}/y2d", (rows, n))
+    ed.replace(mm, Node(mm.name, Op.GEMM, (flat, mm.inputs[1], bias), (y2,)))
+    shape_out = ed.add_constant(f"{mm.name}/shape", np.array(out_shape, np.int64))
+    ed.add(Node(ed.unique_name(f"{mm.name}/from_2d"), Op.RESHAPE, (y2, shape_out), node.outputs))
+    return True
+
+
 _RULES = (
     _sub_div_to_add_mul,
     _neutral,
@@ -199,6 +239,7 @@ _RULES = (
     _into_conv_after,
     _into_conv_before,
     _fuse_gated,
+    _bias_into_matmul,
 )
 
 

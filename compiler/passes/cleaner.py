@@ -14,7 +14,9 @@ The graph is split into three: ``preprocess`` (host, before), the core (AIPU) an
   node of that type with the largest weight tensor (or first weight dim), if that value is at
   least ``graph_cleaner_threshold``;
 - pre-processing (when ``graph_cleaner_split_pre_post_processing``), walking forward from the
-  inputs: Cast, arithmetic with a constant operand (``/255``, ``-mean``, ``/std``), and, when
+  inputs: Cast, arithmetic with a constant operand (``/255``, ``-mean``, ``/std``), embedding
+  lookups (Gather of a constant table by the input's indices: the AIPU cannot address memory
+  by data), and, when
   ``remove_io_padding_and_layout_transform`` or ``remove_layout_transform_from_preamble`` is
   on, the NHWC->NCHW Transpose and a channel-only input Pad (I/O padding); the latter also
   moves preamble Reshapes.
@@ -185,6 +187,10 @@ def preprocess_nodes(graph: Graph, *, move_layout: bool, move_reshape: bool) -> 
             ok = _is_channel_padding(graph, node)
         if op is Op.RESHAPE and move_reshape:
             ok = True
+        if op is Op.GATHER and graph.is_constant(node.inputs[0]):
+            # an embedding lookup by the input's indices: tasklists address memory
+            # statically, so the host does it (and sends the embeddings)
+            ok = True
         if ok:
             pre.add(node.name)
             available.update(o for o in node.outputs if o)
@@ -312,11 +318,19 @@ def graph_cleaner(graph: Graph, ctx: PassContext) -> Graph:
         "core_outputs": list(core.outputs),
     }
     ctx.log.info(
-        "graph cleaner: %d preprocess and %d postprocess nodes moved to the host",
+        "graph cleaner: %d preprocess and %d postprocess nodes moved to the host%s%s",
         len(pre),
         len(post),
+        _listing("; before the AIPU graph: ", graph, pre),
+        _listing("; after it: ", graph, post),
     )
     return core
+
+
+def _listing(prefix: str, graph: Graph, names: set[str]) -> str:
+    """``prefix`` + the moved nodes as `name` (OpType), in graph order ('' if none)."""
+    nodes = [n for n in graph.nodes if n.name in names]
+    return prefix + ", ".join(f"`{n.name}` ({n.op_type})" for n in nodes) if nodes else ""
 
 
 __all__ = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 from aipusim.base.errors import UnsupportedOperatorError
 from aipusim.compiler.ir import AIPU_OPS, DType, Graph, Node, Op
 from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.passes.einsum import einsum_form
 
 _RESIZE_MODES = frozenset({"nearest", "linear"})
 _NUMERIC = frozenset(DType) - {DType.STRING, DType.BOOL}
@@ -16,6 +17,10 @@ _NUMERIC = frozenset(DType) - {DType.STRING, DType.BOOL}
 
 def problems(graph: Graph, node: Node) -> str | None:
     """Why ``node`` cannot run on the AIPU, or None if it can."""
+    if node.op is Op.EINSUM:  # the matmul forms were rewritten by ``rewrite_einsum``
+        form = einsum_form(str(node.attr("equation", "")), [graph.shape(i) for i in node.inputs])
+        reason = form.reason or "the rewrite_einsum pass did not run"
+        return f"equation `{node.attr('equation')}` is not a matmul form: {reason}"
     if node.op not in AIPU_OPS or node.domain not in ("", "aipusim"):
         return "no AIPU unit implements it"
     for t in (*node.present_inputs, *(o for o in node.outputs if o)):
@@ -31,10 +36,19 @@ def problems(graph: Graph, node: Node) -> str | None:
         dims = graph.tensor(node.inputs[0]).rank - 2
         if dims not in (1, 2):
             return f"only 1-D and 2-D convolutions are supported, not {dims}-D"
-    if op in (Op.MATMUL, Op.GEMM) and not any(graph.is_constant(i) for i in node.inputs[:2]):
+    if op is Op.GEMM and not any(graph.is_constant(i) for i in node.inputs[:2]):
         return "neither operand is a constant weight"
-    if op in (Op.DIV, Op.POW) and not graph.is_constant(node.inputs[1]):
-        return "the divisor/exponent is not a constant"
+    if op is Op.MATMUL and graph.is_constant(node.inputs[0]) > graph.is_constant(node.inputs[1]):
+        return "the constant is the first operand (the MVM's weights are the second)"
+    if op is Op.LAYER_NORM and not all(graph.is_constant(i) for i in node.present_inputs[1:]):
+        return "scale and bias are not constants"
+    if op is Op.GATHER and not graph.is_constant(node.inputs[1]):
+        return (
+            "its indices are computed at run time, and tasklists address memory statically "
+            "(an embedding lookup of a graph input runs on the host: see the graph cleaner)"
+        )
+    if op in (Op.EXPAND, Op.TILE) and not graph.is_constant(node.inputs[1]):
+        return "the target shape / repeats are not constant"
     if op in (Op.RESIZE, Op.UPSAMPLE) and str(node.attr("mode", "nearest")) not in _RESIZE_MODES:
         return f"mode {node.attr('mode')!r} is not one of nearest, linear"
     if op is Op.PAD and str(node.attr("mode", "constant")) != "constant":

@@ -30,21 +30,23 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
-from aipusim.compiler.ir import Graph
+from aipusim.compiler.ir import Graph, Op
 from aipusim.compiler.quant.accuracy import (
+    SqnrAccumulator,
     accuracy_report,
     output_report,
-    per_layer_sqnr,
     sqnr_db,
 )
+from aipusim.compiler.quant.advice import advise
 from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantized_model
 from aipusim.compiler.quant.data import (
     CalibrationData,
     imageset_calibration,
     random_calibration,
 )
+from aipusim.compiler.quant.float18 import FloatFormat
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
-from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
+from aipusim.compiler.quant.scheme import Scheme, dequantize_values, quantize_values
 
 #: Names loaded on first use: the executors import numba's compiler (about a second), which
 #: a compile does not need.
@@ -63,10 +65,16 @@ def __getattr__(name: str) -> Any:
 
 
 def calibrate_and_quantize(
-    graph: Graph, config: Any, calibration: CalibrationData, *, progress: Any = None
+    graph: Graph,
+    config: Any,
+    calibration: CalibrationData,
+    *,
+    progress: Any = None,
+    arch: Any = None,
 ) -> QuantizedGraph:
     """Quantize ``graph`` with the knobs of a `CompilerConfig` (reference property names:
-    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``)."""
+    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``);
+    the DPU's float format comes from ``arch`` (default: the bundled Metis)."""
     return quantize_graph(
         graph,
         calibration,
@@ -74,6 +82,7 @@ def calibrate_and_quantize(
         quantize_dw_channel_wise=bool(config.quantize_dw_channel_wise),
         remove_io_quantization=bool(config.remove_io_quantization),
         progress=progress,
+        float_format=FloatFormat.of(arch) if arch is not None else None,
     )
 
 
@@ -94,12 +103,14 @@ def evaluate(
     *,
     debug: bool = False,
     fp32: str = "onnx",
+    reference: list[dict[str, np.ndarray]] | None = None,
 ) -> dict:
     """Compare the int8 model with the fp32 ``graph`` on the held-aside samples.
 
     ``fp32="onnx"`` runs the float graph through its ONNX export in
     ``onnx.reference`` (independent of this package's kernels); ``"numpy"`` uses
-    `run_fp32`. ``debug`` adds the SQNR of every activation (``quantization_debug``)
+    `run_fp32`; ``reference`` gives those fp32 outputs when they are already known. ``debug``
+    adds the SQNR of every activation (``quantization_debug``, and every quantize-only run)
     except the pre-activation outputs of MAC ops whose Relu/Clip is fused.
 
     Each output also gets ``input_rounding_sqnr_db``: the SQNR of the fp32 model when only
@@ -110,21 +121,24 @@ def evaluate(
     from aipusim.compiler.quant.float_exec import run_fp32
     from aipusim.compiler.quant.reference import run_int8
 
-    samples = list(calibration.held_aside) or list(calibration.samples[:1])
+    samples = held_samples(calibration)
     t0 = time.perf_counter()
-    ref = [_fp32_outputs(graph, s, fp32) for s in samples]
+    ref = reference if reference is not None else fp32_reference(graph, calibration, fp32)
     t1 = time.perf_counter()
     got = [run_int8(qgraph, s) for s in samples]
     t2 = time.perf_counter()
     layers = None
     if debug:
         fused = _fused_preactivations(qgraph)
-        fp_all = [run_fp32(graph, s, keep_all=True) for s in samples]
-        q_all = [
-            {k: v for k, v in run_int8(qgraph, s, keep_all=True).items() if k not in fused}
-            for s in samples
-        ]
-        layers = per_layer_sqnr(fp_all, q_all)
+        acc = SqnrAccumulator()
+        for s in samples:  # one sample at a time: a big model's activations are large
+            q_all = run_int8(qgraph, s, keep_all=True)
+            acc.add(
+                run_fp32(graph, s, keep_all=True),
+                {k: v for k, v in q_all.items() if k not in fused},
+            )
+        order = {n: i for i, n in enumerate(o for node in qgraph.graph.nodes for o in node.outputs)}
+        layers = dict(sorted(acc.result().items(), key=lambda kv: order.get(kv[0], -1)))
     report = accuracy_report(
         ref,
         got,
@@ -139,6 +153,42 @@ def evaluate(
     report["held_aside_distinct"] = bool(calibration.held_aside) and calibration.held_aside_distinct
     report["timing_s"] = {"fp32": round(t1 - t0, 3), "int8": round(t2 - t1, 3)}
     return report
+
+
+def held_samples(calibration: CalibrationData) -> list[dict[str, np.ndarray]]:
+    """The samples the accuracy report runs on (held aside, else the first calibration one)."""
+    return list(calibration.held_aside) or list(calibration.samples[:1])
+
+
+def fp32_reference(
+    graph: Graph, calibration: CalibrationData, fp32: str = "onnx"
+) -> list[dict[str, np.ndarray]]:
+    """The fp32 outputs of `held_samples` (``onnx``: onnx.reference, ``numpy``: `run_fp32`)."""
+    return [_fp32_outputs(graph, s, fp32) for s in held_samples(calibration)]
+
+
+def accuracy_with_advice(
+    graph: Graph,
+    qgraph: QuantizedGraph,
+    calibration: CalibrationData,
+    config: Any,
+    *,
+    arch: Any = None,
+    debug: bool = True,
+) -> dict:
+    """`evaluate` (per-layer with ``debug``), then, for outputs below the SQNR target,
+    the limiting layers and the scheme that helps (`advice.advise`)."""
+    ref = fp32_reference(graph, calibration)
+    report = evaluate(graph, qgraph, calibration, debug=debug, reference=ref)
+
+    def try_scheme(scheme: str) -> dict[str, float]:
+        cfg = config.copy()
+        cfg.quantization_scheme = scheme
+        other = calibrate_and_quantize(graph, cfg, calibration, arch=arch)
+        result = evaluate(graph, other, calibration, reference=ref)
+        return {k: v["sqnr_db"] for k, v in result["outputs"].items()}
+
+    return advise(qgraph.graph, report, qgraph.scheme, try_scheme, [s.value for s in Scheme])
 
 
 def _round_inputs(qgraph: QuantizedGraph, sample: dict) -> dict[str, np.ndarray]:
@@ -163,12 +213,29 @@ def _fused_preactivations(qgraph: QuantizedGraph) -> set[str]:
     }
 
 
+def index_ranges(graph: Graph) -> dict[str, int]:
+    """Integer graph inputs -> the number of rows the Gathers reading them index (the
+    smallest, so that every lookup is valid); 1 for an integer input no Gather reads."""
+    out: dict[str, int] = {}
+    for name in graph.inputs:
+        if graph.tensor(name).dtype.np.kind not in "iu":
+            continue
+        sizes = [
+            graph.shape(c.inputs[0])[int(c.attr("axis", 0)) % len(graph.shape(c.inputs[0]))]
+            for c in graph.consumers(name)
+            if c.op is Op.GATHER and c.inputs[1] == name
+        ]
+        out[name] = min(sizes, default=1)
+    return out
+
+
 def calibration_for(graph: Graph, request: Any = None, *, seed: int = 0) -> CalibrationData:
     """Seeded random data, or the request's ``imageset`` + ``transform`` (the CLI flags)."""
     imageset = getattr(request, "imageset", None)
     transform = getattr(request, "transform", None)
     if imageset is None and transform is None:
-        return random_calibration({n: graph.shape(n) for n in graph.inputs}, seed=seed)
+        shapes = {n: graph.shape(n) for n in graph.inputs}
+        return random_calibration(shapes, seed=seed, index_ranges=index_ranges(graph))
     if imageset is None or transform is None:
         missing = "--imageset" if imageset is None else "--transform"
         raise QuantizationError(f"{missing} is required when calibrating on images")
@@ -189,11 +256,16 @@ def calibration_for(graph: Graph, request: Any = None, *, seed: int = 0) -> Cali
     )
 
 
+def _arch_of(ctx: Any) -> Any:
+    get = getattr(ctx, "get_arch", None)
+    return get() if get is not None else None
+
+
 def quantize_pass(graph: Graph, ctx: Any) -> Graph:
     """Pipeline pass: calibrate + quantize; ``ctx.results["quantize"]`` gets
     ``{"qgraph", "calibration", "float_graph"}`` for the accuracy report and artifacts."""
     calibration = calibration_for(graph, getattr(ctx, "request", None))
-    qgraph = calibrate_and_quantize(graph, ctx.config, calibration)
+    qgraph = calibrate_and_quantize(graph, ctx.config, calibration, arch=_arch_of(ctx))
     ctx.results["quantize"] = {
         "qgraph": qgraph,
         "calibration": calibration,
@@ -207,9 +279,12 @@ __all__ = [
     "QStep",
     "QuantizedGraph",
     "accuracy_report",
+    "accuracy_with_advice",
     "calibrate_and_quantize",
     "calibration_for",
     "evaluate",
+    "fp32_reference",
+    "held_samples",
     "imageset_calibration",
     "quantize_pass",
     "random_calibration",

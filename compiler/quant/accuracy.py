@@ -86,16 +86,51 @@ def per_layer_sqnr(
     fp32_values: Sequence[Outputs], int8_values: Sequence[Outputs]
 ) -> dict[str, float]:
     """SQNR of every tensor both runs kept (graph order of the int8 run)."""
-    out: dict[str, float] = {}
-    for name in int8_values[0]:
-        if all(name in f for f in fp32_values):
-            ref = np.concatenate([f[name].reshape(-1) for f in fp32_values])
-            test = np.concatenate([q[name].reshape(-1) for q in int8_values])
-            out[name] = sqnr_db(ref, test)
-    return out
+    acc = SqnrAccumulator()
+    for f, q in zip(fp32_values, int8_values, strict=True):
+        acc.add(f, q)
+    return acc.result()
+
+
+class SqnrAccumulator:
+    """Per-tensor SQNR over samples added one at a time (so a big model's every activation
+    of every sample need not be held at once). Same value as `sqnr_db` over all samples.
+
+    >>> acc = SqnrAccumulator()
+    >>> acc.add({"y": np.array([3.0])}, {"y": np.array([3.5])})
+    >>> acc.add({"y": np.array([4.0])}, {"y": np.array([4.0])})
+    >>> round(acc.result()["y"], 2)
+    20.0
+    """
+
+    def __init__(self) -> None:
+        self.signal: dict[str, float] = {}
+        self.noise: dict[str, float] = {}
+
+    def add(self, fp32: Outputs, int8: Outputs) -> None:
+        for name, test in int8.items():
+            if name not in fp32:
+                continue
+            ref = np.asarray(fp32[name], np.float64)
+            err = ref - np.asarray(test, np.float64)
+            self.signal[name] = self.signal.get(name, 0.0) + float((ref * ref).sum())
+            self.noise[name] = self.noise.get(name, 0.0) + float((err * err).sum())
+
+    def result(self) -> dict[str, float]:
+        out = {}
+        for name, signal in self.signal.items():
+            noise = self.noise[name]
+            if noise == 0:
+                out[name] = math.inf
+            elif signal == 0:
+                out[name] = -math.inf
+            else:
+                out[name] = 10.0 * math.log10(signal / noise)
+        return out
 
 
 __all__ = [
+    "SqnrAccumulator",
     "accuracy_report",
     "is_classifier_output",
     "output_report",

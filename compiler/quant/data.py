@@ -65,8 +65,8 @@ class CalibrationData:
 
 
 def float_inputs(graph: Any, sample: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The sample's value of each input of ``graph`` (an IR `Graph`) as float32, checked
-    for presence and shape.
+    """The sample's value of each input of ``graph`` (an IR `Graph`) as float32 (integer
+    inputs keep their type), checked for presence and shape.
 
     >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
     >>> g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)),),
@@ -78,7 +78,9 @@ def float_inputs(graph: Any, sample: Mapping[str, np.ndarray]) -> dict[str, np.n
     for name in graph.inputs:
         if name not in sample:
             raise QuantizationError(f"input {name} is missing (graph inputs: {list(graph.inputs)})")
-        arr = np.ascontiguousarray(sample[name], np.float32)
+        # integer inputs (token ids of an embedding lookup) keep their integer type
+        dtype = graph.tensor(name).dtype.np
+        arr = np.ascontiguousarray(sample[name], dtype if dtype.kind in "iu" else np.float32)
         if arr.shape != graph.shape(name):
             raise QuantizationError(
                 f"input {name} must have shape {graph.shape(name)}, not {arr.shape}"
@@ -93,22 +95,27 @@ def random_calibration(
     samples: int = DEFAULT_SAMPLES,
     held_aside: int = DEFAULT_HELD_ASIDE,
     seed: int = 0,
+    index_ranges: Mapping[str, int] | None = None,
 ) -> CalibrationData:
     """Seeded standard-normal samples (the statistics of normalised images).
 
-    The held-aside samples come from an independent stream, so they never repeat a
-    calibration sample.
+    Inputs named in ``index_ranges`` hold indices (token ids of an embedding lookup): they
+    get int64 values uniform in [0, range). The held-aside samples come from an independent
+    stream, so they never repeat a calibration sample.
     """
     if samples < 1:
         raise QuantizationError(f"calibration samples must be >= 1, not {samples}")
     cal_rng = np.random.default_rng([seed, 0])
     held_rng = np.random.default_rng([seed, 1])
+    ranges = dict(index_ranges or {})
+
+    def one(rng: np.random.Generator, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        if name in ranges:
+            return rng.integers(0, ranges[name], tuple(shape), dtype=np.int64)
+        return rng.standard_normal(tuple(shape)).astype(np.float32)
 
     def draw(rng: np.random.Generator) -> Sample:
-        return {
-            name: rng.standard_normal(tuple(shape)).astype(np.float32)
-            for name, shape in input_shapes.items()
-        }
+        return {name: one(rng, name, shape) for name, shape in input_shapes.items()}
 
     return CalibrationData(
         samples=tuple(draw(cal_rng) for _ in range(samples)),

@@ -36,6 +36,21 @@ def _sigmoid(x: Array) -> Array:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
+#: sqrt(2 / pi), the constant of GELU's tanh approximation.
+GELU_TANH_K = math.sqrt(2.0 / math.pi)
+
+
+def gelu(x: Array, approximate: str = "none") -> Array:
+    """GELU: x * Phi(x) with the erf form (``none``) or its tanh approximation.
+
+    >>> [round(float(v), 4) for v in gelu(np.array([-1.0, 1.0]))]
+    [-0.1587, 0.8413]
+    """
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(GELU_TANH_K * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
 def _clip_bounds(node: Node, graph: Graph) -> tuple[float, float]:
     lo, hi = node.attr("min", -math.inf), node.attr("max", math.inf)
     for k, name in ((1, "min"), (2, "max")):
@@ -75,6 +90,9 @@ def unary_function(node: Node, graph: Graph) -> Callable[[Array], Array]:
         fn = lambda x: np.clip(a * x + b, 0, 1)  # noqa: E731
     elif op is Op.HARD_SWISH:
         fn = lambda x: x * np.clip(x / 6 + 0.5, 0, 1)  # noqa: E731
+    elif op is Op.GELU:
+        approximate = str(node.attr("approximate", "none"))
+        fn = lambda x: gelu(x, approximate)  # noqa: E731
     elif op in PLAIN_FUNCTIONS:
         fn = PLAIN_FUNCTIONS[op]
     elif op in (Op.POW, Op.DIV, Op.MUL, Op.ADD, Op.SUB) and scalar_operand(node, graph):
@@ -133,4 +151,4 @@ def _scalar_binary(node: Node, c: float, const_first: bool) -> Callable[[Array],
     return (lambda x: c / x) if const_first else (lambda x: x / c)
 
 
-__all__ = ["PLAIN_FUNCTIONS", "scalar_operand", "unary_function"]
+__all__ = ["GELU_TANH_K", "PLAIN_FUNCTIONS", "gelu", "scalar_operand", "unary_function"]

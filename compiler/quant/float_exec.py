@@ -26,7 +26,12 @@ from aipusim.compiler.ir import Graph, Node, Op
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import float_inputs
-from aipusim.compiler.quant.elementwise import PLAIN_FUNCTIONS, scalar_operand, unary_function
+from aipusim.compiler.quant.elementwise import (
+    PLAIN_FUNCTIONS,
+    gelu,
+    scalar_operand,
+    unary_function,
+)
 
 Array = np.ndarray
 TensorCallback = Callable[[str, Array], None]
@@ -150,6 +155,21 @@ def _prelu(node: Node, graph: Graph, x: list[Array]) -> Array:
     return np.where(x[0] >= 0, x[0], x[0] * x[1])
 
 
+def layer_norm(x: Array, scale: Array, bias: Array | None, axis: int, eps: float) -> Array:
+    """ONNX LayerNormalization (opset 17): normalise over the axes from ``axis`` on."""
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + eps) * scale
+    return y + bias if bias is not None else y
+
+
+def _layer_norm(node: Node, graph: Graph, x: list[Array]) -> Array:
+    bias = x[2] if len(x) > 2 else None
+    eps = float(node.attr("epsilon", 1e-5))
+    return layer_norm(x[0], x[1], bias, int(node.attr("axis", -1)), eps)
+
+
 _OPS: dict[Op, Callable[[Node, Graph, list[Array]], Array]] = {
     Op.CONV: _conv,
     Op.CONV_TRANSPOSE: _conv_transpose,
@@ -167,6 +187,8 @@ _OPS: dict[Op, Callable[[Node, Graph, list[Array]], Array]] = {
     Op.REDUCE_MAX: _reduce,
     Op.REDUCE_SUM: _reduce,
     Op.PRELU: _prelu,
+    Op.LAYER_NORM: _layer_norm,
+    Op.EINSUM: lambda n, g, x: np.einsum(str(n.attr("equation")), *x),
 }
 
 _UNARY_OPS = frozenset(
@@ -176,6 +198,7 @@ _UNARY_OPS = frozenset(
         Op.LEAKY_RELU,
         Op.SIGMOID,
         Op.SILU,
+        Op.GELU,
         Op.HARD_SIGMOID,
         Op.HARD_SWISH,
         *PLAIN_FUNCTIONS,
@@ -250,4 +273,4 @@ def _last_uses(graph: Graph) -> dict[str, int]:
     return last
 
 
-__all__ = ["run_fp32", "run_node", "scalar_operand", "unary_function"]
+__all__ = ["gelu", "layer_norm", "run_fp32", "run_node", "scalar_operand", "unary_function"]

@@ -119,6 +119,11 @@ def saturate_int8(v: np.ndarray) -> np.ndarray:
     return np.clip(v, QMIN, QMAX).astype(np.int8)
 
 
+def saturate_int16(v: np.ndarray) -> np.ndarray:
+    """The DPU adders' 16-bit outputs (`quantize.wide_tensors`)."""
+    return np.clip(v, -32768, 32767).astype(np.int16)
+
+
 # ----------------------------------------------------------------------- windows
 
 
@@ -234,6 +239,25 @@ def exact_int_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
         k1 = min(k0 + EXACT_F32_TERMS, k)
         res += np.matmul(a[..., k0:k1], b[k0:k1])
     return res
+
+
+def exact_int_batch_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` (numpy matmul broadcasting over leading dims) of integer arrays with
+    |a| <= 255 and |b| <= 128, exactly, as int64: float32 GEMMs over slices of 512 inner
+    terms (every partial sum < 2**24), summed in float64.
+
+    >>> a = np.full((2, 1, 700), -255); b = np.full((2, 700, 3), 128)
+    >>> int(exact_int_batch_matmul(a, b)[1, 0, 2]) == 700 * -255 * 128
+    True
+    """
+    k = a.shape[-1]
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    total = None
+    for k0 in range(0, k, EXACT_F32_TERMS):
+        part = np.matmul(af[..., k0 : k0 + EXACT_F32_TERMS], bf[..., k0 : k0 + EXACT_F32_TERMS, :])
+        total = part.astype(np.float64) if total is None else total + part
+    assert total is not None
+    return np.rint(total).astype(np.int64)
 
 
 def conv_accumulate(
@@ -547,6 +571,7 @@ __all__ = [
     "conv_accumulate",
     "conv_transpose_acc_reference",
     "conv_transpose_accumulate",
+    "exact_int_batch_matmul",
     "exact_int_matmul",
     "max_pool",
     "pool_sum",
@@ -557,5 +582,6 @@ __all__ = [
     "resize_linear_int",
     "rounding_shift",
     "saturate_int8",
+    "saturate_int16",
     "softmax_int",
 ]

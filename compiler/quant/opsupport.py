@@ -225,7 +225,26 @@ def run_layout(node: Node, graph: Graph, x: list[np.ndarray], pad_value: float) 
         return [np.ascontiguousarray(x[0][_slices(node, graph, x[0].shape)])]
     if op is Op.PAD:
         return [_pad(node, graph, x[0], pad_value)]
+    if op is Op.GATHER:
+        return [gather(node, graph, x)]
+    if op is Op.EXPAND:
+        return [np.ascontiguousarray(np.broadcast_to(x[0], out_shapes[0]))]
+    if op is Op.TILE:
+        return [np.tile(x[0], tuple(const_ints(graph, node.inputs[1]) or ()))]
     raise unsupported(node, "not a layout op")
+
+
+def gather(node: Node, graph: Graph, x: list[np.ndarray]) -> np.ndarray:
+    """ONNX Gather of ``x[0]`` by the indices ``x[1]`` (or the constant indices input)."""
+    idx = np.asarray(x[1] if len(x) > 1 else graph.const(node.inputs[1])).astype(np.int64)
+    axis = int(node.attr("axis", 0)) % x[0].ndim
+    size = x[0].shape[axis]
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        raise UnsupportedOperatorError(
+            f"indices of node {node.name} must lie in [{-size}, {size - 1}], "
+            f"not {int(idx.min())}..{int(idx.max())}"
+        )
+    return np.ascontiguousarray(np.take(x[0], np.where(idx < 0, idx + size, idx), axis=axis))
 
 
 def _slices(node: Node, graph: Graph, shape: tuple[int, ...]) -> tuple[slice, ...]:
@@ -284,5 +303,8 @@ LAYOUT_EXEC_OPS = frozenset(
         Op.SPLIT,
         Op.SLICE,
         Op.PAD,
+        Op.GATHER,
+        Op.EXPAND,
+        Op.TILE,
     }
 )

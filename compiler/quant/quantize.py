@@ -38,9 +38,11 @@ import numpy as np
 from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
 from aipusim.compiler.quant import fixedpoint as K
+from aipusim.compiler.quant import fp_kernels as FK
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import CalibrationData
 from aipusim.compiler.quant.elementwise import scalar_operand, unary_function
+from aipusim.compiler.quant.float18 import FloatFormat
 from aipusim.compiler.quant.observers import MinMaxObserver, Observer, weight_ranges_per_channel
 from aipusim.compiler.quant.ort_exec import OrtFloatSession
 from aipusim.compiler.quant.scheme import (
@@ -51,6 +53,7 @@ from aipusim.compiler.quant.scheme import (
     quantize_values,
     quantize_weights,
     snap_range,
+    symmetric_qparams,
     weight_scales,
 )
 
@@ -80,6 +83,9 @@ SHARE_OPS = frozenset(
         Op.MAX_POOL,
         Op.GLOBAL_MAX_POOL,
         Op.REDUCE_MAX,
+        Op.EXPAND,
+        Op.TILE,
+        Op.GATHER,  # of an activation by constant indices (a table lookup is `gather`)
     }
 )
 #: MAC ops: int8 x int8 -> int32, bias, per-channel requantize.
@@ -103,6 +109,7 @@ TABLE_OPS = frozenset(
         Op.LOG,
         Op.RECIPROCAL,
         Op.NEG,
+        Op.GELU,
     }
 )
 
@@ -145,13 +152,14 @@ class QuantizedGraph:
 
 def _share_plan(graph: Graph) -> dict[str, str]:
     """Activation tensor -> the tensor whose observed range sets its parameters."""
-    src: dict[str, str] = {name: name for name in graph.inputs}
+    # integer inputs (indices) are not quantized
+    src: dict[str, str] = {n: n for n in graph.inputs if graph.tensor(n).dtype.np.kind == "f"}
     boundary = set(graph.inputs) | set(graph.outputs)
     for node in graph.nodes:
         # Only real-valued tensors are quantized (not e.g. MaxPool's int64 indices).
         outs = [o for o in node.outputs if o and graph.tensor(o).dtype.np.kind == "f"]
         act_in = [i for i in node.present_inputs if not graph.is_constant(i)]
-        if (node.op in SHARE_OPS and act_in) or (
+        if (node.op in SHARE_OPS and act_in and act_in[0] == node.inputs[0]) or (
             node.op in (Op.RESIZE, Op.UPSAMPLE) and S.resize_mode(node) == "nearest"
         ):
             for o in outs:
@@ -203,6 +211,16 @@ def _per_channel_groups(graph: Graph, src: Mapping[str, str]) -> set[str]:
 # ----------------------------------------------------------------------- calibration
 
 
+class Grid(StrEnum):
+    """The integer grid of a tensor: asymmetric int8 (the default), symmetric int8 (an
+    operand written into the IMC at run time: weights have no zero point) or asymmetric
+    int16 (a residual stream only the DPU's adders and LayerNorms read)."""
+
+    INT8 = "int8"
+    SYMMETRIC = "symmetric"
+    WIDE = "int16"
+
+
 @dataclass(frozen=True)
 class ObservedRange:
     """The range calibration found for one tensor, before `snap_range`: per tensor, or per
@@ -212,15 +230,19 @@ class ObservedRange:
     hi: np.ndarray
     axis: int | None = None
     fixed: bool = False
+    grid: Grid = field(default_factory=lambda: Grid.INT8)
     #: The observer that saw the tensor (None for a fixed range).
     observer: Observer | None = field(default=None, compare=False, repr=False)
 
     def qparams(self) -> QuantParams:
-        """The tensor's int8 parameters (observed ranges rounded by `snap_range`, so that
-        they do not depend on the float executor's summation order)."""
+        """The tensor's parameters on its grid (observed ranges rounded by `snap_range`, so
+        that they do not depend on the float executor's summation order)."""
         lo, hi = (self.lo, self.hi) if self.fixed else snap_range(self.lo, self.hi)
-        scale, zp = activation_qparams(lo, hi)
-        return QuantParams(scale, zp, axis=self.axis)
+        if self.grid is Grid.SYMMETRIC:
+            return QuantParams(*symmetric_qparams(float(lo), float(hi)))
+        if self.grid is Grid.WIDE:
+            return QuantParams(*activation_qparams(lo, hi, wide=True), DType.INT16)
+        return QuantParams(*activation_qparams(lo, hi), axis=self.axis)
 
 
 def observe_ranges(
@@ -259,15 +281,19 @@ def observe_ranges(
         run(sample)
         if progress is not None:
             progress.update(1)
-    fixed = _fixed_ranges(graph)
+    bounds = _range_bounds(graph)
+    wide = wide_tensors(graph, src)
+    symmetric = {src[t] for t in imc_operands(graph) if t in src}
     ranges: dict[str, ObservedRange] = {}
     for s, obs in observers.items():
-        if s in fixed:
-            ranges[s] = ObservedRange(*(np.float64(v) for v in fixed[s]), fixed=True)
-        elif isinstance(obs, MinMaxObserver) and obs.axis is not None:
+        grid = Grid.SYMMETRIC if s in symmetric else Grid.WIDE if s in wide else Grid.INT8
+        if grid is Grid.INT8 and isinstance(obs, MinMaxObserver) and obs.axis is not None:
             ranges[s] = ObservedRange(*obs.channel_ranges(), axis=1, observer=obs)
-        else:
-            ranges[s] = ObservedRange(*(np.float64(v) for v in obs.range()), observer=obs)
+            continue
+        lo, hi = (np.float64(v) for v in obs.range())
+        if grid is Grid.INT8 and s in bounds:
+            lo, hi = np.float64(max(lo, bounds[s][0])), np.float64(min(hi, bounds[s][1]))
+        ranges[s] = ObservedRange(lo, hi, grid=grid, observer=obs)
     return src, ranges
 
 
@@ -312,8 +338,67 @@ def _float_runner(
     return lambda sample: run_fp32(graph, sample, on_tensor=observe)
 
 
-def _fixed_ranges(graph: Graph) -> dict[str, tuple[float, float]]:
-    """Outputs whose range is known a priori (probabilities use the whole int8 grid)."""
+#: DPU ops that read a 16-bit operand (adders and LayerNorm's statistics).
+_WIDE_READERS = frozenset({Op.ADD, Op.SUB, Op.LAYER_NORM})
+
+
+def _dpu_adder(graph: Graph, node: Node) -> bool:
+    """An Add/Sub of two tensors (a scalar operand makes it a LUT op) or a Concat."""
+    if node.op is Op.CONCAT:
+        return True
+    return node.op in (Op.ADD, Op.SUB) and scalar_operand(node, graph) is None
+
+
+def wide_tensors(graph: Graph, src: Mapping[str, str]) -> set[str]:
+    """Sources of the parameter groups stored with 16 bits: the DPU's adders write them and
+    only DPU adders and LayerNorms read them, never the MVM (which takes int8 only).
+
+    That is a transformer's residual stream: a token whose values are far smaller than
+    the others' (ViT's class token starts at about 1/200 of the patch tokens) has no int8
+    step left of it, and LayerNorm, which rescales every token to unit size, would blow
+    the rounding up. Reading and writing 16-bit operands costs the DPU twice the bytes
+    (the back end counts them), not extra operations.
+    """
+    groups: dict[str, list[str]] = {}
+    for t, s in src.items():
+        groups.setdefault(s, []).append(t)
+    boundary = set(graph.inputs) | set(graph.outputs)
+    out = set()
+    for s, members in groups.items():
+        producer = graph.producer(s)
+        if producer is None or not _dpu_adder(graph, producer) or boundary & set(members):
+            continue
+        ok = True
+        for t in members:
+            for reader in graph.consumers(t):
+                if reader.op in SHARE_OPS and reader.outputs[0] in members:
+                    continue
+                if (
+                    reader.op not in _WIDE_READERS
+                    or (reader.op is not Op.LAYER_NORM and not _dpu_adder(graph, reader))
+                    or (reader.op is Op.LAYER_NORM and reader.inputs[0] != t)
+                ):
+                    ok = False
+        if ok and any(graph.consumers(t) for t in members):
+            out.add(s)
+    return out
+
+
+def imc_operands(graph: Graph) -> set[str]:
+    """Second operands of activation x activation MatMuls: the back end may write them into
+    an IMC weight set at run time, and IMC weights have no zero point, so these tensors
+    (with everything that shares their parameters) are quantized symmetrically."""
+    return {
+        n.inputs[1]
+        for n in graph.nodes
+        if n.op is Op.MATMUL and not any(graph.is_constant(i) for i in n.inputs)
+    }
+
+
+def _range_bounds(graph: Graph) -> dict[str, tuple[float, float]]:
+    """Outputs whose range is bounded a priori: probabilities lie in [0, 1]. The observed
+    range is clipped to the bound; attention probabilities over many tokens rarely exceed
+    a few tenths, and a grid over [0, 1] would spend most of its 256 steps on nothing."""
     out = {}
     for node in graph.nodes:
         if node.op is Op.SOFTMAX:
@@ -325,10 +410,17 @@ def _fixed_ranges(graph: Graph) -> dict[str, tuple[float, float]]:
 
 
 class _Builder:
-    def __init__(self, graph: Graph, qp: dict[str, QuantParams], dw_channel_wise: bool):
+    def __init__(
+        self,
+        graph: Graph,
+        qp: dict[str, QuantParams],
+        dw_channel_wise: bool,
+        fmt: FloatFormat,
+    ) -> None:
         self.g = graph
         self.qp = qp
         self.dw_channel_wise = dw_channel_wise
+        self.fmt = fmt
         self.editor = graph.edit()
         self.steps: dict[str, QStep] = {}
 
@@ -446,11 +538,71 @@ class _Builder:
         )
 
     def matmul_act(self, node: Node) -> QStep:
+        """Two activations: int8 x int8 -> exact int32 sums (the second operand has zero
+        point 0, see `imc_operands`), one requantize multiplier."""
         sa, _ = self.scalar(node.inputs[0], node)
-        sb, _ = self.scalar(node.inputs[1], node)
+        sb, zb = self.scalar(node.inputs[1], node)
+        assert zb == 0, f"{node.name}: the IMC-side operand must be symmetric"
         so, _ = self.scalar(node.outputs[0], node)
         mult, shift = K.quantize_multiplier(sa * sb / so)
-        return QStep("mul", {"mult": mult, "shift": shift})
+        return QStep("matmul", {"mult": mult, "shift": shift})
+
+    def fp_format(self) -> np.ndarray:
+        return np.array([self.fmt.exponent_bits, self.fmt.fraction_bits], np.int64)
+
+    def layer_norm(self, node: Node) -> QStep:
+        x, out = node.inputs[0], node.outputs[0]
+        si, _ = self.scalar(x, node)
+        so, _ = self.scalar(out, node)
+        consts = [self.g.const(i) for i in node.present_inputs[1:]]
+        if any(c is None for c in consts):
+            raise S.unsupported(node, "scale and bias must be constants")
+        shape = self.g.shape(x)
+        axis = int(node.attr("axis", -1)) % len(shape)
+        norm_shape = shape[axis:]
+        gamma = np.broadcast_to(np.asarray(consts[0], np.float64), norm_shape)
+        beta = (
+            np.broadcast_to(np.asarray(consts[1], np.float64), norm_shape)
+            if len(consts) > 1
+            else None
+        )
+        params = FK.layer_norm_params(
+            self.fmt,
+            int(np.prod(norm_shape)),
+            s_in=si,
+            eps=float(node.attr("epsilon", 1e-5)),
+            gamma=gamma,
+            beta=beta,
+            s_out=so,
+        )
+        return QStep("layernorm", {**params, "fp_format": self.fp_format()})
+
+    def binary_fp(self, node: Node) -> QStep:
+        """Div or Pow of two tensors on the DPU's float (constant operands as int8)."""
+        a, b = node.inputs
+        for i in (a, b):
+            if self.g.is_constant(i):
+                self.const_operand(i)
+        sa, za = self.scalar(a, node)
+        sb, _ = self.scalar(b, node)
+        so, _ = self.scalar(node.outputs[0], node)
+        if node.op is Op.DIV:
+            params = FK.div_params(self.fmt, sa, sb, so)
+            kind = "div_fp"
+        else:
+            params = FK.pow_params(self.fmt, sa, za, sb, so)
+            kind = "pow_fp"
+        return QStep(kind, {**params, "fp_format": self.fp_format()})
+
+    def gather_table(self, node: Node) -> QStep:
+        """A constant table looked up by computed indices: the table is stored in int8 on
+        the output's grid, so the lookup itself is exact."""
+        table = node.inputs[0]
+        q = self.qp[node.outputs[0]]
+        arr = np.asarray(self.editor.constants[table], np.float64)
+        self.qp[table] = q
+        self.set_const(table, quantize_values(arr, q.scale, q.zero_point), q)
+        return QStep("gather")
 
     def table(self, node: Node) -> QStep:
         x, out = node.present_inputs[0], node.outputs[0]
@@ -488,7 +640,7 @@ class _Builder:
             # the quantized graph says so, with the reciprocal as a new int8 constant.
             bc = self.g.const(b)
             if bc is None:
-                raise S.unsupported(node, "division by a computed tensor is not supported")
+                return self.binary_fp(node)
             recip = (1.0 / np.asarray(bc, np.float64)).astype(np.float32)
             b = self.editor.add_constant(f"{b}_reciprocal", recip)
             self.editor.replace(node.name, node.with_(op=Op.MUL, inputs=(a, b)))
@@ -535,6 +687,8 @@ class _Builder:
     def step(self, node: Node) -> QStep:
         op = node.op
         act_in = [i for i in node.present_inputs if not self.g.is_constant(i)]
+        if op is Op.GATHER and self.g.is_constant(node.inputs[0]):
+            return self.gather_table(node)
         if op in SHARE_OPS or (op in (Op.RESIZE, Op.UPSAMPLE) and S.resize_mode(node) == "nearest"):
             if op is Op.PAD:
                 s, z = self.scalar(act_in[0], node)
@@ -555,6 +709,10 @@ class _Builder:
             return self.rescale(node, [1.0] * len(node.present_inputs))
         if op in (Op.MUL, Op.DIV):
             return self.mul(node)
+        if op is Op.POW:
+            return self.binary_fp(node)
+        if op is Op.LAYER_NORM:
+            return self.layer_norm(node)
         if op is Op.GLOBAL_AVERAGE_POOL:
             shape = self.g.shape(node.inputs[0])
             return self.mean(node, int(np.prod(shape[2:])))
@@ -579,7 +737,7 @@ class _Builder:
             if name in self.editor.constants or name not in self.qp:
                 continue
             float_io = io_quantized and name in boundary
-            dtype = t.dtype if float_io else DType.INT8
+            dtype = t.dtype if float_io else self.qp[name].dtype
             self.editor.tensors[name] = Tensor(name, t.shape, dtype, self.qp[name])
         return self.editor.build(prune=True)
 
@@ -626,9 +784,11 @@ def quantize_graph(
     remove_io_quantization: bool = False,
     progress: Any = None,
     executor: FloatExecutor | str = FloatExecutor.ONNXRUNTIME,
+    float_format: FloatFormat | None = None,
 ) -> QuantizedGraph:
     """Calibrate ``graph`` and quantize it (see the module docstring); ``executor`` runs
-    the float forward passes of calibration (see `calibrate`)."""
+    the float forward passes of calibration (see `calibrate`); ``float_format`` is the DPU's
+    float (`FloatFormat.of(arch)`; default: the Metis float18)."""
     scheme = Scheme(str(scheme))
     for name in graph.inputs:
         for sample in calibration.samples:
@@ -637,7 +797,7 @@ def quantize_graph(
                     f"calibration sample has no value for input {name} (it has {sorted(sample)})"
                 )
     _, qp = calibrate(graph, calibration, scheme, progress=progress, executor=executor)
-    builder = _Builder(graph, dict(qp), quantize_dw_channel_wise)
+    builder = _Builder(graph, dict(qp), quantize_dw_channel_wise, float_format or FloatFormat())
     qgraph = builder.build(io_quantized=not remove_io_quantization)
     return QuantizedGraph(
         graph=qgraph,
@@ -652,10 +812,13 @@ def quantize_graph(
 
 __all__ = [
     "FloatExecutor",
+    "Grid",
     "ObservedRange",
     "QStep",
     "QuantizedGraph",
     "calibrate",
+    "imc_operands",
     "observe_ranges",
     "quantize_graph",
+    "wide_tensors",
 ]

@@ -25,9 +25,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
-from aipusim.compiler.ir import Graph, Node, Op, QuantParams
+from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams
+from aipusim.compiler.quant import fp_kernels as FK
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
+from aipusim.compiler.quant.float18 import FloatFormat
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
 
@@ -157,9 +159,10 @@ class _Int8Runner:
             (xi.astype(np.int64) - int(self.qp(name).zero_point)) * np.int64(m)
             for name, xi, m in zip(ins, x, mults, strict=True)
         ]
+        sat = K.saturate_int16 if self.qp(out).dtype is DType.INT16 else K.saturate_int8
         if node.op in (Op.ADD, Op.SUB):
-            return K.saturate_int8(K.rounding_shift(terms[0] + terms[1], shift) + zo)
-        each = [K.saturate_int8(K.rounding_shift(t, shift) + zo) for t in terms]
+            return sat(K.rounding_shift(terms[0] + terms[1], shift) + zo)
+        each = [sat(K.rounding_shift(t, shift) + zo) for t in terms]
         if node.op is Op.CONCAT:
             return np.concatenate(each, axis=int(node.attr("axis")))
         fn = np.minimum if node.op is Op.MIN else np.maximum
@@ -168,9 +171,33 @@ class _Int8Runner:
             res = fn(res, e)
         return res
 
+    def matmul(self, node: Node, step: QStep, x: list[Array]) -> Array:
+        """Two activations: exact integer sums of (a - za) * b (b has zero point 0, as an
+        IMC weight), then one requantize (as `mul`)."""
+        a = self.centred(node.inputs[0], x[0])
+        prod = K.exact_int_batch_matmul(a, x[1].astype(np.int64))
+        zo = int(self.qp(node.outputs[0]).zero_point)
+        return K.saturate_int8(_fixed(prod, step.params["mult"][0], step.params["shift"][0]) + zo)
+
+    def fp_op(self, node: Node, step: QStep, x: list[Array]) -> Array:
+        """The DPU float kinds (`fp_kernels`)."""
+        p = step.params
+        fmt = FloatFormat(*(int(v) for v in p["fp_format"]))
+        zo = int(self.qp(node.outputs[0]).zero_point)
+        names = [i for i in node.present_inputs if i]
+        if step.kind == "layernorm":
+            return FK.layer_norm_int(x[0], int(self.qp(names[0]).zero_point), p, zo, fmt)
+        za, zb = (int(self.qp(n).zero_point) for n in names[:2])
+        fn = FK.div_int if step.kind == "div_fp" else FK.pow_int
+        return fn(x[0], za, x[1], zb, p, zo, fmt)
+
+    def gather(self, node: Node, step: QStep, x: list[Array]) -> Array:
+        """An int8 table (stored on the output's grid) looked up by integer indices."""
+        return S.gather(node, self.g, x)
+
     def mul(self, node: Node, step: QStep, x: list[Array]) -> Array:
         a, b = (self.centred(n, v) for n, v in zip(node.inputs, x, strict=True))
-        prod = np.matmul(a, b) if node.op is Op.MATMUL else a * b
+        prod = a * b
         zo = int(self.qp(node.outputs[0]).zero_point)
         v = _fixed(prod, step.params["mult"][0], step.params["shift"][0]) + zo
         return K.saturate_int8(v)
@@ -226,9 +253,13 @@ class _Int8Runner:
         if kind == "share":
             return self.share(node, step, x)
         if kind == "mac":
-            if node.op is Op.MATMUL and len(x) == 2:
-                return [self.mul(node, step, x)]
             return [self.mac(node, step, x[0])]
+        if kind == "matmul":
+            return [self.matmul(node, step, x)]
+        if kind in ("layernorm", "div_fp", "pow_fp"):
+            return [self.fp_op(node, step, x)]
+        if kind == "gather":
+            return [self.gather(node, step, x)]
         if kind == "clamp":
             lo = _chan(step.params["lo"], x[0].ndim)
             hi = _chan(step.params["hi"], x[0].ndim)
@@ -255,8 +286,9 @@ def _inputs_for(node: Node, qg: QuantizedGraph) -> list[str]:
     g = qg.graph
     kind = qg.steps[node.name].kind
     names = []
+    operand_kinds = ("rescale", "mul", "div_fp", "pow_fp", "gather")
     for i in node.present_inputs:
-        if not g.is_constant(i) or (kind in ("rescale", "mul") and g.tensor(i).quant is not None):
+        if not g.is_constant(i) or (kind in operand_kinds and g.tensor(i).quant is not None):
             names.append(i)
     return names
 
@@ -281,7 +313,9 @@ def run_int8(
             raise QuantizationError(
                 f"input {name} must have shape {g.shape(name)}, not {arr.shape}"
             )
-        if arr.dtype != np.int8:
+        if g.tensor(name).quant is None:  # integer inputs (indices) are not quantized
+            arr = arr.astype(g.tensor(name).dtype.np)
+        elif arr.dtype != np.int8:
             q = runner.qp(name)
             arr = quantize_values(arr.astype(np.float64), q.scale, q.zero_point, q.axis)
         values[name] = arr

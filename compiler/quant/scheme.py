@@ -31,6 +31,8 @@ import numpy as np
 from aipusim.compiler.quant.observers import HistogramObserver, MinMaxObserver, Observer
 
 QMIN, QMAX = -128, 127
+#: The 16-bit grid of the DPU-only tensors kept wide (see `quantize.wide_tensors`).
+WIDE_QMIN, WIDE_QMAX = -32768, 32767
 #: Symmetric weight range (-127..127 keeps the grid symmetric around 0).
 WEIGHT_QMAX = 127
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -86,15 +88,29 @@ def snap_range(
 
 
 def activation_qparams(
-    lo: np.ndarray | float, hi: np.ndarray | float
+    lo: np.ndarray | float, hi: np.ndarray | float, *, wide: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(scale float32, zero point int32) of an asymmetric int8 grid covering [lo, hi] and 0."""
+    """(scale float32, zero point int32) of an asymmetric int8 grid (int16 when ``wide``)
+    covering [lo, hi] and 0."""
+    qmin, qmax = (WIDE_QMIN, WIDE_QMAX) if wide else (QMIN, QMAX)
     lo = np.minimum(np.asarray(lo, np.float64), 0.0)
     hi = np.maximum(np.asarray(hi, np.float64), 0.0)
     span = hi - lo
-    scale = np.where(span > 0, span / (QMAX - QMIN), 1.0).astype(np.float32)
-    zp = np.clip(np.rint(QMIN - lo / scale.astype(np.float64)), QMIN, QMAX).astype(np.int32)
+    scale = np.where(span > 0, span / (qmax - qmin), 1.0).astype(np.float32)
+    zp = np.clip(np.rint(qmin - lo / scale.astype(np.float64)), qmin, qmax).astype(np.int32)
     return scale, zp
+
+
+def symmetric_qparams(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, zero point 0) of a symmetric int8 grid [-127, 127] covering [lo, hi]: for
+    activations that are written into the IMC as weights.
+
+    >>> scale, zp = symmetric_qparams(-1.0, 2.54)
+    >>> round(float(scale), 6), int(zp)
+    (0.02, 0)
+    """
+    amax = max(abs(float(lo)), abs(float(hi)))
+    return weight_scales(np.array(amax)), np.zeros((), np.int32)
 
 
 def weight_scales(amax: np.ndarray) -> np.ndarray:
@@ -142,6 +158,8 @@ def dequantize_values(q: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: in
 
 
 __all__ = [
+    "WIDE_QMAX",
+    "WIDE_QMIN",
     "Scheme",
     "activation_qparams",
     "dequantize_values",
@@ -150,5 +168,6 @@ __all__ = [
     "quantize_values",
     "quantize_weights",
     "snap_range",
+    "symmetric_qparams",
     "weight_scales",
 ]

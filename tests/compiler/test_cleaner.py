@@ -179,3 +179,30 @@ def test_only_channel_padding_of_the_input_moves(onnx_models) -> None:
     assert ctx.host_graphs["preprocess"].ops() == {"Pad": 1}
     assert core.ops() == {"Pad": 1, "Conv": 1} and core.shape(core.inputs[0]) == (1, 5, 6, 6)
     assert_split_reproduces(onnx_models, m, ctx, core)
+
+
+def test_embedding_lookup_of_the_input_ids_goes_to_the_host(caplog) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = np.random.default_rng(0).normal(size=(50, 8)).astype(np.float32)
+    w = np.random.default_rng(1).normal(size=(8, 8)).astype(np.float32)
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8])
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["e"], name="embed", axis=0),
+        helper.make_node("MatMul", ["e", "w"], ["y"], name="proj"),
+    ]
+    inits = [numpy_helper.from_array(table, "table"), numpy_helper.from_array(w, "w")]
+    model = helper.make_model(
+        helper.make_graph(nodes, "text", [ids], [y], initializer=inits),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    with caplog.at_level("INFO", logger="aipusim.compiler"):
+        _graph, core, ctx = clean(model)
+    assert ctx.host_graphs["preprocess"].ops() == {"Gather": 1}
+    assert core.ops() == {"MatMul": 1} and core.inputs == ("e",)
+    assert "before the AIPU graph: `embed` (Gather)" in caplog.text
+    feeds = {"ids": np.array([[0, 3, 49, 7, 7, 1]], np.int64)}
+    ref = run_onnx(model, feeds)
+    got = run_split([ctx.host_graphs["preprocess"], core], ["y"], feeds)
+    np.testing.assert_allclose(got["y"], ref["y"], rtol=1e-5, atol=1e-5)

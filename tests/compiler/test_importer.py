@@ -126,15 +126,91 @@ def test_checker_failure_is_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(err.value)
 
 
-def test_old_opset_is_rejected() -> None:
+def _relu_model(opset: int) -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
-    model = helper.make_model(
+    return helper.make_model(
         helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "old", [x], [y]),
-        opset_imports=[helper.make_opsetid("", 9)],
+        opset_imports=[helper.make_opsetid("", opset)],
     )
-    with pytest.raises(OnnxImportError, match="opset of model `old` must be >= 11, not 9"):
+
+
+def test_opset_below_7_is_rejected() -> None:
+    with pytest.raises(OnnxImportError, match="opset of model `old` must be >= 7, not 6"):
+        import_model(_relu_model(6))
+
+
+@pytest.mark.parametrize("opset", [7, 8, 9, 10])
+def test_opsets_7_to_10_are_upgraded_and_the_log_says_so(opset, caplog) -> None:
+    with caplog.at_level("INFO", logger="aipusim.compiler.importer"):
+        graph = import_model(_relu_model(opset))
+    assert graph.opset == 17
+    assert f"model `old` has opset {opset}: upgraded to opset 17 with onnx.version_converter" in (
+        caplog.text
+    )
+
+
+def _resize_model(opset: int, mode: str) -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 12])
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "scales")
+    if opset < 9:
+        node = helper.make_node("Upsample", ["x"], ["y"], mode=mode, scales=[1.0, 1.0, 2.0, 3.0])
+        inits = []
+    else:
+        op = "Upsample" if opset == 9 else "Resize"
+        node = helper.make_node(op, ["x", "scales"], ["y"], mode=mode)
+        inits = [scales]
+    return helper.make_model(
+        helper.make_graph([node], "up", [x], [y], initializer=inits),
+        opset_imports=[helper.make_opsetid("", opset)],
+    )
+
+
+@pytest.mark.parametrize("opset", [7, 9, 10])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_old_upsample_keeps_its_asymmetric_coordinates(opset, mode) -> None:
+    # The converter's Resize adapter keeps the opset-11 default (half_pixel), which moves
+    # linear samples by a quarter pixel: the importer restores the old semantics.
+    graph = import_model(_resize_model(opset, mode))
+    resize = next(n for n in graph.nodes if n.op is Op.RESIZE)
+    assert resize.attrs["coordinate_transformation_mode"] == "asymmetric"
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 4)).astype(np.float32)
+    got = run_onnx(to_onnx(graph), {"x": x})["y"]
+    # Upsample-9 maps output pixel i to input i / scale
+    src_h, src_w = np.arange(8) / 2, np.arange(12) / 3
+    if mode == "nearest":
+        want = x[:, :, np.floor(src_h).astype(int)][:, :, :, np.floor(src_w).astype(int)]
+    else:
+        h0, w0 = np.floor(src_h).astype(int), np.floor(src_w).astype(int)
+        h1, w1 = np.minimum(h0 + 1, 3), np.minimum(w0 + 1, 3)
+        fh, fw = (src_h - h0)[:, None], (src_w - w0)[None, :]
+        top = x[:, :, h0][:, :, :, w0] * (1 - fw) + x[:, :, h0][:, :, :, w1] * fw
+        bottom = x[:, :, h1][:, :, :, w0] * (1 - fw) + x[:, :, h1][:, :, :, w1] * fw
+        want = top * (1 - fh) + bottom * fh
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_failed_conversion_names_the_blocking_node() -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), n) for n in "sbmv"]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="act"),
+        helper.make_node("BatchNormalization", ["r", *"sbmv"], ["y"], name="bn", spatial=0),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "old", [x], [y], initializer=inits),
+        opset_imports=[helper.make_opsetid("", 7)],
+    )
+    with pytest.raises(OnnxImportError) as err:
         import_model(model)
+    message = str(err.value)
+    assert message.startswith(
+        "model `old` cannot be converted from opset 7 to 17: node `bn` (BatchNormalization) "
+        "cannot be upgraded ("
+    )
+    assert "\n" not in message
 
 
 def _with_external(onnx_models, folder: Path) -> Path:

@@ -17,7 +17,17 @@ from aipusim.compiler.modelcard import (
     resolve_config_file,
 )
 
-ZOO = ["efficientnet_b0", "mobilenetv2", "resnet18", "resnet50", "tiny_cnn", "yolov5s", "yolov8n"]
+ZOO = [
+    "deit_tiny",
+    "efficientnet_b0",
+    "mobilenetv2",
+    "resnet18",
+    "resnet50",
+    "tiny_cnn",
+    "vit_b16",
+    "yolov5s",
+    "yolov8n",
+]
 
 
 def write(path: Path, text: str) -> Path:

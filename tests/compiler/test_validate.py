@@ -31,12 +31,16 @@ def test_all_unsupported_nodes_are_named_at_once(onnx_models) -> None:
 def test_reasons_for_supported_op_types() -> None:
     m = model(
         [
+            # activation x activation MatMul and Div by a tensor run on the AIPU
             node("MatMul", ["x", "x"], "mm"),
             node("Div", ["mm", "mm"], "d"),
             node("Resize", ["d", "", "scales"], "r", mode="cubic"),
             node("Pad", ["r", "pads"], "p", mode="reflect"),
             node("Conv", ["p", "wt"], "c"),
-            node("TopK", ["c", "k"], "y"),
+            node("Einsum", ["c", "c"], "e", equation="bcij,bcjk->bci"),
+            node("Cast", ["e"], "idx", to=TensorProto.INT64),
+            node("Gather", ["e", "idx"], "g", axis=0),
+            node("TopK", ["g", "k"], "y"),
         ],
         {
             "scales": np.array([1, 1, 2, 2], np.float32),
@@ -47,16 +51,17 @@ def test_reasons_for_supported_op_types() -> None:
         shape=(1, 4, 4, 4),
     )
     # TopK has two outputs; declare the indices so the checker is satisfied
-    m.graph.node[-1].output.append("idx")
+    m.graph.node[-1].output.append("topk_idx")
     g = import_model(m)
     with pytest.raises(UnsupportedOperatorError, match="5 operators") as err:
         validate_operators(g, None)
     text = str(err.value)
     for expected in (
-        "`mm` (MatMul: neither operand is a constant weight)",
-        "`d` (Div: the divisor/exponent is not a constant)",
         "`r` (Resize: mode 'cubic' is not one of nearest, linear)",
         "`p` (Pad: mode 'reflect' is not constant)",
+        "`e` (Einsum: equation `bcij,bcjk->bci` is not a matmul form: letter `k` is summed "
+        "within one operand)",
+        "`g` (Gather: its indices are computed at run time",
         "`y` (TopK: no AIPU unit implements it)",
     ):
         assert expected in text

@@ -97,12 +97,14 @@ def test_summary_and_conclusions_of_known_profiles() -> None:
     assert "**dma** takes most busy time in 1 of the 2 models (`a`)." in text
 
 
-def test_default_models_are_the_six_zoo_networks() -> None:
+def test_default_models_are_the_zoo_networks_transformers_included() -> None:
     assert default_models() == [
+        "deit_tiny",
         "efficientnet_b0",
         "mobilenetv2",
         "resnet18",
         "resnet50",
+        "vit_b16",
         "yolov5s",
         "yolov8n",
     ]

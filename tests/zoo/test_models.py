@@ -25,8 +25,27 @@ SMALL_SIZE = {
     "yolov5s": 64,
     "yolov8n": 64,
     "tiny_cnn": 16,
+    "deit_tiny": 32,
+    "vit_b16": 32,
 }
-PUBLISHED = ["resnet18", "resnet50", "mobilenetv2", "efficientnet_b0", "yolov5s", "yolov8n"]
+TRANSFORMERS = ["deit_tiny", "vit_b16"]
+PUBLISHED = [
+    "resnet18",
+    "resnet50",
+    "mobilenetv2",
+    "efficientnet_b0",
+    "yolov5s",
+    "yolov8n",
+    *TRANSFORMERS,
+]
+CNNS = [n for n in zoo.names() if n not in TRANSFORMERS]
+#: ViT-B/16 carries 87 M weights at any input size: building it takes seconds.
+SLOW = {"vit_b16"}
+
+
+def _names(names: list[str]) -> list:
+    """``names`` as parameters, the big ones marked slow."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in names]
 
 
 @functools.cache
@@ -55,7 +74,7 @@ def test_names_cover_the_issue_list() -> None:
     assert zoo.names() == sorted([*PUBLISHED, "tiny_cnn"])
 
 
-@pytest.mark.parametrize("name", zoo.names())
+@pytest.mark.parametrize("name", _names(zoo.names()))
 def test_default_model_passes_the_full_checker(name: str) -> None:
     model = _default(name)
     onnx.checker.check_model(model, full_check=True)
@@ -65,7 +84,7 @@ def test_default_model_passes_the_full_checker(name: str) -> None:
     assert tuple(dims) == zoo.info(name).input_shape
 
 
-@pytest.mark.parametrize("name", PUBLISHED)
+@pytest.mark.parametrize("name", _names(PUBLISHED))
 def test_macs_match_the_published_figure_within_3_percent(name: str) -> None:
     gmacs = zoo.count_macs(_default(name)) / 1e9
     published = zoo.info(name).published_gmacs
@@ -83,6 +102,9 @@ def test_macs_match_the_published_figure_within_3_percent(name: str) -> None:
         ("efficientnet_b0", 5_288_548),
         ("yolov5s", 7_235_389),
         ("yolov8n", 3_157_200),
+        # timm deit_tiny_patch16_224 / vit_base_patch16_224
+        ("deit_tiny", 5_717_416),
+        pytest.param("vit_b16", 86_567_656, marks=pytest.mark.slow),
     ],
 )
 def test_parameter_counts_match_the_reference_implementations(name: str, params: int) -> None:
@@ -95,6 +117,7 @@ def test_parameter_counts_match_the_reference_implementations(name: str, params:
         ("resnet50", "logits", [1, 1000]),
         ("efficientnet_b0", "logits", [1, 1000]),
         ("tiny_cnn", "logits", [1, 10]),
+        ("deit_tiny", "logits", [1, 1000]),
         ("yolov5s", "output0", [1, 25200, 85]),
         ("yolov8n", "output0", [1, 84, 8400]),
     ],
@@ -107,10 +130,10 @@ def test_outputs_are_named_and_shaped_like_the_real_exports(
     assert [d.dim_value for d in out.type.tensor_type.shape.dim] == shape
 
 
-@pytest.mark.parametrize("name", zoo.names())
+@pytest.mark.parametrize("name", _names(zoo.names()))
 def test_small_model_runs_in_onnx_reference_with_sane_activations(name: str) -> None:
-    """No inf/nan anywhere and every normalised activation within 100x of unit scale:
-    realistic ranges for int8 quantisation through the whole depth."""
+    """No inf/nan anywhere and every normalised activation (BatchNorm, LayerNorm) within
+    10x of unit scale: realistic ranges for int8 quantisation through the whole depth."""
     model = _small(name)
     onnx.checker.check_model(model, full_check=True)
     results = _run_small(name)
@@ -118,7 +141,7 @@ def test_small_model_runs_in_onnx_reference_with_sane_activations(name: str) -> 
         assert np.isfinite(results[out.name]).all(), f"{name}: {out.name} not finite"
     checked = 0
     for node in model.graph.node:
-        if node.op_type == "BatchNormalization":
+        if node.op_type in ("BatchNormalization", "LayerNormalization"):
             std = float(results[node.output[0]].std())
             assert 0.1 < std < 10.0, f"{name}: {node.name} std {std:.3g}"
             checked += 1
@@ -131,7 +154,7 @@ def test_network_output_magnitude_is_sane(name: str) -> None:
     assert 1e-2 < float(out.std()) < 1e3
 
 
-@pytest.mark.parametrize("name", zoo.names())
+@pytest.mark.parametrize("name", CNNS)
 def test_batchnorm_is_not_folded_and_has_real_statistics(name: str) -> None:
     model = _small(name)
     inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
@@ -149,6 +172,8 @@ def _op_types(model: onnx.ModelProto) -> set[str]:
 
 def test_families_use_the_exporter_ops() -> None:
     assert "Clip" in _op_types(_small("mobilenetv2"))
+    vit = _op_types(_small("deit_tiny"))
+    assert {"LayerNormalization", "MatMul", "Softmax", "Erf", "Gather", "Expand"} <= vit
     assert {"Sigmoid", "Mul", "GlobalAveragePool"} <= _op_types(_small("efficientnet_b0"))
     assert {"MaxPool", "Flatten", "Gemm", "Relu", "Add"} <= _op_types(_small("resnet18"))
     v5 = _op_types(_small("yolov5s"))
@@ -237,7 +262,9 @@ def test_builder_numpy_pass_agrees_with_onnx_reference() -> None:
 
 
 def test_unknown_name_lists_the_known_ones() -> None:
-    with pytest.raises(ZooError, match=r"must be one of efficientnet_b0, .*yolov8n, not 'vgg'"):
+    with pytest.raises(
+        ZooError, match=r"must be one of deit_tiny, efficientnet_b0, .*yolov8n, not 'vgg'"
+    ):
         zoo.build("vgg")
     with pytest.raises(ZooError, match="not 'vgg'"):
         zoo.info("vgg")
@@ -269,7 +296,7 @@ def test_info_is_a_frozen_record() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", zoo.names())
+@pytest.mark.parametrize("name", CNNS)
 def test_full_size_model_has_sane_activations(name: str) -> None:
     """The published-size build (BN statistics measured at that size) stays unit-scale."""
     model = _default(name)

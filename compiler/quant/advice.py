@@ -1,0 +1,126 @@
+"""When the int8 model falls short: which layers limit it, and which scheme helps.
+
+After an accuracy run (`aipusim.compiler.quant.evaluate` with per-layer SQNR), every output
+below `SQNR_TARGET_DB` gets:
+
+- its limiting layers: the nodes whose output SQNR drops most below the SQNR of their
+  inputs (the layers that lose the precision, rather than pass on a loss from earlier);
+- a suggestion found by measurement: the other quantization schemes are tried on the same
+  calibration data, and the best one is named if it does better than the default.
+
+Both go to the accuracy report (``advice``) and, as one line per output, to the compile log.
+
+>>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
+>>> g = Graph("g", (Node("a", Op.RELU, ("x",), ("y",)), Node("b", Op.SIGMOID, ("y",), ("z",))),
+...           {n: Tensor(n, (1, 4)) for n in "xyz"}, {}, ("x",), ("z",))
+>>> limiting_layers(g, {"x": 40.0, "y": 38.0, "z": 12.0})
+[('b', 12.0, 26.0), ('a', 38.0, 2.0)]
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aipusim.compiler.ir import Graph
+
+log = logging.getLogger(__name__)
+
+#: The output SQNR an int8 model should reach (issue 18's target for the zoo transformers).
+SQNR_TARGET_DB = 20.0
+#: Layers named per output, and the least drop (dB) that makes a layer limiting.
+LIMITING_COUNT = 3
+MIN_DROP_DB = 1.0
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def limiting_layers(
+    graph: Graph, per_layer: Mapping[str, Any], count: int = LIMITING_COUNT
+) -> list[tuple[str, float, float]]:
+    """(node name, its output SQNR, drop below its inputs' SQNR) of the ``count`` nodes
+    that lose the most, largest drop first (drops under `MIN_DROP_DB` left out)."""
+    found = []
+    for node in graph.nodes:
+        outs = [o for o in node.outputs if o and _finite(per_layer.get(o)) is not None]
+        ins = [_finite(per_layer.get(i)) for i in node.present_inputs if not graph.is_constant(i)]
+        ins = [v for v in ins if v is not None]
+        if not outs:
+            continue
+        own = min(float(per_layer[o]) for o in outs)
+        drop = (min(ins) - own) if ins else 0.0
+        if drop >= MIN_DROP_DB:
+            found.append((node.name, round(own, 1), round(drop, 1)))
+    found.sort(key=lambda t: -t[2])
+    return found[:count]
+
+
+def advise(
+    graph: Graph,
+    report: dict,
+    scheme: str,
+    try_scheme: Callable[[str], Mapping[str, float]],
+    schemes: list[str],
+) -> dict:
+    """Add ``advice`` to ``report`` for outputs below the target and log one line each.
+
+    ``graph`` is the quantized graph (names match ``per_layer_sqnr_db``); ``try_scheme``
+    quantizes and evaluates with another scheme and returns output -> SQNR.
+    """
+    low = {
+        name: _finite(out.get("sqnr_db"))
+        for name, out in report.get("outputs", {}).items()
+        if (_finite(out.get("sqnr_db")) or -math.inf) < SQNR_TARGET_DB
+    }
+    if not low:
+        return report
+    per_layer = report.get("per_layer_sqnr_db", {})
+    tried = {s: dict(try_scheme(s)) for s in schemes if s != scheme}
+    advice = {}
+    for name, sqnr in low.items():
+        layers = limiting_layers(graph, per_layer)
+        alternatives = {s: _finite(r.get(name)) for s, r in tried.items()}
+        best = max(
+            (s for s, v in alternatives.items() if v is not None),
+            key=lambda s: alternatives[s] or -math.inf,
+            default=None,
+        )
+        helps = best is not None and (alternatives[best] or -math.inf) > (sqnr or -math.inf) + 0.5
+        advice[name] = {
+            "sqnr_db": sqnr,
+            "target_db": SQNR_TARGET_DB,
+            "limiting_layers": [{"node": n, "sqnr_db": v, "drop_db": d} for n, v, d in layers],
+            "alternatives_db": alternatives,
+            "suggested_scheme": best if helps else None,
+        }
+        named = ", ".join(f"`{n}` ({v:.1f} dB, -{d:.1f} dB)" for n, v, d in layers) or "none"
+        if helps:
+            tip = f"quantization_scheme = {best} gives {alternatives[best]:.1f} dB"
+        else:
+            tip = (
+                "no other quantization_scheme does better ("
+                + ", ".join(f"{s}: {v:.1f} dB" for s, v in alternatives.items() if v is not None)
+                + ")"
+            )
+        log.warning(
+            "quantization: output `%s` reaches %.1f dB SQNR, below the %.0f dB target; "
+            "limiting layers: %s; %s",
+            name,
+            sqnr if sqnr is not None else -math.inf,
+            SQNR_TARGET_DB,
+            named,
+            tip,
+        )
+    report["advice"] = advice
+    return report
+
+
+__all__ = ["LIMITING_COUNT", "SQNR_TARGET_DB", "advise", "limiting_layers"]

@@ -1,0 +1,78 @@
+"""Lane operations of a `DpuOp`: how much work each DPU task kind is, from its kernel.
+
+The DPU has ``arch.dpu.lanes`` lanes that each do one operation a cycle (int8/int32 or
+float18 add or multiply, or a table lookup). A task's duration is its lane operations over
+the lanes, plus the pipeline latency; its energy is charged per element. The element-wise
+kinds read ``operands`` inputs per element (one operation each). The transformer kinds
+follow their int8 kernels (`aipusim.compiler.quant.fp_kernels`):
+
+- ``layernorm``: 2 for the statistics (x and x*x summed as integers), then 4 per element
+  (N*x - S1, times the row factor, times gamma, plus beta: float18) and the conversion to
+  int8; the per-row square root and reciprocal are negligible against N >= 64 elements;
+- ``div`` (two tensors, float18): the quotient takes ``float_div_sqrt_cycles`` lane cycles,
+  then one multiply by the output scale;
+- ``pow``: the log2 table lookup, two multiplies (exponent scale, log), the exp2 table
+  lookup with its exponent add, the output scale;
+- ``matmul``: ``elements`` counts multiply-accumulates, each a multiply and an add.
+
+>>> from aipusim.arch import load_arch
+>>> dpu_lane_ops(DpuKind.LAYERNORM, 100, 1, load_arch())
+700
+>>> dpu_lane_ops(DpuKind.ADD, 100, 2, load_arch())
+200
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aipusim.isa.tasks import DpuKind
+
+#: Lane operations per element of the fixed-cost transformer kinds (see the docstring).
+LAYERNORM_OPS_PER_ELEMENT = 7
+POW_OPS_PER_ELEMENT = 6
+MATMUL_OPS_PER_MAC = 2
+
+
+def dpu_lane_ops(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
+    """Lane operations of a DPU task of ``kind`` over ``elements`` with ``operands`` inputs."""
+    if kind == DpuKind.LAYERNORM:
+        return elements * LAYERNORM_OPS_PER_ELEMENT
+    if kind == DpuKind.POW:
+        return elements * POW_OPS_PER_ELEMENT
+    if kind == DpuKind.MATMUL:
+        return elements * MATMUL_OPS_PER_MAC
+    if kind == DpuKind.DIV:
+        return elements * (arch.dpu.float_div_sqrt_cycles + 1)
+    return elements * max(1, operands)
+
+
+#: The kinds with their own lane-operation count (the others: one per element and operand).
+#: Their every lane operation is charged energy (the table's element-wise costs are per
+#: output element).
+TRANSFORMER_DPU_KINDS = frozenset({DpuKind.LAYERNORM, DpuKind.POW, DpuKind.MATMUL, DpuKind.DIV})
+
+
+def dpu_charged_ops(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
+    """Operations the energy table charges ``dpu_lane_op_pj`` for: one per output element
+    for the element-wise kinds, every lane operation for the transformer kinds."""
+    if kind in TRANSFORMER_DPU_KINDS:
+        return dpu_lane_ops(kind, elements, operands, arch)
+    return elements
+
+
+def dpu_task_cycles(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
+    """Duration of a DPU task: its lane operations over the lanes, plus the pipeline."""
+    ops = dpu_lane_ops(kind, elements, operands, arch)
+    return -(-ops // arch.dpu.lanes) + arch.dpu.pipeline_latency_cycles
+
+
+__all__ = [
+    "LAYERNORM_OPS_PER_ELEMENT",
+    "MATMUL_OPS_PER_MAC",
+    "POW_OPS_PER_ELEMENT",
+    "TRANSFORMER_DPU_KINDS",
+    "dpu_charged_ops",
+    "dpu_lane_ops",
+    "dpu_task_cycles",
+]

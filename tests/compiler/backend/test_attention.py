@@ -1,0 +1,96 @@
+"""Activation x activation MatMul: both mappings costed, the cheaper one emitted."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from backend_helpers import ARCH, check_ok
+
+from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend import run_backend
+from aipusim.compiler.backend.attention import CHOICE, RuntimeMatmul, choose, is_runtime
+from aipusim.compiler.backend.imc import ImcOptions
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.pipeline import FRONT, run_pipeline
+from aipusim.isa.tasks import DpuKind, DpuOp, Mvm, Phase, WeightLoad
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from transformer_models import encoder
+
+
+def _backend(**model_kwargs):
+    ctx = PassContext(CompilerConfig(), arch=ARCH)
+    passes = [p for p in FRONT if p.name != "quantize"]
+    graph = run_pipeline(encoder(**model_kwargs), ctx, passes=passes).graph
+    return run_backend(graph, CompilerConfig(), ARCH)
+
+
+@pytest.mark.parametrize(
+    ("mm", "unit"),
+    [
+        (RuntimeMatmul(heads=3, m=197, k=64, n=197), "mvm"),  # DeiT-Tiny Q.K^T
+        (RuntimeMatmul(heads=12, m=197, k=197, n=64), "mvm"),  # ViT-B attention.V
+        (RuntimeMatmul(heads=1, m=1, k=16, n=16), "dpu"),  # one vector: the load dominates
+    ],
+)
+def test_the_cheaper_mapping_is_chosen(mm: RuntimeMatmul, unit: str) -> None:
+    c = choose(mm, ARCH, ImcOptions())
+    assert c.unit == unit
+    assert (c.mvm_cycles <= c.dpu_cycles) == (unit == "mvm")
+    assert c.weight_bytes_per_frame == (0 if unit == "dpu" else c.weight_bytes_per_frame)
+    # the DPU does two lane operations per MAC on its 64 lanes
+    assert c.dpu_cycles == -(-2 * mm.macs // ARCH.dpu.lanes) + ARCH.dpu.pipeline_latency_cycles
+
+
+def test_mvm_mapping_loads_every_head_in_the_frame() -> None:
+    result = _backend()  # 16 tokens, 2 heads of 32: the MVM is cheaper
+    layers = [layer for layer in result.state.layers if CHOICE in layer.extra]
+    assert len(layers) == 4 and all(is_runtime(layer) for layer in layers)
+    tasks = result.tasks[0]
+    for layer in layers:
+        loads = [t for t in tasks if isinstance(t, WeightLoad) and t.layer == layer.name]
+        mvms = [t for t in tasks if isinstance(t, Mvm) and t.layer == layer.name]
+        heads = layer.extra["runtime"].heads
+        assert len(loads) == len(mvms) == heads * len(layer.imc.blocks)
+        assert all(t.phase is Phase.FRAME for t in loads)  # paid every frame, not in INIT
+        assert sum(t.bytes for t in loads) == layer.extra[CHOICE].weight_bytes_per_frame
+    check_ok(result)
+
+
+def test_tiny_products_go_to_the_dpu() -> None:
+    result = _backend(tokens=8, d=32)  # 8 vectors per head of 16: the DPU is cheaper
+    layers = [layer for layer in result.state.layers if CHOICE in layer.extra]
+    assert layers and all(layer.extra[CHOICE].unit == "dpu" for layer in layers)
+    matmuls = [t for t in result.tasks[0] if isinstance(t, DpuOp) and t.kind is DpuKind.MATMUL]
+    assert sum(t.elements for t in matmuls) == sum(layer.macs for layer in layers)
+    check_ok(result)
+
+
+def test_an_operand_shared_by_every_head_is_loaded_from_one_place() -> None:
+    from aipusim.compiler.ir import Graph, Node, Op, Tensor
+
+    # A [1, 4, 64, 32] @ B [32, 64]: four heads, one B (written into the array per head)
+    g = Graph(
+        "g",
+        (
+            Node("t", Op.TRANSPOSE, ("x",), ("b",), {"perm": (1, 0)}),
+            Node("mm", Op.MATMUL, ("a", "b"), ("y",)),
+        ),
+        {
+            "a": Tensor("a", (1, 4, 64, 32)),
+            "x": Tensor("x", (64, 32)),
+            "b": Tensor("b", (32, 64)),
+            "y": Tensor("y", (1, 4, 64, 64)),
+        },
+        {},
+        ("a", "x"),
+        ("y",),
+    )
+    result = run_backend(g, CompilerConfig(), ARCH)
+    (layer,) = [layer for layer in result.state.layers if CHOICE in layer.extra]
+    assert layer.extra[CHOICE].unit == "mvm"
+    loads = [t for t in result.tasks[0] if isinstance(t, WeightLoad) and t.layer == "mm"]
+    assert len(loads) == 4 and len({t.src_addr for t in loads}) == 1
+    check_ok(result)
