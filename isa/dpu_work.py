@@ -61,6 +61,20 @@ def dpu_charged_ops(kind: DpuKind, elements: int, operands: int, arch: Any) -> i
     return elements
 
 
+#: Passes over the input a kind makes (LayerNorm reads its row once for the statistics and
+#: once to normalise it).
+_READ_PASSES = {DpuKind.LAYERNORM: 2}
+
+
+def dpu_read_bytes(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
+    """Bytes a DPU task reads from L1: each operand once per element and pass (``matmul``:
+    both factors of every multiply-accumulate)."""
+    del arch  # operands are int8 (a wide tensor's task counts its elements twice)
+    if kind == DpuKind.MATMUL:
+        return elements * MATMUL_OPS_PER_MAC
+    return elements * max(1, operands) * _READ_PASSES.get(kind, 1)
+
+
 def dpu_task_cycles(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
     """Duration of a DPU task: its lane operations over the lanes, plus the pipeline."""
     ops = dpu_lane_ops(kind, elements, operands, arch)
@@ -74,5 +88,6 @@ __all__ = [
     "TRANSFORMER_DPU_KINDS",
     "dpu_charged_ops",
     "dpu_lane_ops",
+    "dpu_read_bytes",
     "dpu_task_cycles",
 ]

@@ -31,21 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
+from aipusim.isa.units import UNITS
 from aipusim.profiler.layers import layer_spans
 from aipusim.profiler.reduce import bandwidth_table
 from aipusim.profiler.trace import Trace
 
-#: Thread ids of the known units (others get the next free numbers).
-UNIT_TIDS = {
-    "ctrl": 1,
-    "mvm": 2,
-    "wload": 3,
-    "dpu": 4,
-    "dwpu": 5,
-    "dma0": 6,
-    "dma1": 7,
-    "sysdma": 8,
-}
+#: Thread ids of the known units, in the registry's display order (others get the next
+#: free numbers).
+UNIT_TIDS = {spec.unit.value: i for i, spec in enumerate(UNITS, start=1)}
 LAYERS_TID = 0
 
 

@@ -34,6 +34,7 @@ from matplotlib.patches import Patch
 
 from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
+from aipusim.isa.units import BY_RANK, UNIT_CLASSES, UNITS
 from aipusim.profiler.drop import DropBy
 from aipusim.profiler.layers import PARTS, layer_breakdown, layer_table
 from aipusim.profiler.reduce import (
@@ -44,15 +45,13 @@ from aipusim.profiler.reduce import (
 )
 from aipusim.profiler.trace import Trace
 
+#: Colour of each unit class: its highest-ranked unit's, then stalls in grey.
 _CLASS_COLOURS = {
-    "mvm": "#1f77b4",
-    "dwpu": "#9467bd",
-    "dpu": "#2ca02c",
-    "wload": "#17becf",
-    "dma": "#ff7f0e",
-    "other": "#8c564b",
+    **{cls: next(u.color for u in BY_RANK if u.unit_class == cls) for cls in UNIT_CLASSES},
     "wait": "#c7c7c7",
 }
+#: Position of each unit in timelines (the registry's display order).
+_DISPLAY = {spec.unit.value: i for i, spec in enumerate(UNITS)}
 _DPI = 120
 _ROOFLINE_NAMED = 8
 
@@ -166,8 +165,7 @@ def plot_gantt(
 
 
 def _unit_order(unit: str) -> int:
-    order = ["ctrl", "mvm", "wload", "dpu", "dwpu", "dma0", "dma1", "sysdma"]
-    return order.index(unit) if unit in order else len(order)
+    return _DISPLAY.get(unit, len(_DISPLAY))
 
 
 def power_caption(timeline: pd.DataFrame) -> str:

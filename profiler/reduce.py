@@ -36,21 +36,11 @@ import pandas as pd
 from aipusim.base.errors import TraceFormatError
 from aipusim.isa.metrics import WARMUP_STARTS, steady_state
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
+from aipusim.isa.units import UNIT_CLASSES, unit_class
 from aipusim.profiler.critical import resource_of
 from aipusim.profiler.drop import DropBy, check_percent, drop_by_value, drop_frames
 from aipusim.profiler.intervals import binned_overlap, covered
 from aipusim.profiler.trace import Trace
-
-#: Unit classes of the per-layer shares, in the priority order of `layer_breakdown`.
-UNIT_CLASSES = ("mvm", "dwpu", "dpu", "wload", "dma", "other")
-_CLASS_OF_UNIT = {"mvm": "mvm", "wload": "wload", "dpu": "dpu", "dwpu": "dwpu"}
-
-
-def _class_of_unit(unit: str) -> str:
-    if unit in _CLASS_OF_UNIT:
-        return _CLASS_OF_UNIT[unit]
-    # DMA engines (dma0, dma1, sysdma); the host link (pcie_h2d, ...) and ctrl are other.
-    return "dma" if unit.startswith(("dma", "sysdma")) else "other"
 
 
 def _i64(series: pd.Series) -> np.ndarray:
@@ -94,7 +84,7 @@ def tasks(trace: Trace) -> pd.DataFrame:
     k, m = trace[Tag.K], trace[Tag.M]
     unit = union_categoricals([_categorical(k["unit"]), _categorical(m["unit"])])
     layer = union_categoricals([_categorical(k["layer"]), _categorical(m["layer"])])
-    names = [_class_of_unit(str(u)) for u in unit.categories]
+    names = [unit_class(str(u)) for u in unit.categories]  # host link, unknown: other
     cls_codes = np.array([UNIT_CLASSES.index(n) for n in names], dtype=np.int64)
     codes = cls_codes[unit.codes] if len(unit) else np.zeros(0, np.int64)
     zeros_k, zeros_m = np.zeros(len(k), np.int64), np.zeros(len(m), np.int64)

@@ -22,9 +22,10 @@ from aipusim.simulator.clock import PARKED
 from aipusim.simulator.control import ControlCore
 from aipusim.simulator.links import Link, book_burst, burst_cycles, transfer
 from aipusim.simulator.tokens import Token
-from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA, Xfer
+from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA
 
 if TYPE_CHECKING:
+    from aipusim.isa.cost import Transfer
     from aipusim.simulator.engine import Replica, Simulation
     from aipusim.simulator.prepare import CoreCode
 
@@ -54,25 +55,23 @@ class CoreRun:
         self._pending: dict[int, int] = {}
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
-        #: id of an `Xfer` -> its `route`; records hold their `Xfer` for the whole run, so
-        #: an id is never reused (an int key hashes faster than the Xfer).
+        #: id of a `Transfer` -> its `route`; ops hold their `Transfer` for the whole run,
+        #: so an id is never reused (an int key hashes faster than the Transfer).
         self.routes: dict[int, tuple] = {}
         #: (first check, resolution) of every polled wait (use_hw_tokens=false).
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
 
-    def route(self, x: Xfer) -> tuple[list[Link], tuple[int, ...] | None, int, float]:
+    def route(self, x: Transfer) -> tuple[list[Link], tuple[int, ...] | None, int, float]:
         """(shared links, cycles of its one burst on each or None if it has several, cycles
-        on the own channel, own channel bandwidth) of a transfer. A ``chan:*`` link is one
-        of this core's DMA channels: its queue is serial, so it bounds the duration only."""
+        on the issuing engine's own channel, that channel's bandwidth) of a transfer. The
+        own channel's queue is serial, so it bounds the duration only."""
         links = self.sim.links
-        shared = [links[n] for n in x.links if not n.startswith("chan:")]
-        own = any(n.startswith("chan:") for n in x.links)
-        own_bw = self.sim.arch.dma.channel_bw_bytes_per_cycle if own else 0.0
+        shared = [links[n] for n in x.links]
         if x.nbytes > self.sim.burst_bytes:
-            return shared, None, 0, own_bw
-        cycles, own_cycles = burst_cycles(shared, x.nbytes, own_bw)
-        return shared, cycles, own_cycles, own_bw
+            return shared, None, 0, x.channel_bw
+        cycles, own_cycles = burst_cycles(shared, x.nbytes, x.channel_bw)
+        return shared, cycles, own_cycles, x.channel_bw
 
     # -- phases ------------------------------------------------------------------------
     def phase_event(self, phase: int) -> simpy.Event:

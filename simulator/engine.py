@@ -19,11 +19,12 @@ import simpy
 
 from aipusim.arch.model import Arch
 from aipusim.base.errors import DeadlockError, SimulationError, TasklistError
+from aipusim.isa.cost import COMPONENTS, CostModel
+from aipusim.isa.cost import Link as CostLink
 from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.program import MulticoreMode, Program
 from aipusim.isa.table import TaskTable
-from aipusim.isa.tasks import Pool, Task
-from aipusim.isa.trace_schema import Component
+from aipusim.isa.tasks import Task
 from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.host import host_inputs, host_outputs
@@ -31,7 +32,7 @@ from aipusim.simulator.links import Link, transfer
 from aipusim.simulator.prepare import CoreCode, prepare_core
 from aipusim.simulator.tokens import BarrierHub, Token
 from aipusim.simulator.trace import Tracer
-from aipusim.simulator.units import COMPONENTS, C, Op, TaskCoster
+from aipusim.simulator.units import Op, TaskCoster
 
 if TYPE_CHECKING:
     from aipusim.simulator.result import SimResult
@@ -177,8 +178,6 @@ class Simulation:
         self.poll_interval = ctrl.poll_interval_cycles
         self.poll_cost = ctrl.poll_cost_cycles
         self.burst_bytes = arch.dma.burst_bytes
-        self.ddr_latency = arch.ns_to_cycles(arch.ddr.latency_ns, freq)
-        self.pcie_setup = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, freq)
         db = program.double_buffer
         per_stage = (
             program.aipu_cores_used if program.multicore_mode == MulticoreMode.PIPELINE else 1
@@ -189,6 +188,8 @@ class Simulation:
         self.window_records = window // RECORD_BYTES
 
         coster = TaskCoster(arch, freq, program.mvm_utilization_limit)
+        #: The cost model of this run (the compiler's, at the run's clock and MVM limit).
+        self.cost: CostModel = coster.model
         #: Every distinct op of the run (`Op.index` is the row).
         self.ops: list[Op] = []
         self.codes: dict[int, CoreCode] = {}
@@ -201,11 +202,7 @@ class Simulation:
         self._task_table(rid_base)
 
         self.links: dict[str, Link] = {
-            "ddr": Link("ddr", arch.ddr_bw_bytes_per_cycle(freq)),
-            "l2": Link("l2", arch.l2.bw_bytes_per_cycle),
-            "sysdma": Link("sysdma", arch.sysdma.bw_bytes_per_cycle),
-            "pcie_h2d": Link("pcie_h2d", arch.host_bw_bytes_per_cycle(freq)),
-            "pcie_d2h": Link("pcie_d2h", arch.host_bw_bytes_per_cycle(freq)),
+            name.value: Link(name.value, self.cost.link_bw(name)) for name in CostLink
         }
 
         #: Executed tasks, one segment per (core, unit, phase): (physical core, phase,
@@ -242,7 +239,6 @@ class Simulation:
         """The run's tables for the result: a row per op (plus one per host direction) and
         a row per task (``rid``: each core's INIT then FRAME tasks, then the two host
         transfers)."""
-        e = self.arch.energy
         inst = self.program.instance
         rows = [op.energy for op in self.ops]
         #: Unit of each op row.
@@ -254,17 +250,9 @@ class Simulation:
                 self.frames_per_start
             )
             pool = inst.input_pool if direction == "h2d" else inst.output_pool
-            row = [0.0] * len(COMPONENTS)
-            row[C[Component.PCIE]] = nbytes * e.pcie_pj_per_byte
-            if pool == Pool.DDR:
-                row[C[Component.DDR]] = nbytes * e.ddr_seq_pj_per_byte
-            elif pool == Pool.L2:
-                row[C[Component.L2]] = nbytes * (
-                    e.l2_write_pj_per_byte if direction == "h2d" else e.l2_read_pj_per_byte
-                )
             self.host_rid[direction] = n_tasks + len(host_ops)
             host_ops.append(len(rows))
-            rows.append(tuple(row))
+            rows.append(self.cost.host_transfer(direction, pool, nbytes).energy_pj)
             self.op_unit.append(f"pcie_{direction}")
         #: Energy of each op row, pJ per component at nominal voltage.
         self.op_energy = np.array(rows, dtype=np.float64).reshape(len(rows), len(COMPONENTS))
@@ -310,8 +298,7 @@ class Simulation:
         t0 = 0
         if not self.program.stream_tasklist:
             # The whole tasklist is copied into the core's L2 window before it starts.
-            path = [self.links["ddr"], self.links["l2"]]
-            t0 = yield from transfer(env, path, nbytes, self.burst_bytes, 0, self.ddr_latency)
+            t0 = yield from self._fetch(nbytes, 0)
         else:
             core.ctl.arrival = {}
             total = code.n_records if resident else len(code.init) + self.starts * len(code.frame)
@@ -346,7 +333,6 @@ class Simulation:
         env = self.env
         ctl = core.ctl
         per = self.chunk_records
-        path = [self.links["ddr"], self.links["l2"]]
         for c in range(math.ceil(total_records / per)):
             t = env.now
             if c >= 2:
@@ -355,12 +341,16 @@ class Simulation:
                     yield ctl.progress
                 t = max(env.now, ctl.last_dispatch)
             n = min(per, total_records - c * per)
-            end = yield from transfer(
-                env, path, n * RECORD_BYTES, self.burst_bytes, t, self.ddr_latency
-            )
+            end = yield from self._fetch(n * RECORD_BYTES, t)
             assert ctl.arrival is not None
             ctl.arrival[c] = end
             ctl.wake()
+
+    def _fetch(self, nbytes: int, t: int) -> Generator[Any, Any, int]:
+        """Tasklist bytes from DDR into the core's L2 window, from cycle ``t`` on."""
+        x = self.cost.tasklist_fetch(nbytes)
+        path = [self.links[n] for n in x.links]
+        return (yield from transfer(self.env, path, nbytes, self.burst_bytes, t, x.latency_cycles))
 
     # -- run ---------------------------------------------------------------------------
     def run(self) -> SimResult:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from aipusim.isa.tasks import Pool
 from aipusim.simulator.links import Link, transfer
 
 if TYPE_CHECKING:
@@ -33,24 +32,19 @@ def _host_transfer(
     if t > env.now and not env.advance_to(t):
         yield t
     disp: Link = rep.dispatcher
-    s = max(env.now, disp.free_at)
-    disp.free_at = s + sim.pcie_setup
-    disp.busy_cycles += sim.pcie_setup
     pool = (
         rep.program.instance.input_pool if direction == "h2d" else rep.program.instance.output_pool
     )
-    path = [sim.links[f"pcie_{direction}"]]
-    latency = 0
-    if pool == Pool.DDR:
-        path += [sim.links["ddr"], sim.links["l2"]]
-        latency = sim.ddr_latency
-    elif pool == Pool.L2:
-        path.append(sim.links["l2"])
-        latency = sim.arch.l2.latency_cycles
-    start = s + sim.pcie_setup
+    x = sim.cost.host_transfer(direction, pool, nbytes).transfer
+    assert x is not None
+    s = max(env.now, disp.free_at)
+    disp.free_at = s + x.setup_cycles
+    disp.busy_cycles += x.setup_cycles
+    start = s + x.setup_cycles
     if nbytes <= 0:
         return start, start
-    end = yield from transfer(env, path, nbytes, sim.burst_bytes, start, latency)
+    path = [sim.links[n] for n in x.links]
+    end = yield from transfer(env, path, nbytes, sim.burst_bytes, start, x.latency_cycles)
     return start, end
 
 

@@ -7,7 +7,8 @@ requested only when the current one ends. Two transfers over one link therefore 
 burst by burst and each sees half the bandwidth, which is how concurrent transfers really
 share a link. Reservation is arithmetic (no SimPy `Resource`), so a burst costs one event.
 
->>> from aipusim.simulator.clock import RunEnvironment
+>>> from aipusim.isa.cost import burst_cycles as cost_burst
+from aipusim.simulator.clock import RunEnvironment
 >>> env = RunEnvironment()
 >>> ddr = Link("ddr", 32.0)
 >>> p = env.process(transfer(env, (ddr,), 64, 32, 0, 5))
@@ -23,6 +24,7 @@ from bisect import bisect_right
 from collections.abc import Generator, Sequence
 from typing import Any
 
+from aipusim.isa.cost import burst_cycles as cost_burst
 from aipusim.simulator.clock import RunEnvironment
 
 
@@ -92,8 +94,7 @@ def burst_cycles(
 ) -> tuple[tuple[int, ...], int]:
     """Cycles one burst of ``nbytes`` holds each link of a path, and the issuing engine's own
     channel of ``private_bw`` bytes per cycle (0: none)."""
-    own = int(-(-nbytes // private_bw)) if private_bw else 0
-    return tuple(int(-(-nbytes // link.bw)) for link in links), own
+    return tuple(cost_burst(nbytes, link.bw) for link in links), cost_burst(nbytes, private_bw)
 
 
 def book_burst(

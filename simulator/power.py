@@ -1,13 +1,10 @@
 """Power model (Accelergy style): action counts x energy per action + static power x time.
 
-- Dynamic energy per action comes from ``arch.energy`` at the nominal voltage; on-chip
-  components scale by ``(V / V_nom)^2`` at the run's voltage (the V-f point of its clock,
-  ``clock.voltage_at``, unless the run raises it); DDR and
-  PCIe energy are off-chip (own supplies) and do not scale. Energy per action does not depend
+- Dynamic energy per action and static power come from the one cost model
+  (`aipusim.isa.cost`: `dynamic_scale`, `static_power_w`): on-chip components scale by
+  ``(V / V_nom)^2`` at the run's voltage (the V-f point of its clock unless the run raises
+  it); DDR and PCIe energy are off-chip and do not scale. Energy per action does not depend
   on the clock; static power does.
-- Static power: SRAM leakage (all on-chip SRAM) + logic leakage, both scaling with
-  ``(V / V_nom)^leakage_voltage_exponent``; the PCIe link in L0 and the LPDDR PHY (constant);
-  and a clocked-idle overhead per *active* core scaling with ``f / f_nom * (V / V_nom)^2``.
 - The timeline spreads each task's energy uniformly over its cycles, bins it exactly
   (`POWER_BIN_US` per bin, coarser for very long runs) and adds static power. Peak power
   (`peak_power_w`) is the highest average over a sliding window of each length of
@@ -23,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from aipusim.arch.model import Arch
+from aipusim.isa.cost import COMPONENTS
 from aipusim.isa.metrics import PEAK_WINDOWS, POWER_BIN_US
 from aipusim.isa.trace_schema import (
     POWER_TIME_COLUMNS,
@@ -31,45 +28,9 @@ from aipusim.isa.trace_schema import (
     Component,
     power_column,
 )
-from aipusim.simulator.units import COMPONENTS
 
-#: Components that draw from the chip's core supply (scale with V^2).
-ON_CHIP = frozenset(COMPONENTS) - {Component.DDR, Component.PCIE, Component.STATIC}
 #: Upper bound of timeline bins; longer runs get wider bins.
 MAX_BINS = 200_000
-
-
-def dynamic_scale(arch: Arch, voltage_v: float) -> np.ndarray:
-    """Per-component factor applied to nominal-voltage energies at ``voltage_v``."""
-    v = voltage_v / arch.clock.nominal_voltage_v
-    return np.array([v * v if c in ON_CHIP else 1.0 for c in COMPONENTS])
-
-
-def static_power_w(
-    arch: Arch, freq_hz: int, active_cores: int, voltage_v: float | None = None
-) -> dict[str, float]:
-    """Static and always-on power by source, in W, at ``voltage_v`` (default: the lowest
-    operating point that reaches ``freq_hz``).
-
-    >>> from aipusim.arch import load_arch
-    >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    1.84
-    """
-    sp = arch.static_power
-    volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
-    v = volts / arch.clock.nominal_voltage_v
-    leak = v**sp.leakage_voltage_exponent
-    return {
-        "sram_leakage": sp.sram_leakage_w_per_mib * arch.sram_mib * leak,
-        "logic_leakage": sp.logic_leakage_w * leak,
-        "pcie_l0": sp.pcie_l0_w,
-        "ddr_phy": sp.ddr_phy_w,
-        "clocked_idle": sp.core_clocked_idle_w
-        * active_cores
-        * (freq_hz / arch.clock.default_hz)
-        * v
-        * v,
-    }
 
 
 @dataclass(frozen=True)

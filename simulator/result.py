@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from aipusim.isa.cost import COMPONENTS, C, dynamic_scale, static_power_w
 from aipusim.isa.metrics import (
     POWER_BIN_US,
     WARMUP_STARTS,
@@ -23,14 +24,7 @@ from aipusim.isa.metrics import (
     steady_state,
 )
 from aipusim.isa.trace_schema import Component
-from aipusim.simulator.power import (
-    EnergyCurve,
-    dynamic_scale,
-    peak_power_w,
-    power_timeline,
-    static_power_w,
-)
-from aipusim.simulator.units import COMPONENTS, C
+from aipusim.simulator.power import EnergyCurve, peak_power_w, power_timeline
 
 if TYPE_CHECKING:
     from aipusim.simulator.engine import Simulation
@@ -307,13 +301,14 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
 
     # -- energy and power -----------------------------------------------------------
     volts = sim.voltage_v
-    table = sim.op_energy * dynamic_scale(arch, volts)[None, :]
+    scale = np.array(dynamic_scale(arch, volts))
+    table = sim.op_energy * scale[None, :]
     tracer = sim.tracer
     lines = tracer.lines if tracer is not None else 0
     extra = np.zeros(len(COMPONENTS))
     polls = poll_count(sim)
-    extra[C[Component.CONTROL]] = (lines + polls) * arch.energy.control_task_pj
-    extra *= dynamic_scale(arch, volts)
+    extra[C[Component.CONTROL]] = sim.cost.control_pj(lines + polls)
+    extra *= scale
     static = static_power_w(arch, freq, len(physical), volts)
     static_w = sum(static.values())
     static_pj_per_cycle = static_w * 1e12 / freq
@@ -383,10 +378,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
         if n and o.xfer is not None and "ddr" in o.xfer.links
     )
     n_cores = len(sim.codes)
-    bound = max(
-        inst_macs / (arch.mvm.macs_per_cycle * n_cores),
-        ddr_bytes / arch.ddr_bw_bytes_per_cycle(freq),
-    )
+    bound = sim.cost.lower_bound_cycles(inst_macs, ddr_bytes, n_cores)
     names_arr = np.array(names, dtype=object)
     layer_names, rid_layer, rid_seq = sim.layer_names, sim.rid_layer, sim.rid_seq
 

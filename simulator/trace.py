@@ -20,7 +20,8 @@ from aipusim.isa.trace_schema import (
     format_line,
     union_columns,
 )
-from aipusim.simulator.units import COMPUTE_UNITS, Op
+from aipusim.isa.units import UNITS, compute_units
+from aipusim.simulator.units import Op
 
 if TYPE_CHECKING:
     from aipusim.simulator.core import CoreRun
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 #: ``extra.layer_ops``, written by the compiler); otherwise (hand-written tasklists) the unit
 #: doing its main work, in this order. Its ``macs`` are the network's (``extra.layer_macs``),
 #: -1 when the program does not say.
-_OP_RANK = {u: i for i, u in enumerate(("mvm", "dwpu", "dpu", "wload", "dma0", "dma1", "sysdma"))}
+_OP_RANK = {s.unit.value: s.rank for s in UNITS}
+_COMPUTE_UNITS = frozenset(u.value for u in compute_units())
 #: Column each tag's rows are sorted by when written.
 _TIME_COLUMN = {tag: "t" if cols[0][0] == "t" else "start" for tag, cols in COLUMNS.items()}
 
@@ -84,7 +86,7 @@ class Tracer:
                     (core.physical, unit, frame, layer, seq, x.src, x.dst, x.nbytes, s, e)
                 )
                 self._charge(core, e)
-        elif self.k and unit in COMPUTE_UNITS:
+        elif self.k and unit in _COMPUTE_UNITS:
             tile = int(code.tiles[seq])
             self.rows[Tag.K].append((core.physical, unit, frame, layer, seq, tile, s, e, op.macs))
             self._charge(core, e)
