@@ -7,8 +7,7 @@ requested only when the current one ends. Two transfers over one link therefore 
 burst by burst and each sees half the bandwidth, which is how concurrent transfers really
 share a link. Reservation is arithmetic (no SimPy `Resource`), so a burst costs one event.
 
->>> from aipusim.isa.cost import burst_cycles as cost_burst
-from aipusim.simulator.clock import RunEnvironment
+>>> from aipusim.simulator.clock import RunEnvironment
 >>> env = RunEnvironment()
 >>> ddr = Link("ddr", 32.0)
 >>> p = env.process(transfer(env, (ddr,), 64, 32, 0, 5))
