@@ -68,6 +68,14 @@ class TasklistError(AipuSimError):
     status = "TIR_TO_RUNTIME_ERROR"
 
 
+class CompilerInternalError(AipuSimError):
+    """A compiler pass failed on something other than bad input (a bug in aipusim): the
+    message names the pass; the traceback is in ``compilation_log.txt``."""
+
+    exit_code = 1
+    status = "INTERNAL_ERROR"
+
+
 class SimulationError(AipuSimError):
     """The simulator cannot run the given tasklists."""
 
@@ -89,6 +97,7 @@ class ZooError(AipuSimError):
 __all__ = [
     "AipuSimError",
     "ArchError",
+    "CompilerInternalError",
     "ConfigError",
     "DeadlockError",
     "MemoryPlanError",

@@ -39,17 +39,18 @@ import onnx
 
 from aipusim.base import __version__
 from aipusim.base.atomic import swap_into_place
-from aipusim.base.errors import AipuSimError, ConfigError
+from aipusim.base.errors import AipuSimError, CompilerInternalError, ConfigError
+from aipusim.compiler.backend.emit import COMPILED_DIR, verify_crcs
 from aipusim.compiler.importer import read_model
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import (
     IMPORT,
+    INTERNAL_ERROR,
     PIPELINE,
     Pass,
     PassRecord,
     PipelineResult,
-    Stage,
     pass_names,
     run_pipeline,
 )
@@ -60,6 +61,8 @@ REPORT_NAME = "compilation_report.json"
 ERROR_ARTIFACT = "error_artifact.zip"
 LOG_NAME = "compilation_log.txt"
 SUCCEEDED = "SUCCEEDED"
+#: Status of a compilation ended on purpose after the pass its ``stop_after`` names.
+STOPPED = "STOPPED"
 #: ONNX protobufs cannot exceed 2 GiB; larger models are saved with external data.
 _PROTO_LIMIT_BYTES = (1 << 31) - 1
 
@@ -265,6 +268,8 @@ def compile_model(
     config = request.config
     out = Path(request.output_dir)
     passes = tuple(PIPELINE if passes is None else passes)
+    dump_ir = (*dump_ir, *getattr(request, "dump_after", ()))
+    asked_stop = getattr(request, "stop_after", None)
     _prepare_target(out, bool(config.remove_output_dir))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -291,13 +296,23 @@ def compile_model(
         stage = IMPORT
         model, start_after, copied_manifest = _load_input(request.model_path, tmp)
         quantize_only = str(config.compiler_mode) == "quantize_only"
+        stop_after = "quantize" if quantize_only and "quantize" in pass_names(passes) else None
+        if asked_stop is not None:
+            if asked_stop not in pass_names(passes):
+                raise ConfigError(
+                    f"stop_after must name a pass ({', '.join(pass_names(passes))}), "
+                    f"not {asked_stop}"
+                )
+            stop_after = _earlier(asked_stop, stop_after, passes)
+        # quantize_only is the vendor's own early end (SUCCEEDED); any other is STOPPED
+        stopped = stop_after is not None and not (quantize_only and stop_after == "quantize")
         result: PipelineResult = run_pipeline(
             model,
             ctx,
             input_shape=request.input_shape,
             passes=passes,
             dump_after=dump_ir,
-            stop_after="quantize" if quantize_only and "quantize" in pass_names(passes) else None,
+            stop_after=stop_after,
             after_pass=after_pass,
             source_name=str(request.model_path),
             start_after=start_after,
@@ -319,7 +334,14 @@ def compile_model(
                 (tmp / "ir" / f"{i:02d}_{name}.txt").write_text(result.dumps[name] + "\n")
         if config.trace_tvm_passes:
             _write_json(tmp / "pass_dependency_graph.json", _pass_trace(result.records))
-        report = _report(SUCCEEDED, None, "", result.records, time.perf_counter() - t0)
+        stage = "write_artifacts"
+        if stopped:
+            status = STOPPED
+        else:
+            _check_written(tmp, quantize_only)
+            status = SUCCEEDED
+        report = _report(status, stop_after if stopped else None, "", result.records,
+                         time.perf_counter() - t0)  # fmt: skip
         report["graph"] = _graph_summary(result.graph)
         report["host_graphs"] = {k: _graph_summary(g) for k, g in ctx.host_graphs.items()}
         if quant_manifest:
@@ -327,14 +349,22 @@ def compile_model(
         if "accuracy" in ctx.results:
             report["accuracy"] = ctx.results["accuracy"]
         _write_json(tmp / REPORT_NAME, report)
-        log.info("compilation succeeded in %.2f s", time.perf_counter() - t0)
+        if stopped:
+            log.info("compilation stopped after %s as asked", stop_after)
+        else:
+            log.info("compilation succeeded in %.2f s", time.perf_counter() - t0)
         compile_log.flush()
         files = _files_under(tmp)
         swap_into_place(tmp, out)
     except BaseException as exc:
         failed_stage = ctx.failed_pass or stage
         status = ctx.failed_status or _status_for(exc, failed_stage)
-        message = str(exc) if isinstance(exc, AipuSimError) else f"internal error: {exc!r}"
+        message = (
+            str(exc)
+            if isinstance(exc, AipuSimError)
+            else f"internal error in pass `{failed_stage}`: {type(exc).__name__}: {exc} "
+            f"(the traceback is in {LOG_NAME})"
+        )
         # file only: the CLI prints the error line itself (and Python the traceback of a bug)
         detail = message if isinstance(exc, AipuSimError) else traceback.format_exc()
         log.error("compilation failed in %s: %s", failed_stage, detail, extra=_FILE_ONLY)
@@ -345,11 +375,15 @@ def compile_model(
             artifact = _error_artifact(tmp, ctx, report, bool(config.randomize_onnx_model))
             report["error_artifact"] = ERROR_ARTIFACT
         _write_failure(tmp, out, report, artifact)
+        if isinstance(exc, Exception) and not isinstance(exc, AipuSimError):
+            # A bug, not bad input: one line for the user (exit status 1), the
+            # traceback in the compile log; never a silent success.
+            raise CompilerInternalError(message) from exc
         raise
     finally:
         compile_log.close()
     return CompileResult(
-        status=SUCCEEDED,
+        status=status,
         output_dir=out,
         graph=result.graph,
         host_graphs=dict(ctx.host_graphs),
@@ -360,15 +394,37 @@ def compile_model(
 
 
 def _status_for(exc: BaseException, stage: str) -> str:
+    """The status of a failure outside the passes (setup, artifact writing)."""
     if isinstance(exc, AipuSimError):
         return exc.status
-    if stage == "initialize":
+    if stage == "initialize" and isinstance(exc, OSError):
         return "INITIALIZE_CLI_ERROR"
-    if stage == IMPORT:
-        return Stage.IMPORT.status
-    if stage == "quantize":
-        return Stage.QUANTIZE.status
-    return "TOP_LEVEL_LOWER_ERROR"
+    return INTERNAL_ERROR
+
+
+def _earlier(a: str, b: str | None, passes: tuple[Pass, ...]) -> str:
+    """Of two pass names, the one that comes first in the pass list."""
+    if b is None:
+        return a
+    names = pass_names(passes)
+    return a if names.index(a) <= names.index(b) else b
+
+
+def _check_written(tmp: Path, quantize_only: bool) -> None:
+    """A compile succeeds only with its result on disk: ``compiled_model/`` whose files
+    match the CRCs its ``model.json`` records, or for ``quantize_only`` the quantized
+    model."""
+    if quantize_only:
+        if not (tmp / "quantized_model").is_dir():
+            raise CompilerInternalError("quantize_only wrote no quantized_model/ folder")
+        return
+    compiled = tmp / COMPILED_DIR
+    if not (compiled / "model.json").is_file():
+        raise CompilerInternalError(
+            "the pass list ended without writing compiled_model/model.json (its last pass "
+            "must be emit)"
+        )
+    verify_crcs(compiled)
 
 
 def _report(
@@ -458,6 +514,7 @@ __all__ = [
     "ERROR_ARTIFACT",
     "LOG_NAME",
     "REPORT_NAME",
+    "STOPPED",
     "SUCCEEDED",
     "CompileResult",
     "compile_model",

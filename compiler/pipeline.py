@@ -1,29 +1,33 @@
 """The compiler as a named list of passes, top to bottom in one place (DESIGN.md §4).
 
-``import`` turns the ONNX model into a `Graph`; every later pass is a function
-``(Graph, PassContext) -> Graph``. A pass with a ``knob`` runs only when that
-`CompilerConfig` flag is true. The quantizer is bound late (``QUANTIZE_PASS``: a
-``module:function`` reference) so that this list does not import it; the back half
-(lower, tile, memplan, schedule, emit) appends to `PIPELINE` when it exists.
+``import`` turns the ONNX model into a `Graph`. The front end (`FRONT`) is passes
+``(Graph, PassContext) -> Graph``; the back end (`BACK`) takes the graph through the typed
+stages of `aipusim.compiler.backend.ir` (``lower``: Graph -> Lowered, ``tile``: Lowered ->
+Tiled, ... ``emit``: Estimated -> Emitted). A pass with a ``knob`` runs only when that
+`CompilerConfig` flag is true; no pass is ever skipped for any other reason: a pass that
+raises stops the compilation with the pass named.
 
 >>> [p.name for p in FRONT][:4]
 ['graph_cleaner', 'fold_constants', 'rewrite_einsum', 'fuse_layernorm']
+>>> [p.name for p in BACK][:4]
+['lower', 'tile', 'multicore', 'imc']
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import onnx
 
 from aipusim.base.errors import AipuSimError, ConfigError
+from aipusim.compiler.backend import passes as backend
 from aipusim.compiler.importer import import_model
-from aipusim.compiler.ir import Graph, dump
+from aipusim.compiler.ir import Graph, dump, verify
 from aipusim.compiler.passes.arith import arithmetic_simplification
 from aipusim.compiler.passes.bn_fold import fold_batchnorm
 from aipusim.compiler.passes.cleaner import graph_cleaner
@@ -39,11 +43,10 @@ from aipusim.compiler.passes.rewrite import (
 )
 from aipusim.compiler.passes.simplify import fold_constants
 from aipusim.compiler.passes.validate import validate_operators
+from aipusim.compiler.quant import quantize_pass
 
-PassFn = Callable[[Graph, PassContext], Graph]
-
-#: Where the quantizer's pass lives: ``(Graph, PassContext) -> Graph`` (late-bound).
-QUANTIZE_PASS = "aipusim.compiler.quant:quantize_pass"
+#: A pass: its input IR (a `Graph` or a back-end stage) and the context -> its output IR.
+PassFn = Callable[[Any, PassContext], Any]
 
 
 class Stage(StrEnum):
@@ -78,26 +81,20 @@ _STAGE_STATUS = {
 
 @dataclass(frozen=True)
 class Pass:
-    """One named pass: its function (or a ``module:function`` reference), its stage, and
-    the config flag that switches it (None: always on)."""
+    """One named pass: its function, its stage, and the config flag that switches it (None:
+    always on)."""
 
     name: str
-    target: PassFn | str
+    fn: PassFn
     stage: Stage
     knob: str | None = None
 
     def enabled(self, ctx: PassContext) -> bool:
         return self.knob is None or bool(getattr(ctx.config, self.knob))
 
-    def resolve(self) -> PassFn | None:
-        """The pass function; None for a late-bound one whose module is not there."""
-        if callable(self.target):
-            return self.target
-        module, attr = self.target.split(":")
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError):
-            return None
+    def run(self, ir: Any, ctx: PassContext) -> Any:
+        """The pass's output IR for ``ir``."""
+        return self.fn(ir, ctx)
 
 
 #: Passes 2-5 of DESIGN.md §4, in order.
@@ -118,7 +115,7 @@ FRONT: tuple[Pass, ...] = (
     # the operator check also runs before calibration, so that a model with several
     # unsupported ops gets them all named at once instead of the quantizer's first complaint
     Pass("check_operators", validate_operators, Stage.SIMPLIFY, "validate_operators"),
-    Pass("quantize", QUANTIZE_PASS, Stage.QUANTIZE),
+    Pass("quantize", quantize_pass, Stage.QUANTIZE),
     Pass("rewrite_dense_to_conv2d", dense_to_conv2d, Stage.REWRITE, "rewrite_dense_to_conv2d"),
     Pass("rewrite_concat_to_resadd", concat_to_resadd, Stage.REWRITE, "rewrite_concat_to_resadd"),
     Pass("apply_pword_padding", pword_padding, Stage.REWRITE, "apply_pword_padding"),
@@ -130,17 +127,17 @@ FRONT: tuple[Pass, ...] = (
     ),
     Pass("validate_operators", validate_operators, Stage.REWRITE, "validate_operators"),
 )
-_BACKEND = "aipusim.compiler.backend.passes"
-#: Passes 6-10 of DESIGN.md §4 (the back half, `aipusim.compiler.backend`).
+#: Passes 6-10 of DESIGN.md §4 (the back half, `aipusim.compiler.backend`), each from one
+#: typed stage of `aipusim.compiler.backend.ir` to the next.
 BACK: tuple[Pass, ...] = (
-    Pass("lower", f"{_BACKEND}:lower_pass", Stage.MIDEND),
-    Pass("imc", f"{_BACKEND}:imc_pass", Stage.MIDEND),
-    Pass("tile", f"{_BACKEND}:tile_pass", Stage.MIDEND),
-    Pass("estimate", f"{_BACKEND}:estimate_pass", Stage.MIDEND),
-    Pass("multicore", f"{_BACKEND}:multicore_pass", Stage.MIDEND),
-    Pass("memplan", f"{_BACKEND}:memplan_pass", Stage.TIR),
-    Pass("schedule", f"{_BACKEND}:schedule_pass", Stage.TIR),
-    Pass("emit", f"{_BACKEND}:emit_pass", Stage.RUNTIME),
+    Pass("lower", backend.lower, Stage.MIDEND),
+    Pass("tile", backend.tile, Stage.MIDEND),
+    Pass("multicore", backend.multicore, Stage.MIDEND),
+    Pass("imc", backend.imc, Stage.MIDEND),
+    Pass("memplan", backend.memplan, Stage.TIR),
+    Pass("schedule", backend.schedule, Stage.TIR),
+    Pass("estimate", backend.estimate, Stage.TIR),
+    Pass("emit", backend.emit, Stage.RUNTIME),
 )
 #: The whole compiler.
 PIPELINE: tuple[Pass, ...] = FRONT + BACK
@@ -153,10 +150,16 @@ def pass_names(passes: Iterable[Pass] = PIPELINE) -> list[str]:
     return [IMPORT, *(p.name for p in passes)]
 
 
+#: Status of a compilation stopped by a bug in a pass (not the vendor reference's: its
+#: codes name where bad input was found; this one names a failure of aipusim itself).
+INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
 @dataclass
 class PassRecord:
-    """What one pass did: wall time (seconds, from the start of the pipeline too) and
-    node counts before/after; ``ran`` is False for a pass switched off or unavailable."""
+    """What one pass did: wall time (seconds, from the start of the pipeline too) and the
+    size of its IR before/after (graph nodes, or back-end layers); ``ran`` is False for a
+    pass switched off by its knob or skipped by ``start_after``."""
 
     name: str
     stage: str
@@ -170,17 +173,40 @@ class PassRecord:
 
 @dataclass
 class PipelineResult:
-    """The final graph, the context (host graphs, files, results), per-pass records and the
-    IR dumps asked for (pass name -> text)."""
+    """The final IR (the graph for a front-end run, a back-end stage otherwise), the context
+    (host graphs, files, results), per-pass records and the IR dumps asked for (pass name ->
+    text)."""
 
-    graph: Graph
+    ir: Any
     context: PassContext
     records: list[PassRecord] = field(default_factory=list)
     dumps: dict[str, str] = field(default_factory=dict)
 
     @property
+    def graph(self) -> Graph:
+        """The AIPU graph after the last pass (a back-end stage carries the one it lowered)."""
+        return self.ir if isinstance(self.ir, Graph) else self.ir.graph
+
+    @property
     def pass_seconds(self) -> dict[str, float]:
         return {r.name: r.seconds for r in self.records if r.ran}
+
+
+def dump_ir(ir: Any) -> str:
+    """The text form of any pass's output: a `Graph` or a back-end stage."""
+    return dump(ir) if isinstance(ir, Graph) else ir.dump()
+
+
+def verify_ir(ir: Any) -> None:
+    """Check the invariants of any pass's output (`AssertionError` on a compiler bug)."""
+    if isinstance(ir, Graph):
+        verify(ir)
+    else:
+        ir.verify()
+
+
+def _size(ir: Any) -> int:
+    return len(ir.nodes) if isinstance(ir, Graph) else len(ir.layers)
 
 
 def _check_names(names: Collection[str], passes: Iterable[Pass], what: str) -> None:
@@ -200,7 +226,7 @@ def run_pipeline(
     passes: Iterable[Pass] = PIPELINE,
     dump_after: Collection[str] = (),
     stop_after: str | None = None,
-    after_pass: Callable[[str, Graph], None] | None = None,
+    after_pass: Callable[[str, Any], None] | None = None,
     source_name: str | None = None,
     start_after: str | None = None,
     model_checked: bool = False,
@@ -211,10 +237,11 @@ def run_pipeline(
     ``start_after`` (a quantized model): it is not imported and those passes are skipped.
     ``model_checked``: ``model`` is a proto from `load_model`, handed over (not copied or
     checked again by the import).
-    ``dump_after`` names passes (or ``all``) whose output graph is dumped as text;
-    ``stop_after`` ends the run after that pass; ``after_pass(name, graph)`` is called after
-    every pass that ran (the tests run `verify` there). On an exception the failing pass and
-    its status code are left in ``ctx.failed_pass`` / ``ctx.failed_status``.
+    ``dump_after`` names passes (or ``all``) whose output IR is dumped as text;
+    ``stop_after`` ends the run after that pass; ``after_pass(name, ir)`` is called after
+    every pass that ran (the tests run `verify_ir` there). On an exception the failing pass
+    and its status code (the error's own, or `INTERNAL_ERROR` for one that is not an
+    `AipuSimError`) are left in ``ctx.failed_pass`` / ``ctx.failed_status``.
     """
     passes = tuple(passes)
     _check_names(dump_after, passes, "dump_after")
@@ -224,7 +251,7 @@ def run_pipeline(
     dumps: dict[str, str] = {}
     t0 = time.perf_counter()
 
-    def finish(name: str, stage: Stage, start: float, before: int, graph: Graph) -> None:
+    def finish(name: str, stage: Stage, start: float, before: int, ir: Any) -> None:
         records.append(
             PassRecord(
                 name,
@@ -233,25 +260,26 @@ def run_pipeline(
                 start - t0,
                 time.perf_counter() - start,
                 before,
-                len(graph.nodes),
+                _size(ir),
             )
         )
-        ctx.last_graph = graph
+        ctx.last_graph = ir if isinstance(ir, Graph) else ir.graph
         if "all" in dump_after or name in dump_after:
-            dumps[name] = dump(graph)
+            dumps[name] = dump_ir(ir)
         if after_pass is not None:
-            after_pass(name, graph)
+            after_pass(name, ir)
 
     if start_after is not None:
         _check_names([start_after], passes, "start_after")
     start = time.perf_counter()
+    ir: Any
     if isinstance(model, Graph):
         # An IR graph that already went through the passes up to ``start_after`` (the
         # quantized model of a quantize-only run): no import.
-        graph = model
+        ir = model
     else:
         try:
-            graph = import_model(
+            ir = import_model(
                 model,
                 input_shape=input_shape,
                 layout=ctx.input_layout,
@@ -262,9 +290,9 @@ def run_pipeline(
         except Exception as exc:
             _fail(ctx, IMPORT, Stage.IMPORT, exc)
             raise
-    finish(IMPORT, Stage.IMPORT, start, 0, graph)
+    finish(IMPORT, Stage.IMPORT, start, 0, ir)
     if stop_after == IMPORT:
-        return PipelineResult(graph, ctx, records, dumps)
+        return PipelineResult(ir, ctx, records, dumps)
     skipping = start_after is not None and start_after != IMPORT
     for p in passes:
         if skipping:
@@ -274,42 +302,42 @@ def run_pipeline(
             if p.name == stop_after:
                 break
             continue
-        fn = p.resolve() if p.enabled(ctx) else None
-        if fn is None:
-            note = "switched off" if not p.enabled(ctx) else f"{p.target} not available"
-            records.append(PassRecord(p.name, p.stage.value, False, note=note))
-            ctx.log.info("pass %s skipped: %s", p.name, note)
+        if not p.enabled(ctx):
+            records.append(PassRecord(p.name, p.stage.value, False, note="switched off"))
+            ctx.log.info("pass %s skipped: switched off by %s", p.name, p.knob)
         else:
             start = time.perf_counter()
-            before = len(graph.nodes)
+            before = _size(ir)
             try:
-                graph = fn(graph, ctx)
+                ir = p.run(ir, ctx)
             except Exception as exc:
                 _fail(ctx, p.name, p.stage, exc)
                 raise
-            finish(p.name, p.stage, start, before, graph)
-            ctx.log.info("pass %s: %d -> %d nodes", p.name, before, len(graph.nodes))
+            finish(p.name, p.stage, start, before, ir)
+            ctx.log.info("pass %s: %d -> %d", p.name, before, _size(ir))
         if p.name == stop_after:
             break
-    return PipelineResult(graph, ctx, records, dumps)
+    return PipelineResult(ir, ctx, records, dumps)
 
 
 def _fail(ctx: PassContext, name: str, stage: Stage, exc: BaseException) -> None:
     ctx.failed_pass = name
-    ctx.failed_status = exc.status if isinstance(exc, AipuSimError) else stage.status
+    ctx.failed_status = exc.status if isinstance(exc, AipuSimError) else INTERNAL_ERROR
 
 
 __all__ = [
     "BACK",
     "FRONT",
     "IMPORT",
+    "INTERNAL_ERROR",
     "PIPELINE",
-    "QUANTIZE_PASS",
     "Pass",
     "PassFn",
     "PassRecord",
     "PipelineResult",
     "Stage",
+    "dump_ir",
     "pass_names",
     "run_pipeline",
+    "verify_ir",
 ]

@@ -83,6 +83,10 @@ class CompileRequest:
     imreader_backend: ImreaderBackend = ImreaderBackend.PIL
     arch_path: Path | None = None
     cli_args: Mapping[str, Any] = field(default_factory=dict)
+    #: Passes (or ``all``) whose output IR is written to ``ir/<NN>_<pass>.txt``.
+    dump_after: tuple[str, ...] = ()
+    #: End the compilation after this pass (status ``STOPPED``; no ``compiled_model/``).
+    stop_after: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", self.config.copy())

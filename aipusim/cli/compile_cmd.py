@@ -116,6 +116,19 @@ DEFAULT_CONF_NAME = "default_conf.json"
 @click.option(
     "--aipu-cores", metavar="N", help="Cores per compiled instance (aipu_cores_used, 1-4)."
 )
+@click.option(
+    "--dump-after",
+    metavar="PASS[,PASS...]",
+    help="Write the IR after these passes (or 'all') to OUT/ir/<NN>_<pass>.txt. Passes: "
+    "import, the front end (graph_cleaner ... validate_operators), then lower, tile, "
+    "multicore, imc, memplan, schedule, estimate, emit.",
+)
+@click.option(
+    "--stop-after",
+    metavar="PASS",
+    help="End the compilation after this pass (status STOPPED, no compiled_model/); "
+    "with --dump-after, to inspect one stage.",
+)
 @set_option
 @arch_option
 @json_option
@@ -136,10 +149,19 @@ def compile_command(ctx: click.Context, **flags: Any) -> None:
     # Imported here: the driver pulls in onnx/numpy, which --help and bad input never need.
     from aipusim.compiler.driver import compile_model
 
-    compile_model(request)
+    result = compile_model(request)
     if flags["as_json"]:
-        summary = {"input": str(request.model_path), "output_dir": str(request.output_dir)}
+        summary = {
+            "input": str(request.model_path),
+            "output_dir": str(request.output_dir),
+            "status": result.status,
+        }
         click.echo(json.dumps(summary))
+    elif request.stop_after is not None and result.status == "STOPPED":
+        click.echo(
+            f"stopped after {request.stop_after} as asked: {request.model_path} -> "
+            f"{request.output_dir}"
+        )
     else:
         click.echo(f"compiled {request.model_path} -> {request.output_dir}")
 
@@ -246,7 +268,27 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
         imreader_backend=_member(ImreaderBackend, backend, "--imreader-backend"),
         arch_path=arch_path,
         cli_args=cli_args,
+        dump_after=_pass_list(flags["dump_after"], "--dump-after"),
+        stop_after=_pass_list(flags["stop_after"], "--stop-after", single=True)[0]
+        if flags["stop_after"]
+        else None,
     )
+
+
+def _pass_list(text: str | None, flag: str, *, single: bool = False) -> tuple[str, ...]:
+    """Pass names of a --dump-after / --stop-after value, each checked."""
+    if not text:
+        return ()
+    from aipusim.compiler.pipeline import pass_names
+
+    valid = pass_names()
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    allowed = valid if single else [*valid, "all"]
+    bad = [n for n in names if n not in allowed]
+    if bad or not names or (single and len(names) != 1):
+        what = "one pass" if single else "passes separated by commas (or all)"
+        raise ConfigError(f"{flag} must be {what} of {', '.join(allowed)}, not {text!r}")
+    return names
 
 
 def _member(enum: Any, value: str | None, flag: str) -> Any:

@@ -1,10 +1,4 @@
-"""The compiler's back half: lower, IMC mapping, tile, memplan, schedule, emit (DESIGN.md §4).
-
->>> from aipusim.compiler.backend import BACK_PASSES
->>> BACK_PASSES[0][0]
-'lower'
-"""
-
-from aipusim.compiler.backend.run import BACK_PASSES, BackendResult, BackendState, run_backend
-
-__all__ = ["BACK_PASSES", "BackendResult", "BackendState", "run_backend"]
+"""The compiler's back half (DESIGN.md §4): lower, tile, multicore, IMC mapping, memory plan,
+schedule, estimate, emit. The passes are `aipusim.compiler.backend.passes`, listed in
+`aipusim.compiler.pipeline`; their IR is `aipusim.compiler.backend.ir`;
+`aipusim.compiler.backend.run.run_backend` runs them without the driver."""

@@ -17,7 +17,7 @@ energy on a tie. For attention (K = 64 or N = 197 columns, M = 197 vectors per h
 is 70-90x faster (DeiT-Tiny: 3,212 against 232,870 cycles per layer); the DPU wins only for
 tiny products (one vector through a 16 x 16 operand), where writing B into the array and
 the MVM pipeline cost more than the products themselves. The choice, both cycle counts
-and both energies are kept in ``layer.extra["matmul_choice"]`` and land in report.json.
+and both energies are kept in the layer's ``matmul_choice`` and land in report.json.
 
 >>> from aipusim.arch import load_arch
 >>> from aipusim.compiler.backend.imc import ImcOptions
@@ -30,46 +30,19 @@ and both energies are kept in ``layer.extra["matmul_choice"]`` and land in repor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 from aipusim.arch import Arch
 from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
 from aipusim.compiler.backend.lower import (
-    RUNTIME,
     ConvGeometry,
     LayerPlan,
     LayerUnit,
+    MatmulChoice,
     RuntimeMatmul,
-    is_runtime,
-    runtime_shapes,
 )
 from aipusim.isa.dpu_work import dpu_charged_ops, dpu_task_cycles
 from aipusim.isa.tasks import DpuKind
-
-#: ``layer.extra`` key of the costed choice.
-CHOICE = "matmul_choice"
-
-
-@dataclass(frozen=True)
-class MatmulChoice:
-    """Both mappings' cycles and dynamic energy (pJ) per frame, and the one taken."""
-
-    unit: str  # "mvm" or "dpu"
-    mvm_cycles: int
-    dpu_cycles: int
-    mvm_energy_pj: float
-    dpu_energy_pj: float
-    weight_bytes_per_frame: int  # written into the IMC every frame (MVM)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "unit": self.unit,
-            "mvm_cycles": self.mvm_cycles,
-            "dpu_cycles": self.dpu_cycles,
-            "mvm_energy_pj": round(self.mvm_energy_pj, 1),
-            "dpu_energy_pj": round(self.dpu_energy_pj, 1),
-            "imc_weight_bytes_per_frame": self.weight_bytes_per_frame,
-        }
 
 
 def head_mapping(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> ImcMapping:
@@ -113,50 +86,47 @@ def choose(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> MatmulChoice:
     )  # fmt: skip
 
 
-def map_runtime_layers(layers: list[LayerPlan], arch: Arch, opts: ImcOptions) -> None:
-    """The IMC pass's part for activation x activation MatMuls: cost both mappings, keep the
-    MVM ones (their `imc` is the mapping of one head: its operand and its M vectors) and
-    turn the others into DPU layers."""
+def assign_units(
+    layers: tuple[LayerPlan, ...], arch: Arch, opts: ImcOptions
+) -> tuple[LayerPlan, ...]:
+    """Cost both mappings of every activation x activation MatMul and put it on the faster
+    unit: the MVM ones keep their `RuntimeMatmul`, the others become DPU layers. Each keeps
+    its `MatmulChoice` (for report.json)."""
+    out = []
     for layer in layers:
-        if not is_runtime(layer):
+        mm = layer.runtime
+        if mm is None:
+            out.append(layer)
             continue
-        mm: RuntimeMatmul = layer.extra[RUNTIME]
         choice = choose(mm, arch, opts)
-        layer.extra[CHOICE] = choice
         if choice.unit == "dpu":
-            del layer.extra[RUNTIME]
-            layer.unit = LayerUnit.DPU
-            layer.dpu_kind = DpuKind.MATMUL
-            layer.elements = mm.macs
-            layer.extra["macs"] = mm.macs
-            layer.geometry = None
-            layer.imc = None
-        else:
-            # one head: its M vectors against one load of its operand, as `choose` costed
-            layer.imc = head_mapping(mm, arch, opts)
+            layer = replace(
+                layer,
+                unit=LayerUnit.DPU,
+                dpu_kind=DpuKind.MATMUL,
+                elements=mm.macs,
+                geometry=None,
+                runtime=None,
+            )
+        out.append(replace(layer, matmul_choice=choice))
+    return tuple(out)
 
 
-def runtime_estimate(layer: LayerPlan, arch: Arch) -> tuple[int, int, int]:
+def runtime_estimate(layer: LayerPlan, imc: ImcMapping, arch: Arch) -> tuple[int, int, int]:
     """(compute, weight-load, exposed weight-load) cycles per frame of an MVM layer with
-    run-time weights (every head loads its operand)."""
-    mm: RuntimeMatmul = layer.extra[RUNTIME]
-    imc = layer.imc  # one head's mapping
+    run-time weights (every head loads its operand); ``imc`` maps one head."""
+    mm = layer.runtime
+    assert mm is not None, layer.name
     per_head = imc.compute_cycles + arch.mvm.pipeline_latency_cycles
     load = imc.weight_load_cycles
     return mm.heads * per_head, mm.heads * load, exposed_loads(mm.heads, load, per_head, arch)
 
 
 __all__ = [
-    "CHOICE",
-    "RUNTIME",
-    "MatmulChoice",
-    "RuntimeMatmul",
+    "assign_units",
     "choose",
     "exposed_loads",
     "head_mapping",
-    "is_runtime",
-    "map_runtime_layers",
     "mvm_frame_cycles",
     "runtime_estimate",
-    "runtime_shapes",
 ]

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import ConfigError
-from aipusim.compiler.backend.attention import CHOICE
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.multicore import effective_mode
 from aipusim.isa.program import PROGRAM_FILE, Instance, Program, tasklist_file_name
@@ -47,7 +46,7 @@ REPORT_VERSION = 1
 
 def _mapping_choice(layer: LayerPlan) -> dict[str, Any]:
     """An activation x activation MatMul's costed mappings (`attention.choose`), if any."""
-    choice = layer.extra.get(CHOICE)
+    choice = layer.matmul_choice
     return {"matmul_choice": choice.as_dict()} if choice is not None else {}
 
 
@@ -90,16 +89,16 @@ def _unit_cycles(state: Any) -> dict[str, dict[str, int]]:
     return out
 
 
-def build_report(state: Any) -> dict[str, Any]:
-    """The content of ``compiled_model/report.json``."""
+def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> dict[str, Any]:
+    """The content of ``compiled_model/report.json`` (``state``: an `ir.Estimated`)."""
     traffic = _layer_traffic(state)
     unit_cycles = _unit_cycles(state)
     layers = []
     total_cycles = 0
-    for layer in state.layers:
-        est = layer.estimate
-        t = layer.tiling
-        imc = layer.imc
+    for layer, est, t, mapping in zip(
+        state.layers, state.estimates, state.tilings, state.mappings, strict=True
+    ):
+        imc = mapping.whole if mapping is not None else None
         total_cycles += est.cycles if est else 0
         layers.append(
             {
@@ -143,9 +142,9 @@ def build_report(state: Any) -> dict[str, Any]:
         "tasks_per_core": {str(c): len(t) for c, t in sched.tasks.items()},
         "local_tokens_used": {str(c): n for c, n in sched.local_tokens_used.items()},
         "global_tokens_used": sched.global_tokens_used,
-        "memory": state.plan.high_water(),
-        "memplan_attempts": state.plan.attempts,
-        "pass_seconds": {k: round(v, 4) for k, v in state.pass_seconds.items()},
+        "memory": state.memory.high_water(),
+        "memplan_attempts": state.memory.attempts,
+        "pass_seconds": {k: round(v, 4) for k, v in (pass_seconds or {}).items()},
         "layers": layers,
     }
 
@@ -187,7 +186,7 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
     cfg = state.config
     cores = tuple(sorted(state.schedule.tasks))
     g = state.graph
-    plan = state.plan
+    plan = state.memory
     in_buf = plan.buffer_of(g.inputs[0], 0) if g.inputs else None
     out_buf = plan.buffer_of(g.outputs[0], 0) if g.outputs else None
     instance = Instance(
@@ -241,7 +240,7 @@ def l2_constant_image(state: Any) -> bytes | None:
     None when there are none or the graph's constants are not quantized (integers)."""
     g = state.graph
     placed = []
-    for buf in state.plan.buffers.values():
+    for buf in state.memory.buffers.values():
         if buf.pool is Pool.L2 and buf.name.startswith("const:"):
             array = g.const(buf.name.removeprefix("const:"))
             if array is None or not np.issubdtype(array.dtype, np.integer):
@@ -256,10 +255,14 @@ def l2_constant_image(state: Any) -> bytes | None:
 
 
 def emit_files(
-    state: Any, *, model_name: str | None = None, model_id: str | None = None
+    state: Any,
+    *,
+    model_name: str | None = None,
+    model_id: str | None = None,
+    pass_seconds: dict[str, float] | None = None,
 ) -> dict[str, bytes]:
     """Every file of ``compiled_model/`` as bytes, keyed by path relative to the output
-    folder (``compiled_model/model.json``, ...)."""
+    folder (``compiled_model/model.json``, ...); ``state`` is an `ir.Estimated`."""
     name = model_name or state.config.model_name or state.graph.name
     files: dict[str, bytes] = {}
     for core, tasks in sorted(state.schedule.tasks.items()):
@@ -268,7 +271,7 @@ def emit_files(
     if image is not None:
         files[L2_CONST_FILE] = image
     files[MANIFEST_FILE] = _json_bytes(build_manifest(state))
-    files[REPORT_FILE] = _json_bytes(build_report(state))
+    files[REPORT_FILE] = _json_bytes(build_report(state, pass_seconds))
     crcs = {k: crc32(v) for k, v in sorted(files.items())}
     program = build_program(state, name, model_id or str(uuid.uuid4()), crcs)
     files[PROGRAM_FILE] = program.to_json().encode("utf-8")

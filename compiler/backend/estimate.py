@@ -15,8 +15,9 @@ import math
 from dataclasses import dataclass
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.attention import is_runtime, runtime_estimate
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
+from aipusim.compiler.backend.attention import runtime_estimate
+from aipusim.compiler.backend.imc import ImcMapping
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.isa.dpu_work import TRANSFORMER_DPU_KINDS, dpu_task_cycles
 from aipusim.isa.tasks import DwpuKind
 
@@ -58,13 +59,15 @@ def dma_cycles(num_bytes: int, arch: Arch) -> int:
     return math.ceil(num_bytes / arch.dma.channel_bw_bytes_per_cycle) + arch.dma.setup_cycles
 
 
-def estimate_layer(layer: LayerPlan, arch: Arch, *, weights_double_buffered: bool) -> LayerEstimate:
-    """The estimate of one lowered layer (MVM layers need their IMC mapping first)."""
+def estimate_layer(
+    layer: LayerPlan, imc: ImcMapping | None, arch: Arch, *, weights_double_buffered: bool
+) -> LayerEstimate:
+    """The estimate of one lowered layer (``imc``: an MVM layer's mapping, whole)."""
     if layer.unit is LayerUnit.MVM and is_runtime(layer):
-        compute, load, exposed = runtime_estimate(layer, arch)
+        assert imc is not None, f"{layer.name}: IMC mapping missing"
+        compute, load, exposed = runtime_estimate(layer, imc, arch)
         return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
     if layer.unit is LayerUnit.MVM:
-        imc = layer.imc
         assert imc is not None, f"{layer.name}: IMC mapping missing"
         compute = imc.compute_cycles + arch.mvm.pipeline_latency_cycles
         # streamed weights: a DMA into L1 staging, then the load into the array

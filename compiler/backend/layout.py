@@ -25,7 +25,7 @@ class Split(StrEnum):
     ROWS = "rows"
 
 
-@dataclass
+@dataclass(frozen=True)
 class CoreLayout:
     cores: int = 1
     mode: str = "multiprocess"

@@ -27,7 +27,7 @@ keeps its own size).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -95,11 +95,54 @@ class ConvGeometry:
         return self.out_h * self.out_w * self.cout * per_out
 
 
-@dataclass
-class LayerPlan:
-    """One layer of the back end: a node (plus fused activations) and what it costs.
+@dataclass(frozen=True)
+class RuntimeMatmul:
+    """[heads] x (M x K) @ (K x N): the shapes of an activation x activation MatMul."""
 
-    Later passes fill ``imc`` (pass imc), ``tiling`` (tile), ``estimate`` (estimate).
+    heads: int
+    m: int
+    k: int
+    n: int
+
+    @property
+    def macs(self) -> int:
+        return self.heads * self.m * self.k * self.n
+
+    def geometry(self) -> ConvGeometry:
+        """As the MVM sees it: a 1x1 'conv' of K inputs and N outputs over M vectors per
+        head; the heads are the rows (what tiles and row splits cut)."""
+        return ConvGeometry(self.k, self.n, 1, 1, 1, 1, self.heads, self.m, self.heads, self.m)
+
+
+@dataclass(frozen=True)
+class MatmulChoice:
+    """Where an activation x activation MatMul runs: both mappings' cycles and dynamic
+    energy (pJ) per frame, and the one taken (`aipusim.compiler.backend.attention`)."""
+
+    unit: str  # "mvm" or "dpu"
+    mvm_cycles: int
+    dpu_cycles: int
+    mvm_energy_pj: float
+    dpu_energy_pj: float
+    weight_bytes_per_frame: int  # written into the IMC every frame (MVM)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "unit": self.unit,
+            "mvm_cycles": self.mvm_cycles,
+            "dpu_cycles": self.dpu_cycles,
+            "mvm_energy_pj": round(self.mvm_energy_pj, 1),
+            "dpu_energy_pj": round(self.dpu_energy_pj, 1),
+            "imc_weight_bytes_per_frame": self.weight_bytes_per_frame,
+        }
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """One layer of the back end: a node (plus fused activations) on the unit that runs it.
+
+    What later passes decide about a layer (its tiling, IMC mapping, memory, tasks) lives
+    in their own IR (`aipusim.compiler.backend.ir`), never written back into the plan.
     """
 
     name: str
@@ -114,14 +157,14 @@ class LayerPlan:
     dpu_kind: DpuKind | None = None
     dwpu_kind: DwpuKind | None = None
     lut: LutKind = LutKind.NONE
-    elements: int = 0  # output elements (DPU work, DMA layout moves)
+    elements: int = 0  # output elements (DPU work, DMA layout moves; DPU MatMul: its MACs)
     fused: tuple[str, ...] = ()  # names of activation nodes folded into this layer
     is_first: bool = False  # reads a graph input directly (swICR candidate)
     rows: int = 1  # output rows H (the dimension tiles split)
-    imc: Any = None
-    tiling: Any = None
-    estimate: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: An MVM layer whose weights are an activation written at run time (attention).
+    runtime: RuntimeMatmul | None = None
+    #: The costed choice of an activation x activation MatMul (MVM or DPU).
+    matmul_choice: MatmulChoice | None = None
 
     @property
     def weight_bytes(self) -> int:
@@ -133,9 +176,10 @@ class LayerPlan:
 
     @property
     def macs(self) -> int:
-        if "macs" in self.extra:  # a MatMul of two activations moved to the DPU
-            return int(self.extra["macs"])
-        return self.geometry.macs if self.geometry else 0
+        """The network's multiply-accumulates of the layer in one frame."""
+        if self.geometry is not None:
+            return self.geometry.macs
+        return self.elements if self.dpu_kind is DpuKind.MATMUL else 0
 
 
 _LUT_OF: dict[Op, LutKind] = {
@@ -298,8 +342,11 @@ class _Lowerer:
         plan = self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
         source = self.pword_source.get(node.inputs[0])
         if source is not None:
-            plan.is_first = source in self.g.inputs
-            plan.in_bytes = (activation_bytes(self.g, source),)
+            plan = replace(
+                plan,
+                is_first=source in self.g.inputs,
+                in_bytes=(activation_bytes(self.g, source),),
+            )
         return plan
 
     def depthwise(self, node: Node) -> LayerPlan:
@@ -334,9 +381,7 @@ class _Lowerer:
             self.g.shape(node.inputs[1]),
             self.g.shape(node.outputs[0]),
         )
-        plan = self.base(node, LayerUnit.MVM, geometry=mm.geometry())
-        plan.extra[RUNTIME] = mm
-        return plan
+        return self.base(node, LayerUnit.MVM, geometry=mm.geometry(), runtime=mm)
 
     def dwpu(self, node: Node) -> LayerPlan:
         x = _nchw(self.g.shape(node.inputs[0]))
@@ -392,13 +437,18 @@ class _Lowerer:
         ):
             return False
         out = node.outputs[0]
-        producer.outputs = (out,)
-        producer.out_bytes = (activation_bytes(self.g, out),)
-        producer.lut = _LUT_OF[node.op]
-        producer.fused = (*producer.fused, node.name)
-        producer.consts = producer.consts + self.consts(node, weight_index=None)
+        fused = replace(
+            producer,
+            outputs=(out,),
+            out_bytes=(activation_bytes(self.g, out),),
+            lut=_LUT_OF[node.op],
+            fused=(*producer.fused, node.name),
+            consts=producer.consts + self.consts(node, weight_index=None),
+        )
+        at = next(i for i, p in enumerate(self.plans) if p is producer)
+        self.plans[at] = fused
         self.by_output.pop(src)
-        self.by_output[out] = producer
+        self.by_output[out] = fused
         return True
 
     def lower(self, node: Node) -> LayerPlan | None:
@@ -453,29 +503,6 @@ def lower_graph(graph_or_qgraph: Any) -> list[LayerPlan]:
     return _Lowerer(unwrap_graph(graph_or_qgraph)).run()
 
 
-#: ``layer.extra`` key of an activation x activation MatMul's `RuntimeMatmul`.
-RUNTIME = "runtime"
-
-
-@dataclass(frozen=True)
-class RuntimeMatmul:
-    """[heads] x (M x K) @ (K x N): the shapes of an activation x activation MatMul."""
-
-    heads: int
-    m: int
-    k: int
-    n: int
-
-    @property
-    def macs(self) -> int:
-        return self.heads * self.m * self.k * self.n
-
-    def geometry(self) -> ConvGeometry:
-        """As the MVM sees it: a 1x1 'conv' of K inputs and N outputs over M vectors per
-        head; the heads are the rows (what tiles and row splits cut)."""
-        return ConvGeometry(self.k, self.n, 1, 1, 1, 1, self.heads, self.m, self.heads, self.m)
-
-
 def runtime_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> RuntimeMatmul:
     """The `RuntimeMatmul` of ``a @ b`` (numpy matmul shapes, batch dims broadcast)."""
     a2 = (1, *a) if len(a) == 1 else a
@@ -486,17 +513,17 @@ def runtime_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...])
 
 def is_runtime(layer: LayerPlan) -> bool:
     """True for an MVM layer whose weights are an activation written at run time."""
-    return RUNTIME in layer.extra
+    return layer.runtime is not None
 
 
 __all__ = [
     "ALIAS_OPS",
-    "RUNTIME",
     "ConstKind",
     "ConstRef",
     "ConvGeometry",
     "LayerPlan",
     "LayerUnit",
+    "MatmulChoice",
     "RuntimeMatmul",
     "activation_bytes",
     "const_bytes",

@@ -17,8 +17,9 @@ then an L2 pass). ``page_memory`` allocates L2/DDR in pages of ``arch.dma.burst_
 Capacities: L1 = ``l1_size_used - l1_size_reserved`` (capped by ``l1_constraint``);
 L2 and DDR = ``resources_used`` x (size used - reservations), capped by the constraints.
 
-A failed placement retries up to ``max_memplan_attempts`` times with the offending layers
-tiled finer; then `MemoryPlanError` names the buffer, its size and the free space.
+When only L1 tile buffers fail, `UnplacedTiles` names their layers: the memplan pass tiles
+them finer and tries again, up to ``max_memplan_attempts`` times; then (or when anything else
+fails) `MemoryPlanError` names the buffer, its size and the free space.
 `verify_memplan` proves that no two buffers live at the same time overlap and that every
 pool stays within its capacity.
 """
@@ -26,16 +27,17 @@ pool stays within its capacity.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import MemoryPlanError
-from aipusim.compiler.backend.attention import is_runtime
+from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout
-from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
-from aipusim.compiler.backend.tile import FusionGroup, budget_of_l1
+from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.tile import FusionGroup, Tiling, budget_of_l1
 from aipusim.isa.tasks import Pool
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
@@ -191,14 +193,17 @@ class _Builder:
 
     def __init__(
         self,
-        layers: list[LayerPlan],
-        groups: list[FusionGroup],
+        layers: Sequence[LayerPlan],
+        tilings: Sequence[Tiling],
+        groups: Sequence[FusionGroup],
+        mappings: Sequence[LayerMapping | None],
         graph: Any,
         config: Any,
         layout: CoreLayout,
         tasklist_bytes: int,
     ) -> None:
         self.layers, self.groups, self.g, self.cfg = layers, groups, graph, config
+        self.tilings, self.mappings = tilings, mappings
         self.layout = layout
         self.tasklist_bytes = tasklist_bytes
         self.buffers: dict[str, Buffer] = {}
@@ -301,9 +306,9 @@ class _Builder:
                         )
                     )
                     self.tensor_buffer[(c, o)] = b.name
-            self.add_constants(layer, owner)
+            self.add_constants(li, owner)
             for c in self.layout.group_cores(step):
-                self.add_tiles(layer, step, c)
+                self.add_tiles(li, step, c)
         if not cfg.elf_in_ddr and not cfg.stream_tasklist:
             self.add(
                 Buffer(
@@ -318,15 +323,16 @@ class _Builder:
             )
         return self.buffers, self.tensor_buffer
 
-    def add_constants(self, layer: LayerPlan, core: int) -> None:
+    def add_constants(self, li: int, core: int) -> None:
         cfg = self.cfg
+        layer, mapping = self.layers[li], self.mappings[li]
         shared = self.layout.cores > 1 and not self.layout.pipeline
         for c in layer.consts:
             name = f"const:{c.name}"
             if name in self.buffers:
                 continue
             if c.kind is ConstKind.WEIGHT:
-                size = layer.imc.weight_bytes if layer.imc is not None else c.size_bytes
+                size = mapping.whole.weight_bytes if mapping is not None else c.size_bytes
                 home, kind = _POOL_OF[cfg.constant_memory_pool], BufKind.WEIGHT
             else:
                 size = c.size_bytes
@@ -350,10 +356,8 @@ class _Builder:
                 )
             )
 
-    def add_tiles(self, layer: LayerPlan, step: int, core: int) -> None:
-        t = layer.tiling
-        if t is None:
-            return
+    def add_tiles(self, li: int, step: int, core: int) -> None:
+        layer, t, mapping = self.layers[li], self.tilings[li], self.mappings[li]
         l1 = (Pool.L1,)
         sfx = f"@{core}"
 
@@ -370,7 +374,8 @@ class _Builder:
         if t.psum_bytes:
             tile(f"psum:{layer.name}", BufKind.PSUM, t.psum_bytes)
         if layer.unit is LayerUnit.MVM and not is_runtime(layer):
-            biggest = t.block_bytes or max(b.weight_bytes for b in layer.imc.blocks)
+            assert mapping is not None, layer.name
+            biggest = t.block_bytes or max(b.weight_bytes for b in mapping.whole.blocks)
             depth = (
                 2
                 if (self.cfg.imc_double_buffer_pipeline or self.cfg.imc_double_buffer_sequential)
@@ -386,7 +391,7 @@ class _Builder:
                     Buffer(
                         f"l2stage:{layer.name}",
                         BufKind.L2_STAGE,
-                        layer.imc.weight_bytes,
+                        mapping.whole.weight_bytes,
                         step,
                         step,
                         Pool.L2,
@@ -481,37 +486,46 @@ class Planner:
         )
 
 
+class UnplacedTiles(MemoryPlanError):
+    """Only L1 tile buffers failed to fit: tiling the named layers finer may help."""
+
+    def __init__(self, message: str, layers: frozenset[str]) -> None:
+        super().__init__(message)
+        self.layers = layers
+
+
 def plan_memory(
-    layers: list[LayerPlan],
-    groups: list[FusionGroup],
+    layers: Sequence[LayerPlan],
+    tilings: Sequence[Tiling],
+    groups: Sequence[FusionGroup],
+    mappings: Sequence[LayerMapping | None],
     graph: Any,
     config: Any,
     arch: Arch,
     *,
     layout: CoreLayout | None = None,
     tasklist_bytes: int = 0,
-    retile: Any = None,
+    attempt: int = 1,
 ) -> MemPlan:
-    """Place every buffer; see the module docstring. ``retile(layer_names)`` re-tiles the
-    named layers finer and returns the new groups (used between attempts)."""
+    """Place every buffer (see the module docstring). Raises `UnplacedTiles` when only tile
+    buffers did not fit (the caller may re-tile and try again: ``attempt`` counts the
+    tries), `MemoryPlanError` when anything else did not."""
     layout = layout or CoreLayout()
-    for attempt in range(1, config.max_memplan_attempts + 1):
-        buffers, tensor_buffer = _Builder(
-            layers, groups, graph, config, layout, tasklist_bytes
-        ).build()
-        planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
-        failures = planner.place_mandatory()
-        if not failures:
-            if config.enable_buffer_promotion:
-                planner.promote()
-            plan = MemPlan(buffers, planner.pools, len(groups), tensor_buffer, attempt)
-            verify_memplan(plan)
-            return plan
-        tile_only = all(b.allowed == (Pool.L1,) for b in failures)
-        if retile is None or not tile_only or attempt == config.max_memplan_attempts:
-            raise planner.error(failures[0])
-        groups = retile({b.layer for b in failures})
-    raise AssertionError("unreachable: the loop returns or raises")
+    buffers, tensor_buffer = _Builder(
+        layers, tilings, groups, mappings, graph, config, layout, tasklist_bytes
+    ).build()
+    planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
+    failures = planner.place_mandatory()
+    if failures:
+        error = planner.error(failures[0])
+        if all(b.allowed == (Pool.L1,) for b in failures):
+            raise UnplacedTiles(str(error), frozenset(b.layer for b in failures))
+        raise error
+    if config.enable_buffer_promotion:
+        planner.promote()
+    plan = MemPlan(buffers, planner.pools, len(groups), tensor_buffer, attempt)
+    verify_memplan(plan)
+    return plan
 
 
 def verify_memplan(plan: MemPlan) -> None:
@@ -547,6 +561,7 @@ __all__ = [
     "Buffer",
     "MemPlan",
     "PoolState",
+    "UnplacedTiles",
     "plan_memory",
     "pool_capacities",
     "verify_memplan",

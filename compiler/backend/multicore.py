@@ -21,17 +21,17 @@ most 1.0 and their cores fit the chip.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import ConfigError
-from aipusim.compiler.backend.attention import is_runtime
+from aipusim.compiler.backend.attention import head_mapping
 from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
-from aipusim.compiler.backend.tile import FusionGroup
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.tile import FusionGroup, TilePlan, Tiling
 from aipusim.isa.program import check_resources_used
 
 
@@ -102,9 +102,15 @@ def effective_mode(config: Any) -> str:
 
 
 def core_layout(
-    layers: list[LayerPlan], groups: list[FusionGroup], config: Any, arch: Arch, graph: Any
+    layers: Sequence[LayerPlan],
+    tiles: TilePlan,
+    config: Any,
+    arch: Arch,
+    graph: Any,
+    work: Callable[[int], int] | None = None,
 ) -> CoreLayout:
-    """The `CoreLayout` of the configured mode (see the module docstring)."""
+    """The `CoreLayout` of the configured mode (see the module docstring); ``work(i)`` is
+    the estimated cycles of layer ``i`` on one core (pipeline stage cuts)."""
     check_resources(config, arch)
     cores = config.aipu_cores_used
     mode = effective_mode(config)
@@ -116,12 +122,13 @@ def core_layout(
     if mode == "cooperative":
         opts = ImcOptions.from_config(config)
         splits = {
-            i: _cooperative_split(layer, cores, arch, opts, fetch_bw)
+            i: _cooperative_split(layer, tiles.tilings[i], cores, arch, opts, fetch_bw)
             for i, layer in enumerate(layers)
         }
         return CoreLayout(cores, mode, cooperative=True, splits=splits, weight_fetch_bw=fetch_bw)
     if mode == "pipeline":
-        return _pipeline(layers, groups, cores, graph)
+        assert work is not None, "pipeline stage cuts need the layers' estimated work"
+        return _pipeline(layers, tiles.groups, cores, graph, work)
     raise ConfigError(
         f"multicore_mode must be one of multiprocess, multithread, batch, cooperative, "
         f"pipeline, not {mode}"
@@ -129,7 +136,12 @@ def core_layout(
 
 
 def _cooperative_split(
-    layer: LayerPlan, cores: int, arch: Arch, opts: ImcOptions, fetch_bw: float | None
+    layer: LayerPlan,
+    tiling: Tiling,
+    cores: int,
+    arch: Arch,
+    opts: ImcOptions,
+    fetch_bw: float | None,
 ) -> Split:
     """How one layer is shared by ``cores``. MVM layers take the cheaper of the two per core:
     output channels (each core loads a quarter of the weights, but streams every input
@@ -137,9 +149,7 @@ def _cooperative_split(
     every core loads all weights). With weights streamed every frame (``fetch_bw``), each
     core's fetch of its weights counts too."""
     geo = layer.geometry
-    can_rows = (
-        layer.tiling is not None and geo is not None and (geo.out_h >= cores * layer.tiling.h_tiles)
-    )
+    can_rows = geo is not None and geo.out_h >= cores * tiling.h_tiles
     if layer.unit is LayerUnit.MVM and is_runtime(layer):
         return Split.ROWS if can_rows else Split.NONE  # heads: each core loads its own
     if layer.unit is LayerUnit.MVM and geo is not None:
@@ -157,48 +167,25 @@ def _cooperative_split(
             return Split.CHANNELS
         return Split.ROWS if can_rows else Split.NONE
     if layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
-        return Split.ROWS if layer.tiling.h_tiles == 1 else Split.NONE
+        return Split.ROWS if tiling.h_tiles == 1 else Split.NONE
     return Split.NONE
 
 
-def narrow_cooperative_icr(
-    layers: list[LayerPlan], layout: CoreLayout, config: Any, arch: Arch
-) -> bool:
-    """Give each row-split MVM layer of a cooperative layout the ICR factor its split was
-    costed with (a core's share of the rows, its weights fetched every frame), never wider
-    than before; True if a mapping changed (its estimate is then stale).
-
-    Why: the layer was mapped for all its rows, where compute outweighs the fetch of a wide
-    replicated image; a core computing a quarter of the rows still fetches all of it."""
-    fetch_bw = layout.weight_fetch_bw
-    if not layout.cooperative or not fetch_bw:
-        return False
-    opts = ImcOptions.from_config(config)
-    if opts.icrx_force != -1:
-        return False
-    changed = False
-    for i, layer in enumerate(layers):
-        split = layout.splits.get(i)
-        if layer.unit is not LayerUnit.MVM or split is not Split.ROWS or is_runtime(layer):
+def weight_sets(layers: Sequence[LayerPlan], arch: Arch, opts: ImcOptions) -> int:
+    """IMC weight sets the MVM layers need in all, each mapped whole (a run-time operand:
+    one head's); neither replication nor the per-frame fetch changes the count."""
+    total = 0
+    for layer in layers:
+        if layer.unit is not LayerUnit.MVM or layer.geometry is None:
             continue
-        if layer.imc is None or layer.imc.icr == 1:
-            continue
-        capped = replace(opts, icrx_max_factor=layer.imc.icr)
-        share = replace(layer.geometry, out_h=-(-layer.geometry.out_h // layout.cores))
-        r = map_layer(share, arch, capped, first_layer=layer.is_first, fetch_bw=fetch_bw).icr
-        if r != layer.imc.icr:
-            forced = replace(opts, icrx_force=r)
-            layer.imc = map_layer(layer.geometry, arch, forced, first_layer=layer.is_first)
-            changed = True
-    return changed
+        if layer.runtime is not None:
+            total += len(head_mapping(layer.runtime, arch, opts).blocks)
+        else:
+            total += len(map_layer(layer.geometry, arch, opts, first_layer=layer.is_first).blocks)
+    return total
 
 
-def weight_sets(layers: list[LayerPlan]) -> int:
-    """IMC weight sets the mapped MVM layers need in all (replication never adds any)."""
-    return sum(len(layer.imc.blocks) for layer in layers if layer.imc is not None)
-
-
-def weight_fetch_bw(config: Any, arch: Arch, layers: list[LayerPlan]) -> float | None:
+def weight_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> float | None:
     """Bytes per cycle one core's weight fetch gets when several cores share the weights and
     they stream into L1 every frame; None when no per-frame fetch is shared (one core, a
     pipeline, or every weight set stays in the IMC, loaded once in INIT).
@@ -211,7 +198,7 @@ def weight_fetch_bw(config: Any, arch: Arch, layers: list[LayerPlan]) -> float |
     mode = effective_mode(config)
     if cores == 1 or mode not in ("batch", "cooperative"):
         return None
-    if weight_sets(layers) <= arch.mvm.weight_sets:
+    if weight_sets(layers, arch, ImcOptions.from_config(config)) <= arch.mvm.weight_sets:
         return None
     source = float(arch.l2.bw_bytes_per_cycle)
     if config.constant_memory_pool == "global.ddr" and not config.enable_buffer_promotion:
@@ -222,9 +209,13 @@ def weight_fetch_bw(config: Any, arch: Arch, layers: list[LayerPlan]) -> float |
 
 
 def _pipeline(
-    layers: list[LayerPlan], groups: list[FusionGroup], cores: int, graph: Any
+    layers: Sequence[LayerPlan],
+    groups: Sequence[FusionGroup],
+    cores: int,
+    graph: Any,
+    layer_work: Callable[[int], int],
 ) -> CoreLayout:
-    work = [max(1, sum(layers[i].estimate.cycles for i in g.layers)) for g in groups]
+    work = [max(1, sum(layer_work(i) for i in g.layers)) for g in groups]
     compute_groups = sum(
         1 for g in groups if any(layers[i].unit not in (LayerUnit.ALIAS,) for i in g.layers)
     )
@@ -279,7 +270,6 @@ __all__ = [
     "check_resources",
     "core_layout",
     "effective_mode",
-    "narrow_cooperative_icr",
     "plan_cascade",
     "weight_fetch_bw",
     "weight_sets",

@@ -1,66 +1,232 @@
-"""The back-end passes in the pipeline's form ``(Graph, PassContext) -> Graph``.
+"""The back-end passes, each a function from one IR stage to the next (`ir`).
 
-`aipusim.compiler.pipeline` lists them by ``module:function`` name after the front end. The
-graph passes through unchanged; the back end's state (layers, tilings, memory plan,
-schedule) lives in ``ctx.results["backend"]``, and `emit_pass` leaves the
-``compiled_model/`` files in ``ctx.files`` for the driver to write atomically.
+`aipusim.compiler.pipeline` lists them by name after the front end; each reads its input
+stage and the `PassContext` (the configuration for ``lower``, the pass records for
+``emit``) and returns the next stage. Nothing is handed over anywhere else.
+
+- ``lower``: nodes -> layers on units; an activation x activation MatMul goes to the MVM
+  (run-time weights) or the DPU, whichever the cost model finds faster;
+- ``tile``: L1 tilings and depth-first fusion groups;
+- ``multicore``: the core layout (cooperative splits, pipeline stages, the shared weight
+  fetch); re-tiles with ``tiling_depth`` 1 when a cooperative split would cut a fusion group;
+- ``imc``: every MVM layer's IMC mappings (`imc_plan`);
+- ``memplan``: every buffer placed; layers whose L1 tiles do not fit are tiled finer and
+  mapped again, up to ``max_memplan_attempts`` tries;
+- ``schedule``: every core's tasks and hardware tokens;
+- ``estimate``: per-layer estimates;
+- ``emit``: the ``compiled_model/`` files (also left in ``ctx.files`` for the driver).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Any
 
-from aipusim.compiler.backend import run as _run
+from aipusim.base.errors import MemoryPlanError
+from aipusim.compiler.backend.attention import assign_units
 from aipusim.compiler.backend.emit import emit_files
+from aipusim.compiler.backend.estimate import estimate_layer
+from aipusim.compiler.backend.imc import ImcOptions, map_layer
+from aipusim.compiler.backend.imc_plan import plan_mappings
+from aipusim.compiler.backend.ir import (
+    Distributed,
+    Emitted,
+    Estimated,
+    Lowered,
+    Mapped,
+    Placed,
+    Scheduled,
+    Tiled,
+)
+from aipusim.compiler.backend.layout import CoreLayout
+from aipusim.compiler.backend.lower import LayerUnit, lower_graph
+from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
+from aipusim.compiler.backend.multicore import core_layout
+from aipusim.compiler.backend.schedule import build_schedule
+from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
 
-#: Key of the back-end state in ``PassContext.results``.
-RESULT_KEY = "backend"
+log = logging.getLogger(__name__)
 
 
-def _state(graph: Graph, ctx: Any) -> _run.BackendState:
-    state = ctx.results.get(RESULT_KEY)
-    if state is None:
-        state = _run.BackendState(graph, ctx.config, ctx.get_arch(), source=graph)
-    return state
+def lower(graph: Graph, ctx: Any) -> Lowered:
+    """Put every node of ``graph`` on the unit that runs it."""
+    arch = ctx.get_arch()
+    config = ctx.config
+    layers = assign_units(tuple(lower_graph(graph)), arch, ImcOptions.from_config(config))
+    return Lowered(graph, config, arch, layers)
 
 
-def _wrap(fn: Any, name: str) -> Any:
-    def pass_fn(graph: Graph, ctx: Any) -> Graph:
-        ctx.results[RESULT_KEY] = fn(_state(graph, ctx))
-        return graph
-
-    pass_fn.__name__ = f"{name}_pass"
-    pass_fn.__doc__ = f"The back-end pass ``{name}`` (see `aipusim.compiler.backend.run`)."
-    return pass_fn
+def tile(ir: Lowered, ctx: Any) -> Tiled:
+    """Tile every layer into the L1 budget and group layers depth-first."""
+    del ctx
+    plan = Tiler(ir.layers, ir.config, ir.arch, ir.graph).run()
+    return Tiled(**_fields(ir), tilings=plan.tilings, groups=plan.groups)
 
 
-lower_pass = _wrap(_run.pass_lower, "lower")
-imc_pass = _wrap(_run.pass_imc, "imc")
-tile_pass = _wrap(_run.pass_tile, "tile")
-estimate_pass = _wrap(_run.pass_estimate, "estimate")
-multicore_pass = _wrap(_run.pass_multicore, "multicore")
-memplan_pass = _wrap(_run.pass_memplan, "memplan")
-schedule_pass = _wrap(_run.pass_schedule, "schedule")
+def multicore(ir: Tiled, ctx: Any) -> Distributed:
+    """Spread the instance over ``aipu_cores_used`` cores (see `multicore.core_layout`)."""
+    del ctx
+    layout = core_layout(ir.layers, _tile_plan(ir), ir.config, ir.arch, ir.graph, _work(ir))
+    if layout.cooperative and _mixed_split_groups(ir.groups, layout):
+        # Depth-first fusion keeps a group's intermediate tiles in one core's L1. When the
+        # cooperative split partitions the group's layers differently across cores, a core
+        # would need a tile that another core produced, so the model is tiled without
+        # fusion (tiling_depth 1); later passes see the same depth through the IR's config.
+        log.info("cooperative split mixes partitions inside fusion groups: tiling_depth -> 1")
+        config = ir.config.copy()
+        config.tiling_depth = 1
+        plan = Tiler(ir.layers, config, ir.arch, ir.graph).run()
+        ir = dataclasses.replace(ir, config=config, tilings=plan.tilings, groups=plan.groups)
+        layout = core_layout(ir.layers, _tile_plan(ir), ir.config, ir.arch, ir.graph, _work(ir))
+    return Distributed(**_fields(ir), layout=layout)
 
 
-def emit_pass(graph: Graph, ctx: Any) -> Graph:
-    """Put the ``compiled_model/`` files into ``ctx.files``."""
-    state = ctx.results[RESULT_KEY]
+def imc(ir: Distributed, ctx: Any) -> Mapped:
+    """Decide every MVM layer's IMC mappings (`imc_plan.plan_mappings`)."""
+    del ctx
+    mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, ir.config, ir.arch)
+    return Mapped(**_fields(ir), mappings=mappings)
+
+
+def memplan(ir: Mapped, ctx: Any) -> Placed:
+    """Place every buffer; layers whose L1 tiles do not fit are tiled finer and mapped again
+    (the tiles of a layer twice as many rows, or channels once the rows are exhausted or the
+    weight staging is what overflows), at most ``max_memplan_attempts`` tries in all."""
+    del ctx
+    config = ir.config
+    at_least: dict[int, tuple[int, int]] = {}
+    tiler = Tiler(ir.layers, config, ir.arch, ir.graph)
+    for attempt in range(1, config.max_memplan_attempts + 1):
+        try:
+            plan = plan_memory(
+                ir.layers,
+                ir.tilings,
+                ir.groups,
+                ir.mappings,
+                ir.graph,
+                config,
+                ir.arch,
+                layout=ir.layout,
+                tasklist_bytes=_tasklist_estimate(ir),
+                attempt=attempt,
+            )
+            return Placed(**_fields(ir), memory=plan)
+        except UnplacedTiles as failed:
+            if attempt == config.max_memplan_attempts:
+                raise MemoryPlanError(str(failed)) from None
+            for i, layer in enumerate(ir.layers):
+                if layer.name not in failed.layers:
+                    continue
+                t = ir.tilings[i]
+                stage_bound = layer.unit is LayerUnit.MVM and t.block_bytes * 2 > tiler.budget
+                out_h = layer.geometry.out_h if layer.geometry else 1
+                _, min_oc = at_least.get(i, (1, 1))
+                if stage_bound or t.h_tiles >= out_h:
+                    at_least[i] = (t.h_tiles, t.oc_tiles * 2)  # narrower weight blocks
+                else:
+                    at_least[i] = (t.h_tiles * 2, min_oc)
+            tiles = Tiler(ir.layers, config, ir.arch, ir.graph, at_least).run()
+            mappings = plan_mappings(ir.layers, tiles.tilings, ir.layout, config, ir.arch)
+            ir = dataclasses.replace(
+                ir, tilings=tiles.tilings, groups=tiles.groups, mappings=mappings
+            )
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+def schedule(ir: Placed, ctx: Any) -> Scheduled:
+    """Order every core's tasks and derive their hardware tokens."""
+    del ctx
+    sched = build_schedule(
+        ir.layers,
+        ir.tilings,
+        ir.groups,
+        ir.mappings,
+        ir.memory,
+        ir.graph,
+        ir.config,
+        ir.arch,
+        ir.layout,
+    )
+    return Scheduled(**_fields(ir), schedule=sched)
+
+
+def estimate(ir: Scheduled, ctx: Any) -> Estimated:
+    """What each layer costs per frame on one core."""
+    del ctx
+    cfg = ir.config
+    estimates = []
+    for layer, t, m in zip(ir.layers, ir.tilings, ir.mappings, strict=True):
+        double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
+        whole = m.whole if m is not None else None
+        estimates.append(estimate_layer(layer, whole, ir.arch, weights_double_buffered=double))
+    return Estimated(**_fields(ir), estimates=tuple(estimates))
+
+
+def emit(ir: Estimated, ctx: Any) -> Emitted:
+    """The ``compiled_model/`` files; the driver writes ``ctx.files`` atomically."""
     request = getattr(ctx, "request", None)
-    model_id = getattr(request, "model_id", None)
-    ctx.files.update(emit_files(state, model_id=model_id))
-    return graph
+    seconds = {r.name: r.seconds for r in getattr(ctx, "records", ()) if r.ran}
+    files = emit_files(ir, model_id=getattr(request, "model_id", None), pass_seconds=seconds)
+    ctx.files.update(files)
+    return Emitted(**_fields(ir), files=files)
 
 
-__all__ = [
-    "RESULT_KEY",
-    "emit_pass",
-    "estimate_pass",
-    "imc_pass",
-    "lower_pass",
-    "memplan_pass",
-    "multicore_pass",
-    "schedule_pass",
-    "tile_pass",
-]
+# -- helpers ---------------------------------------------------------------------------
+def _fields(ir: Any) -> dict[str, Any]:
+    """The fields of a stage, to build the next one from."""
+    return {f.name: getattr(ir, f.name) for f in dataclasses.fields(ir)}
+
+
+def _tile_plan(ir: Tiled) -> Any:
+    from aipusim.compiler.backend.tile import TilePlan
+
+    return TilePlan(ir.tilings, ir.groups)
+
+
+def _work(ir: Tiled) -> Any:
+    """Estimated cycles of layer ``i`` on one core, for the pipeline's stage cuts: the
+    layer's estimate with its IMC mapping queried whole (a pipeline fetches no shared
+    weights every frame)."""
+    opts = ImcOptions.from_config(ir.config)
+    cfg = ir.config
+
+    def work(i: int) -> int:
+        layer, t = ir.layers[i], ir.tilings[i]
+        mapping = None
+        if layer.unit is LayerUnit.MVM and layer.geometry is not None:
+            if layer.runtime is not None:
+                from aipusim.compiler.backend.attention import head_mapping
+
+                mapping = head_mapping(layer.runtime, ir.arch, opts)
+            else:
+                mapping = map_layer(layer.geometry, ir.arch, opts, first_layer=layer.is_first)
+        double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
+        return estimate_layer(layer, mapping, ir.arch, weights_double_buffered=double).cycles
+
+    return work
+
+
+def _mixed_split_groups(groups: tuple[FusionGroup, ...], layout: CoreLayout) -> bool:
+    """True if some fusion group has layers the cooperative layout splits differently."""
+    return any(
+        len({layout.splits.get(i) for i in group.layers}) > 1
+        for group in groups
+        if len(group.layers) > 1
+    )
+
+
+def _tasklist_estimate(ir: Mapped) -> int:
+    """Bytes of the tasklist image (for ``elf_in_ddr = false`` without streaming)."""
+    from aipusim.isa.encoding import RECORD_BYTES
+
+    tasks = 0
+    # per tile: input DMA, compute, output DMA, and per weight set a fetch and a load
+    for t, m in zip(ir.tilings, ir.mappings, strict=True):
+        blocks = m.whole.weight_sets if m is not None else 1
+        tasks += t.tiles * (3 + 2 * blocks)
+    return tasks * RECORD_BYTES * max(1, ir.config.aipu_cores_used)
+
+
+__all__ = ["emit", "estimate", "imc", "lower", "memplan", "multicore", "schedule", "tile"]

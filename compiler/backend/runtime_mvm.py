@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from aipusim.compiler.backend.attention import RUNTIME, RuntimeMatmul
 from aipusim.isa.tasks import Mvm, PostOp, Unit, WeightLoad
 
 
@@ -25,6 +24,8 @@ class RuntimeMvmMixin:
     last_mvm: dict[int, int | None]
     cfg: Any
     arch: Any
+    tiling_of: Any
+    mapping_of: Any
 
     def claim_set(self, core: int, pinned: set[int]) -> int:
         """The least recently used weight set of ``core`` that the current tile does not
@@ -49,14 +50,14 @@ class RuntimeMvmMixin:
         """WeightLoad + Mvm per head in [heads[0], heads[1]) and weight block; returns the
         compute steps. ``in_addrs``/``out_addr`` are the tile's L1 addresses (heads[0] at
         offset 0); the operands are head-major, so head h is at h * its size."""
-        mm: RuntimeMatmul = layer.extra[RUNTIME]
-        imc = layer.imc
+        mm = layer.runtime
+        imc = self.mapping_of(layer).whole  # one head's operand
         a_addr, b_addr = in_addrs
         # per-head strides; an operand broadcast over the heads (one matrix) has stride 0
         b_bytes = _stride(layer.in_bytes[1], mm.heads, mm.k * mm.n)
         a_bytes = _stride(layer.in_bytes[0], mm.heads, mm.m * mm.k)
         o_bytes = layer.out_bytes[0] // max(1, mm.heads)
-        tiled = layer.tiling is not None and layer.tiling.tiles > 1
+        tiled = self.tiling_of(layer).tiles > 1
         double = (
             self.cfg.imc_double_buffer_pipeline if tiled else self.cfg.imc_double_buffer_sequential
         )

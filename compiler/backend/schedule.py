@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.attention import is_runtime
-from aipusim.compiler.backend.imc import ImcOptions, map_layer
+from aipusim.compiler.backend.imc_plan import LayerMapping, part_range
 from aipusim.compiler.backend.layout import CoreLayout, Split
-from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.memplan import Buffer, MemPlan
 from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
-from aipusim.compiler.backend.tile import FusionGroup
+from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
 from aipusim.isa.dpu_work import TRANSFORMER_DPU_KINDS, dpu_task_cycles
 from aipusim.isa.tasks import (
@@ -72,18 +72,13 @@ class _WeightState:
     lru: list[int]
 
 
-def _tile_rows(total: int, parts: int, index: int) -> tuple[int, int]:
-    """Row range [lo, hi) of part ``index`` when ``total`` rows are cut in ``parts``."""
-    per = math.ceil(total / parts)
-    lo = min(total, index * per)
-    return lo, min(total, lo + per)
-
-
 class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
     def __init__(
         self,
-        layers: list[LayerPlan],
-        groups: list[FusionGroup],
+        layers: Sequence[LayerPlan],
+        tilings: Sequence[Tiling],
+        groups: Sequence[FusionGroup],
+        mappings: Sequence[LayerMapping | None],
         plan: MemPlan,
         graph: Any,
         config: Any,
@@ -91,13 +86,14 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         layout: CoreLayout,
     ) -> None:
         self.layers, self.groups, self.plan = layers, groups, plan
+        self.tilings, self.mappings = tilings, mappings
+        self.index = {layer.name: i for i, layer in enumerate(layers)}
         self.g, self.cfg, self.arch, self.layout = graph, config, arch, layout
         self.steps: list[Step] = []
         self.produced: dict[tuple[int, str], list[int]] = defaultdict(list)
         self.tile_steps: dict[tuple[int, str, int], int] = {}
         self.buf_access: dict[str, list[int]] = defaultdict(list)
         self.slot_user: dict[tuple[str, int], list[int]] = defaultdict(list)
-        self.imc_opts = ImcOptions.from_config(config)
         self.weights: dict[int, _WeightState] = {}
         self.resident: dict[Any, int] = {}
         self.stage_counter: dict[tuple[int, str], int] = defaultdict(int)
@@ -116,6 +112,14 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         self.pending_slot: Any = None  # the weight staging slot the next load reads
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
         self.flushed: dict[int, list[int]] = defaultdict(list)
+
+    def tiling_of(self, layer: LayerPlan) -> Tiling:
+        return self.tilings[self.index[layer.name]]
+
+    def mapping_of(self, layer: LayerPlan) -> LayerMapping:
+        mapping = self.mappings[self.index[layer.name]]
+        assert mapping is not None, f"{layer.name}: no IMC mapping"
+        return mapping
 
     # -- steps -----------------------------------------------------------------------
     def add(
@@ -276,29 +280,9 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
 
     # -- weights -------------------------------------------------------------------------
     def tile_maps(self, layer: LayerPlan, part: int) -> list[tuple[Any, int]]:
-        """The IMC mapping of each output-channel tile of ``layer`` (for this core's part)."""
-        geo = layer.geometry
-        t = layer.tiling
-        cout = geo.cout
-        split = self.layout.splits.get(self.layers.index(layer), Split.NONE)
-        if split is Split.CHANNELS:
-            lo, hi = _tile_rows(cout, self.layout.cores, part)
-            cout = max(1, hi - lo)
-        # Map as the IMC pass and the cooperative split did: with the per-frame weight
-        # fetch counted, and for a row split on this core's share of the rows, never wider
-        # than the layer's mapping (which sized its buffers; see narrow_cooperative_icr).
-        opts, fetch_bw, out_h = self.imc_opts, self.layout.weight_fetch_bw, geo.out_h
-        if split is Split.ROWS and fetch_bw:
-            out_h = -(-geo.out_h // self.layout.cores)
-            if opts.icrx_force == -1:
-                opts = replace(opts, icrx_max_factor=min(opts.icrx_max_factor, layer.imc.icr))
-        out = []
-        for oi in range(t.oc_tiles):
-            lo, hi = _tile_rows(cout, t.oc_tiles, oi)
-            sub = replace(geo, cout=max(1, hi - lo), out_h=out_h)
-            m = map_layer(sub, self.arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
-            out.append((m, oi))
-        return out
+        """The IMC mapping of each output-channel tile of ``layer`` for this core's part (as
+        the imc pass decided it)."""
+        return [(t.mapping, t.oc_tile) for t in self.mapping_of(layer).of_part(part)]
 
     def weight_source(
         self,
@@ -318,7 +302,9 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             return wbuf.addr + offset, set()
         stage = self.tile_buffer("wstage", layer, core)
         assert stage is not None, f"{layer.name}: no weight staging buffer"
-        biggest = layer.tiling.block_bytes or max(b.weight_bytes for b in layer.imc.blocks)
+        biggest = self.tiling_of(layer).block_bytes or max(
+            b.weight_bytes for b in self.mapping_of(layer).whole.blocks
+        )
         depth = max(1, stage.size_bytes // max(1, biggest))
         counter_key = (core, layer.name)
         slot = self.stage_counter[counter_key] % depth
@@ -456,7 +442,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         need: bool,
     ) -> tuple[int, set[int]]:
         """L1 address of input ``k`` for this tile and the steps it waits for."""
-        t = layer.tiling
+        t = self.tiling_of(layer)
         if t.fused_input:
             prev = self.tile_steps[(core, tensor, tile_no)]
             out_buf = self.tile_steps_buf[(core, tensor)]
@@ -505,7 +491,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
     ) -> tuple[int, Buffer | None, set[int]]:
         """Where the compute task writes its output tile, the buffer to DMA it to (None when
         written in place) and the steps that must have read that place first."""
-        t = layer.tiling
+        t = self.tiling_of(layer)
         out = layer.outputs[0]
         tout = self.tile_buffer("tile_out", layer, core)
         if not t.fused_output:
@@ -523,16 +509,16 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
     ) -> list[int]:
         """Emit one (row tile x all channel tiles) of ``layer`` on ``core``; returns the
         compute steps."""
-        t = layer.tiling
+        t = self.tiling_of(layer)
         part, parts, split = self.part_of(li, core)
         if self.layout.cooperative and split is Split.NONE and core != 0:
             return []  # too small to split: core 0 runs it alone
         geo = layer.geometry
         out_h = geo.out_h if geo else layer.rows
-        rlo, rhi = _tile_rows(out_h, t.h_tiles, hi)
+        rlo, rhi = part_range(out_h, t.h_tiles, hi)
         if split is Split.ROWS:
             span = rhi - rlo
-            a, b = _tile_rows(span, parts, part)
+            a, b = part_range(span, parts, part)
             rlo, rhi = rlo + a, rlo + b
         if rhi <= rlo:
             return []
@@ -693,7 +679,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         deps: set[int],
     ) -> list[int]:
         geo = layer.geometry
-        t = layer.tiling
+        t = self.tiling_of(layer)
         psum = self.tile_buffer("psum", layer, core)
         computes = []
         offset = 0
@@ -755,7 +741,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         geo = layer.geometry
         channels = geo.cout
         if split is Split.CHANNELS:
-            lo, hi = _tile_rows(geo.cout, parts, part)
+            lo, hi = part_range(geo.cout, parts, part)
             channels = hi - lo
         wdeps: set[int] = set()
         if layer.weight_bytes:
@@ -1058,16 +1044,21 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
 
 
 def build_schedule(
-    layers: list[LayerPlan],
-    groups: list[FusionGroup],
+    layers: Sequence[LayerPlan],
+    tilings: Sequence[Tiling],
+    groups: Sequence[FusionGroup],
+    mappings: Sequence[LayerMapping | None],
     plan: MemPlan,
     graph: Any,
     config: Any,
     arch: Arch,
     layout: CoreLayout | None = None,
 ) -> Schedule:
-    """Per-core tasks with tokens for a tiled, memory-planned layer list."""
-    return ScheduleBuilder(layers, groups, plan, graph, config, arch, layout or CoreLayout()).run()
+    """Per-core tasks with tokens for a tiled, mapped, memory-planned layer list."""
+    builder = ScheduleBuilder(
+        layers, tilings, groups, mappings, plan, graph, config, arch, layout or CoreLayout()
+    )
+    return builder.run()
 
 
 __all__ = ["Schedule", "ScheduleBuilder", "Step", "build_schedule"]

@@ -21,14 +21,14 @@ the search evaluates at each start (1: greedy, take the longest that fits).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import TilingError
-from aipusim.compiler.backend.attention import is_runtime
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 
 #: Bytes of one int32 partial sum.
 PSUM_BYTES = 4
@@ -60,12 +60,14 @@ class Tiling:
         return ins + self.out_tile_bytes * self.slots + self.psum_bytes + self.weight_stage_bytes
 
 
-@dataclass
+@dataclass(frozen=True)
 class FusionGroup:
+    """Layers run together tile by tile (depth-first); ``intermediates`` never leave L1."""
+
     index: int
-    layers: list[int]  # indices into the layer list
+    layers: tuple[int, ...]  # indices into the layer list
     h_tiles: int
-    intermediates: list[str] = field(default_factory=list)
+    intermediates: tuple[str, ...] = ()
 
 
 def budget_of_l1(config: Any, arch: Arch) -> int:
@@ -102,14 +104,33 @@ def _out_h(layer: LayerPlan) -> int:
     return layer.geometry.out_h if layer.geometry else layer.rows
 
 
-class Tiler:
-    """Chooses tilings and fusion groups for a lowered layer list."""
+@dataclass(frozen=True)
+class TilePlan:
+    """The tile pass's result: a tiling per layer and the fusion groups in order."""
 
-    def __init__(self, layers: list[LayerPlan], config: Any, arch: Arch, graph: Any) -> None:
+    tilings: tuple[Tiling, ...]
+    groups: tuple[FusionGroup, ...]
+
+
+class Tiler:
+    """Chooses tilings and fusion groups for a lowered layer list.
+
+    ``at_least`` maps a layer index to the (row, channel) tile counts a memory-plan retry
+    asks for at least; such a layer is tiled alone (no fusion)."""
+
+    def __init__(
+        self,
+        layers: Sequence[LayerPlan],
+        config: Any,
+        arch: Arch,
+        graph: Any,
+        at_least: Mapping[int, tuple[int, int]] | None = None,
+    ) -> None:
         self.layers = layers
         self.cfg = config
         self.arch = arch
         self.graph = graph
+        self.at_least = dict(at_least or {})
         self.budget = budget_of_l1(config, arch)
         self.imc_opts = ImcOptions.from_config(config)
         self.double_buffer_weights = (
@@ -140,22 +161,23 @@ class Tiler:
         stage = 0
         block = 0
         if layer.unit is LayerUnit.MVM:
-            imc = layer.imc
-            if imc.row_blocks > 1:
-                psum = PSUM_BYTES * out_tile
-            # an output-channel tile maps its own (narrower) weight blocks
+            # an output-channel tile maps its own (narrower) weight blocks; the row blocks
+            # (partial sums when there are several) do not depend on the channels
             sub = replace(geo, cout=math.ceil(geo.cout / oc))
             tile_map = map_layer(sub, self.arch, self.imc_opts, first_layer=layer.is_first)
+            if tile_map.row_blocks > 1:
+                psum = PSUM_BYTES * out_tile
             block = max(b.weight_bytes for b in tile_map.blocks)
             # run-time weights load from the input tile itself: nothing to stage
             if not self.cfg.ignore_weight_buffers and not is_runtime(layer):
                 stage = block * (2 if self.double_buffer_weights else 1)
         return Tiling(h, oc, slots, in_tiles, out_tile, psum, stage, group=-1, block_bytes=block)
 
-    def tile_layer(self, layer: LayerPlan) -> Tiling:
+    def tile_layer(self, index: int) -> Tiling:
         """The first tiling that fits: rows are split while the row-dependent part of the
         working set is what overflows, then output channels (which also shrink the weight
         blocks); at most ``max_tiling_attempts`` candidates."""
+        layer = self.layers[index]
         if layer.unit in (LayerUnit.ALIAS, LayerUnit.DMA):
             return Tiling(1, 1, 1, (), 0, 0, 0, group=-1)
         out_h = _out_h(layer)
@@ -169,8 +191,9 @@ class Tiler:
             oc = min(self.cfg.force_oc_tiling or 1, cout) if oc_ok else 1
         else:
             # a memplan retry asks for finer tiles than the first choice
-            h = min(out_h, layer.extra.get("min_h_tiles", 1)) if h_ok else 1
-            oc = min(cout, layer.extra.get("min_oc_tiles", 1)) if oc_ok else 1
+            min_h, min_oc = self.at_least.get(index, (1, 1))
+            h = min(out_h, min_h) if h_ok else 1
+            oc = min(cout, min_oc) if oc_ok else 1
         tried = []
         for _ in range(self.cfg.max_tiling_attempts):
             t = self.working_set(layer, h, oc)
@@ -206,7 +229,7 @@ class Tiler:
             return None
         if not (_splittable_h(a) and _splittable_h(b)):
             return None
-        if {"min_h_tiles", "min_oc_tiles"} & (set(a.extra) | set(b.extra)):
+        if i in self.at_least or i + 1 in self.at_least:
             return None
         if b.inputs != (out,) or self.graph.is_output(out) or len(self.graph.consumers(out)) != 1:
             return None
@@ -244,8 +267,9 @@ class Tiler:
             out.append(replace(t, in_tile_bytes=ins, fused_input=fused_in, fused_output=fused_out))
         return out
 
-    def run(self) -> list[FusionGroup]:
+    def run(self) -> TilePlan:
         groups: list[FusionGroup] = []
+        tilings: list[Tiling | None] = [None] * len(self.layers)
         depth = self.cfg.tiling_depth
         i = 0
         while i < len(self.layers):
@@ -262,27 +286,40 @@ class Tiler:
                     lengths = lengths[: self.cfg.dfs_search_constraint]
                 best_saved = -1
                 for n in lengths:
-                    tilings = self.group_tiling(chain[:n])
-                    if tilings is None:
+                    candidate = self.group_tiling(chain[:n])
+                    if candidate is None:
                         continue
                     saved = sum(self.layers[j].out_bytes[0] for j in chain[: n - 1])
                     if saved > best_saved:
-                        best_saved, chosen = saved, (chain[:n], tilings)
+                        best_saved, chosen = saved, (chain[:n], candidate)
             if chosen is None:
-                chosen = ([i], [self.tile_layer(self.layers[i])])
-            idxs, tilings = chosen
-            g = FusionGroup(len(groups), idxs, tilings[0].h_tiles)
-            g.intermediates = [self.layers[j].outputs[0] for j in idxs[:-1]]
-            for j, t in zip(idxs, tilings, strict=True):
-                self.layers[j].tiling = replace(t, group=g.index)
+                chosen = ([i], [self.tile_layer(i)])
+            idxs, chosen_tilings = chosen
+            g = FusionGroup(
+                len(groups),
+                tuple(idxs),
+                chosen_tilings[0].h_tiles,
+                tuple(self.layers[j].outputs[0] for j in idxs[:-1]),
+            )
+            for j, t in zip(idxs, chosen_tilings, strict=True):
+                tilings[j] = replace(t, group=g.index)
             groups.append(g)
             i = idxs[-1] + 1
-        return groups
+        assert all(t is not None for t in tilings), "every layer is in a group"
+        return TilePlan(tuple(t for t in tilings if t is not None), tuple(groups))
 
 
-def tile_layers(layers: list[LayerPlan], config: Any, arch: Arch, graph: Any) -> list[FusionGroup]:
-    """Set ``layer.tiling`` for every layer; returns the fusion groups in order."""
+def tile_layers(layers: Sequence[LayerPlan], config: Any, arch: Arch, graph: Any) -> TilePlan:
+    """The tiling of every layer and the fusion groups in order."""
     return Tiler(layers, config, arch, graph).run()
 
 
-__all__ = ["PSUM_BYTES", "FusionGroup", "Tiler", "Tiling", "budget_of_l1", "tile_layers"]
+__all__ = [
+    "PSUM_BYTES",
+    "FusionGroup",
+    "TilePlan",
+    "Tiler",
+    "Tiling",
+    "budget_of_l1",
+    "tile_layers",
+]

@@ -15,7 +15,7 @@ import pytest
 
 from aipusim.arch import load_arch
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend import run_backend
+from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.driver import compile_model
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline

@@ -23,7 +23,12 @@ def driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[CompileReque
     """Record compile requests instead of compiling; run in a scratch folder with m.onnx."""
     calls: list[CompileRequest] = []
     fake = types.ModuleType("aipusim.compiler.driver")
-    fake.compile_model = calls.append  # type: ignore[attr-defined]
+
+    def compile_model(request: CompileRequest) -> types.SimpleNamespace:
+        calls.append(request)
+        return types.SimpleNamespace(status="SUCCEEDED")
+
+    fake.compile_model = compile_model  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "aipusim.compiler.driver", fake)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.onnx").write_bytes(b"not parsed by these tests")
@@ -195,7 +200,7 @@ def test_defaults_and_json_output(
 ) -> None:
     code, out, _ = run(capsys, "-i", "m.onnx", "-o", "out", "--json")
     assert code == 0
-    assert json.loads(out) == {"input": "m.onnx", "output_dir": "out"}
+    assert json.loads(out) == {"input": "m.onnx", "output_dir": "out", "status": "SUCCEEDED"}
     (request,) = driver
     assert request.config == CompilerConfig(output_dir="out")
     assert request.color_format is ColorFormat.RGB

@@ -18,7 +18,11 @@ from aipusim.compiler.request import CompileRequest
 FLOAT_FRONT = tuple(p for p in FRONT if p.name != "quantize")
 
 
-def request(model: Path, out: Path, *, shape=None, layout=None, **config) -> CompileRequest:
+def request(
+    model: Path, out: Path, *, shape=None, layout=None, stop=FLOAT_FRONT[-1].name, **config
+) -> CompileRequest:
+    """A compile of the float front end only (these tests run FLOAT_FRONT): it stops after
+    the front end's last pass, as asked, with status STOPPED."""
     return CompileRequest(
         model_path=model,
         output_dir=out,
@@ -26,6 +30,7 @@ def request(model: Path, out: Path, *, shape=None, layout=None, **config) -> Com
         input_shape=shape,
         input_data_layout=layout,
         cli_args={"input": str(model), "output": str(out)},
+        stop_after=stop,
     )
 
 
@@ -53,7 +58,8 @@ def test_front_half_artifacts(onnx_models, tmp_path: Path) -> None:
         dump_ir={"import", "validate_operators"},
         after_pass=lambda name, graph: verify(graph),
     )
-    assert result.status == "SUCCEEDED" and result.output_dir == out
+    assert result.status == "STOPPED" and result.output_dir == out
+    assert report(out)["stage"] == FLOAT_FRONT[-1].name
     files = set(result.files)
     assert {
         "cli_args.json",
@@ -69,7 +75,7 @@ def test_front_half_artifacts(onnx_models, tmp_path: Path) -> None:
     } <= files
     assert files == {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     rep = report(out)
-    assert rep["status"] == "SUCCEEDED" and rep["stage"] is None
+    assert rep["status"] == "STOPPED" and rep["stage"] == "validate_operators"
     assert rep["passes"][0]["name"] == "import"
     assert rep["host_graphs"]["postprocess"]["ops"]["NonMaxSuppression"] == 1
     assert json.loads((out / "cli_args.json").read_text())["input"] == str(model)
@@ -93,7 +99,7 @@ def test_quantize_only_writes_the_quantized_model(onnx_models, tmp_path: Path) -
 
 def test_full_pipeline_runs(onnx_models, tmp_path: Path) -> None:
     model = save(onnx_models.classifier(), tmp_path)
-    result = compile_model(request(model, tmp_path / "full"))
+    result = compile_model(request(model, tmp_path / "full", stop=None))
     assert result.status == "SUCCEEDED"
     assert [r.name for r in result.records if r.ran][-1] == "emit"
     assert "compiled_model/model.json" in result.files
@@ -196,7 +202,8 @@ def test_all_unsupported_operators_named_before_quantization(tmp_path: Path) -> 
     assert report(out)["stage"] == "check_operators"
 
 
-def test_internal_errors_are_reported_with_the_stage_status(onnx_models, tmp_path: Path) -> None:
+def test_a_bug_in_a_pass_is_an_internal_error_naming_the_pass(onnx_models, tmp_path) -> None:
+    from aipusim.base.errors import CompilerInternalError
     from aipusim.compiler.pipeline import Pass, Stage
 
     def broken(graph, ctx):
@@ -204,12 +211,15 @@ def test_internal_errors_are_reported_with_the_stage_status(onnx_models, tmp_pat
 
     model = save(onnx_models.classifier(), tmp_path)
     out = tmp_path / "out"
-    with pytest.raises(RuntimeError, match="bug"):
-        compile_model(request(model, out), passes=(Pass("broken", broken, Stage.SIMPLIFY),))
+    broken_list = (Pass("broken", broken, Stage.SIMPLIFY),)
+    with pytest.raises(CompilerInternalError, match="internal error in pass `broken`") as err:
+        compile_model(request(model, out, stop=None), passes=broken_list)
+    assert err.value.exit_code == 1 and isinstance(err.value.__cause__, RuntimeError)
     rep = report(out)
-    assert rep["status"] == "QTOOLS_ERROR" and rep["stage"] == "broken"
-    assert rep["message"] == "internal error: RuntimeError('bug')"
+    assert rep["status"] == "INTERNAL_ERROR" and rep["stage"] == "broken"
+    assert rep["message"].startswith("internal error in pass `broken`: RuntimeError: bug")
     assert "Traceback" in (out / LOG_NAME).read_text()
+    assert sorted(p.name for p in out.iterdir()) == [LOG_NAME, REPORT_NAME]
 
 
 def test_output_dir_rules(onnx_models, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import aipusim.zoo as zoo
 from aipusim.arch import Arch, load_arch
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend import BackendResult, run_backend
+from aipusim.compiler.backend.ir import Emitted
+from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
@@ -30,12 +31,12 @@ def front_graph(name: str, size: int | None = None) -> Graph:
 
 def compile_backend(
     name: str = "tiny_cnn", size: int | None = None, *, arch: Arch = ARCH, **config: Any
-) -> BackendResult:
+) -> Emitted:
     """The back end of zoo model ``name`` under the given config properties."""
     return run_backend(front_graph(name, size), CompilerConfig(**config), arch)
 
 
-def check_ok(result: BackendResult) -> None:
+def check_ok(result: Emitted) -> None:
     """The ISA checker accepts the result's tasklists (tokens balance, no deadlock)."""
     report = check_tasklists([Tasklist(c, tuple(t)) for c, t in result.tasks.items()], ARCH)
     assert report.ok, [p.message for p in report.errors][:3]

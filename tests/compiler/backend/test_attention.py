@@ -9,9 +9,10 @@ import pytest
 from backend_helpers import ARCH, check_ok
 
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend import run_backend
-from aipusim.compiler.backend.attention import CHOICE, RuntimeMatmul, choose, is_runtime
+from aipusim.compiler.backend.attention import choose
 from aipusim.compiler.backend.imc import ImcOptions
+from aipusim.compiler.backend.lower import RuntimeMatmul, is_runtime
+from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
 from aipusim.isa.tasks import DpuKind, DpuOp, Mvm, Phase, WeightLoad
@@ -46,23 +47,24 @@ def test_the_cheaper_mapping_is_chosen(mm: RuntimeMatmul, unit: str) -> None:
 
 def test_mvm_mapping_loads_every_head_in_the_frame() -> None:
     result = _backend()  # 16 tokens, 2 heads of 32: the MVM is cheaper
-    layers = [layer for layer in result.state.layers if CHOICE in layer.extra]
-    assert len(layers) == 4 and all(is_runtime(layer) for layer in layers)
+    chosen = [i for i, layer in enumerate(result.layers) if layer.matmul_choice is not None]
+    assert len(chosen) == 4 and all(is_runtime(result.layers[i]) for i in chosen)
     tasks = result.tasks[0]
-    for layer in layers:
+    for i in chosen:
+        layer, mapping = result.layers[i], result.mappings[i]
         loads = [t for t in tasks if isinstance(t, WeightLoad) and t.layer == layer.name]
         mvms = [t for t in tasks if isinstance(t, Mvm) and t.layer == layer.name]
-        heads = layer.extra["runtime"].heads
-        assert len(loads) == len(mvms) == heads * len(layer.imc.blocks)
+        heads = layer.runtime.heads
+        assert len(loads) == len(mvms) == heads * len(mapping.whole.blocks)
         assert all(t.phase is Phase.FRAME for t in loads)  # paid every frame, not in INIT
-        assert sum(t.bytes for t in loads) == layer.extra[CHOICE].weight_bytes_per_frame
+        assert sum(t.bytes for t in loads) == layer.matmul_choice.weight_bytes_per_frame
     check_ok(result)
 
 
 def test_tiny_products_go_to_the_dpu() -> None:
     result = _backend(tokens=8, d=32)  # 8 vectors per head of 16: the DPU is cheaper
-    layers = [layer for layer in result.state.layers if CHOICE in layer.extra]
-    assert layers and all(layer.extra[CHOICE].unit == "dpu" for layer in layers)
+    layers = [layer for layer in result.layers if layer.matmul_choice is not None]
+    assert layers and all(layer.matmul_choice.unit == "dpu" for layer in layers)
     matmuls = [t for t in result.tasks[0] if isinstance(t, DpuOp) and t.kind is DpuKind.MATMUL]
     assert sum(t.elements for t in matmuls) == sum(layer.macs for layer in layers)
     check_ok(result)
@@ -89,8 +91,8 @@ def test_an_operand_shared_by_every_head_is_loaded_from_one_place() -> None:
         ("y",),
     )
     result = run_backend(g, CompilerConfig(), ARCH)
-    (layer,) = [layer for layer in result.state.layers if CHOICE in layer.extra]
-    assert layer.extra[CHOICE].unit == "mvm"
+    (layer,) = [layer for layer in result.layers if layer.matmul_choice is not None]
+    assert layer.matmul_choice.unit == "mvm"
     loads = [t for t in result.tasks[0] if isinstance(t, WeightLoad) and t.layer == "mm"]
     assert len(loads) == 4 and len({t.src_addr for t in loads}) == 1
     check_ok(result)

@@ -16,9 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from aipusim.cli.main import main
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend import run_backend
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph
+from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
 from aipusim.simulator import simulate

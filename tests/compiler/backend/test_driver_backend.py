@@ -31,12 +31,12 @@ def test_the_pipeline_ends_with_the_back_end() -> None:
     assert names[: len(FRONT)] == [p.name for p in FRONT]
     assert names[len(FRONT) :] == [
         "lower",
-        "imc",
         "tile",
-        "estimate",
         "multicore",
+        "imc",
         "memplan",
         "schedule",
+        "estimate",
         "emit",
     ]
 

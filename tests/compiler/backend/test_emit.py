@@ -11,8 +11,8 @@ from backend_helpers import ARCH, compile_backend, front_graph
 
 from aipusim.base.errors import TasklistError
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend import run_backend
 from aipusim.compiler.backend.emit import emit, verify_crcs
+from aipusim.compiler.backend.run import run_backend
 from aipusim.isa.check import check_paths
 from aipusim.isa.program import load_program
 
@@ -43,12 +43,12 @@ def test_compiled_model_folder_round_trips(tmp_path: Path) -> None:
 
 
 def test_model_id_is_kept_when_given(tmp_path: Path) -> None:
-    emit(compile_backend("tiny_cnn").state, tmp_path, model_id="my-model-7")
+    emit(compile_backend("tiny_cnn"), tmp_path, model_id="my-model-7")
     assert verify_crcs(tmp_path / "compiled_model").extra["model_id"] == "my-model-7"
 
 
 def test_crc_check_catches_a_changed_file(tmp_path: Path) -> None:
-    emit(compile_backend("tiny_cnn").state, tmp_path)
+    emit(compile_backend("tiny_cnn"), tmp_path)
     folder = tmp_path / "compiled_model"
     verify_crcs(folder)
     data = bytearray((folder / "core0.tasklist").read_bytes())
@@ -59,7 +59,7 @@ def test_crc_check_catches_a_changed_file(tmp_path: Path) -> None:
 
 
 def test_report_has_per_layer_estimates_and_high_water_marks(tmp_path: Path) -> None:
-    emit(compile_backend("resnet18", 224).state, tmp_path)
+    emit(compile_backend("resnet18", 224), tmp_path)
     report = json.loads((tmp_path / "compiled_model" / "report.json").read_text())
     conv = next(layer for layer in report["layers"] if layer["unit"] == "mvm")
     for key in ("tiles", "weight_sets", "icr", "estimated_cycles", "bytes", "macs"):
@@ -72,7 +72,7 @@ def test_report_has_per_layer_estimates_and_high_water_marks(tmp_path: Path) -> 
 
 
 def test_manifest_lists_io_and_constant_sizes(tmp_path: Path) -> None:
-    emit(compile_backend("tiny_cnn").state, tmp_path)
+    emit(compile_backend("tiny_cnn"), tmp_path)
     manifest = json.loads((tmp_path / "compiled_model" / "manifest.json").read_text())
     assert manifest["inputs"][0]["shape"][1] == 3
     assert manifest["constants"] and all(c["bytes"] > 0 for c in manifest["constants"].values())
@@ -99,6 +99,6 @@ def test_l2_constant_image_holds_quantized_constants_at_their_offsets(tmp_path: 
     config = CompilerConfig(enable_buffer_promotion=False, constant_memory_pool="global.l2")
     r = run_backend(g, config, ARCH, tmp_path)
     image = (tmp_path / "compiled_model" / "pool_l2_const.bin").read_bytes()
-    buf = r.state.plan.buffers["const:w"]
+    buf = r.memory.buffers["const:w"]
     assert image[buf.addr : buf.addr + w.size] == w.tobytes()
     verify_crcs(tmp_path / "compiled_model")

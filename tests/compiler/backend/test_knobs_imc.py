@@ -6,7 +6,7 @@ import pytest
 from backend_helpers import ARCH, check_ok, compile_backend
 
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
-from aipusim.compiler.backend.lower import ConvGeometry, LayerUnit
+from aipusim.compiler.backend.lower import ConvGeometry
 from aipusim.isa.tasks import Mvm, WeightLoad
 
 
@@ -20,7 +20,7 @@ def test_mvm_utilization_limit_half_uses_fewer_columns_and_more_passes() -> None
     check_ok(half)
     assert max(t.cols_used for t in _mvms(half)) <= ARCH.mvm.active_cols(0.5) == 256
     assert len(_mvms(half)) > len(_mvms(full))
-    cycles = lambda r: sum(p.estimate.compute_cycles for p in r.state.layers)  # noqa: E731
+    cycles = lambda r: sum(e.compute_cycles for e in r.estimates)  # noqa: E731
     assert cycles(half) > cycles(full)
 
 
@@ -95,9 +95,9 @@ def test_icrx_parallel_block_threshold_limits_icr_to_small_layers() -> None:
 def test_enable_swicr_changes_the_first_layer_rows() -> None:
     on = compile_backend("resnet18", 64)
     off = compile_backend("resnet18", 64, enable_swicr=False)
-    first = lambda r: next(p for p in r.state.layers if p.unit is LayerUnit.MVM)  # noqa: E731
-    assert first(on).imc.swicr and not first(off).imc.swicr
-    assert first(on).imc.rows_needed < first(off).imc.rows_needed
+    first = lambda r: next(m.whole for m in r.mappings if m is not None)  # noqa: E731
+    assert first(on).swicr and not first(off).swicr
+    assert first(on).rows_needed < first(off).rows_needed
 
 
 def test_imc_double_buffering_lets_loads_overlap_compute() -> None:
@@ -106,14 +106,14 @@ def test_imc_double_buffering_lets_loads_overlap_compute() -> None:
         "resnet18", 64, imc_double_buffer_sequential=True, imc_double_buffer_pipeline=True
     )
     check_ok(on)
-    exposed = lambda r: sum(p.estimate.exposed_weight_cycles for p in r.state.layers)  # noqa: E731
+    exposed = lambda r: sum(e.exposed_weight_cycles for e in r.estimates)  # noqa: E731
     assert exposed(on) < exposed(off)
     mvm_deps = lambda r: sum(  # noqa: E731
         1
-        for s in r.state.schedule.steps
+        for s in r.schedule.steps
         if s.kind is WeightLoad
         for d in s.deps
-        if r.state.schedule.steps[d].kind is Mvm
+        if r.schedule.steps[d].kind is Mvm
     )
     assert mvm_deps(on) < mvm_deps(off)
 
@@ -123,6 +123,6 @@ def test_group_ifdw_tasks_frees_weight_loads_from_the_layer_input() -> None:
     on = compile_backend("resnet18", 64, group_ifdw_tasks=True)
     check_ok(on)
     deps = lambda r: sum(  # noqa: E731
-        len(s.deps) for s in r.state.schedule.steps if s.kind is WeightLoad
+        len(s.deps) for s in r.schedule.steps if s.kind is WeightLoad
     )
     assert deps(on) < deps(off)

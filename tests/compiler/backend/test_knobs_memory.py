@@ -24,7 +24,7 @@ def _ddr_bytes(r) -> int:
 def test_buffer_promotion_moves_traffic_off_ddr() -> None:
     on = compile_backend("resnet18", 224)
     off = compile_backend("resnet18", 224, enable_buffer_promotion=False)
-    assert all(b.pool is b.home for b in off.state.plan.buffers.values())
+    assert all(b.pool is b.home for b in off.memory.buffers.values())
     assert _ddr_bytes(on) < _ddr_bytes(off)
 
 
@@ -35,7 +35,7 @@ def test_resources_used_quarter_keeps_resnet50_weights_in_ddr() -> None:
     def ddr_weight_bytes(r) -> int:
         return sum(
             b.size_bytes
-            for b in r.state.plan.buffers.values()
+            for b in r.memory.buffers.values()
             if b.kind is BufKind.WEIGHT and b.pool is Pool.DDR
         )
 
@@ -51,7 +51,7 @@ def test_split_buffer_promotion_fills_l1_before_l2() -> None:
     def l1(x):
         return sum(
             b.size_bytes
-            for b in x.state.plan.buffers.values()
+            for b in x.memory.buffers.values()
             if b.pool is Pool.L1 and b.kind is not BufKind.TILE_IN
         )
 
@@ -60,18 +60,16 @@ def test_split_buffer_promotion_fills_l1_before_l2() -> None:
 
 def test_io_memory_pool_l2_homes_inputs_on_chip() -> None:
     r = compile_backend("tiny_cnn", io_memory_pool="global.l2", enable_buffer_promotion=False)
-    inputs = [b for b in r.state.plan.buffers.values() if b.kind is BufKind.INPUT]
+    inputs = [b for b in r.memory.buffers.values() if b.kind is BufKind.INPUT]
     assert inputs and all(b.pool is Pool.L2 for b in inputs)
 
 
 def test_dpu_constants_home_ddr_reads_constants_from_ddr() -> None:
     r = compile_backend("tiny_cnn", dpu_constants_home="global.ddr", enable_buffer_promotion=False)
-    consts = [b for b in r.state.plan.buffers.values() if b.kind is BufKind.DPU_CONST]
+    consts = [b for b in r.memory.buffers.values() if b.kind is BufKind.DPU_CONST]
     assert consts and all(b.pool is Pool.DDR for b in consts)
     l2 = compile_backend("tiny_cnn", enable_buffer_promotion=False)
-    assert all(
-        b.pool is Pool.L2 for b in l2.state.plan.buffers.values() if b.kind is BufKind.DPU_CONST
-    )
+    assert all(b.pool is Pool.L2 for b in l2.memory.buffers.values() if b.kind is BufKind.DPU_CONST)
     assert _ddr_bytes(r) > _ddr_bytes(l2)
 
 
@@ -89,21 +87,21 @@ def test_use_sysdma_brings_ddr_weights_through_l2() -> None:
 def test_page_memory_aligns_l2_and_ddr_buffers_to_pages() -> None:
     r = compile_backend("resnet18", 224, page_memory=True)
     page = ARCH.dma.burst_bytes
-    for b in r.state.plan.buffers.values():
+    for b in r.memory.buffers.values():
         if b.pool in (Pool.L2, Pool.DDR):
             assert b.addr % page == 0
     off = compile_backend("resnet18", 224, page_memory=False)
-    assert any(b.addr % page for b in off.state.plan.buffers.values() if b.pool is Pool.L2)
+    assert any(b.addr % page for b in off.memory.buffers.values() if b.pool is Pool.L2)
 
 
 def test_tasklist_in_l2_when_not_in_ddr_and_not_streamed() -> None:
     r = compile_backend("tiny_cnn", elf_in_ddr=False, stream_tasklist=False)
-    tl = r.state.plan.buffers["tasklist"]
+    tl = r.memory.buffers["tasklist"]
     assert tl.pool is Pool.L2 and tl.size_bytes > 0
-    assert "tasklist" not in compile_backend("tiny_cnn").state.plan.buffers
+    assert "tasklist" not in compile_backend("tiny_cnn").memory.buffers
 
 
 def test_l1_constraint_shrinks_l1_use() -> None:
     r = compile_backend("resnet18", 224, l1_constraint=1_000_000)
-    st = r.state.plan.pools[(Pool.L1, 0)]
+    st = r.memory.pools[(Pool.L1, 0)]
     assert st.capacity == 1_000_000 and st.high_water_bytes <= 1_000_000

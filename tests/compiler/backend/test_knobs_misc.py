@@ -14,7 +14,7 @@ from aipusim.isa.tasks import Pool
 
 
 def _pools(r, kind: BufKind) -> set[Pool]:
-    return {b.pool for b in r.state.plan.buffers.values() if b.kind is kind}
+    return {b.pool for b in r.memory.buffers.values() if b.kind is kind}
 
 
 def test_constant_and_workspace_pools_set_the_homes() -> None:
@@ -33,16 +33,18 @@ def test_constant_and_workspace_pools_set_the_homes() -> None:
 def test_ignore_weight_buffers_false_budgets_weight_staging_in_tiling() -> None:
     kw = dict(l1_constraint=400_000)
     counted = compile_backend("resnet18", 224, ignore_weight_buffers=False, **kw)
-    staged = [p.tiling for p in counted.state.layers if p.unit is LayerUnit.MVM]
+    staged = [
+        t for p, t in zip(counted.layers, counted.tilings, strict=True) if p.unit is LayerUnit.MVM
+    ]
     assert all(t.weight_stage_bytes > 0 for t in staged)
     assert all(t.l1_bytes <= 400_000 for t in staged)
     ignored = compile_backend("resnet18", 224, **kw)
-    assert all(p.tiling.weight_stage_bytes == 0 for p in ignored.state.layers)
+    assert all(t.weight_stage_bytes == 0 for t in ignored.tilings)
 
 
 def test_max_memplan_attempts_bounds_the_retries() -> None:
     kw = dict(l1_constraint=200_000)
-    assert compile_backend("resnet18", 128, **kw).state.plan.attempts > 1
+    assert compile_backend("resnet18", 128, **kw).memory.attempts > 1
     with pytest.raises(MemoryPlanError, match="must fit a memory pool"):
         compile_backend("resnet18", 128, max_memplan_attempts=1, **kw)
 
@@ -52,19 +54,19 @@ def test_frequency_changes_ddr_transfer_cycles() -> None:
     slow = compile_backend("resnet18", 224, enable_buffer_promotion=False, frequency=200_000_000)
 
     def cycles(r):
-        return sum(s.cycles for s in r.state.schedule.steps if s.fields.get("src_pool") is Pool.DDR)
+        return sum(s.cycles for s in r.schedule.steps if s.fields.get("src_pool") is Pool.DDR)
 
     assert cycles(slow) < cycles(fast)  # DDR keeps its GB/s: fewer core cycles per byte
-    assert build_program(slow.state, "m", "id", {}).frequency_hz == 200_000_000
+    assert build_program(slow, "m", "id", {}).frequency_hz == 200_000_000
 
 
 def test_host_side_knobs_reach_the_runtime() -> None:
     r = compile_backend("tiny_cnn", host_processes_used=2, input_dmabuf=True)
-    host = build_program(r.state, "m", "id", {}).extra["host"]
+    host = build_program(r, "m", "id", {}).extra["host"]
     assert host == {"host_processes_used": 2, "input_dmabuf": True, "output_dmabuf": False}
 
 
 def test_profiling_levels_and_utilization_reach_the_runtime() -> None:
     r = compile_backend("tiny_cnn", profiling_levels=["K", "M"], mvm_utilization_limit=0.5)
-    program = build_program(r.state, "m", "id", {})
+    program = build_program(r, "m", "id", {})
     assert program.profiling_levels == ("K", "M") and program.mvm_utilization_limit == 0.5

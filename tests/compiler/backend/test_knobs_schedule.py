@@ -27,7 +27,7 @@ def test_inter_operator_async_false_fences_every_operator() -> None:
     on = compile_backend("resnet18", 224)
     off = compile_backend("resnet18", 224, inter_operator_async=False)
     check_ok(off)
-    deps = lambda r: sum(len(s.deps) for s in r.state.schedule.steps)  # noqa: E731
+    deps = lambda r: sum(len(s.deps) for s in r.schedule.steps)  # noqa: E731
     assert deps(off) > deps(on)
 
 
@@ -35,7 +35,7 @@ def test_unroll_prologue_epilogue_drops_layer_boundary_waits() -> None:
     off = compile_backend("resnet18", 224)
     on = compile_backend("resnet18", 224, unroll_prologue_epilogue=True)
     check_ok(on)
-    deps = lambda r: sum(len(s.deps) for s in r.state.schedule.steps)  # noqa: E731
+    deps = lambda r: sum(len(s.deps) for s in r.schedule.steps)  # noqa: E731
     assert deps(on) < deps(off)
 
 
@@ -53,13 +53,13 @@ def test_double_buffer_gives_two_io_slots() -> None:
     off = compile_backend("tiny_cnn", double_buffer=False)
 
     def size(r) -> int:
-        return next(b.size_bytes for b in r.state.plan.buffers.values() if b.kind is BufKind.INPUT)
+        return next(b.size_bytes for b in r.memory.buffers.values() if b.kind is BufKind.INPUT)
 
     assert size(on) == 2 * size(off)
-    assert build_program(on.state, "m", "id", {}).double_buffer
-    assert not build_program(off.state, "m", "id", {}).double_buffer
+    assert build_program(on, "m", "id", {}).double_buffer
+    assert not build_program(off, "m", "id", {}).double_buffer
 
 
 def test_use_hw_tokens_false_is_told_to_the_runtime() -> None:
     r = compile_backend("tiny_cnn", use_hw_tokens=False)
-    assert not build_program(r.state, "m", "id", {}).use_hw_tokens
+    assert not build_program(r, "m", "id", {}).use_hw_tokens

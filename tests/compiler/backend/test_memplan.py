@@ -42,8 +42,8 @@ def test_verifier_accepts_reuse_after_death_and_rejects_overlap() -> None:
 def test_zoo_plans_verify_and_stay_within_capacity() -> None:
     for name, size in (("resnet18", 224), ("yolov8n", 320)):
         r = compile_backend(name, size)
-        verify_memplan(r.state.plan)
-        for st in r.state.plan.pools.values():
+        verify_memplan(r.memory)
+        for st in r.memory.pools.values():
             assert st.high_water_bytes <= st.capacity
 
 
@@ -66,7 +66,7 @@ def test_a_model_that_fits_no_memory_names_buffer_size_and_free_space() -> None:
 
 def test_liveness_lets_activations_share_addresses() -> None:
     r = compile_backend("resnet50", 224, enable_buffer_promotion=False)
-    acts = [b for b in r.state.plan.buffers.values() if b.kind is BufKind.ACTIVATION]
+    acts = [b for b in r.memory.buffers.values() if b.kind is BufKind.ACTIVATION]
     assert all(b.pool is Pool.DDR for b in acts)
     total = sum(b.size_bytes for b in acts)
     footprint = max(b.addr + b.size_bytes for b in acts) - min(b.addr for b in acts)

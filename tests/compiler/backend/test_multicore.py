@@ -63,14 +63,14 @@ def test_cooperative_splits_layers_and_meets_at_barriers() -> None:
 def test_pipeline_cuts_balanced_stages() -> None:
     r = _compile("resnet50", 224, "pipeline", 4)
     check_ok(r)
-    stages = r.state.layout.core_of_group
+    stages = r.layout.core_of_group
     assert sorted(set(stages.values())) == [0, 1, 2, 3]
     assert list(stages.values()) == sorted(stages.values())  # contiguous
     work = [0, 0, 0, 0]
-    for layer in r.state.layers:
-        work[stages[layer.tiling.group]] += layer.estimate.cycles
+    for t, e in zip(r.tilings, r.estimates, strict=True):
+        work[stages[t.group]] += e.cycles
     assert max(work) < 0.6 * sum(work)
-    local = [b for b in r.state.plan.buffers.values() if b.stage >= 0]
+    local = [b for b in r.memory.buffers.values() if b.stage >= 0]
     assert local and all(b.stage == b.core for b in local)  # reused within their stage only
     assert any(ref.scope is TokenScope.GLOBAL for t in r.tasks[1] for ref in t.waits)
 
@@ -95,7 +95,7 @@ def test_impossible_resources_and_core_counts_are_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"resources_used must be a multiple of 0\.25"):
         check_resources(SimpleNamespace(resources_used=0.3, aipu_cores_used=1), ARCH)
     with pytest.raises(ConfigError, match="aipu_cores_used must be at most the 2 layer groups"):
-        from aipusim.compiler.backend import run_backend
+        from aipusim.compiler.backend.run import run_backend
         from aipusim.compiler.ir import Graph, Node, Op, Tensor
 
         g = Graph(
@@ -127,7 +127,7 @@ def test_a_cascade_compiles_each_model_in_its_share() -> None:
     for name, config in zip(("resnet18", "tiny_cnn", "mobilenetv2"), configs, strict=True):
         r = compile_backend(name, 64, **config.changed())
         check_ok(r)
-        for st in r.state.plan.pools.values():
+        for st in r.memory.pools.values():
             assert st.high_water_bytes <= st.capacity
 
 
@@ -144,5 +144,5 @@ def test_cooperative_with_depth_first_fusion_unfuses_mixed_split_groups() -> Non
         tiling_depth=6,
     )
     check_ok(result)
-    assert result.state.config.tiling_depth == 1
-    assert all(len(g.layers) == 1 for g in result.state.groups)
+    assert result.config.tiling_depth == 1
+    assert all(len(g.layers) == 1 for g in result.groups)

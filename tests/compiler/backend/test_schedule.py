@@ -18,13 +18,13 @@ def test_zoo_schedules_pass_the_isa_checker() -> None:
     for name, size in (("tiny_cnn", None), ("resnet50", 224), ("yolov8n", 320)):
         r = compile_backend(name, size)
         check_ok(r)
-        used = r.state.schedule.local_tokens_used[0]
+        used = r.schedule.local_tokens_used[0]
         assert 0 < used <= ARCH.tokens.local_per_core
 
 
 def test_tasks_carry_their_origin_and_token_slots_fit() -> None:
     r = compile_backend("resnet18", 224, force_h_tiling=2)
-    layer_names = {p.name for p in r.state.layers} | {"input", "output"}
+    layer_names = {p.name for p in r.layers} | {"input", "output"}
     tasks = r.tasks[0]
     assert {t.layer for t in tasks} <= layer_names | {t.layer for t in tasks if t.layer}
     assert all(t.layer for t in tasks)
@@ -43,7 +43,7 @@ def test_resnet50_streams_weights_every_frame_in_a_few_thousand_tasks() -> None:
     r = compile_backend("resnet50", 224)
     frame = [t for t in r.tasks[0] if t.phase is Phase.FRAME]
     assert 300 < len(frame) < 5000
-    assert not r.state.schedule.resident_weights
+    assert not r.schedule.resident_weights
     loads = [t for t in frame if isinstance(t, WeightLoad)]
     assert sum(t.bytes for t in loads) >= 20_000_000  # ~25 M int8 weights per frame
 
@@ -52,7 +52,7 @@ def test_a_model_whose_weights_fit_the_imc_loads_them_once() -> None:
     import numpy as np
 
     from aipusim.compiler import CompilerConfig
-    from aipusim.compiler.backend import run_backend
+    from aipusim.compiler.backend.run import run_backend
     from aipusim.compiler.ir import Graph, Node, Op, Tensor
 
     w = np.zeros((64, 64, 1, 1), np.float32)
@@ -70,6 +70,6 @@ def test_a_model_whose_weights_fit_the_imc_loads_them_once() -> None:
     )
     r = run_backend(g, CompilerConfig(), ARCH)
     check_ok(r)
-    assert r.state.schedule.resident_weights
+    assert r.schedule.resident_weights
     tasks = r.tasks[0]
     assert [t.phase for t in tasks if isinstance(t, WeightLoad)] == [Phase.INIT]
