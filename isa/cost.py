@@ -40,6 +40,7 @@ Timing rules (first order, DESIGN.md §4/§5):
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass
 
@@ -179,6 +180,11 @@ class CostModel:
         """Bytes per cycle of a shared link at this clock."""
         return self._bw[link]
 
+    @property
+    def channel_bw(self) -> float:
+        """Bytes per cycle of one core DMA channel (its own, never shared)."""
+        return float(self.arch.dma.channel_bw_bytes_per_cycle)
+
     def transfer_cycles(self, tr: Transfer) -> int:
         """Cycles of a transfer over idle links: setup, its bursts (each as long as its
         slowest link, the issuing channel included) and the access latency."""
@@ -234,7 +240,7 @@ class CostModel:
             links.append(Link.SYSDMA)
             setup, channel_bw = arch.sysdma.setup_cycles, 0.0
         else:
-            setup, channel_bw = arch.dma.setup_cycles, float(arch.dma.channel_bw_bytes_per_cycle)
+            setup, channel_bw = arch.dma.setup_cycles, self.channel_bw
         pools = {src, dst}
         latency = 0
         if Pool.DDR in pools:
@@ -412,6 +418,14 @@ class CostModel:
         )
 
 
+@functools.lru_cache(maxsize=64)
+def cost_model(
+    arch: Arch, freq_hz: int | None = None, mvm_utilization_limit: float = 1.0
+) -> CostModel:
+    """A shared `CostModel` for these settings (the compiler asks for one per decision)."""
+    return CostModel(arch, freq_hz, mvm_utilization_limit)
+
+
 def dynamic_scale(arch: Arch, voltage_v: float) -> tuple[float, ...]:
     """Per-component factor applied to nominal-voltage energies at ``voltage_v``
     (``(V / V_nom)^2`` on chip, 1 off chip), in `COMPONENTS` order."""
@@ -459,6 +473,7 @@ __all__ = [
     "Traffic",
     "Transfer",
     "burst_cycles",
+    "cost_model",
     "dynamic_scale",
     "static_power_w",
 ]

@@ -75,12 +75,6 @@ def dpu_read_bytes(kind: DpuKind, elements: int, operands: int, arch: Any) -> in
     return elements * max(1, operands) * _READ_PASSES.get(kind, 1)
 
 
-def dpu_task_cycles(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
-    """Duration of a DPU task: its lane operations over the lanes, plus the pipeline."""
-    ops = dpu_lane_ops(kind, elements, operands, arch)
-    return -(-ops // arch.dpu.lanes) + arch.dpu.pipeline_latency_cycles
-
-
 __all__ = [
     "LAYERNORM_OPS_PER_ELEMENT",
     "MATMUL_OPS_PER_MAC",
@@ -89,5 +83,4 @@ __all__ = [
     "dpu_charged_ops",
     "dpu_lane_ops",
     "dpu_read_bytes",
-    "dpu_task_cycles",
 ]

@@ -165,6 +165,7 @@ def simulate(
     trace_path: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
+    contention: bool = True,
 ) -> SimResult:
     """Simulate a compiled program for ``frames`` frames per instance replica.
 
@@ -179,7 +180,9 @@ def simulate(
     the arguments); a decision of the compiler
     (``multicore_mode``, ``mvm_utilization_limit``, ...) is refused with a hint to
     recompile.
-    ``progress(n)`` is called as frames come back.
+    ``progress(n)`` is called as frames come back. ``contention=False`` gives every engine
+    that moves data the shared links to itself (a what-if: each transfer then takes its
+    cost-model time, `aipusim.isa.cost`).
 
     >>> from aipusim.isa.program import Instance, MulticoreMode, Program
     >>> from aipusim.isa.tasks import Mvm, Unit
@@ -223,8 +226,17 @@ def simulate(
         if tags
         else None
     )
+    if not isinstance(contention, bool):
+        raise ConfigError(f"contention must be true or false, not {contention!r}")
     sim = Simulation(
-        program, lists, arch, frames=frames, tracer=tracer, progress=progress, voltage_v=voltage
+        program,
+        lists,
+        arch,
+        frames=frames,
+        tracer=tracer,
+        progress=progress,
+        voltage_v=voltage,
+        contention=contention,
     )
     result = sim.run()
     if trace_path is not None:

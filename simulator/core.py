@@ -62,12 +62,14 @@ class CoreRun:
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
 
-    def route(self, x: Transfer) -> tuple[list[Link], tuple[int, ...] | None, int, float]:
+    def route(
+        self, x: Transfer, unit: str
+    ) -> tuple[list[Link], tuple[int, ...] | None, int, float]:
         """(shared links, cycles of its one burst on each or None if it has several, cycles
-        on the issuing engine's own channel, that channel's bandwidth) of a transfer. The
-        own channel's queue is serial, so it bounds the duration only."""
-        links = self.sim.links
-        shared = [links[n] for n in x.links]
+        on the issuing engine's own channel, that channel's bandwidth) of a transfer that
+        ``unit`` issues. The own channel's queue is serial, so it bounds the duration only."""
+        engine = (self.physical, unit)
+        shared = [self.sim.link_for(n, engine) for n in x.links]
         if x.nbytes > self.sim.burst_bytes:
             return shared, None, 0, x.channel_bw
         cycles, own_cycles = burst_cycles(shared, x.nbytes, x.channel_bw)
@@ -126,7 +128,8 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
     poll_interval, poll_cost = sim.poll_interval, sim.poll_cost
     tracer = sim.tracer
     tracing = tracer is not None and tracer.per_task
-    routes = core.routes
+    # with contention off each unit has its own links, so its own routes
+    routes = core.routes if sim.contention else {}
     burst = sim.burst_bytes
     blocked = core.blocked
     queues = (core.code.init.by_unit.get(unit), core.code.frame.by_unit.get(unit))
@@ -188,7 +191,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                 x = op.xfer
                 route = routes.get(id(x))
                 if route is None:
-                    route = routes[id(x)] = core.route(x)
+                    route = routes[id(x)] = core.route(x, unit)
                 path, cycles, own_cycles, own_bw = route
                 ready = s + x.setup_cycles
                 if cycles is None:

@@ -141,6 +141,7 @@ class Simulation:
         progress: Callable[[int], None] | None = None,
         voltage_v: float | None = None,
         isolated: bool = False,
+        contention: bool = True,
     ) -> None:
         if not isinstance(frames, int) or frames < 1:
             raise SimulationError(f"frames must be an integer >= 1, not {frames!r}")
@@ -164,6 +165,11 @@ class Simulation:
         self.arch = arch
         #: The host sends each start only once the previous result is back.
         self.isolated = isolated
+        #: False: every engine that moves data (a DMA queue of a core, the host's side of
+        #: each direction, a core's tasklist fetch) has the shared links to itself, so a
+        #: transfer takes exactly its cost-model time (what-if and the cost model's check).
+        self.contention = contention
+        self._private_links: dict[tuple[Any, str], Link] = {}
         self.freq_hz = freq
         self.env = RunEnvironment()
         self.tracer = tracer
@@ -298,7 +304,7 @@ class Simulation:
         t0 = 0
         if not self.program.stream_tasklist:
             # The whole tasklist is copied into the core's L2 window before it starts.
-            t0 = yield from self._fetch(nbytes, 0)
+            t0 = yield from self._fetch(core, nbytes, 0)
         else:
             core.ctl.arrival = {}
             total = code.n_records if resident else len(code.init) + self.starts * len(code.frame)
@@ -341,15 +347,34 @@ class Simulation:
                     yield ctl.progress
                 t = max(env.now, ctl.last_dispatch)
             n = min(per, total_records - c * per)
-            end = yield from self._fetch(n * RECORD_BYTES, t)
+            end = yield from self._fetch(core, n * RECORD_BYTES, t)
             assert ctl.arrival is not None
             ctl.arrival[c] = end
             ctl.wake()
 
-    def _fetch(self, nbytes: int, t: int) -> Generator[Any, Any, int]:
+    def link_for(self, name: str, engine: Any) -> Link:
+        """The link ``name`` as ``engine`` (a hashable name of whoever issues the
+        transfer) books it: the shared one, or with ``contention`` off its own copy."""
+        if self.contention:
+            return self.links[name]
+        link = self._private_links.get((engine, name))
+        if link is None:
+            link = self._private_links[(engine, name)] = Link(name, self.links[name].bw)
+        return link
+
+    def link_totals(self) -> dict[str, tuple[int, int]]:
+        """(busy cycles, bytes) of each link over the run, private copies included."""
+        out = {name: (link.busy_cycles, link.nbytes) for name, link in self.links.items()}
+        for (_, name), link in self._private_links.items():
+            busy, nbytes = out[name]
+            out[name] = (busy + link.busy_cycles, nbytes + link.nbytes)
+        return out
+
+    def _fetch(self, core: CoreRun, nbytes: int, t: int) -> Generator[Any, Any, int]:
         """Tasklist bytes from DDR into the core's L2 window, from cycle ``t`` on."""
         x = self.cost.tasklist_fetch(nbytes)
-        path = [self.links[n] for n in x.links]
+        engine = ("tasklist", core.physical)
+        path = [self.link_for(n, engine) for n in x.links]
         return (yield from transfer(self.env, path, nbytes, self.burst_bytes, t, x.latency_cycles))
 
     # -- run ---------------------------------------------------------------------------
@@ -376,7 +401,7 @@ class Simulation:
         back; the second start's input-to-result time (the first one waits for INIT). It
         holds the program and tasklists, not this run."""
         program, tasklists, arch = self.program, self.tasklists, self.arch
-        voltage = self.voltage_v
+        voltage, contention = self.voltage_v, self.contention
         tracer = self.tracer
         tags = tracer.levels if tracer is not None else ()
         names = (tracer.onnx_ops, tracer.layer_macs) if tracer is not None else (None, None)
@@ -390,6 +415,7 @@ class Simulation:
                 tracer=Tracer(tags, arch.control.trace_line_cycles, *names) if tags else None,
                 voltage_v=voltage,
                 isolated=True,
+                contention=contention,
             )
             return float(probe.run().latency_us[-1])
 

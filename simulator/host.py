@@ -43,7 +43,7 @@ def _host_transfer(
     start = s + x.setup_cycles
     if nbytes <= 0:
         return start, start
-    path = [sim.links[n] for n in x.links]
+    path = [sim.link_for(n, ("host", rep.index, direction)) for n in x.links]
     end = yield from transfer(env, path, nbytes, sim.burst_bytes, start, x.latency_cycles)
     return start, end
 

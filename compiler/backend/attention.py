@@ -41,8 +41,8 @@ from aipusim.compiler.backend.lower import (
     MatmulChoice,
     RuntimeMatmul,
 )
-from aipusim.isa.dpu_work import dpu_charged_ops, dpu_task_cycles
-from aipusim.isa.tasks import DpuKind
+from aipusim.isa.cost import cost_model
+from aipusim.isa.tasks import DpuKind, DpuOp, Mvm, PostOp, Task, Unit, WeightLoad
 
 
 def head_mapping(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> ImcMapping:
@@ -61,24 +61,41 @@ def exposed_loads(heads: int, load: int, per_head: int, arch: Arch) -> int:
 
 def mvm_frame_cycles(mm: RuntimeMatmul, head: ImcMapping, arch: Arch) -> int:
     """Per frame: each head's compute, plus the loads it does not hide."""
-    compute = head.compute_cycles + arch.mvm.pipeline_latency_cycles
+    compute = head.compute_cycles
     return mm.heads * compute + exposed_loads(mm.heads, head.weight_load_cycles, compute, arch)
 
 
+def head_tasks(head: ImcMapping) -> list[Task]:
+    """The tasks of one head on the MVM: per weight block a load and an `Mvm`."""
+    tasks: list[Task] = []
+    for blk in head.blocks:
+        last_row = blk.row_block == head.row_blocks - 1
+        tasks.append(
+            WeightLoad(unit=Unit.WLOAD, weight_set=0, src_addr=0, bytes=blk.weight_bytes,
+                       rows_used=blk.rows_used, cols_used=blk.cols_used)
+        )  # fmt: skip
+        tasks.append(
+            Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=head.vectors,
+                rows_used=blk.rows_used, cols_used=blk.cols_used, icr=head.icr,
+                accumulate=int(blk.row_block > 0),
+                post=PostOp.REQUANT if last_row else PostOp.NONE)
+        )  # fmt: skip
+    return tasks
+
+
 def choose(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> MatmulChoice:
-    """Cost both mappings of ``mm`` (see the module docstring) and pick one."""
+    """Cost both mappings of ``mm`` (see the module docstring) and pick one; the energies
+    are the cost model's for the tasks each mapping emits."""
+    cost = cost_model(arch, None, opts.mvm_utilization_limit)
     head = head_mapping(mm, arch, opts)
-    e = arch.energy
     load_bytes = mm.heads * head.weight_bytes
     mvm_cycles = mvm_frame_cycles(mm, head, arch)
-    active_macs = mm.heads * head.vectors * sum(b.rows_used * b.cols_used for b in head.blocks)
-    mvm_energy = (
-        active_macs * e.mvm_mac_pj
-        + load_bytes * (e.imc_weight_write_pj_per_byte + e.l1_read_pj_per_byte)
-        + mm.heads * mm.m * mm.n * e.dpu_requant_act_pj
-    )
-    dpu_cycles = dpu_task_cycles(DpuKind.MATMUL, mm.macs, 2, arch)
-    dpu_energy = dpu_charged_ops(DpuKind.MATMUL, mm.macs, 2, arch) * e.dpu_lane_op_pj
+    mvm_energy = mm.heads * sum(cost.task(t).energy_total_pj for t in head_tasks(head))
+    dpu = cost.task(
+        DpuOp(unit=Unit.DPU, kind=DpuKind.MATMUL, in_addr0=0, in_addr1=0, out_addr=0,
+              elements=mm.macs, operands=2)
+    )  # fmt: skip
+    dpu_cycles, dpu_energy = dpu.cycles, dpu.energy_total_pj
     faster_dpu = (dpu_cycles, dpu_energy) < (mvm_cycles, mvm_energy)
     return MatmulChoice(
         "dpu" if faster_dpu else "mvm", mvm_cycles, dpu_cycles, mvm_energy, dpu_energy,
@@ -117,7 +134,7 @@ def runtime_estimate(layer: LayerPlan, imc: ImcMapping, arch: Arch) -> tuple[int
     run-time weights (every head loads its operand); ``imc`` maps one head."""
     mm = layer.runtime
     assert mm is not None, layer.name
-    per_head = imc.compute_cycles + arch.mvm.pipeline_latency_cycles
+    per_head = imc.compute_cycles
     load = imc.weight_load_cycles
     return mm.heads * per_head, mm.heads * load, exposed_loads(mm.heads, load, per_head, arch)
 

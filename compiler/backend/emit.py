@@ -9,8 +9,9 @@
   sizes of the quantized constants;
 - ``pool_l2_const.bin``: the quantized constants kept in L2, at their L2 offsets (when the
   graph's constants are quantized);
-- ``report.json``: per layer the unit, tiles, weight sets, ICR factor, estimated cycles and
-  bytes per pool; high-water marks per pool; task and token counts.
+- ``report.json``: per layer the unit, tiles, weight sets, ICR factor, and what its tasks
+  cost by the one cost model (busy cycles per unit, energy, bytes per link); high-water
+  marks per pool; task and token counts.
 
 `emit_files` returns the files as bytes (the driver writes them atomically with the rest of
 the output folder); `emit` writes them into a folder directly.
@@ -80,26 +81,16 @@ def _layer_traffic(state: Any) -> dict[str, dict[str, int]]:
     return out
 
 
-def _unit_cycles(state: Any) -> dict[str, dict[str, int]]:
-    """Busy cycles each layer's scheduled tasks ask of each unit per frame (all cores)."""
-    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for step in state.schedule.steps:
-        if step.phase is Phase.FRAME:
-            out[step.layer][step.unit.value] += step.cycles
-    return out
-
-
 def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> dict[str, Any]:
     """The content of ``compiled_model/report.json`` (``state``: an `ir.Estimated`)."""
     traffic = _layer_traffic(state)
-    unit_cycles = _unit_cycles(state)
     layers = []
     total_cycles = 0
     for layer, est, t, mapping in zip(
         state.layers, state.estimates, state.tilings, state.mappings, strict=True
     ):
         imc = mapping.whole if mapping is not None else None
-        total_cycles += est.cycles if est else 0
+        total_cycles += est.cycles
         layers.append(
             {
                 "name": layer.name,
@@ -115,12 +106,15 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
                 "swicr": bool(imc.swicr) if imc else False,
                 "cols_used": imc.cols_used_max if imc else 0,
                 "macs": layer.macs,
+                "array_macs": est.macs,
                 "weight_bytes": imc.weight_bytes if imc else layer.weight_bytes,
-                "estimated_cycles": est.cycles if est else 0,
-                "estimated_compute_cycles": est.compute_cycles if est else 0,
-                "estimated_weight_load_cycles": est.weight_load_cycles if est else 0,
+                "estimated_cycles": est.cycles,
+                "estimated_compute_cycles": est.compute_cycles,
+                "estimated_weight_load_cycles": est.weight_load_cycles,
+                "estimated_energy_pj": round(est.energy_pj, 1),
                 "bytes": dict(sorted(traffic.get(layer.name, {}).items())),
-                "scheduled_cycles_by_unit": dict(sorted(unit_cycles.get(layer.name, {}).items())),
+                "traffic": est.traffic.as_dict(),
+                "scheduled_cycles_by_unit": est.by_unit(),
                 **_mapping_choice(layer),
             }
         )
@@ -135,8 +129,11 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "aipu_cores_used": state.config.aipu_cores_used,
         "resources_used": state.config.resources_used,
         "frequency_hz": freq,
+        # each layer's busiest unit queue, added up: a floor on one core's frame time when
+        # layers do not overlap
         "estimated_cycles_per_frame_one_core": total_cycles,
         "estimated_latency_us_one_core": round(total_cycles / freq * 1e6, 3),
+        "init_cycles_by_unit": state.init.by_unit(),
         "macs": sum(layer.macs for layer in state.layers),
         "resident_weights": sched.resident_weights,
         "tasks_per_core": {str(c): len(t) for c, t in sched.tasks.items()},

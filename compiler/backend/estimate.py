@@ -1,99 +1,222 @@
-"""Per-layer analytic estimates: cycles on each unit, weight-load cycles, MACs.
+"""What a layer costs, from the one cost model (`aipusim.isa.cost`).
 
-These are first-order figures for ``report.json`` and for decisions (pipeline stage cuts,
-tiling choices); the simulator measures the real time of the emitted tasks.
+Two figures:
+
+- `estimate_layers` (the ``estimate`` pass, for ``report.json``): the cost of every task
+  the schedule emitted, gathered per layer: the busy cycles of each unit queue of each
+  core in one frame, the array MACs, the bytes moved and the dynamic energy. A layer's busy
+  cycles are exactly what the simulator measures for its tasks when no two transfers share
+  a link (``tests/test_cost_pinning.py``). The simulator differs by design in two ways
+  only: contention on a shared link (DDR, L2, the system DMA, PCIe) stretches a transfer
+  that another one overlaps, never shortens it; dispatch and tokens delay when a task
+  starts, never how long it runs.
+- `plan_cost` (before the schedule exists: the pipeline's stage cuts): a layer's cycles on
+  one core from the tasks it will emit, costed by the same model, with the fetch and load
+  of streamed weights that compute does not hide.
 
 >>> from aipusim.arch import load_arch
->>> arch = load_arch()
->>> dpu_cycles(64 * 100, 1, arch)
-116
+>>> from aipusim.isa.cost import CostModel
+>>> from aipusim.isa.tasks import DpuKind
+>>> CostModel(load_arch()).dpu_cycles(DpuKind.ADD, 64 * 100, 2)
+216
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
-from aipusim.arch import Arch
 from aipusim.compiler.backend.attention import runtime_estimate
 from aipusim.compiler.backend.imc import ImcMapping
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
-from aipusim.isa.dpu_work import TRANSFORMER_DPU_KINDS, dpu_task_cycles
-from aipusim.isa.tasks import DwpuKind
+from aipusim.compiler.backend.tile import Tiling
+from aipusim.isa.cost import CostModel, Traffic
+from aipusim.isa.tasks import Phase, Pool, Task, Unit
+from aipusim.isa.units import UnitRole, spec
+
+_POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
 
 
 @dataclass(frozen=True)
 class LayerEstimate:
-    """Estimated cycles of one layer per frame on one core (before multicore splitting)."""
+    """What one layer's tasks cost per frame (FRAME phase) on the instance's cores."""
 
-    unit: str
+    unit: str  # the layer's unit (`LayerUnit` value)
+    #: Busy cycles of each (core, unit queue) in one frame.
+    busy: Mapping[tuple[int, str], int] = field(default_factory=dict)
+    macs: int = 0  # array MACs (padded rows and columns included)
+    energy_pj: float = 0.0  # dynamic energy at the nominal voltage
+    traffic: Traffic = field(default_factory=Traffic)
+
+    @property
+    def cycles(self) -> int:
+        """The layer's busiest unit queue on one core: a floor on its time."""
+        return max(self.busy.values(), default=0)
+
+    def by_unit(self) -> dict[str, int]:
+        """Busy cycles per unit queue, summed over the cores."""
+        out: dict[str, int] = defaultdict(int)
+        for (_, unit), cycles in self.busy.items():
+            out[unit] += cycles
+        return dict(sorted(out.items()))
+
+    @property
+    def compute_cycles(self) -> int:
+        """Busy cycles of the MVM, DPU and DWPU (all cores)."""
+        return sum(c for u, c in self.by_unit().items() if u != Unit.WLOAD and _compute(u))
+
+    @property
+    def weight_load_cycles(self) -> int:
+        """Busy cycles of the IMC weight-write port (all cores)."""
+        return self.by_unit().get(Unit.WLOAD.value, 0)
+
+    @property
+    def dma_cycles(self) -> int:
+        """Busy cycles of the DMA queues (all cores), over idle links."""
+        return sum(c for u, c in self.by_unit().items() if spec(u).role is UnitRole.TRANSFER)
+
+
+def _compute(unit: str) -> bool:
+    return spec(unit).role is UnitRole.COMPUTE
+
+
+def estimate_layers(
+    layers: Sequence[LayerPlan], tasks: Mapping[int, Sequence[Task]], cost: CostModel
+) -> tuple[tuple[LayerEstimate, ...], dict[str, LayerEstimate]]:
+    """Per layer (aligned with ``layers``) the cost of its FRAME tasks; and the same for
+    the tasks of no layer (``input``/``output`` host handshakes, INIT-only names), keyed by
+    their layer name. INIT tasks are costed apart: `init_estimate`."""
+    busy: dict[str, dict[tuple[int, str], int]] = defaultdict(lambda: defaultdict(int))
+    macs: dict[str, int] = defaultdict(int)
+    energy: dict[str, float] = defaultdict(float)
+    traffic: dict[str, Traffic] = defaultdict(Traffic)
+    for core, core_tasks in tasks.items():
+        for t in core_tasks:
+            if t.phase is not Phase.FRAME:
+                continue
+            c = cost.task(t)
+            busy[t.layer][(core, t.unit.value)] += c.cycles
+            macs[t.layer] += c.macs
+            energy[t.layer] += c.energy_total_pj
+            traffic[t.layer] = traffic[t.layer] + c.traffic
+
+    def one(name: str, unit: str) -> LayerEstimate:
+        return LayerEstimate(unit, dict(busy[name]), macs[name], energy[name], traffic[name])
+
+    per_layer = tuple(one(layer.name, layer.unit.value) for layer in layers)
+    names = {layer.name for layer in layers}
+    others = {name: one(name, "ctrl") for name in busy if name not in names}
+    return per_layer, others
+
+
+def init_estimate(tasks: Mapping[int, Sequence[Task]], cost: CostModel) -> LayerEstimate:
+    """The cost of the INIT tasks (constants brought on chip, resident weights loaded)."""
+    busy: dict[tuple[int, str], int] = defaultdict(int)
+    energy, moved = 0.0, Traffic()
+    for core, core_tasks in tasks.items():
+        for t in core_tasks:
+            if t.phase is Phase.INIT:
+                c = cost.task(t)
+                busy[(core, t.unit.value)] += c.cycles
+                energy += c.energy_total_pj
+                moved = moved + c.traffic
+    return LayerEstimate("init", dict(busy), 0, energy, moved)
+
+
+# -- before the schedule: planning ------------------------------------------------------
+@dataclass(frozen=True)
+class PlanCost:
+    """A layer's planned cycles per frame on one core (before the schedule)."""
+
     compute_cycles: int  # busy cycles of the layer's unit
     weight_load_cycles: int  # IMC weight writes (MVM layers)
     exposed_weight_cycles: int  # weight fetch + writes not hidden behind compute
     dma_cycles: int  # layout moves (DMA layers)
-    macs: int
 
     @property
     def cycles(self) -> int:
         return self.compute_cycles + self.exposed_weight_cycles + self.dma_cycles
 
 
-def dpu_cycles(elements: int, operands: int, arch: Arch) -> int:
-    """Cycles the DPU needs for ``elements`` outputs (one lane-op per output per operand)."""
-    del operands  # operands stream in parallel on the lane inputs
-    return math.ceil(elements / arch.dpu.lanes) + arch.dpu.pipeline_latency_cycles
-
-
-def dwpu_cycles(layer: LayerPlan, arch: Arch) -> int:
-    geo = layer.geometry
-    assert geo is not None
-    groups = math.ceil(geo.cout / arch.dwpu.channels)
-    if layer.dwpu_kind in (DwpuKind.RESIZE_NEAREST, DwpuKind.RESIZE_LINEAR):
-        per_pixel = 1
-    else:
-        per_pixel = math.ceil(geo.kh * geo.kw / arch.dwpu.macs_per_channel_per_cycle)
-    return groups * geo.out_h * geo.out_w * per_pixel + arch.dwpu.pipeline_latency_cycles
-
-
-def dma_cycles(num_bytes: int, arch: Arch) -> int:
-    return math.ceil(num_bytes / arch.dma.channel_bw_bytes_per_cycle) + arch.dma.setup_cycles
-
-
-def estimate_layer(
-    layer: LayerPlan, imc: ImcMapping | None, arch: Arch, *, weights_double_buffered: bool
-) -> LayerEstimate:
-    """The estimate of one lowered layer (``imc``: an MVM layer's mapping, whole)."""
-    if layer.unit is LayerUnit.MVM and is_runtime(layer):
-        assert imc is not None, f"{layer.name}: IMC mapping missing"
-        compute, load, exposed = runtime_estimate(layer, imc, arch)
-        return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
+def plan_cost(
+    layer: LayerPlan,
+    imc: ImcMapping | None,
+    tiling: Tiling,
+    config: object,
+    cost: CostModel,
+    *,
+    weights_double_buffered: bool,
+) -> PlanCost:
+    """The planned cost of one layer (``imc``: an MVM layer's mapping, whole): its tasks
+    as it will be tiled, each costed by the model; streamed weights are fetched from their
+    home pool into L1 and loaded, block by block, beside compute when a free weight set
+    allows (``weights_double_buffered``)."""
+    h_tiles = max(1, tiling.h_tiles)
     if layer.unit is LayerUnit.MVM:
         assert imc is not None, f"{layer.name}: IMC mapping missing"
-        compute = imc.compute_cycles + arch.mvm.pipeline_latency_cycles
-        # streamed weights: a DMA into L1 staging, then the load into the array
-        fetch = dma_cycles(imc.weight_bytes, arch)
-        load = imc.weight_load_cycles
-        sets = imc.weight_sets
-        per_block = imc.compute_cycles // sets
-        per_fetch, per_load = fetch // sets, load // sets
-        if weights_double_buffered and sets > 1 and arch.mvm.weight_sets > 1:
-            # after the first set, fetch and load of the next set run beside the compute
-            hidden_behind = max(per_fetch, per_load)
-            exposed = per_fetch + per_load + (sets - 1) * max(0, hidden_behind - per_block)
+        if is_runtime(layer):
+            compute, load, exposed = runtime_estimate(layer, imc, cost.arch)
+            return PlanCost(compute, load, exposed, 0)
+        per_block = [
+            sum(cost.mvm_cycles(v, b.cols_used) for v in _split(imc.vectors, h_tiles))
+            for b in imc.blocks
+        ]
+        compute = sum(per_block)
+        home = _POOL_OF.get(str(getattr(config, "constant_memory_pool", "global.ddr")), Pool.DDR)
+        fetches = [cost.dma_cycles(Unit.DMA1, home, Pool.L1, b.weight_bytes) for b in imc.blocks]
+        loads = [cost.weight_load_cycles(b.weight_bytes) for b in imc.blocks]
+        load = sum(loads)
+        if weights_double_buffered and len(imc.blocks) > 1 and cost.arch.mvm.weight_sets > 1:
+            # after the first block, fetch and load of the next run beside the compute
+            exposed = (
+                fetches[0]
+                + loads[0]
+                + sum(
+                    max(0, max(f, ld) - c)
+                    for f, ld, c in zip(fetches[1:], loads[1:], per_block, strict=False)
+                )
+            )
         else:
             # a load waits for the array to go idle; only the next fetch overlaps compute
-            exposed = per_fetch + load + (sets - 1) * max(0, per_fetch - per_block)
-        return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
+            exposed = (
+                fetches[0]
+                + load
+                + sum(max(0, f - c) for f, c in zip(fetches[1:], per_block, strict=False))
+            )
+        return PlanCost(compute, load, exposed, 0)
     if layer.unit is LayerUnit.DWPU:
-        return LayerEstimate("dwpu", dwpu_cycles(layer, arch), 0, 0, 0, layer.macs)
-    if layer.unit is LayerUnit.DPU and layer.dpu_kind in TRANSFORMER_DPU_KINDS:
-        cycles = dpu_task_cycles(layer.dpu_kind, layer.elements, len(layer.inputs), arch)
-        return LayerEstimate("dpu", cycles, 0, 0, 0, layer.macs)
+        geo = layer.geometry
+        assert geo is not None
+        kh, kw = (geo.kh, geo.kw)
+        compute = sum(
+            cost.dwpu_cycles(geo.cout, rows, geo.out_w, kh, kw)
+            for rows in _split(geo.out_h, h_tiles)
+        )
+        return PlanCost(compute, 0, 0, 0)
     if layer.unit is LayerUnit.DPU:
-        return LayerEstimate("dpu", dpu_cycles(layer.elements, len(layer.inputs), arch), 0, 0, 0, 0)
+        kind = layer.dpu_kind
+        assert kind is not None
+        operands = max(1, min(2, len(layer.inputs)))
+        compute = sum(cost.dpu_cycles(kind, n, operands) for n in _split(layer.elements, h_tiles))
+        return PlanCost(compute, 0, 0, 0)
     if layer.unit is LayerUnit.DMA:
-        return LayerEstimate("dma", 0, 0, 0, dma_cycles(sum(layer.out_bytes), arch), 0)
-    return LayerEstimate("alias", 0, 0, 0, 0, 0)
+        home = _POOL_OF.get(str(getattr(config, "workspace_memory_pool", "global.ddr")), Pool.DDR)
+        moved = sum(cost.dma_cycles(Unit.DMA0, home, home, b) for b in layer.out_bytes if b)
+        return PlanCost(0, 0, 0, moved)
+    return PlanCost(0, 0, 0, 0)
 
 
-__all__ = ["LayerEstimate", "dma_cycles", "dpu_cycles", "dwpu_cycles", "estimate_layer"]
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` cut in ``parts`` tiles as the schedule cuts rows (the last may be short)."""
+    per = math.ceil(total / parts)
+    out = []
+    done = 0
+    while done < total:
+        out.append(min(per, total - done))
+        done += per
+    return out or [0]
+
+
+__all__ = ["LayerEstimate", "PlanCost", "estimate_layers", "init_estimate", "plan_cost"]

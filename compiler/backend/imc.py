@@ -24,8 +24,9 @@ swICR (``enable_swicr``): a first layer with fewer than PWORD input channels pac
 taps of a kernel row into one PWORD (subwords) instead of padding each tap to PWORD, so
 R = kh * ceil(kw*Cin / PWORD) * PWORD: rows instead of columns.
 
-MVM cycles = Ho * ceil(Wo / r) * nr * nc * cycles_per_vector; each weight set loads in
-rows_used*cols_used / weight_load_bw cycles.
+What a mapping costs comes from the one cost model (`aipusim.isa.cost`): each weight set is
+one `Mvm` of Ho * ceil(Wo / r) vectors (its cycles include the pipeline fill the simulator
+charges every task) and one `WeightLoad` of rows_used * cols_used bytes.
 
 >>> from aipusim.arch import load_arch
 >>> from aipusim.compiler.backend.lower import ConvGeometry
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 
 from aipusim.arch import Arch
 from aipusim.compiler.backend.lower import ConvGeometry
+from aipusim.isa.cost import CostModel, cost_model
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def _rows(geo: ConvGeometry, cin: int, pword: int, packed: bool, width: int, pad
 
 def _with_icr(
     geo: ConvGeometry,
-    arch: Arch,
+    cost: CostModel,
     icr: int,
     cin: int,
     swicr: bool,
@@ -127,7 +129,7 @@ def _with_icr(
     active: int,
 ) -> tuple[int, tuple[ImcBlock, ...], int, int, int]:
     """Blocks, vectors, compute and weight-load cycles of the layer at ICR factor ``icr``."""
-    mvm = arch.mvm
+    mvm = cost.arch.mvm
     rows_icr = _rows(geo, cin, mvm.pword_channels, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
     blocks = []
     for cb in range(nc):
@@ -136,16 +138,21 @@ def _with_icr(
             rows = min(mvm.rows, rows_icr - rb * mvm.rows)
             blocks.append(ImcBlock(rb, cb, rows, cols))
     vectors = geo.out_h * math.ceil(geo.out_w / icr)
-    compute = vectors * nr * nc * mvm.cycles_per_vector
-    load = sum(math.ceil(b.weight_bytes / mvm.weight_load_bw_bytes_per_cycle) for b in blocks)
+    compute = sum(cost.mvm_cycles(vectors, b.cols_used) for b in blocks)
+    load = sum(cost.weight_load_cycles(b.weight_bytes) for b in blocks)
     return icr, tuple(blocks), vectors, compute, load
 
 
-def _exposed_fetch_cycles(blocks: tuple[ImcBlock, ...], block_compute: int, fetch_bw: float) -> int:
+def _exposed_fetch_cycles(
+    blocks: tuple[ImcBlock, ...], vectors: int, cost: CostModel, fetch_bw: float
+) -> int:
     """Cycles of streamed weight fetches not hidden behind compute: the first block's fetch,
-    then whatever of each later fetch outlasts the previous block's compute."""
+    then whatever of each later fetch outlasts the previous block's compute. A fetch gets
+    ``fetch_bw`` bytes per cycle: the multicore pass's share of the shared link."""
     fetches = [math.ceil(b.weight_bytes / fetch_bw) for b in blocks]
-    return fetches[0] + sum(max(0, f - block_compute) for f in fetches[1:]) if fetches else 0
+    computes = [cost.mvm_cycles(vectors, b.cols_used) for b in blocks]
+    hidden = zip(fetches[1:], computes, strict=False)
+    return fetches[0] + sum(max(0, f - c) for f, c in hidden) if fetches else 0
 
 
 def _frame_cycles(
@@ -153,22 +160,23 @@ def _frame_cycles(
     vectors: int,
     compute: int,
     load: int,
-    cycles_per_vector: int,
+    cost: CostModel,
     fetch_bw: float | None,
 ) -> int:
     """Compute + weight-load cycles of a mapping, plus the exposed per-frame fetch."""
     if not fetch_bw:
         return compute + load
-    return compute + load + _exposed_fetch_cycles(blocks, vectors * cycles_per_vector, fetch_bw)
+    return compute + load + _exposed_fetch_cycles(blocks, vectors, cost, fetch_bw)
 
 
-def frame_cycles(m: ImcMapping, arch: Arch, fetch_bw: float | None = None) -> int:
+def frame_cycles(
+    m: ImcMapping, arch: Arch, fetch_bw: float | None = None, mvm_utilization_limit: float = 1.0
+) -> int:
     """What `map_layer` minimises over the ICR factors: compute + weight-load cycles, plus
     the weight fetch not hidden behind compute when the weights stream every frame."""
-    return _frame_cycles(
-        m.blocks, m.vectors, m.compute_cycles, m.weight_load_cycles,
-        arch.mvm.cycles_per_vector, fetch_bw,
-    )  # fmt: skip
+    cost = cost_model(arch, None, mvm_utilization_limit)
+    return _frame_cycles(m.blocks, m.vectors, m.compute_cycles, m.weight_load_cycles, cost,
+                         fetch_bw)  # fmt: skip
 
 
 def map_layer(
@@ -206,13 +214,14 @@ def map_layer(
             if not (fits_cols and fits_rows and r <= geo.out_w):
                 break
             feasible.append(r)
-    options = [_with_icr(geo, arch, r, cin, swicr, pad, nr, nc, active) for r in feasible]
+    cost = cost_model(arch, None, opts.mvm_utilization_limit)
+    options = [_with_icr(geo, cost, r, cin, swicr, pad, nr, nc, active) for r in feasible]
     if opts.icrx_force != -1:
         icr, blocks, vectors, compute, load = options[-1]
     else:
         icr, blocks, vectors, compute, load = min(
             options,
-            key=lambda o: (_frame_cycles(*o[1:], mvm.cycles_per_vector, fetch_bw), o[0]),
+            key=lambda o: (_frame_cycles(*o[1:], cost, fetch_bw), o[0]),
         )
     rows_icr = _rows(geo, cin, pword, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
     return ImcMapping(

@@ -231,11 +231,16 @@ class Estimated(Scheduled):
     """Pass ``estimate``: what each layer's tasks cost, from the one cost model."""
 
     estimates: tuple[LayerEstimate, ...]
+    #: Frame tasks of no layer (the host handshakes ``input``/``output``), by name.
+    other_estimates: Mapping[str, LayerEstimate]
+    #: The INIT tasks (constants on chip, resident weights), all layers together.
+    init: LayerEstimate
 
     def dump(self) -> str:
-        lines = [super().dump(), "# estimate"]
+        lines = [super().dump(), "# estimate (busy cycles per frame, per unit over the cores)"]
         for layer, e in zip(self.layers, self.estimates, strict=True):
-            lines.append(f"  {layer.name}: {e.cycles} cycles ({e.unit})")
+            lines.append(f"  {layer.name}: {e.cycles} ({e.by_unit()}), {e.energy_pj:.0f} pJ")
+        lines.append(f"  INIT: {self.init.by_unit()}")
         return "\n".join(lines)
 
     def verify(self) -> None:

@@ -32,6 +32,7 @@ from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.tile import FusionGroup, TilePlan, Tiling
+from aipusim.isa.cost import Link, cost_model
 from aipusim.isa.program import check_resources_used
 
 
@@ -160,7 +161,7 @@ def _cooperative_split(
         ):
             if ok:
                 sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
-                options[split] = frame_cycles(sub, arch, fetch_bw)
+                options[split] = frame_cycles(sub, arch, fetch_bw, opts.mvm_utilization_limit)
         return min(options, key=options.__getitem__) if options else Split.NONE
     if layer.unit is LayerUnit.DWPU and geo is not None:
         if geo.cout >= cores * arch.dwpu.channels:
@@ -200,12 +201,13 @@ def weight_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> flo
         return None
     if weight_sets(layers, arch, ImcOptions.from_config(config)) <= arch.mvm.weight_sets:
         return None
-    source = float(arch.l2.bw_bytes_per_cycle)
+    cost = cost_model(arch, int(config.frequency), float(config.mvm_utilization_limit))
+    source = cost.link_bw(Link.L2)
     if config.constant_memory_pool == "global.ddr" and not config.enable_buffer_promotion:
-        source = min(source, arch.ddr_bw_bytes_per_cycle(config.frequency))
+        source = min(source, cost.link_bw(Link.DDR))
     if mode == "cooperative":
         source /= cores
-    return max(1.0, min(float(arch.dma.channel_bw_bytes_per_cycle), source))
+    return max(1.0, min(cost.channel_bw, source))
 
 
 def _pipeline(

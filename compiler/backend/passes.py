@@ -13,7 +13,7 @@ stage and the `PassContext` (the configuration for ``lower``, the pass records f
 - ``memplan``: every buffer placed; layers whose L1 tiles do not fit are tiled finer and
   mapped again, up to ``max_memplan_attempts`` tries;
 - ``schedule``: every core's tasks and hardware tokens;
-- ``estimate``: per-layer estimates;
+- ``estimate``: what every layer's tasks cost, from the one cost model;
 - ``emit``: the ``compiled_model/`` files (also left in ``ctx.files`` for the driver).
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.attention import assign_units
 from aipusim.compiler.backend.emit import emit_files
-from aipusim.compiler.backend.estimate import estimate_layer
+from aipusim.compiler.backend.estimate import estimate_layers, init_estimate, plan_cost
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.imc_plan import plan_mappings
 from aipusim.compiler.backend.ir import (
@@ -46,6 +46,7 @@ from aipusim.compiler.backend.multicore import core_layout
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
+from aipusim.isa.cost import CostModel, cost_model
 
 log = logging.getLogger(__name__)
 
@@ -153,15 +154,12 @@ def schedule(ir: Placed, ctx: Any) -> Scheduled:
 
 
 def estimate(ir: Scheduled, ctx: Any) -> Estimated:
-    """What each layer costs per frame on one core."""
+    """What each layer's scheduled tasks cost, from the one cost model."""
     del ctx
-    cfg = ir.config
-    estimates = []
-    for layer, t, m in zip(ir.layers, ir.tilings, ir.mappings, strict=True):
-        double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
-        whole = m.whole if m is not None else None
-        estimates.append(estimate_layer(layer, whole, ir.arch, weights_double_buffered=double))
-    return Estimated(**_fields(ir), estimates=tuple(estimates))
+    cost = _cost(ir)
+    per_layer, others = estimate_layers(ir.layers, ir.schedule.tasks, cost)
+    init = init_estimate(ir.schedule.tasks, cost)
+    return Estimated(**_fields(ir), estimates=per_layer, other_estimates=others, init=init)
 
 
 def emit(ir: Estimated, ctx: Any) -> Emitted:
@@ -185,12 +183,17 @@ def _tile_plan(ir: Tiled) -> Any:
     return TilePlan(ir.tilings, ir.groups)
 
 
+def _cost(ir: Lowered) -> CostModel:
+    """The cost model at the compiled clock and MVM utilization limit."""
+    return cost_model(ir.arch, int(ir.config.frequency), float(ir.config.mvm_utilization_limit))
+
+
 def _work(ir: Tiled) -> Any:
-    """Estimated cycles of layer ``i`` on one core, for the pipeline's stage cuts: the
-    layer's estimate with its IMC mapping queried whole (a pipeline fetches no shared
-    weights every frame)."""
+    """Planned cycles of layer ``i`` on one core, for the pipeline's stage cuts, with its
+    IMC mapping queried whole (a pipeline fetches no shared weights every frame)."""
     opts = ImcOptions.from_config(ir.config)
     cfg = ir.config
+    cost = _cost(ir)
 
     def work(i: int) -> int:
         layer, t = ir.layers[i], ir.tilings[i]
@@ -203,7 +206,7 @@ def _work(ir: Tiled) -> Any:
             else:
                 mapping = map_layer(layer.geometry, ir.arch, opts, first_layer=layer.is_first)
         double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
-        return estimate_layer(layer, mapping, ir.arch, weights_double_buffered=double).cycles
+        return plan_cost(layer, mapping, t, cfg, cost, weights_double_buffered=double).cycles
 
     return work
 

@@ -89,7 +89,6 @@ class RuntimeMvmMixin:
                     layer=layer.name,
                     tile=tile_no,
                     deps=wdeps,
-                    cycles=self.wl_cycles(blk.weight_bytes),  # type: ignore[attr-defined]
                 )
                 st.holds[s] = (layer.name, "runtime", heads[0] + i, blk.row_block, blk.col_block)
                 last_row = blk.row_block == imc.row_blocks - 1
@@ -114,8 +113,6 @@ class RuntimeMvmMixin:
                     layer=layer.name,
                     tile=tile_no,
                     deps=deps | {load},
-                    cycles=vectors * self.arch.mvm.cycles_per_vector
-                    + self.arch.mvm.pipeline_latency_cycles,
                 )
                 st.last_user[s] = sid
                 self.last_mvm[core] = sid

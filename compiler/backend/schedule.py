@@ -44,7 +44,7 @@ from aipusim.compiler.backend.memplan import Buffer, MemPlan
 from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
-from aipusim.isa.dpu_work import TRANSFORMER_DPU_KINDS, dpu_task_cycles
+from aipusim.isa.cost import cost_model
 from aipusim.isa.tasks import (
     Barrier,
     DmaCopy,
@@ -88,6 +88,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         self.layers, self.groups, self.plan = layers, groups, plan
         self.tilings, self.mappings = tilings, mappings
         self.index = {layer.name: i for i, layer in enumerate(layers)}
+        self.cost = cost_model(arch, int(config.frequency), float(config.mvm_utilization_limit))
         self.g, self.cfg, self.arch, self.layout = graph, config, arch, layout
         self.steps: list[Step] = []
         self.produced: dict[tuple[int, str], list[int]] = defaultdict(list)
@@ -132,7 +133,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         layer: str,
         tile: int = 0,
         deps: set[int] | None = None,
-        cycles: int = 1,
         phase: Phase = Phase.FRAME,
         touches: tuple[str, ...] = (),
     ) -> int:
@@ -141,8 +141,11 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         if phase is Phase.FRAME:
             deps |= self.fence[core]
         slot = core if self.layout.replicate else 0
+        # what the task will cost, by the model the simulator runs it with (the list
+        # scheduler ranks steps by it)
+        cycles = self.cost.task(kind(unit=unit, layer=layer, **fields)).cycles
         self.steps.append(
-            Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, int(cycles)))
+            Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, cycles))
         )
         for name in touches:
             self.buf_access[name].append(sid)
@@ -160,14 +163,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
 
     def tile_buffer(self, prefix: str, layer: LayerPlan, core: int) -> Buffer | None:
         return self.plan.buffers.get(f"{prefix}:{layer.name}@{core}")
-
-    def dma_cycles(self, src: Pool, dst: Pool, nbytes: int) -> int:
-        bw = float(self.arch.dma.channel_bw_bytes_per_cycle)
-        if Pool.DDR in (src, dst):
-            bw = min(bw, self.arch.ddr_bw_bytes_per_cycle(self.cfg.frequency))
-        elif Pool.L2 in (src, dst):
-            bw = min(bw, self.arch.l2.bw_bytes_per_cycle)
-        return self.arch.dma.setup_cycles + math.ceil(nbytes / bw)
 
     def dma(
         self,
@@ -200,7 +195,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             layer=layer,
             tile=tile,
             deps=deps,
-            cycles=self.dma_cycles(src[0], dst[0], nbytes),
             phase=phase,
             touches=touches,
         )
@@ -269,14 +263,10 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
                             layer=layer.name,
                             deps=src[1],
                             phase=Phase.INIT,
-                            cycles=self.wl_cycles(blk.weight_bytes),
                         )
                     self.resident[(layer.name, oi, b)] = set_index
                     set_index += 1
                     offset += blk.weight_bytes
-
-    def wl_cycles(self, nbytes: int) -> int:
-        return math.ceil(nbytes / self.arch.mvm.weight_load_bw_bytes_per_cycle)
 
     # -- weights -------------------------------------------------------------------------
     def tile_maps(self, layer: LayerPlan, part: int) -> list[tuple[Any, int]]:
@@ -413,7 +403,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             layer=layer.name,
             tile=tile,
             deps=deps,
-            cycles=self.wl_cycles(blk.weight_bytes),
         )
         if self.pending_slot is not None:
             slot_key, _ = self.pending_slot
@@ -716,8 +705,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
                     layer=layer.name,
                     tile=tile_no,
                     deps=deps | wdeps,
-                    cycles=vectors * self.arch.mvm.cycles_per_vector
-                    + self.arch.mvm.pipeline_latency_cycles,
                 )
                 self.weights[core].last_user[s] = sid
                 self.last_mvm[core] = sid
@@ -760,8 +747,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             stride=geo.stride_h,
             lut=layer.lut,
         )
-        groups = math.ceil(channels / self.arch.dwpu.channels)
-        per_px = math.ceil(geo.kh * geo.kw / self.arch.dwpu.macs_per_channel_per_cycle)
         return self.add(
             core,
             Unit.DWPU,
@@ -770,7 +755,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             layer=layer.name,
             tile=tile_no,
             deps=deps | wdeps,
-            cycles=groups * rows * geo.out_w * per_px,
         )
 
     def dwpu_weights(self, core: int, layer: LayerPlan, deps: set[int]) -> set[int]:
@@ -827,9 +811,6 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             layer=layer.name,
             tile=tile_no,
             deps=deps,
-            cycles=dpu_task_cycles(fields["kind"], elements, fields["operands"], self.arch)
-            if fields["kind"] in TRANSFORMER_DPU_KINDS
-            else math.ceil(elements / self.arch.dpu.lanes) + self.arch.dpu.pipeline_latency_cycles,
         )
 
     def emit_dma_layer(self, core: int, layer: LayerPlan, deps: set[int]) -> list[int]:

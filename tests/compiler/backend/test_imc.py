@@ -24,7 +24,9 @@ def test_blocks_follow_rows_and_active_columns() -> None:
     assert m.row_blocks == math.ceil(rows / MVM.rows)
     assert m.col_blocks == math.ceil(1024 / MVM.active_cols(1.0))
     assert m.weight_sets == m.row_blocks * m.col_blocks
-    assert m.compute_cycles == 28 * 28 * m.row_blocks * m.col_blocks * MVM.cycles_per_vector
+    # one Mvm task per weight set, each with the pipeline fill the simulator charges
+    per_set = 28 * 28 * MVM.cycles_per_vector + MVM.pipeline_latency_cycles
+    assert m.compute_cycles == m.weight_sets * per_set
     assert all(b.rows_used <= MVM.rows and b.cols_used <= MVM.cols for b in m.blocks)
 
 
