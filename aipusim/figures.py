@@ -62,7 +62,8 @@ def headline(result: Any) -> list[tuple[str, str, str]]:
         (
             "bytes per frame " + " / ".join(result.bytes_per_frame),
             " / ".join(f"{b / 1e6:.3f}" for b in result.bytes_per_frame.values()) + " MB",
-            "steady state: what those links carried for the steady frames, per frame",
+            f"{'steady frames' if result.steady else 'every frame (no steady state)'}: what "
+            "those links carried, INIT left out",
         ),
     ]
 
