@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from aipusim.isa.cost import COMPONENTS, C, dynamic_scale, static_power_w
 from aipusim.isa.metrics import (
@@ -25,9 +24,11 @@ from aipusim.isa.metrics import (
     steady_state,
 )
 from aipusim.isa.trace_schema import Component
-from aipusim.simulator.power import EnergyCurve, peak_power_w, power_timeline
+from aipusim.simulator.power import EnergyCurve, PowerProfile, peak_power_w, power_timeline
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from aipusim.simulator.engine import Simulation
 
 
@@ -139,13 +140,14 @@ class SimResult:
     energy_mj_run: float
     avg_power_w: float
     static_power_w: dict[str, float]
-    power_timeline: pd.DataFrame
+    _power: PowerProfile = field(repr=False)
     power_bin_us: float
     event_counts: dict[str, int]
     _task_log: Callable[[], pd.DataFrame] = field(repr=False)
     _peaks: Callable[[], dict[str, float]] = field(repr=False)
     _task_log_cache: pd.DataFrame | None = field(default=None, repr=False)
     _peaks_cache: dict[str, float] | None = field(default=None, repr=False)
+    _power_cache: pd.DataFrame | None = field(default=None, repr=False)
     _unloaded: Callable[[], float] | None = field(default=None, repr=False)
     _unloaded_cache: float | None = field(default=None, repr=False)
     #: The trace the run wrote (its power timeline beside it), or None.
@@ -158,6 +160,14 @@ class SimResult:
         if self._task_log_cache is None:
             self._task_log_cache = self._task_log()
         return self._task_log_cache
+
+    @property
+    def power_timeline(self) -> pd.DataFrame:
+        """Power per component in bins of ``power_bin_us`` (one row per bin: start and end
+        cycle, watts per component, total), made into a table the first time it is read."""
+        if self._power_cache is None:
+            self._power_cache = self._power.timeline()
+        return self._power_cache
 
     @property
     def peak_power_w(self) -> dict[str, float]:
@@ -410,6 +420,8 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     layer_names, rid_layer, rid_seq = sim.layer_names, sim.rid_layer, sim.rid_seq
 
     def task_log() -> pd.DataFrame:
+        import pandas as pd
+
         log = pd.DataFrame(
             {
                 "core": core,
@@ -455,7 +467,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
         energy_mj_run=float(run_pj.sum() * 1e-9),
         avg_power_w=avg_w,
         static_power_w=static,
-        power_timeline=profile.timeline,
+        _power=profile,
         power_bin_us=profile.bin_cycles * us,
         event_counts={
             "tasks": int(np.sum(rid_seq[rid] >= 0)),
