@@ -180,7 +180,7 @@ def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
     return str(manifest.relative_to(tmp))
 
 
-def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | None, str | None]:
+def _load_input(path: Path, tmp: Path) -> tuple[Any, str | None, str | None]:
     """(model for `run_pipeline`, pass it starts after, copied quantized-model manifest).
 
     An ONNX model is copied to ``input_model/``; a ``quantized_model_manifest.json`` of a
@@ -192,7 +192,7 @@ def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | N
 
         qgraph = read_quantized_model(path)
         shutil.copytree(Path(path).parent, tmp / "quantized_model")
-        return qgraph.graph, "quantize", f"quantized_model/{Path(path).name}"
+        return qgraph, "quantize", f"quantized_model/{Path(path).name}"
     proto, external = read_model(path)
     copy = tmp / "input_model" / "fp32_model.onnx"
     if external:

@@ -44,6 +44,7 @@ from aipusim.compiler.passes.rewrite import (
 from aipusim.compiler.passes.simplify import fold_constants
 from aipusim.compiler.passes.validate import validate_operators
 from aipusim.compiler.quant import quantize_pass
+from aipusim.compiler.quant.quantize import QuantizedGraph
 
 #: A pass: its input IR (a `Graph` or a back-end stage) and the context -> its output IR.
 PassFn = Callable[[Any, PassContext], Any]
@@ -184,29 +185,44 @@ class PipelineResult:
 
     @property
     def graph(self) -> Graph:
-        """The AIPU graph after the last pass (a back-end stage carries the one it lowered)."""
-        return self.ir if isinstance(self.ir, Graph) else self.ir.graph
+        """The AIPU graph after the last pass (a later stage carries the one it holds)."""
+        return _graph_of(self.ir)
 
     @property
     def pass_seconds(self) -> dict[str, float]:
         return {r.name: r.seconds for r in self.records if r.ran}
 
 
+def _graph_of(ir: Any) -> Graph:
+    """The graph a pass's output holds (a `Graph` is its own)."""
+    return ir if isinstance(ir, Graph) else ir.graph
+
+
 def dump_ir(ir: Any) -> str:
-    """The text form of any pass's output: a `Graph` or a back-end stage."""
-    return dump(ir) if isinstance(ir, Graph) else ir.dump()
+    """The text form of any pass's output: a `Graph`, a quantized graph (the graph and the
+    kind of each node's integer step) or a back-end stage."""
+    if isinstance(ir, Graph):
+        return dump(ir)
+    if isinstance(ir, QuantizedGraph):
+        kinds = "\n".join(f"  {name}: {step.kind}" for name, step in ir.steps.items())
+        return f"{dump(ir.graph)}\n# integer program\n{kinds}"
+    return ir.dump()
 
 
 def verify_ir(ir: Any) -> None:
     """Check the invariants of any pass's output (`AssertionError` on a compiler bug)."""
     if isinstance(ir, Graph):
         verify(ir)
+    elif isinstance(ir, QuantizedGraph):
+        verify(ir.graph)
+        missing = [n.name for n in ir.graph.nodes if n.name not in ir.steps]
+        assert not missing, f"nodes without an integer step: {missing}"
     else:
         ir.verify()
 
 
 def _size(ir: Any) -> int:
-    return len(ir.nodes) if isinstance(ir, Graph) else len(ir.layers)
+    return len(ir.layers) if hasattr(ir, "layers") else len(_graph_of(ir).nodes)
 
 
 def _check_names(names: Collection[str], passes: Iterable[Pass], what: str) -> None:
@@ -219,7 +235,7 @@ def _check_names(names: Collection[str], passes: Iterable[Pass], what: str) -> N
 
 
 def run_pipeline(
-    model: str | os.PathLike[str] | onnx.ModelProto | Graph,
+    model: str | os.PathLike[str] | onnx.ModelProto | Graph | QuantizedGraph,
     ctx: PassContext,
     *,
     input_shape: tuple[int, ...] | None = None,
@@ -263,7 +279,7 @@ def run_pipeline(
                 _size(ir),
             )
         )
-        ctx.last_graph = ir if isinstance(ir, Graph) else ir.graph
+        ctx.last_graph = _graph_of(ir)
         if "all" in dump_after or name in dump_after:
             dumps[name] = dump_ir(ir)
         if after_pass is not None:
@@ -273,7 +289,7 @@ def run_pipeline(
         _check_names([start_after], passes, "start_after")
     start = time.perf_counter()
     ir: Any
-    if isinstance(model, Graph):
+    if isinstance(model, Graph | QuantizedGraph):
         # An IR graph that already went through the passes up to ``start_after`` (the
         # quantized model of a quantize-only run): no import.
         ir = model

@@ -29,6 +29,7 @@ from aipusim.compiler.backend.memplan import MemPlan, verify_memplan
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.quantize import QuantizedGraph
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class Lowered:
     """Pass ``lower``: every node of the quantized graph on the unit that runs it."""
 
     graph: Graph
+    #: The quantized graph's integer program (its `QStep` per node), None when the back
+    #: end runs on a float graph (timing only: no constants image can be built).
+    program: QuantizedGraph | None
     #: The compiler configuration this stage was built under (multicore may lower
     #: ``tiling_depth``; later passes read it here, not from the context).
     config: Any

@@ -40,23 +40,26 @@ from aipusim.compiler.backend.ir import (
     Tiled,
 )
 from aipusim.compiler.backend.layout import CoreLayout
-from aipusim.compiler.backend.lower import LayerUnit, lower_graph
+from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
 from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore import core_layout
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.cost import CostModel, cost_model
 
 log = logging.getLogger(__name__)
 
 
-def lower(graph: Graph, ctx: Any) -> Lowered:
-    """Put every node of ``graph`` on the unit that runs it."""
+def lower(ir: Graph | QuantizedGraph, ctx: Any) -> Lowered:
+    """Put every node of the graph on the unit that runs it."""
     arch = ctx.get_arch()
     config = ctx.config
+    graph = unwrap_graph(ir)
+    program = ir if isinstance(ir, QuantizedGraph) else None
     layers = assign_units(tuple(lower_graph(graph)), arch, ImcOptions.from_config(config))
-    return Lowered(graph, config, arch, layers)
+    return Lowered(graph, program, config, arch, layers)
 
 
 def tile(ir: Lowered, ctx: Any) -> Tiled:

@@ -409,6 +409,27 @@ def _range_bounds(graph: Graph) -> dict[str, tuple[float, float]]:
 # ----------------------------------------------------------------------- the pass
 
 
+_AFFINE_ATTRS = ("aipu_in_scale", "aipu_in_bias", "aipu_out_scale", "aipu_out_bias")
+
+
+def lut_step(node: Node, graph: Graph, qi: QuantParams, qo: QuantParams) -> QStep:
+    """The integer program of a one-input function from grid ``qi`` to grid ``qo``: a clamp
+    in the int8 domain for Relu/Clip between equal grids, else a 256-entry table."""
+    plain = not any(node.attr(k) is not None for k in _AFFINE_ATTRS)
+    if node.op in CLAMP_OPS and plain and (qi is qo or _same(qi, qo)):
+        s, z = qo.scale.astype(np.float64), qo.zero_point.astype(np.int64)
+        lo, hi = (0.0, np.inf) if node.op is Op.RELU else _clip_range(node, graph)
+        with np.errstate(over="ignore", invalid="ignore"):
+            lo_q = np.clip(np.ceil(lo / s - 1e-9) + z, K.QMIN, K.QMAX)
+            hi_q = np.clip(np.floor(hi / s + 1e-9) + z, K.QMIN, K.QMAX)
+        return QStep("clamp", {"lo": lo_q.astype(np.int64), "hi": hi_q.astype(np.int64)})
+    if qi.per_channel or qo.per_channel:
+        raise S.unsupported(node, "a table needs per-tensor parameters on both sides")
+    fn = unary_function(node, graph)
+    si, zi, so, zo = float(qi.scale), int(qi.zero_point), float(qo.scale), int(qo.zero_point)
+    return QStep("lut", {"table": K.build_lut(fn, si, zi, so, zo)})
+
+
 class _Builder:
     def __init__(
         self,
@@ -608,18 +629,7 @@ class _Builder:
         x, out = node.present_inputs[0], node.outputs[0]
         if self.g.is_constant(x):
             x = node.present_inputs[1]
-        fn = unary_function(node, self.g)
-        qi, qo = self.qp[x], self.qp[out]
-        if (node.op in CLAMP_OPS and qi is qo) or (node.op in CLAMP_OPS and _same(qi, qo)):
-            s, z = qo.scale.astype(np.float64), qo.zero_point.astype(np.int64)
-            lo, hi = (0.0, np.inf) if node.op is Op.RELU else _clip_range(node, self.g)
-            with np.errstate(over="ignore", invalid="ignore"):
-                lo_q = np.clip(np.ceil(lo / s - 1e-9) + z, K.QMIN, K.QMAX)
-                hi_q = np.clip(np.floor(hi / s + 1e-9) + z, K.QMIN, K.QMAX)
-            return QStep("clamp", {"lo": lo_q.astype(np.int64), "hi": hi_q.astype(np.int64)})
-        si, zi = self.scalar(x, node)
-        so, zo = self.scalar(out, node)
-        return QStep("lut", {"table": K.build_lut(fn, si, zi, so, zo)})
+        return lut_step(node, self.g, self.qp[x], self.qp[out])
 
     def rescale(self, node: Node, signs: list[float]) -> QStep:
         ins = node.present_inputs
@@ -818,6 +828,7 @@ __all__ = [
     "QuantizedGraph",
     "calibrate",
     "imc_operands",
+    "lut_step",
     "observe_ranges",
     "quantize_graph",
     "wide_tensors",

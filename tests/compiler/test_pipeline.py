@@ -7,10 +7,18 @@ import pytest
 
 from aipusim.base.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
 from aipusim.compiler.config import CompilerConfig
-from aipusim.compiler.ir import Graph, verify
+from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.cleaner import run_split
 from aipusim.compiler.passes.context import PassContext
-from aipusim.compiler.pipeline import FRONT, IMPORT, PIPELINE, pass_names, run_pipeline
+from aipusim.compiler.pipeline import (
+    FRONT,
+    IMPORT,
+    PIPELINE,
+    pass_names,
+    run_pipeline,
+    verify_ir,
+)
+from aipusim.compiler.quant.quantize import QuantizedGraph
 
 FLOAT_FRONT = [p for p in FRONT if p.name != "quantize"]
 
@@ -40,9 +48,9 @@ def run(model, *, passes=FRONT, shape=None, layout="NCHW", **config):
     ctx = PassContext(CompilerConfig(**config), input_layout=layout)
     seen: dict[str, Graph] = {}
 
-    def after(name: str, graph: Graph) -> None:
-        verify(graph)
-        seen[name] = graph
+    def after(name: str, ir: object) -> None:
+        verify_ir(ir)
+        seen[name] = ir
 
     result = run_pipeline(model, ctx, input_shape=shape, passes=passes, after_pass=after)
     return result, seen
@@ -86,6 +94,9 @@ def test_full_front_with_quantizer_verifies(onnx_models, name: str) -> None:
     result, seen = run(getattr(onnx_models, name)())
     assert list(seen) == pass_names(FRONT)
     assert result.graph.tensor(result.graph.nodes[0].outputs[0]).quant is not None
+    # the rewrites after quantization keep an integer step for every node
+    assert isinstance(result.ir, QuantizedGraph)
+    assert {n.name for n in result.ir.graph.nodes} == set(result.ir.steps)
 
 
 def test_knobs_switch_passes_off(onnx_models) -> None:
