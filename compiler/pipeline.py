@@ -7,7 +7,7 @@
 (lower, tile, memplan, schedule, emit) appends to `PIPELINE` when it exists.
 
 >>> [p.name for p in FRONT][:4]
-['graph_cleaner', 'fold_constants', 'rewrite_einsum', 'fuse_layernorm']
+['rewrite_einsum', 'fuse_layernorm', 'fuse_gelu', 'graph_cleaner']
 """
 
 from __future__ import annotations
@@ -102,12 +102,15 @@ class Pass:
 
 #: Passes 2-5 of DESIGN.md §4, in order.
 FRONT: tuple[Pass, ...] = (
-    Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
-    Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
-    # pattern rewrites before arithmetic simplification changes the spelling they match
+    # Pattern rewrites first: before the graph cleaner, so that a LayerNorm or GELU ending
+    # the graph is one op and not split between the AIPU and the host's tail (Sqrt, Div,
+    # Mul, ... are host-suited tail ops on their own), and before arithmetic
+    # simplification changes the spelling they match.
     Pass("rewrite_einsum", einsum_to_matmul, Stage.SIMPLIFY),
     Pass("fuse_layernorm", fuse_layernorm, Stage.SIMPLIFY),
     Pass("fuse_gelu", fuse_gelu, Stage.SIMPLIFY),
+    Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
+    Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
     Pass("fold_batchnorm", fold_batchnorm, Stage.SIMPLIFY),
     Pass(
         "arithmetic_simplification",
