@@ -83,7 +83,8 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.MATMUL: (
         ("mac", "matmul"),
         "two activations (attention): the second written into an IMC weight set every "
-        "frame, or the DPU; the cost model picks per layer",
+        "frame, or the DPU; the cost model picks per layer. A 2-D constant first operand: "
+        "transposed around (rewrite_einsum)",
     ),
     Op.BATCH_NORM: (("mac",), "when not folded into the conv before it"),
     Op.RELU: (("clamp", "lut"), ""),

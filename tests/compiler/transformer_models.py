@@ -271,6 +271,13 @@ def _einsum(form: str) -> onnx.ModelProto:
     return _single_input(g, g.op("Einsum", [wt, "x"], equation="ik,bkj->bij"), SEQ)
 
 
+def _matmul_constant_first() -> onnx.ModelProto:
+    """W @ x with a constant W (torch.matmul(W, x)), x a computed [1, 16, 32]."""
+    g = _G(10)
+    w = g.const("w_first", g.rng.normal(0.0, 0.3, (24, 16)))
+    return _single_input(g, _head(g, g.op("MatMul", [w, _seq(g)]), SEQ), SEQ)
+
+
 def _expand_tile(op: str) -> onnx.ModelProto:
     g = _G(9)
     a = _img(g)
@@ -306,6 +313,7 @@ OP_GRAPHS: dict[str, tuple[Callable[[], onnx.ModelProto], str | None]] = {
     "einsum_qk": (lambda: _einsum("qk"), "MatMul"),
     "einsum_projection": (lambda: _einsum("proj"), "Conv"),
     "einsum_constant_first": (lambda: _einsum("const_first"), "Conv"),
+    "matmul_constant_first": (_matmul_constant_first, "Conv"),
     "expand": (lambda: _expand_tile("Expand"), "Expand"),
     "tile": (lambda: _expand_tile("Tile"), "Tile"),
 }
