@@ -98,6 +98,11 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.MIN: (("rescale",), ""),
     Op.MAX: (("rescale",), ""),
     Op.SOFTMAX: (("softmax",), "any axis"),
+    Op.MASKED_SOFTMAX: (
+        ("softmax",),
+        "internal: a Softmax after a constant attention mask (fuse_attention_mask); the "
+        "masked entries are left out of the max and the sum and come out 0",
+    ),
     Op.LAYER_NORM: (("layernorm",), "also the ReduceMean/Sub/Pow/Sqrt/Div form (fused)"),
     Op.REDUCE_MEAN: (("mean",), ""),
     Op.REDUCE_SUM: (("mean",), ""),

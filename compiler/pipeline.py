@@ -7,7 +7,7 @@
 (lower, tile, memplan, schedule, emit) appends to `PIPELINE` when it exists.
 
 >>> [p.name for p in FRONT][:4]
-['rewrite_einsum', 'fuse_layernorm', 'fuse_gelu', 'graph_cleaner']
+['rewrite_einsum', 'fuse_layernorm', 'fuse_gelu', 'fuse_attention_mask']
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from aipusim.base.errors import AipuSimError, ConfigError
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.ir import Graph, dump
 from aipusim.compiler.passes.arith import arithmetic_simplification
+from aipusim.compiler.passes.attention_mask import fuse_attention_mask
 from aipusim.compiler.passes.bn_fold import fold_batchnorm
 from aipusim.compiler.passes.cleaner import graph_cleaner
 from aipusim.compiler.passes.context import PassContext
@@ -102,13 +103,14 @@ class Pass:
 
 #: Passes 2-5 of DESIGN.md §4, in order.
 FRONT: tuple[Pass, ...] = (
-    # Pattern rewrites first: before the graph cleaner, so that a LayerNorm or GELU ending
-    # the graph is one op and not split between the AIPU and the host's tail (Sqrt, Div,
-    # Mul, ... are host-suited tail ops on their own), and before arithmetic
-    # simplification changes the spelling they match.
+    # Pattern rewrites first: before the graph cleaner, so that a LayerNorm, GELU or masked
+    # Softmax ending the graph is one op and not split between the AIPU and the host's
+    # tail (Sqrt, Div, Mul, ... are host-suited tail ops on their own), and before
+    # arithmetic simplification changes the spelling they match.
     Pass("rewrite_einsum", einsum_to_matmul, Stage.SIMPLIFY),
     Pass("fuse_layernorm", fuse_layernorm, Stage.SIMPLIFY),
     Pass("fuse_gelu", fuse_gelu, Stage.SIMPLIFY),
+    Pass("fuse_attention_mask", fuse_attention_mask, Stage.SIMPLIFY),
     Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
     Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
     Pass("fold_batchnorm", fold_batchnorm, Stage.SIMPLIFY),

@@ -21,6 +21,7 @@ def test_front_order_is_the_design_order() -> None:
         "rewrite_einsum",
         "fuse_layernorm",
         "fuse_gelu",
+        "fuse_attention_mask",
         "graph_cleaner",
         "fold_constants",
         "fold_batchnorm",

@@ -278,6 +278,24 @@ def _matmul_constant_first() -> onnx.ModelProto:
     return _single_input(g, _head(g, g.op("MatMul", [w, _seq(g)]), SEQ), SEQ)
 
 
+def _masked_attention(form: str) -> onnx.ModelProto:
+    """Causal single-head attention over 16 tokens with a constant mask: ``add`` (0 / -1e4,
+    as Hugging Face exports), ``where`` (masked_fill with -inf) or ``bias`` (Swin: a
+    relative position bias plus -100 where masked)."""
+    g = _G(11)
+    q, k, v = _seq(g), _seq(g), _seq(g)
+    s = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 2, 1])])
+    causal = np.tril(np.ones((16, 16), bool))
+    if form == "where":
+        s = g.op("Where", [g.const("keep", causal), s, g.const("fill", -np.inf)])
+    else:
+        masked = -1e4 if form == "add" else -100.0
+        bias = g.rng.normal(0.0, 0.5, (16, 16)) if form == "bias" else np.zeros((16, 16))
+        s = g.op("Add", [s, g.const("mask", np.where(causal, bias, masked))])
+    p = g.op("Softmax", [s], axis=-1)
+    return _single_input(g, _head(g, g.op("MatMul", [p, v]), SEQ), SEQ)
+
+
 def _expand_tile(op: str) -> onnx.ModelProto:
     g = _G(9)
     a = _img(g)
@@ -314,6 +332,9 @@ OP_GRAPHS: dict[str, tuple[Callable[[], onnx.ModelProto], str | None]] = {
     "einsum_projection": (lambda: _einsum("proj"), "Conv"),
     "einsum_constant_first": (lambda: _einsum("const_first"), "Conv"),
     "matmul_constant_first": (_matmul_constant_first, "Conv"),
+    "masked_attention_add": (lambda: _masked_attention("add"), "MaskedSoftmax"),
+    "masked_attention_where": (lambda: _masked_attention("where"), "MaskedSoftmax"),
+    "masked_attention_bias": (lambda: _masked_attention("bias"), "MaskedSoftmax"),
     "expand": (lambda: _expand_tile("Expand"), "Expand"),
     "tile": (lambda: _expand_tile("Tile"), "Tile"),
 }
