@@ -61,7 +61,9 @@ def dma_cycles(num_bytes: int, arch: Arch) -> int:
 def estimate_layer(layer: LayerPlan, arch: Arch, *, weights_double_buffered: bool) -> LayerEstimate:
     """The estimate of one lowered layer (MVM layers need their IMC mapping first)."""
     if layer.unit is LayerUnit.MVM and is_runtime(layer):
-        compute, load, exposed = runtime_estimate(layer, arch)
+        compute, load, exposed = runtime_estimate(
+            layer, arch, double_buffered=weights_double_buffered
+        )
         return LayerEstimate("mvm", compute, load, exposed, 0, layer.macs)
     if layer.unit is LayerUnit.MVM:
         imc = layer.imc

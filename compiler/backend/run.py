@@ -59,7 +59,9 @@ def pass_lower(state: BackendState) -> BackendState:
 
 def pass_imc(state: BackendState) -> BackendState:
     opts = ImcOptions.from_config(state.config)
-    map_runtime_layers(state.layers, state.arch, opts)
+    # (tiles are not cut yet: an untiled layer's double buffering decides)
+    double = bool(state.config.imc_double_buffer_sequential)
+    map_runtime_layers(state.layers, state.arch, opts, double_buffered=double)
     mvm_layers = [
         layer for layer in state.layers if layer.unit is LayerUnit.MVM and not is_runtime(layer)
     ]
