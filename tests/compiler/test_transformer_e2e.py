@@ -119,3 +119,24 @@ def test_each_op_compiles_simulates_and_matches_fp32(name: str, tmp_path: Path) 
     got = np.concatenate([np.asarray(m(x)).ravel() for x in xs])
     # one op's int8 rounding (four random inputs): above the target an output must reach
     assert sqnr_db(want, got) > SQNR_TARGET_DB
+
+
+@pytest.mark.parametrize("double", [False, True], ids=["loads_exposed", "double_buffered"])
+def test_attention_estimate_is_the_simulated_layer_time(double: bool, tmp_path: Path) -> None:
+    # the cost the choice is made with is the time the schedule takes: loads hidden behind
+    # the previous head only with weight double buffering
+    path = tmp_path / "encoder.onnx"
+    onnx.save(encoder(), path)
+    config = {"imc_double_buffer_sequential": double}
+    m = aipusim.compile(str(path), config, output_dir=tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "compiled_model" / "report.json").read_text())
+    result = m.simulate(frames=4)
+    busy = result.profile().set_index("layer")["busy_us"] * result.frequency_hz / 1e6
+    attention = [layer for layer in report["layers"] if "matmul_choice" in layer]
+    assert len(attention) == 4
+    for layer in attention:
+        estimated = layer["estimated_cycles"]
+        assert estimated == layer["matmul_choice"]["mvm_cycles"]
+        assert busy[layer["name"]] == pytest.approx(estimated, rel=0.01)
+        hidden = layer["estimated_compute_cycles"] + layer["estimated_weight_load_cycles"]
+        assert (estimated < hidden) == double
