@@ -192,7 +192,7 @@ def convert_opset(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelP
         where = f": node {blocker} cannot be upgraded" if blocker else ""
         raise OnnxImportError(
             f"model `{what}` cannot be converted from opset {version} to {target}{where} "
-            f"({_first_line(exc)})"
+            f"({_converter_reason(exc)})"
         ) from None
     if version < _ASYMMETRIC_RESIZE_BEFORE and resizes:
         _keep_old_resize_semantics(converted, len(resizes))
@@ -203,6 +203,15 @@ def convert_opset(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelP
         target,
     )
     return converted
+
+
+def _converter_reason(exc: BaseException) -> str:
+    """The converter's message without its C++ source location and assertion text:
+    ``/x/transformers.h:35: operator(): Assertion `...` failed: Attribute spatial must have
+    value 1`` -> ``Attribute spatial must have value 1``."""
+    line = _first_line(exc)
+    _, sep, reason = line.rpartition("failed: ")
+    return reason.strip() if sep and reason.strip() else line
 
 
 def _keep_old_resize_semantics(model: onnx.ModelProto, count: int) -> None:

@@ -8,7 +8,7 @@ Tiled, ... ``emit``: Estimated -> Emitted). A pass with a ``knob`` runs only whe
 raises stops the compilation with the pass named.
 
 >>> [p.name for p in FRONT][:4]
-['graph_cleaner', 'fold_constants', 'rewrite_einsum', 'fuse_layernorm']
+['rewrite_einsum', 'fuse_layernorm', 'fuse_gelu', 'fuse_attention_mask']
 >>> [p.name for p in BACK][:4]
 ['lower', 'tile', 'multicore', 'imc']
 """
@@ -29,6 +29,7 @@ from aipusim.compiler.backend import passes as backend
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.ir import Graph, dump, verify
 from aipusim.compiler.passes.arith import arithmetic_simplification
+from aipusim.compiler.passes.attention_mask import fuse_attention_mask
 from aipusim.compiler.passes.bn_fold import fold_batchnorm
 from aipusim.compiler.passes.cleaner import graph_cleaner
 from aipusim.compiler.passes.context import PassContext
@@ -100,12 +101,16 @@ class Pass:
 
 #: Passes 2-5 of DESIGN.md §4, in order.
 FRONT: tuple[Pass, ...] = (
-    Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
-    Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
-    # pattern rewrites before arithmetic simplification changes the spelling they match
+    # Pattern rewrites first: before the graph cleaner, so that a LayerNorm, GELU or masked
+    # Softmax ending the graph is one op and not split between the AIPU and the host's
+    # tail (Sqrt, Div, Mul, ... are host-suited tail ops on their own), and before
+    # arithmetic simplification changes the spelling they match.
     Pass("rewrite_einsum", einsum_to_matmul, Stage.SIMPLIFY),
     Pass("fuse_layernorm", fuse_layernorm, Stage.SIMPLIFY),
     Pass("fuse_gelu", fuse_gelu, Stage.SIMPLIFY),
+    Pass("fuse_attention_mask", fuse_attention_mask, Stage.SIMPLIFY),
+    Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
+    Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
     Pass("fold_batchnorm", fold_batchnorm, Stage.SIMPLIFY),
     Pass(
         "arithmetic_simplification",

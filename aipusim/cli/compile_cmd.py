@@ -120,7 +120,7 @@ DEFAULT_CONF_NAME = "default_conf.json"
     "--dump-after",
     metavar="PASS[,PASS...]",
     help="Write the IR after these passes (or 'all') to OUT/ir/<NN>_<pass>.txt. Passes: "
-    "import, the front end (graph_cleaner ... validate_operators), then lower, tile, "
+    "import, the front end (rewrite_einsum ... validate_operators), then lower, tile, "
     "multicore, imc, memplan, schedule, estimate, emit.",
 )
 @click.option(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.estimate import LayerEstimate
+from aipusim.compiler.backend.estimate import LayerEstimate, PlanCost
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
@@ -239,11 +239,15 @@ class Estimated(Scheduled):
     other_estimates: Mapping[str, LayerEstimate]
     #: The INIT tasks (constants on chip, resident weights), all layers together.
     init: LayerEstimate
+    #: Each layer's planned cycles on one core: its units' work with the weight fetches
+    #: and loads compute does not hide (`estimate.plan_cost`; what the report calls the
+    #: layer's estimated cycles).
+    planned: tuple[PlanCost, ...]
 
     def dump(self) -> str:
         lines = [super().dump(), "# estimate (busy cycles per frame, per unit over the cores)"]
         for layer, e in zip(self.layers, self.estimates, strict=True):
-            lines.append(f"  {layer.name}: {e.cycles} ({e.by_unit()}), {e.energy_pj:.0f} pJ")
+            lines.append(f"  {layer.name}: {e.by_unit()}, {e.energy_pj:.0f} pJ")
         lines.append(f"  INIT: {self.init.by_unit()}")
         return "\n".join(lines)
 

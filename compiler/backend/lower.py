@@ -409,7 +409,7 @@ class _Lowerer:
             kind, lut = _BINARY_KIND[node.op], LutKind.NONE
         elif node.op in LUT_OPS or node.op in _LUT_OF:
             kind, lut = DpuKind.LUT, _LUT_OF.get(node.op, LutKind.RELU)
-        elif node.op is Op.SOFTMAX:
+        elif node.op in (Op.SOFTMAX, Op.MASKED_SOFTMAX):  # (the mask: a byte constant)
             kind, lut = DpuKind.SOFTMAX, LutKind.EXP
         elif node.op in (Op.REDUCE_MEAN, Op.REDUCE_MAX, Op.REDUCE_SUM):
             kind, lut = DpuKind.REDUCE, LutKind.NONE

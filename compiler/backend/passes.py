@@ -24,9 +24,9 @@ import logging
 from typing import Any
 
 from aipusim.base.errors import MemoryPlanError
-from aipusim.compiler.backend.attention import assign_units
+from aipusim.compiler.backend.attention import assign_units, head_mapping
 from aipusim.compiler.backend.emit import emit_files
-from aipusim.compiler.backend.estimate import estimate_layers, init_estimate, plan_cost
+from aipusim.compiler.backend.estimate import PlanCost, estimate_layers, init_estimate, plan_cost
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.imc_plan import plan_mappings
 from aipusim.compiler.backend.ir import (
@@ -58,7 +58,10 @@ def lower(ir: Graph | QuantizedGraph, ctx: Any) -> Lowered:
     config = ctx.config
     graph = unwrap_graph(ir)
     program = ir if isinstance(ir, QuantizedGraph) else None
-    layers = assign_units(tuple(lower_graph(graph)), arch, ImcOptions.from_config(config))
+    # (tiles are not cut yet: an untiled layer's weight double buffering decides)
+    double = bool(config.imc_double_buffer_sequential)
+    opts = ImcOptions.from_config(config)
+    layers = assign_units(tuple(lower_graph(graph)), arch, opts, double_buffered=double)
     return Lowered(graph, program, config, arch, layers)
 
 
@@ -162,7 +165,12 @@ def estimate(ir: Scheduled, ctx: Any) -> Estimated:
     cost = _cost(ir)
     per_layer, others = estimate_layers(ir.layers, ir.schedule.tasks, cost)
     init = init_estimate(ir.schedule.tasks, cost)
-    return Estimated(**_fields(ir), estimates=per_layer, other_estimates=others, init=init)
+    planned = tuple(
+        _planned(ir, i, m.whole if m is not None else None) for i, m in enumerate(ir.mappings)
+    )
+    return Estimated(
+        **_fields(ir), estimates=per_layer, other_estimates=others, init=init, planned=planned
+    )
 
 
 def emit(ir: Estimated, ctx: Any) -> Emitted:
@@ -191,25 +199,27 @@ def _cost(ir: Lowered) -> CostModel:
     return cost_model(ir.arch, int(ir.config.frequency), float(ir.config.mvm_utilization_limit))
 
 
+def _planned(ir: Tiled, i: int, mapping: Any) -> PlanCost:
+    """The planned cost of layer ``i`` on one core (`estimate.plan_cost`)."""
+    cfg, t = ir.config, ir.tilings[i]
+    double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
+    return plan_cost(ir.layers[i], mapping, t, cfg, _cost(ir), weights_double_buffered=double)
+
+
 def _work(ir: Tiled) -> Any:
     """Planned cycles of layer ``i`` on one core, for the pipeline's stage cuts, with its
     IMC mapping queried whole (a pipeline fetches no shared weights every frame)."""
     opts = ImcOptions.from_config(ir.config)
-    cfg = ir.config
-    cost = _cost(ir)
 
     def work(i: int) -> int:
-        layer, t = ir.layers[i], ir.tilings[i]
+        layer = ir.layers[i]
         mapping = None
         if layer.unit is LayerUnit.MVM and layer.geometry is not None:
             if layer.runtime is not None:
-                from aipusim.compiler.backend.attention import head_mapping
-
                 mapping = head_mapping(layer.runtime, ir.arch, opts)
             else:
                 mapping = map_layer(layer.geometry, ir.arch, opts, first_layer=layer.is_first)
-        double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
-        return plan_cost(layer, mapping, t, cfg, cost, weights_double_buffered=double).cycles
+        return _planned(ir, i, mapping).cycles
 
     return work
 

@@ -401,7 +401,7 @@ def _range_bounds(graph: Graph) -> dict[str, tuple[float, float]]:
     a few tenths, and a grid over [0, 1] would spend most of its 256 steps on nothing."""
     out = {}
     for node in graph.nodes:
-        if node.op is Op.SOFTMAX:
+        if node.op in (Op.SOFTMAX, Op.MASKED_SOFTMAX):
             out[node.outputs[0]] = (0.0, 1.0)
     return out
 
@@ -735,7 +735,7 @@ class _Builder:
             return self.avg_pool(node)
         if op in (Op.RESIZE, Op.UPSAMPLE):
             return self.resize_linear(node)
-        if op is Op.SOFTMAX:
+        if op in (Op.SOFTMAX, Op.MASKED_SOFTMAX):
             return self.softmax(node)
         raise S.unsupported(node, "the int8 reference has no kernel for it")
 
