@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aipusim.base.errors import ConfigError, TasklistError
+from aipusim.isa.image import MemoryMap
 from aipusim.isa.tasks import Pool, Task
 
 if TYPE_CHECKING:
     from aipusim.isa.table import TaskTable
 
 #: Version of the ``model.json`` layout; bump on an incompatible change.
-PROGRAM_FORMAT_VERSION = 1
+PROGRAM_FORMAT_VERSION = 2
 #: File name of the program inside a compiled directory.
 PROGRAM_FILE = "model.json"
 
@@ -141,6 +142,9 @@ class Program:
     profiling_levels: tuple[str, ...] = ()
     chip_cores: int = 4
     replicas: int = 0
+    #: The complete program's memory (constants image, I/O buffers, placed tensors); None
+    #: for a timing-only program (hand-written, or compiled from a float graph).
+    memory: MemoryMap | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -205,6 +209,7 @@ class Program:
     # -- JSON -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["memory"] = self.memory.to_dict() if self.memory is not None else None
         data["instance"]["cores"] = list(self.instance.cores)
         data["instance"]["tasklists"] = list(self.instance.tasklists)
         data["profiling_levels"] = list(self.profiling_levels)
@@ -239,7 +244,10 @@ class Program:
                 if key in inst:
                     inst[key] = Pool(inst[key])
             instance = Instance(**inst)
-            return cls(instance=instance, **body)
+            memory = body.pop("memory", None)
+            if memory is not None:
+                memory = MemoryMap.from_dict(memory)
+            return cls(instance=instance, memory=memory, **body)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):
                 raise

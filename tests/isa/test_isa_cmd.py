@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.cli.main import main
+from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.tasklist import Tasklist, encode_tasklist, tasklist_path, write_tasklist
 from aipusim.isa.tasks import (
     Barrier,
@@ -121,7 +122,7 @@ def test_info(tmp_path: Path, capsys) -> None:
     path = tasklist_path(model, 0)
     assert main(["isa", "info", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "core 0, 4 tasks of 96 bytes, 3 layers" in out
+    assert f"core 0, 4 tasks of {RECORD_BYTES} bytes, 3 layers" in out
     assert "fits in the 1048576-byte L2 tasklist window" in out
     assert "by unit: ctrl 1, dma0 2, mvm 1" in out
     assert main(["isa", "info", str(path), "--json"]) == 0
