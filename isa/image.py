@@ -14,10 +14,15 @@ each layer's result lies (``model.json`` ``memory``).
 - **Tensors**: each layer output the program keeps whole in one buffer (pool, address,
   core, layout, quantization): what a functional run compares with the int8 reference,
   layer by layer, to find the first one that differs.
+- **Buffers**: every buffer of the memory plan by name (pool, core, address, bytes), to
+  name the data a hazard or a mismatch concerns.
+- **Partition**: the bytes of L2 and DDR one instance owns. Replica ``r`` of a program
+  (the runtime places several copies of a Batch-1 model) sees L2 and DDR address ``a`` at
+  ``a + r * partition[pool]``; L1 is per core anyway.
 
 >>> io = IoBuffer("x", "h2d", "l2", 0x1000, 48, 2, 0, (1, 3, 4, 4), "nhwc", "int8", [0.1], [3])
 >>> mm = MemoryMap(ConstantImage("constants.bin", 0, 16), (io,), ())
->>> MemoryMap.from_dict(mm.to_dict()) == mm, io.slot_addr(3) == 0x1000 + 48
+>>> MemoryMap.from_dict(mm.to_dict()).io == mm.io, io.slot_addr(3) == 0x1000 + 48
 (True, True)
 """
 
@@ -98,18 +103,33 @@ class IoBuffer:
 
 
 @dataclass(frozen=True)
+class BufferPlace:
+    """One buffer of the memory plan (``core`` -1: shared)."""
+
+    name: str
+    pool: str
+    core: int
+    addr: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class MemoryMap:
     """The constants image, the I/O buffers and the placed layer results of a program."""
 
     constants: ConstantImage
     io: tuple[IoBuffer, ...]
     tensors: tuple[TensorPlace, ...]
+    buffers: tuple[BufferPlace, ...] = ()
+    partition: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "constants": asdict(self.constants),
             "io": [asdict(b) for b in self.io],
             "tensors": [asdict(t) for t in self.tensors],
+            "buffers": [asdict(b) for b in self.buffers],
+            "partition": dict(self.partition or {}),
         }
 
     @classmethod
@@ -119,6 +139,8 @@ class MemoryMap:
                 ConstantImage(**data["constants"]),
                 tuple(IoBuffer(**b) for b in data["io"]),
                 tuple(TensorPlace(**t) for t in data["tensors"]),
+                tuple(BufferPlace(**b) for b in data.get("buffers", ())),
+                dict(data.get("partition") or {}),
             )
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"model.json memory map is malformed: {exc}") from None
@@ -130,4 +152,12 @@ class MemoryMap:
         return tuple(b for b in self.io if b.direction == "d2h")
 
 
-__all__ = ["CONSTANTS_FILE", "LAYOUTS", "ConstantImage", "IoBuffer", "MemoryMap", "TensorPlace"]
+__all__ = [
+    "CONSTANTS_FILE",
+    "LAYOUTS",
+    "BufferPlace",
+    "ConstantImage",
+    "IoBuffer",
+    "MemoryMap",
+    "TensorPlace",
+]
