@@ -46,6 +46,7 @@ from aipusim.compiler.ir import (
     Op,
     is_depthwise,
 )
+from aipusim.compiler.quant import opsupport as S
 from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
 
 
@@ -88,6 +89,12 @@ class ConvGeometry:
     out_h: int
     out_w: int
     groups: int = 1
+    #: Rows and columns of padding before the first input row/column (where the window of
+    #: output (0, 0) starts: ``-pad_top``), and the spacing of window taps.
+    pad_top: int = 0
+    pad_left: int = 0
+    dilation_h: int = 1
+    dilation_w: int = 1
 
     @property
     def macs(self) -> int:
@@ -336,7 +343,10 @@ class _Lowerer:
         # Images of a batch are more rows of input vectors: a 1x1 conv over N images (what
         # rewrite_dense_to_conv2d makes of a MatMul over N tokens) streams N * H * W vectors.
         n = x[0]
-        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, n * in_h, in_w, n * y[2], y[3], groups)
+        pt, pl, dh, dw = self.window_pads(node, x, y, (kh, kw))
+        geo = ConvGeometry(
+            x[1], y[1], kh, kw, sh, sw, n * in_h, in_w, n * y[2], y[3], groups, pt, pl, dh, dw
+        )
         bias = self.consts(node, weight_index=1)
         # Requantize scales per output channel ride with the bias (DPU constants).
         plan = self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
@@ -354,7 +364,10 @@ class _Lowerer:
         y = _nchw(self.g.shape(node.outputs[0]))
         w = self.g.shape(node.inputs[1])
         sh, sw = _pair(node, "strides", 1)
-        geo = ConvGeometry(x[1], y[1], w[2], w[3], sh, sw, x[2], x[3], y[2], y[3], x[1])
+        pt, pl, dh, dw = self.window_pads(node, x, y, (w[2], w[3]))
+        geo = ConvGeometry(
+            x[1], y[1], w[2], w[3], sh, sw, x[2], x[3], y[2], y[3], x[1], pt, pl, dh, dw
+        )
         return self.base(
             node,
             LayerUnit.DWPU,
@@ -362,6 +375,21 @@ class _Lowerer:
             geometry=geo,
             dwpu_kind=DwpuKind.DWCONV,
         )
+
+    def window_pads(
+        self, node: Node, x: tuple[int, ...], y: tuple[int, ...], k: tuple[int, int]
+    ) -> tuple[int, int, int, int]:
+        """(pad_top, pad_left, dilation_h, dilation_w) of a 2-D window op (ONNX attributes,
+        auto_pad resolved); a ConvTranspose's are those of the stride-1 conv the array runs
+        over its upsampled input."""
+        if node.op is Op.CONV_TRANSPOSE:
+            win = S.conv_transpose_window(node, self.g)
+            (dh, dw), (pt, pl) = win.dilations, win.pads[:2]
+            return (k[0] - 1) * dh - pt, (k[1] - 1) * dw - pl, dh, dw
+        if len(self.g.shape(node.inputs[0])) != 4:
+            return 0, 0, 1, 1
+        win = S.window_attrs(node, (x[0], x[1], x[2], x[3]), (y[0], y[1], y[2], y[3]), k)
+        return win.pads[0], win.pads[1], win.dilations[0], win.dilations[1]
 
     def matmul(self, node: Node) -> LayerPlan:
         a = self.g.shape(node.inputs[0])
@@ -397,7 +425,10 @@ class _Lowerer:
             kind = DwpuKind.MAXPOOL if node.op is Op.MAX_POOL else DwpuKind.AVGPOOL
             kh, kw = _pair(node, "kernel_shape", 1)
             sh, sw = _pair(node, "strides", 1)
-        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, x[2], x[3], y[2], y[3], x[1])
+        pads = (0, 0, 1, 1)
+        if kind in (DwpuKind.MAXPOOL, DwpuKind.AVGPOOL):
+            pads = self.window_pads(node, x, y, (kh, kw))
+        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, x[2], x[3], y[2], y[3], x[1], *pads)
         return self.base(node, LayerUnit.DWPU, geometry=geo, dwpu_kind=kind)
 
     def dpu(self, node: Node) -> LayerPlan:
