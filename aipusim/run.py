@@ -15,15 +15,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aipusim.base.atomic import swap_into_place
+from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, ZooError
+from aipusim.base.fileio import check_output, folder_error, reporting
 from aipusim.run_result import RunResult
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
@@ -76,6 +76,7 @@ def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSour
 
 def prepare_output_dir(out: Path) -> None:
     """Refuse an output folder that would lose someone else's files, or cannot be written."""
+    check_output(out, folder=True)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output folder must be a folder, not the file {str(out)!r}")
     if out.is_dir() and any(out.iterdir()) and not (out / RUN_MARKER).is_file():
@@ -83,13 +84,7 @@ def prepare_output_dir(out: Path) -> None:
             f"output folder {str(out)!r} must be empty or an earlier `aipusim run` folder; "
             "it holds other files"
         )
-    probe = out.resolve().parent
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise ConfigError(f"output folder {str(out)!r} cannot be created: {probe} is a file")
-    if not os.access(probe, os.W_OK):
-        raise ConfigError(f"output folder {str(out)!r} must be writable; {probe} is not")
+    check_replaceable(out)
 
 
 StageHook = Callable[[str, int], Callable[[int], None]]
@@ -125,8 +120,8 @@ def run_model(
     prepare_output_dir(output_dir)
     arch = load_arch(arch_path)
     hook = stage or (lambda _name, _total: lambda _n: None)
-    output_dir.resolve().parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.resolve().parent))
+    with reporting(output_dir):
+        tmp = temp_folder_beside(output_dir)
     try:
         model_path = source.materialize(tmp)
         step = hook("compile", len(PIPELINE))
@@ -187,7 +182,11 @@ def run_model(
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
         (tmp / RUN_MARKER).write_text(json.dumps(run_summary(result), indent=2) + "\n")
         step(1)
-        swap_into_place(tmp, output_dir)
+        with reporting(output_dir, "replace"):
+            swap_into_place(tmp, output_dir)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise folder_error(exc, tmp, output_dir) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -26,7 +26,6 @@ import io
 import json
 import logging
 import shutil
-import tempfile
 import time
 import traceback
 import zipfile
@@ -38,8 +37,9 @@ from typing import Any
 import onnx
 
 from aipusim.base import __version__
-from aipusim.base.atomic import swap_into_place
-from aipusim.base.errors import AipuSimError, ConfigError
+from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
+from aipusim.base.errors import AipuSimError, ConfigError, FileAccessError
+from aipusim.base.fileio import check_name, check_output, folder_error, reporting
 from aipusim.compiler.importer import read_model
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext
@@ -265,12 +265,12 @@ def compile_model(
     config = request.config
     out = Path(request.output_dir)
     passes = tuple(PIPELINE if passes is None else passes)
+    check_name(out)
     _prepare_target(out, bool(config.remove_output_dir))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    except OSError as exc:
-        raise ConfigError(f"output dir `{out}` cannot be created: {exc.strerror}") from None
+    check_output(out, folder=True)
+    check_replaceable(out, "output dir")
+    with reporting(out, "create"):
+        tmp = temp_folder_beside(out)
     compile_log = _CompileLog(tmp / LOG_NAME)
     ctx = PassContext(
         config,
@@ -330,13 +330,29 @@ def compile_model(
         log.info("compilation succeeded in %.2f s", time.perf_counter() - t0)
         compile_log.flush()
         files = _files_under(tmp)
+        stage = "swap"
         swap_into_place(tmp, out)
-    except BaseException as exc:
+    except BaseException as caught:
+        exc = caught
+        if isinstance(caught, OSError) and not isinstance(caught, AipuSimError):
+            # a file the compile could not read or write: one line naming it, not a bug
+            exc = folder_error(caught, tmp, out)
         failed_stage = ctx.failed_pass or stage
-        status = ctx.failed_status or _status_for(exc, failed_stage)
-        message = str(exc) if isinstance(exc, AipuSimError) else f"internal error: {exc!r}"
+        status = (
+            INTERRUPTED
+            if isinstance(exc, KeyboardInterrupt)
+            else ctx.failed_status or _status_for(exc, failed_stage)
+        )
+        if isinstance(exc, KeyboardInterrupt):
+            message = f"interrupted (Ctrl-C) in {failed_stage}"
+        elif isinstance(exc, AipuSimError):
+            message = str(exc)
+        else:
+            message = f"internal error: {exc!r}"
         # file only: the CLI prints the error line itself (and Python the traceback of a bug)
-        detail = message if isinstance(exc, AipuSimError) else traceback.format_exc()
+        detail = (
+            message if isinstance(exc, AipuSimError | KeyboardInterrupt) else traceback.format_exc()
+        )
         log.error("compilation failed in %s: %s", failed_stage, detail, extra=_FILE_ONLY)
         compile_log.flush()
         report = _report(status, failed_stage, message, ctx.records, time.perf_counter() - t0)
@@ -345,6 +361,8 @@ def compile_model(
             artifact = _error_artifact(tmp, ctx, report, bool(config.randomize_onnx_model))
             report["error_artifact"] = ERROR_ARTIFACT
         _write_failure(tmp, out, report, artifact)
+        if exc is not caught:
+            raise exc from None
         raise
     finally:
         compile_log.close()
@@ -359,8 +377,14 @@ def compile_model(
     )
 
 
+#: Status of a compile stopped by Ctrl-C (or SIGTERM turned into KeyboardInterrupt).
+INTERRUPTED = "INTERRUPTED"
+
+
 def _status_for(exc: BaseException, stage: str) -> str:
-    if isinstance(exc, AipuSimError):
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED
+    if isinstance(exc, AipuSimError) and not isinstance(exc, FileAccessError):
         return exc.status
     if stage == "initialize":
         return "INITIALIZE_CLI_ERROR"
@@ -438,24 +462,30 @@ def _error_artifact(
 def _write_failure(
     tmp: Path, out: Path, report: dict[str, Any], artifact: bytes | None = None
 ) -> None:
-    """Drop the half-built folder; leave only the report and the log (and the error
-    artifact when asked for) in ``out``."""
+    """Replace ``out`` with a folder holding only the report and the log (and the error
+    artifact when asked for), built aside and swapped in like a success: no file of an
+    earlier compile stays beside the failure. The half-built folder is dropped."""
     log_text = ""
     with contextlib.suppress(OSError):
         log_text = (tmp / LOG_NAME).read_text(encoding="utf-8")
     shutil.rmtree(tmp, ignore_errors=True)
+    failed = None
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        _write_json(out / REPORT_NAME, report)
-        (out / LOG_NAME).write_text(log_text, encoding="utf-8")
+        failed = temp_folder_beside(out)
+        _write_json(failed / REPORT_NAME, report)
+        (failed / LOG_NAME).write_text(log_text, encoding="utf-8")
         if artifact is not None:
-            (out / ERROR_ARTIFACT).write_bytes(artifact)
-    except OSError:
-        log.warning("cannot write the failure report to %s", out)
+            (failed / ERROR_ARTIFACT).write_bytes(artifact)
+        swap_into_place(failed, out)
+    except OSError as exc:
+        if failed is not None:
+            shutil.rmtree(failed, ignore_errors=True)
+        log.warning("cannot write the failure report to %s: %s", out, exc.strerror or exc)
 
 
 __all__ = [
     "ERROR_ARTIFACT",
+    "INTERRUPTED",
     "LOG_NAME",
     "REPORT_NAME",
     "SUCCEEDED",

@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aipusim.base.fileio import output_path
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
 from aipusim.profiler.layers import layer_spans
 from aipusim.profiler.reduce import bandwidth_table
@@ -96,7 +97,7 @@ def write_chrome_trace(
         tids[u] = max(tids.values()) + 1
     count = 0
     first = [True]
-    with open(path, "w", encoding="utf-8") as out:
+    with output_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
         out.write('{"displayTimeUnit":"ns","traceEvents":[\n')
         meta = [
             _meta(frames_pid, None, "process_name", "frames"),

@@ -33,6 +33,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from aipusim.base.errors import TraceFormatError
+from aipusim.base.fileio import output_path, reporting
 from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
 from aipusim.profiler.drop import DropBy
 from aipusim.profiler.layers import PARTS, layer_breakdown, layer_table
@@ -59,9 +60,13 @@ _ROOFLINE_NAMED = 8
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=_DPI, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with reporting(p.parent, "create"):
+            p.parent.mkdir(parents=True, exist_ok=True)
+        with output_path(p) as tmp:
+            fig.savefig(tmp, dpi=_DPI, bbox_inches="tight", format=p.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return p
 
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aipusim.base.errors import TraceFormatError
+from aipusim.base.errors import InvalidArgument, TraceFormatError
+from aipusim.base.fileio import output_path
 from aipusim.isa.trace_schema import (
     LEVELS,
     POWER_BIN_KEY,
@@ -94,7 +96,8 @@ class Trace:
                     arrays[name] = pa.nulls(len(df), _union_type(ctype))
             parts.append(pa.table(arrays))
         table = pa.concat_tables(parts).replace_schema_metadata(self.header.metadata())
-        pq.write_table(table, str(path))
+        with output_path(path) as tmp:
+            pq.write_table(table, str(tmp))
 
 
 def _union_type(ctype: ColumnType) -> pa.DataType:
@@ -156,6 +159,10 @@ def load_trace(path: str | Path, strict: bool = False, progress: bool = False) -
     number) instead of counting it. The power timeline beside the trace is loaded too.
     ``progress`` shows a progress bar on stderr while a text trace is read.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidArgument(
+            f"path must be a trace file path (str or os.PathLike), not {type(path).__name__}"
+        )
     p = Path(path)
     if not p.is_file():
         raise TraceFormatError(f"trace {str(p)!r} must be an existing file")

@@ -9,6 +9,7 @@ from typing import Any
 
 from aipusim.arch import Arch, load_arch
 from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import check_output, output_path
 from aipusim.isa.program import MulticoreMode, Program, load_program_tables
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Task
@@ -151,7 +152,8 @@ def write_power_timeline(result: SimResult, path: Path) -> Path:
     meta = dict(table.schema.metadata or {})
     meta[POWER_BIN_KEY.encode()] = str(result.power_bin_us).encode()
     meta[POWER_PEAK_KEY.encode()] = json.dumps(result.peak_power_w).encode()
-    pq.write_table(table.replace_schema_metadata(meta), path)
+    with output_path(path) as tmp:
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
     return path
 
 
@@ -191,6 +193,8 @@ def simulate(
     >>> simulate(prog, {0: [mvm]}, frames=2).device_latency_cycles.tolist()
     [8024, 8024]
     """
+    if trace_path is not None:
+        check_output(trace_path)
     if isinstance(program_or_dir, Program):
         if tasklists is None:
             raise ConfigError("tasklists must be given with a Program, not None")
@@ -240,7 +244,8 @@ def simulate(
                 HEADER_TOKEN_LATENCY: str(arch.control.token_signal_latency_cycles),
             },
         )
-        (tracer or Tracer((), 0)).write(path, header)
+        with output_path(path) as tmp:
+            (tracer or Tracer((), 0)).write(tmp, header)
         timeline = path.with_name(path.name.removesuffix(path.suffix) + POWER_TIMELINE_SUFFIX)
         write_power_timeline(result, timeline)
         result.trace_path = path

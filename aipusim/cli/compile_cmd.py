@@ -20,6 +20,7 @@ import click
 from click.core import ParameterSource
 
 from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import check_name, check_output
 from aipusim.cli.options import (
     StrictChoice,
     arch_option,
@@ -200,8 +201,10 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
         output_dir = Path(config.output_dir)
     if output_dir is None:
         raise ConfigError("-o/--output is required (the folder for the artifacts)")
+    check_name(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigError(f"-o/--output must be a folder, not the file {str(output_dir)!r}")
+    check_output(output_dir, folder=True)
     config.output_dir = str(output_dir)
 
     shape_text = pick("input_shape", "input_shape")

@@ -27,13 +27,16 @@ def disasm(file: Path, output: Path | None) -> None:
 
     Example: ``aipusim isa disasm compiled_model/core0.tasklist -o core0.txt``
     """
+    from aipusim.base.fileio import check_output, write_text
     from aipusim.isa import disassemble, read_tasklist
 
+    if output is not None:
+        check_output(output)
     text = disassemble(read_tasklist(file))
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        write_text(output, text)
 
 
 @isa.command("asm")
@@ -47,8 +50,10 @@ def asm(text: Path, output: Path, as_json: bool) -> None:
 
     Example: ``aipusim isa asm core0.txt -o compiled_model/core0.tasklist``
     """
+    from aipusim.base.fileio import check_output
     from aipusim.isa import assemble, write_tasklist
 
+    check_output(output)
     try:
         source = text.read_text(encoding="utf-8")
     except OSError as exc:

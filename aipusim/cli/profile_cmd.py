@@ -106,9 +106,16 @@ def profile(
     ``aipusim profile a.trace --compare b.trace --json``.
     """
     from aipusim import profiler as prof
+    from aipusim.base.fileio import check_output
     from aipusim.profiler.drop import check_percent
 
     check_percent(drop_percentile)
+    # every output is checked before the trace is read (a big trace takes a while)
+    for path in (chrome_path, parquet_path, csv_path, md_path):
+        if path is not None:
+            check_output(path)
+    if plot_dir is not None:
+        check_output(plot_dir, folder=True)
     if compare_path is not None and by not in (None, "layer"):
         raise ConfigError(f"--compare gives per-layer deltas; --by must be layer, not {by}")
     by = by or "layer"
@@ -129,9 +136,9 @@ def profile(
             "power": prof.power_table,
         }[by]
         table = reducer(trace, drop_percentile, drop_by)
-    for path in (parquet_path, csv_path, md_path):
+    for path, kind in ((parquet_path, ".parquet"), (csv_path, ".csv"), (md_path, ".md")):
         if path is not None:
-            prof.write_table(table, path)
+            prof.write_table(table, path, kind)
     if plot_dir is not None:
         peak, ddr = _roofs(trace, arch_path)
         written = prof.plot_all(trace, plot_dir, drop_percentile, drop_by, peak, ddr, bins)

@@ -71,7 +71,7 @@ def simulate(
     from aipusim.isa.program import load_program_tables
     from aipusim.simulator import simulate as run_simulation
 
-    require_dir(compiled_dir, "COMPILED_DIR")
+    compiled_dir = compiled_folder(compiled_dir)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
     from aipusim.overrides import check_overrides
@@ -96,6 +96,33 @@ def simulate(
         click.echo(result.to_json())
         return
     click.echo(summary_text(result))
+
+
+def compiled_folder(path: Path) -> Path:
+    """The ``compiled_model/`` folder that ``path`` names: itself, or the one inside a
+    compile output folder. A folder left by a failed compile is refused with its status."""
+    import json
+
+    from aipusim.isa.program import PROGRAM_FILE
+    from aipusim.modelfiles import COMPILED_DIR
+
+    folder = path / COMPILED_DIR if (path / COMPILED_DIR).is_dir() else path
+    if (folder / PROGRAM_FILE).is_file():
+        return folder
+    from aipusim.compiler.driver import REPORT_NAME
+
+    for report in (path / REPORT_NAME, path.parent / REPORT_NAME):
+        try:
+            data = json.loads(report.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("status") not in (None, "SUCCEEDED"):
+            raise ConfigError(
+                f"COMPILED_DIR {str(path)!r} is the output of a failed compile "
+                f"({data.get('status')} in {data.get('stage')}: {data.get('message')}); "
+                "fix that and compile again"
+            )
+    return require_dir(folder, "COMPILED_DIR")
 
 
 def summary_text(result: SimResult) -> str:

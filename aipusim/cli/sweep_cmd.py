@@ -114,8 +114,11 @@ def sweep(
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
     from aipusim.sweep.space import build_space
 
+    from aipusim.base.fileio import check_output
+
     if flush_every < 1:
         raise ConfigError(f"--flush-every must be a positive integer, not {flush_every}")
+    check_output(output, folder=True)
     backend = parse_backend(workers=workers, cluster=cluster, scheduler=scheduler)
     if backend.kind != "local":
         require_dask("--cluster" if cluster is not None else "--scheduler")

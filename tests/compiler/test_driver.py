@@ -300,3 +300,74 @@ def test_error_artifact(onnx_models, tmp_path: Path, randomize: bool) -> None:
     conv_w = next(n for n in dumped.graph.node if n.op_type == "Conv").input[1]
     weights = {t.name: numpy_helper.to_array(t) for t in dumped.graph.initializer}
     assert np.array_equal(weights[conv_w], original[conv_w]) is not randomize
+
+
+def test_failed_compile_over_a_good_folder_leaves_only_the_failure(
+    onnx_models, tmp_path: Path, capsys
+) -> None:
+    from aipusim.cli.main import main
+
+    good = save(onnx_models.classifier(), tmp_path, "good.onnx")
+    bad = save(_unknown_domain_model(), tmp_path, "bad.onnx")
+    out = tmp_path / "out"
+    compile_model(request(good, out))
+    assert (out / "compiled_model" / "model.json").is_file()
+    with pytest.raises(UnsupportedOperatorError, match=r"unknown domain `com\.acme`"):
+        compile_model(request(bad, out))
+    # no cli_args.json, conf.json or compiled_model/ of the good compile stays beside it
+    assert sorted(p.name for p in out.iterdir()) == [LOG_NAME, REPORT_NAME]
+    assert report(out)["status"] == "LOWER_FRONTEND_ERROR"
+    assert leftovers(tmp_path) == []
+    capsys.readouterr()
+    assert main(["simulate", str(out / "compiled_model")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is the output of a failed compile" in err
+
+
+def _unknown_domain_model() -> onnx.ModelProto:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.acme")
+    graph = helper.make_graph([node], "custom", [x], [y])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.acme", 1)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def test_ctrl_c_is_reported_as_interrupted(onnx_models, tmp_path: Path) -> None:
+    model = save(onnx_models.classifier(), tmp_path)
+    out = tmp_path / "out"
+
+    def interrupt(name: str, graph) -> None:
+        if name == "import":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        compile_model(request(model, out), after_pass=interrupt)
+    rep = report(out)
+    assert rep["status"] == "INTERRUPTED" and rep["stage"] == "import"
+    assert rep["message"] == "interrupted (Ctrl-C) in import"
+
+
+def test_temporary_folders_of_killed_compiles_are_removed_by_the_next(
+    onnx_models, tmp_path: Path
+) -> None:
+    model = save(onnx_models.conv_bn_relu(), tmp_path)
+    out = tmp_path / "out"
+    dead = 2**22 + 1  # above the kernel's pid_max default: no such process
+    (tmp_path / f".out.tmp-{dead}-0123abcd").mkdir()
+    (tmp_path / f".out.old-{dead}-0123abcd").mkdir()
+    (tmp_path / ".other.tmp-1-0123abcd").mkdir()  # another target's: not ours to remove
+    compile_model(request(model, out), passes=FLOAT_FRONT)
+    assert leftovers(tmp_path) == [".other.tmp-1-0123abcd"]
+    # the folder gets the mode mkdir would give, not the private one of a temporary folder
+    assert out.stat().st_mode & 0o777 == 0o777 & ~_umask()
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

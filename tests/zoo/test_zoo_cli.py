@@ -100,4 +100,4 @@ def test_missing_output_folder_is_bad_input(
 ) -> None:
     out = tmp_path / "no" / "x.onnx"
     assert main(["zoo", "export", "tiny_cnn", "-o", str(out)]) == 2
-    assert "must be an existing folder" in capsys.readouterr().err
+    assert "no' does not exist" in capsys.readouterr().err
