@@ -12,6 +12,11 @@ collects outcomes as they complete, shows a progress bar, and flushes rows to th
 the sweep ends or is interrupted (Ctrl-C, SIGTERM): only the points in flight are lost, and
 the next run with the same arguments picks up the rest.
 
+Local pool workers watch the process that started them: when it is gone (``kill -9`` of
+the sweep), they exit within a second or two instead of living on as orphans. Each works
+in its own scratch folder ``DIR/.scratch/worker-<pid>-<hex>`` (its temporary files and
+compile outputs), which the next run into DIR removes if the worker died with it.
+
 >>> backend = parse_backend(workers=None, cluster="local:2", scheduler=None)
 >>> backend.kind, backend.workers
 ('dask-local', 2)
@@ -24,6 +29,7 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +43,7 @@ from aipusim.base.errors import ConfigError, SimulationError
 from aipusim.sweep.space import SweepPoint, SweepSpace
 from aipusim.sweep.store import (
     METRIC_COLUMNS,
+    SCRATCH_DIR,
     STATUS_FAILED,
     STATUS_OK,
     TYPED_SUFFIX,
@@ -183,13 +190,44 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+#: Seconds between a worker's checks that the sweep that started it still runs.
+PARENT_CHECK_S = 1.0
+
+
+def _watch_parent(parent: int, interval_s: float) -> None:
+    while True:
+        time.sleep(interval_s)
+        if os.getppid() != parent:
+            # the sweep is gone (killed): nothing will read our results
+            os._exit(1)
+
+
+def worker_setup(parent: int, scratch_root: str, interval_s: float = PARENT_CHECK_S) -> None:
+    """Initializer of a local pool worker: a daemon thread that ends the worker when its
+    parent ``parent`` is gone, and a private scratch folder under ``scratch_root`` for
+    every temporary file the worker makes (``TMPDIR``)."""
+    threading.Thread(
+        target=_watch_parent, args=(parent, interval_s), name="watch-parent", daemon=True
+    ).start()
+    root = Path(scratch_root)
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=root))
+    os.environ["TMPDIR"] = str(scratch)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
 @contextlib.contextmanager
-def _executor(backend: Backend) -> Iterator[tuple[Callable[..., Any], Callable[..., Any]]]:
+def _executor(
+    backend: Backend, scratch: Path | None = None
+) -> Iterator[tuple[Callable[..., Any], Callable[..., Any]]]:
     """``(submit, as_completed)`` of the backend; shuts it down on the way out."""
     if backend.kind == "local":
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        pool = ProcessPoolExecutor(max_workers=backend.workers)
+        setup: dict[str, Any] = {}
+        if scratch is not None:
+            setup = {"initializer": worker_setup, "initargs": (os.getpid(), str(scratch))}
+        pool = ProcessPoolExecutor(max_workers=backend.workers, **setup)
         try:
             yield pool.submit, as_completed
         except BaseException:
@@ -244,11 +282,14 @@ def run_sweep(
     flush_every: int = 8,
     flush_seconds: float = 10.0,
     progress: bool = True,
+    resume: bool = False,
 ) -> SweepSummary:
     """Evaluate every point of ``space`` not yet stored in ``directory``; store the rows.
 
     ``evaluator`` defaults to `aipusim.sweep.evaluate.evaluate_point` (compile + simulate).
     It must be picklable by reference (a module-level function) for the local pool.
+    ``resume`` goes on from a damaged folder: unreadable parts are set aside (``*.bad``)
+    and their points run again; a broken ``sweep.json`` is rewritten.
     """
     if evaluator is None:
         from aipusim.sweep.evaluate import evaluate_point
@@ -256,11 +297,13 @@ def run_sweep(
         evaluator = evaluate_point
     backend = backend or parse_backend()
     store = ResultStore(directory)
-    store.open(space.context)
+    store.open(space.context, resume=resume)
     typed = space.typed_columns()
     key_columns = list(space.points[0].columns()) if space.points else []
     schema = result_schema(key_columns, typed)
-    done = store.done_ids()
+    done = store.done_ids(resume)
+    for bad in store.set_aside:
+        print(f"sweep: set aside unreadable {bad.name}; its points run again", file=sys.stderr)
     todo = [p for p in space.points if p.point_id not in done]
     skipped = len(space.points) - len(todo)
     ran = failed = 0
@@ -289,7 +332,8 @@ def run_sweep(
         dynamic_ncols=True,
     )
     try:
-        with _sigterm_as_interrupt(), _executor(backend) as (submit, as_completed):
+        scratch = store.directory / SCRATCH_DIR
+        with _sigterm_as_interrupt(), _executor(backend, scratch) as (submit, as_completed):
             futures = {submit(run_point, evaluator, p): p for p in todo}
             for future in as_completed(list(futures)):
                 point = futures[future]
@@ -313,6 +357,7 @@ def run_sweep(
     finally:
         flush()
         bar.close()
+        store.clean_stale()  # the scratch folders of the workers that ended
     return SweepSummary(len(space.points), skipped, ran, failed, store.directory)
 
 
@@ -325,4 +370,5 @@ __all__ = [
     "require_dask",
     "run_point",
     "run_sweep",
+    "worker_setup",
 ]
