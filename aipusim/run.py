@@ -114,9 +114,11 @@ def run_model(
     from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
     from aipusim.run_report import write_run_report
     from aipusim.simulator import simulate
+    from aipusim.simulator.budget import check_frames_bound
 
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    check_frames_bound(frames, flag="--frames")
     prepare_output_dir(output_dir)
     arch = load_arch(arch_path)
     hook = stage or (lambda _name, _total: lambda _n: None)

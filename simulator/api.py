@@ -22,6 +22,7 @@ from aipusim.isa.trace_schema import (
     TraceHeader,
     parse_levels,
 )
+from aipusim.simulator.budget import check_run_memory
 from aipusim.simulator.engine import Simulation
 from aipusim.simulator.result import SimResult
 from aipusim.simulator.trace import Tracer
@@ -227,6 +228,15 @@ def simulate(
         if tags
         else None
     )
+    if isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1:
+        # refused before it starts, not killed for want of memory an hour later
+        check_run_memory(
+            {c: lists[c] for c in program.instance.cores if c in lists},
+            frames=frames,
+            frames_per_start=program.frames_per_start,
+            replicas=program.replicas,
+            traced=tracer is not None,
+        )
     sim = Simulation(
         program, lists, arch, frames=frames, tracer=tracer, progress=progress, voltage_v=voltage
     )

@@ -8,8 +8,12 @@ from typing import Any
 
 import click
 
-from aipusim.base.errors import TasklistError
+from aipusim.base.errors import ConfigError, TasklistError
 from aipusim.cli.options import arch_option, json_option, load_arch_option
+
+#: Most frames `isa check` runs: the abstract execution repeats the same frame, so more
+#: only costs time and memory.
+MAX_CHECK_FRAMES = 1000
 
 
 @click.group()
@@ -87,6 +91,11 @@ def check(paths: tuple[Path, ...], frames: int, arch_path: Path | None, as_json:
     """
     from aipusim.isa import check_paths
 
+    if not 1 <= frames <= MAX_CHECK_FRAMES:
+        raise ConfigError(
+            f"--frames must be an integer 1-{MAX_CHECK_FRAMES} (frames of the abstract "
+            f"execution; 2 already exercise the per-frame balance), not {frames}"
+        )
     report = check_paths(paths, load_arch_option(arch_path), frames)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

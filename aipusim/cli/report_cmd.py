@@ -85,6 +85,9 @@ def report(
 
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    from aipusim.simulator.budget import check_frames_bound
+
+    check_frames_bound(frames, flag="--frames")
     if workers < 1:
         raise ConfigError(f"--workers must be an integer >= 1, not {workers}")
     if input_size is not None and input_size < 1:
