@@ -42,6 +42,7 @@ from aipusim.base.errors import AipuSimError, ConfigError, FileAccessError
 from aipusim.base.fileio import check_name, check_output, folder_error, reporting
 from aipusim.compiler.importer import read_model
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.memory_estimate import check_compile_memory
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import (
     IMPORT,
@@ -298,7 +299,7 @@ def compile_model(
             passes=passes,
             dump_after=dump_ir,
             stop_after="quantize" if quantize_only and "quantize" in pass_names(passes) else None,
-            after_pass=after_pass,
+            after_pass=_with_memory_check(after_pass, start_after is None),
             source_name=str(request.model_path),
             start_after=start_after,
             model_checked=True,
@@ -379,6 +380,23 @@ def compile_model(
 
 #: Status of a compile stopped by Ctrl-C (or SIGTERM turned into KeyboardInterrupt).
 INTERRUPTED = "INTERRUPTED"
+
+
+def _with_memory_check(
+    after_pass: Callable[[str, Graph], None] | None, calibrates: bool
+) -> Callable[[str, Graph], None] | None:
+    """``after_pass`` preceded, right after the import, by the memory estimate of the
+    compile (when it will calibrate: not for an already quantized model)."""
+    if not calibrates:
+        return after_pass
+
+    def hook(name: str, graph: Graph) -> None:
+        if name == IMPORT:
+            check_compile_memory(graph)
+        if after_pass is not None:
+            after_pass(name, graph)
+
+    return hook
 
 
 def _status_for(exc: BaseException, stage: str) -> str:

@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
-from aipusim.base.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
+from aipusim.base.errors import (
+    ConfigError,
+    OnnxImportError,
+    ResourceLimitError,
+    UnsupportedOperatorError,
+)
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import LOG_NAME, REPORT_NAME, compile_model
 from aipusim.compiler.ir import verify
@@ -371,3 +377,40 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_compile_too_big_for_the_machine_is_refused_after_the_import(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    side = 65536  # one 256-channel float map of this side is 4.4 TB
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, side, side])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256, side, side])
+    w = numpy_helper.from_array(np.zeros((256, 3, 3, 3), np.float32), "w")
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph([conv], "huge", [x], [y], initializer=[w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    out = tmp_path / "out"
+    with pytest.raises(
+        ResourceLimitError, match=r"^compiling huge would need about [\d.]+ TB"
+    ) as err:
+        compile_model(request(save(model, tmp_path), out))
+    assert "the largest `y` 1x256x65536x65536 = 4.4 TB" in str(err.value)
+    assert report(out)["stage"] == "import"
+
+
+def test_the_compile_memory_estimate_counts_activations_and_constants() -> None:
+    from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    from aipusim.compiler.memory_estimate import check_compile_memory, graph_bytes
+
+    g = Graph(
+        "g",
+        (Node("r", Op.RELU, ("x",), ("y",)),),
+        {"x": Tensor("x", (1, 1000)), "y": Tensor("y", (1, 1000))},
+        {},
+        ("x",),
+        ("y",),
+    )
+    assert graph_bytes(g) == (8000, 0, "`x` 1x1000 = 4 kB")
+    check_compile_memory(g, available=10**9)
+    with pytest.raises(ResourceLimitError, match="is available"):
+        check_compile_memory(g, available=10**6)
