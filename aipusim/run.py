@@ -136,7 +136,7 @@ def run_model(
                 arch_path=arch_path,
                 cli_args={"input": str(model_path), "output": str(output_dir)},
             ),
-            after_pass=lambda _name, _graph: step(1),
+            after_pass=lambda name, _graph: _passed(stage, step, name),
         )
         compile_s = time.perf_counter() - t0
 
@@ -193,6 +193,14 @@ def run_model(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return result
+
+
+def _passed(stage: Any, step: Callable[[int], None], name: str) -> None:
+    """One more pass of the compile done: its name to the stage hook if it takes notes."""
+    note = getattr(stage, "note", None)
+    if note is not None:
+        note(f"after {name}")
+    step(1)
 
 
 def run_summary(result: RunResult) -> dict[str, Any]:

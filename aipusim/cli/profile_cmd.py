@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -161,8 +162,15 @@ def profile(
 
 
 def _big(path: Path) -> bool:
-    """Worth a progress bar: a trace over 64 MB (about a million lines)."""
-    return path.is_file() and path.stat().st_size > (64 << 20)
+    """Worth a progress bar: a trace over 64 MB (about a million lines). On a terminal the
+    reader shows one; elsewhere one plain line says what is being read."""
+    if not (path.is_file() and path.stat().st_size > (64 << 20)):
+        return False
+    if sys.stderr.isatty():
+        return True
+    size = path.stat().st_size / 1e6
+    click.echo(f"aipusim: profile: reading {path} ({size:.0f} MB)", err=True)
+    return False
 
 
 def _warn_lines(trace) -> None:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+from aipusim.progress import Progress
 
 
 @click.command()
@@ -64,13 +62,13 @@ def run(
     base = load_config(builtin) if builtin is not None else None
     config = build_config(conf_path, overrides, base)
     out = output_dir or Path.cwd() / source.name
-    bars = _ProgressBars()
+    progress = Progress()
     try:
         result = run_model(
-            source, config, out, frames=frames, levels=tags, arch_path=arch_path, stage=bars
+            source, config, out, frames=frames, levels=tags, arch_path=arch_path, stage=progress
         )
     finally:
-        bars.close()
+        progress.close()
     if as_json:
         from aipusim.run import run_summary
 
@@ -85,20 +83,3 @@ def run(
         f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
         f"wrote {out}/ (report.md, trace.txt, plots/)"
     )
-
-
-class _ProgressBars:
-    """A stage hook: one tqdm bar per stage on stderr (hidden when stderr is not a TTY)."""
-
-    def __init__(self) -> None:
-        self._bar: tqdm | None = None
-
-    def __call__(self, name: str, total: int) -> Callable[[int], None]:
-        self.close()
-        self._bar = tqdm(total=total, desc=f"{name:<8}", file=sys.stderr, disable=None, leave=False)
-        return self._bar.update
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None

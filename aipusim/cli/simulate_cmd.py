@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,6 +9,7 @@ import click
 
 from aipusim.base.errors import ConfigError
 from aipusim.cli.options import arch_option, json_option, load_arch_option, require_dir
+from aipusim.progress import Progress
 
 if TYPE_CHECKING:
     from aipusim.simulator import SimResult
@@ -66,8 +66,6 @@ def simulate(
 
     Example: ``aipusim simulate out/compiled_model --frames 16 --set frequency=400000000``
     """
-    from tqdm import tqdm
-
     from aipusim.isa.program import load_program_tables
     from aipusim.simulator import simulate as run_simulation
 
@@ -81,7 +79,8 @@ def simulate(
     program, tasklists = load_program_tables(compiled_dir)
     # (--set frames=N changes the count the simulator checks; the bar then shows no total)
     expected = None if "frames" in overrides else frames * max(1, program.replicas)
-    with tqdm(total=expected, unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
+    progress = Progress()
+    try:
         result = run_simulation(
             program,
             tasklists,
@@ -90,8 +89,10 @@ def simulate(
             levels=levels,
             trace_path=trace_path,
             overrides=overrides,
-            progress=bar.update,
+            progress=progress.stage("simulate", expected),
         )
+    finally:
+        progress.close()
     if as_json:
         click.echo(result.to_json())
         return

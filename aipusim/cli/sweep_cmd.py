@@ -126,6 +126,10 @@ def sweep(
     if flush_every < 1:
         raise ConfigError(f"--flush-every must be a positive integer, not {flush_every}")
     check_output(output, folder=True)
+    if frames >= 1:  # (build_space names a bad count)
+        from aipusim.simulator.budget import check_frames_bound
+
+        check_frames_bound(frames, flag="--frames")
     backend = parse_backend(workers=workers, cluster=cluster, scheduler=scheduler)
     if backend.kind != "local":
         require_dask("--cluster" if cluster is not None else "--scheduler")

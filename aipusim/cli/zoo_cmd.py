@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from tqdm import tqdm
 
 from aipusim.base.errors import ZooError
+from aipusim.progress import Progress
 
 
 @click.group()
@@ -47,7 +47,16 @@ def list_models(as_json: bool) -> None:
     from aipusim import zoo as zoo_api
 
     names = zoo_api.names()
-    records = [_record(n) for n in tqdm(names, desc="building", unit="model", leave=False)]
+    progress = Progress()
+    step = progress.stage("building", len(names))
+    try:
+        records = []
+        for n in names:
+            progress.note(n)
+            records.append(_record(n))
+            step(1)
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(records, indent=2))
         return

@@ -13,7 +13,6 @@ Example: ``run_layers_study(Path("reports/layers"), models=["tiny_cnn"], frames=
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -274,17 +273,16 @@ def run_profiles(
     progress: bool,
 ) -> list[dict[str, Any]]:
     """Profile every model, ``workers`` at a time; results in the order of ``models``."""
-    from tqdm import tqdm
+    from aipusim.progress import Progress
 
     done: dict[str, dict[str, Any]] = {}
-    bar = tqdm(
-        total=len(models), desc="layers", unit="model", file=sys.stderr, disable=not progress
-    )
+    bar = Progress() if progress else None
+    step = bar.stage("layers", len(models)) if bar is not None else (lambda _n: None)
     try:
         if workers <= 1:
             for m in models:
                 done[m] = profile_model(m, input_size, frames, out)
-                bar.update(1)
+                step(1)
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 futures = {
@@ -292,9 +290,10 @@ def run_profiles(
                 }
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
-                    bar.update(1)
+                    step(1)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     return [done[m] for m in models]
 
 

@@ -310,7 +310,7 @@ def run_sweep(
     if not todo:
         return SweepSummary(len(space.points), skipped, 0, 0, store.directory)
 
-    from tqdm import tqdm
+    from aipusim.progress import Progress
 
     buffer: list[dict[str, Any]] = []
     last_flush = time.monotonic()
@@ -322,15 +322,8 @@ def run_sweep(
             buffer.clear()
         last_flush = time.monotonic()
 
-    bar = tqdm(
-        total=len(space.points),
-        initial=skipped,
-        unit="pt",
-        desc="sweep",
-        file=sys.stderr,
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    progress = Progress() if progress else None
+    step = progress.stage("sweep", len(todo)) if progress is not None else None
     try:
         scratch = store.directory / SCRATCH_DIR
         with _sigterm_as_interrupt(), _executor(backend, scratch) as (submit, as_completed):
@@ -350,13 +343,15 @@ def run_sweep(
                 buffer.append(make_row(point, outcome, typed))
                 ran += 1
                 failed += outcome["status"] == STATUS_FAILED
-                bar.update(1)
-                bar.set_postfix(failed=failed, refresh=False)
+                if progress is not None and step is not None:
+                    progress.note(f"{failed} failed")
+                    step(1)
                 if len(buffer) >= flush_every or time.monotonic() - last_flush >= flush_seconds:
                     flush()
     finally:
         flush()
-        bar.close()
+        if progress is not None:
+            progress.close()
         store.clean_stale()  # the scratch folders of the workers that ended
     return SweepSummary(len(space.points), skipped, ran, failed, store.directory)
 

@@ -291,9 +291,6 @@ def build_space(
     """
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"--frames must be a positive integer, not {frames!r}")
-    from aipusim.simulator.budget import check_frames_bound
-
-    check_frames_bound(frames, flag="--frames")
     if input_size is not None and (isinstance(input_size, bool) or input_size < 1):
         raise ConfigError(f"--input-size must be a positive integer, not {input_size!r}")
     _check_models(models)

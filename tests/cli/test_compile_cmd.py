@@ -23,7 +23,7 @@ def driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[CompileReque
     """Record compile requests instead of compiling; run in a scratch folder with m.onnx."""
     calls: list[CompileRequest] = []
     fake = types.ModuleType("aipusim.compiler.driver")
-    fake.compile_model = calls.append  # type: ignore[attr-defined]
+    fake.compile_model = lambda request, **_hooks: calls.append(request)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "aipusim.compiler.driver", fake)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.onnx").write_bytes(b"not parsed by these tests")
