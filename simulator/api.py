@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.arch import Arch, load_arch
-from aipusim.base.errors import ConfigError
+from aipusim.base.errors import ConfigError, TasklistError
 from aipusim.base.fileio import check_output, output_path
 from aipusim.isa.program import MulticoreMode, Program, load_program_tables
 from aipusim.isa.table import TaskTable
@@ -143,6 +143,24 @@ def _check_runtime(program: Program, changes: dict[str, Any]) -> None:
             )
 
 
+def check_addresses(
+    program: Program, tasklists: Mapping[int, Sequence[Task] | TaskTable], arch: Arch
+) -> None:
+    """Refuse tasklists with an access outside the usable part of its pool (a
+    `TasklistError` naming the first task), as `aipusim isa check` reports them."""
+    from aipusim.isa.addresses import find_violations
+
+    for core in program.instance.cores:
+        tasks = tasklists.get(core)
+        if tasks is None:
+            continue
+        table = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
+        found = find_violations(table, arch)
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise TasklistError(f"core {core} {found[0]}{more}")
+
+
 def write_power_timeline(result: SimResult, path: Path) -> Path:
     """The power timeline as Parquet, with its bin and the run's peak power by window in
     the schema metadata (what the profiler's power plot states)."""
@@ -228,6 +246,7 @@ def simulate(
         if tags
         else None
     )
+    check_addresses(program, lists, arch)
     if isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1:
         # refused before it starts, not killed for want of memory an hour later
         check_run_memory(
