@@ -136,6 +136,16 @@ def _m_resources(m: pd.DataFrame) -> pd.Categorical:
     )
 
 
+def cores_that_ran(trace: Trace) -> list[int]:
+    """The cores with events in the trace (the header's ``cores`` is the chip's count)."""
+    ran: set[int] = set()
+    for tag in (Tag.K, Tag.M, Tag.PB):
+        df = trace[tag]
+        if len(df):
+            ran.update(int(c) for c in df["core"].unique())
+    return sorted(ran)
+
+
 def window(trace: Trace) -> tuple[int, int]:
     """(first, last) event time of the trace in cycles; (0, 0) when it has no events."""
     lo, hi = [], []
@@ -297,20 +307,22 @@ def frame_summary(
 def core_table(
     trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
 ) -> pd.DataFrame:
-    """Per core: frames, layer samples, tasks, busy % (any unit) and per unit class, MACs,
-    bytes and achieved MACs per cycle over the window. (Only the time drop applies.)"""
+    """Per core that ran (has tasks in the trace): frames it worked on (the init phase is
+    not a frame), layer samples, tasks, busy % (any unit) and per unit class, MACs, bytes
+    and achieved MACs per cycle over the window. (Only the time drop applies.)"""
     trace, _ = _prepare(trace, drop_percentile, drop_by)
     t = tasks(trace)
     lo, hi = window(trace)
     span = max(hi - lo, 1)
-    cores = np.arange(trace.header.cores)
-    if len(t):
-        cores = np.union1d(cores, t["core"].unique())
+    cores = np.unique(t["core"].to_numpy(np.int64)) if len(t) else np.zeros(0, np.int64)
     n = len(cores)
     idx = np.searchsorted(cores, t["core"].to_numpy(np.int64))
     bounds = (np.full(n, lo), np.full(n, hi))
     out = pd.DataFrame({"core": cores})
-    out["frames"] = t.groupby("core")["frame"].nunique().reindex(cores, fill_value=0).to_numpy()
+    in_frames = t[(t["frame"] >= 0).to_numpy(dtype=bool)]
+    out["frames"] = (
+        in_frames.groupby("core")["frame"].nunique().reindex(cores, fill_value=0).to_numpy()
+    )
     # Layer samples (`aipusim.profiler.layers`): distinct (frame, layer) per core.
     named = t[((t["frame"] >= 0) & (t["layer"].astype(str) != "")).to_numpy(dtype=bool)]
     per_core = named.groupby(["core", "frame", "layer"], observed=True).size().groupby("core")

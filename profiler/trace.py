@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -34,6 +34,7 @@ from aipusim.isa.trace_schema import (
     TraceHeader,
     union_columns,
 )
+from aipusim.profiler.consistency import drop_inconsistent
 from aipusim.profiler.parse import parse_parquet, parse_text
 
 _PARQUET_MAGIC = b"PAR1"
@@ -60,6 +61,9 @@ class Trace:
     events: int
     source: str = ""
     power: pd.DataFrame | None = None
+    #: Events left out because they contradict the trace, per reason
+    #: (`aipusim.profiler.consistency`).
+    inconsistent: dict[str, int] = field(default_factory=dict)
 
     def __getitem__(self, tag: Tag | str) -> pd.DataFrame:
         return self.tables[Tag(tag)]
@@ -156,7 +160,10 @@ def load_trace(path: str | Path, strict: bool = False, progress: bool = False) -
     """Read a trace file (text, optionally compressed, or Parquet by content/suffix).
 
     ``strict=True`` raises `TraceFormatError` on the first malformed line (with its
-    number) instead of counting it. The power timeline beside the trace is loaded too.
+    number) or the first event that contradicts the trace (a core beyond the header's
+    count, a negative time, a frame no ``[B]`` event has) instead of counting it; without
+    it such events are left out and counted in ``inconsistent``. The power timeline
+    beside the trace is loaded too.
     ``progress`` shows a progress bar on stderr while a text trace is read.
     """
     if not isinstance(path, str | os.PathLike):
@@ -173,14 +180,16 @@ def load_trace(path: str | Path, strict: bool = False, progress: bool = False) -
         if power_path.is_file() and power_path != p
         else None
     )
+    tables, dropped = drop_inconsistent(parsed.header, parsed.tables, str(p), strict)
     return Trace(
         header=parsed.header,
-        tables=parsed.tables,
+        tables=tables,
         unknown=parsed.unknown,
         malformed=parsed.malformed,
-        events=parsed.events,
+        events=parsed.events - sum(dropped.values()),
         source=str(p),
         power=power,
+        inconsistent=dropped,
     )
 
 

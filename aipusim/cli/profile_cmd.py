@@ -152,11 +152,13 @@ def profile(
         return
     summary = prof.frame_summary(trace, drop_percentile, drop_by)
     h = trace.header
+    ran = len(prof.cores_that_ran(trace))
+    cores = f"{ran} of {h.cores} cores ran" if ran else f"{h.cores} cores"
     click.echo(
         f"{h.model or trace_path.name}: {trace.events} events, {summary['frames']} frames, "
         f"{summary['fps']:.1f} fps (steady state, {summary['warmup_frames']} warm-up "
         f"frame(s) left out), queued latency p50 {summary['p50_us']:.1f} µs p99 "
-        f"{summary['p99_us']:.1f} µs ({h.cores} cores at {h.freq_hz / 1e6:g} MHz)\n"
+        f"{summary['p99_us']:.1f} µs ({cores}, {h.freq_hz / 1e6:g} MHz)\n"
     )
     click.echo(prof.to_markdown(table))
 
@@ -174,6 +176,10 @@ def _big(path: Path) -> bool:
 
 
 def _warn_lines(trace) -> None:
+    if trace.inconsistent:
+        from aipusim.profiler.consistency import describe_dropped
+
+        click.echo(describe_dropped(trace.source, trace.inconsistent), err=True)
     if trace.unknown_count:
         click.echo(
             f"{trace.source}: {trace.unknown_count} line(s) of unknown tag kept as [?]", err=True
