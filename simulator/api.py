@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aipusim.arch import Arch, load_arch
-from aipusim.base.errors import ConfigError, TasklistError
+from aipusim.base.errors import ConfigError, SimulationError, TasklistError
 from aipusim.base.fileio import check_output, output_path
 from aipusim.isa.program import MulticoreMode, Program, load_program_tables
 from aipusim.isa.table import TaskTable
@@ -23,7 +24,7 @@ from aipusim.isa.trace_schema import (
     parse_levels,
 )
 from aipusim.simulator.budget import check_run_memory
-from aipusim.simulator.engine import Simulation
+from aipusim.simulator.engine import Simulation, check_voltage
 from aipusim.simulator.result import SimResult
 from aipusim.simulator.trace import Tracer
 
@@ -98,7 +99,9 @@ _KIND_TEXT = {int: "an integer", float: "a number", bool: "true or false"}
 
 
 def _convert(key: str, value: Any, kind: type) -> Any:
-    """``value`` (text from ``--set`` or a Python value) as a ``kind``."""
+    """``value`` (text from ``--set`` or a Python value) as a ``kind``; nan and inf are not
+    numbers here, and a huge integer keeps its digits (text is not read through a float)."""
+    given = value
     if isinstance(value, str):
         text = value.strip()
         if kind is bool:
@@ -106,16 +109,37 @@ def _convert(key: str, value: Any, kind: type) -> Any:
                 raise ConfigError(f"{key} must be true or false, not {value!r}")
             return text.lower() in ("true", "1")
         try:
-            return kind(float(text)) if kind is int else kind(text)
+            value = int(text) if kind is int and text.lstrip("+-").isdigit() else float(text)
         except ValueError:
             raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {value!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {given!r}")
     if kind is int and isinstance(value, float) and value.is_integer():
         value = int(value)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {value!r}")
+        raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {given!r}")
     return value
+
+
+def _check_clock(program: Program, changes: dict[str, Any], arch: Arch) -> None:
+    """The clock and the voltage of a run against the chip's operating points: bad input
+    (`ConfigError`, exit status 2), named with the valid range."""
+    clock = arch.clock
+    freq = changes.get("frequency_hz", program.frequency_hz)
+    if not clock.min_hz <= freq <= clock.max_hz:
+        where = "frequency" if "frequency_hz" in changes else "frequency_hz of model.json"
+        raise ConfigError(
+            f"{where} must be an integer {clock.min_hz}-{clock.max_hz} (Hz, the clock range "
+            f"of {arch.chip.name}), not {freq}"
+        )
+    voltage = changes.get("voltage_v")
+    if voltage is not None:
+        try:
+            check_voltage(arch, freq, voltage)
+        except SimulationError as exc:
+            raise ConfigError(str(exc).replace("voltage_v", "voltage", 1)) from None
 
 
 def _check_runtime(program: Program, changes: dict[str, Any]) -> None:
@@ -232,6 +256,7 @@ def simulate(
         name, v = _knob(key, value, program)
         changes[name] = v
     _check_runtime(program, changes)
+    _check_clock(program, changes, arch)
     voltage = changes.pop("voltage_v", None)
     if changes:
         program = program.with_overrides(**changes)

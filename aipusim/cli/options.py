@@ -67,8 +67,14 @@ def _check_sets(ctx: click.Context, param: click.Parameter, value: Sequence[str]
     try:
         parse_assignments(value)
     except ConfigError as exc:
-        raise ConfigError(f"--set: {exc}") from None
+        raise _flagged(exc) from None
     return tuple(value)
+
+
+def _flagged(exc: ConfigError) -> ConfigError:
+    """``exc`` with the flag it came from in front, once (not ``--set: --set must ...``)."""
+    text = str(exc)
+    return ConfigError(text if text.startswith("--set") else f"--set: {text}")
 
 
 def json_option(func: F) -> F:
@@ -136,7 +142,7 @@ def build_config(
         try:
             config.update(**sets)
         except ConfigError as exc:
-            raise ConfigError(f"--set: {exc}") from None
+            raise _flagged(exc) from None
     return config
 
 
