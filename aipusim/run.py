@@ -100,11 +100,13 @@ def run_model(
     arch_path: Path | None = None,
     drop_percentile: float | None = None,
     stage: StageHook | None = None,
+    input_shape: tuple[int, ...] | None = None,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
     ``stage(name, total)`` is called when a stage starts and returns a function that takes
-    progress steps (the CLI hangs progress bars on it).
+    progress steps (the CLI hangs progress bars on it). ``input_shape`` fixes the dynamic
+    dimensions of an ONNX model's input (``--input-shape``).
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -134,6 +136,7 @@ def run_model(
                 output_dir=tmp / "compile",
                 config=config,
                 arch_path=arch_path,
+                input_shape=input_shape,
                 cli_args={"input": str(model_path), "output": str(output_dir)},
             ),
             after_pass=lambda name, _graph: _passed(stage, step, name),

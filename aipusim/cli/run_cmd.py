@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from aipusim.base.errors import ConfigError
 from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
 from aipusim.progress import Progress
 
@@ -32,6 +33,12 @@ from aipusim.progress import Progress
     help="Trace levels to record (each line costs control-core cycles).",
 )
 @click.option("--input-size", type=int, default=None, help="Input side for a zoo model.")
+@click.option(
+    "--input-shape",
+    metavar="N,C,H,W",
+    default=None,
+    help="Fixed input shape for an ONNX model with dynamic dimensions, e.g. 1,3,224,224.",
+)
 @json_option
 def run(
     model: str,
@@ -42,6 +49,7 @@ def run(
     output_dir: Path | None,
     levels: str,
     input_size: int | None,
+    input_shape: str | None,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
@@ -53,10 +61,17 @@ def run(
     """
     from aipusim.compiler.config import load_config
     from aipusim.compiler.modelcard import builtin_configs
+    from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model
 
     source = resolve_model(model, input_size)
+    shape = parse_input_shape(input_shape) if input_shape is not None else None
+    if shape is not None and source.path is None:
+        raise ConfigError(
+            "--input-shape applies to ONNX files; a zoo model takes --input-size, not "
+            f"--input-shape {input_shape}"
+        )
     tags = [t.value for t in parse_levels(levels)]
     builtin = builtin_configs().get(source.name) if source.path is None else None
     base = load_config(builtin) if builtin is not None else None
@@ -65,7 +80,14 @@ def run(
     progress = Progress()
     try:
         result = run_model(
-            source, config, out, frames=frames, levels=tags, arch_path=arch_path, stage=progress
+            source,
+            config,
+            out,
+            frames=frames,
+            levels=tags,
+            arch_path=arch_path,
+            stage=progress,
+            input_shape=shape,
         )
     finally:
         progress.close()

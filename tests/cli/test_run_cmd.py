@@ -93,6 +93,11 @@ def test_rerun_replaces_an_earlier_run_folder(
             ["run", "tiny_cnn", "--set", "aipu_cores_used=5"],
             r"aipu_cores_used must be an integer 1-4, not 5",
         ),
+        (
+            ["run", "tiny_cnn", "--input-shape", "1,3,32,32"],
+            r"--input-shape applies to ONNX files; a zoo model takes --input-size",
+        ),
+        (["run", "tiny_cnn", "--frames", "x"], r"run: Invalid value for '--frames'"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -124,3 +129,32 @@ def test_refuses_an_output_below_a_file(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "afile").write_text("x")
     assert main(["run", "tiny_cnn", "-o", str(tmp_path / "afile" / "out")]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_input_shape_fixes_a_dynamic_onnx_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import onnx
+
+    from aipusim import zoo
+
+    model = zoo.build("tiny_cnn")
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[0].dim_param, dims[2].dim_param, dims[3].dim_param = "batch", "h", "w"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(model, path)
+    assert main(["run", str(path), "-o", str(tmp_path / "a"), "--frames", "1"]) == 2
+    assert "fix it with --input-shape" in capsys.readouterr().err
+    args = [
+        "run",
+        str(path),
+        "-o",
+        str(tmp_path / "b"),
+        "--frames",
+        "1",
+        "--input-shape",
+        "1,3,32,32",
+    ]
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["frames"] == 1
