@@ -52,6 +52,10 @@ def read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already ends in "(at line L, column C)".
         raise ArchError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ArchError(f"{path}: byte {exc.start} must be UTF-8 text, not binary data") from None
+    except OSError as exc:
+        raise ArchError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def _apply_override(raw: dict[str, Any], dotted: str, value: Any) -> None:

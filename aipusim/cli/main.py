@@ -66,10 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; bad input becomes one line on stderr and a non-zero exit, never a
     traceback: an `AipuSimError` (its ``exit_code``), a click usage error and an
     operating-system error on a file (status 2), Ctrl-C (status 130)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if any("\x00" in a for a in args):
+        # (a shell cannot pass one; a program calling main can)
+        return _fail("arguments must not contain NUL bytes", 2)
     try:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` (and the
         # command's own return value, None for ours) instead of exiting the process.
-        code = cli.main(args=argv, prog_name="aipusim", standalone_mode=False)
+        code = cli.main(args=args, prog_name="aipusim", standalone_mode=False)
         # flushed here, so a full disk or a closed pipe on stdout is reported like the rest
         sys.stdout.flush()
     except AipuSimError as exc:
