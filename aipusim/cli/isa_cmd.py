@@ -58,6 +58,8 @@ def asm(text: Path, output: Path, as_json: bool) -> None:
     from aipusim.isa import assemble, write_tasklist
 
     check_output(output)
+    if not text.is_file():
+        raise TasklistError(f"TEXT must be an existing text file, not {str(text)!r}")
     try:
         source = text.read_text(encoding="utf-8")
     except OSError as exc:

@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(_usage_line(exc), exc.exit_code)
     except click.ClickException as exc:
         return _fail(exc.format_message(), exc.exit_code)
+    except MemoryError as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        return _fail(f"out of memory{detail}; ask for less (smaller input, fewer frames)", 2)
     except BrokenPipeError:
         # the reader of our output went away (``aipusim zoo list | head -1``): not an error
         _silence_stdout()

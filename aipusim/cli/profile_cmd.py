@@ -11,6 +11,8 @@ import click
 from aipusim.base.errors import ConfigError
 
 _BY = ("layer", "unit", "frame", "core", "bandwidth", "power")
+#: Most time bins: far more than a plot has pixels.
+MAX_BINS = 100_000
 
 
 @click.command()
@@ -111,6 +113,8 @@ def profile(
     from aipusim.profiler.drop import check_percent
 
     check_percent(drop_percentile)
+    if not 1 <= bins <= MAX_BINS:
+        raise ConfigError(f"--bins must be an integer 1-{MAX_BINS}, not {bins}")
     # every output is checked before the trace is read (a big trace takes a while)
     for path in (chrome_path, parquet_path, csv_path, md_path):
         if path is not None:

@@ -88,8 +88,9 @@ def report(
     from aipusim.simulator.budget import check_frames_bound
 
     check_frames_bound(frames, flag="--frames")
-    if workers < 1:
-        raise ConfigError(f"--workers must be an integer >= 1, not {workers}")
+    from aipusim.sweep.runner import check_workers
+
+    check_workers(workers)
     if input_size is not None and input_size < 1:
         raise ConfigError(f"--input-size must be a positive integer, not {input_size}")
     chosen = _split_list(models)

@@ -12,6 +12,7 @@ Example: ``run_layers_study(Path("reports/layers"), models=["tiny_cnn"], frames=
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -284,7 +285,11 @@ def run_profiles(
                 done[m] = profile_model(m, input_size, frames, out)
                 step(1)
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            from aipusim.sweep.runner import worker_setup
+
+            # the workers end when the study is killed (they watch their parent)
+            setup = {"initializer": worker_setup, "initargs": (os.getpid(),)}
+            with ProcessPoolExecutor(max_workers=min(workers, len(models)), **setup) as pool:
                 futures = {
                     pool.submit(profile_model, m, input_size, frames, out): m for m in models
                 }

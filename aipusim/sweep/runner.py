@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,28 @@ class Backend:
     connect_timeout_s: float = 30.0
 
 
+#: Most local worker processes per CPU: the points are CPU-bound, more only take memory
+#: (each worker imports numpy, onnx and the compiler) and time to start.
+WORKERS_PER_CPU = 4
+
+
+def max_local_workers() -> int:
+    """The most local worker processes a sweep or a study may start on this machine."""
+    return WORKERS_PER_CPU * (os.cpu_count() or 1)
+
+
+def check_workers(workers: int | None, flag: str = "--workers") -> None:
+    """`ConfigError` unless ``workers`` is None or 1-`max_local_workers`."""
+    if workers is None:
+        return
+    most = max_local_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= most:
+        raise ConfigError(
+            f"{flag} must be an integer 1-{most} ({WORKERS_PER_CPU} per CPU of this "
+            f"machine), not {workers!r}"
+        )
+
+
 def parse_backend(
     workers: int | None = None, cluster: str | None = None, scheduler: str | None = None
 ) -> Backend:
@@ -87,8 +109,12 @@ def parse_backend(
         raise ConfigError(f"give only one of --workers, --cluster, --scheduler, not {given}")
     if cluster is not None:
         match = _CLUSTER_RE.fullmatch(cluster.strip())
-        if match is None or int(match.group(1)) < 1:
-            raise ConfigError(f"--cluster must be local:N with N >= 1, not {cluster!r}")
+        most = max_local_workers()
+        if match is None or not 1 <= int(match.group(1)) <= most:
+            raise ConfigError(
+                f"--cluster must be local:N with N 1-{most} ({WORKERS_PER_CPU} per CPU of "
+                f"this machine), not {cluster!r}"
+            )
         return Backend("dask-local", workers=int(match.group(1)))
     if scheduler is not None:
         if _ADDRESS_RE.fullmatch(scheduler.strip()) is None:
@@ -96,8 +122,7 @@ def parse_backend(
                 f"--scheduler must be a scheduler address like tcp://HOST:PORT, not {scheduler!r}"
             )
         return Backend("dask", address=scheduler.strip())
-    if workers is not None and (isinstance(workers, bool) or workers < 1):
-        raise ConfigError(f"--workers must be a positive integer, not {workers!r}")
+    check_workers(workers)
     return Backend("local", workers=workers or os.cpu_count() or 1)
 
 
@@ -202,13 +227,17 @@ def _watch_parent(parent: int, interval_s: float) -> None:
             os._exit(1)
 
 
-def worker_setup(parent: int, scratch_root: str, interval_s: float = PARENT_CHECK_S) -> None:
+def worker_setup(
+    parent: int, scratch_root: str | None = None, interval_s: float = PARENT_CHECK_S
+) -> None:
     """Initializer of a local pool worker: a daemon thread that ends the worker when its
-    parent ``parent`` is gone, and a private scratch folder under ``scratch_root`` for
-    every temporary file the worker makes (``TMPDIR``)."""
+    parent ``parent`` is gone, and (given ``scratch_root``) a private scratch folder there
+    for every temporary file the worker makes (``TMPDIR``)."""
     threading.Thread(
         target=_watch_parent, args=(parent, interval_s), name="watch-parent", daemon=True
     ).start()
+    if scratch_root is None:
+        return
     root = Path(scratch_root)
     root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=root))
@@ -306,6 +335,9 @@ def run_sweep(
         print(f"sweep: set aside unreadable {bad.name}; its points run again", file=sys.stderr)
     todo = [p for p in space.points if p.point_id not in done]
     skipped = len(space.points) - len(todo)
+    if backend.kind == "local" and todo:
+        # no more processes than points: each worker costs memory and start-up time
+        backend = replace(backend, workers=min(backend.workers or 1, len(todo)))
     ran = failed = 0
     if not todo:
         return SweepSummary(len(space.points), skipped, 0, 0, store.directory)
@@ -357,10 +389,13 @@ def run_sweep(
 
 
 __all__ = [
+    "WORKERS_PER_CPU",
     "Backend",
     "Evaluator",
     "SweepSummary",
+    "check_workers",
     "make_row",
+    "max_local_workers",
     "parse_backend",
     "require_dask",
     "run_point",
