@@ -5,7 +5,7 @@ A key's range follows from the unit in its name (house rule: units in names), so
 is covered by its suffix; the few counts and exponents without a unit suffix are named.
 
 >>> range_of("ddr.effective_bw_gb_s")
-Range(lo=0.01, hi=10000.0, unit='GB/s')
+Range(lo=0.01, hi=10000, unit='GB/s')
 >>> range_of("l1.reserved_bytes").lo
 0
 """

@@ -22,6 +22,7 @@ from click.core import ParameterSource
 from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import check_name, check_output
 from aipusim.cli.options import (
+    DefaultsConfigHelp,
     StrictChoice,
     arch_option,
     build_config,
@@ -42,7 +43,7 @@ MODEL_SUFFIXES = (".onnx", ".json")
 DEFAULT_CONF_NAME = "default_conf.json"
 
 
-@click.command("compile")
+@click.command("compile", cls=DefaultsConfigHelp)
 @click.option(
     "-i",
     "--input",

@@ -8,11 +8,19 @@ from pathlib import Path
 import click
 
 from aipusim.base.errors import ConfigError
-from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+from aipusim.cli.options import (
+    LEVELS_HELP,
+    ConfigHelp,
+    arch_option,
+    build_config,
+    conf_option,
+    json_option,
+    set_option,
+)
 from aipusim.progress import Progress
 
 
-@click.command()
+@click.command(cls=ConfigHelp)
 @click.argument("model")
 @conf_option
 @set_option
@@ -30,7 +38,7 @@ from aipusim.progress import Progress
     "--levels",
     default="B,PB,PE,K,M",
     show_default=True,
-    help="Trace levels to record (each line costs control-core cycles).",
+    help=LEVELS_HELP,
 )
 @click.option("--input-size", type=int, default=None, help="Input side for a zoo model.")
 @click.option(

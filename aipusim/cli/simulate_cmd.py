@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 import click
 
 from aipusim.base.errors import ConfigError
-from aipusim.cli.options import arch_option, json_option, load_arch_option, require_dir
+from aipusim.cli.options import (
+    LEVELS_HELP,
+    arch_option,
+    json_option,
+    load_arch_option,
+    require_dir,
+)
 from aipusim.progress import Progress
 
 if TYPE_CHECKING:
@@ -39,7 +45,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     "--levels",
     default=None,
     metavar="B,PB,PE,K,M,T",
-    help="Profiling levels to record (default: the program's profiling_levels).",
+    help=LEVELS_HELP + " Default: the program's profiling_levels.",
 )
 @click.option(
     "--set",

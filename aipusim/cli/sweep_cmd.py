@@ -9,10 +9,19 @@ from typing import Any
 import click
 
 from aipusim.base.errors import ConfigError
-from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+from aipusim.cli.options import (
+    DefaultsConfigHelp,
+    arch_option,
+    build_config,
+    conf_option,
+    json_option,
+    set_option,
+)
 
 
-@click.command("sweep", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    "sweep", cls=DefaultsConfigHelp, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.argument("models", nargs=-1, metavar="MODEL...")
 @click.option(
     "--param",
