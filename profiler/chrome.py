@@ -120,7 +120,7 @@ def write_chrome_trace(
                 dur = (part["end"].to_numpy(np.int64) - start) * us
                 unit = part["unit"].astype(str).map(tids).to_numpy(np.int64)
                 if tag is Tag.K:
-                    args = ['"tile":', _num(part["tile"]), ',"macs":', _num(part["macs"])]
+                    args = ['"tile":', _num(part["tile"]), ',"array_macs":', _num(part["macs"])]
                 else:
                     args = [
                         '"src":',

@@ -181,7 +181,7 @@ def unit_table(
                 "mean_task_us",
                 "p50_task_us",
                 "p99_task_us",
-                "macs",
+                "array_macs",
                 "bytes",
             ]
         )
@@ -216,7 +216,8 @@ def unit_table(
     out["mean_task_us"] = stats["mean"].to_numpy() * us
     out["p50_task_us"] = stats["p50"].to_numpy() * us
     out["p99_task_us"] = stats["p99"].to_numpy() * us
-    out["macs"] = groups["macs"].sum().to_numpy()
+    # what the arrays ran, padding included (the network's MACs are per layer, `layer_table`)
+    out["array_macs"] = groups["macs"].sum().to_numpy()
     out["bytes"] = groups["bytes"].sum().to_numpy()
     return out
 
@@ -308,8 +309,9 @@ def core_table(
     trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
 ) -> pd.DataFrame:
     """Per core that ran (has tasks in the trace): frames it worked on (the init phase is
-    not a frame), layer samples, tasks, busy % (any unit) and per unit class, MACs, bytes
-    and achieved MACs per cycle over the window. (Only the time drop applies.)"""
+    not a frame), layer samples, tasks, busy % (any unit) and per unit class, the MACs the
+    arrays ran (``array_macs``, padding included), bytes and achieved array MACs per cycle
+    over the window. (Only the time drop applies.)"""
     trace, _ = _prepare(trace, drop_percentile, drop_by)
     t = tasks(trace)
     lo, hi = window(trace)
@@ -334,9 +336,9 @@ def core_table(
         out[f"{c}_pct"] = (
             100.0 * covered(_i64(t["start"])[sel], _i64(t["end"])[sel], idx[sel], n, *bounds) / span
         )
-    out["macs"] = np.bincount(idx, weights=_i64(t["macs"]), minlength=n).astype(np.int64)
+    out["array_macs"] = np.bincount(idx, weights=_i64(t["macs"]), minlength=n).astype(np.int64)
     out["bytes"] = np.bincount(idx, weights=_i64(t["bytes"]), minlength=n).astype(np.int64)
-    out["macs_per_cycle"] = out["macs"] / span
+    out["array_macs_per_cycle"] = out["array_macs"] / span
     return out
 
 

@@ -22,7 +22,15 @@ import dataclasses
 
 import numpy as np
 
-from aipusim.compiler.ir import LUT_OPS, Graph, GraphEditor, Node, Op, QuantParams
+from aipusim.compiler.ir import (
+    LUT_OPS,
+    SOURCE_OP_ATTR,
+    Graph,
+    GraphEditor,
+    Node,
+    Op,
+    QuantParams,
+)
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.passes.util import const_operand, scalar_value, sole_consumer
 
@@ -119,7 +127,9 @@ def dense_to_conv2d(graph: Graph, ctx: PassContext | None) -> Graph:
             inputs.append(ed.add_constant(f"{node.name}/bias", bias))
         ed.remove(node)
         ed.add(Node(f"{node.name}/reshape_in", Op.RESHAPE, (x.name, s_in), (x4,)))
-        ed.add(Node(node.name, Op.CONV, tuple(inputs), (y4,), {"kernel_shape": (1, 1)}))
+        # the layer is still the model's Gemm/MatMul to whoever reads a report or a trace
+        attrs = {"kernel_shape": (1, 1), SOURCE_OP_ATTR: node.op_type}
+        ed.add(Node(node.name, Op.CONV, tuple(inputs), (y4,), attrs))
         ed.add(Node(f"{node.name}/reshape_out", Op.RESHAPE, (y4, s_out), (out_name,)))
         changed = True
     return ed.build() if changed else graph

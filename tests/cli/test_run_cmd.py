@@ -41,6 +41,16 @@ def test_run_writes_the_whole_folder(tiny_run: tuple[Path, dict]) -> None:
     report = (out / "report.md").read_text()
     assert "## The ten slowest layers" in report
     assert "![layers](plots/layers.png)" in report
+    # a Gemm lowered to a 1x1 conv is still labelled Gemm; macs are the network's MACs
+    # per layer, array_macs what the arrays ran (padded)
+    import pandas as pd
+
+    layers = pd.read_csv(out / "layers.csv").set_index("layer")
+    assert layers.loc["/fc/Gemm", "op"] == "Gemm"
+    assert layers.loc["/fc/Gemm", "macs"] == 64 * 10  # 64 features -> 10 classes
+    assert layers.loc["/fc/Gemm", "array_macs"] >= 3 * 64 * 10  # 3 frames, padded
+    units = pd.read_csv(out / "units.csv")
+    assert "array_macs" in units.columns and "macs" not in units.columns
     # No temporary folder is left beside the output.
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".tiny.")]
 

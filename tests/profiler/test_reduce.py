@@ -87,7 +87,7 @@ def test_unit_table_busy_and_stalls(write_trace, header):
     assert row["busy_us"] == 25.0 and row["busy_pct"] == pytest.approx(62.5)
     # Only the gap inside layer c is a stall; the one between layers is not.
     assert (row["stalls"], row["stall_us"]) == (1, 5.0)
-    assert (row["mean_task_us"], row["p50_task_us"], row["macs"]) == (
+    assert (row["mean_task_us"], row["p50_task_us"], row["array_macs"]) == (
         pytest.approx(25 / 3),
         10.0,
         15,
@@ -113,7 +113,7 @@ def test_core_table(tiny):
     assert c.loc[0, "tasks"] == 7
     assert c.loc[0, "busy_pct"] == pytest.approx(100 * 103 / 105)
     assert c.loc[0, "mvm_pct"] == pytest.approx(100 * 86 / 105)
-    assert c.loc[0, "macs"] == 3000 and c.loc[0, "bytes"] == 400
+    assert c.loc[0, "array_macs"] == 3000 and c.loc[0, "bytes"] == 400
     assert c.loc[0, "frames"] == 3 and c.loc[0, "layer_samples"] == 6
 
 
