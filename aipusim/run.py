@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -38,9 +39,15 @@ TRACE_NAME = "trace.txt"
 class ModelSource:
     """A model to run: a zoo name (built on demand) or an ONNX file."""
 
+    #: What the model is called everywhere (`model_name`).
     name: str
     path: Path | None = None  # None: a zoo model
     input_size: int | None = None
+
+    @property
+    def slug(self) -> str:
+        """``name`` fit for a file or folder name (a graph name may hold any character)."""
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip(".") or "model"
 
     def materialize(self, folder: Path) -> Path:
         """The ONNX file of this model, building a zoo model into ``folder`` if needed."""
@@ -55,6 +62,28 @@ class ModelSource:
         return target
 
 
+def model_name(model: str | Path) -> str:
+    """What a model is called by run, the studies and the reports: a zoo model's name; for
+    an ONNX file, its graph's name, or the file's stem when the graph has none (or the file
+    cannot be read here; reading it fails later with its own message).
+
+    >>> model_name("resnet50")
+    'resnet50'
+    """
+    from aipusim import zoo
+
+    text = str(model)
+    if text in zoo.names() or not Path(text).is_file():
+        return text
+    import onnx
+
+    try:
+        graph_name = onnx.load(text, load_external_data=False).graph.name
+    except Exception:  # not ONNX: the import names the problem when it reads the file
+        graph_name = ""
+    return graph_name or Path(text).stem
+
+
 def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSource:
     """An existing ``.onnx`` path, or a zoo name; anything else names what is valid."""
     from aipusim import zoo
@@ -64,7 +93,7 @@ def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSour
     if path.is_file():
         if input_size is not None:
             raise ConfigError("--input-size applies to zoo models only; an ONNX file has its own")
-        return ModelSource(path.stem, path.resolve())
+        return ModelSource(model_name(path), path.resolve())
     if text in zoo.names():
         return ModelSource(text, None, input_size)
     if path.suffix.lower() == ".onnx" or os.sep in text:

@@ -84,7 +84,7 @@ def run(
     builtin = builtin_configs().get(source.name) if source.path is None else None
     base = load_config(builtin) if builtin is not None else None
     config = build_config(conf_path, overrides, base)
-    out = output_dir or Path.cwd() / source.name
+    out = output_dir or Path.cwd() / source.slug
     progress = Progress()
     try:
         result = run_model(

@@ -78,15 +78,15 @@ def profile_model(model: str, input_size: int | None, frames: int, out: Path) ->
 
     config = base_config(model)
     source = resolve_model(model, input_size)
-    with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.name}-") as tmp:
-        run_dir = Path(tmp) / source.name
+    with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.slug}-") as tmp:
+        run_dir = Path(tmp) / source.slug
         result = run_model(source, config, run_dir, frames=frames)
-        plot = out / f"{source.name}_layers.png"
+        plot = out / f"{source.slug}_layers.png"
         shutil.copyfile(run_dir / "plots" / "layers.png", plot)
     sim = result.sim
     table = result.layers[LAYER_COLUMNS].rename(columns={f"{u}_us": u for u in UNITS})
     table = table.rename(columns={"wait_us": "wait"})
-    table.to_csv(out / f"{source.name}_layers.csv", index=False)
+    table.to_csv(out / f"{source.slug}_layers.csv", index=False)
     return {
         "model": source.name,
         "table": table,

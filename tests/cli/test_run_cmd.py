@@ -168,3 +168,19 @@ def test_input_shape_fixes_a_dynamic_onnx_model(
     ]
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["frames"] == 1
+
+
+def test_a_model_is_named_by_its_graph_or_else_its_file(tmp_path: Path) -> None:
+    import onnx
+
+    from aipusim import zoo
+    from aipusim.run import model_name, resolve_model
+
+    model = zoo.build("tiny_cnn")
+    onnx.save(model, tmp_path / "renamed.onnx")
+    model.graph.name = ""
+    onnx.save(model, tmp_path / "nameless.onnx")
+    assert model_name(tmp_path / "renamed.onnx") == "tiny_cnn"
+    assert model_name(tmp_path / "nameless.onnx") == "nameless"
+    assert model_name("resnet50") == "resnet50"
+    assert resolve_model(tmp_path / "renamed.onnx").name == "tiny_cnn"
