@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -130,12 +131,15 @@ def run_model(
     drop_percentile: float | None = None,
     stage: StageHook | None = None,
     input_shape: tuple[int, ...] | None = None,
+    keep_input_model: bool = False,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
     ``stage(name, total)`` is called when a stage starts and returns a function that takes
     progress steps (the CLI hangs progress bars on it). ``input_shape`` fixes the dynamic
-    dimensions of an ONNX model's input (``--input-shape``).
+    dimensions of an ONNX model's input (``--input-shape``). The folder holds no copy of
+    the ONNX model (``compile/input_model/source.json`` and ``run.json`` say which it was:
+    path, size and SHA-256, or the zoo name) unless ``keep_input_model``.
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -155,8 +159,11 @@ def run_model(
     hook = stage or (lambda _name, _total: lambda _n: None)
     with reporting(output_dir):
         tmp = temp_folder_beside(output_dir)
+    scratch: Path | None = None
     try:
-        model_path = source.materialize(tmp)
+        # a zoo model is built outside the output folder: only --keep-input-model keeps a copy
+        scratch = Path(tempfile.mkdtemp(prefix="aipusim-model-"))
+        model_path = source.materialize(scratch)
         step = hook("compile", len(PIPELINE))
         t0 = time.perf_counter()
         compile_model(
@@ -167,10 +174,12 @@ def run_model(
                 arch_path=arch_path,
                 input_shape=input_shape,
                 cli_args={"input": str(model_path), "output": str(output_dir)},
+                keep_input_model=keep_input_model,
             ),
             after_pass=lambda name, _graph: _passed(stage, step, name),
         )
         compile_s = time.perf_counter() - t0
+        shutil.rmtree(scratch, ignore_errors=True)
 
         program, tasklists = load_program_tables(tmp / "compile" / "compiled_model")
         step = hook("simulate", frames * max(1, program.replicas))
@@ -214,7 +223,8 @@ def run_model(
             [output_dir / p.relative_to(tmp) for p in plots],
         )
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
-        (tmp / RUN_MARKER).write_text(json.dumps(run_summary(result), indent=2) + "\n")
+        summary = {**run_summary(result), "input_model": input_record(source, tmp / "compile")}
+        (tmp / RUN_MARKER).write_text(json.dumps(summary, indent=2) + "\n")
         step(1)
         with reporting(output_dir, "replace"):
             swap_into_place(tmp, output_dir)
@@ -224,7 +234,21 @@ def run_model(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return result
+
+
+def input_record(source: ModelSource, compiled: Path) -> dict[str, Any]:
+    """Which model a run compiled: a zoo name and size, or the ONNX file's path, size and
+    SHA-256 (from the compile's ``input_model/source.json``; with a kept copy, its path)."""
+    if source.path is None:
+        return {"zoo": source.name, "input_size": source.input_size}
+    ref = compiled / "input_model" / "source.json"
+    if ref.is_file():
+        return json.loads(ref.read_text())
+    return {"path": str(source.path), "copy": "compile/input_model/fp32_model.onnx"}
 
 
 def _passed(stage: Any, step: Callable[[int], None], name: str) -> None:

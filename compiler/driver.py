@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import logging
@@ -178,10 +179,13 @@ def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
     return str(manifest.relative_to(tmp))
 
 
-def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | None, str | None]:
+def _load_input(
+    path: Path, tmp: Path, keep: bool = True
+) -> tuple[onnx.ModelProto | Graph, str | None, str | None]:
     """(model for `run_pipeline`, pass it starts after, copied quantized-model manifest).
 
-    An ONNX model is copied to ``input_model/``; a ``quantized_model_manifest.json`` of a
+    An ONNX model is copied to ``input_model/`` (with ``keep``; else its path, size and
+    SHA-256 go to ``input_model/source.json``); a ``quantized_model_manifest.json`` of a
     quantize-only run is loaded as its quantized graph (the passes up to ``quantize`` are
     not run again) and its folder is copied to ``quantized_model/``.
     """
@@ -192,6 +196,9 @@ def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | N
         shutil.copytree(Path(path).parent, tmp / "quantized_model")
         return qgraph.graph, "quantize", f"quantized_model/{Path(path).name}"
     proto, external = read_model(path)
+    if not keep:
+        _write_json(tmp / "input_model" / SOURCE_REF, _source_ref(Path(path)))
+        return proto, None, None
     copy = tmp / "input_model" / "fp32_model.onnx"
     if external:
         _save_onnx(proto, copy)
@@ -201,6 +208,23 @@ def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | N
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, copy)
     return proto, None, None
+
+
+#: What ``input_model/`` holds when the model is not copied.
+SOURCE_REF = "source.json"
+
+
+def _source_ref(path: Path) -> dict[str, Any]:
+    """Where the compiled model came from: its path, size and SHA-256."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return {
+        "path": str(Path(path).resolve()),
+        "size_bytes": Path(path).stat().st_size,
+        "sha256": digest.hexdigest(),
+    }
 
 
 def _files_under(root: Path) -> tuple[str, ...]:
@@ -290,7 +314,9 @@ def compile_model(
 
             ctx.arch = load_arch(arch_path)
         stage = IMPORT
-        model, start_after, copied_manifest = _load_input(request.model_path, tmp)
+        model, start_after, copied_manifest = _load_input(
+            request.model_path, tmp, getattr(request, "keep_input_model", True)
+        )
         quantize_only = str(config.compiler_mode) == "quantize_only"
         result: PipelineResult = run_pipeline(
             model,
@@ -506,6 +532,7 @@ __all__ = [
     "INTERRUPTED",
     "LOG_NAME",
     "REPORT_NAME",
+    "SOURCE_REF",
     "SUCCEEDED",
     "CompileResult",
     "compile_model",

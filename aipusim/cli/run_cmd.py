@@ -47,6 +47,12 @@ from aipusim.progress import Progress
     default=None,
     help="Fixed input shape for an ONNX model with dynamic dimensions, e.g. 1,3,224,224.",
 )
+@click.option(
+    "--keep-input-model",
+    is_flag=True,
+    help="Keep a copy of the ONNX model in the output folder (compile/input_model/); by "
+    "default run.json records its path, size and SHA-256 (or the zoo name) instead.",
+)
 @json_option
 def run(
     model: str,
@@ -58,6 +64,7 @@ def run(
     levels: str,
     input_size: int | None,
     input_shape: str | None,
+    keep_input_model: bool,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
@@ -96,6 +103,7 @@ def run(
             arch_path=arch_path,
             stage=progress,
             input_shape=shape,
+            keep_input_model=keep_input_model,
         )
     finally:
         progress.close()

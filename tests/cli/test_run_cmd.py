@@ -51,6 +51,10 @@ def test_run_writes_the_whole_folder(tiny_run: tuple[Path, dict]) -> None:
     assert layers.loc["/fc/Gemm", "array_macs"] >= 3 * 64 * 10  # 3 frames, padded
     units = pd.read_csv(out / "units.csv")
     assert "array_macs" in units.columns and "macs" not in units.columns
+    # no copy of the ONNX model: run.json says which it was
+    assert list(out.rglob("*.onnx")) == []
+    run_json = json.loads((out / "run.json").read_text())
+    assert run_json["input_model"] == {"zoo": "tiny_cnn", "input_size": None}
     # No temporary folder is left beside the output.
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".tiny.")]
 
