@@ -114,7 +114,7 @@ def trace_lines(draw: st.DrawFn) -> str:
     return "\n".join(lines)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=20)  # 8 profile runs an example
 @given(
     header=st.one_of(st.just(TRACE_HEADER), st.text(max_size=80)),
     body=trace_lines(),
