@@ -81,8 +81,10 @@ def report(
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures. Example: ``aipusim report power -o reports/power``.
     """
+    from aipusim.base.fileio import check_output
     from aipusim.studies import STUDIES
 
+    check_output(output_dir, folder=True)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
     from aipusim.simulator.budget import check_frames_bound

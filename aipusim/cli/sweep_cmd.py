@@ -190,6 +190,10 @@ def sweep_report(directory: Path, output: Path | None, as_json: bool) -> None:
     from aipusim.sweep.report import write_report
 
     require_dir(directory, "DIR")
+    if output is not None:
+        from aipusim.base.fileio import check_output
+
+        check_output(output, folder=True)
     summary: dict[str, Any] = write_report(directory, output)
     if as_json:
         click.echo(json.dumps(summary))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aipusim.base.fileio import output_path
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
@@ -82,11 +83,13 @@ def profile_model(model: str, input_size: int | None, frames: int, out: Path) ->
         run_dir = Path(tmp) / source.slug
         result = run_model(source, config, run_dir, frames=frames)
         plot = out / f"{source.slug}_layers.png"
-        shutil.copyfile(run_dir / "plots" / "layers.png", plot)
+        with output_path(plot) as tmp_plot:
+            shutil.copyfile(run_dir / "plots" / "layers.png", tmp_plot)
     sim = result.sim
     table = result.layers[LAYER_COLUMNS].rename(columns={f"{u}_us": u for u in UNITS})
     table = table.rename(columns={"wait_us": "wait"})
-    table.to_csv(out / f"{source.slug}_layers.csv", index=False)
+    with output_path(out / f"{source.slug}_layers.csv") as tmp:
+        table.to_csv(tmp, index=False)
     return {
         "model": source.name,
         "table": table,

@@ -88,6 +88,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("zoo-nodir", {"cli": ["zoo", "export", "tiny_cnn", "-o", "no/x.onnx"]}, "no/x.onnx", NODIR),
     ("zoo-long", {"cli": ["zoo", "export", "tiny_cnn", "-o", LONG]}, "nnnn", TOO_LONG),
     ("sweep-ro", {"cli": ["sweep", "tiny_cnn", "--frames", "1", "-o", "ro/sw"]}, "ro/sw", RO),
+    ("report-ro", {"cli": ["report", "layers", "--models", "tiny_cnn", "-o", "ro/r"]}, "ro/r", RO),
     ("sweep-long", {"cli": ["sweep", "tiny_cnn", "--frames", "1", "-o", LONG]}, "nnnn", TOO_LONG),
     (
         "disasm-ro",
