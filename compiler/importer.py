@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference, version_converter
 
-from aipusim.base.errors import OnnxImportError
+from aipusim.base.errors import OnnxImportError, UnsupportedOperatorError
 from aipusim.compiler.ir import (
     DATA_DEPENDENT_OPS,
     DType,
@@ -654,6 +654,12 @@ def _to_graph(model: onnx.ModelProto, what: str) -> Graph:
                 raise OnnxImportError(
                     f"tensor `{tname}`{origin} has an unknown rank; only the host can run it "
                     "and the compiler cannot represent it"
+                )
+            if producer is not None and producer.domain not in ("", "ai.onnx"):
+                raise UnsupportedOperatorError(
+                    f"node `{producer.name}` is operator `{producer.op_type}` of the unknown "
+                    f"domain `{producer.domain}`; aipusim knows the standard ONNX domain "
+                    f"(ai.onnx) only, so the shape of its output `{tname}` cannot be inferred"
                 )
             raise OnnxImportError(f"the shape of tensor `{tname}`{origin} cannot be inferred")
         static = [d if isinstance(d, int) else -1 for d in dims]

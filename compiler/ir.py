@@ -166,6 +166,9 @@ class Op(StrEnum):
 
 #: Domain of the internal ops when exported to ONNX.
 INTERNAL_DOMAIN = "aipusim"
+#: Attribute of a node a rewrite made from another op (a Gemm lowered to a 1x1 conv): that
+#: op's type, the layer's label in reports and traces (``aipu_`` attributes are not exported).
+SOURCE_OP_ATTR = "aipu_source_op"
 INTERNAL_OPS: frozenset[Op] = frozenset({Op.SILU, Op.GELU, Op.MASKED_SOFTMAX})
 
 #: Ops that map to the D-IMC matrix-vector array (grouped convs with groups > 1 and
@@ -996,6 +999,7 @@ __all__ = [
     "LUT_OPS",
     "MVM_OPS",
     "SHAPE_OPS",
+    "SOURCE_OP_ATTR",
     "Attrs",
     "DType",
     "Graph",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aipusim.base.errors import ConfigError, TasklistError
+from aipusim.base.fileio import write_text
 from aipusim.isa.image import MemoryMap
 from aipusim.isa.tasks import Pool, Task
 
@@ -267,7 +268,7 @@ class Program:
 def save_program(program: Program, compiled_dir: str | Path) -> Path:
     """Write ``model.json`` into ``compiled_dir``; returns its path."""
     path = Path(compiled_dir) / PROGRAM_FILE
-    path.write_text(program.to_json(), encoding="utf-8")
+    write_text(path, program.to_json())
     return path
 
 

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 from aipusim.base.errors import TasklistError
+from aipusim.base.fileio import write_bytes
 from aipusim.isa.encoding import (
     COMMON_BYTES,
     COMMON_FIELDS,
@@ -177,9 +178,9 @@ def encode_tasklist(tasklist: Tasklist) -> bytes:
 
 
 def write_tasklist(path: str | os.PathLike[str], tasklist: Tasklist) -> int:
-    """Write ``tasklist`` to ``path``; returns the bytes written."""
+    """Write ``tasklist`` to ``path`` (whole or not at all); returns the bytes written."""
     data = encode_tasklist(tasklist)
-    Path(path).write_bytes(data)
+    write_bytes(path, data)
     return len(data)
 
 

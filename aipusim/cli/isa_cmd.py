@@ -8,8 +8,12 @@ from typing import Any
 
 import click
 
-from aipusim.base.errors import TasklistError
+from aipusim.base.errors import ConfigError, TasklistError
 from aipusim.cli.options import arch_option, json_option, load_arch_option
+
+#: Most frames `isa check` runs: the abstract execution repeats the same frame, so more
+#: only costs time and memory.
+MAX_CHECK_FRAMES = 1000
 
 
 @click.group()
@@ -27,13 +31,16 @@ def disasm(file: Path, output: Path | None) -> None:
 
     Example: ``aipusim isa disasm compiled_model/core0.tasklist -o core0.txt``
     """
+    from aipusim.base.fileio import check_output, write_text
     from aipusim.isa import disassemble, read_tasklist
 
+    if output is not None:
+        check_output(output)
     text = disassemble(read_tasklist(file))
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        write_text(output, text)
 
 
 @isa.command("asm")
@@ -47,8 +54,12 @@ def asm(text: Path, output: Path, as_json: bool) -> None:
 
     Example: ``aipusim isa asm core0.txt -o compiled_model/core0.tasklist``
     """
+    from aipusim.base.fileio import check_output
     from aipusim.isa import assemble, write_tasklist
 
+    check_output(output)
+    if not text.is_file():
+        raise TasklistError(f"TEXT must be an existing text file, not {str(text)!r}")
     try:
         source = text.read_text(encoding="utf-8")
     except OSError as exc:
@@ -82,6 +93,11 @@ def check(paths: tuple[Path, ...], frames: int, arch_path: Path | None, as_json:
     """
     from aipusim.isa import check_paths
 
+    if not 1 <= frames <= MAX_CHECK_FRAMES:
+        raise ConfigError(
+            f"--frames must be an integer 1-{MAX_CHECK_FRAMES} (frames of the abstract "
+            f"execution; 2 already exercise the per-frame balance), not {frames}"
+        )
     report = check_paths(paths, load_arch_option(arch_path), frames)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

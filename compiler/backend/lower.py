@@ -40,6 +40,7 @@ from aipusim.compiler.ir import (
     DWPU_OPS,
     LAYOUT_OPS,
     LUT_OPS,
+    SOURCE_OP_ATTR,
     DType,
     Graph,
     Node,
@@ -282,7 +283,7 @@ class _Lowerer:
         outs = tuple(o for o in node.outputs if o and self.g.tensors.get(o) is not None)
         return LayerPlan(
             name=node.name,
-            op=node.op_type,
+            op=str(node.attrs.get(SOURCE_OP_ATTR, node.op_type)),  # a Gemm lowered to a conv
             unit=unit,
             inputs=ins,
             outputs=outs,

@@ -31,7 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.compiler.ir import LUT_OPS, Graph, GraphEditor, Node, Op, QuantParams
+from aipusim.compiler.ir import (
+    LUT_OPS,
+    SOURCE_OP_ATTR,
+    Graph,
+    GraphEditor,
+    Node,
+    Op,
+    QuantParams,
+)
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.passes.util import const_operand, scalar_value, sole_consumer
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, lut_step
@@ -161,7 +169,9 @@ def _dense_to_conv2d(graph: Graph, ctx: PassContext | None, steps: Steps) -> Gra
             inputs.append(ed.add_constant(f"{node.name}/bias", bias))
         ed.remove(node)
         ed.add(Node(f"{node.name}/reshape_in", Op.RESHAPE, (x.name, s_in), (x4,)))
-        ed.add(Node(node.name, Op.CONV, tuple(inputs), (y4,), {"kernel_shape": (1, 1)}))
+        # the layer is still the model's Gemm/MatMul to whoever reads a report or a trace
+        attrs = {"kernel_shape": (1, 1), SOURCE_OP_ATTR: node.op_type}
+        ed.add(Node(node.name, Op.CONV, tuple(inputs), (y4,), attrs))
         ed.add(Node(f"{node.name}/reshape_out", Op.RESHAPE, (y4, s_out), (out_name,)))
         if steps is not None:
             # the same sums of the same int8 weights, laid out [M, K, 1, 1]
