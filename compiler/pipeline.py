@@ -140,6 +140,7 @@ BACK: tuple[Pass, ...] = (
     Pass("tile", backend.tile, Stage.MIDEND),
     Pass("multicore", backend.multicore, Stage.MIDEND),
     Pass("imc", backend.imc, Stage.MIDEND),
+    Pass("pack", backend.pack, Stage.MIDEND),
     Pass("memplan", backend.memplan, Stage.TIR),
     Pass("schedule", backend.schedule, Stage.TIR),
     Pass("estimate", backend.estimate, Stage.TIR),

@@ -87,13 +87,16 @@ def usable_bytes(arch: Arch) -> dict[str, tuple[int, int]]:
     }
 
 
-def _extent(table: TaskTable, stride: str) -> np.ndarray:
-    """Bytes a DMA side spans: contiguous ``bytes``, or ``rows`` rows ``stride`` apart."""
+def _extent(table: TaskTable, side: str) -> np.ndarray:
+    """Bytes one side of a DMA spans: ``planes`` x ``rows`` runs at its strides (a stride
+    of 0 reads or writes the same run again)."""
     nbytes = table["bytes"].astype(np.int64)
     rows = np.maximum(table["rows"].astype(np.int64), 1)
-    step = table[stride].astype(np.int64)
-    strided = (rows > 1) & (step > 0)
-    return np.where(strided, (rows - 1) * step + -(-nbytes // rows), nbytes)
+    planes = np.maximum(table["planes"].astype(np.int64), 1)
+    run = -(-nbytes // (rows * planes))
+    row_step = table[f"{side}_stride"].astype(np.int64)
+    plane_step = table[f"{side}_plane_stride"].astype(np.int64)
+    return (planes - 1) * plane_step + (rows - 1) * row_step + run
 
 
 def _accesses(table: TaskTable) -> Iterator[tuple[type, str, np.ndarray, np.ndarray]]:
@@ -101,8 +104,8 @@ def _accesses(table: TaskTable) -> Iterator[tuple[type, str, np.ndarray, np.ndar
     n = len(table)
     l1 = np.full(n, _L1)
     one = np.ones(n, np.int64)
-    yield DmaCopy, "src_addr", table["src_pool"], _extent(table, "src_stride")
-    yield DmaCopy, "dst_addr", table["dst_pool"], _extent(table, "dst_stride")
+    yield DmaCopy, "src_addr", table["src_pool"], _extent(table, "src")
+    yield DmaCopy, "dst_addr", table["dst_pool"], _extent(table, "dst")
     yield WeightLoad, "src_addr", l1, table["bytes"].astype(np.int64)
     yield HostTransfer, "addr", table["pool"], table["bytes"].astype(np.int64)
     for kind, fields in ((Mvm, ("in_addr", "out_addr")), (DwpuOp, ("in_addr", "out_addr"))):

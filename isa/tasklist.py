@@ -475,7 +475,7 @@ def iter_tasklist_chunks(
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "core0.tasklist"
     >>> _ = write_tasklist(path, Tasklist(0, [sig] * 10))
     >>> [len(c.tasks) for c in iter_tasklist_chunks(path, window_bytes=512)]
-    [4, 4, 2]
+    [2, 2, 2, 2, 2]
     """
     if window_bytes is None:
         from aipusim.arch import load_arch

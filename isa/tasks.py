@@ -110,6 +110,7 @@ class LutKind(enum.StrEnum):
     RECIPROCAL = "reciprocal"
     POW = "pow"
     TANH = "tanh"
+    TABLE = "table"  # a function given only by its table (say a Relu between unequal grids)
 
 
 class DwpuKind(enum.StrEnum):

@@ -35,12 +35,13 @@ from aipusim.arch import Arch
 from aipusim.compiler.backend.imc import ImcMapping
 from aipusim.compiler.backend.imc_plan import LayerMapping, TileMapping, part_range
 from aipusim.compiler.backend.layout import CoreLayout, Split
+from aipusim.compiler.backend.layout_dma import Copy, broadcast_pattern, copy_plan, physical_axes
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
-from aipusim.compiler.ir import Graph, Op
+from aipusim.compiler.ir import DType, Graph, Op
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.isa import params as P
-from aipusim.isa.tasks import DwpuKind, LutKind
+from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
 
 #: Fused activations the requantize records clamp (the others need a table).
 CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
@@ -75,6 +76,9 @@ class LayerConstants:
     count_offset: int = -1
     #: Byte offset of the output columns' coordinate table in ``weights`` (resize; -1: none).
     cols_offset: int = -1
+    #: A layout layer's copies per output (`layout_dma.copy_plan`); fill copies read the
+    #: ``operand`` blob (the pad value, as long as the longest fill run).
+    copies: tuple[tuple[int, tuple[Copy, ...]], ...] = ()
     #: The part of the program these bytes could not express (empty: complete).
     incomplete: str = ""
 
@@ -243,9 +247,11 @@ class _Packer:
         zp_in = _zp(self.program, x)
         if zp_in.size != 1:
             return self.mvm_params_zero(cout), np.zeros(0, np.uint8), "per-channel MVM input"
-        # sum(x * w) over raw int8 inputs = sum((x - zp) * w) + zp * sum(w): fold it in
+        # sum(x * w) over raw int8 inputs = sum((x - zp) * w) + zp * sum(w): fold it in,
+        # over the channels memory holds (the rows of PWORD pad channels are zero)
         bias = np.asarray(step.params["bias"], np.int64).reshape(-1)
-        bias = bias - int(zp_in[0]) * w.reshape(w.shape[0], -1).sum(axis=1)
+        held = w if layer.geometry.groups > 1 else w[:, : layer.geometry.cin]
+        bias = bias - int(zp_in[0]) * held.reshape(w.shape[0], -1).sum(axis=1)
         rec, table = self.requant_records(layer, step, x, mid, bias, 0)
         return rec, table, ""
 
@@ -373,6 +379,24 @@ class _Packer:
             cols_offset=geo.out_h * P.COORD.itemsize,
         )
 
+    # -- layout layers (DMA) -----------------------------------------------------------------
+    def layout_copies(self, layer: LayerPlan) -> LayerConstants:
+        """A layout layer's copies and its fill bytes."""
+        node = self.g.node(layer.name)
+        try:
+            plans = tuple((k, tuple(c)) for k, c in copy_plan(node, self.g))
+        except NotImplementedError as exc:  # timed as whole-tensor copies
+            return LayerConstants(incomplete=str(exc))
+        fill_run = max((c.run for _, cs in plans for c in cs if c.src < 0), default=0)
+        step = self.step(layer.name)
+        why = ""
+        if step is not None and step.kind != "share":
+            why = f"a {node.op_type} that changes the values' grid ({step.kind})"
+        pad = int(step.params.get("pad_value", 0)) if step is not None else 0
+        wide = self.g.tensor(layer.outputs[0]).dtype is DType.INT16
+        fill = np.full(fill_run, pad, "<i2" if wide else np.int8).view(np.uint8).copy()
+        return LayerConstants(operand=fill, copies=plans, incomplete=why)
+
     # -- DPU -------------------------------------------------------------------------------
     def dpu(self, layer: LayerPlan) -> LayerConstants:
         step = self.step(layer.name)
@@ -384,23 +408,26 @@ class _Packer:
         lo, hi = (-32768, 32767) if q_out.dtype.value == "int16" else (-128, 127)
         zo = _zp(self.program, out)
         kind = step.kind
-        operand = self.const_operand(node)
-        if kind == "rescale":
-            ins = node.present_inputs
-            za, zb = (int(_zp(self.program, n)[0]) for n in (*ins, ins[0])[:2])
-            mults = np.asarray(step.params["mults"], np.int64)
-            m1 = int(abs(mults[1])) if len(mults) > 1 else 0
-            rec = P.scalar_record(m0=mults[0], m1=m1, shift=int(step.params["shift"]),
-                                  za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi)  # fmt: skip
-            return LayerConstants(params=_bytes(rec), operand=operand)
-        if kind == "mul":
-            ins = node.present_inputs
-            za, zb = (int(_zp(self.program, n)[0]) for n in ins[:2])
-            rec = P.scalar_record(
-                m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
-                shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
-                za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi,
-            )  # fmt: skip
+        names, swapped = dpu_operands(node, self.g, self.program)
+        operand = self.const_operand(node, names)
+        if kind in ("rescale", "mul"):
+            if len(names) == 2 and swapped and layer.dpu_kind is DpuKind.SUB:
+                why = "a subtraction whose first operand is broadcast"
+                return LayerConstants(params=np.zeros(P.SCALAR.itemsize, np.uint8), incomplete=why)
+            za, zb = (int(_zp(self.program, n)[0]) for n in (*names, names[0])[:2])
+            if kind == "rescale":
+                mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
+                if swapped:
+                    mults = mults[::-1]
+                m1 = abs(mults[1]) if len(mults) > 1 else 0
+                rec = P.scalar_record(m0=mults[0], m1=m1, shift=int(step.params["shift"]),
+                                      za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi)  # fmt: skip
+            else:
+                rec = P.scalar_record(
+                    m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
+                    shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
+                    za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi,
+                )  # fmt: skip
             return LayerConstants(params=_bytes(rec), operand=operand)
         if kind == "mean":
             rec = P.scalar_record(
@@ -411,7 +438,7 @@ class _Packer:
             )
             return LayerConstants(params=_bytes(rec))
         if kind == "clamp":
-            c = max(len(np.atleast_1d(step.params["lo"])), 1)
+            c = max(len(np.atleast_1d(step.params["lo"])), len(np.atleast_1d(step.params["hi"])))
             rec = P.channel_records(bias=np.zeros(c, np.int64), mult=0, shift=0, zo=0,
                                     lo=step.params["lo"], hi=step.params["hi"])  # fmt: skip
             return LayerConstants(params=_bytes(rec))
@@ -442,20 +469,39 @@ class _Packer:
         """Bytes of a DPU layer's parameters without a program (the largest case)."""
         return P.SCALAR.itemsize + P.SOFTMAX_TABLE_BYTES + layer.dpu_const_bytes
 
-    def const_operand(self, node: Any) -> np.ndarray:
-        """A constant operand of an element-wise op, int8 in its tensor's layout."""
-        for name in node.present_inputs:
+    def const_operand(self, node: Any, names: Sequence[str]) -> np.ndarray:
+        """A constant operand of an element-wise op, int8 in its tensor's layout (spread
+        to the output's shape when no ``(div, mod)`` broadcast can read it)."""
+        out_shape = self.g.shape(node.outputs[0])
+        for name in names:
             arr = self.g.const(name)
-            if arr is None or name not in self.g.tensors:
+            if arr is None:
                 continue
             q = np.asarray(arr)
-            if q.dtype.kind == "f":
-                continue  # not quantized: a shape or index operand
             shape = self.g.shape(name)
-            if len(shape) == 4:
-                q = q.reshape(shape).transpose(0, 2, 3, 1)
-            return np.ascontiguousarray(q.astype(np.int8)).view(np.uint8).reshape(-1).copy()
+            if broadcast_pattern(out_shape, shape) is None:
+                q, shape = np.broadcast_to(q.reshape(shape), out_shape), out_shape
+            q = np.ascontiguousarray(q.reshape(shape).transpose(physical_axes(shape)))
+            return q.astype(np.int8).view(np.uint8).reshape(-1).copy()
         return np.zeros(0, np.uint8)
+
+
+def dpu_operands(node: Any, graph: Graph, program: QuantizedGraph | None) -> tuple[list[str], bool]:
+    """The tensors a DPU layer's task reads, in its operand order: activations and quantized
+    constant operands, the one as large as the output first (``True``: swapped from the
+    node's order, so that only operand 1 is ever broadcast)."""
+    names = [
+        i
+        for i in node.present_inputs
+        if not graph.is_constant(i)
+        or (program is not None and i in graph.tensors and graph.tensor(i).quant is not None
+            and np.asarray(graph.const(i)).dtype.kind != "f")
+    ]  # fmt: skip
+    if len(names) == 2:
+        n = math.prod(graph.shape(node.outputs[0]))
+        if math.prod(graph.shape(names[0])) != n and math.prod(graph.shape(names[1])) == n:
+            return [names[1], names[0]], True
+    return names, False
 
 
 def pack_constants(
@@ -477,6 +523,8 @@ def pack_constants(
             out.append(packer.dwpu(layer))
         elif layer.unit is LayerUnit.DPU:
             out.append(packer.dpu(layer))
+        elif layer.unit is LayerUnit.DMA:
+            out.append(packer.layout_copies(layer))
         else:
             out.append(LayerConstants())
     return tuple(out)
@@ -490,7 +538,7 @@ __all__ = [
     "CLAMP_LUTS",
     "LayerConstants",
     "ceil_to",
-    "math",
+    "dpu_operands",
     "pack_constants",
     "weight_row",
     "weight_rows",

@@ -23,7 +23,6 @@ whole layer's factor, which sizes its weight buffers. An MVM layer with run-time
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,14 +32,8 @@ from aipusim.compiler.backend.attention import head_mapping
 from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import ConvGeometry, LayerPlan, LayerUnit
+from aipusim.compiler.backend.regions import part_range
 from aipusim.compiler.backend.tile import Tiling
-
-
-def part_range(total: int, parts: int, index: int) -> tuple[int, int]:
-    """Range [lo, hi) of part ``index`` when ``total`` items are cut in ``parts``."""
-    per = math.ceil(total / parts)
-    lo = min(total, index * per)
-    return lo, min(total, lo + per)
 
 
 @dataclass(frozen=True)

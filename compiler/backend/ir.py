@@ -4,7 +4,8 @@ Every stage is a frozen dataclass that extends the one before it with what its p
 decided, so a pass's signature says what it needs and what it adds:
 
     Graph --lower--> Lowered --tile--> Tiled --multicore--> Distributed --imc--> Mapped
-          --memplan--> Placed --schedule--> Scheduled --estimate--> Estimated --emit--> Emitted
+          --pack--> Packed --memplan--> Placed --schedule--> Scheduled --estimate-->
+          Estimated --emit--> Emitted
 
 Per-layer decisions are tuples aligned with ``layers``. A stage never changes what an
 earlier one decided, except where a pass documents a retry (multicore may re-tile with
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.compiler.backend.constants import LayerConstants
 from aipusim.compiler.backend.estimate import LayerEstimate, PlanCost
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
@@ -182,7 +184,32 @@ class Mapped(Distributed):
 
 
 @dataclass(frozen=True)
-class Placed(Mapped):
+class Packed(Mapped):
+    """Pass ``pack``: every layer's constant bytes (`constants.LayerConstants`)."""
+
+    constants: tuple[LayerConstants, ...]
+
+    def dump(self) -> str:
+        lines = [super().dump(), "# constants"]
+        for layer, c in zip(self.layers, self.constants, strict=True):
+            if c.nbytes:
+                note = f" (incomplete: {c.incomplete})" if c.incomplete else ""
+                lines.append(
+                    f"  {layer.name}: weights {len(c.weights)} B, params {len(c.params)} B, "
+                    f"operand {len(c.operand)} B{note}"
+                )
+        return "\n".join(lines)
+
+    def verify(self) -> None:
+        super().verify()
+        assert len(self.constants) == len(self.layers), "constants per layer"
+        for c, m in zip(self.constants, self.mappings, strict=True):
+            if m is not None and m.tiles:
+                assert len(c.blocks) == sum(len(t.mapping.blocks) for t in m.tiles)
+
+
+@dataclass(frozen=True)
+class Placed(Packed):
     """Pass ``memplan``: every buffer in a pool at an address."""
 
     memory: MemPlan
@@ -278,6 +305,7 @@ STAGES: tuple[type[Lowered], ...] = (
     Tiled,
     Distributed,
     Mapped,
+    Packed,
     Placed,
     Scheduled,
     Estimated,
@@ -291,6 +319,7 @@ __all__ = [
     "Estimated",
     "Lowered",
     "Mapped",
+    "Packed",
     "Placed",
     "Scheduled",
     "Tiled",

@@ -10,6 +10,7 @@ stage and the `PassContext` (the configuration for ``lower``, the pass records f
 - ``multicore``: the core layout (cooperative splits, pipeline stages, the shared weight
   fetch); re-tiles with ``tiling_depth`` 1 when a cooperative split would cut a fusion group;
 - ``imc``: every MVM layer's IMC mappings (`imc_plan`);
+- ``pack``: every layer's constant bytes as its tasks read them (`constants`);
 - ``memplan``: every buffer placed; layers whose L1 tiles do not fit are tiled finer and
   mapped again, up to ``max_memplan_attempts`` tries;
 - ``schedule``: every core's tasks and hardware tokens;
@@ -25,6 +26,7 @@ from typing import Any
 
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.attention import assign_units, head_mapping
+from aipusim.compiler.backend.constants import pack_constants
 from aipusim.compiler.backend.emit import emit_files
 from aipusim.compiler.backend.estimate import PlanCost, estimate_layers, init_estimate, plan_cost
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
@@ -35,11 +37,12 @@ from aipusim.compiler.backend.ir import (
     Estimated,
     Lowered,
     Mapped,
+    Packed,
     Placed,
     Scheduled,
     Tiled,
 )
-from aipusim.compiler.backend.layout import CoreLayout
+from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
 from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore import core_layout
@@ -78,7 +81,7 @@ def multicore(ir: Tiled, ctx: Any) -> Distributed:
     layout = core_layout(ir.layers, _tile_plan(ir), ir.config, ir.arch, ir.graph, _work(ir))
     if layout.cooperative and _mixed_split_groups(ir.groups, layout):
         # Depth-first fusion keeps a group's intermediate tiles in one core's L1. When the
-        # cooperative split partitions the group's layers differently across cores, a core
+        # cooperative split partitions the group's layers otherwise than all by rows, a core
         # would need a tile that another core produced, so the model is tiled without
         # fusion (tiling_depth 1); later passes see the same depth through the IR's config.
         log.info("cooperative split mixes partitions inside fusion groups: tiling_depth -> 1")
@@ -97,7 +100,14 @@ def imc(ir: Distributed, ctx: Any) -> Mapped:
     return Mapped(**_fields(ir), mappings=mappings)
 
 
-def memplan(ir: Mapped, ctx: Any) -> Placed:
+def pack(ir: Mapped, ctx: Any) -> Packed:
+    """Every layer's constant bytes, laid out as its tasks read them (`constants`)."""
+    del ctx
+    consts = pack_constants(ir.layers, ir.mappings, ir.graph, ir.program, ir.layout, ir.arch)
+    return Packed(**_fields(ir), constants=consts)
+
+
+def memplan(ir: Packed, ctx: Any) -> Placed:
     """Place every buffer; layers whose L1 tiles do not fit are tiled finer and mapped again
     (the tiles of a layer twice as many rows, or channels once the rows are exhausted or the
     weight staging is what overflows), at most ``max_memplan_attempts`` tries in all."""
@@ -112,6 +122,7 @@ def memplan(ir: Mapped, ctx: Any) -> Placed:
                 ir.tilings,
                 ir.groups,
                 ir.mappings,
+                ir.constants,
                 ir.graph,
                 config,
                 ir.arch,
@@ -136,8 +147,9 @@ def memplan(ir: Mapped, ctx: Any) -> Placed:
                     at_least[i] = (t.h_tiles * 2, min_oc)
             tiles = Tiler(ir.layers, config, ir.arch, ir.graph, at_least).run()
             mappings = plan_mappings(ir.layers, tiles.tilings, ir.layout, config, ir.arch)
+            consts = pack_constants(ir.layers, mappings, ir.graph, ir.program, ir.layout, ir.arch)
             ir = dataclasses.replace(
-                ir, tilings=tiles.tilings, groups=tiles.groups, mappings=mappings
+                ir, tilings=tiles.tilings, groups=tiles.groups, mappings=mappings, constants=consts
             )
     raise AssertionError("unreachable: the loop returns or raises")
 
@@ -150,11 +162,13 @@ def schedule(ir: Placed, ctx: Any) -> Scheduled:
         ir.tilings,
         ir.groups,
         ir.mappings,
+        ir.constants,
         ir.memory,
         ir.graph,
         ir.config,
         ir.arch,
         ir.layout,
+        ir.program,
     )
     return Scheduled(**_fields(ir), schedule=sched)
 
@@ -225,9 +239,12 @@ def _work(ir: Tiled) -> Any:
 
 
 def _mixed_split_groups(groups: tuple[FusionGroup, ...], layout: CoreLayout) -> bool:
-    """True if some fusion group has layers the cooperative layout splits differently."""
+    """True if some fusion group has layers the cooperative layout does not split all by
+    rows or all not at all: a core computes its rows of a group (and their halo) from its
+    own tiles, but a channel split would need channels another core computed."""
+    ok = ({Split.ROWS}, {Split.NONE})
     return any(
-        len({layout.splits.get(i) for i in group.layers}) > 1
+        {layout.splits.get(i, Split.NONE) for i in group.layers} not in ok
         for group in groups
         if len(group.layers) > 1
     )
@@ -245,4 +262,14 @@ def _tasklist_estimate(ir: Mapped) -> int:
     return tasks * RECORD_BYTES * max(1, ir.config.aipu_cores_used)
 
 
-__all__ = ["emit", "estimate", "imc", "lower", "memplan", "multicore", "schedule", "tile"]
+__all__ = [
+    "emit",
+    "estimate",
+    "imc",
+    "lower",
+    "memplan",
+    "multicore",
+    "pack",
+    "schedule",
+    "tile",
+]
