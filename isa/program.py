@@ -272,6 +272,23 @@ def save_program(program: Program, compiled_dir: str | Path) -> Path:
     return path
 
 
+def record_crc(file: str | Path) -> Path | None:
+    """When ``file`` lies in a compiled folder whose ``model.json`` lists its CRC32 (a
+    tasklist edited by hand and assembled back), record the file's new CRC there; returns
+    the updated ``model.json`` (None: no compiled folder lists the file)."""
+    file = Path(file)
+    path = file.parent / PROGRAM_FILE
+    if not path.is_file():
+        return None
+    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    crcs = dict(program.extra.get("crc32", {}))
+    if file.name not in crcs:
+        return None
+    crcs[file.name] = zlib.crc32(file.read_bytes())
+    extra = {**program.extra, "crc32": crcs}
+    return save_program(replace(program, extra=extra), file.parent)
+
+
 def verify_crcs(folder: Path, program: Program) -> None:
     """Check the CRC32 that ``model.json`` records for every file of a compiled folder.
 

@@ -50,12 +50,14 @@ def disasm(file: Path, output: Path | None) -> None:
 )
 @json_option
 def asm(text: Path, output: Path, as_json: bool) -> None:
-    """Assemble the text form TEXT into a binary tasklist.
+    """Assemble the text form TEXT into a binary tasklist. Written into a compiled folder,
+    the tasklist's CRC32 in its ``model.json`` is updated, so the edited program runs.
 
     Example: ``aipusim isa asm core0.txt -o compiled_model/core0.tasklist``
     """
     from aipusim.base.fileio import check_output
     from aipusim.isa import assemble, write_tasklist
+    from aipusim.isa.program import record_crc
 
     check_output(output)
     if not text.is_file():
@@ -68,14 +70,18 @@ def asm(text: Path, output: Path, as_json: bool) -> None:
         raise TasklistError(f"byte {exc.start}: {str(text)!r} must be UTF-8 text") from None
     tasklist = assemble(source)
     size = write_tasklist(output, tasklist)
-    result = {"path": str(output), "core": tasklist.core_id, "tasks": len(tasklist.tasks)}
-    result["size_bytes"] = size
+    program = record_crc(output)
+    result: dict[str, Any] = {"path": str(output), "core": tasklist.core_id}
+    result |= {"tasks": len(tasklist.tasks), "size_bytes": size}
+    result["model_json_updated"] = str(program) if program is not None else None
     if as_json:
         click.echo(json.dumps(result))
     else:
         click.echo(
             f"wrote {output}: core {tasklist.core_id}, {len(tasklist.tasks)} tasks, {size} bytes"
         )
+        if program is not None:
+            click.echo(f"updated the CRC32 of {output.name} in {program}")
 
 
 @isa.command("check")
