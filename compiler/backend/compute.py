@@ -170,6 +170,7 @@ class ComputeMixin:
         buf = self.buffer(tensor, core)
         producers = set(self.produced.get((self.copy_key(core), tensor), ()))
         if buf.pool is Pool.L1:
+            reads.append((buf.name, -1))  # read in place: the computes access the tensor
             base = buf.addr + window.lo * row_bytes + c_lo * e
             return Place(base, pixel, row_bytes), producers
         tin = self.tile_buffer(f"tile_in{k}", layer, core)
@@ -279,7 +280,8 @@ class ComputeMixin:
         if not computes:
             return []
         for key in reads:
-            self.slot_user[key] = list(computes)
+            if key[1] >= 0:
+                self.slot_user[key] = list(computes)
             self.touch(computes, key[0])
         out = layer.outputs[0]
         t = self.tiling_of(layer)

@@ -85,7 +85,9 @@ def map_tiles(
         cout = geo.cout
         if split is Split.CHANNELS:
             lo, hi = part_range(geo.cout, parts, part)
-            cout = max(1, hi - lo)
+            cout = hi - lo
+            if cout <= 0:
+                continue  # more cores than channels: this core has none
         part_opts, out_h = opts, geo.out_h
         if split is Split.ROWS and fetch_bw:
             out_h = -(-geo.out_h // layout.cores)
@@ -93,7 +95,9 @@ def map_tiles(
                 part_opts = replace(opts, icrx_max_factor=min(opts.icrx_max_factor, whole.icr))
         for oi in range(oc_tiles):
             lo, hi = part_range(cout, oc_tiles, oi)
-            sub = replace(geo, cout=max(1, hi - lo), out_h=out_h)
+            if hi <= lo:
+                continue  # more channel tiles than channels
+            sub = replace(geo, cout=hi - lo, out_h=out_h)
             m = map_layer(sub, arch, part_opts, first_layer=first_layer, fetch_bw=fetch_bw)
             out.append(TileMapping(part, oi, lo, hi, m))
     return tuple(out)

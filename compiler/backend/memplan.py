@@ -283,6 +283,11 @@ class _Builder:
         slots = 2 if cfg.double_buffer else 1
         fused = {t for g in self.groups for t in g.intermediates}
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
+        # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
+        host_read = set(self.g.outputs)
+        for layer in reversed(self.layers):
+            if layer.unit is LayerUnit.ALIAS and host_read & set(layer.outputs):
+                host_read.update(layer.inputs)
         for c in self.frame_cores():
             for name in self.g.inputs:
                 size = activation_bytes(self.g, name)
@@ -291,8 +296,10 @@ class _Builder:
                         f"in:{name}{_sfx(c)}",
                         BufKind.INPUT,
                         size * slots,
+                        # the host writes the next frame's slot while this frame runs:
+                        # I/O buffers are never reused within a frame
                         0,
-                        0,
+                        self.last,
                         io_home if io_home in host_side else Pool.L2,
                         max(c, 0),
                         accesses=size,
@@ -319,7 +326,7 @@ class _Builder:
                     if o in fused:
                         continue
                     size = activation_bytes(self.g, o)
-                    is_out = self.g.is_output(o)
+                    is_out = o in host_read
                     shared = o in self.layout.shared_tensors or self.layout.cooperative
                     allowed = host_side if (is_out or shared) else _LADDER
                     home = io_home if is_out else ws_home
@@ -330,7 +337,7 @@ class _Builder:
                             f"act:{o}{_sfx(c)}",
                             BufKind.OUTPUT if is_out else BufKind.ACTIVATION,
                             size * (slots if is_out else 1),
-                            step,
+                            0 if is_out else step,
                             self.last if is_out else step,
                             home,
                             max(c, 0) if c >= 0 else owner,
@@ -511,8 +518,8 @@ class Planner:
             for buf in movable:
                 for target in targets:
                     current = _LADDER.index(buf.pool)
-                    if _LADDER.index(target) <= current:
-                        continue
+                    if _LADDER.index(target) <= current or target not in buf.allowed:
+                        continue  # (the host reaches DDR and L2 only)
                     old = buf.pool
                     old_state = self.state(old, buf)
                     old_state.remove(buf)

@@ -62,6 +62,33 @@ from aipusim.isa.tasks import (
 from aipusim.isa.tasks import Direction as Dir
 
 
+class ProducerMap(defaultdict[tuple[int, str], list[int]]):
+    """(copy, tensor) -> the steps that write the tensor; an alias (a Reshape that moves no
+    byte, a PWORD pad) is its source tensor, so a reader of the alias waits for the
+    source's writers."""
+
+    def __init__(self, layers: Sequence[LayerPlan]) -> None:
+        super().__init__(list)
+        self.alias: dict[str, str] = {}
+        for layer in layers:
+            if layer.unit is LayerUnit.ALIAS and layer.inputs:
+                root = self.alias.get(layer.inputs[0], layer.inputs[0])
+                for out in layer.outputs:
+                    self.alias[out] = root
+
+    def _key(self, key: tuple[int, str]) -> tuple[int, str]:
+        return key[0], self.alias.get(key[1], key[1])
+
+    def __getitem__(self, key: tuple[int, str]) -> list[int]:
+        return super().__getitem__(self._key(key))
+
+    def __setitem__(self, key: tuple[int, str], value: list[int]) -> None:
+        super().__setitem__(self._key(key), value)
+
+    def get(self, key: tuple[int, str], default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(self._key(key), default)
+
+
 @dataclass
 class _WeightState:
     """What one core's IMC weight sets hold while the frame is emitted."""
@@ -93,7 +120,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.cost = cost_model(arch, int(config.frequency), float(config.mvm_utilization_limit))
         self.g, self.cfg, self.arch, self.layout = graph, config, arch, layout
         self.steps: list[Step] = []
-        self.produced: dict[tuple[int, str], list[int]] = defaultdict(list)
+        self.produced = ProducerMap(layers)
         self.buf_access: dict[str, list[int]] = defaultdict(list)
         self.slot_user: dict[tuple[str, int], list[int]] = defaultdict(list)
         self.weights: dict[int, _WeightState] = {}
@@ -108,6 +135,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.barrier_id = 0
         self.last_mvm: dict[int, int | None] = {}  # newest Mvm step per core
         self.last_fetch: dict[Any, int] = {}  # batch: the multicast fetch of a weight block
+        self.slot_fetches: dict[tuple[str, int], list[int]] = defaultdict(list)
+        self.fetch_slot: dict[int, tuple[str, int]] = {}
         self.dconst_steps: dict[Any, set[int]] = {}
         self.pending_slot: Any = None  # the weight staging slot the next load reads
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
@@ -232,20 +261,29 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         )
 
     # -- INIT: constants on chip --------------------------------------------------------
+    def resident_keys(self) -> dict[str, list[tuple[str, int, int]]]:
+        """Per MVM layer with constant weights, the weight-set keys ``(layer, channel tile,
+        block)`` any core loads (cores of a channel split may have fewer)."""
+        keys: dict[str, list[tuple[str, int, int]]] = {}
+        for li, layer in enumerate(self.layers):
+            if layer.unit is not LayerUnit.MVM or is_runtime(layer):
+                continue
+            mine: set[tuple[str, int, int]] = set()
+            for core in self.layout.all_cores:
+                for tile_map, oi in self.tile_maps(layer, self.part_of(li, core)[0]):
+                    mine.update((layer.name, oi, b) for b in range(len(tile_map.blocks)))
+            keys[layer.name] = sorted(mine)
+        return keys
+
     def plan_weights(self) -> bool:
         """True when every weight set of the model fits the IMC: load them all in INIT."""
-        keys = []
-        for layer in self.layers:
-            if layer.unit is LayerUnit.MVM and not is_runtime(layer):
-                for tile_map, oi in self.tile_maps(layer, 0):
-                    keys += [(layer.name, oi, b) for b in range(len(tile_map.blocks))]
+        count = sum(len(k) for k in self.resident_keys().values())
         # run-time weights (attention) need sets of their own every frame: two, so that the
         # next head loads while one computes
         runtime = any(is_runtime(layer) for layer in self.layers)
-        return len(keys) + (2 if runtime else 0) <= self.arch.mvm.weight_sets
+        return count + (2 if runtime else 0) <= self.arch.mvm.weight_sets
 
     def emit_init(self, resident: bool) -> None:
-        cores = self.layout.all_cores
         for buf in self.plan.buffers.values():
             if buf.kind in CONSTANT_KINDS and buf.pool is not Pool.DDR:
                 # the constants image arrives in DDR with the model; bring it on chip once
@@ -264,40 +302,41 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 )
         if not resident:
             return
+        keys = self.resident_keys()
         set_index = 0
         for li, layer in enumerate(self.layers):
-            if layer.unit is not LayerUnit.MVM or is_runtime(layer):
-                continue
-            for tile_map, oi in self.tile_maps(layer, 0):
-                for b, blk in enumerate(tile_map.blocks):
-                    for core in cores:
-                        part = self.part_of(li, core)[0]
-                        src = self.weight_source(
-                            layer,
-                            core,
-                            (part, oi, b),
-                            blk.weight_bytes,
-                            tile=0,
-                            phase=Phase.INIT,
-                            extra=set(),
-                        )
-                        self.add(
-                            core,
-                            Unit.WLOAD,
-                            WeightLoad,
-                            dict(
-                                weight_set=set_index,
-                                src_addr=src[0],
-                                bytes=blk.weight_bytes,
-                                rows_used=blk.rows_used,
-                                cols_used=blk.cols_used,
-                            ),
-                            layer=layer.name,
-                            deps=src[1],
-                            phase=Phase.INIT,
-                        )
-                    self.resident[(layer.name, oi, b)] = set_index
-                    set_index += 1
+            for key in keys.get(layer.name, ()):
+                _, oi, b = key
+                for core in self.layout.all_cores:
+                    part = self.part_of(li, core)[0]
+                    blk = next(
+                        (t.mapping.blocks[b] for t in self.mapping_of(layer).of_part(part)
+                         if t.oc_tile == oi and b < len(t.mapping.blocks)),
+                        None,
+                    )  # fmt: skip
+                    if blk is None:
+                        continue  # this core's part has no such block
+                    src = self.weight_source(
+                        layer, core, (part, oi, b), blk.weight_bytes,
+                        tile=0, phase=Phase.INIT, extra=set(),
+                    )  # fmt: skip
+                    self.add(
+                        core,
+                        Unit.WLOAD,
+                        WeightLoad,
+                        dict(
+                            weight_set=set_index,
+                            src_addr=src[0],
+                            bytes=blk.weight_bytes,
+                            rows_used=blk.rows_used,
+                            cols_used=blk.cols_used,
+                        ),
+                        layer=layer.name,
+                        deps=src[1],
+                        phase=Phase.INIT,
+                    )
+                self.resident[key] = set_index
+                set_index += 1
 
     # -- weights -------------------------------------------------------------------------
     def tile_maps(self, layer: LayerPlan, part: int) -> list[tuple[Any, int]]:
@@ -362,6 +401,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             )
             deps.add(hop)
             src = (Pool.L2, l2stage.addr + offset)
+        staged = [stage.name]
+        if mask:  # the multicast writes every core's staging slot
+            staged = [f"wstage:{layer.name}@{c}" for c in self.layout.all_cores]
         sid = self.dma(
             fetch_core,
             self.wt_dma,
@@ -371,11 +413,16 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             layer=layer.name,
             tile=tile,
             deps=deps,
-            touches=(wbuf.name, stage.name),
+            touches=(wbuf.name, *staged),
             mask=mask,
             phase=phase,
         )
         self.last_fetch[(layer.name, offset, tile)] = sid
+        if mask:
+            # a later multicast into this slot must wait for every core's load from it,
+            # and the other cores' loads are emitted after this core's whole group
+            self.slot_fetches[(layer.name, slot)].append(sid)
+            self.fetch_slot[sid] = (layer.name, slot)
         if src[0] is Pool.L2 and l2stage is not None and src[1] == l2stage.addr + offset:
             self.slot_user[(l2stage.name, offset)] = [sid]  # the L2 copy has been read
         self.pending_slot = (slot_key, None)
@@ -439,6 +486,11 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         if self.pending_slot is not None:
             slot_key, _ = self.pending_slot
             self.slot_user[slot_key] = [sid]
+        for fetch in src_deps & self.fetch_slot.keys():
+            fetches = self.slot_fetches[self.fetch_slot[fetch]]
+            later = fetches.index(fetch) + 1
+            if later < len(fetches):
+                self.steps[fetches[later]].deps.add(sid)
         st.holds[s] = key
         st.last_user[s] = None
         return s, {sid}
@@ -618,9 +670,12 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
 
     # -- tokens --------------------------------------------------------------------------
     def add_memory_war(self) -> None:
-        """A buffer that reuses the address range of an earlier, dead buffer on the same
-        core is written only after the earlier one's last accesses."""
+        """A buffer that reuses the address range of an earlier, dead buffer is accessed
+        only after the earlier one's last accesses: by the same core in L2/DDR (each core's
+        copies follow its own frame), by any core in one core's L1 (a batch's weight fetch
+        multicasts into every core's L1)."""
         for st in self.plan.pools.values():
+            any_core = st.pool is Pool.L1
             bufs = sorted(st.placed, key=lambda b: b.addr)
             for i, a in enumerate(bufs):
                 a_acc = [
@@ -637,7 +692,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         if step.phase is not Phase.FRAME:
                             continue
                         same_core = [
-                            x for x in a_acc if self.steps[x].core == step.core and x < sid
+                            x
+                            for x in a_acc
+                            if x < sid and (any_core or self.steps[x].core == step.core)
                         ]
                         if same_core:
                             step.deps.add(max(same_core, key=lambda x: x))
