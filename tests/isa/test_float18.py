@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aipusim.arch import load_arch
-from aipusim.compiler.quant.float18 import FloatFormat, to_int8
+from aipusim.isa.float18 import FloatFormat, to_int8
 
 FINITE = st.floats(min_value=-1e30, max_value=1e30, allow_nan=False, allow_infinity=False)
 

@@ -16,7 +16,7 @@ defined here, once:
   then ``fraction_bits``), which is the definition, not an approximation of one.
 
 Transcendental functions never run in float: they are tables computed at compile time
-(data of the program), see `aipusim.compiler.quant.fp_kernels`.
+(data of the program), see `aipusim.isa.fp_kernels`.
 
 >>> fmt = FloatFormat(8, 9)
 >>> float(fmt.round(np.float64(1.0 + 2**-10)))  # a tie: rounds to the even neighbour 1.0
