@@ -39,7 +39,7 @@ from aipusim.simulator.functional.io import (
     to_bytes,
 )
 from aipusim.simulator.functional.kernels import executor
-from aipusim.simulator.functional.memory import Memory, Where
+from aipusim.simulator.functional.memory import Memory, Where, extents
 from aipusim.simulator.functional.order import D2H, H2D, TASK, Schedule, build_schedule
 
 if TYPE_CHECKING:
@@ -90,7 +90,9 @@ class _Run:
         self.mem = Memory(sim.arch, self.map, program.replicas, self.per)
         self.sched: Schedule = build_schedule(sim)
         self.hb = HappensBefore(self.sched)
-        self.check = HazardCheck(self.sched, self.hb, self.mem.spaces, self.map, self.per)
+        self.check = HazardCheck(self.sched, self.hb, self.mem, self.per)
+        for pool, end in extents(self.map, self.sched.task).items():
+            self.mem.reserve(pool, end)
         self.fmt = FloatFormat.of(sim.arch)
         self.counters = Counters()
         self.outputs: dict[tuple[int, int, str, int], np.ndarray] = {}

@@ -25,9 +25,8 @@ import numba
 import numpy as np
 
 from aipusim.base.errors import HazardError
-from aipusim.isa.image import MemoryMap
 from aipusim.simulator.functional.footprint import Access
-from aipusim.simulator.functional.memory import Spaces
+from aipusim.simulator.functional.memory import Memory
 from aipusim.simulator.functional.order import Schedule
 
 #: Distinct writers one access reports before it falls back to numpy.
@@ -70,14 +69,14 @@ class HappensBefore:
 
 @numba.njit(cache=True)
 def _distinct(shadow, starts, ends, vals, where):  # pragma: no cover - jitted
-    """Distinct values of ``shadow`` over the runs (-1 left out) and the first address of
-    each, into ``vals``/``where``; returns their count, or -1 when there are more."""
+    """Distinct nonzero values of ``shadow`` over the runs and the first address of each,
+    into ``vals``/``where``; returns their count, or -1 when there are more."""
     count = 0
-    last = -1
+    last = 0
     for i in range(len(starts)):
         for a in range(starts[i], ends[i]):
             v = shadow[a]
-            if v == last or v < 0:
+            if v == last or v == 0:
                 last = v
                 continue
             last = v
@@ -102,17 +101,20 @@ def _fill(shadow, starts, ends, value):  # pragma: no cover - jitted
 
 
 class Shadow:
-    """A node id per byte of every address space (-1: nobody yet)."""
+    """A node per byte of every address space, stored as node + 1 (0: nobody yet), so an
+    untouched stretch stays unmapped zero pages."""
 
-    def __init__(self, spaces: Spaces) -> None:
-        self.arrays = [np.full(0, -1, np.int32) for _ in range(spaces.count)]
+    def __init__(self, mem: Memory) -> None:
+        self.mem = mem
+        self.arrays = [np.zeros(0, np.int32) for _ in range(mem.spaces.count)]
         self._vals = np.zeros(_MAX_DISTINCT, np.int64)
         self._where = np.zeros(_MAX_DISTINCT, np.int64)
 
     def array(self, space: int, end: int) -> np.ndarray:
         arr = self.arrays[space]
         if end > len(arr):
-            grown = np.full(max(end, 2 * len(arr), 1 << 16), -1, np.int32)
+            size = max(end, len(self.mem.data[space]), 2 * len(arr))
+            grown = np.zeros(size, np.int32)
             grown[: len(arr)] = arr
             self.arrays[space] = arr = grown
         return arr
@@ -124,32 +126,32 @@ class Shadow:
         arr = self.array(acc.space, acc.hi)
         n = _distinct(arr, acc.starts, acc.ends, self._vals, self._where)
         if n >= 0:
-            return list(zip(self._vals[:n].tolist(), self._where[:n].tolist(), strict=True))
-        out = []
+            return list(zip((self._vals[:n] - 1).tolist(), self._where[:n].tolist(), strict=True))
+        seen: dict[int, int] = {}
         for s, e in zip(acc.starts.tolist(), acc.ends.tolist(), strict=True):
             vals, first = np.unique(arr[s:e], return_index=True)
-            out += [(int(v), s + int(f)) for v, f in zip(vals, first, strict=True) if v >= 0]
-        seen: dict[int, int] = {}
-        for v, a in out:
-            seen.setdefault(v, a)
+            for v, f in zip(vals.tolist(), first.tolist(), strict=True):
+                if v:
+                    seen.setdefault(v - 1, s + f)
         return list(seen.items())
 
     def fill(self, acc: Access, node: int) -> None:
         if len(acc.starts):
-            _fill(self.array(acc.space, acc.hi), acc.starts, acc.ends, node)
+            _fill(self.array(acc.space, acc.hi), acc.starts, acc.ends, node + 1)
+
+    def node_at(self, space: int, addr: int) -> int:
+        return int(self.array(space, addr + 1)[addr]) - 1
 
 
 class HazardCheck:
     """The forward and backward sweeps over the accesses of a run (module docstring)."""
 
     def __init__(
-        self, sched: Schedule, hb: HappensBefore, spaces: Spaces, memory: MemoryMap,
-        cores_per_replica: int,
-    ) -> None:  # fmt: skip
-        self.sched, self.hb, self.spaces = sched, hb, spaces
-        self.memory, self.per = memory, cores_per_replica
-        self.partition = dict(memory.partition or {})
-        self.last = Shadow(spaces)
+        self, sched: Schedule, hb: HappensBefore, mem: Memory, cores_per_replica: int
+    ) -> None:
+        self.sched, self.hb, self.mem, self.spaces = sched, hb, mem, mem.spaces
+        self.memory, self.per = mem.map, cores_per_replica
+        self.last = Shadow(mem)
         self.accesses: dict[int, list[Access]] = {}
         self.checked_bytes = 0
 
@@ -162,15 +164,17 @@ class HazardCheck:
             for w, addr in self.last.distinct(acc):
                 if w != node and not hb(w, node):
                     verb = "writes" if acc.write else "reads"
-                    raise self._error(node, w, acc, addr, self.last, f"{verb} what", "wrote")
+                    raise self._error(node, w, acc, addr, self.last, w, f"{verb} what", "wrote")
         for acc in accesses:
             if acc.write:
                 self.last.fill(acc, node)
 
     def backward(self) -> None:
-        """From the end: every read must be ordered before the next write of its bytes."""
-        nxt = Shadow(self.spaces)
+        """From the end: every read must be ordered before the next write of its bytes.
+        Of several such reads, the first in run order is reported."""
+        nxt = Shadow(self.mem)
         hb = self.hb
+        found: HazardError | None = None
         for node in reversed(self.sched.order):
             accesses = self.accesses.get(node)
             if not accesses:
@@ -180,39 +184,44 @@ class HazardCheck:
                     continue
                 for w, addr in nxt.distinct(acc):
                     if w != node and not hb(node, w):
-                        raise self._error(w, node, acc, addr, nxt, "overwrites what", "still reads")
+                        found = self._error(w, node, acc, addr, nxt, w, "overwrites what",
+                                            "still reads")  # fmt: skip
+                        break
             for acc in accesses:
                 if acc.write:
                     nxt.fill(acc, node)
+        if found is not None:
+            raise found
 
     def writer_of(self, space: int, lo: int, hi: int) -> np.ndarray:
         """The last writer of each byte of ``[lo, hi)`` (-1: the constants image or nobody)."""
-        return self.last.array(space, hi)[lo:hi].copy()
+        return self.last.array(space, hi)[lo:hi].astype(np.int64) - 1
 
     # -- messages ------------------------------------------------------------------------
     def _error(
-        self, node: int, other: int, acc: Access, addr: int, shadow: Shadow, verb: str, did: str
-    ) -> HazardError:
-        arr = shadow.array(acc.space, acc.hi)
+        self, node: int, other: int, acc: Access, addr: int, shadow: Shadow, held: int,
+        verb: str, did: str,
+    ) -> HazardError:  # fmt: skip
+        """``node`` ``verb`` ``other`` ``did`` at the bytes from ``addr`` where ``shadow``
+        holds ``held``, within the run of ``acc`` that contains ``addr``."""
         run_end = int(acc.ends[np.searchsorted(acc.starts, addr, side="right") - 1])
         end = addr
-        while end < run_end and arr[end] == arr[addr]:
+        while end < run_end and shadow.node_at(acc.space, end) == held:
             end += 1
         sched = self.sched
-        where = f"{self.spaces.name(acc.space)} {addr:#x}..{end:#x}{self._buffer(acc, addr, node)}"
+        where = f"{self.spaces.name(acc.space)} {addr:#x}..{end:#x}{self._buffer(acc, addr)}"
         return HazardError(
             f"{sched.label(node)} {verb} {sched.label(other)} {did} at {where}, and nothing "
             "orders the two (no queue order, token, barrier or phase between them)"
         )
 
-    def _buffer(self, acc: Access, addr: int, node: int) -> str:
+    def _buffer(self, acc: Access, addr: int) -> str:
         """`` (buffer NAME)`` of a physical address, if the memory map names it."""
         pool = self.spaces.pool(acc.space)
         if pool == "imc":
             return " (IMC weight set)"
         core = self.spaces.core(acc.space)
-        r = self.sched.replica[node]
-        prog = addr - r * int(self.partition.get(pool, 0)) if core < 0 else addr
+        prog = addr  # a space holds the program's addresses (plus the I/O slot)
         lcore = core % self.per if core >= 0 else -1
         for buf in self.memory.io:
             top = buf.addr + buf.bytes * buf.slots

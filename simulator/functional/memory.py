@@ -1,25 +1,23 @@
 """The memory of a functional run: byte arrays for every pool, and where a task's access
 lands in them.
 
-Address spaces (`Spaces`): the L1 of each physical core, the shared L2, DDR, and the IMC
-weight sets of each core (addressed by set index, a resource the hazard check tracks like
-bytes). L1 and L2 are zero-filled arrays of the part of the pool a program may use
-(`aipusim.isa.addresses.usable_bytes`; the system only maps the pages a run touches); DDR,
-gigabytes, grows on first touch to what the run uses (so take its array after declaring
-every DDR operand of a task).
+Address spaces (`Spaces`): the L1 of each physical core; L2 and DDR, one space per replica
+where ``partition`` gives the pool a size (replica ``r`` owns ``[r * partition, (r + 1) *
+partition)`` of the chip's pool), else one space the replicas share; the IMC weight sets of
+each core (addressed by set index, a resource the hazard check tracks like bytes). An
+address in a space is the program's address (plus the I/O slot offset): replica ``r``'s
+byte ``a`` is the chip's byte ``a + r * partition``. L1 arrays are the usable part of the
+pool (`aipusim.isa.addresses.usable_bytes`); L2 and DDR arrays the extent the run uses
+(`Memory.reserve`, else grown on first touch), zero-filled (the system maps only the pages
+a run touches).
 
-Where an access lands (`Memory.locate`): tasks address their pools as one instance on
-slot 0 of its I/O buffers; the runtime relocates
-
-- a FRAME task's access whose first byte lies in an I/O buffer's slot-0 range by that
-  buffer's slot for the frame (start ``s`` uses slot ``s % slots``: the ``s``-th frame
-  through that buffer; in batch mode every core's buffer carries one frame per start);
-  the whole access must then lie in the slot;
-- an access of replica ``r`` to L2 or DDR by ``r * partition[pool]`` (a pool without a
-  partition is shared by the replicas);
-
-and the relocated access must lie inside the usable part of its pool, else a one-line
-`SimulationError` names the task, the pool and the range.
+Where an access lands (`Memory.locate`): tasks address their pools as one instance on slot
+0 of its I/O buffers; the runtime relocates a FRAME task's access whose first byte lies in
+an I/O buffer's slot-0 range by that buffer's slot for the frame (start ``s`` uses slot
+``s % slots``: the ``s``-th frame through that buffer; in batch mode every core's buffer
+carries one frame per start), and the whole access must then lie in the slot. The access
+must lie inside its replica's partition and inside the usable part of the chip's pool,
+else a one-line `SimulationError` names the task, the pool and the range.
 
 >>> from aipusim.arch import load_arch
 >>> from aipusim.isa.image import ConstantImage, MemoryMap
@@ -36,6 +34,7 @@ aipusim.base.errors.SimulationError: core 0 dma0 task 3 (layer 'x'): l1 access \
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +43,7 @@ from aipusim.arch.model import Arch
 from aipusim.base.errors import SimulationError
 from aipusim.isa.addresses import usable_bytes
 from aipusim.isa.image import IoBuffer, MemoryMap
-from aipusim.isa.tasks import Pool
+from aipusim.isa.tasks import DmaCopy, HostTransfer, Pool, Task
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,38 +59,55 @@ class Where:
 
 
 class Spaces:
-    """Numbering of the address spaces of a chip with ``cores`` cores."""
+    """Numbering of the address spaces: L1 per core, L2 and DDR per replica (or shared),
+    IMC per core."""
 
-    def __init__(self, cores: int) -> None:
+    def __init__(self, cores: int, replicas: int, partitioned: frozenset[str]) -> None:
         self.cores = cores
-        self.l2 = cores
-        self.ddr = cores + 1
-        self.count = 2 * cores + 2
+        self._shared: dict[str, list[int]] = {}
+        self._names: list[tuple[str, int, int]] = [("l1", c, -1) for c in range(cores)]
+        for pool in (Pool.L2.value, Pool.DDR.value):
+            own = pool in partitioned and replicas > 1
+            ids = []
+            for r in range(replicas if own else 1):
+                ids.append(len(self._names))
+                self._names.append((pool, -1, r if own else -1))
+            self._shared[pool] = ids
+        self._imc0 = len(self._names)
+        self._names += [("imc", c, -1) for c in range(cores)]
+        self.count = len(self._names)
 
     def l1(self, pcore: int) -> int:
         return pcore
 
+    def shared(self, pool: str, replica: int) -> int:
+        """The L2 or DDR space replica ``replica`` sees."""
+        ids = self._shared[pool]
+        return ids[replica] if len(ids) > 1 else ids[0]
+
+    def of_pool(self, pool: str) -> list[int]:
+        """Every space of a pool."""
+        if pool == Pool.L1.value:
+            return list(range(self.cores))
+        if pool == "imc":
+            return [self._imc0 + c for c in range(self.cores)]
+        return list(self._shared[pool])
+
     def imc(self, pcore: int) -> int:
-        return self.cores + 2 + pcore
+        return self._imc0 + pcore
 
     def pool(self, space: int) -> str:
-        if space < self.cores:
-            return Pool.L1.value
-        if space == self.l2:
-            return Pool.L2.value
-        if space == self.ddr:
-            return Pool.DDR.value
-        return "imc"
+        return self._names[space][0]
 
     def core(self, space: int) -> int:
         """The physical core of a per-core space (-1: shared)."""
-        if space < self.cores:
-            return space
-        return space - self.cores - 2 if space > self.ddr else -1
+        return self._names[space][1]
 
     def name(self, space: int) -> str:
-        pool, core = self.pool(space), self.core(space)
-        return pool if core < 0 else f"{pool} of core {core}"
+        pool, core, replica = self._names[space]
+        if core >= 0:
+            return f"{pool} of core {core}"
+        return f"{pool} of replica {replica}" if replica >= 0 else pool
 
 
 class Memory:
@@ -102,18 +118,19 @@ class Memory:
     ) -> None:
         self.arch = arch
         self.map = memory_map
-        self.spaces = Spaces(arch.chip.cores)
         self.cores_per_replica = cores_per_replica
         usable = usable_bytes(arch)
         self.limit = {Pool(k): v[0] for k, v in usable.items()}
         self.partition = {
-            Pool(k): int(v) for k, v in (memory_map.partition or {}).items() if k in ("l2", "ddr")
+            Pool(k): int(v)
+            for k, v in (memory_map.partition or {}).items()
+            if k in ("l2", "ddr") and int(v) > 0
         }
+        parted = frozenset(p.value for p in self.partition)
+        self.spaces = Spaces(arch.chip.cores, replicas, parted)
         self.data: list[np.ndarray] = [np.zeros(0, np.uint8) for _ in range(self.spaces.count)]
-        for space in range(self.spaces.count):
-            pool = self.spaces.pool(space)
-            if pool in (Pool.L1.value, Pool.L2.value):
-                self.data[space] = np.zeros(self.limit[Pool(pool)], np.uint8)
+        for space in self.spaces.of_pool(Pool.L1.value):
+            self.data[space] = np.zeros(self.limit[Pool.L1], np.uint8)
         mvm = arch.mvm
         #: Per physical core: every weight set as float32 (the product runs as a BLAS GEMM).
         self.weights = [
@@ -137,6 +154,11 @@ class Memory:
             self.data[space] = data = grown
         return data
 
+    def reserve(self, pool: Pool, end: int) -> None:
+        """Size every space of ``pool`` for the run's extent ``end`` at once (no growing)."""
+        for space in self.spaces.of_pool(pool.value):
+            self.array(space, end)
+
     def pool_limit(self, pool: Pool) -> int:
         return self.limit[pool]
 
@@ -157,17 +179,23 @@ class Memory:
             )
         core = where.lcore if lcore is None else lcore
         delta = self._slot_delta(pool, addr, nbytes, where, core)
+        lo, hi = addr + delta, addr + delta + nbytes
         if pool is Pool.L1:
             space = self.spaces.l1(self.physical_core(where.replica, core))
         else:
-            space = self.spaces.l2 if pool is Pool.L2 else self.spaces.ddr
-            delta += where.replica * self.partition.get(pool, 0)
-        lo, hi = addr + delta, addr + delta + nbytes
-        limit = self.limit[pool]
-        if addr < 0 or lo < 0 or hi > limit:
+            space = self.spaces.shared(pool.value, where.replica)
+        part = self.partition.get(pool, 0)
+        if part and hi > part:
             raise SimulationError(
                 f"{where.label}: {pool.value} access {lo:#x}..{hi:#x} lies outside the "
-                f"{limit} usable bytes of {pool.value}"
+                f"{part} bytes of {pool.value} one replica owns (model.json partition)"
+            )
+        limit = self.limit[pool]
+        offset = where.replica * part
+        if lo < 0 or hi + offset > limit:
+            raise SimulationError(
+                f"{where.label}: {pool.value} access {lo + offset:#x}..{hi + offset:#x} lies "
+                f"outside the {limit} usable bytes of {pool.value}"
             )
         self.array(space, hi)
         return space, delta
@@ -213,4 +241,32 @@ class Memory:
         return space, buf.addr + delta
 
 
-__all__ = ["Memory", "Spaces", "Where"]
+def extents(memory_map: MemoryMap, tasks: Iterable[Task | None]) -> dict[Pool, int]:
+    """The end of what a run can touch in L2 and DDR (program addresses): the constants
+    image, every slot of the I/O buffers, the tensors, every DMA and host-transfer extent."""
+    end = {Pool.L2: 0, Pool.DDR: 0}
+
+    def grow(pool: str | Pool, hi: int) -> None:
+        if pool in end:
+            end[Pool(pool)] = max(end[Pool(pool)], hi)
+
+    const = memory_map.constants
+    grow(Pool.DDR, const.addr + const.bytes)
+    for buf in memory_map.io:
+        grow(buf.pool, buf.addr + buf.slots * buf.bytes)
+    for place in memory_map.tensors:
+        grow(place.pool, place.addr + place.bytes)
+    for t in tasks:
+        if isinstance(t, DmaCopy):
+            planes, rows = max(t.planes, 1), max(t.rows, 1)
+            run = t.bytes // (planes * rows)
+            src = t.src_addr + (planes - 1) * t.src_plane_stride + (rows - 1) * t.src_stride
+            dst = t.dst_addr + (planes - 1) * t.dst_plane_stride + (rows - 1) * t.dst_stride
+            grow(t.src_pool, src + run)
+            grow(t.dst_pool, dst + run)
+        elif isinstance(t, HostTransfer):
+            grow(t.pool, t.addr + t.bytes)
+    return end
+
+
+__all__ = ["Memory", "Spaces", "Where", "extents"]

@@ -104,17 +104,14 @@ def run(
 
 
 def dma(
-    src_pool: Pool,
-    src: int,
-    dst_pool: Pool,
-    dst: int,
-    nbytes: int,
-    *,
-    unit: Unit = Unit.DMA0,
-    **kw: Any,
-) -> DmaCopy:
-    return DmaCopy(unit=unit, src_pool=src_pool, src_addr=src, dst_pool=dst_pool, dst_addr=dst,
-                   bytes=nbytes, **kw)  # fmt: skip
+    src_pool: Pool, src: int, dst_pool: Pool, dst: int, nbytes: int | None = None, *,
+    unit: Unit = Unit.DMA0, **kw: Any,
+) -> DmaCopy:  # fmt: skip
+    """A DmaCopy; keyword fields (``bytes``, ``src_addr``, strides, ...) win."""
+    fields = dict(src_pool=src_pool, src_addr=src, dst_pool=dst_pool, dst_addr=dst)
+    if nbytes is not None:
+        fields["bytes"] = nbytes
+    return DmaCopy(unit=unit, **{**fields, **kw})
 
 
 def chain(tasks: Sequence[Task], first: int = 0) -> list[Task]:
