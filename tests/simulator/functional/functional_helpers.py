@@ -32,8 +32,11 @@ class Image:
         self.data = bytearray()
 
     def put(self, blob: np.ndarray | bytes) -> int:
-        raw = bytes(np.ascontiguousarray(blob).view(np.uint8).reshape(-1)) if isinstance(
-            blob, np.ndarray) else bytes(blob)  # fmt: skip
+        raw = (
+            bytes(np.ascontiguousarray(blob).view(np.uint8).reshape(-1))
+            if isinstance(blob, np.ndarray)
+            else bytes(blob)
+        )
         self.data += bytes(-len(self.data) % 64)
         at = len(self.data)
         self.data += raw
@@ -44,20 +47,36 @@ class Image:
 
 
 def io(
-    name: str, direction: str, addr: int, shape: Sequence[int], *, pool: str = "ddr",
-    slots: int = 1, core: int = 0, layout: str = "nhwc", dtype: str = "int8",
-) -> IoBuffer:  # fmt: skip
+    name: str,
+    direction: str,
+    addr: int,
+    shape: Sequence[int],
+    *,
+    pool: str = "ddr",
+    slots: int = 1,
+    core: int = 0,
+    layout: str = "nhwc",
+    dtype: str = "int8",
+) -> IoBuffer:
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    return IoBuffer(name, direction, pool, addr, nbytes, slots, core, tuple(shape), layout,
-                    dtype, [0.1], [0])  # fmt: skip
+    return IoBuffer(
+        name, direction, pool, addr, nbytes, slots, core, tuple(shape), layout, dtype, [0.1], [0]
+    )
 
 
 def tensor(
-    name: str, pool: str, addr: int, shape: Sequence[int], *, core: int = 0,
-    layout: str = "nhwc", layer: str = "",
-) -> TensorPlace:  # fmt: skip
-    return TensorPlace(name, pool, addr, int(np.prod(shape)), core, tuple(shape), layout, "int8",
-                       [0.1], [0], layer)  # fmt: skip
+    name: str,
+    pool: str,
+    addr: int,
+    shape: Sequence[int],
+    *,
+    core: int = 0,
+    layout: str = "nhwc",
+    layer: str = "",
+) -> TensorPlace:
+    return TensorPlace(
+        name, pool, addr, int(np.prod(shape)), core, tuple(shape), layout, "int8", [0.1], [0], layer
+    )
 
 
 def program(
@@ -76,8 +95,9 @@ def program(
     cores = len(tasks)
     ins = sum(b.bytes for b in io_bufs if b.direction == "h2d" and b.core == 0)
     outs = sum(b.bytes for b in io_bufs if b.direction == "d2h" and b.core == 0)
-    inst = Instance(tuple(range(cores)), tuple(f"core{c}.tasklist" for c in range(cores)), ins,
-                    outs)  # fmt: skip
+    inst = Instance(
+        tuple(range(cores)), tuple(f"core{c}.tasklist" for c in range(cores)), ins, outs
+    )
     memory = MemoryMap(
         ConstantImage("constants.bin", 0, len(image.data)),
         tuple(io_bufs),
@@ -85,9 +105,16 @@ def program(
         tuple(buffers),
         partition,
     )
-    return Program(model="hand", multicore_mode=mode, aipu_cores_used=cores,
-                   resources_used=resources, instance=inst, memory=memory,
-                   double_buffer=double_buffer, **knobs)  # fmt: skip
+    return Program(
+        model="hand",
+        multicore_mode=mode,
+        aipu_cores_used=cores,
+        resources_used=resources,
+        instance=inst,
+        memory=memory,
+        double_buffer=double_buffer,
+        **knobs,
+    )
 
 
 def run(
@@ -99,14 +126,21 @@ def run(
     frames: int = 1,
     **kw: Any,
 ) -> SimResult:
-    return simulate(prog, tasks, frames=frames, functional=True, inputs=inputs,
-                    constants=bytes(image), **kw)  # fmt: skip
+    return simulate(
+        prog, tasks, frames=frames, functional=True, inputs=inputs, constants=bytes(image), **kw
+    )
 
 
 def dma(
-    src_pool: Pool, src: int, dst_pool: Pool, dst: int, nbytes: int | None = None, *,
-    unit: Unit = Unit.DMA0, **kw: Any,
-) -> DmaCopy:  # fmt: skip
+    src_pool: Pool,
+    src: int,
+    dst_pool: Pool,
+    dst: int,
+    nbytes: int | None = None,
+    *,
+    unit: Unit = Unit.DMA0,
+    **kw: Any,
+) -> DmaCopy:
     """A DmaCopy; keyword fields (``bytes``, ``src_addr``, strides, ...) win."""
     fields = dict(src_pool=src_pool, src_addr=src, dst_pool=dst_pool, dst_addr=dst)
     if nbytes is not None:

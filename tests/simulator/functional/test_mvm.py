@@ -85,8 +85,17 @@ def conv_on_sim(
     for b, (r0, n) in enumerate(blocks):
         at = img.put(np.ascontiguousarray(m[r0 : r0 + n]))
         init.append(dma(Pool.DDR, at, Pool.L1, stage, n * cols, phase=Phase.INIT))
-        init.append(WeightLoad(unit=Unit.WLOAD, phase=Phase.INIT, weight_set=b, src_addr=stage,
-                               bytes=n * cols, rows_used=n, cols_used=cols))  # fmt: skip
+        init.append(
+            WeightLoad(
+                unit=Unit.WLOAD,
+                phase=Phase.INIT,
+                weight_set=b,
+                src_addr=stage,
+                bytes=n * cols,
+                rows_used=n,
+                cols_used=cols,
+            )
+        )
         stage += n * cols
     init.append(dma(Pool.DDR, img.put(rec), Pool.L1, PARAMS, cout * 24, phase=Phase.INIT))
     if table is not None:
@@ -94,17 +103,50 @@ def conv_on_sim(
     frame.append(dma(Pool.DDR, X_DDR, Pool.L1, IN, x.size, layer="in"))
     for b, (r0, n) in enumerate(blocks):
         last = b == len(blocks) - 1
-        post = (PostOp.REQUANT_LUT if lut is not LutKind.NONE else PostOp.REQUANT) if last else (
-            PostOp.NONE)  # fmt: skip
-        frame.append(Mvm(
-            unit=Unit.MVM, layer="conv", weight_set=b, in_addr=IN, out_addr=OUT, vectors=vectors,
-            rows_used=n, cols_used=cols, icr=icr, accumulate=int(b > 0), post=post, lut=lut,
-            psum_addr=PSUM, param_addr=PARAMS, lut_addr=LUT, in_w=wd, in_rows=h, in_pitch=cin,
-            in_row_pitch=wd * cin, cin=cin, cpad=cpad, kh=kh, kw=kw, stride_h=stride,
-            stride_w=stride, pad_top=pad, pad_left=pad, dilation=dil, upsample=upsample,
-            swicr=int(swicr), row0=r0, fill=fill & 0xFF, out_w=wo, out_pitch=cout,
-            out_row_pitch=wo * cout,
-        ))  # fmt: skip
+        post = (
+            (PostOp.REQUANT_LUT if lut is not LutKind.NONE else PostOp.REQUANT)
+            if last
+            else (PostOp.NONE)
+        )
+        frame.append(
+            Mvm(
+                unit=Unit.MVM,
+                layer="conv",
+                weight_set=b,
+                in_addr=IN,
+                out_addr=OUT,
+                vectors=vectors,
+                rows_used=n,
+                cols_used=cols,
+                icr=icr,
+                accumulate=int(b > 0),
+                post=post,
+                lut=lut,
+                psum_addr=PSUM,
+                param_addr=PARAMS,
+                lut_addr=LUT,
+                in_w=wd,
+                in_rows=h,
+                in_pitch=cin,
+                in_row_pitch=wd * cin,
+                cin=cin,
+                cpad=cpad,
+                kh=kh,
+                kw=kw,
+                stride_h=stride,
+                stride_w=stride,
+                pad_top=pad,
+                pad_left=pad,
+                dilation=dil,
+                upsample=upsample,
+                swicr=int(swicr),
+                row0=r0,
+                fill=fill & 0xFF,
+                out_w=wo,
+                out_pitch=cout,
+                out_row_pitch=wo * cout,
+            )
+        )
     frame.append(dma(Pool.L1, OUT, Pool.DDR, Y_DDR, ho * wo * cout, unit=Unit.DMA1, layer="out"))
     tasks = {0: chain(init) + chain(frame, 16)}
     bufs = [io("x", "h2d", X_DDR, x.shape), io("y", "d2h", Y_DDR, (1, cout, ho, wo))]
@@ -113,8 +155,9 @@ def conv_on_sim(
 
 
 def reference(x, w, rec, *, stride=1, pad=0, dil=1, lut=None):
-    acc = K.conv_acc_reference(x.astype(np.int64), w.astype(np.int64), (stride, stride),
-                               (pad,) * 4, (dil, dil), 1)  # fmt: skip
+    acc = K.conv_acc_reference(
+        x.astype(np.int64), w.astype(np.int64), (stride, stride), (pad,) * 4, (dil, dil), 1
+    )
     out = requant_ref(acc, rec)
     return out if lut is None else K.apply_lut(out, lut)
 
@@ -150,8 +193,7 @@ def test_row_blocks_accumulate_partial_sums() -> None:
     # a row block boundary inside a tap's channels (blocks of 96 rows, 2 ICR copies)
     x, w = int8(1, 64, 5, 6), int8(8, 64, 1, 2)
     res, rec = conv_on_sim(x, w, icr=2, block_rows=96)
-    acc = K.conv_acc_reference(x.astype(np.int64), w.astype(np.int64), (1, 1), (0,) * 4,
-                               (1, 1), 1)  # fmt: skip
+    acc = K.conv_acc_reference(x.astype(np.int64), w.astype(np.int64), (1, 1), (0,) * 4, (1, 1), 1)
     assert np.array_equal(res.outputs["y"], requant_ref(acc, rec))
 
 
@@ -162,8 +204,9 @@ def test_transposed_conv_through_upsampling() -> None:
     wt = int8(16, 12, 3, 3)  # ONNX (Cin, Cout, kh, kw)
     w = np.ascontiguousarray(wt.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
     res, rec = conv_on_sim(x, w, upsample=2, pad=1)
-    acc = K.conv_transpose_acc_reference(x.astype(np.int64), wt.astype(np.int64), (2, 2),
-                                         (1, 1, 1, 1), (1, 1), 1)  # fmt: skip
+    acc = K.conv_transpose_acc_reference(
+        x.astype(np.int64), wt.astype(np.int64), (2, 2), (1, 1, 1, 1), (1, 1), 1
+    )
     assert np.array_equal(res.outputs["y"], requant_ref(acc, rec))
 
 
@@ -210,10 +253,26 @@ def test_sums_saturate_to_the_accumulator_and_are_counted() -> None:
 
 def test_weights_not_loaded_are_refused() -> None:
     img = Image()
-    mvm = Mvm(unit=Unit.MVM, layer="c", weight_set=1, in_addr=0, out_addr=0, vectors=1,
-              rows_used=8, cols_used=8, post=PostOp.NONE, in_w=1, in_rows=1, cin=8, cpad=64,
-              out_w=1)  # fmt: skip
+    mvm = Mvm(
+        unit=Unit.MVM,
+        layer="c",
+        weight_set=1,
+        in_addr=0,
+        out_addr=0,
+        vectors=1,
+        rows_used=8,
+        cols_used=8,
+        post=PostOp.NONE,
+        in_w=1,
+        in_rows=1,
+        cin=8,
+        cpad=64,
+        out_w=1,
+    )
     tasks = {0: [mvm]}
-    with pytest.raises(SimulationError, match=r"reads 8 x 8 weights of set 1, but the last "
-                       r"WeightLoad of that set wrote 0 x 0"):  # fmt: skip
+    with pytest.raises(
+        SimulationError,
+        match=r"reads 8 x 8 weights of set 1, but the last "
+        r"WeightLoad of that set wrote 0 x 0",
+    ):
         run(program(tasks, img), tasks, img)
