@@ -11,7 +11,7 @@ import numpy as np
 from aipusim.isa import params as P
 from aipusim.isa.image import BufferPlace, ConstantImage, IoBuffer, MemoryMap, TensorPlace
 from aipusim.isa.program import Instance, MulticoreMode, Program
-from aipusim.isa.tasks import DmaCopy, Pool, Task, TokenRef, TokenScope, Unit
+from aipusim.isa.tasks import DmaCopy, Phase, Pool, Task, TokenRef, TokenScope, Unit
 from aipusim.simulator import SimResult, simulate
 
 RNG = np.random.default_rng(15)
@@ -148,6 +148,16 @@ def dma(
     return DmaCopy(unit=unit, **{**fields, **kw})
 
 
+def preload(img: Image, blobs: Sequence[tuple[np.ndarray | None, int]]) -> list[Task]:
+    """INIT copies of constant blobs (skipping None) from the image into L1 addresses."""
+    out: list[Task] = []
+    for blob, at in blobs:
+        if blob is not None:
+            raw = np.ascontiguousarray(blob).view(np.uint8).reshape(-1)
+            out.append(dma(Pool.DDR, img.put(raw), Pool.L1, at, raw.size, phase=Phase.INIT))
+    return out
+
+
 def chain(tasks: Sequence[Task], first: int = 0) -> list[Task]:
     """``tasks`` in one sequence: where the unit changes, the earlier task signals a local
     token that the later one waits for (tokens ``first``, ``first + 1``, ... mod 32)."""
@@ -198,6 +208,7 @@ __all__ = [
     "gtok",
     "int8",
     "io",
+    "preload",
     "program",
     "requant_ref",
     "run",

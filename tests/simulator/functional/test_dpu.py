@@ -5,7 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from functional_helpers import RNG, Image, chain, channel_params, dma, int8, io, program, run
+from functional_helpers import (
+    RNG,
+    Image,
+    chain,
+    channel_params,
+    dma,
+    int8,
+    io,
+    preload,
+    program,
+    run,
+)
 from functional_helpers import requant_ref as channel_requant
 
 from aipusim.arch import load_arch
@@ -14,7 +25,7 @@ from aipusim.compiler.quant import kernels as K
 from aipusim.isa import fp_kernels as FK
 from aipusim.isa import params as P
 from aipusim.isa.float18 import FloatFormat
-from aipusim.isa.tasks import DpuKind, DpuOp, LutKind, Phase, Pool, Unit
+from aipusim.isa.tasks import DpuKind, DpuOp, LutKind, Pool, Unit
 
 A, B, OUT, PRM, LUT = 0, 0x40000, 0x80000, 0xC0000, 0xD0000
 X, Y = 0x100000, 0x200000
@@ -34,11 +45,7 @@ def dpu_on_sim(
 ) -> np.ndarray:
     """Operand ``a`` at L1 ``A`` (and ``b`` at ``B``), the op, the result from ``OUT``."""
     img = Image()
-    init = []
-    for blob, at in ((params, PRM), (table, LUT)):
-        if blob is not None:
-            raw = np.ascontiguousarray(blob).view(np.uint8).reshape(-1)
-            init.append(dma(Pool.DDR, img.put(raw), Pool.L1, at, raw.size, phase=Phase.INIT))
+    init = preload(img, ((params, PRM), (table, LUT)))
     bufs = [io("a", "h2d", X, a.shape, layout="row_major", dtype=str(a.dtype))]
     frame = [dma(Pool.DDR, X, Pool.L1, A, a.nbytes)]
     inputs = {"a": a}

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from functional_helpers import RNG, Image, chain, channel_params, dma, int8, io, program
+from functional_helpers import RNG, Image, chain, channel_params, dma, int8, io, preload, program
 from functional_helpers import requant_ref as channel_requant
 from functional_helpers import run as run_sim
 
 from aipusim.base.errors import SimulationError
 from aipusim.compiler.quant import kernels as K
 from aipusim.isa import params as P
-from aipusim.isa.tasks import DwpuKind, DwpuOp, LutKind, Phase, Pool, Unit
+from aipusim.isa.tasks import DwpuKind, DwpuOp, LutKind, Pool, Unit
 
 IN, OUT, WTS, PRM, LUT = 0, 0x40000, 0x80000, 0x90000, 0xA0000
 X, Y = 0x100000, 0x200000
@@ -30,11 +30,7 @@ def dwpu_on_sim(
     _, c, h, w = x.shape
     oh, ow = out_hw
     img = Image()
-    init = []
-    for blob, at in ((weights, WTS), (params, PRM), (table, LUT)):
-        if blob is not None:
-            raw = np.ascontiguousarray(blob).view(np.uint8).reshape(-1)
-            init.append(dma(Pool.DDR, img.put(raw), Pool.L1, at, raw.size, phase=Phase.INIT))
+    init = preload(img, ((weights, WTS), (params, PRM), (table, LUT)))
     op = DwpuOp(
         unit=Unit.DWPU,
         layer="dw",
