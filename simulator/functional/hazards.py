@@ -235,14 +235,16 @@ class HazardCheck:
 
 
 def check_tokens(sched: Schedule) -> None:
-    """Token units signalled and never waited for by the end of the run: a missing wait."""
+    """Token units the frames signalled and nobody waited for by the end of the run
+    (beyond INIT's credits): a missing wait."""
     if sched.leftovers:
         left = sched.leftovers[0]
         more = len(sched.leftovers) - 1
         also = f" (and {more} more tokens)" if more else ""
         raise HazardError(
-            f"token {left.token} still holds {left.units} unit(s) at the end of the run, the "
-            f"last signalled by {sched.label(left.last_signal)}: a wait on it is missing{also}"
+            f"token {left.token} still holds {left.units} unit(s) the frames signalled at the "
+            f"end of the run, the last by {sched.label(left.last_signal)}: a wait on it is "
+            f"missing{also}"
         )
 
 

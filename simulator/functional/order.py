@@ -15,7 +15,9 @@ D2H), or a virtual join (no thread). Each node lists the nodes that happen befor
   free); D2H of ``s`` after start ``s`` finished on every core;
 - **tokens**: the k-th unit waited for on a token takes the k-th unit signalled, signals in
   order of visibility (end + token latency; ties by core, unit, position), waits in order of
-  their start: exact for the single-producer tokens the compiler emits;
+  their start: exact for the single-producer tokens the compiler emits. Units left on a
+  token at the end beyond what INIT left there (credits, e.g. a pipeline stage's free
+  buffer) are a `Leftover`: frames signal more than they take, a wait is missing;
 - **barriers**: the k-th arrival of every core at a barrier id: each leaves after all came.
 
 `Schedule.order` is a topological order that follows the timing run (start cycle; ties by
@@ -48,7 +50,8 @@ _HOST_UNIT = {H2D: len(_UNITS), D2H: len(_UNITS) + 1}
 
 @dataclass
 class Leftover:
-    """Units of a token signalled and never waited for by the end of the run."""
+    """Units of a token the frames signalled and nobody waited for by the end of the run
+    (beyond the credits INIT left on it)."""
 
     token: str
     units: int
@@ -243,8 +246,14 @@ def _tokens(sim: Simulation, sched: Schedule) -> None:
             )
         for waiter, signaller in zip(taken, given, strict=False):
             sched.deps[waiter].append(signaller)
-        if len(given) > len(taken):
-            sched.leftovers.append(Leftover(_token_name(key), len(given) - len(taken), given[-1]))
+        # INIT may leave units on a token on purpose (credits: a buffer free before frame
+        # 0); a FRAME that signals more than the frames take means a missing wait
+        credit = sum(c for *_, n, c in signals.get(key, []) if sched.phase[n] < 0) - sum(
+            c for *_, n, c in waits.get(key, []) if sched.phase[n] < 0
+        )
+        extra = len(given) - len(taken) - max(credit, 0)
+        if extra > 0:
+            sched.leftovers.append(Leftover(_token_name(key), extra, given[-1]))
 
 
 def _token_name(key: tuple) -> str:
