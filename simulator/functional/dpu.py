@@ -30,7 +30,6 @@ from aipusim.isa import fp_kernels as FK
 from aipusim.isa import params as P
 from aipusim.isa.tasks import DpuKind, DpuOp, LutKind, Pool
 from aipusim.simulator.functional.context import TaskRun
-from aipusim.simulator.functional.fixedpoint import requant, rshift
 from aipusim.simulator.functional.footprint import merge, runs, span
 from aipusim.simulator.functional.mvm import CLAMP_LUTS
 
@@ -77,6 +76,13 @@ def _store(mem, addr, elem, v):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True)
+def _rshift(v, s):  # pragma: no cover - jitted
+    """``(v + 2**(s-1)) >> s`` (round half up); a shift of 0 rounds nothing. (Numba
+    compiles a cached kernel's helpers into it: they live in the kernel's file.)"""
+    return (v + ((np.int64(1) << s) >> 1)) >> s
+
+
+@numba.njit(cache=True)
 def _addr(e, base, elem, row_len, row_pitch):  # pragma: no cover - jitted
     if row_len > 0:
         return base + (e // row_len) * row_pitch + (e % row_len) * elem
@@ -101,7 +107,7 @@ def _elementwise(mem, geo, code, prm, lut):  # pragma: no cover - jitted
         if be > 0:
             b = _load(mem, b0 + ((e // b_div) % b_mod) * be, be)
         if code == 0:  # requant: bias, mult, shift, zo, lo, hi, zi, scale
-            r = min(max(requant((a - p[6]) * p[7], p[0], p[1], p[2], p[3]), p[4]), p[5])
+            r = min(max(_rshift(((a - p[6]) * p[7] + p[0]) * p[1], p[2]) + p[3], p[4]), p[5])
         elif code == 8:  # clamp
             r = min(max(a, p[4]), p[5])
         elif code == 7:  # table
@@ -111,16 +117,16 @@ def _elementwise(mem, geo, code, prm, lut):  # pragma: no cover - jitted
         else:  # m0, m1, shift, za, zb, zo, lo, hi
             m0, m1, s, za, zb, zo, lo, hi = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
             if code == 1:
-                r = rshift(m0 * (a - za) + m1 * (b - zb), s) + zo
+                r = _rshift(m0 * (a - za) + m1 * (b - zb), s) + zo
             elif code == 2:
-                r = rshift(m0 * (a - za) - m1 * (b - zb), s) + zo
+                r = _rshift(m0 * (a - za) - m1 * (b - zb), s) + zo
             elif code == 3:
-                r = rshift((a - za) * (b - zb) * m0, s) + zo
+                r = _rshift((a - za) * (b - zb) * m0, s) + zo
             elif code == 6:
-                r = rshift(m0 * (a - za), s) + zo
+                r = _rshift(m0 * (a - za), s) + zo
             else:
-                ra = min(max(rshift(m0 * (a - za), s) + zo, lo), hi)
-                rb = min(max(rshift(m1 * (b - zb), s) + zo, lo), hi)
+                ra = min(max(_rshift(m0 * (a - za), s) + zo, lo), hi)
+                rb = min(max(_rshift(m1 * (b - zb), s) + zo, lo), hi)
                 r = min(ra, rb) if code == 4 else max(ra, rb)
             r = min(max(r, lo), hi)
         _store(mem, _addr(e, o0, oe, row_len, o_pitch), oe, r)
@@ -145,7 +151,7 @@ def _reduce(mem, geo, mode, p, table):  # pragma: no cover - jitted
                 if x > best:
                     best = x
             if mode == 0:
-                r = min(max(rshift(total * m0, s) + zo, lo), hi)
+                r = min(max(_rshift(total * m0, s) + zo, lo), hi)
                 _store(mem, o0 + (o * groups + g) * oe, oe, r)
             elif mode == 1:
                 _store(mem, o0 + (o * groups + g) * oe, oe, best)
@@ -160,7 +166,7 @@ def _reduce(mem, geo, mode, p, table):  # pragma: no cover - jitted
                     ex = table[min(max(x - best + 255, 0), 255)]
                     r = zo
                     if esum > 0:
-                        r = rshift((ex * m0) // esum, 16) + zo
+                        r = _rshift((ex * m0) // esum, 16) + zo
                     _store(mem, o0 + off * oe, oe, min(max(r, lo), hi))
 
 

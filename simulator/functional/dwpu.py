@@ -24,7 +24,6 @@ import numpy as np
 from aipusim.isa import params as P
 from aipusim.isa.tasks import DwpuKind, DwpuOp, LutKind, Pool
 from aipusim.simulator.functional.context import TaskRun
-from aipusim.simulator.functional.fixedpoint import finish, requant, rshift
 from aipusim.simulator.functional.footprint import merge, runs
 from aipusim.simulator.functional.mvm import CLAMP_LUTS
 
@@ -37,6 +36,21 @@ _MODES = {
 }
 _GLOBAL = frozenset({DwpuKind.GLOBALPOOL, DwpuKind.GLOBALMAX})
 _NO_RECORD = frozenset({DwpuKind.MAXPOOL, DwpuKind.GLOBALMAX, DwpuKind.RESIZE_NEAREST})
+
+
+# Numba caches a kernel with the helpers it calls compiled in, and re-compiles only when
+# the kernel's own file changes: so the helpers of this file's kernels live here.
+@numba.njit(cache=True)
+def _rshift(v, s):  # pragma: no cover - jitted
+    """``(v + 2**(s-1)) >> s`` (round half up); a shift of 0 rounds nothing."""
+    return (v + ((np.int64(1) << s) >> 1)) >> s
+
+
+@numba.njit(cache=True)
+def _finish(r, lo, hi, lut, use_lut):  # pragma: no cover - jitted
+    """The record's clamp, then int8, then the table."""
+    r = min(max(r, lo, -128), hi, 127)
+    return lut[r + 128] if use_lut else r
 
 
 @numba.njit(cache=True)
@@ -80,7 +94,7 @@ def _windows(mem, geo, out, mode, wts, ch, counts, lut, use_lut):  # pragma: no 
                                 best = v
                             acc += v - ch[0, 6]
                 if mode == 0:
-                    r = requant(acc, ch[rec, 0], ch[rec, 1], ch[rec, 2], ch[rec, 3])
+                    r = _rshift((acc + ch[rec, 0]) * ch[rec, 1], ch[rec, 2]) + ch[rec, 3]
                 elif mode == 1 or mode == 4:
                     r = best if n > 0 else np.int64(-128)
                 elif mode == 2:
@@ -88,10 +102,10 @@ def _windows(mem, geo, out, mode, wts, ch, counts, lut, use_lut):  # pragma: no 
                     if k == 0:
                         r = ch[0, 3]
                     else:
-                        r = rshift(acc * counts[k - 1, 0], counts[k - 1, 1]) + ch[0, 3]
+                        r = _rshift(acc * counts[k - 1, 0], counts[k - 1, 1]) + ch[0, 3]
                 else:
-                    r = rshift(acc * ch[0, 1], ch[0, 2]) + ch[0, 3]
-                out[obase + oy * orow + ox * opitch + c] = finish(
+                    r = _rshift(acc * ch[0, 1], ch[0, 2]) + ch[0, 3]
+                out[obase + oy * orow + ox * opitch + c] = _finish(
                     r, ch[rec, 4], ch[rec, 5], lut, use_lut
                 )
 
@@ -118,8 +132,8 @@ def _resize(mem, geo, out, rows, cols, linear, ch, lut, use_lut):  # pragma: no 
                     left = p00 * (one - wr) + p10 * wr
                     right = p01 * (one - wr) + p11 * wr
                     v = left * (one - wc) + right * wc
-                    r = rshift(v * ch[0, 1], ch[0, 2]) + ch[0, 3]
-                out[obase + oy * orow + ox * opitch + c] = finish(
+                    r = _rshift(v * ch[0, 1], ch[0, 2]) + ch[0, 3]
+                out[obase + oy * orow + ox * opitch + c] = _finish(
                     r, ch[0, 4], ch[0, 5], lut, use_lut
                 )
 

@@ -29,7 +29,6 @@ import numpy as np
 from aipusim.isa import params as P
 from aipusim.isa.tasks import LutKind, Mvm, Pool, PostOp, WeightLoad
 from aipusim.simulator.functional.context import TaskRun
-from aipusim.simulator.functional.fixedpoint import finish, requant, saturate
 from aipusim.simulator.functional.footprint import Access, merge, span
 
 #: Fused activations the requantize clamp already applies (no table lookup).
@@ -148,34 +147,49 @@ def output_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True)
-def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, ch, lut, use_lut, out, base, pitch,
-          row_pitch, out_w, icr, cout, vx, psum_out):  # pragma: no cover - jitted  # fmt: skip
+def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, px, chan, ch, lut, use_lut, out, base,
+          pitch, row_pitch, out_w, icr, vx, psum_out):  # pragma: no cover - jitted  # fmt: skip
     """Saturate, accumulate, then write partial sums (mode 0) or requantized int8.
 
-    ``ch``: per channel bias, mult, shift, zo, lo, hi. Returns the clamped sums."""
+    Column ``col`` is pixel ``ox0 + px[col]``, channel ``chan[col]``; ``ch`` holds per
+    channel: bias, mult, shift, rounding term, zo, lo, hi. Returns the clamped sums."""
     vectors, cols = acc.shape
     clamped = 0
     for v in range(vectors):
         oy = v // vx
         ox0 = (v % vx) * icr
+        row = base + oy * row_pitch
         for col in range(cols):
-            a, hit = saturate(np.int64(acc[v, col]), lo_acc, hi_acc)
-            clamped += hit
+            a = np.int64(acc[v, col])
+            clamped += (a < lo_acc) | (a > hi_acc)
+            a = min(max(a, lo_acc), hi_acc)
             if accumulate:
-                a, hit = saturate(a + psum[v, col], lo_acc, hi_acc)
-                clamped += hit
+                a += psum[v, col]
+                clamped += (a < lo_acc) | (a > hi_acc)
+                a = min(max(a, lo_acc), hi_acc)
             if mode == 0:
                 psum_out[v, col] = a
                 continue
-            ox = ox0 + col // cout
+            ox = ox0 + px[col]
             if ox >= out_w:
                 continue
-            k = col % cout
-            r = requant(a, ch[k, 0], ch[k, 1], ch[k, 2], ch[k, 3])
-            out[base + oy * row_pitch + ox * pitch + k] = finish(
-                r, ch[k, 4], ch[k, 5], lut, use_lut
-            )
+            k = chan[col]
+            r = (((a + ch[0, k]) * ch[1, k] + ch[3, k]) >> ch[2, k]) + ch[4, k]
+            r = min(max(r, ch[5, k], -128), ch[6, k], 127)  # the record's clamp, then int8
+            if use_lut:
+                r = lut[r + 128]
+            out[row + ox * pitch + k] = r
     return clamped
+
+
+def requant_table(rec: np.ndarray) -> np.ndarray:
+    """`CHANNEL` records as rows bias, mult, shift, rounding term, zo, lo, hi (int64, one
+    column per channel) for the kernels; a shift of 0 rounds nothing."""
+    shift = rec["shift"].astype(np.int64)
+    rnd = np.where(shift > 0, np.left_shift(1, np.maximum(shift - 1, 0)), 0)
+    rows = [rec[f].astype(np.int64) for f in ("bias", "mult")]
+    rows += [shift, rnd, *(rec[f].astype(np.int64) for f in ("zo", "lo", "hi"))]
+    return np.ascontiguousarray(np.stack(rows))
 
 
 def _check(run: TaskRun, t: Mvm) -> int:
@@ -242,16 +256,14 @@ def execute_mvm(run: TaskRun) -> None:
         pdata, pat = run.block(t.psum_addr, n_psum * PSUM_BYTES)
         raw = pdata[pat : pat + n_psum * PSUM_BYTES].view("<i4")
         psum = raw.astype(np.int64).reshape(t.vectors, t.cols_used)
-    ch = np.zeros((1, 6), np.int64)
+    ch = np.zeros((7, 1), np.int64)
     lut = np.zeros(1, np.int64)
     use_lut = t.post == PostOp.REQUANT_LUT and t.lut not in CLAMP_LUTS and t.lut != LutKind.NONE
     if t.post != PostOp.NONE:
-        rec = run.records(t.param_addr, P.CHANNEL, cout)
-        ch = np.stack(
-            [rec[f].astype(np.int64) for f in ("bias", "mult", "shift", "zo", "lo", "hi")], axis=1
-        )
+        ch = requant_table(run.records(t.param_addr, P.CHANNEL, cout))
         if use_lut:
             lut = run.table(t.lut_addr)
+    cols = np.arange(t.cols_used, dtype=np.int64)
     lo_acc, hi_acc = run.arch.mvm.accumulator_range
     vx = -(-t.out_w // t.icr)
     if t.post == PostOp.NONE:
@@ -265,12 +277,19 @@ def execute_mvm(run: TaskRun) -> None:
         psum_out = np.zeros((1, 1), np.int64)
     mode = 0 if t.post == PostOp.NONE else 1
     run.counters.saturations += _post(
-        acc, psum, bool(t.accumulate), lo_acc, hi_acc, mode, ch, lut, use_lut, out, base,
-        t.out_pitch, t.out_row_pitch, t.out_w, t.icr, cout, vx, psum_out,
+        acc, psum, bool(t.accumulate), lo_acc, hi_acc, mode, cols // cout, cols % cout, ch, lut,
+        use_lut, out, base, t.out_pitch, t.out_row_pitch, t.out_w, t.icr, vx, psum_out,
     )  # fmt: skip
     if mode == 0:
         pdata, pat = run.block(t.psum_addr, n_psum * PSUM_BYTES, write=True)
         pdata[pat : pat + n_psum * PSUM_BYTES] = psum_out.astype("<i4").view(np.uint8).reshape(-1)
 
 
-__all__ = ["CLAMP_LUTS", "execute_mvm", "execute_weight_load", "input_runs", "output_runs"]
+__all__ = [
+    "CLAMP_LUTS",
+    "execute_mvm",
+    "execute_weight_load",
+    "input_runs",
+    "output_runs",
+    "requant_table",
+]
