@@ -4,6 +4,10 @@ A kernel declares each operand with `TaskRun.operand` (its pool and the runs it 
 program addresses): the operand is relocated and bounds-checked (`Memory.locate`), its
 footprint recorded for the hazard check, and the kernel gets the byte array and the delta to
 add to program addresses. Parameter blocks are read the same way (`TaskRun.records`).
+
+Every address of a compute task (its operands, ``param_addr``, ``lut_addr``,
+``weight_addr``, ``psum_addr``) lies in its own core's L1: the units read nothing else
+(the ISA names no pool for them; `aipusim.isa.addresses` checks them against L1 too).
 """
 
 from __future__ import annotations

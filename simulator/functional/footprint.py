@@ -6,9 +6,9 @@ the operand is written. `runs` expands a strided pattern (``levels`` of ``(count
 around a contiguous run) exactly, so a strided DMA or a channel slice of a tile is what it
 touches, not its bounding box.
 
->>> s, e = runs(100, 4, [(2, 10), (3, 4)])  # 2 planes 10 apart, 3 rows 4 apart: contiguous
+>>> s, e = runs(100, 4, [(2, 20), (3, 4)])  # 2 planes 20 apart of 3 rows 4 apart
 >>> s.tolist(), e.tolist()
-([100, 110], [112, 122])
+([100, 120], [112, 132])
 >>> merge(np.array([0, 5, 3]), np.array([2, 9, 6])) [0].tolist()
 [0, 3]
 """
