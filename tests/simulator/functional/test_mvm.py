@@ -276,3 +276,20 @@ def test_weights_not_loaded_are_refused() -> None:
         r"WeightLoad of that set wrote 0 x 0",
     ):
         run(program(tasks, img), tasks, img)
+
+
+def test_a_full_size_resnet_layer() -> None:
+    # ResNet-50's layer1 3x3 conv: 56 x 56 x 64, two row blocks (576 rows), 3136 vectors
+    x, w = int8(1, 64, 56, 56), int8(64, 64, 3, 3)
+    res, rec = conv_on_sim(x, w, pad=1)
+    acc = K.conv_accumulate(
+        x.astype(np.float32),
+        w,
+        strides=(1, 1),
+        pads=(1, 1, 1, 1),
+        dilations=(1, 1),
+        group=1,
+        out_hw=(56, 56),
+        acc_dtype=np.float64,
+    )
+    assert np.array_equal(res.outputs["y"], requant_ref(np.rint(acc).astype(np.int64), rec))
