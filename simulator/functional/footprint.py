@@ -65,19 +65,12 @@ class Access:
     write: bool
 
     @property
-    def lo(self) -> int:
-        return int(self.starts[0]) if len(self.starts) else 0
-
-    @property
     def hi(self) -> int:
         return int(self.ends[-1]) if len(self.ends) else 0
 
     @property
     def nbytes(self) -> int:
         return int((self.ends - self.starts).sum())
-
-    def moved(self, delta: int) -> Access:
-        return Access(self.space, self.starts + delta, self.ends + delta, self.write)
 
 
 __all__ = ["Access", "merge", "runs", "span"]

@@ -159,9 +159,6 @@ class Memory:
         for space in self.spaces.of_pool(pool.value):
             self.array(space, end)
 
-    def pool_limit(self, pool: Pool) -> int:
-        return self.limit[pool]
-
     def physical_core(self, replica: int, lcore: int) -> int:
         return replica * self.cores_per_replica + lcore
 
