@@ -148,8 +148,9 @@ class SimResult:
     #: Functional mode (`simulate(..., functional=True)`), else None: the outputs of the
     #: last frame (int8, logical shape, not dequantized) by name; the summary (tasks
     #: executed, saturated MVM sums, hazard-checked bytes, the input used, output shapes);
-    #: the tensors of the program's memory map at the end of the run, with the last writer
-    #: of each element (a row of ``functional_tasks``; -1: the constants image or nobody).
+    #: the tensors of the program's memory map as their layer left them in the last frame,
+    #: with the last writer of each element (a row of ``functional_tasks``; -1: the
+    #: constants image or nobody).
     outputs: dict[str, np.ndarray] | None = None
     functional: dict[str, Any] | None = None
     tensors: dict[str, np.ndarray] | None = None

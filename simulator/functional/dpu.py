@@ -58,8 +58,12 @@ _ELEM_BYTES = (1, 2, 4)
 # ----------------------------------------------------------------------- element access
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _load(mem, addr, elem):  # pragma: no cover - jitted
+    """The little-endian signed integer of ``elem`` bytes at ``addr``."""
+    if elem == 1:
+        v = np.int64(mem[addr])
+        return v - 256 if v >= 128 else v
     v = np.int64(0)
     for i in range(elem):
         v |= np.int64(mem[addr + i]) << (8 * i)
@@ -67,26 +71,23 @@ def _load(mem, addr, elem):  # pragma: no cover - jitted
     return v - 2 * top if v >= top else v
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _store(mem, addr, elem, v):  # pragma: no cover - jitted
+    """``v``, saturated to ``elem`` signed bytes, little-endian at ``addr``."""
+    if elem == 1:
+        mem[addr] = min(max(v, -128), 127) & 0xFF
+        return
     top = np.int64(1) << (8 * elem - 1)
     v = min(max(v, -top), top - 1)
     for i in range(elem):
         mem[addr + i] = (v >> (8 * i)) & 0xFF
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _rshift(v, s):  # pragma: no cover - jitted
     """``(v + 2**(s-1)) >> s`` (round half up); a shift of 0 rounds nothing. (Numba
     compiles a cached kernel's helpers into it: they live in the kernel's file.)"""
     return (v + ((np.int64(1) << s) >> 1)) >> s
-
-
-@numba.njit(cache=True)
-def _addr(e, base, elem, row_len, row_pitch):  # pragma: no cover - jitted
-    if row_len > 0:
-        return base + (e // row_len) * row_pitch + (e % row_len) * elem
-    return base + e * elem
 
 
 # ----------------------------------------------------------------------- kernels
@@ -100,22 +101,30 @@ def _elementwise(mem, geo, code, prm, lut):  # pragma: no cover - jitted
     n, a0, ae, row_len, a_pitch = geo[0], geo[1], geo[2], geo[3], geo[4]
     b0, be, b_div, b_mod = geo[5], geo[6], geo[7], geo[8]
     o0, oe, o_pitch, p_div, p_mod = geo[9], geo[10], geo[11], geo[12], geo[13]
+    # the element's indices, stepped instead of divided: (e // p_div) % p_mod, (e // b_div)
+    # % b_mod, and e's row and column in rows of row_len
+    pc = pk = bc = bk = col = row = 0
     for e in range(n):
-        a = _load(mem, _addr(e, a0, ae, row_len, a_pitch), ae)
-        p = prm[(e // p_div) % p_mod]
-        b = np.int64(0)
-        if be > 0:
-            b = _load(mem, b0 + ((e // b_div) % b_mod) * be, be)
+        if row_len > 0:
+            a = _load(mem, a0 + row * a_pitch + col * ae, ae)
+            at = o0 + row * o_pitch + col * oe
+        else:
+            a = _load(mem, a0 + e * ae, ae)
+            at = o0 + e * oe
+        b = _load(mem, b0 + bk * be, be) if be > 0 else np.int64(0)
         if code == 0:  # requant: bias, mult, shift, zo, lo, hi, zi, scale
-            r = min(max(_rshift(((a - p[6]) * p[7] + p[0]) * p[1], p[2]) + p[3], p[4]), p[5])
+            acc = (a - prm[pk, 6]) * prm[pk, 7]
+            r = _rshift((acc + prm[pk, 0]) * prm[pk, 1], prm[pk, 2]) + prm[pk, 3]
+            r = min(max(r, prm[pk, 4]), prm[pk, 5])
         elif code == 8:  # clamp
-            r = min(max(a, p[4]), p[5])
+            r = min(max(a, prm[pk, 4]), prm[pk, 5])
         elif code == 7:  # table
             r = lut[min(max(a, -128), 127) + 128]
         elif code == 9:
             r = a
         else:  # m0, m1, shift, za, zb, zo, lo, hi
-            m0, m1, s, za, zb, zo, lo, hi = p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+            m0, m1, s, za = prm[pk, 0], prm[pk, 1], prm[pk, 2], prm[pk, 3]
+            zb, zo, lo, hi = prm[pk, 4], prm[pk, 5], prm[pk, 6], prm[pk, 7]
             if code == 1:
                 r = _rshift(m0 * (a - za) + m1 * (b - zb), s) + zo
             elif code == 2:
@@ -129,7 +138,19 @@ def _elementwise(mem, geo, code, prm, lut):  # pragma: no cover - jitted
                 rb = min(max(_rshift(m1 * (b - zb), s) + zo, lo), hi)
                 r = min(ra, rb) if code == 4 else max(ra, rb)
             r = min(max(r, lo), hi)
-        _store(mem, _addr(e, o0, oe, row_len, o_pitch), oe, r)
+        _store(mem, at, oe, r)
+        pc += 1
+        if pc == p_div:
+            pc = 0
+            pk = pk + 1 if pk + 1 < p_mod else 0
+        bc += 1
+        if bc == b_div:
+            bc = 0
+            bk = bk + 1 if bk + 1 < b_mod else 0
+        col += 1
+        if col == row_len:
+            col = 0
+            row += 1
 
 
 @numba.njit(cache=True)

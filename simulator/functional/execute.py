@@ -10,9 +10,11 @@ accesses go through the hazard check (`hazards`) as it runs; the backward sweep 
 token check follow.
 
 What comes back (`FunctionalRun`): the outputs of the last frame (int8, logical shape), the
-summary, the tensors of the memory map at the end of the run (replica 0, the last frame's
-slots) with the last writer of every element, the table of tasks those writers index,
-and each Mvm's activity for value-aware energy.
+summary, the tensors of the memory map with the last writer of every element (replica 0,
+the last start: as the last task of the tensor's layer left them, since the memory plan
+hands a buffer to later layers once it is consumed; a tensor whose layer ran no task
+there is read at the end of the run), the table of tasks those writers index, and each
+Mvm's activity for value-aware energy.
 """
 
 from __future__ import annotations
@@ -97,6 +99,24 @@ class _Run:
         self.counters = Counters()
         self.outputs: dict[tuple[int, int, str, int], np.ndarray] = {}
         self.activity: list[tuple[int, int, int]] = []
+        #: The placed tensors by the layer that makes them, and their values (with their
+        #: writers) as that layer's last task in the last start of replica 0 left them.
+        self.by_layer: dict[str, list[Any]] = {}
+        for place in self.map.tensors:
+            self.by_layer.setdefault(place.layer, []).append(place)
+        self.snapshots: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        last_start = sim.starts - 1
+        self.snap_at: dict[int, list[Any]] = {}  # node -> tensors to read after it
+        last: dict[str, int] = {}
+        sched = self.sched
+        for node in sched.order:
+            t = sched.task[node]
+            data = t is not None and executor(type(t)) is not None
+            if data and sched.replica[node] == 0 and sched.phase[node] == last_start:
+                last[t.layer] = node  # type: ignore[union-attr]
+        for layer, node in last.items():
+            if layer in self.by_layer:
+                self.snap_at[node] = self.by_layer[layer]
 
     def node(self, node: int) -> None:
         sched = self.sched
@@ -116,6 +136,8 @@ class _Run:
             if isinstance(t, Mvm):
                 self.activity.append((sched.phase[node], t.macs, run.active))
             self.check.forward(node, run.accesses)
+            for place in self.snap_at.get(node, ()):
+                self.snapshots[place.name] = self.tensor(place)
         elif kind in (H2D, D2H):
             self.check.forward(node, self.host(node, kind))
 
@@ -192,7 +214,8 @@ def run_functional(
     outputs, agree = _last_outputs(run.outputs)
     tensors, writers = {}, {}
     for place in program.memory.tensors:
-        tensors[place.name], writers[place.name] = run.tensor(place)
+        snap = run.snapshots.get(place.name) or run.tensor(place)
+        tensors[place.name], writers[place.name] = snap
     summary = {
         "tasks_executed": run.counters.tasks,
         "frames": sim.frames * len(sim.replicas),
