@@ -3,11 +3,12 @@ timing model ran it.
 
 After `Simulation.run()` (the timing is untouched: no cycle and no energy changes), the
 run's nodes (`order.build_schedule`: every executed task and host transfer) execute in run
-order: the constants image lies in DDR (per replica) before anything starts; INIT runs once
-per replica, then every frame; the host writes each start's inputs into their I/O buffer
-slots at its H2D transfer and reads the outputs back at its D2H transfer. Each task's
-accesses go through the hazard check (`hazards`) as it runs; the backward sweep and the
-token check follow.
+order: the constants image lies in DDR (per replica) before anything starts; INIT runs
+once per replica, then every frame; the host writes each start's inputs into their I/O
+buffer slots at its H2D transfer and reads the outputs back at its D2H transfer. The
+tasks of a layer ``model.json`` lists in ``functional_gaps`` (what the compiler could not
+express on data yet) are skipped and counted. Each task's accesses go through the hazard
+check (`hazards`) as it runs; the backward sweep and the token check follow.
 
 What comes back (`FunctionalRun`): the outputs of the last frame (int8, logical shape), the
 summary, the tensors of the memory map with the last writer of every element (replica 0,
@@ -89,7 +90,8 @@ class _Run:
         self.sim, self.map, self.inputs = sim, program.memory, inputs
         self.value_aware = value_aware
         self.per = program.aipu_cores_used
-        self.mem = Memory(sim.arch, self.map, program.replicas, self.per)
+        self.mem = Memory(sim.arch, self.map, program.replicas, self.per, sim.io_slots)
+        self.mem.check_slots()
         self.sched: Schedule = build_schedule(sim)
         self.hb = HappensBefore(self.sched)
         self.check = HazardCheck(self.sched, self.hb, self.mem, self.per)
@@ -97,6 +99,8 @@ class _Run:
             self.mem.reserve(pool, end)
         self.fmt = FloatFormat.of(sim.arch)
         self.counters = Counters()
+        self.gaps = dict(program.extra.get("functional_gaps") or {})
+        self.skipped = 0
         self.outputs: dict[tuple[int, int, str, int], np.ndarray] = {}
         self.activity: list[tuple[int, int, int]] = []
         #: The placed tensors by the layer that makes them, and their values (with their
@@ -126,6 +130,10 @@ class _Run:
             assert t is not None
             fn = executor(type(t))
             if fn is None:
+                return
+            if t.layer in self.gaps:
+                # a layer the compiler could not express on data: timed, not executed
+                self.skipped += 1
                 return
             where = Where(sched.replica[node], sched.pcore[node], sched.lcore[node],
                           sched.phase[node], sched.label(node))  # fmt: skip
@@ -226,6 +234,9 @@ def run_functional(
         "saturations": run.counters.saturations,
         "hazard_checked_bytes": run.check.checked_bytes,
         "hazard_checked_tasks": len(run.check.accesses),
+        # layers the compiler could not express on data (model.json): timed, not executed
+        "functional_gaps": run.gaps,
+        "tasks_skipped": run.skipped,
     }
     return FunctionalRun(outputs, summary, tensors, writers, run.task_table(), run.activity)
 

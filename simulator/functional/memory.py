@@ -12,13 +12,14 @@ pool (`aipusim.isa.addresses.usable_bytes`); L2 and DDR arrays the extent the ru
 a run touches).
 
 Where an access lands (`Memory.locate`): tasks address their pools as one instance on slot
-0 of its I/O buffers; the runtime relocates a FRAME task's access whose first byte lies in
-an I/O buffer's slot-0 range by that buffer's slot for the frame (start ``s`` uses slot
-``s % slots``: the ``s``-th frame through that buffer; in batch mode every core's buffer
-carries one frame per start). Only an access that lies wholly inside slot 0 is the
-buffer's: the memory plan gives those bytes to other buffers at other times, and an access
-across the edge is one of theirs (if it collides with a slot in use, the hazard check
-names it). The access
+0 of its I/O buffers; the runtime relocates a FRAME task's access that lies wholly inside
+an I/O buffer's slot-0 range by that buffer's slot for the frame: start ``s`` uses slot
+``s % n``, the ``s``-th frame through that buffer (in batch mode every core's buffer
+carries one frame per start), ``n`` the slots the runtime alternates among (as many as it
+keeps starts in flight, at most the buffer's: without double buffering every frame uses
+slot 0, `Memory.slots`). The slots in use must be the buffer's alone
+(`Memory.check_slots`); an access across slot 0's edge belongs to another buffer the plan
+placed there at another time, and is not moved. The access
 must lie inside its replica's partition and inside the usable part of the chip's pool,
 else a one-line `SimulationError` names the task, the pool and the range.
 
@@ -117,9 +118,17 @@ class Memory:
     """Byte arrays of every pool and the IMC weight sets of every core."""
 
     def __init__(
-        self, arch: Arch, memory_map: MemoryMap, replicas: int, cores_per_replica: int
+        self,
+        arch: Arch,
+        memory_map: MemoryMap,
+        replicas: int,
+        cores_per_replica: int,
+        io_slots: int = 1,
     ) -> None:
         self.arch = arch
+        #: Starts the runtime keeps in flight per I/O buffer (double buffering, pipeline
+        #: stages): a buffer of more slots uses only that many.
+        self.io_slots = io_slots
         self.map = memory_map
         self.cores_per_replica = cores_per_replica
         usable = usable_bytes(arch)
@@ -210,8 +219,35 @@ class Memory:
             # only an access inside slot 0 is the buffer's: the memory plan may give its
             # bytes to other buffers at other times (an access across the edge is theirs)
             if buf.addr <= addr and addr + nbytes <= buf.addr + buf.bytes:
-                return (where.phase % buf.slots) * buf.bytes
+                return (where.phase % self.slots(buf)) * buf.bytes
         return 0
+
+    def slots(self, buf: IoBuffer) -> int:
+        """The slots of ``buf`` the run uses: the runtime alternates among as many as it
+        keeps starts in flight (one without double buffering), at most the buffer's."""
+        return max(1, min(buf.slots, self.io_slots))
+
+    def check_slots(self) -> None:
+        """Slots in use must be their buffer's alone: accesses into slot 0 move to the
+        frame's slot, so another buffer of the memory plan there would move too."""
+        for buf in self.map.io:
+            n = self.slots(buf)
+            if n < 2:
+                continue
+            lo, hi = buf.addr, buf.addr + n * buf.bytes
+            for other in self.map.buffers:
+                if other.pool != buf.pool or (buf.pool == Pool.L1.value and other.core != buf.core):
+                    continue
+                if other.addr == lo and other.addr + other.bytes <= hi:
+                    continue  # the I/O buffer's own entry
+                if other.addr < hi and lo < other.addr + other.bytes:
+                    raise SimulationError(
+                        f"I/O buffer {buf.name} uses {n} slots ({buf.pool} {lo:#x}..{hi:#x}), "
+                        f"but the memory plan also places {other.name} at "
+                        f"{other.addr:#x}..{other.addr + other.bytes:#x}: a frame's accesses "
+                        "into slot 0 move to its slot, so the slots must be the buffer's alone "
+                        "(run with double_buffer=false, or compile with the slots reserved)"
+                    )
 
     def load_constants(self, image: np.ndarray) -> None:
         """Write the constants image into DDR at its address, once per replica."""

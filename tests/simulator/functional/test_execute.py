@@ -248,3 +248,13 @@ def test_a_compiled_folder_runs_from_its_files(tmp_path) -> None:
         r"\d+ bytes model.json records, not \d+",
     ):
         simulate(tmp_path, frames=2, functional=True, inputs={"x": x})
+
+
+def test_layers_the_compiler_could_not_express_are_skipped() -> None:
+    w, rec = int8(64, 32), channel_params(32)
+    prog, tasks, img = conv1x1(w, rec)
+    prog.extra["functional_gaps"] = {"conv": "timed only"}
+    res = run(prog, tasks, img, frames=2)
+    assert res.functional["tasks_skipped"] == 2
+    assert res.functional["functional_gaps"] == {"conv": "timed only"}
+    assert not res.outputs["y"].any()  # nobody wrote the output tile

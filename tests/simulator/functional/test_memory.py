@@ -7,6 +7,7 @@ import pytest
 from functional_helpers import Image, chain, dma, int8, io, program, run
 
 from aipusim.base.errors import HazardError, SimulationError
+from aipusim.isa.image import BufferPlace
 from aipusim.isa.program import MulticoreMode
 from aipusim.isa.tasks import DwpuKind, DwpuOp, Phase, Pool, Unit
 
@@ -158,10 +159,26 @@ def test_only_accesses_inside_an_io_slot_are_relocated() -> None:
     }
     bufs = [
         io("x", "h2d", X, (64,), layout="row_major", slots=2),
-        io("y", "d2h", Y, (128,), layout="row_major"),
+        io("y", "d2h", Y, (128,), layout="row_major", slots=2),
     ]
-    prog = program(tasks, img, io_bufs=bufs)
+    prog = program(tasks, img, io_bufs=bufs, double_buffer=True)
     res = run(prog, tasks, img, inputs={"x": x}, frames=2)
     y = res.outputs["y"]
     assert np.array_equal(y[:64], x)  # frame 1 read its own slot
     assert np.array_equal(y[96:], x[:32])  # the edge copy saw slot 0 (frame 0's input)
+
+
+def test_slots_must_be_the_buffers_alone() -> None:
+    img = Image()
+    tasks = {0: [dma(Pool.DDR, X, Pool.L1, 0, 64)]}
+    bufs = [io("x", "h2d", X, (64,), layout="row_major", slots=2)]
+    others = [BufferPlace("tile_out:conv", "ddr", -1, X + 96, 16)]
+    prog = program(tasks, img, io_bufs=bufs, buffers=others, double_buffer=True)
+    message = (
+        r"I/O buffer x uses 2 slots \(ddr 0x100000..0x100080\), but the memory plan also "
+        r"places tile_out:conv at 0x100060..0x100070"
+    )
+    with pytest.raises(SimulationError, match=message):
+        run(prog, tasks, img)
+    # without double buffering every frame uses slot 0: the plan may reuse slot 1
+    run(program(tasks, img, io_bufs=bufs, buffers=others), tasks, img, frames=2)
