@@ -31,7 +31,7 @@ from aipusim.base.errors import SimulationError
 from aipusim.isa.float18 import FloatFormat
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
 from aipusim.isa.tasks import Mvm, Pool
-from aipusim.simulator.functional.context import Counters, TaskRun
+from aipusim.simulator.functional.context import Counters, NotYetWritten, TaskRun
 from aipusim.simulator.functional.footprint import Access, span
 from aipusim.simulator.functional.hazards import HappensBefore, HazardCheck, check_tokens
 from aipusim.simulator.functional.io import (
@@ -89,6 +89,8 @@ class _Run:
         assert program.memory is not None
         self.sim, self.map, self.inputs = sim, program.memory, inputs
         self.value_aware = value_aware
+        #: The first task that ran before its data was written (raised after the run).
+        self.not_yet_written: NotYetWritten | None = None
         self.per = program.aipu_cores_used
         self.mem = Memory(sim.arch, self.map, program.replicas, self.per, sim.io_slots)
         self.mem.check_slots()
@@ -140,7 +142,14 @@ class _Run:
             run = TaskRun(t, where, self.mem, self.sim.arch, self.fmt, self.counters,
                           self.value_aware)  # fmt: skip
             self.counters.tasks += 1
-            fn(run)
+            try:
+                fn(run)
+            except NotYetWritten as exc:
+                # the task ran before its producer: go on, so that the missing order behind
+                # it is found and named (HazardError); else this is raised at the end
+                self.check.forward(node, run.accesses)
+                self.not_yet_written = self.not_yet_written or exc
+                return
             if isinstance(t, Mvm):
                 self.activity.append((sched.phase[node], t.macs, run.active))
             self.check.forward(node, run.accesses)
@@ -219,6 +228,8 @@ def run_functional(
     run.check.backward()
     # after the data: a missing wait that lets two tasks race names both of them
     check_tokens(run.sched)
+    if run.not_yet_written is not None:
+        raise run.not_yet_written
     outputs, agree = _last_outputs(run.outputs)
     tensors, writers = {}, {}
     for place in program.memory.tensors:
