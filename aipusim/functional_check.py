@@ -124,16 +124,21 @@ def load_reference(compiled_dir: str | Path) -> Any:
 
 
 def chip_inputs(
-    compiled_dir: str | Path, given: Mapping[str, Any] | None = None
+    compiled_dir: str | Path,
+    given: Mapping[str, Any] | None = None,
+    *,
+    program: Any = None,
 ) -> tuple[dict[str, np.ndarray], str]:
     """The int8 input of every graph input, and how it was chosen: ``given`` arrays (int8
     as they are; float ones quantized with the input's scale and zero point), else the
-    simulator's seeded random input."""
+    simulator's seeded random input. ``program``: the folder's `Program` when the caller
+    has loaded it already (else it is read)."""
     from aipusim.compiler.quant.scheme import quantize_values
     from aipusim.isa.program import load_program_tables
     from aipusim.simulator.functional.io import NOT_COMPLETE, check_inputs
 
-    program, _ = load_program_tables(compiled_dir)
+    if program is None:
+        program, _ = load_program_tables(compiled_dir)
     if program.memory is None:
         raise SimulationError(NOT_COMPLETE)
     if given is None:
@@ -191,10 +196,14 @@ def run_on_chip(compiled_dir: str | Path, feeds: Mapping[str, Any]) -> dict[str,
     """The outputs of one frame executed by the functional simulator on ``feeds`` (int8, or
     float quantized with each input's scale), dequantized like the reference's."""
     from aipusim.compiler.quant.scheme import dequantize_values
+    from aipusim.isa.program import load_program_tables
     from aipusim.simulator import simulate
 
-    inputs, _ = chip_inputs(compiled_dir, feeds)
-    result = simulate(compiled_dir, frames=1, functional=True, inputs=inputs)
+    program, tasklists = load_program_tables(compiled_dir)
+    inputs, _ = chip_inputs(compiled_dir, feeds, program=program)
+    result = simulate(
+        program, tasklists, frames=1, functional=True, inputs=inputs, constants=compiled_dir
+    )
     graph = load_reference(compiled_dir).graph
     out = {}
     for name, arr in result.outputs.items():

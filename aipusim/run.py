@@ -187,7 +187,7 @@ def run_model(
 
         compiled = tmp / "compile" / "compiled_model"
         program, tasklists = load_program_tables(compiled)
-        inputs, how = chip_inputs(compiled) if check else (None, "")
+        inputs, how = chip_inputs(compiled, program=program) if check else (None, "")
         step = hook("simulate", frames * max(1, program.replicas))
         t0 = time.perf_counter()
         sim = simulate(

@@ -128,7 +128,7 @@ def simulate(
     if functional:
         from aipusim.functional_check import chip_inputs
 
-        inputs, how = chip_inputs(compiled_dir, _load_inputs(input_files) or None)
+        inputs, how = chip_inputs(compiled_dir, _load_inputs(input_files) or None, program=program)
     # (--set frames=N changes the count the simulator checks; the bar then shows no total)
     expected = None if "frames" in overrides else frames * max(1, program.replicas)
     progress = Progress()
