@@ -297,7 +297,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
         busy[f"core{p}.control"] = int(run.ctl.busy_cycles) + _poll_cycles(sim, run.poll_spans)
     for u in [*unit_names, "control"]:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
-    link_util = {name: busy / total for name, (busy, _) in sim.link_totals().items()}
+    link_util = {name: busy / total for name, busy in sim.link_busy().items()}
 
     # -- energy and power -----------------------------------------------------------
     volts = sim.voltage_v
