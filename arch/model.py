@@ -38,7 +38,7 @@ class ClockSpec:
 
         >>> from aipusim.arch import load_arch
         >>> load_arch().clock.voltage_at(700_000_000), load_arch().clock.voltage_at(400_000_000)
-        (0.8, 0.7)
+        (0.84, 0.68)
         """
         reachable = [p.voltage_v for p in self.vf_points if p.max_hz >= freq_hz]
         return min(reachable) if reachable else self.nominal_voltage_v
@@ -295,7 +295,7 @@ class Arch:
     >>> arch.chip.cores, arch.mvm.macs_per_cycle, arch.peak_tops
     (4, 32768, 209.7152)
     >>> round(arch.ddr.peak_bw_gb_s, 3), arch.l1.read_bytes_per_cycle
-    (34.128, 128)
+    (34.128, 384)
     """
 
     chip: ChipSpec

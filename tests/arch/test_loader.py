@@ -69,9 +69,9 @@ def test_overrides_change_one_field_only() -> None:
         ({"clock.vf_points[9].voltage_v": 0.7}, r"vf_points has no item 9"),
         ({"ranges.l1.latency_cycles": [1, 2]}, r"there is no table 'ranges'"),
         (
-            {"clock.vf_points[3].voltage_v": 0.71},
-            r"vf_points must not need more voltage for a lower clock, not 0.71 V up to 200 MHz "
-            r"and 0.7 V up to 400 MHz",
+            {"clock.vf_points[3].voltage_v": 0.7},
+            r"vf_points must not need more voltage for a lower clock, not 0.7 V up to 200 MHz "
+            r"and 0.68 V up to 400 MHz",
         ),
         ({"dram.latency_ns": 1}, r"there is no table 'dram'"),
         ({"l1.size_bytes": "big"}, r"l1.size_bytes must be an integer, not 'big'"),
@@ -117,9 +117,9 @@ def test_unknown_and_missing_keys(tmp_path: Path, raw_text: str) -> None:
 
 def test_vf_points_pick_the_lowest_reaching_voltage() -> None:
     clock = load_arch().clock
-    assert clock.voltage_at(800_000_000) == 0.80
-    assert clock.voltage_at(700_000_000) == 0.80
-    assert clock.voltage_at(500_000_000) == 0.72
+    assert clock.voltage_at(800_000_000) == 0.84
+    assert clock.voltage_at(700_000_000) == 0.84
+    assert clock.voltage_at(500_000_000) == 0.68
     assert clock.voltage_at(20_000_000) == 0.68
 
 
