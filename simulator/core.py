@@ -149,6 +149,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
     # the core's L1 ports (None: contention off, each task alone) and this unit's place
     rd, wr = sim.port_groups(core.physical)
     me = sim.requester[unit]
+    l1_books = rd is not None or wr is not None
     if rd is not None:
         r_ends, r_rates, r_others, r_ports = rd.ends, rd.rates, rd.others[me], rd.ports
         r_cap = rd.capacity
@@ -211,36 +212,37 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
             s = t
             if kind == K_COMPUTE:
                 t = s + op.dur
-                # PortGroup.book, inlined (see `ports`): squeezed only when at least as many
-                # others as there are ports are still running at s
-                if rd is not None:
-                    n = op.l1_read
-                    if n:
-                        old = r_rates[me]
-                        if rd.total - old + n / (t - s) > r_cap:
-                            running = 0
-                            for o in r_others:
-                                if r_ends[o] > s:
-                                    running += 1
-                            if running >= r_ports:
-                                t = rd.share(me, s, t - s, n)
-                        r_ends[me] = t
-                        r_rates[me] = rate = n / (t - s)
-                        rd.total += rate - old
-                if wr is not None:
-                    n = op.l1_write
-                    if n:
-                        old = w_rates[me]
-                        if wr.total - old + n / (t - s) > w_cap:
-                            running = 0
-                            for o in w_others:
-                                if w_ends[o] > s:
-                                    running += 1
-                            if running >= w_ports:
-                                t = wr.share(me, s, t - s, n)
-                        w_ends[me] = t
-                        w_rates[me] = rate = n / (t - s)
-                        wr.total += rate - old
+                if l1_books:
+                    # PortGroup.book, inlined (see `ports`): squeezed only when at least as many
+                    # others as there are ports are still running at s
+                    if rd is not None:
+                        n = op.l1_read
+                        if n:
+                            old = r_rates[me]
+                            if rd.total - old + n / (t - s) > r_cap:
+                                running = 0
+                                for o in r_others:
+                                    if r_ends[o] > s:
+                                        running += 1
+                                if running >= r_ports:
+                                    t = rd.share(me, s, t - s, n)
+                            r_ends[me] = t
+                            r_rates[me] = rate = n / (t - s)
+                            rd.total += rate - old
+                    if wr is not None:
+                        n = op.l1_write
+                        if n:
+                            old = w_rates[me]
+                            if wr.total - old + n / (t - s) > w_cap:
+                                running = 0
+                                for o in w_others:
+                                    if w_ends[o] > s:
+                                        running += 1
+                                if running >= w_ports:
+                                    t = wr.share(me, s, t - s, n)
+                            w_ends[me] = t
+                            w_rates[me] = rate = n / (t - s)
+                            wr.total += rate - old
             elif kind == K_DMA:
                 x = op.xfer
                 route = routes[op.index]
@@ -278,7 +280,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                     else:
                         # every link free at ready (= now): the common case of book_burst
                         t = ready + spans[case]
-                        for link, d in zip(links, cycles, strict=True):
+                        for link, d in zip(links, cycles):  # noqa: B905 (same length: hot)
                             link.free_at = ready + d
                             link.busy_cycles += d
                     if l1:
@@ -314,11 +316,14 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
             if op.is_ctrl:
                 ctl.ctrl_finished(t)
             if op.signals:
+                local = t + sig_lat
                 for is_global, idx, n in op.signals:
                     if is_global:
-                        tok, vis = gtok[idx], t + glob_lat
+                        tok = gtok[idx]
+                        vis = t + glob_lat
                     else:
-                        tok, vis = ltok[idx], t + sig_lat
+                        tok = ltok[idx]
+                        vis = local
                     waiters = tok.waiters
                     if n == 1 and not waiters:
                         tok.units.append(vis)  # fast path of Token.signal
