@@ -20,7 +20,6 @@ arch file; ``fit=True`` first runs the calibration and records it in
 
 from __future__ import annotations
 
-import itertools
 import json
 import tempfile
 import time
@@ -32,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
-from aipusim.studies.common import StudyResult, md_table, source_state
+from aipusim.studies.common import StudyResult, consistent_overrides, md_table, source_state
 
 STUDY = "validation"
 PAGE = "validation.md"
@@ -128,9 +127,10 @@ class Evaluator:
         self._tmp = tempfile.TemporaryDirectory(prefix="aipusim-validation-")
 
     def arch(self, values: dict[str, Any]) -> Any:
+        """The arch file with ``values`` (and the V-f points that must follow them)."""
         from aipusim.arch import load_arch
 
-        return load_arch(overrides=values)
+        return load_arch(overrides=consistent_overrides(load_arch(), values))
 
     def figures(self, values: dict[str, Any]) -> dict[str, float]:
         """Every compared figure with the arch numbers ``values`` (dotted key -> value)."""
@@ -196,26 +196,6 @@ def dimc_tops_per_w(arch: Any) -> float:
     return 2 * cost.macs / pj
 
 
-def vf_keys(arch: Any) -> list[str]:
-    """The supplies of the V-f table, fastest point first."""
-    points = arch.clock.vf_points
-    order = sorted(range(len(points)), key=lambda i: -points[i].max_hz)
-    return [f"clock.vf_points[{i}].voltage_v" for i in order]
-
-
-def with_followers(
-    values: dict[str, Any], followers: dict[str, Any], order: list[str]
-) -> dict[str, Any]:
-    """``values`` and the V-f supplies not fitted (``followers``: their values before the
-    fit), each of those lowered to no more than the next faster point's, so the table never
-    needs more voltage for a lower clock (``order``: the supplies, fastest first)."""
-    out = {**followers, **values}
-    for faster, slower in itertools.pairwise(order):
-        if slower in followers:
-            out[slower] = min(followers[slower], out[faster])
-    return out
-
-
 def residuals(figures: dict[str, float]) -> dict[str, float]:
     """Relative error of each target, simulated against published."""
     return {k: figures[k] / BY_KEY[k].value - 1 for k in TARGETS}
@@ -225,17 +205,14 @@ def fit(
     evaluator: Evaluator,
     start: dict[str, Any],
     ranges: dict[str, tuple[float, float]],
-    followers: dict[str, Any] | None = None,
-    order: list[str] | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Compass search over `FIT_KEYS` in units of their ranges: from ``start``, try each
     number one step up and down, keep a move that lowers the objective (squared relative
     errors of `TARGETS` plus `PRIOR_WEIGHT` times the squared moves from ``start``), halve
     the step when none does. Values are rounded to their `GRID` step (integers to whole
-    numbers); every value stays in its range. The V-f supplies not fitted (``followers``)
-    follow the fitted ones down (`with_followers`)."""
-    followers, order = followers or {}, order or []
+    numbers); every value stays in its range. The V-f supplies not fitted follow the fitted
+    ones (`consistent_overrides`)."""
 
     def to_unit(key: str, value: float) -> float:
         lo, hi = ranges[key]
@@ -254,7 +231,7 @@ def fit(
     def objective(values: dict[str, Any]) -> tuple[float, dict[str, float]]:
         key = tuple(values[k] for k in FIT_KEYS)
         if key not in seen:
-            figs = evaluator.figures(with_followers(values, followers, order))
+            figs = evaluator.figures(values)
             err = residuals(figs)
             prior = sum((to_unit(k, values[k]) - to_unit(k, start[k])) ** 2 for k in FIT_KEYS)
             seen[key] = (sum(e * e for e in err.values()) + PRIOR_WEIGHT * prior, figs)
@@ -285,9 +262,7 @@ def fit(
         "ranges": {k: list(ranges[k]) for k in FIT_KEYS},
         "start": {k: start[k] for k in FIT_KEYS},
         "fitted": {k: best[k] for k in FIT_KEYS},
-        "followers": {
-            k: v for k, v in with_followers(best, followers, order).items() if k in followers
-        },
+        "followers": _followers(best),
         "objective_start": first[0],
         "objective_fitted": best_obj,
         "figures_start": first[1],
@@ -301,6 +276,13 @@ def fit(
         "values rounded to "
         + ", ".join(f"{g:g} for `{k}`" for k, g in GRID.items() if k in FIT_KEYS),
     }
+
+
+def _followers(values: dict[str, Any]) -> dict[str, Any]:
+    """The numbers not fitted that follow ``values`` (V-f points kept in order)."""
+    from aipusim.arch import load_arch
+
+    return {k: v for k, v in consistent_overrides(load_arch(), values).items() if k not in values}
 
 
 def _num(value: float, unit: str) -> str:
@@ -449,17 +431,15 @@ def run_validation(
     if missing:
         raise ConfigError(f"the arch file must give a range to the fitted numbers {missing}")
     current = {k: arch_value(arch, k) for k in FIT_KEYS}
-    order = vf_keys(arch)
-    followers = {k: arch_value(arch, k) for k in order if k not in FIT_KEYS}
     evaluator = Evaluator(progress)
     record_path = out / RECORD
     record = json.loads(record_path.read_text()) if record_path.is_file() else None
     if fit_first:
-        record = fit(evaluator, current, ranges, followers, order, log=_printer(progress))
+        record = fit(evaluator, current, ranges, log=_printer(progress))
         record_path.write_text(json.dumps(record, indent=2) + "\n")
-        values = record["fitted"] | record["followers"]
+        values = record["fitted"]
     else:
-        values = current | followers
+        values = current
     figures = evaluator.figures(values)
     text = page(figures, record, current if not fit_first else record["fitted"])
     (out / PAGE).write_text(text + ("\n" if not text.endswith("\n") else ""))

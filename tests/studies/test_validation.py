@@ -51,12 +51,19 @@ def test_the_lower_clock_is_where_fps_meets_the_published_figure() -> None:
     assert freq == round((1430 / 2000 - 0.1) / 0.9 * 800) * 1_000_000
 
 
-def test_lower_points_of_the_table_follow_the_fitted_supply_down() -> None:
-    order = v.vf_keys(load_arch())
-    assert order[0] == "clock.vf_points[0].voltage_v"
-    followers = {order[2]: 0.70, order[3]: 0.68}
-    out = v.with_followers({order[0]: 0.84, order[1]: 0.66}, followers, order)
-    assert out[order[2]] == 0.66 and out[order[3]] == 0.66
+def test_lower_points_of_the_table_follow_a_supply_set_below_them() -> None:
+    from aipusim.studies.common import consistent_overrides
+
+    arch = load_arch()
+    volts = [p.voltage_v for p in arch.clock.vf_points]  # 800, 600, 400, 200 MHz
+    out = consistent_overrides(arch, {"clock.vf_points[1].voltage_v": volts[3] - 0.02})
+    assert out["clock.vf_points[2].voltage_v"] == out["clock.vf_points[3].voltage_v"]
+    assert out["clock.vf_points[3].voltage_v"] == pytest.approx(volts[3] - 0.02)
+    assert "clock.vf_points[0].voltage_v" not in out  # the faster point is still higher
+    # a slow point set above a faster one raises it
+    up = consistent_overrides(arch, {"clock.vf_points[3].voltage_v": 0.72})
+    assert up["clock.vf_points[1].voltage_v"] == up["clock.vf_points[2].voltage_v"] == 0.72
+    load_arch(overrides=out), load_arch(overrides=up)  # both valid tables
 
 
 def test_the_fit_finds_a_known_optimum_on_the_grid_within_the_ranges() -> None:
