@@ -85,22 +85,26 @@ BY_KEY = {p.key: p for p in PUBLISHED}
 #: The published figures the fit minimises the relative error of.
 TARGETS = ("fps", "fps_w", "fps_w_low")
 #: The inferred numbers the calibration moves: of those that move ResNet-50's figures in the
-#: sensitivity study (reports/sensitivity), the two that can raise its FPS (the L1 port
-#: width, the NoC), the largest term of its power (the clocked-idle power of a core), and
-#: the supplies of the two V-f points the published clocks run at (800 MHz, and the point
-#: that covers the lower clock).
+#: sensitivity study (reports/sensitivity), the four that can raise its FPS (the L1 port
+#: width, the NoC, the weight-load path, the DPU's lanes), the largest term of its power
+#: (the clocked-idle power of a core), and the supplies of the two V-f points the
+#: published clocks run at (800 MHz, and the point that covers the lower clock).
 FIT_KEYS = (
     "l1.port_bytes_per_cycle",
     "noc.bw_bytes_per_cycle",
+    "mvm.weight_load_bw_bytes_per_cycle",
+    "dpu.lanes",
     "static_power.core_clocked_idle_w",
     "clock.vf_points[0].voltage_v",
     "clock.vf_points[1].voltage_v",
 )
-#: The step each fitted number takes (a port is a whole number of 32-byte words; a supply
-#: is set in 5 mV steps; powers in 10 mW).
+#: The step each fitted number takes (a port or path is a whole number of 32-byte words;
+#: lanes come in 16s; a supply is set in 5 mV steps; powers in 10 mW).
 GRID = {
     "l1.port_bytes_per_cycle": 32,
     "noc.bw_bytes_per_cycle": 8,
+    "mvm.weight_load_bw_bytes_per_cycle": 32,
+    "dpu.lanes": 16,
     "static_power.core_clocked_idle_w": 0.01,
     "clock.vf_points[0].voltage_v": 0.005,
     "clock.vf_points[1].voltage_v": 0.005,
@@ -386,7 +390,7 @@ def _fit_section(record: dict[str, Any] | None, current: dict[str, Any]) -> list
         f"figures: the pull keeps the moves small); {record['method']}; "
         f"{record['evaluations']} evaluations in {record['seconds']:.0f} s. The numbers "
         "moved are, of those that move ResNet-50's figures in the sensitivity study "
-        "(`reports/sensitivity`), the two that can raise its FPS, the largest term of its "
+        "(`reports/sensitivity`), the four that can raise its FPS, the largest term of its "
         "power, and the supplies of the V-f points the two clocks run at.",
         "",
         md_table(rows),
