@@ -35,8 +35,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aipusim.base.atomic import swap_into_place
-from aipusim.base.errors import ConfigError, QuantizationError
+from aipusim.arguments import path_argument
+from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
+from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
+from aipusim.base.fileio import check_name, check_output, folder_error, reporting
 from aipusim.inputs import InputInfo
 from aipusim.modelfiles import (
     API_FORMAT,
@@ -138,7 +140,9 @@ def compile_with(
 
     options = options or BuildOptions()
     check_level(optimization_level)
-    arch_path = Path(arch).expanduser() if arch is not None else None
+    arch_path = path_argument(arch, "arch") if arch is not None else None
+    if output_dir is not None:
+        output_dir = path_argument(output_dir, "output_dir")
     if arch_path is not None:
         load_arch(arch_path)  # a bad arch file fails here, before anything is written
     proto, name, builtin = load_source(model)
@@ -409,7 +413,14 @@ class CompiledModel:
         feeds = {}
         for n in names:
             info = self._inputs[n]
-            array = np.asarray(given[n], dtype=info.dtype)
+            value = given[n]
+            try:
+                array = np.asarray(value, dtype=info.dtype)
+            except (TypeError, ValueError):
+                raise InvalidArgument(
+                    f"input `{n}` must be a numeric array of shape {info.shape_bounds.opt}, "
+                    f"not {type(value).__name__} {value!r:.60}"
+                ) from None
             info.check(n, array.shape)
             feeds[n] = array
         return feeds
@@ -474,22 +485,29 @@ class CompiledModel:
     def save(self, path: str | os.PathLike[str], *, crc_check: bool | None = None) -> Path:
         """Copy the artifacts to the new or empty folder ``path``; returns it. With
         ``crc_check`` (default: as compiled) `load` verifies every file's CRC32."""
-        target = Path(path).expanduser()
+        target = path_argument(path, "path")
+        check_name(target)
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise ConfigError(f"save path must be a new or empty folder, not {str(target)!r}")
+        check_output(target, folder=True)
         if target.resolve() == self._root.resolve():
             raise ConfigError(f"save path must differ from the model's own folder {target}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        check_replaceable(target, "save path")
+        with reporting(target):
+            tmp = temp_folder_beside(target)
         try:
-            shutil.copytree(self._root, tmp / "m")
+            shutil.copytree(self._root, tmp, dirs_exist_ok=True)
             meta = dict(self._meta)
             if crc_check is not None:
                 meta["crc_check"] = bool(crc_check)
-            write_meta(tmp / "m", meta)
-            swap_into_place(tmp / "m", target)
-        finally:
+            write_meta(tmp, meta)
+            swap_into_place(tmp, target)
+        except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            raise folder_error(exc, tmp, target) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return target
 
     def _write_meta(self) -> None:
@@ -504,7 +522,7 @@ def load(path: str | os.PathLike[str]) -> CompiledModel:
     """A `CompiledModel` saved with `CompiledModel.save` (or an ``output_dir`` of
     `compile`). When it was saved with ``crc_check``, every file's CRC32 is verified and a
     changed, missing or added file is refused by name (`TasklistError`)."""
-    root = Path(path).expanduser()
+    root = path_argument(path, "path")
     return CompiledModel(root, read_meta(root))
 
 
@@ -537,7 +555,7 @@ def simulate(
         return model.simulate(frames, levels=levels, arch=arch, **overrides)
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"frames must be an integer >= 1, not {frames!r}")
-    compiled = Path(model)
+    compiled = path_argument(model, "model")
     if (compiled / COMPILED_DIR).is_dir():
         # a whole output folder (of `compile`, `save` or ``aipusim compile -o``)
         compiled = compiled / COMPILED_DIR

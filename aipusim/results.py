@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from aipusim.arguments import path_argument
 from aipusim.base.errors import ConfigError
 from aipusim.simulator.result import SimResult
 
@@ -73,6 +74,9 @@ class TracedResult(SimResult):
         assert self.trace_path is not None  # `of` only makes results that wrote one
         return self.trace_path
 
+    def _default(self, name: str) -> Path:
+        return self._path.with_name(name)
+
     def profile(
         self, drop_percentile: float = 0.0, by: str = "value", table: str = "layers"
     ) -> pd.DataFrame:
@@ -106,7 +110,7 @@ class TracedResult(SimResult):
         (``layers.png`` beside the trace unless ``path`` is given)."""
         from aipusim.profiler import plot_layer_bars
 
-        target = Path(path) if path is not None else self._path.with_name("layers.png")
+        target = path_argument(path, "path") if path is not None else self._default("layers.png")
         return plot_layer_bars(self.trace, target, drop_percentile, _drop_by(by))
 
     def plot_timeline(
@@ -119,14 +123,14 @@ class TracedResult(SimResult):
         (``timeline.png`` beside the trace unless ``path`` is given)."""
         from aipusim.profiler import plot_gantt
 
-        target = Path(path) if path is not None else self._path.with_name("timeline.png")
+        target = path_argument(path, "path") if path is not None else self._default("timeline.png")
         return plot_gantt(self.trace, target, start_us, end_us)
 
     def to_chrome_trace(self, path: str | Path) -> Path:
         """Write the run as Chrome/Perfetto JSON (open in ui.perfetto.dev); returns ``path``."""
         from aipusim.profiler import write_chrome_trace
 
-        target = Path(path)
+        target = path_argument(path, "path")
         write_chrome_trace(self.trace, target)
         return target
 

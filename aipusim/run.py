@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aipusim.base.atomic import swap_into_place
+from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, ZooError
+from aipusim.base.fileio import check_output, folder_error, reporting
 from aipusim.run_result import RunResult
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
@@ -38,9 +40,15 @@ TRACE_NAME = "trace.txt"
 class ModelSource:
     """A model to run: a zoo name (built on demand) or an ONNX file."""
 
+    #: What the model is called everywhere (`model_name`).
     name: str
     path: Path | None = None  # None: a zoo model
     input_size: int | None = None
+
+    @property
+    def slug(self) -> str:
+        """``name`` fit for a file or folder name (a graph name may hold any character)."""
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name).strip(".") or "model"
 
     def materialize(self, folder: Path) -> Path:
         """The ONNX file of this model, building a zoo model into ``folder`` if needed."""
@@ -55,6 +63,28 @@ class ModelSource:
         return target
 
 
+def model_name(model: str | Path) -> str:
+    """What a model is called by run, the studies and the reports: a zoo model's name; for
+    an ONNX file, its graph's name, or the file's stem when the graph has none (or the file
+    cannot be read here; reading it fails later with its own message).
+
+    >>> model_name("resnet50")
+    'resnet50'
+    """
+    from aipusim import zoo
+
+    text = str(model)
+    if text in zoo.names() or not Path(text).is_file():
+        return text
+    import onnx
+
+    try:
+        graph_name = onnx.load(text, load_external_data=False).graph.name
+    except Exception:  # not ONNX: the import names the problem when it reads the file
+        graph_name = ""
+    return graph_name or Path(text).stem
+
+
 def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSource:
     """An existing ``.onnx`` path, or a zoo name; anything else names what is valid."""
     from aipusim import zoo
@@ -64,7 +94,7 @@ def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSour
     if path.is_file():
         if input_size is not None:
             raise ConfigError("--input-size applies to zoo models only; an ONNX file has its own")
-        return ModelSource(path.stem, path.resolve())
+        return ModelSource(model_name(path), path.resolve())
     if text in zoo.names():
         return ModelSource(text, None, input_size)
     if path.suffix.lower() == ".onnx" or os.sep in text:
@@ -76,6 +106,7 @@ def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSour
 
 def prepare_output_dir(out: Path) -> None:
     """Refuse an output folder that would lose someone else's files, or cannot be written."""
+    check_output(out, folder=True)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output folder must be a folder, not the file {str(out)!r}")
     if out.is_dir() and any(out.iterdir()) and not (out / RUN_MARKER).is_file():
@@ -83,13 +114,7 @@ def prepare_output_dir(out: Path) -> None:
             f"output folder {str(out)!r} must be empty or an earlier `aipusim run` folder; "
             "it holds other files"
         )
-    probe = out.resolve().parent
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise ConfigError(f"output folder {str(out)!r} cannot be created: {probe} is a file")
-    if not os.access(probe, os.W_OK):
-        raise ConfigError(f"output folder {str(out)!r} must be writable; {probe} is not")
+    check_replaceable(out)
 
 
 StageHook = Callable[[str, int], Callable[[int], None]]
@@ -105,11 +130,16 @@ def run_model(
     arch_path: Path | None = None,
     drop_percentile: float | None = None,
     stage: StageHook | None = None,
+    input_shape: tuple[int, ...] | None = None,
+    keep_input_model: bool = False,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
     ``stage(name, total)`` is called when a stage starts and returns a function that takes
-    progress steps (the CLI hangs progress bars on it).
+    progress steps (the CLI hangs progress bars on it). ``input_shape`` fixes the dynamic
+    dimensions of an ONNX model's input (``--input-shape``). The folder holds no copy of
+    the ONNX model (``compile/input_model/source.json`` and ``run.json`` say which it was:
+    path, size and SHA-256, or the zoo name) unless ``keep_input_model``.
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -119,16 +149,21 @@ def run_model(
     from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
     from aipusim.run_report import write_run_report
     from aipusim.simulator import simulate
+    from aipusim.simulator.budget import check_frames_bound
 
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    check_frames_bound(frames, flag="--frames")
     prepare_output_dir(output_dir)
     arch = load_arch(arch_path)
     hook = stage or (lambda _name, _total: lambda _n: None)
-    output_dir.resolve().parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.resolve().parent))
+    with reporting(output_dir):
+        tmp = temp_folder_beside(output_dir)
+    scratch: Path | None = None
     try:
-        model_path = source.materialize(tmp)
+        # a zoo model is built outside the output folder: only --keep-input-model keeps a copy
+        scratch = Path(tempfile.mkdtemp(prefix="aipusim-model-"))
+        model_path = source.materialize(scratch)
         step = hook("compile", len(PIPELINE))
         t0 = time.perf_counter()
         compile_model(
@@ -137,11 +172,14 @@ def run_model(
                 output_dir=tmp / "compile",
                 config=config,
                 arch_path=arch_path,
+                input_shape=input_shape,
                 cli_args={"input": str(model_path), "output": str(output_dir)},
+                keep_input_model=keep_input_model,
             ),
-            after_pass=lambda _name, _graph: step(1),
+            after_pass=lambda name, _graph: _passed(stage, step, name),
         )
         compile_s = time.perf_counter() - t0
+        shutil.rmtree(scratch, ignore_errors=True)
 
         program, tasklists = load_program_tables(tmp / "compile" / "compiled_model")
         step = hook("simulate", frames * max(1, program.replicas))
@@ -185,13 +223,40 @@ def run_model(
             [output_dir / p.relative_to(tmp) for p in plots],
         )
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
-        (tmp / RUN_MARKER).write_text(json.dumps(run_summary(result), indent=2) + "\n")
+        summary = {**run_summary(result), "input_model": input_record(source, tmp / "compile")}
+        (tmp / RUN_MARKER).write_text(json.dumps(summary, indent=2) + "\n")
         step(1)
-        swap_into_place(tmp, output_dir)
+        with reporting(output_dir, "replace"):
+            swap_into_place(tmp, output_dir)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise folder_error(exc, tmp, output_dir) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return result
+
+
+def input_record(source: ModelSource, compiled: Path) -> dict[str, Any]:
+    """Which model a run compiled: a zoo name and size, or the ONNX file's path, size and
+    SHA-256 (from the compile's ``input_model/source.json``; with a kept copy, its path)."""
+    if source.path is None:
+        return {"zoo": source.name, "input_size": source.input_size}
+    ref = compiled / "input_model" / "source.json"
+    if ref.is_file():
+        return json.loads(ref.read_text())
+    return {"path": str(source.path), "copy": "compile/input_model/fp32_model.onnx"}
+
+
+def _passed(stage: Any, step: Callable[[int], None], name: str) -> None:
+    """One more pass of the compile done: its name to the stage hook if it takes notes."""
+    note = getattr(stage, "note", None)
+    if note is not None:
+        note(f"after {name}")
+    step(1)
 
 
 def run_summary(result: RunResult) -> dict[str, Any]:

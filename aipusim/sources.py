@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.base.errors import ConfigError
+from aipusim.base.errors import ConfigError, InvalidArgument
 from aipusim.inputs import InputInfo
 
 
@@ -144,6 +144,11 @@ def bind_inputs(proto: Any, inputs: Mapping[str, Any] | None) -> tuple[Any, dict
     inits = {t.name for t in g.initializer}
     real = [vi for vi in g.input if vi.name not in inits]
     names = [vi.name for vi in real]
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise InvalidArgument(
+            "inputs must be a mapping of input name to an InputInfo or a numpy array, not "
+            f"{type(inputs).__name__} {inputs!r:.60}"
+        )
     given = dict(inputs or {})
     for key in given:
         if key not in names:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import itertools
+import math
 import re
 import tomllib
 import types
@@ -23,26 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.arch.model import Arch, ParamRange
+from aipusim.arch.ranges import range_of
 from aipusim.base.errors import ArchError
 
 DEFAULT_ARCH_PATH = Path(__file__).with_name("metis.toml")
-
-#: Fields that may be zero; every other number must be strictly positive.
-_MAY_BE_ZERO = frozenset(
-    {
-        "reserved_bytes",
-        "setup_cycles",
-        "setup_us",
-        "latency_cycles",
-        "latency_ns",
-        "pipeline_latency_cycles",
-        "token_signal_latency_cycles",
-        "l1_virtual_address",
-        "l1_core0_physical_address",
-        "trace_line_cycles",
-        "dispatch_cycles_per_task",
-    }
-)
 
 
 def load_arch(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Arch:
@@ -131,6 +116,10 @@ def read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message already ends in "(at line L, column C)".
         raise ArchError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ArchError(f"{path}: byte {exc.start} must be UTF-8 text, not binary data") from None
+    except OSError as exc:
+        raise ArchError(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def _apply_override(raw: dict[str, Any], dotted: str, value: Any) -> None:
@@ -192,17 +181,21 @@ def _convert(hint: Any, value: Any, dotted: str) -> Any:
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ArchError(f"{dotted} must be an integer, not {value!r}")
+            raise ArchError(f"{dotted} must be {range_of(dotted).text(True)}, not {value!r}")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ArchError(f"{dotted} must be a number, not {value!r}")
+            raise ArchError(f"{dotted} must be {range_of(dotted).text(False)}, not {value!r}")
+        if not math.isfinite(value):
+            raise ArchError(f"{dotted} must be {range_of(dotted).text(False)}, not {value!r}")
         return float(value)
     raise AssertionError(f"unhandled arch field type {hint!r} for {dotted}")
 
 
 def _numbers(obj: Any, where: str) -> typing.Iterator[tuple[str, str, float]]:
     for f in fields(obj):
+        if isinstance(obj, Arch) and f.name == RANGES:
+            continue  # the plausible ranges of some numbers, not numbers of the chip
         value = getattr(obj, f.name)
         dotted = f"{where}.{f.name}" if where else f.name
         if is_dataclass(value):
@@ -215,12 +208,11 @@ def _numbers(obj: Any, where: str) -> typing.Iterator[tuple[str, str, float]]:
 
 
 def _validate(arch: Arch) -> None:
-    for name, dotted, value in _numbers(arch, ""):
-        if name in _MAY_BE_ZERO:
-            if value < 0:
-                raise ArchError(f"{dotted} must be >= 0, not {value}")
-        elif value <= 0:
-            raise ArchError(f"{dotted} must be > 0, not {value}")
+    for _name, dotted, value in _numbers(arch, ""):
+        valid = range_of(dotted)
+        if not valid.lo <= value <= valid.hi:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise ArchError(f"{dotted} must be {valid.text(isinstance(value, int))}, not {shown}")
     for dotted, part in (("l1", arch.l1), ("l2", arch.l2), ("ddr", arch.ddr)):
         if part.reserved_bytes >= part.size_bytes:
             raise ArchError(

@@ -1,7 +1,7 @@
 """Frozen dataclasses describing the chip; one per TOML table of ``arch/metis.toml``.
 
 Field names match the TOML keys one to one, so the loader is generic and a dotted override
-(``ddr.effective_bw_gb_s``) names a field directly. Derived figures (MACs per cycle, peak
+(``ddr.data_rate_mt_s``) names a field directly. Derived figures (MACs per cycle, peak
 TOPS, L1 budget, link bytes per cycle at a clock) are properties, never stored twice.
 """
 

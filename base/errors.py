@@ -32,6 +32,33 @@ class ArchError(ConfigError):
     """The hardware description (``arch/*.toml``) is malformed or inconsistent."""
 
 
+class InvalidArgument(AipuSimError, ValueError):
+    """An argument of the Python API has a wrong type or value (``inputs="str"``,
+    ``output_dir=5``, ``model("hello")``); it is a `ValueError` too."""
+
+
+class FileAccessError(AipuSimError, OSError):
+    """A file or folder cannot be read or written: permissions, a missing folder, a full
+    disk, a name over 255 bytes, a busy folder. The message names the path and the reason;
+    ``errno`` and ``filename`` are those of the operating system's error.
+
+    >>> err = FileAccessError(13, "cannot write 'out/x.csv': Permission denied", "out/x.csv")
+    >>> str(err), err.errno, isinstance(err, PermissionError), isinstance(err, OSError)
+    ("cannot write 'out/x.csv': Permission denied", 13, False, True)
+    """
+
+    def __init__(self, errno: int | None, message: str, filename: str | None = None) -> None:
+        super().__init__(errno, message, filename)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class ResourceLimitError(AipuSimError):
+    """The work asked for would need more memory (or time) than the machine has; the message
+    gives the estimate, what it is made of, and what would fit."""
+
+
 class OnnxImportError(AipuSimError):
     """An ONNX model cannot be read, checked or given static shapes."""
 
@@ -100,9 +127,12 @@ __all__ = [
     "CompilerInternalError",
     "ConfigError",
     "DeadlockError",
+    "FileAccessError",
+    "InvalidArgument",
     "MemoryPlanError",
     "OnnxImportError",
     "QuantizationError",
+    "ResourceLimitError",
     "SimulationError",
     "TasklistError",
     "TilingError",

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import logging
 import shutil
-import tempfile
 import time
 import traceback
 import zipfile
@@ -38,11 +38,18 @@ from typing import Any
 import onnx
 
 from aipusim.base import __version__
-from aipusim.base.atomic import swap_into_place
-from aipusim.base.errors import AipuSimError, CompilerInternalError, ConfigError
+from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
+from aipusim.base.errors import (
+    AipuSimError,
+    CompilerInternalError,
+    ConfigError,
+    FileAccessError,
+)
+from aipusim.base.fileio import check_name, check_output, folder_error, reporting
 from aipusim.compiler.backend.emit import COMPILED_DIR, verify_crcs
 from aipusim.compiler.importer import read_model
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.memory_estimate import check_compile_memory
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import (
     IMPORT,
@@ -51,6 +58,7 @@ from aipusim.compiler.pipeline import (
     Pass,
     PassRecord,
     PipelineResult,
+    Stage,
     pass_names,
     run_pipeline,
 )
@@ -180,10 +188,11 @@ def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
     return str(manifest.relative_to(tmp))
 
 
-def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | None, str | None]:
+def _load_input(path: Path, tmp: Path, keep: bool = True) -> tuple[Any, str | None, str | None]:
     """(model for `run_pipeline`, pass it starts after, copied quantized-model manifest).
 
-    An ONNX model is copied to ``input_model/``; a ``quantized_model_manifest.json`` of a
+    An ONNX model is copied to ``input_model/`` (with ``keep``; else its path, size and
+    SHA-256 go to ``input_model/source.json``); a ``quantized_model_manifest.json`` of a
     quantize-only run is loaded as its quantized graph (the passes up to ``quantize`` are
     not run again) and its folder is copied to ``quantized_model/``.
     """
@@ -192,8 +201,11 @@ def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | N
 
         qgraph = read_quantized_model(path)
         shutil.copytree(Path(path).parent, tmp / "quantized_model")
-        return qgraph.graph, "quantize", f"quantized_model/{Path(path).name}"
+        return qgraph, "quantize", f"quantized_model/{Path(path).name}"
     proto, external = read_model(path)
+    if not keep:
+        _write_json(tmp / "input_model" / SOURCE_REF, _source_ref(Path(path)))
+        return proto, None, None
     copy = tmp / "input_model" / "fp32_model.onnx"
     if external:
         _save_onnx(proto, copy)
@@ -203,6 +215,23 @@ def _load_input(path: Path, tmp: Path) -> tuple[onnx.ModelProto | Graph, str | N
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, copy)
     return proto, None, None
+
+
+#: What ``input_model/`` holds when the model is not copied.
+SOURCE_REF = "source.json"
+
+
+def _source_ref(path: Path) -> dict[str, Any]:
+    """Where the compiled model came from: its path, size and SHA-256."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return {
+        "path": str(Path(path).resolve()),
+        "size_bytes": Path(path).stat().st_size,
+        "sha256": digest.hexdigest(),
+    }
 
 
 def _files_under(root: Path) -> tuple[str, ...]:
@@ -270,12 +299,12 @@ def compile_model(
     passes = tuple(PIPELINE if passes is None else passes)
     dump_ir = (*dump_ir, *getattr(request, "dump_after", ()))
     asked_stop = getattr(request, "stop_after", None)
+    check_name(out)
     _prepare_target(out, bool(config.remove_output_dir))
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    except OSError as exc:
-        raise ConfigError(f"output dir `{out}` cannot be created: {exc.strerror}") from None
+    check_output(out, folder=True)
+    check_replaceable(out, "output dir")
+    with reporting(out, "create"):
+        tmp = temp_folder_beside(out)
     compile_log = _CompileLog(tmp / LOG_NAME)
     ctx = PassContext(
         config,
@@ -294,7 +323,9 @@ def compile_model(
 
             ctx.arch = load_arch(arch_path)
         stage = IMPORT
-        model, start_after, copied_manifest = _load_input(request.model_path, tmp)
+        model, start_after, copied_manifest = _load_input(
+            request.model_path, tmp, getattr(request, "keep_input_model", True)
+        )
         quantize_only = str(config.compiler_mode) == "quantize_only"
         stop_after = "quantize" if quantize_only and "quantize" in pass_names(passes) else None
         if asked_stop is not None:
@@ -313,7 +344,7 @@ def compile_model(
             passes=passes,
             dump_after=dump_ir,
             stop_after=stop_after,
-            after_pass=after_pass,
+            after_pass=_with_memory_check(after_pass, start_after is None),
             source_name=str(request.model_path),
             start_after=start_after,
             model_checked=True,
@@ -355,18 +386,32 @@ def compile_model(
             log.info("compilation succeeded in %.2f s", time.perf_counter() - t0)
         compile_log.flush()
         files = _files_under(tmp)
+        stage = "swap"
         swap_into_place(tmp, out)
-    except BaseException as exc:
+    except BaseException as caught:
+        exc = caught
+        if isinstance(caught, OSError) and not isinstance(caught, AipuSimError):
+            # a file the compile could not read or write: one line naming it, not a bug
+            exc = folder_error(caught, tmp, out)
         failed_stage = ctx.failed_pass or stage
-        status = ctx.failed_status or _status_for(exc, failed_stage)
-        message = (
-            str(exc)
-            if isinstance(exc, AipuSimError)
-            else f"internal error in pass `{failed_stage}`: {type(exc).__name__}: {exc} "
-            f"(the traceback is in {LOG_NAME})"
+        status = (
+            INTERRUPTED
+            if isinstance(exc, KeyboardInterrupt)
+            else ctx.failed_status or _status_for(exc, failed_stage)
         )
+        if isinstance(exc, KeyboardInterrupt):
+            message = f"interrupted (Ctrl-C) in {failed_stage}"
+        elif isinstance(exc, AipuSimError):
+            message = str(exc)
+        else:
+            message = (
+                f"internal error in pass `{failed_stage}`: {type(exc).__name__}: {exc} "
+                f"(the traceback is in {LOG_NAME})"
+            )
         # file only: the CLI prints the error line itself (and Python the traceback of a bug)
-        detail = message if isinstance(exc, AipuSimError) else traceback.format_exc()
+        detail = (
+            message if isinstance(exc, AipuSimError | KeyboardInterrupt) else traceback.format_exc()
+        )
         log.error("compilation failed in %s: %s", failed_stage, detail, extra=_FILE_ONLY)
         compile_log.flush()
         report = _report(status, failed_stage, message, ctx.records, time.perf_counter() - t0)
@@ -375,6 +420,8 @@ def compile_model(
             artifact = _error_artifact(tmp, ctx, report, bool(config.randomize_onnx_model))
             report["error_artifact"] = ERROR_ARTIFACT
         _write_failure(tmp, out, report, artifact)
+        if exc is not caught:
+            raise exc from None
         if isinstance(exc, Exception) and not isinstance(exc, AipuSimError):
             # A bug, not bad input: one line for the user (exit status 1), the
             # traceback in the compile log; never a silent success.
@@ -393,13 +440,43 @@ def compile_model(
     )
 
 
+#: Status of a compile stopped by Ctrl-C (or SIGTERM turned into KeyboardInterrupt).
+INTERRUPTED = "INTERRUPTED"
+
+
+def _with_memory_check(
+    after_pass: Callable[[str, Graph], None] | None, calibrates: bool
+) -> Callable[[str, Graph], None] | None:
+    """``after_pass`` preceded, right after the import, by the memory estimate of the
+    compile (when it will calibrate: not for an already quantized model)."""
+    if not calibrates:
+        return after_pass
+
+    def hook(name: str, graph: Graph) -> None:
+        if name == IMPORT:
+            check_compile_memory(graph)
+        if after_pass is not None:
+            after_pass(name, graph)
+
+    return hook
+
+
 def _status_for(exc: BaseException, stage: str) -> str:
     """The status of a failure outside the passes (setup, artifact writing)."""
-    if isinstance(exc, AipuSimError):
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED
+    if isinstance(exc, AipuSimError) and not isinstance(exc, FileAccessError):
         return exc.status
-    if stage == "initialize" and isinstance(exc, OSError):
+    if not isinstance(exc, FileAccessError | OSError):
+        return INTERNAL_ERROR  # a bug of aipusim, not the environment
+    # a file the compile could not read or write: the stage it happened in
+    if stage == "initialize":
         return "INITIALIZE_CLI_ERROR"
-    return INTERNAL_ERROR
+    if stage == IMPORT:
+        return Stage.IMPORT.status
+    if stage == "quantize":
+        return Stage.QUANTIZE.status
+    return "TOP_LEVEL_LOWER_ERROR"
 
 
 def _earlier(a: str, b: str | None, passes: tuple[Pass, ...]) -> str:
@@ -494,26 +571,33 @@ def _error_artifact(
 def _write_failure(
     tmp: Path, out: Path, report: dict[str, Any], artifact: bytes | None = None
 ) -> None:
-    """Drop the half-built folder; leave only the report and the log (and the error
-    artifact when asked for) in ``out``."""
+    """Replace ``out`` with a folder holding only the report and the log (and the error
+    artifact when asked for), built aside and swapped in like a success: no file of an
+    earlier compile stays beside the failure. The half-built folder is dropped."""
     log_text = ""
     with contextlib.suppress(OSError):
         log_text = (tmp / LOG_NAME).read_text(encoding="utf-8")
     shutil.rmtree(tmp, ignore_errors=True)
+    failed = None
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        _write_json(out / REPORT_NAME, report)
-        (out / LOG_NAME).write_text(log_text, encoding="utf-8")
+        failed = temp_folder_beside(out)
+        _write_json(failed / REPORT_NAME, report)
+        (failed / LOG_NAME).write_text(log_text, encoding="utf-8")
         if artifact is not None:
-            (out / ERROR_ARTIFACT).write_bytes(artifact)
-    except OSError:
-        log.warning("cannot write the failure report to %s", out)
+            (failed / ERROR_ARTIFACT).write_bytes(artifact)
+        swap_into_place(failed, out)
+    except OSError as exc:
+        if failed is not None:
+            shutil.rmtree(failed, ignore_errors=True)
+        log.warning("cannot write the failure report to %s: %s", out, exc.strerror or exc)
 
 
 __all__ = [
     "ERROR_ARTIFACT",
+    "INTERRUPTED",
     "LOG_NAME",
     "REPORT_NAME",
+    "SOURCE_REF",
     "STOPPED",
     "SUCCEEDED",
     "CompileResult",

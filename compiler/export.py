@@ -101,6 +101,16 @@ def _expand(node: Node, graph: Graph, extra_inits: list[onnx.TensorProto]) -> li
         ]
     elif node.op is Op.GELU:
         body = _gelu_nodes(node, inputs[0], body_out, const)
+    elif node.op is Op.MASKED_SOFTMAX:
+        # the masked entries as -inf: exp() gives exactly 0 for them
+        keep, filled = f"{node.name}/keep_bool", f"{node.name}/masked"
+        where = [keep, inputs[0], const("fill", -np.inf)]
+        axis = int(node.attr("axis", -1))
+        body = [
+            helper.make_node("Cast", [inputs[1]], [keep], name=f"{node.name}/Cast", to=9),
+            helper.make_node("Where", where, [filled], name=f"{node.name}/Where"),
+            helper.make_node("Softmax", [filled], [body_out], name=node.name, axis=axis),
+        ]
     else:
         body = [node_to_onnx(node, inputs, [body_out, *outputs[1:]], node.name)]
     for i, p in enumerate(pre + post):

@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference, version_converter
 
-from aipusim.base.errors import OnnxImportError
+from aipusim.base.errors import OnnxImportError, UnsupportedOperatorError
 from aipusim.compiler.ir import (
     DATA_DEPENDENT_OPS,
     DType,
@@ -192,7 +192,7 @@ def convert_opset(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelP
         where = f": node {blocker} cannot be upgraded" if blocker else ""
         raise OnnxImportError(
             f"model `{what}` cannot be converted from opset {version} to {target}{where} "
-            f"({_first_line(exc)})"
+            f"({_converter_reason(exc)})"
         ) from None
     if version < _ASYMMETRIC_RESIZE_BEFORE and resizes:
         _keep_old_resize_semantics(converted, len(resizes))
@@ -203,6 +203,15 @@ def convert_opset(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelP
         target,
     )
     return converted
+
+
+def _converter_reason(exc: BaseException) -> str:
+    """The converter's message without its C++ source location and assertion text:
+    ``/x/transformers.h:35: operator(): Assertion `...` failed: Attribute spatial must have
+    value 1`` -> ``Attribute spatial must have value 1``."""
+    line = _first_line(exc)
+    _, sep, reason = line.rpartition("failed: ")
+    return reason.strip() if sep and reason.strip() else line
 
 
 def _keep_old_resize_semantics(model: onnx.ModelProto, count: int) -> None:
@@ -645,6 +654,12 @@ def _to_graph(model: onnx.ModelProto, what: str) -> Graph:
                 raise OnnxImportError(
                     f"tensor `{tname}`{origin} has an unknown rank; only the host can run it "
                     "and the compiler cannot represent it"
+                )
+            if producer is not None and producer.domain not in ("", "ai.onnx"):
+                raise UnsupportedOperatorError(
+                    f"node `{producer.name}` is operator `{producer.op_type}` of the unknown "
+                    f"domain `{producer.domain}`; aipusim knows the standard ONNX domain "
+                    f"(ai.onnx) only, so the shape of its output `{tname}` cannot be inferred"
                 )
             raise OnnxImportError(f"the shape of tensor `{tname}`{origin} cannot be inferred")
         static = [d if isinstance(d, int) else -1 for d in dims]

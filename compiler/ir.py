@@ -154,6 +154,8 @@ class Op(StrEnum):
     # internal ops (domain "aipusim")
     SILU = "SiLU"  # x * sigmoid(x) as one LUT op
     GELU = "Gelu"  # x * Phi(x) (attr approximate: none = erf form, tanh) as one LUT op
+    # Softmax over the entries a constant uint8 mask keeps (input 2); the others are 0
+    MASKED_SOFTMAX = "MaskedSoftmax"
     OTHER = "Other"  # an ONNX op the compiler does not know; see Node.onnx_type
 
     @property
@@ -164,7 +166,10 @@ class Op(StrEnum):
 
 #: Domain of the internal ops when exported to ONNX.
 INTERNAL_DOMAIN = "aipusim"
-INTERNAL_OPS: frozenset[Op] = frozenset({Op.SILU, Op.GELU})
+#: Attribute of a node a rewrite made from another op (a Gemm lowered to a 1x1 conv): that
+#: op's type, the layer's label in reports and traces (``aipu_`` attributes are not exported).
+SOURCE_OP_ATTR = "aipu_source_op"
+INTERNAL_OPS: frozenset[Op] = frozenset({Op.SILU, Op.GELU, Op.MASKED_SOFTMAX})
 
 #: Ops that map to the D-IMC matrix-vector array (grouped convs with groups > 1 and
 #: channels per group of 1 are depthwise and go to the DWPU instead: see `is_depthwise`).
@@ -211,6 +216,7 @@ DPU_OPS: frozenset[Op] = (
             Op.CLIP,
             Op.NEG,
             Op.SOFTMAX,
+            Op.MASKED_SOFTMAX,
             Op.REDUCE_MEAN,
             Op.REDUCE_MAX,
             Op.REDUCE_SUM,
@@ -763,6 +769,7 @@ _ARITY: dict[Op, tuple[int, int, int, int]] = {
     Op.EXPAND: (2, 2, 1, 1),
     Op.TILE: (2, 2, 1, 1),
     Op.EINSUM: (1, 1 << 16, 1, 1),
+    Op.MASKED_SOFTMAX: (2, 2, 1, 1),
 }
 for _op in BINARY_OPS:
     _ARITY[_op] = (2, 2, 1, 1)
@@ -899,10 +906,14 @@ def _verify_op(graph: Graph, node: Node, where: str) -> None:
         x, y = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
         if x.is_static and y.is_static:
             assert x.size == y.size, f"{where}: {x.shape} -> {y.shape} changes the size"
-    elif node.op in (Op.SOFTMAX, Op.LAYER_NORM):
+    elif node.op in (Op.SOFTMAX, Op.MASKED_SOFTMAX, Op.LAYER_NORM):
         rank = len(graph.shape(node.inputs[0]))
         axis = int(node.attr("axis", -1))
         assert -rank <= axis < rank, f"{where}: axis {axis} for rank {rank}"
+        if node.op is Op.MASKED_SOFTMAX:
+            x, keep = graph.shape(node.inputs[0]), graph.shape(node.inputs[1])
+            assert np.broadcast_shapes(x, keep) == x, f"{where}: mask {keep} for {x}"
+            assert graph.shape(node.outputs[0]) == x, f"{where}: softmax changes the shape"
         if node.op is Op.LAYER_NORM:
             x = graph.shape(node.inputs[0])
             assert graph.shape(node.outputs[0]) == x, f"{where}: LayerNorm changes the shape"
@@ -988,6 +999,7 @@ __all__ = [
     "LUT_OPS",
     "MVM_OPS",
     "SHAPE_OPS",
+    "SOURCE_OP_ATTR",
     "Attrs",
     "DType",
     "Graph",

@@ -83,7 +83,8 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.MATMUL: (
         ("mac", "matmul"),
         "two activations (attention): the second written into an IMC weight set every "
-        "frame, or the DPU; the cost model picks per layer",
+        "frame, or the DPU; the cost model picks per layer. A 2-D constant first operand: "
+        "transposed around (rewrite_einsum)",
     ),
     Op.BATCH_NORM: (("mac",), "when not folded into the conv before it"),
     Op.RELU: (("clamp", "lut"), ""),
@@ -97,6 +98,11 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.MIN: (("rescale",), ""),
     Op.MAX: (("rescale",), ""),
     Op.SOFTMAX: (("softmax",), "any axis"),
+    Op.MASKED_SOFTMAX: (
+        ("softmax",),
+        "internal: a Softmax after a constant attention mask (fuse_attention_mask); the "
+        "masked entries are left out of the max and the sum and come out 0",
+    ),
     Op.LAYER_NORM: (("layernorm",), "also the ReduceMean/Sub/Pow/Sqrt/Div form (fused)"),
     Op.REDUCE_MEAN: (("mean",), ""),
     Op.REDUCE_SUM: (("mean",), ""),

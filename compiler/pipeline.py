@@ -8,7 +8,7 @@ Tiled, ... ``emit``: Estimated -> Emitted). A pass with a ``knob`` runs only whe
 raises stops the compilation with the pass named.
 
 >>> [p.name for p in FRONT][:4]
-['graph_cleaner', 'fold_constants', 'rewrite_einsum', 'fuse_layernorm']
+['rewrite_einsum', 'fuse_layernorm', 'fuse_gelu', 'fuse_attention_mask']
 >>> [p.name for p in BACK][:4]
 ['lower', 'tile', 'multicore', 'imc']
 """
@@ -29,6 +29,7 @@ from aipusim.compiler.backend import passes as backend
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.ir import Graph, dump, verify
 from aipusim.compiler.passes.arith import arithmetic_simplification
+from aipusim.compiler.passes.attention_mask import fuse_attention_mask
 from aipusim.compiler.passes.bn_fold import fold_batchnorm
 from aipusim.compiler.passes.cleaner import graph_cleaner
 from aipusim.compiler.passes.context import PassContext
@@ -44,6 +45,7 @@ from aipusim.compiler.passes.rewrite import (
 from aipusim.compiler.passes.simplify import fold_constants
 from aipusim.compiler.passes.validate import validate_operators
 from aipusim.compiler.quant import quantize_pass
+from aipusim.compiler.quant.quantize import QuantizedGraph
 
 #: A pass: its input IR (a `Graph` or a back-end stage) and the context -> its output IR.
 PassFn = Callable[[Any, PassContext], Any]
@@ -99,12 +101,16 @@ class Pass:
 
 #: Passes 2-5 of DESIGN.md §4, in order.
 FRONT: tuple[Pass, ...] = (
-    Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
-    Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
-    # pattern rewrites before arithmetic simplification changes the spelling they match
+    # Pattern rewrites first: before the graph cleaner, so that a LayerNorm, GELU or masked
+    # Softmax ending the graph is one op and not split between the AIPU and the host's
+    # tail (Sqrt, Div, Mul, ... are host-suited tail ops on their own), and before
+    # arithmetic simplification changes the spelling they match.
     Pass("rewrite_einsum", einsum_to_matmul, Stage.SIMPLIFY),
     Pass("fuse_layernorm", fuse_layernorm, Stage.SIMPLIFY),
     Pass("fuse_gelu", fuse_gelu, Stage.SIMPLIFY),
+    Pass("fuse_attention_mask", fuse_attention_mask, Stage.SIMPLIFY),
+    Pass("graph_cleaner", graph_cleaner, Stage.CLEAN),
+    Pass("fold_constants", fold_constants, Stage.SIMPLIFY),
     Pass("fold_batchnorm", fold_batchnorm, Stage.SIMPLIFY),
     Pass(
         "arithmetic_simplification",
@@ -134,6 +140,7 @@ BACK: tuple[Pass, ...] = (
     Pass("tile", backend.tile, Stage.MIDEND),
     Pass("multicore", backend.multicore, Stage.MIDEND),
     Pass("imc", backend.imc, Stage.MIDEND),
+    Pass("pack", backend.pack, Stage.MIDEND),
     Pass("memplan", backend.memplan, Stage.TIR),
     Pass("schedule", backend.schedule, Stage.TIR),
     Pass("estimate", backend.estimate, Stage.TIR),
@@ -184,29 +191,44 @@ class PipelineResult:
 
     @property
     def graph(self) -> Graph:
-        """The AIPU graph after the last pass (a back-end stage carries the one it lowered)."""
-        return self.ir if isinstance(self.ir, Graph) else self.ir.graph
+        """The AIPU graph after the last pass (a later stage carries the one it holds)."""
+        return _graph_of(self.ir)
 
     @property
     def pass_seconds(self) -> dict[str, float]:
         return {r.name: r.seconds for r in self.records if r.ran}
 
 
+def _graph_of(ir: Any) -> Graph:
+    """The graph a pass's output holds (a `Graph` is its own)."""
+    return ir if isinstance(ir, Graph) else ir.graph
+
+
 def dump_ir(ir: Any) -> str:
-    """The text form of any pass's output: a `Graph` or a back-end stage."""
-    return dump(ir) if isinstance(ir, Graph) else ir.dump()
+    """The text form of any pass's output: a `Graph`, a quantized graph (the graph and the
+    kind of each node's integer step) or a back-end stage."""
+    if isinstance(ir, Graph):
+        return dump(ir)
+    if isinstance(ir, QuantizedGraph):
+        kinds = "\n".join(f"  {name}: {step.kind}" for name, step in ir.steps.items())
+        return f"{dump(ir.graph)}\n# integer program\n{kinds}"
+    return ir.dump()
 
 
 def verify_ir(ir: Any) -> None:
     """Check the invariants of any pass's output (`AssertionError` on a compiler bug)."""
     if isinstance(ir, Graph):
         verify(ir)
+    elif isinstance(ir, QuantizedGraph):
+        verify(ir.graph)
+        missing = [n.name for n in ir.graph.nodes if n.name not in ir.steps]
+        assert not missing, f"nodes without an integer step: {missing}"
     else:
         ir.verify()
 
 
 def _size(ir: Any) -> int:
-    return len(ir.nodes) if isinstance(ir, Graph) else len(ir.layers)
+    return len(ir.layers) if hasattr(ir, "layers") else len(_graph_of(ir).nodes)
 
 
 def _check_names(names: Collection[str], passes: Iterable[Pass], what: str) -> None:
@@ -219,7 +241,7 @@ def _check_names(names: Collection[str], passes: Iterable[Pass], what: str) -> N
 
 
 def run_pipeline(
-    model: str | os.PathLike[str] | onnx.ModelProto | Graph,
+    model: str | os.PathLike[str] | onnx.ModelProto | Graph | QuantizedGraph,
     ctx: PassContext,
     *,
     input_shape: tuple[int, ...] | None = None,
@@ -263,7 +285,7 @@ def run_pipeline(
                 _size(ir),
             )
         )
-        ctx.last_graph = ir if isinstance(ir, Graph) else ir.graph
+        ctx.last_graph = _graph_of(ir)
         if "all" in dump_after or name in dump_after:
             dumps[name] = dump_ir(ir)
         if after_pass is not None:
@@ -273,7 +295,7 @@ def run_pipeline(
         _check_names([start_after], passes, "start_after")
     start = time.perf_counter()
     ir: Any
-    if isinstance(model, Graph):
+    if isinstance(model, Graph | QuantizedGraph):
         # An IR graph that already went through the passes up to ``start_after`` (the
         # quantized model of a quantize-only run): no import.
         ir = model

@@ -87,6 +87,10 @@ class CompileRequest:
     dump_after: tuple[str, ...] = ()
     #: End the compilation after this pass (status ``STOPPED``; no ``compiled_model/``).
     stop_after: str | None = None
+    #: Copy the ONNX model into ``input_model/`` (the reference artifact tree); False:
+    #: record only its path, size and SHA-256 in ``input_model/source.json`` (``run``,
+    #: which need not keep a second copy of a 100 MB model).
+    keep_input_model: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", self.config.copy())

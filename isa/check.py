@@ -5,6 +5,8 @@
 * waits and signals balance per frame (a frame that signals a token more often than it
   waits on it leaks counts, one that waits more starves);
 * barriers: every core in ``core_mask`` has a tasklist and reaches the same barrier ids;
+* addresses inside the usable part of their pool, not in its reserved regions
+  (`aipusim.isa.addresses`);
 * deadlock: an abstract execution of the in-order unit queues with token counters and no
   time. Each queue runs its ``init`` tasks once, then its ``frame`` tasks for ``frames``
   frames (2 by default, so per-frame balance is exercised); any queue whose head can start
@@ -64,6 +66,7 @@ class ProblemKind(enum.StrEnum):
     SHARED_WAITERS = "shared_waiters"  # several queues wait on one token (timing-dependent)
     BARRIER = "barrier"  # barrier masks or ids do not match across cores
     DEADLOCK = "deadlock"  # the abstract execution stops with tasks left
+    ADDRESS = "address"  # an access outside the usable part of its pool (`isa.addresses`)
 
 
 @dataclass(frozen=True)
@@ -612,13 +615,28 @@ def check_tasklists(
     if frames < 1:
         raise TasklistError(f"frames must be at least 1, not {frames}")
     checker = _Checker(tasklists, arch, frames)
-    problems = checker.run()
+    problems = _address_problems(tasklists, arch) + checker.run()
     return CheckReport(
         cores=tuple(sorted(checker.by_core)),
         task_count=sum(len(tl.tasks) for tl in tasklists),
         frames=frames,
         problems=problems,
     )
+
+
+def _address_problems(tasklists: Sequence[Tasklist], arch: Arch) -> list[Problem]:
+    """Accesses outside the usable part of their pool (`aipusim.isa.addresses`)."""
+    from aipusim.isa.addresses import find_violations
+    from aipusim.isa.table import TaskTable
+
+    out = []
+    for tl in tasklists:
+        for v in find_violations(TaskTable.from_tasks(tl.tasks), arch):
+            site = _site(tl.core_id, v.index, tl.tasks[v.index])
+            out.append(
+                Problem(ProblemKind.ADDRESS, Severity.ERROR, f"core {tl.core_id} {v}", (site,))
+            )
+    return out
 
 
 def load_tasklists(paths: Iterable[str | os.PathLike[str]]) -> list[Tasklist]:

@@ -544,7 +544,7 @@ class CostModel:
         dests = max(1, bin(t.dst_core_mask).count("1"))
         n = t.bytes
         e = self.arch.energy
-        row_bytes = n / max(1, t.rows)
+        row_bytes = n / max(1, t.rows * t.planes)  # contiguous run length
         ddr_pj = e.ddr_seq_pj_per_byte if row_bytes >= 64 else e.ddr_random_pj_per_byte
         side = {
             Pool.DDR: (Component.DDR, ddr_pj, ddr_pj),

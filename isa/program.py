@@ -28,13 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aipusim.base.errors import ConfigError, TasklistError
+from aipusim.base.fileio import write_text
+from aipusim.isa.image import MemoryMap
 from aipusim.isa.tasks import Pool, Task
 
 if TYPE_CHECKING:
     from aipusim.isa.table import TaskTable
 
 #: Version of the ``model.json`` layout; bump on an incompatible change.
-PROGRAM_FORMAT_VERSION = 1
+PROGRAM_FORMAT_VERSION = 2
 #: File name of the program inside a compiled directory.
 PROGRAM_FILE = "model.json"
 
@@ -141,6 +143,9 @@ class Program:
     profiling_levels: tuple[str, ...] = ()
     chip_cores: int = 4
     replicas: int = 0
+    #: The complete program's memory (constants image, I/O buffers, placed tensors); None
+    #: for a timing-only program (hand-written, or compiled from a float graph).
+    memory: MemoryMap | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -205,6 +210,7 @@ class Program:
     # -- JSON -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["memory"] = self.memory.to_dict() if self.memory is not None else None
         data["instance"]["cores"] = list(self.instance.cores)
         data["instance"]["tasklists"] = list(self.instance.tasklists)
         data["profiling_levels"] = list(self.profiling_levels)
@@ -239,7 +245,10 @@ class Program:
                 if key in inst:
                     inst[key] = Pool(inst[key])
             instance = Instance(**inst)
-            return cls(instance=instance, **body)
+            memory = body.pop("memory", None)
+            if memory is not None:
+                memory = MemoryMap.from_dict(memory)
+            return cls(instance=instance, memory=memory, **body)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):
                 raise
@@ -259,8 +268,25 @@ class Program:
 def save_program(program: Program, compiled_dir: str | Path) -> Path:
     """Write ``model.json`` into ``compiled_dir``; returns its path."""
     path = Path(compiled_dir) / PROGRAM_FILE
-    path.write_text(program.to_json(), encoding="utf-8")
+    write_text(path, program.to_json())
     return path
+
+
+def record_crc(file: str | Path) -> Path | None:
+    """When ``file`` lies in a compiled folder whose ``model.json`` lists its CRC32 (a
+    tasklist edited by hand and assembled back), record the file's new CRC there; returns
+    the updated ``model.json`` (None: no compiled folder lists the file)."""
+    file = Path(file)
+    path = file.parent / PROGRAM_FILE
+    if not path.is_file():
+        return None
+    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    crcs = dict(program.extra.get("crc32", {}))
+    if file.name not in crcs:
+        return None
+    crcs[file.name] = zlib.crc32(file.read_bytes())
+    extra = {**program.extra, "crc32": crcs}
+    return save_program(replace(program, extra=extra), file.parent)
 
 
 def verify_crcs(folder: Path, program: Program) -> None:

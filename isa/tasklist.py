@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 from aipusim.base.errors import TasklistError
+from aipusim.base.fileio import write_bytes
 from aipusim.isa.encoding import (
     COMMON_BYTES,
     COMMON_FIELDS,
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from aipusim.arch import Arch
 
 MAGIC = b"AIPUTL\0\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _HEADER = struct.Struct("<8sHHHHIIII")
 HEADER_BYTES = _HEADER.size
 _COUNT = struct.Struct("<I")
@@ -177,9 +178,9 @@ def encode_tasklist(tasklist: Tasklist) -> bytes:
 
 
 def write_tasklist(path: str | os.PathLike[str], tasklist: Tasklist) -> int:
-    """Write ``tasklist`` to ``path``; returns the bytes written."""
+    """Write ``tasklist`` to ``path`` (whole or not at all); returns the bytes written."""
     data = encode_tasklist(tasklist)
-    Path(path).write_bytes(data)
+    write_bytes(path, data)
     return len(data)
 
 
@@ -474,7 +475,7 @@ def iter_tasklist_chunks(
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "core0.tasklist"
     >>> _ = write_tasklist(path, Tasklist(0, [sig] * 10))
     >>> [len(c.tasks) for c in iter_tasklist_chunks(path, window_bytes=512)]
-    [4, 4, 2]
+    [2, 2, 2, 2, 2]
     """
     if window_bytes is None:
         from aipusim.arch import load_arch

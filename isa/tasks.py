@@ -73,19 +73,26 @@ class PostOp(enum.StrEnum):
 
 
 class DpuKind(enum.StrEnum):
-    REQUANT = "requant"
-    ADD = "add"
+    """What a `DpuOp` computes (its parameter block: `aipusim.isa.params`)."""
+
+    REQUANT = "requant"  # per-channel scale and requantize (a BatchNorm of its own)
+    ADD = "add"  # rescale both operands to the output grid and add
     SUB = "sub"
     MUL = "mul"
-    DIV = "div"
-    LUT = "lut"  # any non-linear function through the lookup table
-    REDUCE = "reduce"  # reductions along channels (ReduceMean, Softmax sums)
+    DIV = "div"  # float18 quotient of two tensors
+    LUT = "lut"  # any non-linear function through the lookup table (Relu/Clip: a clamp)
+    REDUCE = "reduce"  # mean over a reduced axis (ReduceMean, GlobalAveragePool)
     SOFTMAX = "softmax"
     COPY = "copy"  # layout moves the DMA cannot express (Transpose of small tensors)
     # transformer ops (see `aipusim.isa.dpu_work` for their lane operations)
     LAYERNORM = "layernorm"  # integer row statistics, float18 normalisation
     POW = "pow"  # a tensor to a tensor power (log2 table, float18 multiply, exp2)
     MATMUL = "matmul"  # product of two activations: ``elements`` counts the MACs
+    MIN = "min"  # element-wise minimum / maximum on the output grid
+    MAX = "max"
+    RESCALE = "rescale"  # one operand moved to another grid (a Concat's part)
+    REDUCE_MAX = "reduce_max"  # maximum over a reduced axis
+    GATHER = "gather"  # rows of a table (in_addr1) picked by int64 indices (in_addr0)
 
 
 class LutKind(enum.StrEnum):
@@ -103,15 +110,19 @@ class LutKind(enum.StrEnum):
     RECIPROCAL = "reciprocal"
     POW = "pow"
     TANH = "tanh"
+    TABLE = "table"  # a function given only by its table (say a Relu between unequal grids)
 
 
 class DwpuKind(enum.StrEnum):
+    """What a `DwpuOp` computes per channel over windows."""
+
     DWCONV = "dwconv"
     MAXPOOL = "maxpool"
     AVGPOOL = "avgpool"
-    GLOBALPOOL = "globalpool"
+    GLOBALPOOL = "globalpool"  # the mean of every channel
     RESIZE_NEAREST = "resize_nearest"
     RESIZE_LINEAR = "resize_linear"
+    GLOBALMAX = "globalmax"  # the maximum of every channel
 
 
 class Direction(enum.StrEnum):
@@ -122,9 +133,34 @@ class Direction(enum.StrEnum):
 _REQUIRED: Any = dataclasses.MISSING
 
 
-def bits(n: int, *, enum_type: type[enum.StrEnum] | None = None, default: Any = _REQUIRED) -> Any:
-    """A kind-specific task field of ``n`` bits (unsigned), optionally an enum index."""
-    return field(default=default, metadata={"bits": n, "enum": enum_type})
+def bits(
+    n: int,
+    *,
+    enum_type: type[enum.StrEnum] | None = None,
+    default: Any = _REQUIRED,
+    where: bool = False,
+) -> Any:
+    """A kind-specific task field of ``n`` bits (unsigned), optionally an enum index.
+
+    ``where``: the field only says where the task's data lies or how it is laid out
+    (addresses, pitches, window offsets); what the task costs never depends on it.
+    """
+    return field(default=default, metadata={"bits": n, "enum": enum_type, "where": where})
+
+
+def address(default: Any = _REQUIRED) -> Any:
+    """A 64-bit address field (where data lies: never part of a task's cost)."""
+    return bits(64, default=default, where=True)
+
+
+def where(n: int, default: Any = 0) -> Any:
+    """An ``n``-bit layout field (pitch, offset, fill value): never part of the cost."""
+    return bits(n, default=default, where=True)
+
+
+def where_fields(kind: type[Task]) -> frozenset[str]:
+    """The fields of ``kind`` that never change what the task costs (`bits` ``where``)."""
+    return frozenset(f.name for f in kind.kind_fields() if f.metadata.get("where"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,33 +211,41 @@ _DMA_UNITS = frozenset({Unit.DMA0, Unit.DMA1, Unit.SYSDMA})
 
 @dataclass(frozen=True, kw_only=True)
 class DmaCopy(Task):
-    """Copy ``bytes`` in ``rows`` rows between pools (strides are bytes between row starts).
+    """Copy ``bytes`` from ``src_pool`` to ``dst_pool`` in ``planes`` x ``rows`` equal runs.
 
-    ``dst_core_mask`` (bit per core, 0 = the issuing core) multicasts one read to the L1 of
-    several cores, as batch mode does with weights fetched once into L2.
+    Run ``(p, r)`` moves ``bytes / (planes * rows)`` contiguous bytes from ``src_addr + p *
+    src_plane_stride + r * src_stride`` to ``dst_addr + p * dst_plane_stride + r *
+    dst_stride`` (a stride of 0 with one row or plane: contiguous). Three nested levels
+    express any strided slice and any two-axis transpose. ``dst_core_mask`` (bit per core
+    of the instance, 0 = the issuing core) writes the same bytes into the L1 of several
+    cores: batch mode multicasts weights fetched once.
     """
 
     OPCODE: ClassVar[int] = 1
     UNITS: ClassVar[frozenset[Unit]] = _DMA_UNITS
     src_pool: Pool = bits(8, enum_type=Pool)
-    src_addr: int = bits(64)
+    src_addr: int = address()
     dst_pool: Pool = bits(8, enum_type=Pool)
-    dst_addr: int = bits(64)
+    dst_addr: int = address()
     bytes: int = bits(32)
     rows: int = bits(32, default=1)
-    src_stride: int = bits(32, default=0)
-    dst_stride: int = bits(32, default=0)
+    src_stride: int = where(32)
+    dst_stride: int = where(32)
     dst_core_mask: int = bits(8, default=0)
+    planes: int = bits(32, default=1)
+    src_plane_stride: int = where(32)
+    dst_plane_stride: int = where(32)
 
 
 @dataclass(frozen=True, kw_only=True)
 class WeightLoad(Task):
-    """Write ``bytes`` of weights from L1 ``src_addr`` into IMC weight set ``weight_set``."""
+    """Write a block of ``rows_used`` x ``cols_used`` int8 weights, row-major from L1
+    ``src_addr``, into IMC weight set ``weight_set`` (the rest of the set is not read)."""
 
     OPCODE: ClassVar[int] = 2
     UNITS: ClassVar[frozenset[Unit]] = frozenset({Unit.WLOAD})
     weight_set: int = bits(8)
-    src_addr: int = bits(64)
+    src_addr: int = address()
     bytes: int = bits(32)
     rows_used: int = bits(16)
     cols_used: int = bits(16)
@@ -211,17 +255,40 @@ class WeightLoad(Task):
 class Mvm(Task):
     """Stream ``vectors`` input vectors through weight set ``weight_set``.
 
-    ``rows_used`` x ``cols_used`` of the array are active; ``icr`` output pixels share one
-    pass (in-core replication, already folded into ``vectors``); ``accumulate`` adds onto the
-    partial sums at ``out_addr`` (row blocks after the first); ``post`` is what the DPU does
-    to the outputs as they stream out.
+    **Input vectors** are gathered from a channels-last tile in L1 at ``in_addr``: pixel
+    ``(y, x)`` of the tile starts at ``in_addr + y * in_row_pitch + x * in_pitch`` and holds
+    ``cin`` int8 channels. Vector ``v`` serves output row ``oy = v // vx`` and output
+    pixels ``ox0 .. ox0 + icr - 1`` with ``ox0 = (v % vx) * icr``, ``vx = ceil(out_w /
+    icr)``. Its row ``(ky, j, c)`` (window row ``ky < kh``, column ``j < kw + (icr - 1) *
+    stride_w``, channel ``c``) reads tile pixel ``(oy * stride_h + ky * dilation -
+    pad_top, ox0 * stride_w + j * dilation - pad_left)``; with ``upsample`` u > 1 the tile
+    is first spread u-fold with empty pixels between (a transposed conv). Pixels outside
+    the tile, empty ones and channels ``c >= cin`` read ``fill`` (int8, two's
+    complement). The row index is ``(ky * width + j) * cpad + c`` (``cpad``: channels per
+    tap, PWORD); with ``swicr`` the taps of a window row are packed,
+    ``ky * ceil(width * cin / cpad) * cpad + j * cin + c``. The task uses rows ``row0 ..
+    row0 + rows_used - 1`` of that space (a row block).
+
+    **Sums**: ``acc[col] = sum_r vec[row0 + r] * W[r][col]`` over ``rows_used`` rows and
+    ``cols_used`` columns, saturated to ``arch.mvm.accumulator_bits``; with
+    ``accumulate`` the int32 partial sums at ``psum_addr`` (``[vectors][cols_used]``) are
+    added first (saturating). Column ``col`` is output pixel ``ox0 + col // cout``, channel
+    ``col % cout``, ``cout = cols_used / icr``.
+
+    **Output** (``post``): ``none`` writes the sums as int32 partial sums at ``psum_addr``;
+    ``requant`` turns each into int8 with the channel's record at ``param_addr``
+    (`aipusim.isa.params.CHANNEL`): ``((acc + bias) * mult + 2**(shift-1)) >> shift) + zo``
+    clamped to ``[lo, hi]``; ``requant_lut`` then looks the value up in the 256-byte table
+    at ``lut_addr`` unless ``lut`` is ``relu``/``clip`` (the clamp already did it). Pixel
+    ``(oy, ox)`` channel ``k`` lands at ``out_addr + oy * out_row_pitch + ox * out_pitch +
+    k`` (pixels ``ox >= out_w`` are not written).
     """
 
     OPCODE: ClassVar[int] = 3
     UNITS: ClassVar[frozenset[Unit]] = frozenset({Unit.MVM})
     weight_set: int = bits(8)
-    in_addr: int = bits(64)
-    out_addr: int = bits(64)
+    in_addr: int = address()
+    out_addr: int = address()
     vectors: int = bits(32)
     rows_used: int = bits(16)
     cols_used: int = bits(16)
@@ -229,6 +296,29 @@ class Mvm(Task):
     accumulate: int = bits(8, default=0)
     post: PostOp = bits(8, enum_type=PostOp, default=PostOp.REQUANT)
     lut: LutKind = bits(8, enum_type=LutKind, default=LutKind.NONE)
+    psum_addr: int = address(default=0)
+    param_addr: int = address(default=0)
+    lut_addr: int = address(default=0)
+    in_w: int = where(16)
+    in_rows: int = where(16)
+    in_pitch: int = where(32)
+    in_row_pitch: int = where(32)
+    cin: int = where(16)
+    cpad: int = where(16)
+    kh: int = where(8, default=1)
+    kw: int = where(8, default=1)
+    stride_h: int = where(8, default=1)
+    stride_w: int = where(8, default=1)
+    pad_top: int = where(8)
+    pad_left: int = where(8)
+    dilation: int = where(8, default=1)
+    upsample: int = where(8, default=1)
+    swicr: int = where(8)
+    row0: int = where(32)
+    fill: int = where(8)
+    out_w: int = where(16)
+    out_pitch: int = where(32)
+    out_row_pitch: int = where(32)
 
     @property
     def macs(self) -> int:
@@ -238,28 +328,86 @@ class Mvm(Task):
 
 @dataclass(frozen=True, kw_only=True)
 class DpuOp(Task):
-    """An element-wise / LUT / reduction op over ``elements`` int8 elements."""
+    """An element-wise, table, reduction or float op of the vector unit over ``elements``
+    results (its parameters: `aipusim.isa.params`, at ``param_addr``; a table at
+    ``lut_addr``).
+
+    **Element-wise kinds** (``requant``, ``add``, ``sub``, ``mul``, ``min``, ``max``,
+    ``rescale``, ``lut``, ``div``, ``pow``, ``copy``): result ``e`` (``e < elements``)
+    reads operand 0 at element ``e`` and operand 1 (``operands`` = 2) at element ``(e //
+    b_div) % b_mod`` (a broadcast: ``b_mod`` = 1 a scalar, ``b_div`` = 1 a per-channel
+    vector of ``b_mod`` values); per-channel parameters are taken at ``(e // p_div) %
+    p_mod``. Elements are ``in_elem``/``out_elem`` bytes (1: int8; 2: the int16 residual
+    stream), operand 1 ``in1_elem``. Element ``e`` lies at ``addr + e * elem`` unless a
+    ``rows`` x ``row_len`` layout is given: then row ``e // row_len`` starts at
+    ``in_row_pitch`` (operand 0) / ``out_row_pitch`` (result) steps (a channel slice of a
+    pixel: a Concat's part).
+
+    **Reductions** (``reduce``, ``reduce_max``, ``softmax``, ``layernorm``): ``outer`` x
+    ``groups`` independent groups of ``n`` elements; group ``(o, g)`` element ``k`` lies at
+    ``in_addr0 + (o * o_stride + g * g_stride + k * k_stride) * in_elem``. ``reduce``
+    writes one result per group at ``out_addr + (o * groups + g) * out_elem``; ``softmax``
+    and ``layernorm`` write each element where they read it, relative to ``out_addr``.
+
+    **Products** (``matmul``): ``outer`` heads of ``[groups x n] @ [n x b_mod]`` (``in_addr0``
+    row-major A, ``in_addr1`` row-major B with zero point 0, ``o_stride``/``k_stride`` the
+    per-head strides of A and B), results row-major at ``out_addr``. **Gather**: ``groups``
+    int64 indices at ``in_addr0`` pick rows of ``n`` bytes of the table at ``in_addr1``.
+    """
 
     OPCODE: ClassVar[int] = 4
     UNITS: ClassVar[frozenset[Unit]] = frozenset({Unit.DPU})
     kind: DpuKind = bits(8, enum_type=DpuKind)
-    in_addr0: int = bits(64)
-    in_addr1: int = bits(64, default=0)
-    out_addr: int = bits(64)
+    in_addr0: int = address()
+    in_addr1: int = address(default=0)
+    out_addr: int = address()
     elements: int = bits(32)
     operands: int = bits(8, default=1)  # 1 or 2 tensor inputs
     lut: LutKind = bits(8, enum_type=LutKind, default=LutKind.NONE)
+    param_addr: int = address(default=0)
+    lut_addr: int = address(default=0)
+    in_elem: int = where(8, default=1)
+    in1_elem: int = where(8, default=1)
+    out_elem: int = where(8, default=1)
+    b_div: int = where(32, default=1)
+    b_mod: int = where(32, default=1)
+    p_div: int = where(32, default=1)
+    p_mod: int = where(32, default=1)
+    row_len: int = where(32)
+    in_row_pitch: int = where(32)
+    out_row_pitch: int = where(32)
+    outer: int = where(32, default=1)
+    groups: int = where(32, default=1)
+    n: int = where(32, default=1)
+    o_stride: int = where(32)
+    g_stride: int = where(32)
+    k_stride: int = where(32)
 
 
 @dataclass(frozen=True, kw_only=True)
 class DwpuOp(Task):
-    """A depthwise conv, pooling or resize over ``channels`` x ``h`` x ``w`` -> out_h x out_w."""
+    """A depthwise conv, pooling or resize of ``channels`` x ``h`` x ``w`` -> out_h x out_w.
+
+    The input is a channels-last tile at ``in_addr`` (pixel ``(y, x)`` at ``y *
+    in_row_pitch + x * in_pitch``, channel ``c`` at ``+ c``); output pixel ``(oy, ox)``
+    channel ``c`` lands at ``out_addr + oy * out_row_pitch + ox * out_pitch + c``. Output
+    ``(oy, ox)`` reads the ``kh`` x ``kw`` window at ``(oy * stride - pad_top, ox *
+    stride_w - pad_left)`` (``stride_w`` 0: ``stride``), pixels outside the tile reading
+    ``fill``. ``dwconv``: sums of ``(x - zi) * w`` with the ``kh * kw`` int8 weights of each
+    channel at ``weight_addr`` (channel-major), then the channel's requantize record;
+    ``maxpool``/``globalmax``: the maximum (``fill`` never wins); ``avgpool``/``globalpool``:
+    the sum of ``x - zi`` over the window's real pixels (or all its pixels with
+    ``count_include_pad``) requantized with the record of its pixel count;
+    ``resize_nearest``/``resize_linear``: the source rows and columns of every output row
+    and column from the tables at ``weight_addr`` (`aipusim.isa.params`). A ``lut`` other
+    than none then applies as for the MVM (``lut_addr``).
+    """
 
     OPCODE: ClassVar[int] = 5
     UNITS: ClassVar[frozenset[Unit]] = frozenset({Unit.DWPU})
     kind: DwpuKind = bits(8, enum_type=DwpuKind)
-    in_addr: int = bits(64)
-    out_addr: int = bits(64)
+    in_addr: int = address()
+    out_addr: int = address()
     channels: int = bits(16)
     h: int = bits(16)
     w: int = bits(16)
@@ -269,6 +417,18 @@ class DwpuOp(Task):
     kw: int = bits(8)
     stride: int = bits(8)
     lut: LutKind = bits(8, enum_type=LutKind, default=LutKind.NONE)
+    weight_addr: int = address(default=0)
+    param_addr: int = address(default=0)
+    lut_addr: int = address(default=0)
+    stride_w: int = where(8)
+    pad_top: int = where(8)
+    pad_left: int = where(8)
+    fill: int = where(8)
+    count_include_pad: int = where(8)
+    in_pitch: int = where(32)
+    in_row_pitch: int = where(32)
+    out_pitch: int = where(32)
+    out_row_pitch: int = where(32)
 
     @property
     def macs(self) -> int:
@@ -304,13 +464,14 @@ class Barrier(Task):
 
 @dataclass(frozen=True, kw_only=True)
 class HostTransfer(Task):
-    """The core's side of a host transfer: input ready (h2d) / output handed over (d2h)."""
+    """The core's side of a host transfer: input ready (h2d) / output handed over (d2h) of
+    ``bytes`` at ``addr`` in ``pool`` (the I/O buffers of the program, `Program.io`)."""
 
     OPCODE: ClassVar[int] = 9
     UNITS: ClassVar[frozenset[Unit]] = frozenset({Unit.CTRL})
     direction: Direction = bits(8, enum_type=Direction)
     pool: Pool = bits(8, enum_type=Pool)
-    addr: int = bits(64)
+    addr: int = bits(64, where=True)
     bytes: int = bits(32)
 
 

@@ -55,7 +55,7 @@ _HEADER_WORD = "tasklist"
 
 def _format_int(name: str, value: int) -> str:
     # Addresses read best in hex, core masks in binary; the rest are counts and sizes.
-    if name.endswith("addr"):
+    if name.endswith("addr") or name.rstrip("0123456789").endswith("addr"):
         return hex(value)
     if name.endswith("mask"):
         return bin(value)

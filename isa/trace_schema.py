@@ -113,9 +113,14 @@ def parse_levels(text: str | list[str] | tuple[str, ...]) -> tuple[Tag, ...]:
 
     >>> parse_levels("K,B")
     (<Tag.FRAME: 'B'>, <Tag.COMPUTE: 'K'>)
+    >>> parse_levels(["?"])  # accepted (a configuration value), records nothing
+    ()
     """
     items = text.split(",") if isinstance(text, str) else list(text)
-    wanted = {item.strip().strip("[]") for item in items if item.strip()}
+    wanted = {str(item).strip().strip("[]") for item in items if str(item).strip()}
+    # ``?``, the tag of lines a reader does not know, is a ProfilingLevel of the compiler
+    # configuration (the vendor reference lists it); there is nothing to record for it.
+    wanted.discard(Tag.UNKNOWN.value)
     valid = {t.value for t in LEVELS}
     bad = sorted(wanted - valid)
     if bad:

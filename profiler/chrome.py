@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from aipusim.base.fileio import output_path
 from aipusim.isa.trace_schema import POWER_TIME_COLUMNS, Tag
 from aipusim.isa.units import UNITS
 from aipusim.profiler.layers import layer_spans
@@ -89,7 +90,7 @@ def write_chrome_trace(
         tids[u] = max(tids.values()) + 1
     count = 0
     first = [True]
-    with open(path, "w", encoding="utf-8") as out:
+    with output_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
         out.write('{"displayTimeUnit":"ns","traceEvents":[\n')
         meta = [
             _meta(frames_pid, None, "process_name", "frames"),
@@ -112,7 +113,7 @@ def write_chrome_trace(
                 dur = (part["end"].to_numpy(np.int64) - start) * us
                 unit = part["unit"].astype(str).map(tids).to_numpy(np.int64)
                 if tag is Tag.K:
-                    args = ['"tile":', _num(part["tile"]), ',"macs":', _num(part["macs"])]
+                    args = ['"tile":', _num(part["tile"]), ',"array_macs":', _num(part["macs"])]
                 else:
                     args = [
                         '"src":',

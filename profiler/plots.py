@@ -33,9 +33,11 @@ import pandas as pd
 from matplotlib.patches import Patch
 
 from aipusim.base.errors import TraceFormatError
+from aipusim.base.fileio import output_path, reporting
 from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
 from aipusim.isa.units import BY_RANK, UNIT_CLASSES, UNITS
 from aipusim.profiler.drop import DropBy
+from aipusim.profiler.groups import NO_LAYER, layer_groups
 from aipusim.profiler.layers import PARTS, layer_breakdown, layer_table
 from aipusim.profiler.reduce import (
     bandwidth_table,
@@ -58,9 +60,13 @@ _ROOFLINE_NAMED = 8
 
 def _save(fig: plt.Figure, path: str | Path) -> Path:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=_DPI, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with reporting(p.parent, "create"):
+            p.parent.mkdir(parents=True, exist_ok=True)
+        with output_path(p) as tmp:
+            fig.savefig(tmp, dpi=_DPI, bbox_inches="tight", format=p.suffix.lstrip(".") or "png")
+    finally:
+        plt.close(fig)
     return p
 
 
@@ -108,7 +114,8 @@ def plot_gantt(
     end_us: float | None = None,
     max_tasks: int = 20_000,
 ) -> Path:
-    """Tasks on a timeline, one row per core and unit, coloured by layer.
+    """Tasks on a timeline, one row per core and unit, coloured by layer group (the first
+    part of the layer names, `aipusim.profiler.groups`).
 
     Without a window, the first ``max_tasks`` tasks (by start) set it, so a long trace
     still gives a readable picture of its beginning."""
@@ -126,10 +133,13 @@ def plot_gantt(
         ["core", "unit"], key=lambda s: s.map(_unit_order) if s.name == "unit" else s
     ).reset_index(drop=True)
     row_of = {(int(r.core), r.unit): i for i, r in enumerate(rows.itertuples())}
-    layers = list(dict.fromkeys(t["layer"].astype(str)))
-    label = {name: name or "(no layer)" for name in layers}
-    cmap = plt.get_cmap("tab20")
-    colour = {name: cmap(i % 20) for i, name in enumerate(layers)}
+    # colour by layer group (first part of the name, in network order), so that a legend of
+    # at most MOST_GROUPS entries names every colour; host transfers and barriers in grey
+    group = layer_groups([*_network_order(trace), *t["layer"].astype(str)])
+    labels = list(dict.fromkeys(g for g in group.values() if g != NO_LAYER))
+    cmap = plt.get_cmap("tab10")
+    colour_of = {g: cmap(i % 10) for i, g in enumerate(labels)} | {NO_LAYER: "#b0b0b0"}
+    colour = {name: colour_of[g] for name, g in group.items()}
     fig, ax = plt.subplots(figsize=(12, max(2.5, 0.32 * len(rows) + 1.6)))
     for (core, unit), g in t.groupby(["core", "unit"], observed=True):
         y = row_of[(int(core), str(unit))]
@@ -145,23 +155,40 @@ def plot_gantt(
     ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)
     ax.set_xlim(start_us, end_us)
     ax.set_xlabel("time (µs)")
-    ax.set_title(_title(trace, "timeline per core and unit (colour = layer)"))
+    ax.set_title(_title(trace, "timeline per core and unit (colour = layer group)"))
     for i in range(1, len(rows)):
         if rows["core"].iloc[i] != rows["core"].iloc[i - 1]:
             ax.axhline(i - 0.5, color="black", linewidth=0.6)
-    if layers:
-        shown = layers[:20]
-        handles = [Patch(color=colour[n], label=label[n]) for n in shown]
+    if group:
+        shown = labels + ([NO_LAYER] if NO_LAYER in group.values() else [])
+        handles = [Patch(color=colour_of[g], label=g) for g in shown]
         ax.legend(
             handles=handles,
             loc="upper left",
             bbox_to_anchor=(1.01, 1.0),
             fontsize=8,
-            title="layer" if len(layers) <= 20 else f"first 20 of {len(layers)} (colours repeat)",
+            title="layer group (in the order frame 0 ends them)",
         )
     else:
         ax.text(0.5, 0.5, "no tasks in window", ha="center", transform=ax.transAxes)
     return _save(fig, path)
+
+
+def _network_order(trace: Trace) -> list[str]:
+    """Layer names in the order the first frame finishes them ([PE] events: a layer may
+    begin early, loading its weights, but it ends after the layers it reads; the init
+    phase loads weights in yet another order), then those of the other frames."""
+    pe = trace[Tag.PE]
+    frame = pe["frame"].to_numpy(np.int64)
+    if not (frame >= 0).any():
+        return []
+    first = frame == frame[frame >= 0].min()
+    pe = pe.assign(later=~first).sort_values(["later", "t"], kind="stable")
+    return list(dict.fromkeys(pe["layer"].astype(str)))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _unit_order(unit: str) -> int:
@@ -187,13 +214,43 @@ def power_caption(timeline: pd.DataFrame) -> str:
     return what
 
 
+#: Most time bins a power plot draws (about two pixels each): with more, the total line
+#: zigzags over every pixel and hides the components under it.
+_POWER_BINS = 400
+
+
+def _coarser(p: pd.DataFrame, most: int) -> pd.DataFrame:
+    """``p`` (a power timeline) with runs of neighbouring bins merged into at most ``most``,
+    each the time-weighted mean of its bins (energy kept); ``attrs["bin_us"]`` follows."""
+    if len(p) <= most:
+        return p
+    factor = -(-len(p) // most)
+    group = np.arange(len(p)) // factor
+    width = (p["t_end_us"] - p["t_start_us"]).to_numpy()
+    cols = [c for c in p.columns if c.endswith("_w")]
+    weighted = p[cols].mul(width, axis=0).groupby(group).sum()
+    span = pd.Series(width).groupby(group).sum()
+    out = weighted.div(span, axis=0)
+    out.insert(0, "t_start_us", p["t_start_us"].groupby(group).min())
+    out.insert(1, "t_end_us", p["t_end_us"].groupby(group).max())
+    out.attrs = dict(p.attrs)
+    if "bin_us" in out.attrs:
+        out.attrs["bin_us"] = out.attrs["bin_us"] * factor
+    return out.reset_index(drop=True)
+
+
 def plot_power(trace: Trace, path: str | Path) -> Path:
-    """Stacked power per component over time, with the total as a line. The title states
-    the bin the timeline averages over and, when the simulator recorded them, the run's
-    peak power by sliding window (`aipusim.isa.metrics.PEAK_WINDOWS`)."""
-    p = power_table(trace)
+    """Stacked power per component over time, with the total as a line on top of them.
+    The title states the bin the plot averages over (the timeline's, merged into at most
+    `_POWER_BINS` bins) and, when the simulator recorded them, the run's peak power by
+    sliding window (`aipusim.isa.metrics.PEAK_WINDOWS`), which no merging changes."""
+    full = power_table(trace)
+    p = _coarser(full, _POWER_BINS)
     comps = [c for c in p.columns if c.endswith("_w") and c != POWER_TOTAL_COLUMN]
     comps = [c for c in comps if p[c].abs().sum() > 0]
+    palette = dict(zip(comps, plt.get_cmap("tab20").colors, strict=False))
+    # the steady static power at the bottom, the components that come and go above it
+    comps.sort(key=lambda c: c != "static_w")
     mid = (p["t_start_us"] + p["t_end_us"]) / 2
     fig, ax = plt.subplots(figsize=(11, 4.5))
     if comps:
@@ -201,12 +258,12 @@ def plot_power(trace: Trace, path: str | Path) -> Path:
             mid,
             *[p[c] for c in comps],
             labels=[c.removesuffix("_w") for c in comps],
-            colors=plt.get_cmap("tab20").colors[: len(comps)],
+            colors=[palette[c] for c in comps],
             alpha=0.85,
         )
     if POWER_TOTAL_COLUMN in p.columns:
-        ax.plot(mid, p[POWER_TOTAL_COLUMN], color="black", linewidth=1.0, label="total")
-        avg = float(p[POWER_TOTAL_COLUMN].mean()) if len(p) else 0.0
+        ax.plot(mid, p[POWER_TOTAL_COLUMN], color="black", linewidth=0.8, label="total")
+        avg = float(full[POWER_TOTAL_COLUMN].mean()) if len(full) else 0.0
         ax.axhline(avg, color="black", linestyle="--", linewidth=0.8, label=f"average {avg:.2f} W")
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("power (W)")
@@ -242,8 +299,8 @@ def plot_roofline(
     achieved ops/s (ops per sample / mean span). Roofs (if known): compute
     ``2 * peak_macs_per_cycle * freq`` (MACs per cycle of the cores one layer sample runs
     on: one core) and DDR ``ddr_bytes_per_cycle * freq * x``. Layers without MACs are left
-    out; layers without DDR traffic sit at the right edge (▶). With more than 20 layers,
-    only the 8 that take the most time are named."""
+    out; layers without DDR traffic sit at the right edge (▶). Points are coloured by op
+    type (the legend); the 8 layers that take the most time are named."""
     peak = peak_macs_per_cycle or _header_number(trace, "peak_macs_per_cycle")
     ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
     freq = trace.header.freq_hz
@@ -292,22 +349,33 @@ def plot_roofline(
             linewidth=1.2,
             label=f"DDR roof {ddr * freq / 1e9:.1f} GB/s",
         )
-    # With many layers, name only the ones that take the most time (labels would pile up).
+    # Colour and legend by op type; name only the layers that take the most time (more
+    # names would pile up).
     total = lt["busy_us"] * lt["samples"]
     named = set(lt["layer"][total.rank(ascending=False, method="first") <= _ROOFLINE_NAMED])
+    op = lt["op"].astype(str).to_numpy()
+    cmap = plt.get_cmap("tab10")
+    for i, kind in enumerate(dict.fromkeys(op)):
+        sel = op == kind
+        for fin, marker in ((True, "o"), (False, ">")):
+            pick = sel & (finite == fin)
+            if pick.any():
+                ax.scatter(
+                    x_plot[pick],
+                    achieved[pick],
+                    color=cmap(i % 10),
+                    marker=marker,
+                    s=40,
+                    zorder=3,
+                    label=f"{kind} ({_count(int(sel.sum()), 'layer')})"
+                    if fin or not (sel & finite).any()
+                    else None,
+                )
+    if not finite.all():
+        ax.scatter([], [], color="grey", marker=">", label="no DDR traffic (at the right edge)")
     named_done: list[str] = []
-    cmap = plt.get_cmap("tab20")
-    for i, (name, x, y, fin) in enumerate(zip(lt["layer"], x_plot, achieved, finite, strict=True)):
-        ax.scatter(
-            [x],
-            [y],
-            color=cmap(i % 20),
-            marker="o" if fin else ">",
-            s=40,
-            zorder=3,
-            label=(name if fin else f"{name} (no DDR traffic)") if len(lt) <= 20 else None,
-        )
-        if len(lt) > 20 and name in named:
+    for name, x, y in zip(lt["layer"], x_plot, achieved, strict=True):
+        if name in named:
             # Alternate above and below the point so neighbours' names do not overlap.
             dy = 3 if len(named_done) % 2 == 0 else -10
             named_done.append(name)

@@ -126,6 +126,16 @@ def _m_resources(m: pd.DataFrame) -> pd.Categorical:
     )
 
 
+def cores_that_ran(trace: Trace) -> list[int]:
+    """The cores with events in the trace (the header's ``cores`` is the chip's count)."""
+    ran: set[int] = set()
+    for tag in (Tag.K, Tag.M, Tag.PB):
+        df = trace[tag]
+        if len(df):
+            ran.update(int(c) for c in df["core"].unique())
+    return sorted(ran)
+
+
 def window(trace: Trace) -> tuple[int, int]:
     """(first, last) event time of the trace in cycles; (0, 0) when it has no events."""
     lo, hi = [], []
@@ -161,7 +171,7 @@ def unit_table(
                 "mean_task_us",
                 "p50_task_us",
                 "p99_task_us",
-                "macs",
+                "array_macs",
                 "bytes",
             ]
         )
@@ -196,7 +206,8 @@ def unit_table(
     out["mean_task_us"] = stats["mean"].to_numpy() * us
     out["p50_task_us"] = stats["p50"].to_numpy() * us
     out["p99_task_us"] = stats["p99"].to_numpy() * us
-    out["macs"] = groups["macs"].sum().to_numpy()
+    # what the arrays ran, padding included (the network's MACs are per layer, `layer_table`)
+    out["array_macs"] = groups["macs"].sum().to_numpy()
     out["bytes"] = groups["bytes"].sum().to_numpy()
     return out
 
@@ -287,20 +298,23 @@ def frame_summary(
 def core_table(
     trace: Trace, drop_percentile: float = 0.0, drop_by: DropBy | str = DropBy.VALUE
 ) -> pd.DataFrame:
-    """Per core: frames, layer samples, tasks, busy % (any unit) and per unit class, MACs,
-    bytes and achieved MACs per cycle over the window. (Only the time drop applies.)"""
+    """Per core that ran (has tasks in the trace): frames it worked on (the init phase is
+    not a frame), layer samples, tasks, busy % (any unit) and per unit class, the MACs the
+    arrays ran (``array_macs``, padding included), bytes and achieved array MACs per cycle
+    over the window. (Only the time drop applies.)"""
     trace, _ = _prepare(trace, drop_percentile, drop_by)
     t = tasks(trace)
     lo, hi = window(trace)
     span = max(hi - lo, 1)
-    cores = np.arange(trace.header.cores)
-    if len(t):
-        cores = np.union1d(cores, t["core"].unique())
+    cores = np.unique(t["core"].to_numpy(np.int64)) if len(t) else np.zeros(0, np.int64)
     n = len(cores)
     idx = np.searchsorted(cores, t["core"].to_numpy(np.int64))
     bounds = (np.full(n, lo), np.full(n, hi))
     out = pd.DataFrame({"core": cores})
-    out["frames"] = t.groupby("core")["frame"].nunique().reindex(cores, fill_value=0).to_numpy()
+    in_frames = t[(t["frame"] >= 0).to_numpy(dtype=bool)]
+    out["frames"] = (
+        in_frames.groupby("core")["frame"].nunique().reindex(cores, fill_value=0).to_numpy()
+    )
     # Layer samples (`aipusim.profiler.layers`): distinct (frame, layer) per core.
     named = t[((t["frame"] >= 0) & (t["layer"].astype(str) != "")).to_numpy(dtype=bool)]
     per_core = named.groupby(["core", "frame", "layer"], observed=True).size().groupby("core")
@@ -312,9 +326,9 @@ def core_table(
         out[f"{c}_pct"] = (
             100.0 * covered(_i64(t["start"])[sel], _i64(t["end"])[sel], idx[sel], n, *bounds) / span
         )
-    out["macs"] = np.bincount(idx, weights=_i64(t["macs"]), minlength=n).astype(np.int64)
+    out["array_macs"] = np.bincount(idx, weights=_i64(t["macs"]), minlength=n).astype(np.int64)
     out["bytes"] = np.bincount(idx, weights=_i64(t["bytes"]), minlength=n).astype(np.int64)
-    out["macs_per_cycle"] = out["macs"] / span
+    out["array_macs_per_cycle"] = out["array_macs"] / span
     return out
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import output_path, write_text
 
 TABLE_SUFFIXES = (".md", ".csv", ".parquet")
 
@@ -36,25 +37,28 @@ def to_records(df: pd.DataFrame) -> list[dict[str, object]]:
     ]
 
 
-def write_table(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write ``df`` as Markdown (``.md``), CSV (``.csv``) or Parquet (``.parquet``)."""
+def write_table(df: pd.DataFrame, path: str | Path, kind: str | None = None) -> Path:
+    """Write ``df`` as Markdown, CSV or Parquet: ``kind`` (``.md``, ``.csv``, ``.parquet``)
+    or else the file's suffix. The file is written whole or not at all; a device such as
+    ``/dev/stdout`` is written in place."""
     p = Path(path)
-    suffix = p.suffix.lower()
+    suffix = kind or p.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise ConfigError(
             f"table file {str(p)!r} must end in one of {', '.join(TABLE_SUFFIXES)}, "
             f"not {suffix or 'no suffix'!r}"
         )
-    p.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".md":
-        p.write_text(to_markdown(df) + "\n")
+        write_text(p, to_markdown(df) + "\n")
     elif suffix == ".csv":
-        df.to_csv(p, index=False)
+        with output_path(p) as tmp:
+            df.to_csv(tmp, index=False)
     else:
         out = df.copy()
         # Categoricals and object columns become plain strings so any reader opens them.
         for col in out.columns:
             if isinstance(out[col].dtype, pd.CategoricalDtype) or out[col].dtype == object:
                 out[col] = out[col].astype("string")
-        out.to_parquet(p, index=False)
+        with output_path(p) as tmp:
+            out.to_parquet(tmp, index=False)
     return p

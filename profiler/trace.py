@@ -13,14 +13,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from aipusim.base.errors import TraceFormatError
+from aipusim.base.errors import InvalidArgument, TraceFormatError
+from aipusim.base.fileio import output_path
 from aipusim.isa.trace_schema import (
     LEVELS,
     POWER_BIN_KEY,
@@ -32,6 +34,7 @@ from aipusim.isa.trace_schema import (
     TraceHeader,
     union_columns,
 )
+from aipusim.profiler.consistency import drop_inconsistent
 from aipusim.profiler.parse import parse_parquet, parse_text
 
 _PARQUET_MAGIC = b"PAR1"
@@ -58,6 +61,9 @@ class Trace:
     events: int
     source: str = ""
     power: pd.DataFrame | None = None
+    #: Events left out because they contradict the trace, per reason
+    #: (`aipusim.profiler.consistency`).
+    inconsistent: dict[str, int] = field(default_factory=dict)
 
     def __getitem__(self, tag: Tag | str) -> pd.DataFrame:
         return self.tables[Tag(tag)]
@@ -94,7 +100,8 @@ class Trace:
                     arrays[name] = pa.nulls(len(df), _union_type(ctype))
             parts.append(pa.table(arrays))
         table = pa.concat_tables(parts).replace_schema_metadata(self.header.metadata())
-        pq.write_table(table, str(path))
+        with output_path(path) as tmp:
+            pq.write_table(table, str(tmp))
 
 
 def _union_type(ctype: ColumnType) -> pa.DataType:
@@ -153,9 +160,16 @@ def load_trace(path: str | Path, strict: bool = False, progress: bool = False) -
     """Read a trace file (text, optionally compressed, or Parquet by content/suffix).
 
     ``strict=True`` raises `TraceFormatError` on the first malformed line (with its
-    number) instead of counting it. The power timeline beside the trace is loaded too.
+    number) or the first event that contradicts the trace (a core beyond the header's
+    count, a negative time, a frame no ``[B]`` event has) instead of counting it; without
+    it such events are left out and counted in ``inconsistent``. The power timeline
+    beside the trace is loaded too.
     ``progress`` shows a progress bar on stderr while a text trace is read.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidArgument(
+            f"path must be a trace file path (str or os.PathLike), not {type(path).__name__}"
+        )
     p = Path(path)
     if not p.is_file():
         raise TraceFormatError(f"trace {str(p)!r} must be an existing file")
@@ -166,14 +180,16 @@ def load_trace(path: str | Path, strict: bool = False, progress: bool = False) -
         if power_path.is_file() and power_path != p
         else None
     )
+    tables, dropped = drop_inconsistent(parsed.header, parsed.tables, str(p), strict)
     return Trace(
         header=parsed.header,
-        tables=parsed.tables,
+        tables=tables,
         unknown=parsed.unknown,
         malformed=parsed.malformed,
-        events=parsed.events,
+        events=parsed.events - sum(dropped.values()),
         source=str(p),
         power=power,
+        inconsistent=dropped,
     )
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aipusim.arch import Arch, load_arch
-from aipusim.base.errors import ConfigError
+from aipusim.base.errors import ConfigError, SimulationError, TasklistError
+from aipusim.base.fileio import check_output, output_path
 from aipusim.isa.program import MulticoreMode, Program, load_program_tables
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Task
@@ -21,7 +23,8 @@ from aipusim.isa.trace_schema import (
     TraceHeader,
     parse_levels,
 )
-from aipusim.simulator.engine import Simulation
+from aipusim.simulator.budget import check_run_memory
+from aipusim.simulator.engine import Simulation, check_voltage
 from aipusim.simulator.result import SimResult
 from aipusim.simulator.trace import Tracer
 
@@ -96,7 +99,9 @@ _KIND_TEXT = {int: "an integer", float: "a number", bool: "true or false"}
 
 
 def _convert(key: str, value: Any, kind: type) -> Any:
-    """``value`` (text from ``--set`` or a Python value) as a ``kind``."""
+    """``value`` (text from ``--set`` or a Python value) as a ``kind``; nan and inf are not
+    numbers here, and a huge integer keeps its digits (text is not read through a float)."""
+    given = value
     if isinstance(value, str):
         text = value.strip()
         if kind is bool:
@@ -104,16 +109,37 @@ def _convert(key: str, value: Any, kind: type) -> Any:
                 raise ConfigError(f"{key} must be true or false, not {value!r}")
             return text.lower() in ("true", "1")
         try:
-            return kind(float(text)) if kind is int else kind(text)
+            value = int(text) if kind is int and text.lstrip("+-").isdigit() else float(text)
         except ValueError:
             raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {value!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {given!r}")
     if kind is int and isinstance(value, float) and value.is_integer():
         value = int(value)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {value!r}")
+        raise ConfigError(f"{key} must be {_KIND_TEXT[kind]}, not {given!r}")
     return value
+
+
+def _check_clock(program: Program, changes: dict[str, Any], arch: Arch) -> None:
+    """The clock and the voltage of a run against the chip's operating points: bad input
+    (`ConfigError`, exit status 2), named with the valid range."""
+    clock = arch.clock
+    freq = changes.get("frequency_hz", program.frequency_hz)
+    if not clock.min_hz <= freq <= clock.max_hz:
+        where = "frequency" if "frequency_hz" in changes else "frequency_hz of model.json"
+        raise ConfigError(
+            f"{where} must be an integer {clock.min_hz}-{clock.max_hz} (Hz, the clock range "
+            f"of {arch.chip.name}), not {freq}"
+        )
+    voltage = changes.get("voltage_v")
+    if voltage is not None:
+        try:
+            check_voltage(arch, freq, voltage)
+        except SimulationError as exc:
+            raise ConfigError(str(exc).replace("voltage_v", "voltage", 1)) from None
 
 
 def _check_runtime(program: Program, changes: dict[str, Any]) -> None:
@@ -141,6 +167,24 @@ def _check_runtime(program: Program, changes: dict[str, Any]) -> None:
             )
 
 
+def check_addresses(
+    program: Program, tasklists: Mapping[int, Sequence[Task] | TaskTable], arch: Arch
+) -> None:
+    """Refuse tasklists with an access outside the usable part of its pool (a
+    `TasklistError` naming the first task), as `aipusim isa check` reports them."""
+    from aipusim.isa.addresses import find_violations
+
+    for core in program.instance.cores:
+        tasks = tasklists.get(core)
+        if tasks is None:
+            continue
+        table = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
+        found = find_violations(table, arch)
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise TasklistError(f"core {core} {found[0]}{more}")
+
+
 def write_power_timeline(result: SimResult, path: Path) -> Path:
     """The power timeline as Parquet, with its bin and the run's peak power by window in
     the schema metadata (what the profiler's power plot states)."""
@@ -151,7 +195,8 @@ def write_power_timeline(result: SimResult, path: Path) -> Path:
     meta = dict(table.schema.metadata or {})
     meta[POWER_BIN_KEY.encode()] = str(result.power_bin_us).encode()
     meta[POWER_PEAK_KEY.encode()] = json.dumps(result.peak_power_w).encode()
-    pq.write_table(table.replace_schema_metadata(meta), path)
+    with output_path(path) as tmp:
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
     return path
 
 
@@ -194,6 +239,8 @@ def simulate(
     >>> simulate(prog, {0: [mvm]}, frames=2).device_latency_cycles.tolist()
     [8024, 8024]
     """
+    if trace_path is not None:
+        check_output(trace_path)
     if isinstance(program_or_dir, Program):
         if tasklists is None:
             raise ConfigError("tasklists must be given with a Program, not None")
@@ -212,6 +259,7 @@ def simulate(
         name, v = _knob(key, value, program)
         changes[name] = v
     _check_runtime(program, changes)
+    _check_clock(program, changes, arch)
     voltage = changes.pop("voltage_v", None)
     if changes:
         program = program.with_overrides(**changes)
@@ -228,6 +276,16 @@ def simulate(
     )
     if not isinstance(contention, bool):
         raise ConfigError(f"contention must be true or false, not {contention!r}")
+    check_addresses(program, lists, arch)
+    if isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1:
+        # refused before it starts, not killed for want of memory an hour later
+        check_run_memory(
+            {c: lists[c] for c in program.instance.cores if c in lists},
+            frames=frames,
+            frames_per_start=program.frames_per_start,
+            replicas=program.replicas,
+            traced=tracer is not None,
+        )
     sim = Simulation(
         program,
         lists,
@@ -252,7 +310,8 @@ def simulate(
                 HEADER_TOKEN_LATENCY: str(arch.control.token_signal_latency_cycles),
             },
         )
-        (tracer or Tracer((), 0)).write(path, header)
+        with output_path(path) as tmp:
+            (tracer or Tracer((), 0)).write(tmp, header)
         timeline = path.with_name(path.name.removesuffix(path.suffix) + POWER_TIMELINE_SUFFIX)
         write_power_timeline(result, timeline)
         result.trace_path = path

@@ -49,8 +49,9 @@ def check_voltage(arch: Arch, freq_hz: int, voltage_v: float | None) -> float:
         return lowest
     highest = max(p.voltage_v for p in arch.clock.vf_points)
     if not lowest - 1e-9 <= voltage_v <= highest + 1e-9:
+        valid = f"{lowest:g}" if lowest == highest else f"{lowest:g}-{highest:g}"
         raise SimulationError(
-            f"voltage_v must be {lowest:g}-{highest:g} V at {freq_hz / 1e6:g} MHz (the "
+            f"voltage_v must be {valid} V at {freq_hz / 1e6:g} MHz (the "
             f"operating points of {arch.chip.name}), not {voltage_v:g}"
         )
     return float(voltage_v)

@@ -28,32 +28,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from aipusim.isa.table import COLUMN_DTYPES, TaskTable
-from aipusim.isa.tasks import Phase, Unit
+from aipusim.isa.tasks import KINDS, Phase, Unit, where_fields
 from aipusim.simulator.units import Op, TaskCoster
 
 #: Fixed order of unit processes inside a core (creation order breaks SimPy ties).
 UNIT_ORDER: tuple[str, ...] = tuple(u.value for u in Unit)
 
+
 #: Columns that never change what a task does: where it comes from and where its data
 #: lies. Costing reads none of them (tests/simulator/test_prepare.py checks it on every
 #: kind), so tasks that differ only here share one op.
-NOT_COSTED: frozenset[str] = frozenset(
-    {
-        "layer",
-        "tile",
-        "frame_slot",
-        "phase",
-        "src_addr",
-        "dst_addr",
-        "in_addr",
-        "out_addr",
-        "in_addr0",
-        "in_addr1",
-        "addr",
-        "src_stride",
-        "dst_stride",
-    }
-)
+def _not_costed() -> frozenset[str]:
+    """The origin columns, and every field that says only where data lies (`isa.tasks.bits`
+    ``where``) in every kind that has it."""
+    where: set[str] = set()
+    costed: set[str] = set()
+    for kind in KINDS.values():
+        marked = where_fields(kind)
+        for f in kind.kind_fields():
+            (where if f.name in marked else costed).add(f.name)
+    return frozenset({"layer", "tile", "frame_slot", "phase"} | (where - costed))
+
+
+NOT_COSTED: frozenset[str] = _not_costed()
 assert set(COLUMN_DTYPES) >= NOT_COSTED, sorted(NOT_COSTED - set(COLUMN_DTYPES))
 #: The columns that decide a task's op.
 OP_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMN_DTYPES if c not in NOT_COSTED)

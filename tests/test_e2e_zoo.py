@@ -28,10 +28,9 @@ MODES = {
 }
 
 
-#: The transformers take tens of seconds per compile even at 32x32 (DeiT-Tiny's 12 blocks,
-#: ViT-B/16's 87 M weights): they run in every mode with ``make test-slow``; the fast suite
-#: covers the same ops in every mode with a 2-layer encoder (test_transformer_e2e.py).
-SLOW = {"deit_tiny", "vit_b16"}
+#: ViT-B/16 carries 87 M weights at any input size (5-10 s per compile): it runs in every
+#: mode with ``make test-slow``; DeiT-Tiny at 32x32 compiles in about a second.
+SLOW = {"vit_b16"}
 
 
 @pytest.fixture(
@@ -91,7 +90,8 @@ def test_throttling_the_mvm_never_speeds_up_tiny_cnn_on_four_cores(
 ) -> None:
     # Regression: in cooperative mode every core fetches its (ICR-replicated) weights from
     # L2 each frame, and the ICR choice ignored that fetch, so u = 0.125 (which rules the
-    # wide factors out) simulated faster than u = 0.25.
+    # wide factors out) simulated faster than u = 0.25. Frames are compared, not INIT: a
+    # wider ICR factor's bigger weight image rightly takes longer to bring on chip once.
     model = tmp_path / "tiny.onnx"
     onnx.save(zoo.build("tiny_cnn"), model)
     cycles = []
@@ -104,5 +104,5 @@ def test_throttling_the_mvm_never_speeds_up_tiny_cnn_on_four_cores(
         )
         out = tmp_path / f"u{eighths}"
         compile_model(CompileRequest(model_path=model, output_dir=out, config=config))
-        cycles.append(simulate(out / "compiled_model", frames=4).total_cycles)
+        cycles.append(max(simulate(out / "compiled_model", frames=4).device_latency_cycles))
     assert cycles == sorted(cycles, reverse=True), cycles

@@ -20,7 +20,9 @@ import click
 from click.core import ParameterSource
 
 from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import check_name, check_output
 from aipusim.cli.options import (
+    DefaultsConfigHelp,
     StrictChoice,
     arch_option,
     build_config,
@@ -41,7 +43,7 @@ MODEL_SUFFIXES = (".onnx", ".json")
 DEFAULT_CONF_NAME = "default_conf.json"
 
 
-@click.command("compile")
+@click.command("compile", cls=DefaultsConfigHelp)
 @click.option(
     "-i",
     "--input",
@@ -120,7 +122,7 @@ DEFAULT_CONF_NAME = "default_conf.json"
     "--dump-after",
     metavar="PASS[,PASS...]",
     help="Write the IR after these passes (or 'all') to OUT/ir/<NN>_<pass>.txt. Passes: "
-    "import, the front end (graph_cleaner ... validate_operators), then lower, tile, "
+    "import, the front end (rewrite_einsum ... validate_operators), then lower, tile, "
     "multicore, imc, memplan, schedule, estimate, emit.",
 )
 @click.option(
@@ -148,8 +150,20 @@ def compile_command(ctx: click.Context, **flags: Any) -> None:
     request = _build_request(ctx, flags)
     # Imported here: the driver pulls in onnx/numpy, which --help and bad input never need.
     from aipusim.compiler.driver import compile_model
+    from aipusim.compiler.pipeline import pass_names
+    from aipusim.progress import Progress
 
-    result = compile_model(request)
+    progress = Progress()
+    step = progress.stage("compile", len(pass_names()))
+
+    def after_pass(name: str, _graph: object) -> None:
+        progress.note(f"after {name}")
+        step(1)
+
+    try:
+        result = compile_model(request, after_pass=after_pass)
+    finally:
+        progress.close()
     if flags["as_json"]:
         summary = {
             "input": str(request.model_path),
@@ -222,8 +236,10 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
         output_dir = Path(config.output_dir)
     if output_dir is None:
         raise ConfigError("-o/--output is required (the folder for the artifacts)")
+    check_name(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise ConfigError(f"-o/--output must be a folder, not the file {str(output_dir)!r}")
+    check_output(output_dir, folder=True)
     config.output_dir = str(output_dir)
 
     shape_text = pick("input_shape", "input_shape")

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import reporting, write_text
 from aipusim.cli.options import (
     arch_option,
     build_config,
@@ -175,11 +176,9 @@ def convert(
         target = folder / (re.sub(r"[^A-Za-z0-9._-]", "_", entry.name) + ".toml")
         if target.exists() and not force:
             raise ConfigError(f"{target} exists; pass --force to overwrite it")
-        try:
+        with reporting(folder, "create"):
             folder.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot write {target}: {exc.strerror}") from None
+        write_text(target, text)
         written.append({"model": entry.name, "path": str(target)})
     if to_stdout:
         return

@@ -8,8 +8,12 @@ from typing import Any
 
 import click
 
-from aipusim.base.errors import TasklistError
+from aipusim.base.errors import ConfigError, TasklistError
 from aipusim.cli.options import arch_option, json_option, load_arch_option
+
+#: Most frames `isa check` runs: the abstract execution repeats the same frame, so more
+#: only costs time and memory.
+MAX_CHECK_FRAMES = 1000
 
 
 @click.group()
@@ -27,13 +31,16 @@ def disasm(file: Path, output: Path | None) -> None:
 
     Example: ``aipusim isa disasm compiled_model/core0.tasklist -o core0.txt``
     """
+    from aipusim.base.fileio import check_output, write_text
     from aipusim.isa import disassemble, read_tasklist
 
+    if output is not None:
+        check_output(output)
     text = disassemble(read_tasklist(file))
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        write_text(output, text)
 
 
 @isa.command("asm")
@@ -43,12 +50,18 @@ def disasm(file: Path, output: Path | None) -> None:
 )
 @json_option
 def asm(text: Path, output: Path, as_json: bool) -> None:
-    """Assemble the text form TEXT into a binary tasklist.
+    """Assemble the text form TEXT into a binary tasklist. Written into a compiled folder,
+    the tasklist's CRC32 in its ``model.json`` is updated, so the edited program runs.
 
     Example: ``aipusim isa asm core0.txt -o compiled_model/core0.tasklist``
     """
+    from aipusim.base.fileio import check_output
     from aipusim.isa import assemble, write_tasklist
+    from aipusim.isa.program import record_crc
 
+    check_output(output)
+    if not text.is_file():
+        raise TasklistError(f"TEXT must be an existing text file, not {str(text)!r}")
     try:
         source = text.read_text(encoding="utf-8")
     except OSError as exc:
@@ -57,14 +70,18 @@ def asm(text: Path, output: Path, as_json: bool) -> None:
         raise TasklistError(f"byte {exc.start}: {str(text)!r} must be UTF-8 text") from None
     tasklist = assemble(source)
     size = write_tasklist(output, tasklist)
-    result = {"path": str(output), "core": tasklist.core_id, "tasks": len(tasklist.tasks)}
-    result["size_bytes"] = size
+    program = record_crc(output)
+    result: dict[str, Any] = {"path": str(output), "core": tasklist.core_id}
+    result |= {"tasks": len(tasklist.tasks), "size_bytes": size}
+    result["model_json_updated"] = str(program) if program is not None else None
     if as_json:
         click.echo(json.dumps(result))
     else:
         click.echo(
             f"wrote {output}: core {tasklist.core_id}, {len(tasklist.tasks)} tasks, {size} bytes"
         )
+        if program is not None:
+            click.echo(f"updated the CRC32 of {output.name} in {program}")
 
 
 @isa.command("check")
@@ -82,6 +99,11 @@ def check(paths: tuple[Path, ...], frames: int, arch_path: Path | None, as_json:
     """
     from aipusim.isa import check_paths
 
+    if not 1 <= frames <= MAX_CHECK_FRAMES:
+        raise ConfigError(
+            f"--frames must be an integer 1-{MAX_CHECK_FRAMES} (frames of the abstract "
+            f"execution; 2 already exercise the per-frame balance), not {frames}"
+        )
     report = check_paths(paths, load_arch_option(arch_path), frames)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

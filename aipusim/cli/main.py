@@ -7,8 +7,10 @@ command (numba, matplotlib) never slows the others.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
+import os
 import sys
 
 import click
@@ -62,21 +64,69 @@ def cli(verbose: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; an `AipuSimError` becomes one line on stderr and a non-zero exit."""
+    """Run the CLI; bad input becomes one line on stderr and a non-zero exit, never a
+    traceback: an `AipuSimError` (its ``exit_code``), a click usage error and an
+    operating-system error on a file (status 2), Ctrl-C (status 130)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if any("\x00" in a for a in args):
+        # (a shell cannot pass one; a program calling main can)
+        return _fail("arguments must not contain NUL bytes", 2)
     try:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` (and the
         # command's own return value, None for ours) instead of exiting the process.
-        code = cli.main(args=argv, prog_name="aipusim", standalone_mode=False)
+        code = cli.main(args=args, prog_name="aipusim", standalone_mode=False)
+        # flushed here, so a full disk or a closed pipe on stdout is reported like the rest
+        sys.stdout.flush()
     except AipuSimError as exc:
-        click.echo(f"aipusim: error: {exc}", err=True)
-        return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("aipusim: aborted", err=True)
-        return 130
+        return _fail(str(exc), exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        return _fail("interrupted", 130, prefix="aipusim: ")
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # a bare group (``aipusim``, ``aipusim isa``): its help is what was asked for
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
+    except click.UsageError as exc:
+        return _fail(_usage_line(exc), exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
+        return _fail(exc.format_message(), exc.exit_code)
+    except MemoryError as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        return _fail(f"out of memory{detail}; ask for less (smaller input, fewer frames)", 2)
+    except BrokenPipeError:
+        # the reader of our output went away (``aipusim zoo list | head -1``): not an error
+        _silence_stdout()
+        return 0
+    except OSError as exc:
+        from aipusim.base.fileio import describe
+
+        action = "write to standard output" if exc.filename is None else "access"
+        return _fail(describe(exc, action), 2)
     return code if isinstance(code, int) else 0
+
+
+def _fail(message: str, code: int, prefix: str = "aipusim: error: ") -> int:
+    text = " ".join(str(message).split())
+    with contextlib.suppress(OSError):
+        click.echo(f"{prefix}{text}", err=True)
+    return code
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    """A click usage error on one line, with the command it concerns and where help is."""
+    ctx = exc.ctx
+    command = ctx.command_path if ctx is not None else "aipusim"
+    where = command.removeprefix("aipusim").strip()
+    message = exc.format_message().rstrip(".")
+    return f"{where + ': ' if where else ''}{message} (see '{command} --help')"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that Python's flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

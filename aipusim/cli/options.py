@@ -60,6 +60,63 @@ class StrictChoice(click.ParamType):
         return self.enum(chosen) if self.enum is not None else chosen
 
 
+#: The ``--set`` keys users reach for first, in the order ``--help`` lists them.
+COMMON_SET_KEYS = (
+    "aipu_cores_used",
+    "multicore_mode",
+    "resources_used",
+    "mvm_utilization_limit",
+    "quantization_scheme",
+    "frequency",
+    "double_buffer",
+    "profiling_levels",
+)
+
+#: What each trace level records (``--levels``; the ``profiling_levels`` values).
+LEVELS_HELP = (
+    "Trace levels, comma-separated: B frames, PB/PE layer begin/end, K compute tasks, "
+    "M memory transfers, T token waits and signals (each line costs control-core cycles)."
+)
+
+#: Where the config of each command starts (its "base"), for --help.
+BASE_ZOO_OR_DEFAULTS = (
+    "A zoo model starts from its built-in config (aipusim config list; aipusim config show "
+    "NAME prints it); a plain ONNX file from the defaults (1 core, multiprocess; aipusim "
+    "compile --generate-config DIR writes them). --conf FILE replaces that base; --set "
+    "changes single keys on top."
+)
+BASE_DEFAULTS = (
+    "Every model starts from the defaults (1 core, multiprocess; --generate-config DIR "
+    "writes them), a zoo model's too: for its built-in config pass --conf with the output "
+    "of aipusim config show NAME. --set changes single keys on top."
+)
+
+
+def common_keys_help() -> list[tuple[str, str]]:
+    """(key, valid values) of `COMMON_SET_KEYS`, from the config's own definitions."""
+    from aipusim.compiler.config import PROPERTIES
+
+    return [(key, PROPERTIES[key].valid_text()) for key in COMMON_SET_KEYS]
+
+
+class ConfigHelp(click.Command):
+    """A command whose --help ends with where its config starts and the common --set keys
+    with their valid values (read from the config definitions only when help is shown)."""
+
+    base_help = BASE_ZOO_OR_DEFAULTS
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_epilog(ctx, formatter)
+        with formatter.section("Base config"):
+            formatter.write_text(self.base_help)
+        with formatter.section("Common --set keys (aipusim config show --all lists every one)"):
+            formatter.write_dl(common_keys_help())
+
+
+class DefaultsConfigHelp(ConfigHelp):
+    base_help = BASE_DEFAULTS
+
+
 def _check_sets(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> tuple:
     """Check every ``--set`` as soon as it is parsed, so a typo fails before any work."""
     from aipusim.compiler.config import parse_assignments
@@ -67,8 +124,14 @@ def _check_sets(ctx: click.Context, param: click.Parameter, value: Sequence[str]
     try:
         parse_assignments(value)
     except ConfigError as exc:
-        raise ConfigError(f"--set: {exc}") from None
+        raise _flagged(exc) from None
     return tuple(value)
+
+
+def _flagged(exc: ConfigError) -> ConfigError:
+    """``exc`` with the flag it came from in front, once (not ``--set: --set must ...``)."""
+    text = str(exc)
+    return ConfigError(text if text.startswith("--set") else f"--set: {text}")
 
 
 def json_option(func: F) -> F:
@@ -136,7 +199,7 @@ def build_config(
         try:
             config.update(**sets)
         except ConfigError as exc:
-            raise ConfigError(f"--set: {exc}") from None
+            raise _flagged(exc) from None
     return config
 
 
@@ -157,6 +220,10 @@ def require_dir(path: Path, flag: str) -> Path:
 
 
 __all__ = [
+    "COMMON_SET_KEYS",
+    "LEVELS_HELP",
+    "ConfigHelp",
+    "DefaultsConfigHelp",
     "StrictChoice",
     "arch_option",
     "build_config",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -10,6 +11,8 @@ import click
 from aipusim.base.errors import ConfigError
 
 _BY = ("layer", "unit", "frame", "core", "bandwidth", "power")
+#: Most time bins: far more than a plot has pixels.
+MAX_BINS = 100_000
 
 
 @click.command()
@@ -106,9 +109,18 @@ def profile(
     ``aipusim profile a.trace --compare b.trace --json``.
     """
     from aipusim import profiler as prof
+    from aipusim.base.fileio import check_output
     from aipusim.profiler.drop import check_percent
 
     check_percent(drop_percentile)
+    if not 1 <= bins <= MAX_BINS:
+        raise ConfigError(f"--bins must be an integer 1-{MAX_BINS}, not {bins}")
+    # every output is checked before the trace is read (a big trace takes a while)
+    for path in (chrome_path, parquet_path, csv_path, md_path):
+        if path is not None:
+            check_output(path)
+    if plot_dir is not None:
+        check_output(plot_dir, folder=True)
     if compare_path is not None and by not in (None, "layer"):
         raise ConfigError(f"--compare gives per-layer deltas; --by must be layer, not {by}")
     by = by or "layer"
@@ -129,9 +141,9 @@ def profile(
             "power": prof.power_table,
         }[by]
         table = reducer(trace, drop_percentile, drop_by)
-    for path in (parquet_path, csv_path, md_path):
+    for path, kind in ((parquet_path, ".parquet"), (csv_path, ".csv"), (md_path, ".md")):
         if path is not None:
-            prof.write_table(table, path)
+            prof.write_table(table, path, kind)
     if plot_dir is not None:
         peak, ddr = _roofs(trace, arch_path)
         written = prof.plot_all(trace, plot_dir, drop_percentile, drop_by, peak, ddr, bins)
@@ -144,21 +156,34 @@ def profile(
         return
     summary = prof.frame_summary(trace, drop_percentile, drop_by)
     h = trace.header
+    ran = len(prof.cores_that_ran(trace))
+    cores = f"{ran} of {h.cores} cores ran" if ran else f"{h.cores} cores"
     click.echo(
         f"{h.model or trace_path.name}: {trace.events} events, {summary['frames']} frames, "
         f"{summary['fps']:.1f} fps (steady state, {summary['warmup_frames']} warm-up "
         f"frame(s) left out), queued latency p50 {summary['p50_us']:.1f} µs p99 "
-        f"{summary['p99_us']:.1f} µs ({h.cores} cores at {h.freq_hz / 1e6:g} MHz)\n"
+        f"{summary['p99_us']:.1f} µs ({cores}, {h.freq_hz / 1e6:g} MHz)\n"
     )
     click.echo(prof.to_markdown(table))
 
 
 def _big(path: Path) -> bool:
-    """Worth a progress bar: a trace over 64 MB (about a million lines)."""
-    return path.is_file() and path.stat().st_size > (64 << 20)
+    """Worth a progress bar: a trace over 64 MB (about a million lines). On a terminal the
+    reader shows one; elsewhere one plain line says what is being read."""
+    if not (path.is_file() and path.stat().st_size > (64 << 20)):
+        return False
+    if sys.stderr.isatty():
+        return True
+    size = path.stat().st_size / 1e6
+    click.echo(f"aipusim: profile: reading {path} ({size:.0f} MB)", err=True)
+    return False
 
 
 def _warn_lines(trace) -> None:
+    if trace.inconsistent:
+        from aipusim.profiler.consistency import describe_dropped
+
+        click.echo(describe_dropped(trace.source, trace.inconsistent), err=True)
     if trace.unknown_count:
         click.echo(
             f"{trace.source}: {trace.unknown_count} line(s) of unknown tag kept as [?]", err=True

@@ -94,12 +94,18 @@ def report(
     and PNG figures; validation writes docs/validation.md (published silicon figures against
     the model, and the calibration). Example: ``aipusim report power -o reports/power``.
     """
+    from aipusim.base.fileio import check_output
     from aipusim.studies import STUDIES
 
+    check_output(output_dir, folder=True)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
-    if workers < 1:
-        raise ConfigError(f"--workers must be an integer >= 1, not {workers}")
+    from aipusim.simulator.budget import check_frames_bound
+
+    check_frames_bound(frames, flag="--frames")
+    from aipusim.sweep.runner import check_workers
+
+    check_workers(workers)
     if input_size is not None and input_size < 1:
         raise ConfigError(f"--input-size must be a positive integer, not {input_size}")
     chosen = _split_list(models)

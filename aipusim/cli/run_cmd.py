@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
-from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+from aipusim.base.errors import ConfigError
+from aipusim.cli.options import (
+    LEVELS_HELP,
+    ConfigHelp,
+    arch_option,
+    build_config,
+    conf_option,
+    json_option,
+    set_option,
+)
+from aipusim.progress import Progress
 
 
-@click.command()
+@click.command(cls=ConfigHelp)
 @click.argument("model")
 @conf_option
 @set_option
@@ -31,9 +38,21 @@ from aipusim.cli.options import arch_option, build_config, conf_option, json_opt
     "--levels",
     default="B,PB,PE,K,M",
     show_default=True,
-    help="Trace levels to record (each line costs control-core cycles).",
+    help=LEVELS_HELP,
 )
 @click.option("--input-size", type=int, default=None, help="Input side for a zoo model.")
+@click.option(
+    "--input-shape",
+    metavar="N,C,H,W",
+    default=None,
+    help="Fixed input shape for an ONNX model with dynamic dimensions, e.g. 1,3,224,224.",
+)
+@click.option(
+    "--keep-input-model",
+    is_flag=True,
+    help="Keep a copy of the ONNX model in the output folder (compile/input_model/); by "
+    "default run.json records its path, size and SHA-256 (or the zoo name) instead.",
+)
 @json_option
 def run(
     model: str,
@@ -44,6 +63,8 @@ def run(
     output_dir: Path | None,
     levels: str,
     input_size: int | None,
+    input_shape: str | None,
+    keep_input_model: bool,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
@@ -55,22 +76,37 @@ def run(
     """
     from aipusim.compiler.config import load_config
     from aipusim.compiler.modelcard import builtin_configs
+    from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model
 
     source = resolve_model(model, input_size)
+    shape = parse_input_shape(input_shape) if input_shape is not None else None
+    if shape is not None and source.path is None:
+        raise ConfigError(
+            "--input-shape applies to ONNX files; a zoo model takes --input-size, not "
+            f"--input-shape {input_shape}"
+        )
     tags = [t.value for t in parse_levels(levels)]
     builtin = builtin_configs().get(source.name) if source.path is None else None
     base = load_config(builtin) if builtin is not None else None
     config = build_config(conf_path, overrides, base)
-    out = output_dir or Path.cwd() / source.name
-    bars = _ProgressBars()
+    out = output_dir or Path.cwd() / source.slug
+    progress = Progress()
     try:
         result = run_model(
-            source, config, out, frames=frames, levels=tags, arch_path=arch_path, stage=bars
+            source,
+            config,
+            out,
+            frames=frames,
+            levels=tags,
+            arch_path=arch_path,
+            stage=progress,
+            input_shape=shape,
+            keep_input_model=keep_input_model,
         )
     finally:
-        bars.close()
+        progress.close()
     if as_json:
         from aipusim.run import run_summary
 
@@ -85,20 +121,3 @@ def run(
         f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
         f"wrote {out}/ (report.md, trace.txt, plots/)"
     )
-
-
-class _ProgressBars:
-    """A stage hook: one tqdm bar per stage on stderr (hidden when stderr is not a TTY)."""
-
-    def __init__(self) -> None:
-        self._bar: tqdm | None = None
-
-    def __call__(self, name: str, total: int) -> Callable[[int], None]:
-        self.close()
-        self._bar = tqdm(total=total, desc=f"{name:<8}", file=sys.stderr, disable=None, leave=False)
-        return self._bar.update
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from aipusim.base.errors import ConfigError
-from aipusim.cli.options import arch_option, json_option, load_arch_option, require_dir
+from aipusim.cli.options import (
+    LEVELS_HELP,
+    arch_option,
+    json_option,
+    load_arch_option,
+    require_dir,
+)
+from aipusim.progress import Progress
 
 if TYPE_CHECKING:
     from aipusim.simulator import SimResult
@@ -39,7 +45,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     "--levels",
     default=None,
     metavar="B,PB,PE,K,M,T",
-    help="Profiling levels to record (default: the program's profiling_levels).",
+    help=LEVELS_HELP + " Default: the program's profiling_levels.",
 )
 @click.option(
     "--set",
@@ -66,12 +72,10 @@ def simulate(
 
     Example: ``aipusim simulate out/compiled_model --frames 16 --set frequency=400000000``
     """
-    from tqdm import tqdm
-
     from aipusim.isa.program import load_program_tables
     from aipusim.simulator import simulate as run_simulation
 
-    require_dir(compiled_dir, "COMPILED_DIR")
+    compiled_dir = compiled_folder(compiled_dir)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
     from aipusim.overrides import check_overrides
@@ -81,7 +85,8 @@ def simulate(
     program, tasklists = load_program_tables(compiled_dir)
     # (--set frames=N changes the count the simulator checks; the bar then shows no total)
     expected = None if "frames" in overrides else frames * max(1, program.replicas)
-    with tqdm(total=expected, unit="frame", file=sys.stderr, disable=None, leave=False) as bar:
+    progress = Progress()
+    try:
         result = run_simulation(
             program,
             tasklists,
@@ -90,12 +95,41 @@ def simulate(
             levels=levels,
             trace_path=trace_path,
             overrides=overrides,
-            progress=bar.update,
+            progress=progress.stage("simulate", expected),
         )
+    finally:
+        progress.close()
     if as_json:
         click.echo(result.to_json())
         return
     click.echo(summary_text(result))
+
+
+def compiled_folder(path: Path) -> Path:
+    """The ``compiled_model/`` folder that ``path`` names: itself, or the one inside a
+    compile output folder. A folder left by a failed compile is refused with its status."""
+    import json
+
+    from aipusim.isa.program import PROGRAM_FILE
+    from aipusim.modelfiles import COMPILED_DIR
+
+    folder = path / COMPILED_DIR if (path / COMPILED_DIR).is_dir() else path
+    if (folder / PROGRAM_FILE).is_file():
+        return folder
+    from aipusim.compiler.driver import REPORT_NAME
+
+    for report in (path / REPORT_NAME, path.parent / REPORT_NAME):
+        try:
+            data = json.loads(report.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("status") not in (None, "SUCCEEDED"):
+            raise ConfigError(
+                f"COMPILED_DIR {str(path)!r} is the output of a failed compile "
+                f"({data.get('status')} in {data.get('stage')}: {data.get('message')}); "
+                "fix that and compile again"
+            )
+    return require_dir(folder, "COMPILED_DIR")
 
 
 def summary_text(result: SimResult) -> str:

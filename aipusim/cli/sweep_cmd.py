@@ -9,10 +9,19 @@ from typing import Any
 import click
 
 from aipusim.base.errors import ConfigError
-from aipusim.cli.options import arch_option, build_config, conf_option, json_option, set_option
+from aipusim.cli.options import (
+    DefaultsConfigHelp,
+    arch_option,
+    build_config,
+    conf_option,
+    json_option,
+    set_option,
+)
 
 
-@click.command("sweep", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(
+    "sweep", cls=DefaultsConfigHelp, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.argument("models", nargs=-1, metavar="MODEL...")
 @click.option(
     "--param",
@@ -77,6 +86,13 @@ from aipusim.cli.options import arch_option, build_config, conf_option, json_opt
     help="Store finished points every N points (and at least every 10 s).",
 )
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Go on from a damaged DIR: unreadable part-*.parquet files are set aside (*.bad) "
+    "and their points run again; a broken sweep.json is rewritten. (An intact DIR is "
+    "always resumed.)",
+)
 @conf_option
 @set_option
 @arch_option
@@ -93,6 +109,7 @@ def sweep(
     scheduler: str | None,
     flush_every: int,
     no_progress: bool,
+    resume: bool,
     conf_path: Path | None,
     overrides: tuple[str, ...],
     arch_path: Path | None,
@@ -111,11 +128,17 @@ def sweep(
           --param multicore_mode=batch,cooperative --param mvm_utilization_limit=0.5,1 -o out/
       aipusim sweep resnet50 --arch-param ddr.data_rate_mt_s=3200,4266 --cluster local:4 -o out/
     """
+    from aipusim.base.fileio import check_output
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
     from aipusim.sweep.space import build_space
 
     if flush_every < 1:
         raise ConfigError(f"--flush-every must be a positive integer, not {flush_every}")
+    check_output(output, folder=True)
+    if frames >= 1:  # (build_space names a bad count)
+        from aipusim.simulator.budget import check_frames_bound
+
+        check_frames_bound(frames, flag="--frames")
     backend = parse_backend(workers=workers, cluster=cluster, scheduler=scheduler)
     if backend.kind != "local":
         require_dask("--cluster" if cluster is not None else "--scheduler")
@@ -130,7 +153,12 @@ def sweep(
         arch_path=arch_path,
     )
     summary = run_sweep(
-        space, output, backend=backend, flush_every=flush_every, progress=not no_progress
+        space,
+        output,
+        backend=backend,
+        flush_every=flush_every,
+        progress=not no_progress,
+        resume=resume,
     )
     if as_json:
         click.echo(json.dumps(summary.to_dict()))
@@ -162,6 +190,10 @@ def sweep_report(directory: Path, output: Path | None, as_json: bool) -> None:
     from aipusim.sweep.report import write_report
 
     require_dir(directory, "DIR")
+    if output is not None:
+        from aipusim.base.fileio import check_output
+
+        check_output(output, folder=True)
     summary: dict[str, Any] = write_report(directory, output)
     if as_json:
         click.echo(json.dumps(summary))

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import click
-from tqdm import tqdm
 
 from aipusim.base.errors import ZooError
+from aipusim.progress import Progress
 
 
 @click.group()
@@ -49,7 +47,16 @@ def list_models(as_json: bool) -> None:
     from aipusim import zoo as zoo_api
 
     names = zoo_api.names()
-    records = [_record(n) for n in tqdm(names, desc="building", unit="model", leave=False)]
+    progress = Progress()
+    step = progress.stage("building", len(names))
+    try:
+        records = []
+        for n in names:
+            progress.note(n)
+            records.append(_record(n))
+            step(1)
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(records, indent=2))
         return
@@ -89,25 +96,6 @@ def _parse_size(text: str | None) -> int | tuple[int, int] | None:
     raise ZooError(f"--input-size must be N or HxW (e.g. 640 or 480x640), not {text!r}")
 
 
-def _write_atomically(data: bytes, path: Path) -> None:
-    """Write `path` completely or not at all (temporary file in the folder, then rename)."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise ZooError(f"output folder {str(folder)!r} must be an existing folder")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        # mkstemp makes the file private (0600); give it the mode a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ZooError(f"output file {str(path)!r} cannot be written: {exc.strerror}") from exc
-
-
 @zoo.command("export")
 @click.argument("name")
 @click.option(
@@ -135,9 +123,11 @@ def export(
     Example: ``aipusim zoo export yolov8n -o yolov8n.onnx``
     """
     from aipusim import zoo as zoo_api
+    from aipusim.base.fileio import check_output, write_bytes
 
+    check_output(output)
     model = zoo_api.build(name, input_size=_parse_size(input_size), batch=batch, seed=seed)
-    _write_atomically(model.SerializeToString(), output)
+    write_bytes(output, model.SerializeToString())
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     record = {
         "name": name,

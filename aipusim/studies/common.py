@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import output_path, reporting, write_text
 
 #: Marker file that says a folder holds a study written by `aipusim report`.
 STUDY_MARKER = "study.json"
@@ -70,7 +71,8 @@ def prepare_study_dir(out: Path) -> None:
             f"-o {str(out)!r} must be empty or an earlier `aipusim report` folder; "
             "it holds other files"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    with reporting(out, "create"):
+        out.mkdir(parents=True, exist_ok=True)
 
 
 def clear_outputs(out: Path, keep_results: bool) -> None:
@@ -305,8 +307,11 @@ def save_figure(fig: Any, path: Path) -> Path:
     """Save a matplotlib figure as PNG and close it."""
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with output_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -357,6 +362,6 @@ def write_readme(
         *body,
     ]
     path = out / "README.md"
-    path.write_text("\n".join(lines).rstrip() + "\n")
-    (out / STUDY_MARKER).write_text(json.dumps(info.to_dict(), indent=2) + "\n")
+    write_text(path, "\n".join(lines).rstrip() + "\n")
+    write_text(out / STUDY_MARKER, json.dumps(info.to_dict(), indent=2) + "\n")
     return path

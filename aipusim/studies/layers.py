@@ -12,8 +12,8 @@ Example: ``run_layers_study(Path("reports/layers"), models=["tiny_cnn"], frames=
 
 from __future__ import annotations
 
+import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aipusim.base.fileio import output_path
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
@@ -78,15 +79,17 @@ def profile_model(model: str, input_size: int | None, frames: int, out: Path) ->
 
     config = base_config(model)
     source = resolve_model(model, input_size)
-    with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.name}-") as tmp:
-        run_dir = Path(tmp) / source.name
+    with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.slug}-") as tmp:
+        run_dir = Path(tmp) / source.slug
         result = run_model(source, config, run_dir, frames=frames)
-        plot = out / f"{source.name}_layers.png"
-        shutil.copyfile(run_dir / "plots" / "layers.png", plot)
+        plot = out / f"{source.slug}_layers.png"
+        with output_path(plot) as tmp_plot:
+            shutil.copyfile(run_dir / "plots" / "layers.png", tmp_plot)
     sim = result.sim
     table = result.layers[LAYER_COLUMNS].rename(columns={f"{u}_us": u for u in UNITS})
     table = table.rename(columns={"wait_us": "wait"})
-    table.to_csv(out / f"{source.name}_layers.csv", index=False)
+    with output_path(out / f"{source.slug}_layers.csv") as tmp:
+        table.to_csv(tmp, index=False)
     return {
         "model": source.name,
         "table": table,
@@ -274,27 +277,31 @@ def run_profiles(
     progress: bool,
 ) -> list[dict[str, Any]]:
     """Profile every model, ``workers`` at a time; results in the order of ``models``."""
-    from tqdm import tqdm
+    from aipusim.progress import Progress
 
     done: dict[str, dict[str, Any]] = {}
-    bar = tqdm(
-        total=len(models), desc="layers", unit="model", file=sys.stderr, disable=not progress
-    )
+    bar = Progress() if progress else None
+    step = bar.stage("layers", len(models)) if bar is not None else (lambda _n: None)
     try:
         if workers <= 1:
             for m in models:
                 done[m] = profile_model(m, input_size, frames, out)
-                bar.update(1)
+                step(1)
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            from aipusim.sweep.runner import worker_setup
+
+            # the workers end when the study is killed (they watch their parent)
+            setup = {"initializer": worker_setup, "initargs": (os.getpid(),)}
+            with ProcessPoolExecutor(max_workers=min(workers, len(models)), **setup) as pool:
                 futures = {
                     pool.submit(profile_model, m, input_size, frames, out): m for m in models
                 }
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
-                    bar.update(1)
+                    step(1)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     return [done[m] for m in models]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aipusim.run import model_name
 from aipusim.studies.common import (
     RESULTS_DIR,
     RunInfo,
@@ -122,6 +123,8 @@ def measure(
     ).reset_index(drop=True)
     ref = table[table["mode"] == REFERENCE].set_index("model")["FPS"]
     table.insert(3, "FPS vs 4 x Batch-1", table["FPS"] / table["model"].map(ref))
+    # the name run and the other reports use (a graph name, not an ONNX file's path)
+    table["model"] = table["model"].map({m: model_name(m) for m in models})
     return table
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
+from aipusim.run import model_name
 from aipusim.studies.common import (
     RESULTS_DIR,
     RunInfo,
@@ -139,6 +140,8 @@ def measure(
                 group["FPS"], group[front.column], (True, front.maximize)
             )
         table[front.flag] = flags.map({True: "yes", False: ""})
+    # the name run and the other reports use (a graph name, not an ONNX file's path)
+    table["model"] = table["model"].map({m: model_name(m) for m in models})
     return table
 
 

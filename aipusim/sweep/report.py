@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aipusim.base.fileio import output_path, reporting, write_text
 from aipusim.sweep.store import STATUS_FAILED, STATUS_OK, ResultStore, swept_columns
 
 
@@ -109,8 +110,11 @@ def _plot(ok: pd.DataFrame, front: Front, path: Path) -> None:
     if not ok.empty:
         ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with output_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
 
 
 _METRICS = [
@@ -174,14 +178,15 @@ def write_report(directory: str | Path, out_dir: str | Path | None = None) -> di
     """
     table = ResultStore(directory).read()
     target = Path(out_dir) if out_dir is not None else Path(directory)
-    target.mkdir(parents=True, exist_ok=True)
+    with reporting(target, "create"):
+        target.mkdir(parents=True, exist_ok=True)
     keys = swept_columns(table.columns)
     ok = front_flags(table[table["status"] == STATUS_OK])
     plots = {f.name: f"pareto_{f.name}.png" for f in FRONTS}
     for front in FRONTS:
         _plot(ok, front, target / plots[front.name])
     report = target / "report.md"
-    report.write_text(markdown_report(table, keys, plots))
+    write_text(report, markdown_report(table, keys, plots))
     return {
         "points": len(table),
         "ok": len(ok),

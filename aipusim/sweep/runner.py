@@ -12,6 +12,11 @@ collects outcomes as they complete, shows a progress bar, and flushes rows to th
 the sweep ends or is interrupted (Ctrl-C, SIGTERM): only the points in flight are lost, and
 the next run with the same arguments picks up the rest.
 
+Local pool workers watch the process that started them: when it is gone (``kill -9`` of
+the sweep), they exit within a second or two instead of living on as orphans. Each works
+in its own scratch folder ``DIR/.scratch/worker-<pid>-<hex>`` (its temporary files and
+compile outputs), which the next run into DIR removes if the worker died with it.
+
 >>> backend = parse_backend(workers=None, cluster="local:2", scheduler=None)
 >>> backend.kind, backend.workers
 ('dask-local', 2)
@@ -24,11 +29,12 @@ import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -37,6 +43,7 @@ from aipusim.base.errors import ConfigError, SimulationError
 from aipusim.sweep.space import SweepPoint, SweepSpace
 from aipusim.sweep.store import (
     METRIC_COLUMNS,
+    SCRATCH_DIR,
     STATUS_FAILED,
     STATUS_OK,
     TYPED_SUFFIX,
@@ -67,6 +74,28 @@ class Backend:
     connect_timeout_s: float = 30.0
 
 
+#: Most local worker processes per CPU: the points are CPU-bound, more only take memory
+#: (each worker imports numpy, onnx and the compiler) and time to start.
+WORKERS_PER_CPU = 4
+
+
+def max_local_workers() -> int:
+    """The most local worker processes a sweep or a study may start on this machine."""
+    return WORKERS_PER_CPU * (os.cpu_count() or 1)
+
+
+def check_workers(workers: int | None, flag: str = "--workers") -> None:
+    """`ConfigError` unless ``workers`` is None or 1-`max_local_workers`."""
+    if workers is None:
+        return
+    most = max_local_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= most:
+        raise ConfigError(
+            f"{flag} must be an integer 1-{most} ({WORKERS_PER_CPU} per CPU of this "
+            f"machine), not {workers!r}"
+        )
+
+
 def parse_backend(
     workers: int | None = None, cluster: str | None = None, scheduler: str | None = None
 ) -> Backend:
@@ -80,8 +109,12 @@ def parse_backend(
         raise ConfigError(f"give only one of --workers, --cluster, --scheduler, not {given}")
     if cluster is not None:
         match = _CLUSTER_RE.fullmatch(cluster.strip())
-        if match is None or int(match.group(1)) < 1:
-            raise ConfigError(f"--cluster must be local:N with N >= 1, not {cluster!r}")
+        most = max_local_workers()
+        if match is None or not 1 <= int(match.group(1)) <= most:
+            raise ConfigError(
+                f"--cluster must be local:N with N 1-{most} ({WORKERS_PER_CPU} per CPU of "
+                f"this machine), not {cluster!r}"
+            )
         return Backend("dask-local", workers=int(match.group(1)))
     if scheduler is not None:
         if _ADDRESS_RE.fullmatch(scheduler.strip()) is None:
@@ -89,8 +122,7 @@ def parse_backend(
                 f"--scheduler must be a scheduler address like tcp://HOST:PORT, not {scheduler!r}"
             )
         return Backend("dask", address=scheduler.strip())
-    if workers is not None and (isinstance(workers, bool) or workers < 1):
-        raise ConfigError(f"--workers must be a positive integer, not {workers!r}")
+    check_workers(workers)
     return Backend("local", workers=workers or os.cpu_count() or 1)
 
 
@@ -183,13 +215,48 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+#: Seconds between a worker's checks that the sweep that started it still runs.
+PARENT_CHECK_S = 1.0
+
+
+def _watch_parent(parent: int, interval_s: float) -> None:
+    while True:
+        time.sleep(interval_s)
+        if os.getppid() != parent:
+            # the sweep is gone (killed): nothing will read our results
+            os._exit(1)
+
+
+def worker_setup(
+    parent: int, scratch_root: str | None = None, interval_s: float = PARENT_CHECK_S
+) -> None:
+    """Initializer of a local pool worker: a daemon thread that ends the worker when its
+    parent ``parent`` is gone, and (given ``scratch_root``) a private scratch folder there
+    for every temporary file the worker makes (``TMPDIR``)."""
+    threading.Thread(
+        target=_watch_parent, args=(parent, interval_s), name="watch-parent", daemon=True
+    ).start()
+    if scratch_root is None:
+        return
+    root = Path(scratch_root)
+    root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f"worker-{os.getpid()}-", dir=root))
+    os.environ["TMPDIR"] = str(scratch)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
 @contextlib.contextmanager
-def _executor(backend: Backend) -> Iterator[tuple[Callable[..., Any], Callable[..., Any]]]:
+def _executor(
+    backend: Backend, scratch: Path | None = None
+) -> Iterator[tuple[Callable[..., Any], Callable[..., Any]]]:
     """``(submit, as_completed)`` of the backend; shuts it down on the way out."""
     if backend.kind == "local":
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        pool = ProcessPoolExecutor(max_workers=backend.workers)
+        setup: dict[str, Any] = {}
+        if scratch is not None:
+            setup = {"initializer": worker_setup, "initargs": (os.getpid(), str(scratch))}
+        pool = ProcessPoolExecutor(max_workers=backend.workers, **setup)
         try:
             yield pool.submit, as_completed
         except BaseException:
@@ -244,11 +311,14 @@ def run_sweep(
     flush_every: int = 8,
     flush_seconds: float = 10.0,
     progress: bool = True,
+    resume: bool = False,
 ) -> SweepSummary:
     """Evaluate every point of ``space`` not yet stored in ``directory``; store the rows.
 
     ``evaluator`` defaults to `aipusim.sweep.evaluate.evaluate_point` (compile + simulate).
     It must be picklable by reference (a module-level function) for the local pool.
+    ``resume`` goes on from a damaged folder: unreadable parts are set aside (``*.bad``)
+    and their points run again; a broken ``sweep.json`` is rewritten.
     """
     if evaluator is None:
         from aipusim.sweep.evaluate import evaluate_point
@@ -256,18 +326,23 @@ def run_sweep(
         evaluator = evaluate_point
     backend = backend or parse_backend()
     store = ResultStore(directory)
-    store.open(space.context)
+    store.open(space.context, resume=resume)
     typed = space.typed_columns()
     key_columns = list(space.points[0].columns()) if space.points else []
     schema = result_schema(key_columns, typed)
-    done = store.done_ids()
+    done = store.done_ids(resume)
+    for bad in store.set_aside:
+        print(f"sweep: set aside unreadable {bad.name}; its points run again", file=sys.stderr)
     todo = [p for p in space.points if p.point_id not in done]
     skipped = len(space.points) - len(todo)
+    if backend.kind == "local" and todo:
+        # no more processes than points: each worker costs memory and start-up time
+        backend = replace(backend, workers=min(backend.workers or 1, len(todo)))
     ran = failed = 0
     if not todo:
         return SweepSummary(len(space.points), skipped, 0, 0, store.directory)
 
-    from tqdm import tqdm
+    from aipusim.progress import Progress
 
     buffer: list[dict[str, Any]] = []
     last_flush = time.monotonic()
@@ -279,17 +354,11 @@ def run_sweep(
             buffer.clear()
         last_flush = time.monotonic()
 
-    bar = tqdm(
-        total=len(space.points),
-        initial=skipped,
-        unit="pt",
-        desc="sweep",
-        file=sys.stderr,
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    progress = Progress() if progress else None
+    step = progress.stage("sweep", len(todo)) if progress is not None else None
     try:
-        with _sigterm_as_interrupt(), _executor(backend) as (submit, as_completed):
+        scratch = store.directory / SCRATCH_DIR
+        with _sigterm_as_interrupt(), _executor(backend, scratch) as (submit, as_completed):
             futures = {submit(run_point, evaluator, p): p for p in todo}
             for future in as_completed(list(futures)):
                 point = futures[future]
@@ -306,23 +375,30 @@ def run_sweep(
                 buffer.append(make_row(point, outcome, typed))
                 ran += 1
                 failed += outcome["status"] == STATUS_FAILED
-                bar.update(1)
-                bar.set_postfix(failed=failed, refresh=False)
+                if progress is not None and step is not None:
+                    progress.note(f"{failed} failed")
+                    step(1)
                 if len(buffer) >= flush_every or time.monotonic() - last_flush >= flush_seconds:
                     flush()
     finally:
         flush()
-        bar.close()
+        if progress is not None:
+            progress.close()
+        store.clean_stale()  # the scratch folders of the workers that ended
     return SweepSummary(len(space.points), skipped, ran, failed, store.directory)
 
 
 __all__ = [
+    "WORKERS_PER_CPU",
     "Backend",
     "Evaluator",
     "SweepSummary",
+    "check_workers",
     "make_row",
+    "max_local_workers",
     "parse_backend",
     "require_dask",
     "run_point",
     "run_sweep",
+    "worker_setup",
 ]

@@ -7,7 +7,11 @@ Layout of ``DIR``::
     part-0001.parquet     ...
 
 A part is written to a temporary name and then linked to its final name, so a reader never
-sees half a file and an interrupted write leaves only a ``.tmp`` file (ignored). Resuming
+sees half a file and an interrupted write leaves only a ``.tmp`` file (ignored, and removed
+by the next run once its writer is gone). A part or ``sweep.json`` that cannot be read
+(truncated by a full disk, edited by hand) is a `SweepStoreError` naming the file, with the
+way out: ``--resume`` sets the unreadable parts aside (``*.bad``) so that their points run
+again and rewrites a broken ``sweep.json``, or another folder starts afresh. Resuming
 reads the ``point_id`` column of every part and skips those points; since ids are unique per
 point and done points are never submitted again, no row is written twice. `read` drops
 duplicate ids anyway (keeping the first), so even two sweeps racing into one folder give one
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,6 +36,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from aipusim.base.atomic import clean_stale, process_alive
 from aipusim.base.errors import ConfigError
 from aipusim.isa.metrics import PEAK_WINDOWS
 
@@ -79,6 +85,24 @@ _CONTEXT_FILE = "sweep.json"
 #: (a folder of format 1 holds figures with other definitions and is not resumed).
 STORE_FORMAT = 2
 _PART_GLOB = "part-*.parquet"
+#: Suffix a part that cannot be read gets when ``--resume`` sets it aside.
+BAD_SUFFIX = ".bad"
+#: Per-worker scratch folders of the local pool (removed when their worker is gone).
+SCRATCH_DIR = ".scratch"
+_HINT = (
+    "re-run the sweep with --resume to set unreadable parts aside (their points run "
+    "again), or start afresh with another -o folder"
+)
+
+
+class SweepStoreError(ConfigError):
+    """A file of a sweep folder cannot be read; the message names it and the way out."""
+
+
+def _pid_of(name: str) -> int | None:
+    """The writer's process id in a temporary name ``.part-<pid>-<hex>...``."""
+    parts = name.split("-")
+    return int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else None
 
 
 def swept_columns(columns: Iterable[str]) -> list[str]:
@@ -114,6 +138,8 @@ class ResultStore:
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
+        #: Unreadable parts `done_ids` renamed ``*.bad`` (with ``resume``).
+        self.set_aside: list[Path] = []
 
     def parts(self) -> list[Path]:
         """The finished part files, in name order."""
@@ -121,8 +147,10 @@ class ResultStore:
             return []
         return sorted(self.directory.glob(_PART_GLOB))
 
-    def open(self, context: Mapping[str, Any]) -> None:
-        """Create the folder, or check that it holds a sweep of the same ``context``.
+    def open(self, context: Mapping[str, Any], *, resume: bool = False) -> None:
+        """Create the folder, or check that it holds a sweep of the same ``context``;
+        remove what killed runs left (temporary parts, worker scratch). With ``resume``, a
+        broken ``sweep.json`` is rewritten.
 
         Points of different base configs or arch files would be indistinguishable in one
         table, so a folder keeps one context.
@@ -130,10 +158,11 @@ class ResultStore:
         if self.directory.exists() and not self.directory.is_dir():
             raise ConfigError(f"-o must be a folder, not the file {str(self.directory)!r}")
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.clean_stale()
         path = self.directory / _CONTEXT_FILE
         wanted = json.loads(json.dumps(dict(context), sort_keys=True))
-        if path.is_file():
-            stored = json.loads(path.read_text())
+        stored = self._read_context(path, resume)
+        if stored is not None:
             if stored.get("format") != STORE_FORMAT:
                 raise ConfigError(
                     f"-o {str(self.directory)!r} must hold a sweep of result format "
@@ -146,24 +175,75 @@ class ResultStore:
                     f"--arch, not a different one ({_difference(stored.get('context'), wanted)}); "
                     f"use another folder"
                 )
-            return
-        tmp = path.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
-        tmp.write_text(json.dumps({"format": STORE_FORMAT, "context": wanted}, indent=2) + "\n")
-        os.replace(tmp, path)
+        else:
+            tmp = self.directory / f".sweep-{os.getpid()}-{uuid.uuid4().hex[:8]}.json.tmp"
+            body = json.dumps({"format": STORE_FORMAT, "context": wanted}, indent=2) + "\n"
+            tmp.write_text(body)
+            os.replace(tmp, path)
 
-    def done_ids(self) -> set[str]:
-        """The ids of every point with a stored row."""
+    def _read_context(self, path: Path, resume: bool) -> dict[str, Any] | None:
+        """The stored ``sweep.json`` (None: there is none, or ``resume`` rewrites it)."""
+        if not path.is_file():
+            return None
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(stored, dict):
+                raise ValueError(f"a JSON {type(stored).__name__}, not an object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            if resume:
+                return None
+            raise SweepStoreError(
+                f"sweep folder {str(self.directory)!r}: {_CONTEXT_FILE} cannot be read "
+                f"({' '.join(str(exc).split())[:120]}); {_HINT}"
+            ) from None
+        return stored
+
+    def clean_stale(self) -> None:
+        """Remove the temporary parts and worker scratch folders of writers that are gone."""
+        for tmp in self.directory.glob(".*.tmp"):
+            pid = _pid_of(tmp.name)
+            if pid is not None and not process_alive(pid):
+                tmp.unlink(missing_ok=True)
+        scratch = self.directory / SCRATCH_DIR
+        if scratch.is_dir():
+            for folder in scratch.iterdir():
+                clean_stale(folder)  # temporary copies inside a worker's scratch
+                pid = _pid_of(folder.name)
+                if pid is not None and not process_alive(pid):
+                    shutil.rmtree(folder, ignore_errors=True)
+
+    def done_ids(self, resume: bool = False) -> set[str]:
+        """The ids of every point with a stored row. An unreadable part is a
+        `SweepStoreError`, or with ``resume`` is renamed ``*.bad`` (its points are not
+        done; `set_aside` lists it)."""
         ids: set[str] = set()
         for part in self.parts():
-            table = pq.read_table(part, columns=["point_id"])
+            try:
+                table = self._read(part, columns=["point_id"])
+            except SweepStoreError:
+                if not resume:
+                    raise
+                bad = part.with_name(part.name + BAD_SUFFIX)
+                os.replace(part, bad)
+                self.set_aside.append(bad)
+                continue
             ids.update(table.column("point_id").to_pylist())
         return ids
+
+    def _read(self, part: Path, columns: list[str] | None = None) -> pa.Table:
+        try:
+            return pq.read_table(part, columns=columns)
+        except (OSError, pa.ArrowException) as exc:
+            raise SweepStoreError(
+                f"sweep folder {str(self.directory)!r}: {part.name} cannot be read "
+                f"(truncated or not Parquet: {' '.join(str(exc).split())[:120]}); {_HINT}"
+            ) from None
 
     def write_part(self, rows: list[dict[str, Any]], schema: pa.Schema) -> Path:
         """Write ``rows`` as the next ``part-NNNN.parquet``, atomically; returns its path."""
         assert rows, "write_part needs at least one row"
         table = pa.Table.from_pylist(rows, schema=schema)
-        tmp = self.directory / f".part-{uuid.uuid4().hex}.parquet.tmp"
+        tmp = self.directory / f".part-{os.getpid()}-{uuid.uuid4().hex}.parquet.tmp"
         pq.write_table(table, tmp)
         number = len(self.parts())
         try:
@@ -186,7 +266,7 @@ class ResultStore:
                 f"sweep folder must hold part-*.parquet results, not none in "
                 f"{str(self.directory)!r}"
             )
-        frames = [pq.read_table(p).to_pandas() for p in parts]
+        frames = [self._read(p).to_pandas() for p in parts]
         table = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
         return table.drop_duplicates("point_id", keep="first").reset_index(drop=True)
 
@@ -199,13 +279,16 @@ def _difference(stored: Any, wanted: Mapping[str, Any]) -> str:
 
 
 __all__ = [
+    "BAD_SUFFIX",
     "ID_COLUMNS",
     "METRIC_COLUMNS",
+    "SCRATCH_DIR",
     "STATUS_FAILED",
     "STATUS_OK",
     "TYPED_SUFFIX",
     "WALL_TIME_COLUMNS",
     "ResultStore",
+    "SweepStoreError",
     "result_schema",
     "swept_columns",
 ]

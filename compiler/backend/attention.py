@@ -6,15 +6,18 @@ Neither operand is a constant, so there are no weights to load at INIT. Two mapp
   symmetric int8: `quant.quantize.imc_operands`) is written from L1 into an IMC weight set
   with `WeightLoad` (``K*N`` bytes, padded rows included, at the weight-load bandwidth) and
   the rows of A stream through it as M input vectors. The loads are frame tasks: their
-  time and write energy are paid every frame. While one head computes, the next head's
-  operand loads into another weight set (the array holds ``arch.mvm.weight_sets``).
+  time and write energy are paid every frame. With weight double buffering
+  (``imc_double_buffer_sequential``, or ``_pipeline`` for a tiled layer) the next head's
+  operand loads into another weight set while one head computes; without it a load waits
+  for the array to go idle, as for constant weights (`runtime_mvm` schedules it so).
 - **DPU.** The lanes multiply and accumulate directly: ``2 * H*M*N*K`` lane operations
   (`aipusim.isa.dpu_work`), no weight writes, no MVM.
 
 `choose` costs both for the layer's shapes (the IMC mapping of one head's K x N block, the
-per-head loads exposed beyond the previous head's compute) and takes the faster, the lower
-energy on a tie. For attention (K = 64 or N = 197 columns, M = 197 vectors per head) the MVM
-is 70-90x faster (DeiT-Tiny: 3,212 against 232,870 cycles per layer); the DPU wins only for
+per-head loads, exposed unless double buffered) and takes the faster, the lower energy on a
+tie. For attention (K = 64 or N = 197 columns, M = 197 vectors per head) the MVM is 40-90x
+faster (DeiT-Tiny's Q.K^T: 4,788 cycles, 3,212 double buffered, against 232,870 on the
+DPU; the simulated layer takes the same 4,788); the DPU wins only for
 tiny products (one vector through a 16 x 16 operand), where writing B into the array and
 the MVM pipeline cost more than the products themselves. The choice, both cycle counts
 and both energies are kept in the layer's ``matmul_choice`` and land in report.json.
@@ -51,18 +54,26 @@ def head_mapping(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> ImcMapping:
     return map_layer(one, arch, opts, first_layer=False)
 
 
-def exposed_loads(heads: int, load: int, per_head: int, arch: Arch) -> int:
-    """Weight-load cycles not hidden: the first head's, then whatever of each next head's
-    load outlasts the previous head's compute (all of them with a single weight set)."""
-    if arch.mvm.weight_sets > 1:
+def exposed_loads(
+    heads: int, load: int, per_head: int, arch: Arch, *, double_buffered: bool
+) -> int:
+    """Weight-load cycles not hidden. Double buffered: the first head's, then whatever of
+    each next head's load outlasts the previous head's compute; otherwise (or with a single
+    weight set) every load, since it waits for the array to go idle."""
+    if double_buffered and arch.mvm.weight_sets > 1:
         return load + (heads - 1) * max(0, load - per_head)
     return heads * load
 
 
-def mvm_frame_cycles(mm: RuntimeMatmul, head: ImcMapping, arch: Arch) -> int:
+def mvm_frame_cycles(
+    mm: RuntimeMatmul, head: ImcMapping, arch: Arch, *, double_buffered: bool
+) -> int:
     """Per frame: each head's compute, plus the loads it does not hide."""
     compute = head.compute_cycles
-    return mm.heads * compute + exposed_loads(mm.heads, head.weight_load_cycles, compute, arch)
+    exposed = exposed_loads(
+        mm.heads, head.weight_load_cycles, compute, arch, double_buffered=double_buffered
+    )
+    return mm.heads * compute + exposed
 
 
 def head_tasks(head: ImcMapping) -> list[Task]:
@@ -83,13 +94,16 @@ def head_tasks(head: ImcMapping) -> list[Task]:
     return tasks
 
 
-def choose(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> MatmulChoice:
+def choose(
+    mm: RuntimeMatmul, arch: Arch, opts: ImcOptions, *, double_buffered: bool = False
+) -> MatmulChoice:
     """Cost both mappings of ``mm`` (see the module docstring) and pick one; the energies
-    are the cost model's for the tasks each mapping emits."""
+    are the cost model's for the tasks each mapping emits. ``double_buffered``: the next
+    head's operand may load while one head computes."""
     cost = cost_model(arch, None, opts.mvm_utilization_limit)
     head = head_mapping(mm, arch, opts)
     load_bytes = mm.heads * head.weight_bytes
-    mvm_cycles = mvm_frame_cycles(mm, head, arch)
+    mvm_cycles = mvm_frame_cycles(mm, head, arch, double_buffered=double_buffered)
     mvm_energy = mm.heads * sum(cost.task(t).energy_total_pj for t in head_tasks(head))
     dpu = cost.task(
         DpuOp(unit=Unit.DPU, kind=DpuKind.MATMUL, in_addr0=0, in_addr1=0, out_addr=0,
@@ -104,18 +118,19 @@ def choose(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> MatmulChoice:
 
 
 def assign_units(
-    layers: tuple[LayerPlan, ...], arch: Arch, opts: ImcOptions
+    layers: tuple[LayerPlan, ...], arch: Arch, opts: ImcOptions, *, double_buffered: bool = False
 ) -> tuple[LayerPlan, ...]:
     """Cost both mappings of every activation x activation MatMul and put it on the faster
     unit: the MVM ones keep their `RuntimeMatmul`, the others become DPU layers. Each keeps
-    its `MatmulChoice` (for report.json)."""
+    its `MatmulChoice` (for report.json). ``double_buffered``: the config's weight double
+    buffering of an untiled layer (tiles are not cut yet)."""
     out = []
     for layer in layers:
         mm = layer.runtime
         if mm is None:
             out.append(layer)
             continue
-        choice = choose(mm, arch, opts)
+        choice = choose(mm, arch, opts, double_buffered=double_buffered)
         if choice.unit == "dpu":
             layer = replace(
                 layer,
@@ -129,14 +144,17 @@ def assign_units(
     return tuple(out)
 
 
-def runtime_estimate(layer: LayerPlan, imc: ImcMapping, arch: Arch) -> tuple[int, int, int]:
+def runtime_estimate(
+    layer: LayerPlan, imc: ImcMapping, arch: Arch, *, double_buffered: bool = False
+) -> tuple[int, int, int]:
     """(compute, weight-load, exposed weight-load) cycles per frame of an MVM layer with
     run-time weights (every head loads its operand); ``imc`` maps one head."""
     mm = layer.runtime
     assert mm is not None, layer.name
     per_head = imc.compute_cycles
     load = imc.weight_load_cycles
-    return mm.heads * per_head, mm.heads * load, exposed_loads(mm.heads, load, per_head, arch)
+    exposed = exposed_loads(mm.heads, load, per_head, arch, double_buffered=double_buffered)
+    return mm.heads * per_head, mm.heads * load, exposed
 
 
 __all__ = [

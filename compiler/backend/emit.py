@@ -7,8 +7,13 @@
   marks and the INIT-before-FRAME rule of the tasklists;
 - ``manifest.json``: quantization of the inputs and outputs (scale, zero point, dtype) and the
   sizes of the quantized constants;
-- ``pool_l2_const.bin``: the quantized constants kept in L2, at their L2 offsets (when the
-  graph's constants are quantized);
+- ``pool_l2_const.bin``: the constant blobs kept in L2, at their L2 addresses;
+- ``constants.bin``: the constants image (`memory_map.constants_image`): every weight
+  block, parameter record and table the tasks read, loaded into DDR at the address
+  ``model.json`` ``memory.constants`` gives; the memory map beside it names the I/O
+  buffers, the layer outputs and every buffer;
+- ``reference/``: the integer program the tasklists compute (the ``quantized_model/``
+  format), which the functional check runs the int8 reference executor on;
 - ``report.json``: per layer the unit, tiles, weight sets, ICR factor, and what its tasks
   cost by the one cost model (busy cycles per unit, energy, bytes per link); high-water
   marks per pool; task and token counts.
@@ -26,11 +31,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from aipusim.base.errors import ConfigError
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
+from aipusim.compiler.backend.memory_map import constant_blob, constants_image, memory_map
+from aipusim.compiler.backend.memplan import CONSTANT_KINDS
 from aipusim.compiler.backend.multicore import effective_mode
+from aipusim.compiler.quant.artifacts import quantized_model_files
+from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
 from aipusim.isa.program import PROGRAM_FILE, Instance, Program, tasklist_file_name
 from aipusim.isa.program import verify_crcs as check_file_crcs
 from aipusim.isa.tasklist import Tasklist, encode_tasklist
@@ -41,6 +48,8 @@ COMPILED_DIR = "compiled_model"
 REPORT_FILE = "report.json"
 MANIFEST_FILE = "manifest.json"
 L2_CONST_FILE = "pool_l2_const.bin"
+#: Folder (inside ``compiled_model/``) of the integer program the tasklists compute.
+REFERENCE_DIR = "reference"
 #: Version of the report.json layout.
 REPORT_VERSION = 1
 
@@ -86,11 +95,11 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
     traffic = _layer_traffic(state)
     layers = []
     total_cycles = 0
-    for layer, est, t, mapping in zip(
-        state.layers, state.estimates, state.tilings, state.mappings, strict=True
+    for layer, est, plan, t, mapping in zip(
+        state.layers, state.estimates, state.planned, state.tilings, state.mappings, strict=True
     ):
         imc = mapping.whole if mapping is not None else None
-        total_cycles += est.cycles
+        total_cycles += plan.cycles
         layers.append(
             {
                 "name": layer.name,
@@ -108,9 +117,10 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
                 "macs": layer.macs,
                 "array_macs": est.macs,
                 "weight_bytes": imc.weight_bytes if imc else layer.weight_bytes,
-                "estimated_cycles": est.cycles,
-                "estimated_compute_cycles": est.compute_cycles,
-                "estimated_weight_load_cycles": est.weight_load_cycles,
+                # planned on one core: its unit's work and the weight traffic not hidden
+                "estimated_cycles": plan.cycles,
+                "estimated_compute_cycles": plan.compute_cycles,
+                "estimated_weight_load_cycles": plan.weight_load_cycles,
                 "estimated_energy_pj": round(est.energy_pj, 1),
                 "bytes": dict(sorted(traffic.get(layer.name, {}).items())),
                 "traffic": est.traffic.as_dict(),
@@ -129,8 +139,7 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "aipu_cores_used": state.config.aipu_cores_used,
         "resources_used": state.config.resources_used,
         "frequency_hz": freq,
-        # each layer's busiest unit queue, added up: a floor on one core's frame time when
-        # layers do not overlap
+        # the layers' planned cycles added up: one core's frame when layers do not overlap
         "estimated_cycles_per_frame_one_core": total_cycles,
         "estimated_latency_us_one_core": round(total_cycles / freq * 1e6, 3),
         "init_cycles_by_unit": state.init.by_unit(),
@@ -179,7 +188,13 @@ def build_manifest(state: Any) -> dict[str, Any]:
     }
 
 
-def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, int]) -> Program:
+def build_program(
+    state: Any,
+    model_name: str,
+    model_id: str,
+    crcs: dict[str, int],
+    memory: MemoryMap | None = None,
+) -> Program:
     cfg = state.config
     cores = tuple(sorted(state.schedule.tasks))
     g = state.graph
@@ -208,6 +223,7 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
         mvm_utilization_limit=float(cfg.mvm_utilization_limit),
         profiling_levels=tuple(str(p) for p in cfg.profiling_levels),
         chip_cores=state.arch.chip.cores,
+        memory=memory,
         extra={
             "model_id": model_id,
             "effective_mode": effective_mode(cfg),
@@ -221,6 +237,9 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
             # The network's MACs of each layer in one frame, for the macs= of [PB] lines.
             "layer_macs": {layer.name: layer.macs for layer in state.layers},
             "memory": plan.high_water(),
+            # layers whose tasks are timed but not yet complete programs (layer: why)
+            "functional_gaps": dict(getattr(state.schedule, "incomplete", {})),
+            "reference": REFERENCE_DIR if state.program is not None else None,
             # host-side knobs the runtime applies (the card's tasks do not change)
             "host": {
                 "host_processes_used": int(cfg.host_processes_used),
@@ -232,17 +251,14 @@ def build_program(state: Any, model_name: str, model_id: str, crcs: dict[str, in
 
 
 def l2_constant_image(state: Any) -> bytes | None:
-    """``pool_l2_const.bin``: the quantized constants kept in L2, each at its L2 offset
-    (weights as stored, int8; the IMC layout with ICR copies is made when they load).
-    None when there are none or the graph's constants are not quantized (integers)."""
-    g = state.graph
+    """``pool_l2_const.bin``: the constant blobs the memory plan keeps in L2 (weight
+    images as the `WeightLoad` tasks read them, parameter records, operands), each at its
+    L2 address; None when the plan keeps none there. INIT copies them from the constants
+    image; this file shows the L2 contents those copies produce."""
     placed = []
     for buf in state.memory.buffers.values():
-        if buf.pool is Pool.L2 and buf.name.startswith("const:"):
-            array = g.const(buf.name.removeprefix("const:"))
-            if array is None or not np.issubdtype(array.dtype, np.integer):
-                return None
-            placed.append((buf.addr, array.tobytes()[: buf.size_bytes]))
+        if buf.pool is Pool.L2 and buf.kind in CONSTANT_KINDS:
+            placed.append((buf.addr, constant_blob(state, buf.name).tobytes()))
     if not placed:
         return None
     image = bytearray(max(addr + len(data) for addr, data in placed))
@@ -267,10 +283,18 @@ def emit_files(
     image = l2_constant_image(state)
     if image is not None:
         files[L2_CONST_FILE] = image
+    blob, where = constants_image(state)
+    files[CONSTANTS_FILE] = blob
+    if state.program is not None:
+        # the integer program these tasklists compute, for the bit-exact check
+        report = {"evaluated": False, "reason": "the program the compiled tasklists compute"}
+        for rel, data in quantized_model_files(state.program, report).items():
+            files[f"{REFERENCE_DIR}/{rel}"] = data
     files[MANIFEST_FILE] = _json_bytes(build_manifest(state))
     files[REPORT_FILE] = _json_bytes(build_report(state, pass_seconds))
     crcs = {k: crc32(v) for k, v in sorted(files.items())}
-    program = build_program(state, name, model_id or str(uuid.uuid4()), crcs)
+    memory = memory_map(state, where)
+    program = build_program(state, name, model_id or str(uuid.uuid4()), crcs, memory)
     files[PROGRAM_FILE] = program.to_json().encode("utf-8")
     return {f"{COMPILED_DIR}/{k}": v for k, v in files.items()}
 
@@ -305,6 +329,7 @@ def verify_crcs(compiled_dir: str | Path) -> Program:
 __all__ = [
     "COMPILED_DIR",
     "MANIFEST_FILE",
+    "REFERENCE_DIR",
     "REPORT_FILE",
     "build_manifest",
     "build_program",

@@ -9,10 +9,11 @@ Two figures:
   (``contention=False``, ``tests/test_cost_pinning.py``). The simulator differs by design
   in two ways only: sharing (DDR, the NoC, L2, the system DMA, PCIe, a core's L1 ports)
   stretches a task that another one overlaps, never shortens it; dispatch and tokens delay
-  when a task starts.
-- `plan_cost` (before the schedule exists: the pipeline's stage cuts): a layer's cycles on
-  one core from the tasks it will emit, costed by the same model, with the fetch and load
-  of streamed weights that compute does not hide.
+  when a task starts, never how long it runs.
+- `plan_cost` (the pipeline's stage cuts before the schedule exists, and the report's
+  ``estimated_cycles``): a layer's cycles on one core from the tasks it will emit, costed
+  by the same model, with the fetch and load of streamed weights that compute does not
+  hide.
 
 >>> from aipusim.arch import load_arch
 >>> from aipusim.isa.cost import CostModel
@@ -157,7 +158,9 @@ def plan_cost(
     if layer.unit is LayerUnit.MVM:
         assert imc is not None, f"{layer.name}: IMC mapping missing"
         if is_runtime(layer):
-            compute, load, exposed = runtime_estimate(layer, imc, cost.arch)
+            compute, load, exposed = runtime_estimate(
+                layer, imc, cost.arch, double_buffered=weights_double_buffered
+            )
             return PlanCost(compute, load, exposed, 0)
         per_block = [
             sum(cost.mvm_cycles(v, b.cols_used) for v in _split(imc.vectors, h_tiles))

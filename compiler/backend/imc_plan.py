@@ -23,7 +23,6 @@ whole layer's factor, which sizes its weight buffers. An MVM layer with run-time
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,14 +32,8 @@ from aipusim.compiler.backend.attention import head_mapping
 from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import ConvGeometry, LayerPlan, LayerUnit
+from aipusim.compiler.backend.regions import part_range
 from aipusim.compiler.backend.tile import Tiling
-
-
-def part_range(total: int, parts: int, index: int) -> tuple[int, int]:
-    """Range [lo, hi) of part ``index`` when ``total`` items are cut in ``parts``."""
-    per = math.ceil(total / parts)
-    lo = min(total, index * per)
-    return lo, min(total, lo + per)
 
 
 @dataclass(frozen=True)
@@ -92,7 +85,9 @@ def map_tiles(
         cout = geo.cout
         if split is Split.CHANNELS:
             lo, hi = part_range(geo.cout, parts, part)
-            cout = max(1, hi - lo)
+            cout = hi - lo
+            if cout <= 0:
+                continue  # more cores than channels: this core has none
         part_opts, out_h = opts, geo.out_h
         if split is Split.ROWS and fetch_bw:
             out_h = -(-geo.out_h // layout.cores)
@@ -100,7 +95,9 @@ def map_tiles(
                 part_opts = replace(opts, icrx_max_factor=min(opts.icrx_max_factor, whole.icr))
         for oi in range(oc_tiles):
             lo, hi = part_range(cout, oc_tiles, oi)
-            sub = replace(geo, cout=max(1, hi - lo), out_h=out_h)
+            if hi <= lo:
+                continue  # more channel tiles than channels
+            sub = replace(geo, cout=hi - lo, out_h=out_h)
             m = map_layer(sub, arch, part_opts, first_layer=first_layer, fetch_bw=fetch_bw)
             out.append(TileMapping(part, oi, lo, hi, m))
     return tuple(out)

@@ -4,7 +4,8 @@ Every stage is a frozen dataclass that extends the one before it with what its p
 decided, so a pass's signature says what it needs and what it adds:
 
     Graph --lower--> Lowered --tile--> Tiled --multicore--> Distributed --imc--> Mapped
-          --memplan--> Placed --schedule--> Scheduled --estimate--> Estimated --emit--> Emitted
+          --pack--> Packed --memplan--> Placed --schedule--> Scheduled --estimate-->
+          Estimated --emit--> Emitted
 
 Per-layer decisions are tuples aligned with ``layers``. A stage never changes what an
 earlier one decided, except where a pass documents a retry (multicore may re-tile with
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.estimate import LayerEstimate
+from aipusim.compiler.backend.constants import LayerConstants
+from aipusim.compiler.backend.estimate import LayerEstimate, PlanCost
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
@@ -29,6 +31,7 @@ from aipusim.compiler.backend.memplan import MemPlan, verify_memplan
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.quantize import QuantizedGraph
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,9 @@ class Lowered:
     """Pass ``lower``: every node of the quantized graph on the unit that runs it."""
 
     graph: Graph
+    #: The quantized graph's integer program (its `QStep` per node), None when the back
+    #: end runs on a float graph (timing only: no constants image can be built).
+    program: QuantizedGraph | None
     #: The compiler configuration this stage was built under (multicore may lower
     #: ``tiling_depth``; later passes read it here, not from the context).
     config: Any
@@ -178,7 +184,32 @@ class Mapped(Distributed):
 
 
 @dataclass(frozen=True)
-class Placed(Mapped):
+class Packed(Mapped):
+    """Pass ``pack``: every layer's constant bytes (`constants.LayerConstants`)."""
+
+    constants: tuple[LayerConstants, ...]
+
+    def dump(self) -> str:
+        lines = [super().dump(), "# constants"]
+        for layer, c in zip(self.layers, self.constants, strict=True):
+            if c.nbytes:
+                note = f" (incomplete: {c.incomplete})" if c.incomplete else ""
+                lines.append(
+                    f"  {layer.name}: weights {len(c.weights)} B, params {len(c.params)} B, "
+                    f"operand {len(c.operand)} B{note}"
+                )
+        return "\n".join(lines)
+
+    def verify(self) -> None:
+        super().verify()
+        assert len(self.constants) == len(self.layers), "constants per layer"
+        for c, m in zip(self.constants, self.mappings, strict=True):
+            if m is not None and m.tiles:
+                assert len(c.blocks) == sum(len(t.mapping.blocks) for t in m.tiles)
+
+
+@dataclass(frozen=True)
+class Placed(Packed):
     """Pass ``memplan``: every buffer in a pool at an address."""
 
     memory: MemPlan
@@ -235,11 +266,15 @@ class Estimated(Scheduled):
     other_estimates: Mapping[str, LayerEstimate]
     #: The INIT tasks (constants on chip, resident weights), all layers together.
     init: LayerEstimate
+    #: Each layer's planned cycles on one core: its units' work with the weight fetches
+    #: and loads compute does not hide (`estimate.plan_cost`; what the report calls the
+    #: layer's estimated cycles).
+    planned: tuple[PlanCost, ...]
 
     def dump(self) -> str:
         lines = [super().dump(), "# estimate (busy cycles per frame, per unit over the cores)"]
         for layer, e in zip(self.layers, self.estimates, strict=True):
-            lines.append(f"  {layer.name}: {e.cycles} ({e.by_unit()}), {e.energy_pj:.0f} pJ")
+            lines.append(f"  {layer.name}: {e.by_unit()}, {e.energy_pj:.0f} pJ")
         lines.append(f"  INIT: {self.init.by_unit()}")
         return "\n".join(lines)
 
@@ -270,6 +305,7 @@ STAGES: tuple[type[Lowered], ...] = (
     Tiled,
     Distributed,
     Mapped,
+    Packed,
     Placed,
     Scheduled,
     Estimated,
@@ -283,6 +319,7 @@ __all__ = [
     "Estimated",
     "Lowered",
     "Mapped",
+    "Packed",
     "Placed",
     "Scheduled",
     "Tiled",

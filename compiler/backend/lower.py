@@ -34,18 +34,21 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import UnsupportedOperatorError
+from aipusim.compiler.backend.layout_dma import same_bytes
 from aipusim.compiler.ir import (
     BINARY_OPS,
     DPU_OPS,
     DWPU_OPS,
     LAYOUT_OPS,
     LUT_OPS,
+    SOURCE_OP_ATTR,
     DType,
     Graph,
     Node,
     Op,
     is_depthwise,
 )
+from aipusim.compiler.quant import opsupport as S
 from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
 
 
@@ -88,6 +91,29 @@ class ConvGeometry:
     out_h: int
     out_w: int
     groups: int = 1
+    #: Rows and columns of padding before the first input row/column (where the window of
+    #: output (0, 0) starts: ``-pad_top``), and the spacing of window taps.
+    pad_top: int = 0
+    pad_left: int = 0
+    dilation_h: int = 1
+    dilation_w: int = 1
+    #: A transposed conv runs over its input spread ``upsample``-fold (its stride), which
+    #: holds ``src_h`` x ``src_w`` real pixels (0: ``in_h`` x ``in_w``, no spreading).
+    upsample: int = 1
+    src_h: int = 0
+    src_w: int = 0
+    #: Images of a batch, stacked as rows (``in_h`` and ``out_h`` count all of them).
+    images: int = 1
+
+    @property
+    def src_rows(self) -> int:
+        """Memory rows of the input (all images)."""
+        return self.src_h or self.in_h
+
+    @property
+    def src_cols(self) -> int:
+        """Pixels per memory row of the input."""
+        return self.src_w or self.in_w
 
     @property
     def macs(self) -> int:
@@ -165,6 +191,9 @@ class LayerPlan:
     runtime: RuntimeMatmul | None = None
     #: The costed choice of an activation x activation MatMul (MVM or DPU).
     matmul_choice: MatmulChoice | None = None
+    #: A DPU layer whose every output row depends on its own input row only (element-wise
+    #: work, or a softmax/normalisation along the last axis of a row-major tensor).
+    rowwise: bool = False
 
     @property
     def weight_bytes(self) -> int:
@@ -204,9 +233,8 @@ _BINARY_KIND: dict[Op, DpuKind] = {
     Op.SUB: DpuKind.SUB,
     Op.MUL: DpuKind.MUL,
     Op.DIV: DpuKind.DIV,
-    # compare-and-select costs one lane op, like a subtraction (DpuKind has no min/max)
-    Op.MIN: DpuKind.SUB,
-    Op.MAX: DpuKind.SUB,
+    Op.MIN: DpuKind.MIN,
+    Op.MAX: DpuKind.MAX,
     Op.PRELU: DpuKind.MUL,
     Op.POW: DpuKind.POW,  # of two tensors (a scalar exponent is a LUT)
 }
@@ -250,6 +278,18 @@ def _nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     return 1, max(1, math.prod(shape)), 1, 1
 
 
+def memory_rows(shape: tuple[int, ...]) -> int:
+    """Rows of a tensor in memory: ``N * H`` of a 4-D tensor (channels-last), else one per
+    vector of the last axis (row-major).
+
+    >>> memory_rows((2, 8, 5, 5)), memory_rows((1, 197, 768)), memory_rows((10,))
+    (10, 197, 1)
+    """
+    if len(shape) == 4:
+        return shape[0] * shape[2]
+    return max(1, math.prod(shape[:-1]))
+
+
 def _pair(node: Node, key: str, default: int) -> tuple[int, int]:
     value = node.attr(key)
     if value is None:
@@ -275,7 +315,7 @@ class _Lowerer:
         outs = tuple(o for o in node.outputs if o and self.g.tensors.get(o) is not None)
         return LayerPlan(
             name=node.name,
-            op=node.op_type,
+            op=str(node.attrs.get(SOURCE_OP_ATTR, node.op_type)),  # a Gemm lowered to a conv
             unit=unit,
             inputs=ins,
             outputs=outs,
@@ -283,7 +323,7 @@ class _Lowerer:
             out_bytes=tuple(activation_bytes(self.g, o) for o in outs),
             elements=sum(self.g.tensor(o).size for o in outs),
             is_first=any(i in self.g.inputs for i in ins),
-            rows=_nchw(self.g.shape(outs[0]))[2] if outs else 1,
+            rows=memory_rows(self.g.shape(outs[0])) if outs else 1,
             **kw,
         )
 
@@ -325,18 +365,24 @@ class _Lowerer:
         sh, sw = _pair(node, "strides", 1)
         kh, kw = (w[2], w[3]) if len(w) >= 4 else (1, w[-1] if len(w) == 3 else 1)
         in_h, in_w = x[2], x[3]
+        n = x[0]
+        upsample, src_h, src_w = 1, 0, 0
         if node.op is Op.CONV_TRANSPOSE:
             # The array runs a stride-s transposed conv as a stride-1 conv over the
             # zero-upsampled input (s - 1 zeros between pixels, bordered by the kernel
             # extent less the pads): every tap of every input channel is a weight row
             # (R = kh*kw*Cin/group), Cout columns, one input vector per output pixel. The
             # window's input is then out + k - 1 (upsampled) rows and columns.
+            upsample, src_h, src_w = sh, n * x[2], x[3]
             sh = sw = 1
             in_h, in_w = y[2] + kh - 1, y[3] + kw - 1
         # Images of a batch are more rows of input vectors: a 1x1 conv over N images (what
         # rewrite_dense_to_conv2d makes of a MatMul over N tokens) streams N * H * W vectors.
-        n = x[0]
-        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, n * in_h, in_w, n * y[2], y[3], groups)
+        pt, pl, dh, dw = self.window_pads(node, x, y, (kh, kw))
+        geo = ConvGeometry(
+            x[1], y[1], kh, kw, sh, sw, n * in_h, in_w, n * y[2], y[3], groups, pt, pl, dh, dw,
+            upsample, src_h, src_w, n,
+        )  # fmt: skip
         bias = self.consts(node, weight_index=1)
         # Requantize scales per output channel ride with the bias (DPU constants).
         plan = self.base(node, LayerUnit.MVM, consts=bias, geometry=geo)
@@ -354,7 +400,11 @@ class _Lowerer:
         y = _nchw(self.g.shape(node.outputs[0]))
         w = self.g.shape(node.inputs[1])
         sh, sw = _pair(node, "strides", 1)
-        geo = ConvGeometry(x[1], y[1], w[2], w[3], sh, sw, x[2], x[3], y[2], y[3], x[1])
+        pt, pl, dh, dw = self.window_pads(node, x, y, (w[2], w[3]))
+        geo = ConvGeometry(
+            x[1], y[1], w[2], w[3], sh, sw, x[0] * x[2], x[3], y[0] * y[2], y[3], x[1],
+            pt, pl, dh, dw, images=x[0],
+        )  # fmt: skip
         return self.base(
             node,
             LayerUnit.DWPU,
@@ -362,6 +412,21 @@ class _Lowerer:
             geometry=geo,
             dwpu_kind=DwpuKind.DWCONV,
         )
+
+    def window_pads(
+        self, node: Node, x: tuple[int, ...], y: tuple[int, ...], k: tuple[int, int]
+    ) -> tuple[int, int, int, int]:
+        """(pad_top, pad_left, dilation_h, dilation_w) of a 2-D window op (ONNX attributes,
+        auto_pad resolved); a ConvTranspose's are those of the stride-1 conv the array runs
+        over its upsampled input."""
+        if node.op is Op.CONV_TRANSPOSE:
+            win = S.conv_transpose_window(node, self.g)
+            (dh, dw), (pt, pl) = win.dilations, win.pads[:2]
+            return (k[0] - 1) * dh - pt, (k[1] - 1) * dw - pl, dh, dw
+        if len(self.g.shape(node.inputs[0])) != 4:
+            return 0, 0, 1, 1
+        win = S.window_attrs(node, (x[0], x[1], x[2], x[3]), (y[0], y[1], y[2], y[3]), k)
+        return win.pads[0], win.pads[1], win.dilations[0], win.dilations[1]
 
     def matmul(self, node: Node) -> LayerPlan:
         a = self.g.shape(node.inputs[0])
@@ -397,7 +462,13 @@ class _Lowerer:
             kind = DwpuKind.MAXPOOL if node.op is Op.MAX_POOL else DwpuKind.AVGPOOL
             kh, kw = _pair(node, "kernel_shape", 1)
             sh, sw = _pair(node, "strides", 1)
-        geo = ConvGeometry(x[1], y[1], kh, kw, sh, sw, x[2], x[3], y[2], y[3], x[1])
+        pads = (0, 0, 1, 1)
+        if kind in (DwpuKind.MAXPOOL, DwpuKind.AVGPOOL):
+            pads = self.window_pads(node, x, y, (kh, kw))
+        geo = ConvGeometry(
+            x[1], y[1], kh, kw, sh, sw, x[0] * x[2], x[3], y[0] * y[2], y[3], x[1], *pads,
+            images=x[0],
+        )  # fmt: skip
         return self.base(node, LayerUnit.DWPU, geometry=geo, dwpu_kind=kind)
 
     def dpu(self, node: Node) -> LayerPlan:
@@ -409,7 +480,7 @@ class _Lowerer:
             kind, lut = _BINARY_KIND[node.op], LutKind.NONE
         elif node.op in LUT_OPS or node.op in _LUT_OF:
             kind, lut = DpuKind.LUT, _LUT_OF.get(node.op, LutKind.RELU)
-        elif node.op is Op.SOFTMAX:
+        elif node.op in (Op.SOFTMAX, Op.MASKED_SOFTMAX):  # (the mask: a byte constant)
             kind, lut = DpuKind.SOFTMAX, LutKind.EXP
         elif node.op in (Op.REDUCE_MEAN, Op.REDUCE_MAX, Op.REDUCE_SUM):
             kind, lut = DpuKind.REDUCE, LutKind.NONE
@@ -419,7 +490,14 @@ class _Lowerer:
             kind, lut = DpuKind.LAYERNORM, LutKind.NONE
         else:  # Neg
             kind, lut = DpuKind.MUL, LutKind.NONE
-        return self.base(node, LayerUnit.DPU, consts=consts, dpu_kind=kind, lut=lut)
+        rowwise = kind not in (DpuKind.SOFTMAX, DpuKind.LAYERNORM, DpuKind.REDUCE)
+        if kind in (DpuKind.SOFTMAX, DpuKind.LAYERNORM):
+            rank = len(self.g.shape(node.outputs[0]))
+            axis = int(node.attr("axis", -1))
+            rowwise = rank != 4 and axis in (-1, rank - 1)
+        return self.base(
+            node, LayerUnit.DPU, consts=consts, dpu_kind=kind, lut=lut, rowwise=rowwise
+        )
 
     def try_fuse(self, node: Node) -> bool:
         """Fold a unary activation into the MVM/DWPU layer that produced its input."""
@@ -473,7 +551,10 @@ class _Lowerer:
         if op in DPU_OPS or op in _LUT_OF:
             return self.dpu(node)
         if op in ALIAS_OPS:
-            return self.base(node, LayerUnit.ALIAS)
+            # free only when memory lists the elements in the same order (layout_dma)
+            src, dst = self.g.shape(node.inputs[0]), self.g.shape(node.outputs[0])
+            unit = LayerUnit.ALIAS if same_bytes(src, dst) else LayerUnit.DMA
+            return self.base(node, unit)
         if self.is_pword_pad(node):
             self.pword_source[node.outputs[0]] = node.inputs[0]
             return self.base(node, LayerUnit.ALIAS)

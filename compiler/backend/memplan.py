@@ -34,10 +34,11 @@ from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import MemoryPlanError
+from aipusim.compiler.backend.constants import LayerConstants
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout
-from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit, is_runtime
-from aipusim.compiler.backend.tile import FusionGroup, Tiling, budget_of_l1
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
+from aipusim.compiler.backend.tile import FusionGroup, Tiling, budget_of_l1, psum_bytes
 from aipusim.isa.tasks import Pool
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
@@ -58,6 +59,21 @@ class BufKind(StrEnum):
     L2_STAGE = "l2_stage"
     DPU_CONST_STAGE = "dpu_const_stage"
     TASKLIST = "tasklist"
+    IMAGE_SOURCE = "image_source"  # the DDR copy of a constant kept on chip
+
+
+#: Buffers whose content is the constants image's.
+CONSTANT_KINDS = frozenset({BufKind.WEIGHT, BufKind.DPU_CONST})
+
+
+def const_buffer(prefix: str, layer: str) -> str:
+    """Name of a layer's constant blob buffer: ``weights:conv1``, ``params:conv1``."""
+    return f"{prefix}:{layer}"
+
+
+def image_source(name: str) -> str:
+    """Name of the DDR source of a constant buffer kept on chip."""
+    return f"image:{name}"
 
 
 @dataclass
@@ -149,6 +165,24 @@ class MemPlan:
     tensor_buffer: dict[tuple[int, str], str]
     attempts: int = 1
 
+    def source_addr(self, name: str) -> int:
+        """DDR address of a constant buffer's bytes in the constants image."""
+        buf = self.buffers[name]
+        if buf.pool is Pool.DDR:
+            return buf.addr
+        return self.buffers[image_source(name)].addr
+
+    def image_range(self) -> tuple[int, int]:
+        """[lo, hi) of DDR holding every constant's bytes (0, 0: none)."""
+        spans = [
+            (b.addr, b.addr + b.size_bytes)
+            for b in self.buffers.values()
+            if b.pool is Pool.DDR and (b.kind in CONSTANT_KINDS or b.kind is BufKind.IMAGE_SOURCE)
+        ]
+        if not spans:
+            return 0, 0
+        return min(lo for lo, _ in spans), max(hi for _, hi in spans)
+
     def buffer_of(self, tensor: str, core: int = 0) -> Buffer | None:
         name = self.tensor_buffer.get((core, tensor)) or self.tensor_buffer.get((-1, tensor))
         return self.buffers.get(name) if name else None
@@ -197,13 +231,14 @@ class _Builder:
         tilings: Sequence[Tiling],
         groups: Sequence[FusionGroup],
         mappings: Sequence[LayerMapping | None],
+        constants: Sequence[LayerConstants],
         graph: Any,
         config: Any,
         layout: CoreLayout,
         tasklist_bytes: int,
     ) -> None:
         self.layers, self.groups, self.g, self.cfg = layers, groups, graph, config
-        self.tilings, self.mappings = tilings, mappings
+        self.tilings, self.mappings, self.constants = tilings, mappings, constants
         self.layout = layout
         self.tasklist_bytes = tasklist_bytes
         self.buffers: dict[str, Buffer] = {}
@@ -248,16 +283,23 @@ class _Builder:
         slots = 2 if cfg.double_buffer else 1
         fused = {t for g in self.groups for t in g.intermediates}
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
+        # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
+        host_read = set(self.g.outputs)
+        for layer in reversed(self.layers):
+            if layer.unit is LayerUnit.ALIAS and host_read & set(layer.outputs):
+                host_read.update(layer.inputs)
         for c in self.frame_cores():
             for name in self.g.inputs:
-                size = self.g.tensor(name).size
+                size = activation_bytes(self.g, name)
                 b = self.add(
                     Buffer(
                         f"in:{name}{_sfx(c)}",
                         BufKind.INPUT,
                         size * slots,
+                        # the host writes the next frame's slot while this frame runs:
+                        # I/O buffers are never reused within a frame
                         0,
-                        0,
+                        self.last,
                         io_home if io_home in host_side else Pool.L2,
                         max(c, 0),
                         accesses=size,
@@ -283,8 +325,8 @@ class _Builder:
                 for o in layer.outputs:
                     if o in fused:
                         continue
-                    size = self.g.tensor(o).size
-                    is_out = self.g.is_output(o)
+                    size = activation_bytes(self.g, o)
+                    is_out = o in host_read
                     shared = o in self.layout.shared_tensors or self.layout.cooperative
                     allowed = host_side if (is_out or shared) else _LADDER
                     home = io_home if is_out else ws_home
@@ -295,7 +337,7 @@ class _Builder:
                             f"act:{o}{_sfx(c)}",
                             BufKind.OUTPUT if is_out else BufKind.ACTIVATION,
                             size * (slots if is_out else 1),
-                            step,
+                            0 if is_out else step,
                             self.last if is_out else step,
                             home,
                             max(c, 0) if c >= 0 else owner,
@@ -324,26 +366,26 @@ class _Builder:
         return self.buffers, self.tensor_buffer
 
     def add_constants(self, li: int, core: int) -> None:
+        """The layer's constant blobs (`constants.LayerConstants`): the weight image in the
+        constant pool, parameters and constant operands in the DPU constants' home."""
         cfg = self.cfg
-        layer, mapping = self.layers[li], self.mappings[li]
+        layer, consts = self.layers[li], self.constants[li]
+        # several cores read them: keep them where every core can (L2/DDR)
         shared = self.layout.cores > 1 and not self.layout.pipeline
-        for c in layer.consts:
-            name = f"const:{c.name}"
-            if name in self.buffers:
+        allowed = (Pool.DDR, Pool.L2) if shared else _LADDER
+        for prefix, size, kind, knob in (
+            ("weights", len(consts.weights), BufKind.WEIGHT, cfg.constant_memory_pool),
+            ("params", len(consts.params), BufKind.DPU_CONST, cfg.dpu_constants_home),
+            ("operand", len(consts.operand), BufKind.DPU_CONST, cfg.dpu_constants_home),
+        ):
+            if not size:
                 continue
-            if c.kind is ConstKind.WEIGHT:
-                size = mapping.whole.weight_bytes if mapping is not None else c.size_bytes
-                home, kind = _POOL_OF[cfg.constant_memory_pool], BufKind.WEIGHT
-            else:
-                size = c.size_bytes
-                home, kind = _POOL_OF[cfg.dpu_constants_home], BufKind.DPU_CONST
-            # several cores read them: keep them where every core can (L2/DDR)
-            allowed = (Pool.DDR, Pool.L2) if shared else _LADDER
+            home = _POOL_OF[knob]
             if home not in allowed:
                 home = Pool.L2
             self.add(
                 Buffer(
-                    name,
+                    const_buffer(prefix, layer.name),
                     kind,
                     size,
                     0,
@@ -358,6 +400,7 @@ class _Builder:
 
     def add_tiles(self, li: int, step: int, core: int) -> None:
         layer, t, mapping = self.layers[li], self.tilings[li], self.mappings[li]
+        consts = self.constants[li]
         l1 = (Pool.L1,)
         sfx = f"@{core}"
 
@@ -372,7 +415,14 @@ class _Builder:
         if t.out_tile_bytes:
             tile(f"tile_out:{layer.name}", BufKind.TILE_OUT, t.out_tile_bytes * t.slots)
         if t.psum_bytes:
-            tile(f"psum:{layer.name}", BufKind.PSUM, t.psum_bytes)
+            size = t.psum_bytes
+            if mapping is not None and layer.geometry is not None and t.out_rows:
+                # the mappings the schedule uses (their ICR may differ from the tiler's)
+                size = max(
+                    [psum_bytes(t.out_rows, layer.geometry.out_w, tm.mapping)
+                     for tm in mapping.tiles if tm.mapping.row_blocks > 1] or [size]
+                )  # fmt: skip
+            tile(f"psum:{layer.name}", BufKind.PSUM, size)
         if layer.unit is LayerUnit.MVM and not is_runtime(layer):
             assert mapping is not None, layer.name
             biggest = t.block_bytes or max(b.weight_bytes for b in mapping.whole.blocks)
@@ -391,7 +441,7 @@ class _Builder:
                     Buffer(
                         f"l2stage:{layer.name}",
                         BufKind.L2_STAGE,
-                        mapping.whole.weight_bytes,
+                        len(consts.weights),
                         step,
                         step,
                         Pool.L2,
@@ -400,10 +450,11 @@ class _Builder:
                         allowed=(Pool.L2,),
                     )
                 )
-        if layer.unit is LayerUnit.DWPU and layer.weight_bytes:
-            tile(f"wstage:{layer.name}", BufKind.WEIGHT_STAGE, layer.weight_bytes)
-        if layer.dpu_const_bytes:
-            tile(f"dconst:{layer.name}", BufKind.DPU_CONST_STAGE, layer.dpu_const_bytes)
+        if layer.unit is LayerUnit.DWPU and len(consts.weights):
+            tile(f"wstage:{layer.name}", BufKind.WEIGHT_STAGE, len(consts.weights))
+        staged = len(consts.params) + len(consts.operand)
+        if staged:
+            tile(f"dconst:{layer.name}", BufKind.DPU_CONST_STAGE, staged)
 
 
 def _sfx(core: int) -> str:
@@ -467,14 +518,35 @@ class Planner:
             for buf in movable:
                 for target in targets:
                     current = _LADDER.index(buf.pool)
-                    if _LADDER.index(target) <= current:
-                        continue
+                    if _LADDER.index(target) <= current or target not in buf.allowed:
+                        continue  # (the host reaches DDR and L2 only)
                     old = buf.pool
                     old_state = self.state(old, buf)
                     old_state.remove(buf)
                     if self.try_place(buf, target):
                         break
                     old_state.place(buf, old_state.find(buf))
+
+    def place_image_sources(self, last_step: int) -> None:
+        """Every constant kept on chip also lies in the constants image in DDR, which INIT
+        copies it from: give each such constant its DDR source (`image_source`)."""
+        for buf in list(self.buffers.values()):
+            if buf.kind not in CONSTANT_KINDS or buf.pool is Pool.DDR:
+                continue
+            src = Buffer(
+                image_source(buf.name),
+                BufKind.IMAGE_SOURCE,
+                buf.size_bytes,
+                0,
+                last_step,
+                Pool.DDR,
+                buf.core,
+                buf.layer,
+                allowed=(Pool.DDR,),
+            )
+            self.buffers[src.name] = src
+            if not self.try_place(src, Pool.DDR):
+                raise self.error(src)
 
     def error(self, buf: Buffer) -> MemoryPlanError:
         pools = [p for p in buf.allowed if _LADDER.index(p) <= _LADDER.index(buf.home)]
@@ -499,6 +571,7 @@ def plan_memory(
     tilings: Sequence[Tiling],
     groups: Sequence[FusionGroup],
     mappings: Sequence[LayerMapping | None],
+    constants: Sequence[LayerConstants],
     graph: Any,
     config: Any,
     arch: Arch,
@@ -512,7 +585,7 @@ def plan_memory(
     tries), `MemoryPlanError` when anything else did not."""
     layout = layout or CoreLayout()
     buffers, tensor_buffer = _Builder(
-        layers, tilings, groups, mappings, graph, config, layout, tasklist_bytes
+        layers, tilings, groups, mappings, constants, graph, config, layout, tasklist_bytes
     ).build()
     planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
     failures = planner.place_mandatory()
@@ -523,6 +596,7 @@ def plan_memory(
         raise error
     if config.enable_buffer_promotion:
         planner.promote()
+    planner.place_image_sources(max(len(groups) - 1, 0))
     plan = MemPlan(buffers, planner.pools, len(groups), tensor_buffer, attempt)
     verify_memplan(plan)
     return plan
@@ -557,11 +631,14 @@ def verify_memplan(plan: MemPlan) -> None:
 
 
 __all__ = [
+    "CONSTANT_KINDS",
     "BufKind",
     "Buffer",
     "MemPlan",
     "PoolState",
     "UnplacedTiles",
+    "const_buffer",
+    "image_source",
     "plan_memory",
     "pool_capacities",
     "verify_memplan",

@@ -31,6 +31,7 @@ from aipusim.compiler.backend.attention import head_mapping
 from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.regions import out_rows, splittable_rows
 from aipusim.compiler.backend.tile import FusionGroup, TilePlan, Tiling
 from aipusim.isa.cost import Link, cost_model
 from aipusim.isa.program import check_resources_used
@@ -150,8 +151,9 @@ def _cooperative_split(
     every core loads all weights). With weights streamed every frame (``fetch_bw``), each
     core's fetch of its weights counts too."""
     geo = layer.geometry
-    can_rows = geo is not None and geo.out_h >= cores * tiling.h_tiles
+    can_rows = splittable_rows(layer) and out_rows(layer) >= cores * tiling.h_tiles
     if layer.unit is LayerUnit.MVM and is_runtime(layer):
+        can_rows = geo is not None and geo.out_h >= cores * tiling.h_tiles
         return Split.ROWS if can_rows else Split.NONE  # heads: each core loads its own
     if layer.unit is LayerUnit.MVM and geo is not None:
         options = {}
@@ -168,7 +170,7 @@ def _cooperative_split(
             return Split.CHANNELS
         return Split.ROWS if can_rows else Split.NONE
     if layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
-        return Split.ROWS if tiling.h_tiles == 1 else Split.NONE
+        return Split.ROWS if can_rows and tiling.h_tiles == 1 else Split.NONE
     return Split.NONE
 
 

@@ -10,6 +10,7 @@ stage and the `PassContext` (the configuration for ``lower``, the pass records f
 - ``multicore``: the core layout (cooperative splits, pipeline stages, the shared weight
   fetch); re-tiles with ``tiling_depth`` 1 when a cooperative split would cut a fusion group;
 - ``imc``: every MVM layer's IMC mappings (`imc_plan`);
+- ``pack``: every layer's constant bytes as its tasks read them (`constants`);
 - ``memplan``: every buffer placed; layers whose L1 tiles do not fit are tiled finer and
   mapped again, up to ``max_memplan_attempts`` tries;
 - ``schedule``: every core's tasks and hardware tokens;
@@ -24,9 +25,10 @@ import logging
 from typing import Any
 
 from aipusim.base.errors import MemoryPlanError
-from aipusim.compiler.backend.attention import assign_units
+from aipusim.compiler.backend.attention import assign_units, head_mapping
+from aipusim.compiler.backend.constants import pack_constants
 from aipusim.compiler.backend.emit import emit_files
-from aipusim.compiler.backend.estimate import estimate_layers, init_estimate, plan_cost
+from aipusim.compiler.backend.estimate import PlanCost, estimate_layers, init_estimate, plan_cost
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
 from aipusim.compiler.backend.imc_plan import plan_mappings
 from aipusim.compiler.backend.ir import (
@@ -35,28 +37,35 @@ from aipusim.compiler.backend.ir import (
     Estimated,
     Lowered,
     Mapped,
+    Packed,
     Placed,
     Scheduled,
     Tiled,
 )
-from aipusim.compiler.backend.layout import CoreLayout
-from aipusim.compiler.backend.lower import LayerUnit, lower_graph
+from aipusim.compiler.backend.layout import CoreLayout, Split
+from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
 from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore import core_layout
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.cost import CostModel, cost_model
 
 log = logging.getLogger(__name__)
 
 
-def lower(graph: Graph, ctx: Any) -> Lowered:
-    """Put every node of ``graph`` on the unit that runs it."""
+def lower(ir: Graph | QuantizedGraph, ctx: Any) -> Lowered:
+    """Put every node of the graph on the unit that runs it."""
     arch = ctx.get_arch()
     config = ctx.config
-    layers = assign_units(tuple(lower_graph(graph)), arch, ImcOptions.from_config(config))
-    return Lowered(graph, config, arch, layers)
+    graph = unwrap_graph(ir)
+    program = ir if isinstance(ir, QuantizedGraph) else None
+    # (tiles are not cut yet: an untiled layer's weight double buffering decides)
+    double = bool(config.imc_double_buffer_sequential)
+    opts = ImcOptions.from_config(config)
+    layers = assign_units(tuple(lower_graph(graph)), arch, opts, double_buffered=double)
+    return Lowered(graph, program, config, arch, layers)
 
 
 def tile(ir: Lowered, ctx: Any) -> Tiled:
@@ -72,7 +81,7 @@ def multicore(ir: Tiled, ctx: Any) -> Distributed:
     layout = core_layout(ir.layers, _tile_plan(ir), ir.config, ir.arch, ir.graph, _work(ir))
     if layout.cooperative and _mixed_split_groups(ir.groups, layout):
         # Depth-first fusion keeps a group's intermediate tiles in one core's L1. When the
-        # cooperative split partitions the group's layers differently across cores, a core
+        # cooperative split partitions the group's layers otherwise than all by rows, a core
         # would need a tile that another core produced, so the model is tiled without
         # fusion (tiling_depth 1); later passes see the same depth through the IR's config.
         log.info("cooperative split mixes partitions inside fusion groups: tiling_depth -> 1")
@@ -91,7 +100,14 @@ def imc(ir: Distributed, ctx: Any) -> Mapped:
     return Mapped(**_fields(ir), mappings=mappings)
 
 
-def memplan(ir: Mapped, ctx: Any) -> Placed:
+def pack(ir: Mapped, ctx: Any) -> Packed:
+    """Every layer's constant bytes, laid out as its tasks read them (`constants`)."""
+    del ctx
+    consts = pack_constants(ir.layers, ir.mappings, ir.graph, ir.program, ir.layout, ir.arch)
+    return Packed(**_fields(ir), constants=consts)
+
+
+def memplan(ir: Packed, ctx: Any) -> Placed:
     """Place every buffer; layers whose L1 tiles do not fit are tiled finer and mapped again
     (the tiles of a layer twice as many rows, or channels once the rows are exhausted or the
     weight staging is what overflows), at most ``max_memplan_attempts`` tries in all."""
@@ -106,6 +122,7 @@ def memplan(ir: Mapped, ctx: Any) -> Placed:
                 ir.tilings,
                 ir.groups,
                 ir.mappings,
+                ir.constants,
                 ir.graph,
                 config,
                 ir.arch,
@@ -130,8 +147,9 @@ def memplan(ir: Mapped, ctx: Any) -> Placed:
                     at_least[i] = (t.h_tiles * 2, min_oc)
             tiles = Tiler(ir.layers, config, ir.arch, ir.graph, at_least).run()
             mappings = plan_mappings(ir.layers, tiles.tilings, ir.layout, config, ir.arch)
+            consts = pack_constants(ir.layers, mappings, ir.graph, ir.program, ir.layout, ir.arch)
             ir = dataclasses.replace(
-                ir, tilings=tiles.tilings, groups=tiles.groups, mappings=mappings
+                ir, tilings=tiles.tilings, groups=tiles.groups, mappings=mappings, constants=consts
             )
     raise AssertionError("unreachable: the loop returns or raises")
 
@@ -144,11 +162,13 @@ def schedule(ir: Placed, ctx: Any) -> Scheduled:
         ir.tilings,
         ir.groups,
         ir.mappings,
+        ir.constants,
         ir.memory,
         ir.graph,
         ir.config,
         ir.arch,
         ir.layout,
+        ir.program,
     )
     return Scheduled(**_fields(ir), schedule=sched)
 
@@ -159,7 +179,12 @@ def estimate(ir: Scheduled, ctx: Any) -> Estimated:
     cost = _cost(ir)
     per_layer, others = estimate_layers(ir.layers, ir.schedule.tasks, cost)
     init = init_estimate(ir.schedule.tasks, cost)
-    return Estimated(**_fields(ir), estimates=per_layer, other_estimates=others, init=init)
+    planned = tuple(
+        _planned(ir, i, m.whole if m is not None else None) for i, m in enumerate(ir.mappings)
+    )
+    return Estimated(
+        **_fields(ir), estimates=per_layer, other_estimates=others, init=init, planned=planned
+    )
 
 
 def emit(ir: Estimated, ctx: Any) -> Emitted:
@@ -188,33 +213,38 @@ def _cost(ir: Lowered) -> CostModel:
     return cost_model(ir.arch, int(ir.config.frequency), float(ir.config.mvm_utilization_limit))
 
 
+def _planned(ir: Tiled, i: int, mapping: Any) -> PlanCost:
+    """The planned cost of layer ``i`` on one core (`estimate.plan_cost`)."""
+    cfg, t = ir.config, ir.tilings[i]
+    double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
+    return plan_cost(ir.layers[i], mapping, t, cfg, _cost(ir), weights_double_buffered=double)
+
+
 def _work(ir: Tiled) -> Any:
     """Planned cycles of layer ``i`` on one core, for the pipeline's stage cuts, with its
     IMC mapping queried whole (a pipeline fetches no shared weights every frame)."""
     opts = ImcOptions.from_config(ir.config)
-    cfg = ir.config
-    cost = _cost(ir)
 
     def work(i: int) -> int:
-        layer, t = ir.layers[i], ir.tilings[i]
+        layer = ir.layers[i]
         mapping = None
         if layer.unit is LayerUnit.MVM and layer.geometry is not None:
             if layer.runtime is not None:
-                from aipusim.compiler.backend.attention import head_mapping
-
                 mapping = head_mapping(layer.runtime, ir.arch, opts)
             else:
                 mapping = map_layer(layer.geometry, ir.arch, opts, first_layer=layer.is_first)
-        double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
-        return plan_cost(layer, mapping, t, cfg, cost, weights_double_buffered=double).cycles
+        return _planned(ir, i, mapping).cycles
 
     return work
 
 
 def _mixed_split_groups(groups: tuple[FusionGroup, ...], layout: CoreLayout) -> bool:
-    """True if some fusion group has layers the cooperative layout splits differently."""
+    """True if some fusion group has layers the cooperative layout does not split all by
+    rows or all not at all: a core computes its rows of a group (and their halo) from its
+    own tiles, but a channel split would need channels another core computed."""
+    ok = ({Split.ROWS}, {Split.NONE})
     return any(
-        len({layout.splits.get(i) for i in group.layers}) > 1
+        {layout.splits.get(i, Split.NONE) for i in group.layers} not in ok
         for group in groups
         if len(group.layers) > 1
     )
@@ -232,4 +262,14 @@ def _tasklist_estimate(ir: Mapped) -> int:
     return tasks * RECORD_BYTES * max(1, ir.config.aipu_cores_used)
 
 
-__all__ = ["emit", "estimate", "imc", "lower", "memplan", "multicore", "schedule", "tile"]
+__all__ = [
+    "emit",
+    "estimate",
+    "imc",
+    "lower",
+    "memplan",
+    "multicore",
+    "pack",
+    "schedule",
+    "tile",
+]

@@ -16,7 +16,6 @@ from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.compiler.backend.ir import Emitted
-from aipusim.compiler.backend.lower import unwrap_graph
 from aipusim.compiler.passes.context import PassContext
 
 
@@ -36,7 +35,7 @@ def run_backend(
         config = config.copy()
         config.model_name = model_name
     ctx = PassContext(config, arch=arch)
-    ir: Any = unwrap_graph(graph_or_qgraph)
+    ir: Any = graph_or_qgraph
     for p in BACK:
         ir = p.run(ir, ctx)
     assert isinstance(ir, Emitted)

@@ -37,30 +37,56 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.imc_plan import LayerMapping, part_range
+from aipusim.compiler.backend.compute import ComputeMixin
+from aipusim.compiler.backend.constants import LayerConstants
+from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
-from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit, is_runtime
-from aipusim.compiler.backend.memplan import Buffer, MemPlan
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
+from aipusim.compiler.backend.memplan import CONSTANT_KINDS, Buffer, MemPlan, const_buffer
+from aipusim.compiler.backend.regions import group_rows
 from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
+from aipusim.compiler.ir import DType
 from aipusim.isa.cost import cost_model
 from aipusim.isa.tasks import (
     Barrier,
     DmaCopy,
-    DpuKind,
-    DpuOp,
-    DwpuOp,
     HostTransfer,
-    Mvm,
     Phase,
     Pool,
-    PostOp,
     Task,
     Unit,
     WeightLoad,
 )
 from aipusim.isa.tasks import Direction as Dir
+
+
+class ProducerMap(defaultdict[tuple[int, str], list[int]]):
+    """(copy, tensor) -> the steps that write the tensor; an alias (a Reshape that moves no
+    byte, a PWORD pad) is its source tensor, so a reader of the alias waits for the
+    source's writers."""
+
+    def __init__(self, layers: Sequence[LayerPlan]) -> None:
+        super().__init__(list)
+        self.alias: dict[str, str] = {}
+        for layer in layers:
+            if layer.unit is LayerUnit.ALIAS and layer.inputs:
+                root = self.alias.get(layer.inputs[0], layer.inputs[0])
+                for out in layer.outputs:
+                    self.alias[out] = root
+
+    def _key(self, key: tuple[int, str]) -> tuple[int, str]:
+        return key[0], self.alias.get(key[1], key[1])
+
+    def __getitem__(self, key: tuple[int, str]) -> list[int]:
+        return super().__getitem__(self._key(key))
+
+    def __setitem__(self, key: tuple[int, str], value: list[int]) -> None:
+        super().__setitem__(self._key(key), value)
+
+    def get(self, key: tuple[int, str], default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(self._key(key), default)
 
 
 @dataclass
@@ -72,27 +98,29 @@ class _WeightState:
     lru: list[int]
 
 
-class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
+class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
     def __init__(
         self,
         layers: Sequence[LayerPlan],
         tilings: Sequence[Tiling],
         groups: Sequence[FusionGroup],
         mappings: Sequence[LayerMapping | None],
+        constants: Sequence[LayerConstants],
         plan: MemPlan,
         graph: Any,
         config: Any,
         arch: Arch,
         layout: CoreLayout,
+        program: Any = None,
     ) -> None:
         self.layers, self.groups, self.plan = layers, groups, plan
-        self.tilings, self.mappings = tilings, mappings
+        self.tilings, self.mappings, self.constants = tilings, mappings, constants
+        self.program = program
         self.index = {layer.name: i for i, layer in enumerate(layers)}
         self.cost = cost_model(arch, int(config.frequency), float(config.mvm_utilization_limit))
         self.g, self.cfg, self.arch, self.layout = graph, config, arch, layout
         self.steps: list[Step] = []
-        self.produced: dict[tuple[int, str], list[int]] = defaultdict(list)
-        self.tile_steps: dict[tuple[int, str, int], int] = {}
+        self.produced = ProducerMap(layers)
         self.buf_access: dict[str, list[int]] = defaultdict(list)
         self.slot_user: dict[tuple[str, int], list[int]] = defaultdict(list)
         self.weights: dict[int, _WeightState] = {}
@@ -107,15 +135,45 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         self.barrier_id = 0
         self.last_mvm: dict[int, int | None] = {}  # newest Mvm step per core
         self.last_fetch: dict[Any, int] = {}  # batch: the multicast fetch of a weight block
-        self.slot_fill: dict[Any, set[int]] = {}  # tile slot -> the DMA that filled it
-        self.tile_steps_buf: dict[Any, Any] = {}  # fused output -> (buffer, slots, bytes)
+        self.slot_fetches: dict[tuple[str, int], list[int]] = defaultdict(list)
+        self.fetch_slot: dict[int, tuple[str, int]] = {}
         self.dconst_steps: dict[Any, set[int]] = {}
         self.pending_slot: Any = None  # the weight staging slot the next load reads
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
         self.flushed: dict[int, list[int]] = defaultdict(list)
+        self.init_compute()
 
     def tiling_of(self, layer: LayerPlan) -> Tiling:
         return self.tilings[self.index[layer.name]]
+
+    def consts_of(self, layer: LayerPlan) -> LayerConstants:
+        return self.constants[self.index[layer.name]]
+
+    def zero_point(self, tensor: str) -> int:
+        """The int8 value that reads as real 0 in ``tensor`` (0 without a program)."""
+        if self.program is None or tensor not in self.program.graph.tensors:
+            return 0
+        q = self.program.graph.tensor(tensor).quant
+        if q is None or q.zero_point.size != 1:
+            return 0
+        return int(q.zero_point.reshape(-1)[0])
+
+    def elem(self, tensor: str) -> int:
+        """Bytes of one element of an activation (2 for the int16 residual stream)."""
+        t = self.g.tensor(tensor)
+        return 2 if t.dtype is DType.INT16 else 1
+
+    def pixel_shape(self, tensor: str) -> tuple[int, int, int]:
+        """(rows, pixels per row, channels) of a tensor as memory holds it: a 4-D tensor
+        channels-last per image (images are more rows), any other rank a row-major
+        [rows, 1, last axis] (the vectors a MatMul streams)."""
+        shape = self.g.shape(tensor)
+        if len(shape) == 4:
+            n, c, h, w = shape
+            return n * h, w, c
+        if len(shape) <= 1:
+            return 1, 1, max(1, math.prod(shape))
+        return math.prod(shape[:-1]), 1, shape[-1]
 
     def mapping_of(self, layer: LayerPlan) -> LayerMapping:
         mapping = self.mappings[self.index[layer.name]]
@@ -178,7 +236,9 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         touches: tuple[str, ...],
         mask: int = 0,
         phase: Phase = Phase.FRAME,
+        **layout: int,
     ) -> int:
+        """A `DmaCopy` of ``nbytes`` (``layout``: its rows, planes and strides)."""
         fields = dict(
             src_pool=src[0],
             src_addr=src[1],
@@ -186,6 +246,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             dst_addr=dst[1],
             bytes=max(1, nbytes),
             dst_core_mask=mask,
+            **layout,
         )
         return self.add(
             core,
@@ -200,28 +261,37 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         )
 
     # -- INIT: constants on chip --------------------------------------------------------
+    def resident_keys(self) -> dict[str, list[tuple[str, int, int]]]:
+        """Per MVM layer with constant weights, the weight-set keys ``(layer, channel tile,
+        block)`` any core loads (cores of a channel split may have fewer)."""
+        keys: dict[str, list[tuple[str, int, int]]] = {}
+        for li, layer in enumerate(self.layers):
+            if layer.unit is not LayerUnit.MVM or is_runtime(layer):
+                continue
+            mine: set[tuple[str, int, int]] = set()
+            for core in self.layout.all_cores:
+                for tile_map, oi in self.tile_maps(layer, self.part_of(li, core)[0]):
+                    mine.update((layer.name, oi, b) for b in range(len(tile_map.blocks)))
+            keys[layer.name] = sorted(mine)
+        return keys
+
     def plan_weights(self) -> bool:
         """True when every weight set of the model fits the IMC: load them all in INIT."""
-        keys = []
-        for layer in self.layers:
-            if layer.unit is LayerUnit.MVM and not is_runtime(layer):
-                for tile_map, oi in self.tile_maps(layer, 0):
-                    keys += [(layer.name, oi, b) for b in range(len(tile_map.blocks))]
+        count = sum(len(k) for k in self.resident_keys().values())
         # run-time weights (attention) need sets of their own every frame: two, so that the
         # next head loads while one computes
         runtime = any(is_runtime(layer) for layer in self.layers)
-        return len(keys) + (2 if runtime else 0) <= self.arch.mvm.weight_sets
+        return count + (2 if runtime else 0) <= self.arch.mvm.weight_sets
 
     def emit_init(self, resident: bool) -> None:
-        cores = self.layout.all_cores
         for buf in self.plan.buffers.values():
-            if buf.kind.value in ("weight", "dpu_const") and buf.pool is not Pool.DDR:
-                # the constant image arrives in DDR with the model; bring it on chip once
+            if buf.kind in CONSTANT_KINDS and buf.pool is not Pool.DDR:
+                # the constants image arrives in DDR with the model; bring it on chip once
                 owner = buf.core if buf.pool is Pool.L1 else 0
                 self.dma(
                     owner,
                     self.wt_dma,
-                    (Pool.DDR, 0),
+                    (Pool.DDR, self.plan.source_addr(buf.name)),
                     (buf.pool, buf.addr),
                     buf.size_bytes,
                     layer=buf.layer,
@@ -232,41 +302,41 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
                 )
         if not resident:
             return
+        keys = self.resident_keys()
         set_index = 0
-        for layer in self.layers:
-            if layer.unit is not LayerUnit.MVM or is_runtime(layer):
-                continue
-            for tile_map, oi in self.tile_maps(layer, 0):
-                offset = 0
-                for b, blk in enumerate(tile_map.blocks):
-                    for core in cores:
-                        src = self.weight_source(
-                            layer,
-                            core,
-                            offset,
-                            blk.weight_bytes,
-                            tile=0,
-                            phase=Phase.INIT,
-                            extra=set(),
-                        )
-                        self.add(
-                            core,
-                            Unit.WLOAD,
-                            WeightLoad,
-                            dict(
-                                weight_set=set_index,
-                                src_addr=src[0],
-                                bytes=blk.weight_bytes,
-                                rows_used=blk.rows_used,
-                                cols_used=blk.cols_used,
-                            ),
-                            layer=layer.name,
-                            deps=src[1],
-                            phase=Phase.INIT,
-                        )
-                    self.resident[(layer.name, oi, b)] = set_index
-                    set_index += 1
-                    offset += blk.weight_bytes
+        for li, layer in enumerate(self.layers):
+            for key in keys.get(layer.name, ()):
+                _, oi, b = key
+                for core in self.layout.all_cores:
+                    part = self.part_of(li, core)[0]
+                    blk = next(
+                        (t.mapping.blocks[b] for t in self.mapping_of(layer).of_part(part)
+                         if t.oc_tile == oi and b < len(t.mapping.blocks)),
+                        None,
+                    )  # fmt: skip
+                    if blk is None:
+                        continue  # this core's part has no such block
+                    src = self.weight_source(
+                        layer, core, (part, oi, b), blk.weight_bytes,
+                        tile=0, phase=Phase.INIT, extra=set(),
+                    )  # fmt: skip
+                    self.add(
+                        core,
+                        Unit.WLOAD,
+                        WeightLoad,
+                        dict(
+                            weight_set=set_index,
+                            src_addr=src[0],
+                            bytes=blk.weight_bytes,
+                            rows_used=blk.rows_used,
+                            cols_used=blk.cols_used,
+                        ),
+                        layer=layer.name,
+                        deps=src[1],
+                        phase=Phase.INIT,
+                    )
+                self.resident[key] = set_index
+                set_index += 1
 
     # -- weights -------------------------------------------------------------------------
     def tile_maps(self, layer: LayerPlan, part: int) -> list[tuple[Any, int]]:
@@ -278,16 +348,17 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         self,
         layer: LayerPlan,
         core: int,
-        offset: int,
+        block: tuple[int, int, int],
         nbytes: int,
         *,
         tile: int,
         phase: Phase,
         extra: set[int],
     ) -> tuple[int, set[int]]:
-        """L1 address the weight block is read from, and the steps that put it there."""
-        wname = next(c.name for c in layer.consts if c.kind is ConstKind.WEIGHT)
-        wbuf = self.plan.buffers[f"const:{wname}"]
+        """L1 address weight block ``block`` (part, channel tile, block) is read from, and
+        the steps that put it there."""
+        offset = self.consts_of(layer).blocks[block]
+        wbuf = self.plan.buffers[const_buffer("weights", layer.name)]
         if wbuf.pool is Pool.L1:
             return wbuf.addr + offset, set()
         stage = self.tile_buffer("wstage", layer, core)
@@ -330,6 +401,9 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             )
             deps.add(hop)
             src = (Pool.L2, l2stage.addr + offset)
+        staged = [stage.name]
+        if mask:  # the multicast writes every core's staging slot
+            staged = [f"wstage:{layer.name}@{c}" for c in self.layout.all_cores]
         sid = self.dma(
             fetch_core,
             self.wt_dma,
@@ -339,11 +413,16 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             layer=layer.name,
             tile=tile,
             deps=deps,
-            touches=(wbuf.name, stage.name),
+            touches=(wbuf.name, *staged),
             mask=mask,
             phase=phase,
         )
         self.last_fetch[(layer.name, offset, tile)] = sid
+        if mask:
+            # a later multicast into this slot must wait for every core's load from it,
+            # and the other cores' loads are emitted after this core's whole group
+            self.slot_fetches[(layer.name, slot)].append(sid)
+            self.fetch_slot[sid] = (layer.name, slot)
         if src[0] is Pool.L2 and l2stage is not None and src[1] == l2stage.addr + offset:
             self.slot_user[(l2stage.name, offset)] = [sid]  # the L2 copy has been read
         self.pending_slot = (slot_key, None)
@@ -355,7 +434,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         layer: LayerPlan,
         key: Any,
         blk: Any,
-        offset: int,
+        block: tuple[int, int, int],
         tile: int,
         pinned: set[int],
         input_deps: set[int],
@@ -377,7 +456,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             extra |= input_deps  # the load belongs to its layer: not before its input
         self.pending_slot = None
         src_addr, src_deps = self.weight_source(
-            layer, core, offset, blk.weight_bytes, tile=tile, phase=Phase.FRAME, extra=extra
+            layer, core, block, blk.weight_bytes, tile=tile, phase=Phase.FRAME, extra=extra
         )
         deps = set(src_deps) | extra
         if st.last_user[s] is not None:
@@ -407,6 +486,11 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         if self.pending_slot is not None:
             slot_key, _ = self.pending_slot
             self.slot_user[slot_key] = [sid]
+        for fetch in src_deps & self.fetch_slot.keys():
+            fetches = self.slot_fetches[self.fetch_slot[fetch]]
+            later = fetches.index(fetch) + 1
+            if later < len(fetches):
+                self.steps[fetches[later]].deps.add(sid)
         st.holds[s] = key
         st.last_user[s] = None
         return s, {sid}
@@ -419,448 +503,64 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             return 0, 1, split
         return self.layout.all_cores.index(core), self.layout.cores, split
 
-    def input_source(
-        self,
-        core: int,
-        layer: LayerPlan,
-        k: int,
-        tensor: str,
-        h: int,
-        rows: tuple[int, int],
-        tile_no: int,
-        need: bool,
-    ) -> tuple[int, set[int]]:
-        """L1 address of input ``k`` for this tile and the steps it waits for."""
-        t = self.tiling_of(layer)
-        if t.fused_input:
-            prev = self.tile_steps[(core, tensor, tile_no)]
-            out_buf = self.tile_steps_buf[(core, tensor)]
-            slot = tile_no % out_buf[1]
-            return out_buf[0].addr + slot * out_buf[2], {prev}
-        buf = self.buffer(tensor, core)
-        producers = set(self.produced.get((self.copy_key(core), tensor), ()))
-        # run-time weight layers are cut by heads, the outer dims of both operands
-        height = layer.geometry.in_h if is_runtime(layer) else self._height(tensor)
-        row_bytes = max(1, buf.tensor_bytes // max(1, height))
-        if layer.geometry is None and height != layer.rows:
-            rows = (0, height)  # a broadcast operand: the whole tensor every tile
-        rows = (min(rows[0], height), min(rows[1], height))
-        if buf.pool is Pool.L1:
-            return buf.addr + rows[0] * row_bytes, producers
-        tin = self.tile_buffer(f"tile_in{k}", layer, core)
-        assert tin is not None, f"{layer.name}: no input tile buffer"
-        slot = h % t.slots
-        per = tin.size_bytes // t.slots
-        dst = tin.addr + slot * per
-        if not need:
-            return dst, set(self.slot_fill.get((tin.name, slot), ()))
-        nbytes = min(per, max(1, (rows[1] - rows[0]) * row_bytes))
-        deps = producers | set(self.slot_user[(tin.name, slot)])
-        sid = self.dma(
-            core,
-            self.act_dma,
-            (buf.pool, buf.addr + rows[0] * row_bytes),
-            (Pool.L1, dst),
-            nbytes,
-            layer=layer.name,
-            tile=tile_no,
-            deps=deps,
-            touches=(buf.name, tin.name),
-        )
-        self.slot_fill[(tin.name, slot)] = {sid}
-        self.flush_stores(core)
-        return dst, {sid}
-
-    def _height(self, tensor: str) -> int:
-        shape = self.g.shape(tensor)
-        return shape[2] if len(shape) >= 4 else 1
-
-    def output_target(
-        self, core: int, layer: LayerPlan, h: int
-    ) -> tuple[int, Buffer | None, set[int]]:
-        """Where the compute task writes its output tile, the buffer to DMA it to (None when
-        written in place) and the steps that must have read that place first."""
-        t = self.tiling_of(layer)
-        out = layer.outputs[0]
-        tout = self.tile_buffer("tile_out", layer, core)
-        if not t.fused_output:
-            buf = self.buffer(out, core)
-            if buf.pool is Pool.L1 or tout is None:
-                return buf.addr, None, set()
-        assert tout is not None, f"{layer.name}: no output tile buffer"
-        slot = h % t.slots
-        per = tout.size_bytes // t.slots
-        self.tile_steps_buf[(core, out)] = (tout, t.slots, per)
-        return tout.addr + slot * per, tout, set(self.slot_user[(tout.name, slot)])
-
-    def emit_layer_tile(
-        self, li: int, layer: LayerPlan, core: int, hi: int, tile_no: int, prologue: set[int]
-    ) -> list[int]:
-        """Emit one (row tile x all channel tiles) of ``layer`` on ``core``; returns the
-        compute steps."""
-        t = self.tiling_of(layer)
-        part, parts, split = self.part_of(li, core)
-        if self.layout.cooperative and split is Split.NONE and core != 0:
-            return []  # too small to split: core 0 runs it alone
-        geo = layer.geometry
-        out_h = geo.out_h if geo else layer.rows
-        rlo, rhi = part_range(out_h, t.h_tiles, hi)
-        if split is Split.ROWS:
-            span = rhi - rlo
-            a, b = part_range(span, parts, part)
-            rlo, rhi = rlo + a, rlo + b
-        if rhi <= rlo:
-            return []
-        if geo is not None:
-            in_lo = rlo * geo.stride_h
-            in_hi = min(geo.in_h, (rhi - 1) * geo.stride_h + geo.kh)
-        else:
-            in_lo, in_hi = rlo, rhi
-        computes: list[int] = []
-        in_addrs, in_deps = [], set(prologue)
-        for k, tensor in enumerate(layer.inputs):
-            addr, deps = self.input_source(
-                core, layer, k, tensor, hi, (in_lo, in_hi), tile_no, need=True
-            )
-            in_addrs.append(addr)
-            in_deps |= deps
-        out_addr, out_dma_buf, out_war = self.output_target(core, layer, hi)
-        dconst = self.load_dpu_consts(core, layer, in_deps)
-        rows = rhi - rlo
-        if layer.unit is LayerUnit.MVM and is_runtime(layer):
-            psum = self.tile_buffer("psum", layer, core)
-            computes = self.emit_runtime_mvm(
-                core, layer, (rlo, rhi), tile_no, in_addrs, out_addr,
-                psum.addr if psum is not None else None, in_deps | out_war | dconst,
-            )  # fmt: skip
-        elif layer.unit is LayerUnit.MVM:
-            computes = self.emit_mvm(
-                core, layer, part, rows, tile_no, in_addrs[0], out_addr, in_deps | out_war | dconst
-            )
-        elif layer.unit is LayerUnit.DWPU:
-            computes = [
-                self.emit_dwpu(
-                    core,
-                    layer,
-                    part,
-                    parts,
-                    split,
-                    rows,
-                    in_hi - in_lo,
-                    tile_no,
-                    in_addrs[0],
-                    out_addr,
-                    in_deps | out_war | dconst,
-                )
-            ]
-        else:
-            computes = [
-                self.emit_dpu(
-                    core,
-                    layer,
-                    parts,
-                    t.h_tiles,
-                    tile_no,
-                    in_addrs,
-                    out_addr,
-                    in_deps | out_war | dconst,
-                )
-            ]
-        touches_in = [
-            self.buffer(x, core).name
-            for x in layer.inputs
-            if not t.fused_input and self.plan.buffer_of(x, self.copy_key(core))
-        ]
-        for sid in computes:
-            for name in touches_in:
-                self.buf_access[name].append(sid)
-        # input tile slots are free once the computes have read them
-        for k, _ in enumerate(layer.inputs):
-            tin = self.tile_buffer(f"tile_in{k}", layer, core)
-            if tin is not None:
-                self.slot_user[(tin.name, hi % t.slots)] = list(computes)
-        out = layer.outputs[0]
-        if t.fused_output:
-            self.tile_steps[(core, out, tile_no)] = computes[-1]
-            self.slot_user[(out_dma_buf.name, hi % t.slots)] = []
-            return computes
-        if out_dma_buf is None:
-            buf = self.buffer(out, core)
-            self.buf_access[buf.name] += computes
-            self.produced[(self.copy_key(core), out)] += computes
-            return computes
-        buf = self.buffer(out, core)
-        row_bytes = max(1, self.g.tensor(out).size // max(1, out_h))
-        nbytes = max(1, rows * row_bytes // (parts if split is Split.CHANNELS else 1))
-
-        def store() -> int:
-            sid = self.dma(
-                core,
-                self.act_dma,
-                (Pool.L1, out_addr),
-                (buf.pool, buf.addr + rlo * row_bytes),
-                nbytes,
-                layer=layer.name,
-                tile=tile_no,
-                deps=set(computes),
-                touches=(out_dma_buf.name, buf.name),
-            )
-            self.slot_user[(out_dma_buf.name, hi % t.slots)] = [sid]
-            self.produced[(self.copy_key(core), out)].append(sid)
-            return sid
-
-        if t.slots > 1:
-            # software pipelining: the next tile's input DMA goes ahead of this store on
-            # the in-order DMA queue, so it overlaps this tile's compute
-            self.deferred[core].append(store)
-            return computes
-        return [*computes, store()]
-
-    def flush_stores(self, core: int) -> None:
-        """Emit the output DMAs held back for software pipelining."""
-        for store in self.deferred.pop(core, []):
-            self.flushed[core].append(store())
-
-    def load_dpu_consts(self, core: int, layer: LayerPlan, deps: set[int]) -> set[int]:
-        """Bring the layer's DPU constants (bias, scales, operands) into L1 once per frame."""
-        stage = self.tile_buffer("dconst", layer, core)
-        if stage is None:
-            return set()
-        key = (core, layer.name)
-        if key in self.dconst_loaded:
-            return set(self.dconst_steps[key])
-        self.dconst_loaded.add(key)
-        sids: set[int] = set()
-        offset = 0
-        for c in layer.consts:
-            if c.kind is not ConstKind.DPU_CONST:
-                continue
-            buf = self.plan.buffers[f"const:{c.name}"]
-            if buf.pool is Pool.L1:
-                continue
-            unit = self.wt_dma
-            sids.add(
-                self.dma(
-                    core,
-                    unit,
-                    (buf.pool, buf.addr),
-                    (Pool.L1, stage.addr + offset),
-                    c.size_bytes,
-                    layer=layer.name,
-                    tile=0,
-                    deps=set(self.slot_user[(stage.name, 0)]) | set(self.fence[core]),
-                    touches=(buf.name, stage.name),
-                )
-            )
-            offset += c.size_bytes
-        self.dconst_steps[key] = sids
-        return sids
-
-    def emit_mvm(
-        self,
-        core: int,
-        layer: LayerPlan,
-        part: int,
-        rows: int,
-        tile_no: int,
-        in_addr: int,
-        out_addr: int,
-        deps: set[int],
-    ) -> list[int]:
-        geo = layer.geometry
-        t = self.tiling_of(layer)
-        psum = self.tile_buffer("psum", layer, core)
-        computes = []
-        offset = 0
-        tiled = t.tiles > 1
-        for tile_map, oi in self.tile_maps(layer, part):
-            pinned: set[int] = set()
-            vectors = rows * math.ceil(geo.out_w / tile_map.icr)
-            for b, blk in enumerate(tile_map.blocks):
-                key = (layer.name, oi, b)
-                s, wdeps = self.ensure_weights(
-                    core, layer, key, blk, offset, tile_no, pinned, deps, tiled
-                )
-                pinned.add(s)
-                offset += blk.weight_bytes
-                last_row = blk.row_block == tile_map.row_blocks - 1
-                post = PostOp.REQUANT_LUT if layer.lut.value != "none" else PostOp.REQUANT
-                target = out_addr if last_row or psum is None else psum.addr
-                sid = self.add(
-                    core,
-                    Unit.MVM,
-                    Mvm,
-                    dict(
-                        weight_set=s,
-                        in_addr=in_addr,
-                        out_addr=target,
-                        vectors=max(1, vectors),
-                        rows_used=blk.rows_used,
-                        cols_used=blk.cols_used,
-                        icr=tile_map.icr,
-                        accumulate=int(blk.row_block > 0),
-                        post=post if last_row else PostOp.NONE,
-                        lut=layer.lut,
-                    ),
-                    layer=layer.name,
-                    tile=tile_no,
-                    deps=deps | wdeps,
-                )
-                self.weights[core].last_user[s] = sid
-                self.last_mvm[core] = sid
-                computes.append(sid)
-        return computes
-
-    def emit_dwpu(
-        self,
-        core: int,
-        layer: LayerPlan,
-        part: int,
-        parts: int,
-        split: Split,
-        rows: int,
-        in_rows: int,
-        tile_no: int,
-        in_addr: int,
-        out_addr: int,
-        deps: set[int],
-    ) -> int:
-        geo = layer.geometry
-        channels = geo.cout
-        if split is Split.CHANNELS:
-            lo, hi = part_range(geo.cout, parts, part)
-            channels = hi - lo
-        wdeps: set[int] = set()
-        if layer.weight_bytes:
-            wdeps = self.dwpu_weights(core, layer, deps)
-        fields = dict(
-            kind=layer.dwpu_kind,
-            in_addr=in_addr,
-            out_addr=out_addr,
-            channels=max(1, channels),
-            h=max(1, in_rows),
-            w=geo.in_w,
-            out_h=rows,
-            out_w=geo.out_w,
-            kh=geo.kh,
-            kw=geo.kw,
-            stride=geo.stride_h,
-            lut=layer.lut,
-        )
-        return self.add(
-            core,
-            Unit.DWPU,
-            DwpuOp,
-            fields,
-            layer=layer.name,
-            tile=tile_no,
-            deps=deps | wdeps,
-        )
-
-    def dwpu_weights(self, core: int, layer: LayerPlan, deps: set[int]) -> set[int]:
-        key = (core, "dw:" + layer.name)
-        if key in self.dconst_loaded:
-            return set(self.dconst_steps[key])
-        self.dconst_loaded.add(key)
-        wname = next(c.name for c in layer.consts if c.kind is ConstKind.WEIGHT)
-        wbuf = self.plan.buffers[f"const:{wname}"]
-        stage = self.tile_buffer("wstage", layer, core)
-        if wbuf.pool is Pool.L1 or stage is None:
-            self.dconst_steps[key] = set()
-            return set()
-        sid = self.dma(
-            core,
-            self.wt_dma,
-            (wbuf.pool, wbuf.addr),
-            (Pool.L1, stage.addr),
-            wbuf.size_bytes,
-            layer=layer.name,
-            tile=0,
-            deps=set(self.fence[core]) | (set() if self.cfg.group_ifdw_tasks else deps),
-            touches=(wbuf.name, stage.name),
-        )
-        self.dconst_steps[key] = {sid}
-        return {sid}
-
-    def emit_dpu(
-        self,
-        core: int,
-        layer: LayerPlan,
-        parts: int,
-        h_tiles: int,
-        tile_no: int,
-        in_addrs: list[int],
-        out_addr: int,
-        deps: set[int],
-    ) -> int:
-        elements = max(1, math.ceil(layer.elements / (h_tiles * parts)))
-        fields = dict(
-            kind=layer.dpu_kind or DpuKind.COPY,
-            in_addr0=in_addrs[0] if in_addrs else 0,
-            in_addr1=in_addrs[1] if len(in_addrs) > 1 else 0,
-            out_addr=out_addr,
-            elements=elements,
-            operands=max(1, min(2, len(in_addrs))),
-            lut=layer.lut,
-        )
-        return self.add(
-            core,
-            Unit.DPU,
-            DpuOp,
-            fields,
-            layer=layer.name,
-            tile=tile_no,
-            deps=deps,
-        )
-
+    # -- layout layers ---------------------------------------------------------------------
     def emit_dma_layer(self, core: int, layer: LayerPlan, deps: set[int]) -> list[int]:
-        """Concat/Split/Slice/Transpose/Pad: copies between the tensors' buffers."""
-        sids = []
+        """Concat/Split/Slice/Transpose/Pad (and a reshape that reorders bytes): the copies
+        `layout_dma.copy_plan` found, between the tensors' buffers; padding comes from the
+        layer's fill bytes in the constants image."""
+        consts = self.consts_of(layer)
+        if consts.incomplete:
+            self.mark_incomplete(layer, consts.incomplete)
         key = self.copy_key(core)
-        ins = [(t, self.buffer(t, core)) for t in layer.inputs]
-        outs = [(t, self.buffer(t, core)) for t in layer.outputs]
+        ins = [self.buffer(t, core) for t in layer.inputs]
         producers = set(deps)
-        for t, _ in ins:
+        for t in layer.inputs:
             producers |= set(self.produced.get((key, t), ()))
-        if len(ins) >= len(outs):  # concat-like: each input lands at its offset
-            dst_t, dst = outs[0]
-            offset = 0
-            for t, src in ins:
-                n = min(self.g.tensor(t).size, dst.size_bytes - offset)
-                sids.append(
-                    self.dma(
-                        core,
-                        self.act_dma,
-                        (src.pool, src.addr),
-                        (dst.pool, dst.addr + offset),
-                        max(1, n),
-                        layer=layer.name,
-                        tile=0,
-                        deps=producers,
-                        touches=(src.name, dst.name),
-                    )
-                )
-                offset = min(dst.size_bytes - 1, offset + max(0, n))
-            self.produced[(key, dst_t)] += sids
-        else:  # split-like: each output comes from its offset
-            _, src = ins[0]
-            offset = 0
-            for t, dst in outs:
-                n = self.g.tensor(t).size
+        fill = self.plan.buffers.get(const_buffer("operand", layer.name))
+        sids: list[int] = []
+        if not consts.copies:  # no copy plan: each output copied whole (timed only)
+            for out in layer.outputs:
+                dst = self.buffer(out, core)
+                sid = self.dma(
+                    core, self.act_dma, (ins[0].pool, ins[0].addr), (dst.pool, dst.addr),
+                    activation_bytes(self.g, out), layer=layer.name, tile=0, deps=producers,
+                    touches=(ins[0].name, dst.name),
+                )  # fmt: skip
+                self.produced[(key, out)].append(sid)
+                sids.append(sid)
+            return sids
+        for k, copies in consts.copies:
+            out = layer.outputs[k]
+            dst = self.buffer(out, core)
+            e = self.elem(out)
+            mine = []
+            for c in copies:
+                if c.src < 0:
+                    assert fill is not None, f"{layer.name}: no fill bytes"
+                    src_buf, src_addr = fill, fill.addr + c.src_off * e
+                else:
+                    src_buf = ins[c.src]
+                    src_addr = src_buf.addr + c.src_off * e
                 sid = self.dma(
                     core,
                     self.act_dma,
-                    (src.pool, src.addr + offset),
-                    (dst.pool, dst.addr),
-                    max(1, n),
+                    (src_buf.pool, src_addr),
+                    (dst.pool, dst.addr + c.dst_off * e),
+                    c.planes * c.rows * c.run * e,
                     layer=layer.name,
                     tile=0,
                     deps=producers,
-                    touches=(src.name, dst.name),
+                    touches=(src_buf.name, dst.name),
+                    rows=c.rows,
+                    src_stride=c.src_row_stride * e,
+                    dst_stride=c.dst_row_stride * e,
+                    planes=c.planes,
+                    src_plane_stride=c.src_plane_stride * e,
+                    dst_plane_stride=c.dst_plane_stride * e,
                 )
-                self.produced[(key, t)].append(sid)
-                sids.append(sid)
-                offset = min(src.size_bytes - 1, offset + n)
+                mine.append(sid)
+            self.produced[(key, out)] += mine
+            sids += mine
         return sids
 
     # -- the frame -------------------------------------------------------------------------
@@ -877,7 +577,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
                         direction=Dir.H2D,
                         pool=buf.pool,
                         addr=buf.addr,
-                        bytes=self.g.tensor(name).size,
+                        bytes=activation_bytes(self.g, name),
                     ),
                     layer="input",
                     touches=(buf.name,),
@@ -910,7 +610,7 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
                         direction=Dir.D2H,
                         pool=buf.pool,
                         addr=buf.addr,
-                        bytes=self.g.tensor(name).size,
+                        bytes=activation_bytes(self.g, name),
                     ),
                     layer="output",
                     deps=set(self.produced.get((self.copy_key(core), name), ())),
@@ -932,10 +632,16 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
             ):
                 emitted = self.emit_dma_layer(core, first_layer, prologue)
         else:
-            for hi in range(g.h_tiles):
-                for li in g.layers:
-                    layer = self.layers[li]
-                    emitted += self.emit_layer_tile(li, layer, core, hi, hi, prologue)
+            part, parts, split = self.part_of(g.layers[-1], core)
+            if self.layout.cooperative and split is Split.NONE and core != 0:
+                parts = 0  # too small to split: core 0 runs it alone
+            elif split is not Split.ROWS:
+                part, parts = 0, 1  # channels are split inside the layer
+            layers = [self.layers[li] for li in g.layers]
+            for hi in range(g.h_tiles if parts else 0):
+                rows = group_rows(layers, hi, g.h_tiles, part, parts)
+                for li, layer, span in zip(g.layers, layers, rows, strict=True):
+                    emitted += self.emit_layer_tile(li, layer, core, hi, span, prologue)
                 prologue = set()
             self.flush_stores(core)
             emitted += self.flushed.pop(core, [])
@@ -964,9 +670,12 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
 
     # -- tokens --------------------------------------------------------------------------
     def add_memory_war(self) -> None:
-        """A buffer that reuses the address range of an earlier, dead buffer on the same
-        core is written only after the earlier one's last accesses."""
+        """A buffer that reuses the address range of an earlier, dead buffer is accessed
+        only after the earlier one's last accesses: by the same core in L2/DDR (each core's
+        copies follow its own frame), by any core in one core's L1 (a batch's weight fetch
+        multicasts into every core's L1)."""
         for st in self.plan.pools.values():
+            any_core = st.pool is Pool.L1
             bufs = sorted(st.placed, key=lambda b: b.addr)
             for i, a in enumerate(bufs):
                 a_acc = [
@@ -983,7 +692,9 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
                         if step.phase is not Phase.FRAME:
                             continue
                         same_core = [
-                            x for x in a_acc if self.steps[x].core == step.core and x < sid
+                            x
+                            for x in a_acc
+                            if x < sid and (any_core or self.steps[x].core == step.core)
                         ]
                         if same_core:
                             step.deps.add(max(same_core, key=lambda x: x))
@@ -1008,7 +719,9 @@ class ScheduleBuilder(RuntimeMvmMixin, TokenMixin):
         self.emit_frame()
         self.add_memory_war()
         self.anchor_frames()
-        return self.tokens(self.order())
+        schedule = self.tokens(self.order())
+        schedule.incomplete = dict(self.incomplete)
+        return schedule
 
     def anchor_frames(self) -> None:
         """Tie every FRAME step that depends on nothing to its core's first FRAME step (the
@@ -1029,16 +742,20 @@ def build_schedule(
     tilings: Sequence[Tiling],
     groups: Sequence[FusionGroup],
     mappings: Sequence[LayerMapping | None],
+    constants: Sequence[LayerConstants],
     plan: MemPlan,
     graph: Any,
     config: Any,
     arch: Arch,
     layout: CoreLayout | None = None,
+    program: Any = None,
 ) -> Schedule:
-    """Per-core tasks with tokens for a tiled, mapped, memory-planned layer list."""
+    """Per-core tasks with tokens for a tiled, mapped, packed, memory-planned layer list
+    (``program``: the integer program, for zero points)."""
     builder = ScheduleBuilder(
-        layers, tilings, groups, mappings, plan, graph, config, arch, layout or CoreLayout()
-    )
+        layers, tilings, groups, mappings, constants, plan, graph, config, arch,
+        layout or CoreLayout(), program,
+    )  # fmt: skip
     return builder.run()
 
 

@@ -27,8 +27,14 @@ from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.base.errors import TilingError
-from aipusim.compiler.backend.imc import ImcOptions, map_layer
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime, memory_rows
+from aipusim.compiler.backend.regions import (
+    max_tile_rows,
+    out_rows,
+    runtime_shared,
+    splittable_rows,
+)
 
 #: Bytes of one int32 partial sum.
 PSUM_BYTES = 4
@@ -47,6 +53,7 @@ class Tiling:
     weight_stage_bytes: int
     group: int  # fusion group index
     block_bytes: int = 0  # largest IMC weight block of one channel tile (MVM)
+    out_rows: int = 0  # the most output rows one tile computes (halo rows included)
     fused_input: bool = False  # input is an intermediate of the group (L1 tile only)
     fused_output: bool = False  # output is an intermediate of the group
 
@@ -88,20 +95,10 @@ class _Cfg:
     l1_constraint: int | None = None
 
 
-def _rows_in(out_rows: int, stride: int, k: int, limit: int) -> int:
-    return min(limit, (out_rows - 1) * stride + k)
-
-
-def _splittable_h(layer: LayerPlan) -> bool:
-    """Layers whose outputs rows depend on a window of input rows."""
-    if layer.unit is LayerUnit.MVM or layer.unit is LayerUnit.DWPU:
-        geo = layer.geometry
-        return geo is not None and geo.out_h > 1 and layer.dwpu_kind != "globalpool"
-    return layer.unit is LayerUnit.DPU and layer.dpu_kind not in ("softmax", "reduce")
-
-
-def _out_h(layer: LayerPlan) -> int:
-    return layer.geometry.out_h if layer.geometry else layer.rows
+def psum_bytes(rows: int, out_w: int, mapping: ImcMapping) -> int:
+    """Bytes of the int32 partial sums of ``rows`` output rows: every vector of the rows
+    (``ceil(out_w / icr)`` per row) times the widest block's columns (ICR copies too)."""
+    return PSUM_BYTES * rows * math.ceil(out_w / mapping.icr) * mapping.cols_used_max
 
 
 @dataclass(frozen=True)
@@ -139,24 +136,32 @@ class Tiler:
 
     # -- one layer ---------------------------------------------------------------------
     def working_set(
-        self, layer: LayerPlan, h: int, oc: int, out_rows_needed: int | None = None
+        self,
+        layer: LayerPlan,
+        h: int,
+        oc: int,
+        rows: tuple[int, int] | None = None,
     ) -> Tiling:
+        """The tiling of ``layer`` cut in ``h`` row tiles and ``oc`` channel tiles;
+        ``rows``: the most output and input rows one tile has (default: the layer's own
+        row tiles, `regions.max_tile_rows`; a fusion group passes its halo rows)."""
         pipelined = (h > 1 and self.cfg.pipeline_spatial_tiles) or (
             oc > 1 and self.cfg.pipeline_channel_tiles
         )
         slots = 2 if pipelined else 1
+        if rows is None:
+            outs, ins = max_tile_rows([layer], h)
+            rows = (outs[0], ins[0])
+        rows_out, rows_in = rows
         geo = layer.geometry
+        out_total = out_rows(layer)
+        out_row_bytes = -(-sum(layer.out_bytes) // max(1, out_total))
         if geo is not None:
-            th = math.ceil(geo.out_h / h)
-            rows = th if out_rows_needed is None else out_rows_needed
-            out_tile = math.ceil(geo.cout / oc) * rows * geo.out_w
-            rin = _rows_in(rows, geo.stride_h, geo.kh, geo.in_h)
-            in_tiles = tuple(
-                max(1, b * rin // max(1, geo.in_h)) if geo.in_h > 1 else b for b in layer.in_bytes
-            )
+            c_t = math.ceil(geo.cout / oc)
+            out_tile = -(-rows_out * out_row_bytes * c_t // max(1, geo.cout))
         else:
-            out_tile = math.ceil(sum(layer.out_bytes) / h)
-            in_tiles = tuple(math.ceil(b / h) for b in layer.in_bytes)
+            out_tile = rows_out * out_row_bytes
+        in_tiles = tuple(self.in_tile(layer, k, rows_in, oc) for k in range(len(layer.in_bytes)))
         psum = 0
         stage = 0
         block = 0
@@ -166,12 +171,35 @@ class Tiler:
             sub = replace(geo, cout=math.ceil(geo.cout / oc))
             tile_map = map_layer(sub, self.arch, self.imc_opts, first_layer=layer.is_first)
             if tile_map.row_blocks > 1:
-                psum = PSUM_BYTES * out_tile
+                psum = psum_bytes(rows_out, geo.out_w, tile_map)
             block = max(b.weight_bytes for b in tile_map.blocks)
             # run-time weights load from the input tile itself: nothing to stage
             if not self.cfg.ignore_weight_buffers and not is_runtime(layer):
                 stage = block * (2 if self.double_buffer_weights else 1)
-        return Tiling(h, oc, slots, in_tiles, out_tile, psum, stage, group=-1, block_bytes=block)
+        return Tiling(
+            h, oc, slots, in_tiles, out_tile, psum, stage, group=-1, block_bytes=block,
+            out_rows=rows_out,
+        )  # fmt: skip
+
+    def in_tile(self, layer: LayerPlan, k: int, rows_in: int, oc: int) -> int:
+        """Bytes of one tile of input ``k``: its rows the tile reads (a depthwise layer's
+        channel tile reads its channels only); an operand broadcast over the output (not
+        cut in rows) whole."""
+        size = layer.in_bytes[k]
+        name = layer.inputs[k]
+        geo = layer.geometry
+        if is_runtime(layer):  # rows are heads
+            if runtime_shared(layer, k, size):
+                return size
+            return -(-size // max(1, geo.in_h)) * rows_in
+        total = geo.src_rows if geo is not None else memory_rows(self.graph.shape(name))
+        if geo is None and total != layer.rows:
+            return size  # a broadcast operand: every tile reads all of it
+        row_bytes = -(-size // max(1, total))
+        nbytes = min(size, rows_in * row_bytes)
+        if layer.unit is LayerUnit.DWPU and oc > 1:
+            nbytes = -(-nbytes * math.ceil(geo.cout / oc) // max(1, geo.cout))
+        return max(1, nbytes)
 
     def tile_layer(self, index: int) -> Tiling:
         """The first tiling that fits: rows are split while the row-dependent part of the
@@ -180,9 +208,9 @@ class Tiler:
         layer = self.layers[index]
         if layer.unit in (LayerUnit.ALIAS, LayerUnit.DMA):
             return Tiling(1, 1, 1, (), 0, 0, 0, group=-1)
-        out_h = _out_h(layer)
+        out_h = out_rows(layer)
         cout = layer.geometry.cout if layer.geometry else 1
-        h_ok = _splittable_h(layer)
+        h_ok = splittable_rows(layer)
         # (run-time weights are cut by heads only: each head's operand loads whole)
         oc_ok = layer.unit in (LayerUnit.MVM, LayerUnit.DWPU) and cout > 1 and not is_runtime(layer)
         forced = self.cfg.force_h_tiling is not None or self.cfg.force_oc_tiling is not None
@@ -227,7 +255,7 @@ class Tiler:
         fusable = (LayerUnit.MVM, LayerUnit.DWPU, LayerUnit.DPU)
         if a.unit not in fusable or b.unit not in fusable:
             return None
-        if not (_splittable_h(a) and _splittable_h(b)):
+        if not (splittable_rows(a) and splittable_rows(b)):
             return None
         if i in self.at_least or i + 1 in self.at_least:
             return None
@@ -238,7 +266,7 @@ class Tiler:
     def group_tiling(self, idxs: list[int]) -> list[Tiling] | None:
         """Common H tiling of a fusion group, or None when no candidate fits."""
         last = self.layers[idxs[-1]]
-        out_h = _out_h(last)
+        out_h = out_rows(last)
         h = 1
         for attempt in range(self.cfg.max_tiling_attempts):
             del attempt
@@ -251,20 +279,17 @@ class Tiler:
         return None
 
     def _group_at(self, idxs: list[int], h: int) -> list[Tiling]:
-        rows = math.ceil(_out_h(self.layers[idxs[-1]]) / h)
-        needed = [0] * len(idxs)
-        for k in range(len(idxs) - 1, -1, -1):
-            layer = self.layers[idxs[k]]
-            needed[k] = min(_out_h(layer), rows)
-            geo = layer.geometry
-            rows = _rows_in(rows, geo.stride_h, geo.kh, geo.in_h) if geo else rows
+        layers = [self.layers[i] for i in idxs]
+        outs, ins = max_tile_rows(layers, h)
         out = []
         for k, i in enumerate(idxs):
-            t = self.working_set(self.layers[i], h, 1, out_rows_needed=needed[k])
+            t = self.working_set(self.layers[i], h, 1, rows=(outs[k], ins[k]))
             fused_in, fused_out = k > 0, k < len(idxs) - 1
             # a fused input is the previous layer's output tile: count it once (there)
-            ins = () if fused_in else t.in_tile_bytes
-            out.append(replace(t, in_tile_bytes=ins, fused_input=fused_in, fused_output=fused_out))
+            ins_k = () if fused_in else t.in_tile_bytes
+            out.append(
+                replace(t, in_tile_bytes=ins_k, fused_input=fused_in, fused_output=fused_out)
+            )
         return out
 
     def run(self) -> TilePlan:

@@ -60,6 +60,9 @@ class Schedule:
     resident_weights: bool
     local_tokens_used: dict[int, int]
     global_tokens_used: int
+    #: Layers whose tasks do not describe all their data yet (layer -> why): timed, but
+    #: not executed bit-exactly by the functional simulator.
+    incomplete: dict[str, str] = field(default_factory=dict)
 
     def task_count(self) -> int:
         return sum(len(t) for t in self.tasks.values())

@@ -24,6 +24,7 @@ import tomli_w
 import yaml
 
 from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import write_text
 from aipusim.compiler.config.compiler_config import CompilerConfig, canonical_name
 
 #: File suffixes a config can be read from / written to.
@@ -180,10 +181,7 @@ def save_config(config: CompilerConfig, path: str | Path, *, only_changed: bool 
         text = dumps_toml(config, only_changed=only_changed)
     else:
         raise ConfigError(f"config file {path} must end in .json or .toml, not {suffix}")
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write config file {path}: {exc.strerror}") from None
+    write_text(path, text)
 
 
 __all__ = [

@@ -37,6 +37,7 @@ from aipusim.compiler.ir import (
     AIPU_OPS,
     BINARY_OPS,
     DATA_DEPENDENT_OPS,
+    INTERNAL_DOMAIN,
     LAYOUT_OPS,
     Graph,
     Node,
@@ -74,7 +75,9 @@ def _nonconst_inputs(graph: Graph, node: Node) -> list[str]:
 
 
 def _host_suited(graph: Graph, node: Node) -> bool:
-    if node.op not in AIPU_OPS or node.domain:
+    # (the compiler's own ops, such as a fused Gelu, run on the AIPU: the host graphs are
+    # plain ONNX)
+    if node.op not in AIPU_OPS or node.domain not in ("", INTERNAL_DOMAIN):
         return True
     if node.op in _TAIL_OPS:
         return True

@@ -16,6 +16,10 @@ MatMul's weight input. One-operand equations that only permute become a Transpos
 else (a diagonal ``ii->i``, a sum over a letter of one operand, three operands) is left as it
 is, and `einsum_form` says why, which `validate_operators` reports.
 
+A MatMul whose first operand is a 2-D constant (``W @ x``, e.g. ``torch.matmul(W, x)``) is
+the same problem: it is rewritten as the equation ``ik,...kj->...ij``, so that x comes first
+and W (transposed at compile time) is the MVM's weight.
+
 >>> einsum_form("bhqd,bhkd->bhqk", [(1, 2, 5, 8), (1, 2, 7, 8)]).contracted
 ('d',)
 >>> einsum_form("ii->i", [(3, 3)]).reason
@@ -193,14 +197,45 @@ class _Rewriter:
         self.ed.replace(maker, maker.with_(outputs=outs))
 
 
+#: Letters for the batch dims of a constant-first MatMul's second operand (not i, j, k).
+_BATCH_LETTERS = "abcdefghlmnopqrstuvwxyz"
+
+
+def constant_first_equation(graph: Graph, node: Node) -> str | None:
+    """The equation of ``MatMul(W, x)`` with a 2-D constant W and a computed x of rank >= 2
+    (``ik,kj->ij``, ``ik,akj->aij``, ...), or None for any other node.
+
+    >>> from aipusim.compiler.ir import Tensor
+    >>> g = Graph("g", (Node("mm", Op.MATMUL, ("w", "x"), ("y",)),),
+    ...           {"w": Tensor("w", (4, 8)), "x": Tensor("x", (2, 8, 5)),
+    ...            "y": Tensor("y", (2, 4, 5))}, {"w": np.ones((4, 8), np.float32)},
+    ...           ("x",), ("y",))
+    >>> constant_first_equation(g, g.nodes[0])
+    'ik,akj->aij'
+    """
+    if node.op is not Op.MATMUL or len(node.inputs) != 2:
+        return None
+    w, x = node.inputs
+    if not graph.is_constant(w) or graph.is_constant(x):
+        return None
+    rank = len(graph.shape(x))
+    if len(graph.shape(w)) != 2 or not 2 <= rank <= len(_BATCH_LETTERS) + 2:
+        return None
+    batch = _BATCH_LETTERS[: rank - 2]
+    return f"ik,{batch}kj->{batch}ij"
+
+
 def einsum_to_matmul(graph: Graph, ctx: PassContext | None) -> Graph:
-    """Rewrite every matmul-form Einsum (see the module docstring); others stay."""
+    """Rewrite every matmul-form Einsum and constant-first MatMul (see the module
+    docstring); others stay."""
     todo = []
     for node in graph.nodes:
         if node.op is Op.EINSUM:
-            form = einsum_form(
-                str(node.attr("equation", "")), [graph.shape(i) for i in node.inputs]
-            )
+            equation: str | None = str(node.attr("equation", ""))
+        else:
+            equation = constant_first_equation(graph, node)
+        if equation is not None:
+            form = einsum_form(equation, [graph.shape(i) for i in node.inputs])
             if form.ok:
                 todo.append((node, form))
     if not todo:
@@ -209,8 +244,11 @@ def einsum_to_matmul(graph: Graph, ctx: PassContext | None) -> Graph:
     for node, form in todo:
         _Rewriter(graph, ed, node).run(form)
     if ctx is not None:
-        ctx.log.info("rewrite_einsum: %d Einsum node(s) -> MatMul/Transpose", len(todo))
+        ctx.log.info(
+            "rewrite_einsum: %d Einsum / constant-first MatMul node(s) -> MatMul/Transpose",
+            len(todo),
+        )
     return ed.build()
 
 
-__all__ = ["EinsumForm", "einsum_form", "einsum_to_matmul"]
+__all__ = ["EinsumForm", "constant_first_equation", "einsum_form", "einsum_to_matmul"]

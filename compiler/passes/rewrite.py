@@ -14,17 +14,67 @@
 New tensors inherit the quantization of the tensor they stand for (`Tensor.quant`): a
 padded tensor that of its source, a reshaped one that of the original, partial sums that of
 the concat output.
+
+Handed a `QuantizedGraph` (after quantization), each rewrite keeps its integer program: the
+new and changed nodes get the `QStep` that computes what the old ones did, so the int8
+reference of the rewritten program is what the AIPU must compute. `dense_to_conv2d`,
+`concat_to_resadd` and `pword_padding` are exact in integers (the same int8 outputs);
+`mac_around_lut` folds float Mul/Add steps into one table, which rounds once instead of at
+every step (the float function is the same).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from aipusim.compiler.ir import LUT_OPS, Graph, GraphEditor, Node, Op, QuantParams
+from aipusim.compiler.ir import (
+    LUT_OPS,
+    SOURCE_OP_ATTR,
+    Graph,
+    GraphEditor,
+    Node,
+    Op,
+    QuantParams,
+)
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.passes.util import const_operand, scalar_value, sole_consumer
+from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, lut_step
+
+#: A node's integer program by node name (None: the graph is not quantized).
+Steps = dict[str, QStep] | None
+_Rewrite = Callable[[Graph, PassContext | None, Steps], Graph]
+
+
+def _keeping_program(fn: _Rewrite) -> Callable[[Any, PassContext | None], Any]:
+    """The pass form of a rewrite: a `Graph` gives a `Graph`; a `QuantizedGraph` gives one
+    whose steps cover the rewritten nodes (every node must have one)."""
+
+    def rewrite(ir: Any, ctx: PassContext | None) -> Any:
+        if not isinstance(ir, QuantizedGraph):
+            return fn(ir, ctx, None)
+        steps = dict(ir.steps)
+        graph = fn(ir.graph, ctx, steps)
+        if graph is ir.graph:
+            return ir
+        missing = [n.name for n in graph.nodes if n.name not in steps]
+        assert not missing, f"{fn.__name__} left nodes without an integer program: {missing}"
+        kept = {n.name: steps[n.name] for n in graph.nodes}
+        return dataclasses.replace(ir, graph=graph, steps=kept)
+
+    rewrite.__name__ = fn.__name__.lstrip("_")
+    rewrite.__doc__ = fn.__doc__
+    return rewrite
+
+
+def _zero_point(q: QuantParams | None) -> int:
+    """The integer that reads as real 0 (per-tensor parameters; 0 otherwise)."""
+    if q is None or q.per_channel:
+        return 0
+    return int(q.zero_point.reshape(-1)[0])
 
 
 def _quant_on_axis(q: QuantParams | None, axis: int) -> QuantParams | None:
@@ -74,7 +124,7 @@ def _dense_weights(graph: Graph, node: Node) -> tuple[np.ndarray, np.ndarray | N
     return wm, bias
 
 
-def dense_to_conv2d(graph: Graph, ctx: PassContext | None) -> Graph:
+def _dense_to_conv2d(graph: Graph, ctx: PassContext | None, steps: Steps) -> Graph:
     """Canonicalise Gemm/MatMul with constant 2-D weights to 1x1 convolutions."""
     ed = graph.edit()
     changed = False
@@ -119,16 +169,26 @@ def dense_to_conv2d(graph: Graph, ctx: PassContext | None) -> Graph:
             inputs.append(ed.add_constant(f"{node.name}/bias", bias))
         ed.remove(node)
         ed.add(Node(f"{node.name}/reshape_in", Op.RESHAPE, (x.name, s_in), (x4,)))
-        ed.add(Node(node.name, Op.CONV, tuple(inputs), (y4,), {"kernel_shape": (1, 1)}))
+        # the layer is still the model's Gemm/MatMul to whoever reads a report or a trace
+        attrs = {"kernel_shape": (1, 1), SOURCE_OP_ATTR: node.op_type}
+        ed.add(Node(node.name, Op.CONV, tuple(inputs), (y4,), attrs))
         ed.add(Node(f"{node.name}/reshape_out", Op.RESHAPE, (y4, s_out), (out_name,)))
+        if steps is not None:
+            # the same sums of the same int8 weights, laid out [M, K, 1, 1]
+            old = steps[node.name]
+            steps[node.name] = QStep("mac", {**old.params, "weight": w4, "weight_axis": 0})
+            steps[f"{node.name}/reshape_in"] = steps[f"{node.name}/reshape_out"] = QStep("share")
         changed = True
     return ed.build() if changed else graph
+
+
+dense_to_conv2d = _keeping_program(_dense_to_conv2d)
 
 
 # ----------------------------------------------------------------------------- concat
 
 
-def concat_to_resadd(graph: Graph, ctx: PassContext | None) -> Graph:
+def _concat_to_resadd(graph: Graph, ctx: PassContext | None, steps: Steps) -> Graph:
     """Channel Concat -> zero-pad each input to the full width and add them up."""
     ed = graph.edit()
     changed = False
@@ -167,6 +227,10 @@ def concat_to_resadd(graph: Graph, ctx: PassContext | None) -> Graph:
                         {"mode": "constant"},
                     )
                 )
+                if steps is not None:
+                    steps[f"{node.name}/pad{i}"] = QStep(
+                        "share", {"pad_value": np.int64(_zero_point(q))}
+                    )
                 padded.append(p)
             offset += c
         ed.remove(node)
@@ -178,16 +242,33 @@ def concat_to_resadd(graph: Graph, ctx: PassContext | None) -> Graph:
                 if last
                 else ed.new_tensor(f"{node.name}/sum{i}", out.shape, out.dtype, out.quant)
             )
-            ed.add(Node(node.name if last else f"{node.name}/add{i}", Op.ADD, (acc, p), (s,)))
+            name = node.name if last else f"{node.name}/add{i}"
+            ed.add(Node(name, Op.ADD, (acc, p), (s,)))
+            if steps is not None:
+                steps[name] = _partial_sum_step(steps[node.name], i)
             acc = s
         changed = True
     return ed.build() if changed else graph
 
 
+def _partial_sum_step(concat: QStep, i: int) -> QStep:
+    """The rescale of the ``i``-th Add of a Concat's chain. Each channel holds one input's
+    value and zeros (real 0) elsewhere, so every Add rounds exactly what the Concat rounded:
+    the first Add rescales inputs 0 and 1 as the Concat did; a later one takes the running
+    sum, already on the output grid, with the multiplier 2**shift (an exact identity)."""
+    mults = concat.params["mults"]
+    shift = int(concat.params["shift"])
+    first = mults[0] if i == 1 else np.int64(1) << shift
+    return QStep("rescale", {"mults": np.array([first, mults[i]], np.int64), "shift": shift})
+
+
+concat_to_resadd = _keeping_program(_concat_to_resadd)
+
+
 # ----------------------------------------------------------------------------- pword
 
 
-def pword_padding(graph: Graph, ctx: PassContext | None) -> Graph:
+def _pword_padding(graph: Graph, ctx: PassContext | None, steps: Steps) -> Graph:
     """Pad conv input channels (groups=1) with zeros to a multiple of PWORD."""
     if ctx is None:
         raise ValueError("pword_padding needs a PassContext (PWORD comes from the arch)")
@@ -216,6 +297,10 @@ def pword_padding(graph: Graph, ctx: PassContext | None) -> Graph:
                     f"{x.name}/pword_pad", Op.PAD, (x.name, pads_name), (px,), {"mode": "constant"}
                 )
             )
+            if steps is not None:
+                # the padded channels meet zero weights: any value works; real 0 reads best
+                pad_q = np.int64(_zero_point(x.quant))
+                steps[f"{x.name}/pword_pad"] = QStep("share", {"pad_value": pad_q})
             shared[key] = px
         axis = 1 if node.op is Op.CONV else 0
         widths = [(0, 0)] * w.ndim
@@ -223,8 +308,13 @@ def pword_padding(graph: Graph, ctx: PassContext | None) -> Graph:
         w_t = graph.tensor(node.inputs[1])
         w_name = _declare_const(ed, f"{node.inputs[1]}_pword", np.pad(w, widths), w_t.quant)
         ed.replace(node, node.with_(inputs=(shared[key], w_name, *node.inputs[2:])))
+        if steps is not None:
+            steps[node.name] = QStep("mac", {**steps[node.name].params, "weight": w_name})
         changed = True
     return ed.build() if changed else graph
+
+
+pword_padding = _keeping_program(_pword_padding)
 
 
 # ----------------------------------------------------------------------------- LUT
@@ -252,7 +342,7 @@ def _scalar_operand(graph: Graph, node: Node, data: str) -> float | None:
     return value
 
 
-def mac_around_lut(graph: Graph, ctx: PassContext | None) -> Graph:
+def _mac_around_lut(graph: Graph, ctx: PassContext | None, steps: Steps) -> Graph:
     """Absorb scalar multiply-adds around LUT ops into the LUT's affine attributes."""
     ed = graph.edit()
     changed = False
@@ -304,9 +394,16 @@ def mac_around_lut(graph: Graph, ctx: PassContext | None) -> Graph:
             aipu_out_scale=s_out if s_out != 1.0 else None,
             aipu_out_bias=b_out if b_out != 0.0 else None,
         )
-        ed.replace(lut, lut.with_(inputs=(x, *lut.inputs[1:]), outputs=(y,), attrs=new_attrs))
+        new = lut.with_(inputs=(x, *lut.inputs[1:]), outputs=(y,), attrs=new_attrs)
+        ed.replace(lut, new)
+        if steps is not None:
+            # one table of the whole affine-wrapped function, from x's grid to y's
+            steps[lut.name] = lut_step(new, graph, graph.tensor(x).quant, graph.tensor(y).quant)
         changed = True
     return ed.build() if changed else graph
+
+
+mac_around_lut = _keeping_program(_mac_around_lut)
 
 
 __all__ = ["concat_to_resadd", "dense_to_conv2d", "mac_around_lut", "pword_padding"]

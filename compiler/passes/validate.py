@@ -6,6 +6,8 @@ All offenders are collected and named at once (node name, op type, and why), in 
 
 from __future__ import annotations
 
+from typing import Any
+
 from aipusim.base.errors import UnsupportedOperatorError
 from aipusim.compiler.ir import AIPU_OPS, DType, Graph, Node, Op
 from aipusim.compiler.passes.context import PassContext
@@ -58,9 +60,10 @@ def problems(graph: Graph, node: Node) -> str | None:
     return None
 
 
-def validate_operators(graph: Graph, ctx: PassContext | None) -> Graph:
+def validate_operators(ir: Any, ctx: PassContext | None) -> Any:
     """Raise `UnsupportedOperatorError` naming every node no unit can run; else return
-    the graph unchanged."""
+    the IR (a `Graph`, or a quantized graph holding one) unchanged."""
+    graph: Graph = getattr(ir, "graph", ir)
     bad = [(n, why) for n in graph.nodes if (why := problems(graph, n)) is not None]
     if bad:
         listing = "; ".join(f"`{n.name}` ({n.op_type}: {why})" for n, why in bad)
@@ -68,7 +71,7 @@ def validate_operators(graph: Graph, ctx: PassContext | None) -> Graph:
         raise UnsupportedOperatorError(
             f"{len(bad)} operator{plural} of graph `{graph.name}` cannot run on the AIPU: {listing}"
         )
-    return graph
+    return ir
 
 
 __all__ = ["problems", "validate_operators"]

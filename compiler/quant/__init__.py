@@ -261,9 +261,11 @@ def _arch_of(ctx: Any) -> Any:
     return get() if get is not None else None
 
 
-def quantize_pass(graph: Graph, ctx: Any) -> Graph:
-    """Pipeline pass: calibrate + quantize; ``ctx.results["quantize"]`` gets
-    ``{"qgraph", "calibration", "float_graph"}`` for the accuracy report and artifacts."""
+def quantize_pass(graph: Graph, ctx: Any) -> QuantizedGraph:
+    """Pipeline pass: calibrate + quantize. The quantized graph with its integer program
+    goes on down the pipeline; ``ctx.results["quantize"]`` keeps
+    ``{"qgraph", "calibration", "float_graph"}`` (this pass's result, before the rewrites)
+    for the accuracy report and the ``quantized_model/`` artifact."""
     calibration = calibration_for(graph, getattr(ctx, "request", None))
     qgraph = calibrate_and_quantize(graph, ctx.config, calibration, arch=_arch_of(ctx))
     ctx.results["quantize"] = {
@@ -271,7 +273,7 @@ def quantize_pass(graph: Graph, ctx: Any) -> Graph:
         "calibration": calibration,
         "float_graph": graph,
     }
-    return qgraph.graph
+    return qgraph
 
 
 __all__ = [

@@ -9,6 +9,7 @@ below `SQNR_TARGET_DB` gets:
   calibration data, and the best one is named if it does better than the default.
 
 Both go to the accuracy report (``advice``) and, as one line per output, to the compile log.
+Outputs that reach the target get one line too: their SQNR and the weakest tensor.
 
 >>> from aipusim.compiler.ir import Graph, Node, Op, Tensor
 >>> g = Graph("g", (Node("a", Op.RELU, ("x",), ("y",)), Node("b", Op.SIGMOID, ("y",), ("z",))),
@@ -63,6 +64,15 @@ def limiting_layers(
     return found[:count]
 
 
+def _weakest(per_layer: Mapping[str, Any]) -> str:
+    """``; weakest tensor `t` (x dB)`` over the per-layer SQNRs ('' without them)."""
+    values = {k: v for k, v in ((k, _finite(v)) for k, v in per_layer.items()) if v is not None}
+    if not values:
+        return ""
+    name = min(values, key=values.__getitem__)
+    return f"; weakest tensor `{name}` ({values[name]:.1f} dB)"
+
+
 def advise(
     graph: Graph,
     report: dict,
@@ -80,9 +90,18 @@ def advise(
         for name, out in report.get("outputs", {}).items()
         if (_finite(out.get("sqnr_db")) or -math.inf) < SQNR_TARGET_DB
     }
+    per_layer = report.get("per_layer_sqnr_db", {})
+    for name, out in report.get("outputs", {}).items():
+        if name not in low:
+            log.info(
+                "quantization: output `%s` reaches %.1f dB SQNR against fp32 (target %.0f dB)%s",
+                name,
+                float(out["sqnr_db"]),
+                SQNR_TARGET_DB,
+                _weakest(per_layer),
+            )
     if not low:
         return report
-    per_layer = report.get("per_layer_sqnr_db", {})
     tried = {s: dict(try_scheme(s)) for s in schemes if s != scheme}
     advice = {}
     for name, sqnr in low.items():

@@ -129,15 +129,8 @@ def _structure(qg: QuantizedGraph, arrays: _Arrays) -> dict:
     }
 
 
-def write_quantized_model(
-    directory: str | os.PathLike[str], qgraph: QuantizedGraph, report: Mapping[str, Any]
-) -> Path:
-    """Write the ``quantized_model/`` folder (atomically: aside, then renamed into place).
-
-    Returns the manifest path.
-    """
-    target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
+def quantized_model_files(qgraph: QuantizedGraph, report: Mapping[str, Any]) -> dict[str, bytes]:
+    """The files of a ``quantized_model/`` folder, by name, as bytes."""
     arrays = _Arrays()
     structure = _structure(qgraph, arrays)
     buf = io.BytesIO()
@@ -165,14 +158,30 @@ def write_quantized_model(
         "graph": GRAPH_JSON,
         "arrays": {"file": ARRAYS, "sha256": hashlib.sha256(blob).hexdigest()},
     }
+    return {
+        ARRAYS: blob,
+        # compact: with an indent, json falls back to its pure-Python encoder (MBs here)
+        GRAPH_JSON: json.dumps(structure, separators=(",", ":")).encode(),
+        MANIFEST: json.dumps(manifest, indent=2).encode(),
+        DUMP_TXT: text_dump(qgraph).encode(),
+        REPORT: json.dumps(report, indent=2).encode(),
+    }
+
+
+def write_quantized_model(
+    directory: str | os.PathLike[str], qgraph: QuantizedGraph, report: Mapping[str, Any]
+) -> Path:
+    """Write the ``quantized_model/`` folder (atomically: aside, then renamed into place).
+
+    Returns the manifest path.
+    """
+    target = Path(directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    files = quantized_model_files(qgraph, report)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        (tmp / ARRAYS).write_bytes(blob)
-        # compact: with an indent, json falls back to its pure-Python encoder (MBs here)
-        (tmp / GRAPH_JSON).write_text(json.dumps(structure, separators=(",", ":")))
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-        (tmp / DUMP_TXT).write_text(text_dump(qgraph))
-        (tmp / REPORT).write_text(json.dumps(report, indent=2))
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
         swap_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -308,4 +317,10 @@ def _dec_param(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
     return value
 
 
-__all__ = ["MANIFEST", "read_quantized_model", "text_dump", "write_quantized_model"]
+__all__ = [
+    "MANIFEST",
+    "quantized_model_files",
+    "read_quantized_model",
+    "text_dump",
+    "write_quantized_model",
+]

@@ -126,7 +126,12 @@ def _resize(node: Node, graph: Graph, x: list[Array]) -> Array:
 
 def _softmax(node: Node, graph: Graph, x: list[Array]) -> Array:
     axis = int(node.attr("axis", -1))
-    e = np.exp(x[0] - x[0].max(axis=axis, keepdims=True))
+    if node.op is Op.MASKED_SOFTMAX:  # masked entries out of the max and the sum: 0
+        keep = np.broadcast_to(np.asarray(x[1]).astype(bool), x[0].shape)
+        v = np.where(keep, x[0], -np.inf)
+    else:
+        v = x[0]
+    e = np.exp(v - v.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 
 
@@ -183,6 +188,7 @@ _OPS: dict[Op, Callable[[Node, Graph, list[Array]], Array]] = {
     Op.RESIZE: _resize,
     Op.UPSAMPLE: _resize,
     Op.SOFTMAX: _softmax,
+    Op.MASKED_SOFTMAX: _softmax,
     Op.REDUCE_MEAN: _reduce,
     Op.REDUCE_MAX: _reduce,
     Op.REDUCE_SUM: _reduce,

@@ -93,13 +93,15 @@ class OrtFloatSession:
     def run(self, sample: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Tensor name -> float32 value for one calibration sample."""
         feeds = float_inputs(self.graph, sample)
+        out = {t: feeds[t] for t in self._fed}
+        if not self._computed:  # onnxruntime reads no names as "every output"
+            return out
         try:
             values = self._session.run(self._computed, {k: feeds[k] for k in self._inputs})
         except Exception as exc:  # onnxruntime raises its own exception types
             raise QuantizationError(
                 f"graph {self.graph.name} must run in onnxruntime, not fail: {_first_line(exc)}"
             ) from None
-        out = {t: feeds[t] for t in self._fed}
         out.update(zip(self._computed, values, strict=True))
         return out
 

@@ -401,12 +401,33 @@ def _range_bounds(graph: Graph) -> dict[str, tuple[float, float]]:
     a few tenths, and a grid over [0, 1] would spend most of its 256 steps on nothing."""
     out = {}
     for node in graph.nodes:
-        if node.op is Op.SOFTMAX:
+        if node.op in (Op.SOFTMAX, Op.MASKED_SOFTMAX):
             out[node.outputs[0]] = (0.0, 1.0)
     return out
 
 
 # ----------------------------------------------------------------------- the pass
+
+
+_AFFINE_ATTRS = ("aipu_in_scale", "aipu_in_bias", "aipu_out_scale", "aipu_out_bias")
+
+
+def lut_step(node: Node, graph: Graph, qi: QuantParams, qo: QuantParams) -> QStep:
+    """The integer program of a one-input function from grid ``qi`` to grid ``qo``: a clamp
+    in the int8 domain for Relu/Clip between equal grids, else a 256-entry table."""
+    plain = not any(node.attr(k) is not None for k in _AFFINE_ATTRS)
+    if node.op in CLAMP_OPS and plain and (qi is qo or _same(qi, qo)):
+        s, z = qo.scale.astype(np.float64), qo.zero_point.astype(np.int64)
+        lo, hi = (0.0, np.inf) if node.op is Op.RELU else _clip_range(node, graph)
+        with np.errstate(over="ignore", invalid="ignore"):
+            lo_q = np.clip(np.ceil(lo / s - 1e-9) + z, K.QMIN, K.QMAX)
+            hi_q = np.clip(np.floor(hi / s + 1e-9) + z, K.QMIN, K.QMAX)
+        return QStep("clamp", {"lo": lo_q.astype(np.int64), "hi": hi_q.astype(np.int64)})
+    if qi.per_channel or qo.per_channel:
+        raise S.unsupported(node, "a table needs per-tensor parameters on both sides")
+    fn = unary_function(node, graph)
+    si, zi, so, zo = float(qi.scale), int(qi.zero_point), float(qo.scale), int(qo.zero_point)
+    return QStep("lut", {"table": K.build_lut(fn, si, zi, so, zo)})
 
 
 class _Builder:
@@ -608,18 +629,7 @@ class _Builder:
         x, out = node.present_inputs[0], node.outputs[0]
         if self.g.is_constant(x):
             x = node.present_inputs[1]
-        fn = unary_function(node, self.g)
-        qi, qo = self.qp[x], self.qp[out]
-        if (node.op in CLAMP_OPS and qi is qo) or (node.op in CLAMP_OPS and _same(qi, qo)):
-            s, z = qo.scale.astype(np.float64), qo.zero_point.astype(np.int64)
-            lo, hi = (0.0, np.inf) if node.op is Op.RELU else _clip_range(node, self.g)
-            with np.errstate(over="ignore", invalid="ignore"):
-                lo_q = np.clip(np.ceil(lo / s - 1e-9) + z, K.QMIN, K.QMAX)
-                hi_q = np.clip(np.floor(hi / s + 1e-9) + z, K.QMIN, K.QMAX)
-            return QStep("clamp", {"lo": lo_q.astype(np.int64), "hi": hi_q.astype(np.int64)})
-        si, zi = self.scalar(x, node)
-        so, zo = self.scalar(out, node)
-        return QStep("lut", {"table": K.build_lut(fn, si, zi, so, zo)})
+        return lut_step(node, self.g, self.qp[x], self.qp[out])
 
     def rescale(self, node: Node, signs: list[float]) -> QStep:
         ins = node.present_inputs
@@ -725,7 +735,7 @@ class _Builder:
             return self.avg_pool(node)
         if op in (Op.RESIZE, Op.UPSAMPLE):
             return self.resize_linear(node)
-        if op is Op.SOFTMAX:
+        if op in (Op.SOFTMAX, Op.MASKED_SOFTMAX):
             return self.softmax(node)
         raise S.unsupported(node, "the int8 reference has no kernel for it")
 
@@ -818,6 +828,7 @@ __all__ = [
     "QuantizedGraph",
     "calibrate",
     "imc_operands",
+    "lut_step",
     "observe_ranges",
     "quantize_graph",
     "wide_tensors",

@@ -240,8 +240,15 @@ class _Int8Runner:
 
     def softmax(self, node: Node, step: QStep, x: Array) -> Array:
         axis = int(node.attr("axis", -1))
-        d = x.astype(np.int64) - x.max(axis=axis, keepdims=True).astype(np.int64)
+        v = x.astype(np.int64)
+        keep = None
+        if node.op is Op.MASKED_SOFTMAX:  # masked entries: out of the max, exp 0
+            keep = np.broadcast_to(self.qg.graph.const(node.inputs[1]).astype(bool), x.shape)
+            v = np.where(keep, v, K.QMIN)
+        d = v - v.max(axis=axis, keepdims=True)
         e = step.params["exp_table"][d + 255]
+        if keep is not None:
+            e = np.where(keep, e, 0)
         total = e.sum(axis=axis, keepdims=True)
         zo = int(self.qp(node.outputs[0]).zero_point)
         return K.saturate_int8(K.rounding_shift((e * step.params["recip"]) // total, 16) + zo)

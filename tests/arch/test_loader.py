@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
-from aipusim.arch.loader import arch_value
+from aipusim.arch.loader import _numbers, arch_value
+from aipusim.arch.ranges import range_of
 from aipusim.base.errors import ArchError
 
 
@@ -74,14 +75,18 @@ def test_overrides_change_one_field_only() -> None:
             r"and 0.68 V up to 400 MHz",
         ),
         ({"dram.latency_ns": 1}, r"there is no table 'dram'"),
-        ({"l1.size_bytes": "big"}, r"l1.size_bytes must be an integer, not 'big'"),
+        (
+            {"l1.size_bytes": "big"},
+            r"l1.size_bytes must be an integer 1-2\^48 \(bytes\), not 'big'",
+        ),
         ({"l1.reserved_bytes": 5 * 2**20}, r"l1.reserved_bytes must be smaller than l1.size_bytes"),
         ({"mvm.banks": 8}, r"mvm.banks x mvm.bank_cols must equal mvm.cols \(512\), not 8 x 32"),
-        ({"dpu.lanes": 0}, r"dpu.lanes must be > 0, not 0"),
+        ({"dpu.lanes": 0}, r"dpu.lanes must be an integer 1-2\^20 \(count\), not 0"),
         ({"dma.channels_per_core": 3}, r"dma.channels_per_core must be 1 or 2, not 3"),
         ({"clock.default_hz": 900_000_000}, r"clock.default_hz must lie in"),
         ({"l2.size_bytes": 4 * 2**20}, r"l2.size_bytes must exceed l2.reserved_bytes"),
-        ({"ddr.t_rcd_ns": True}, r"ddr.t_rcd_ns must be a number, not True"),
+        ({"ddr.t_rcd_ns": True}, r"ddr.t_rcd_ns must be a number 0-1e6 .*not True"),
+        ({"host_link.bw_gb_s": True}, r"host_link.bw_gb_s must be a number 0.01-10000 .*not True"),
     ],
 )
 def test_bad_values_are_named(override: dict[str, object], message: str) -> None:
@@ -150,6 +155,9 @@ def test_every_inferred_number_has_a_plausible_range_holding_it(raw_text: str) -
     assert inferred == set(ranges), "an (I) number without a range, or a range of no (I) number"
     for key, r in ranges.items():
         assert r.low <= arch_value(arch, key) <= r.high, key
+        # A study moves the number to both ends: each must be a value the loader accepts.
+        valid = range_of(key)
+        assert valid.lo <= r.low and r.high <= valid.hi, key
 
 
 @pytest.mark.parametrize(
@@ -166,3 +174,37 @@ def test_bad_ranges_are_named(tmp_path: Path, raw_text: str, table: str, message
     path.write_text(re.sub(r'\n"l1.latency_cycles" = \[1, 8\]', "", path.read_text()))
     with pytest.raises(ArchError, match=message):
         load_arch(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("host_link.bw_gb_s", float("nan"), "nan"),
+        ("host_link.bw_gb_s", float("inf"), "inf"),
+        ("host_link.bw_gb_s", 0.0, "0"),
+        ("host_link.bw_gb_s", -24.0, "-24"),
+        ("host_link.bw_gb_s", 1e-30, "1e-30"),
+        ("host_link.bw_gb_s", 1e30, "1e+30"),
+        ("mvm.weight_load_bw_bytes_per_cycle", 1e-30, "1e-30"),
+        ("l2.port_bytes_per_cycle", 0, "0"),
+        ("clock.nominal_voltage_v", 50.0, "50"),
+        ("energy.ddr_seq_pj_per_byte", -1.0, "-1"),
+        ("chip.cores", 9, "9"),
+        ("l1.size_bytes", 10**30, str(10**30)),
+    ],
+)
+def test_nonsense_values_are_refused_naming_the_valid_range(
+    key: str, value: object, shown: str
+) -> None:
+    valid = range_of(key)
+    with pytest.raises(ArchError) as err:
+        load_arch(overrides={key: value})
+    message = str(err.value)
+    assert message.startswith(f"{key} must be ") and message.endswith(f", not {shown}")
+    assert f"({valid.unit})" in message
+
+
+def test_every_bundled_value_lies_in_its_range() -> None:
+    for _name, dotted, value in _numbers(load_arch(), ""):
+        valid = range_of(dotted)
+        assert valid.lo <= value <= valid.hi, dotted

@@ -34,7 +34,7 @@ def test_bad_arch_file_is_one_line_exit_2(
     bad.write_text(re.sub(r"(?m)^lanes = \d+", "lanes = -1", text, count=1))
     assert main(["arch", "show", "--arch", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert err == "aipusim: error: dpu.lanes must be > 0, not -1\n"
+    assert err == "aipusim: error: dpu.lanes must be an integer 1-2^20 (count), not -1\n"
 
 
 def test_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

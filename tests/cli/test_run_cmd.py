@@ -41,6 +41,20 @@ def test_run_writes_the_whole_folder(tiny_run: tuple[Path, dict]) -> None:
     report = (out / "report.md").read_text()
     assert "## The ten slowest layers" in report
     assert "![layers](plots/layers.png)" in report
+    # a Gemm lowered to a 1x1 conv is still labelled Gemm; macs are the network's MACs
+    # per layer, array_macs what the arrays ran (padded)
+    import pandas as pd
+
+    layers = pd.read_csv(out / "layers.csv").set_index("layer")
+    assert layers.loc["/fc/Gemm", "op"] == "Gemm"
+    assert layers.loc["/fc/Gemm", "macs"] == 64 * 10  # 64 features -> 10 classes
+    assert layers.loc["/fc/Gemm", "array_macs"] >= 3 * 64 * 10  # 3 frames, padded
+    units = pd.read_csv(out / "units.csv")
+    assert "array_macs" in units.columns and "macs" not in units.columns
+    # no copy of the ONNX model: run.json says which it was
+    assert list(out.rglob("*.onnx")) == []
+    run_json = json.loads((out / "run.json").read_text())
+    assert run_json["input_model"] == {"zoo": "tiny_cnn", "input_size": None}
     # No temporary folder is left beside the output.
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".tiny.")]
 
@@ -93,6 +107,11 @@ def test_rerun_replaces_an_earlier_run_folder(
             ["run", "tiny_cnn", "--set", "aipu_cores_used=5"],
             r"aipu_cores_used must be an integer 1-4, not 5",
         ),
+        (
+            ["run", "tiny_cnn", "--input-shape", "1,3,32,32"],
+            r"--input-shape applies to ONNX files; a zoo model takes --input-size",
+        ),
+        (["run", "tiny_cnn", "--frames", "x"], r"run: Invalid value for '--frames'"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -124,3 +143,48 @@ def test_refuses_an_output_below_a_file(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "afile").write_text("x")
     assert main(["run", "tiny_cnn", "-o", str(tmp_path / "afile" / "out")]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_input_shape_fixes_a_dynamic_onnx_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import onnx
+
+    from aipusim import zoo
+
+    model = zoo.build("tiny_cnn")
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[0].dim_param, dims[2].dim_param, dims[3].dim_param = "batch", "h", "w"
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(model, path)
+    assert main(["run", str(path), "-o", str(tmp_path / "a"), "--frames", "1"]) == 2
+    assert "fix it with --input-shape" in capsys.readouterr().err
+    args = [
+        "run",
+        str(path),
+        "-o",
+        str(tmp_path / "b"),
+        "--frames",
+        "1",
+        "--input-shape",
+        "1,3,32,32",
+    ]
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["frames"] == 1
+
+
+def test_a_model_is_named_by_its_graph_or_else_its_file(tmp_path: Path) -> None:
+    import onnx
+
+    from aipusim import zoo
+    from aipusim.run import model_name, resolve_model
+
+    model = zoo.build("tiny_cnn")
+    onnx.save(model, tmp_path / "renamed.onnx")
+    model.graph.name = ""
+    onnx.save(model, tmp_path / "nameless.onnx")
+    assert model_name(tmp_path / "renamed.onnx") == "tiny_cnn"
+    assert model_name(tmp_path / "nameless.onnx") == "nameless"
+    assert model_name("resnet50") == "resnet50"
+    assert resolve_model(tmp_path / "renamed.onnx").name == "tiny_cnn"

@@ -81,3 +81,32 @@ def test_matmul_forms_compute_the_same(equation, a, b, const_b) -> None:
 def test_other_equations_say_why(equation, shapes, reason) -> None:
     form = einsum_form(equation, shapes)
     assert not form.ok and form.reason.startswith(reason)
+
+
+@pytest.mark.parametrize("x_shape", [(16, 5), (2, 16, 5), (1, 3, 16, 5)])
+def test_a_constant_first_matmul_puts_the_activation_first(x_shape) -> None:
+    # W @ x (torch.matmul(W, x)): the MVM's weights are MatMul's second operand
+    w = RNG.normal(size=(6, 16)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    y.type.tensor_type.shape.SetInParent()
+    node = helper.make_node("MatMul", ["w", "x"], ["y"], name="mm")
+    graph = helper.make_graph([node], "g", [x], [y], [numpy_helper.from_array(w, "w")])
+    imported = import_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    rewritten = einsum_to_matmul(imported, None)
+    verify(rewritten)
+    (mm,) = [n for n in rewritten.nodes if n.op is Op.MATMUL]
+    assert rewritten.is_constant(mm.inputs[1]) and not rewritten.is_constant(mm.inputs[0])
+    feeds = {"x": RNG.normal(size=x_shape).astype(np.float32)}
+    got = run_fp32(rewritten, feeds)["y"]
+    np.testing.assert_allclose(got, w @ feeds["x"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_batched_constant_first_operand_is_left_for_validate_to_name() -> None:
+    from aipusim.compiler.ir import Graph, Node, Tensor
+
+    tensors = {"w": Tensor("w", (2, 6, 16)), "x": Tensor("x", (2, 16, 5)),
+               "y": Tensor("y", (2, 6, 5))}  # fmt: skip
+    consts = {"w": np.ones((2, 6, 16), np.float32)}
+    g = Graph("g", (Node("mm", Op.MATMUL, ("w", "x"), ("y",)),), tensors, consts, ("x",), ("y",))
+    assert einsum_to_matmul(g, None) is g

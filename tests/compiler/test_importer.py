@@ -205,12 +205,11 @@ def test_a_failed_conversion_names_the_blocking_node() -> None:
     )
     with pytest.raises(OnnxImportError) as err:
         import_model(model)
-    message = str(err.value)
-    assert message.startswith(
+    # the converter's reason without its C++ file, line and assertion
+    assert str(err.value) == (
         "model `old` cannot be converted from opset 7 to 17: node `bn` (BatchNormalization) "
-        "cannot be upgraded ("
+        "cannot be upgraded (Attribute spatial must have value 1)"
     )
-    assert "\n" not in message
 
 
 def _with_external(onnx_models, folder: Path) -> Path:

@@ -182,7 +182,8 @@ def test_decode_unknown_opcode() -> None:
 def test_decode_reports_file_offsets_and_indices() -> None:
     data = _record(_mvm()) * 3
     data[2 * RECORD_BYTES + 1] = 99  # unit of task 2
-    with pytest.raises(TasklistError, match=r"^byte 1193: task 7 \(Mvm\) unit must be one of 0 "):
+    at = 1000 + 2 * RECORD_BYTES + 1
+    with pytest.raises(TasklistError, match=rf"^byte {at}: task 7 \(Mvm\) unit must be one of 0 "):
         decode_tasks(bytes(data), 3, ["conv1"], first_index=5, base_offset=1000)
 
 
@@ -195,7 +196,8 @@ def test_decode_bad_enum_layer_token_and_padding() -> None:
 
     two = encode_tasks([_mvm(layer="x"), _mvm(layer="y")], {})
     with pytest.raises(
-        TasklistError, match=r"^byte 105: task 1 .*layer must be a string index 0-0, not 1"
+        TasklistError,
+        match=rf"^byte {RECORD_BYTES + 9}: task 1 .*layer must be a string index 0-0, not 1",
     ):
         decode_tasks(two, 2, ["x"])
 
@@ -217,7 +219,10 @@ def test_decode_bad_enum_layer_token_and_padding() -> None:
 
 def test_decode_truncated_records() -> None:
     data = bytes(_record(_mvm())) * 2
-    with pytest.raises(TasklistError, match=r"^byte 150: task 1 is truncated: expected 96 bytes"):
+    with pytest.raises(
+        TasklistError,
+        match=rf"^byte 150: task {150 // RECORD_BYTES} is truncated: expected {RECORD_BYTES} bytes",
+    ):
         decode_tasks(data[:150], 2, ["conv1"])
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.cli.main import main
+from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.tasklist import Tasklist, encode_tasklist, tasklist_path, write_tasklist
 from aipusim.isa.tasks import (
     Barrier,
@@ -121,7 +122,7 @@ def test_info(tmp_path: Path, capsys) -> None:
     path = tasklist_path(model, 0)
     assert main(["isa", "info", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "core 0, 4 tasks of 96 bytes, 3 layers" in out
+    assert f"core 0, 4 tasks of {RECORD_BYTES} bytes, 3 layers" in out
     assert "fits in the 1048576-byte L2 tasklist window" in out
     assert "by unit: ctrl 1, dma0 2, mvm 1" in out
     assert main(["isa", "info", str(path), "--json"]) == 0
@@ -164,3 +165,42 @@ def test_help(capsys) -> None:
     for sub in ([], ["disasm"], ["asm"], ["check"], ["info"]):
         assert main(["isa", *sub, "--help"]) == 0
         assert "Usage: aipusim isa" in capsys.readouterr().out
+
+
+def test_asm_into_a_compiled_folder_updates_its_crc(tmp_path: Path, capsys) -> None:
+    import onnx
+
+    from aipusim import zoo
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.driver import compile_model
+    from aipusim.compiler.request import CompileRequest
+    from aipusim.isa.program import load_program
+
+    model = tmp_path / "tiny.onnx"
+    onnx.save(zoo.build("tiny_cnn", input_size=32), model)
+    request = CompileRequest(model_path=model, output_dir=tmp_path / "out", config=CompilerConfig())
+    compile_model(request)
+    folder = tmp_path / "out" / "compiled_model"
+    text = tmp_path / "core0.txt"
+    assert main(["isa", "disasm", str(folder / "core0.tasklist"), "-o", str(text)]) == 0
+    # a hand edit: the last task's tile number changes, so its bytes (and CRC) change
+    lines = text.read_text().splitlines()
+    lines[-1] = lines[-1].replace(" tile=0 ", " tile=7 ", 1)
+    text.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["isa", "asm", str(text), "-o", str(folder / "core0.tasklist"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model_json_updated"] == str(folder / "model.json")
+    _, tasks = load_program(folder)  # the CRC check passes
+    assert tasks[0][-1].tile == 7
+
+
+def test_asm_outside_a_compiled_folder_touches_no_model_json(tmp_path: Path, capsys) -> None:
+    text = tmp_path / "c.txt"
+    out = tmp_path / "core0.tasklist"
+    write_tasklist(out, Tasklist(0, [TokenSignal(unit=Unit.DMA0, signals=(L0,))]))
+    assert main(["isa", "disasm", str(out), "-o", str(text)]) == 0
+    capsys.readouterr()
+    assert main(["isa", "asm", str(text), "-o", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model_json_updated"] is None
+    assert not (tmp_path / "model.json").exists()

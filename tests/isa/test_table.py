@@ -156,12 +156,17 @@ def test_decode_error_names_byte_and_task_like_the_object_path() -> None:
     )
     data = bytearray(encode_tasks([mvm] * 3, {}))
     data[2 * RECORD_BYTES + 1] = 99  # unit of task 2
-    with pytest.raises(TasklistError, match=r"^byte 1193: task 7 \(Mvm\) unit must be one of 0 "):
+    with pytest.raises(
+        TasklistError,
+        match=rf"^byte {1000 + 2 * RECORD_BYTES + 1}: task 7 \(Mvm\) unit must be one of 0 ",
+    ):
         decode_table(bytes(data), 3, [""], first_index=5, base_offset=1000)
     data[RECORD_BYTES - 1] = 1  # padding of task 0 comes first
-    with pytest.raises(TasklistError, match=r"^byte 95: task 0 \(Mvm\) padding must be 0"):
+    with pytest.raises(
+        TasklistError, match=rf"^byte {RECORD_BYTES - 1}: task 0 \(Mvm\) padding must be 0"
+    ):
         decode_table(bytes(data), 3, [""])
-    with pytest.raises(TasklistError, match=r"^byte 150: task 1 is truncated"):
+    with pytest.raises(TasklistError, match=rf"^byte 150: task {150 // RECORD_BYTES} is truncated"):
         decode_table(bytes(data[:150]), 2, [""])
 
 
@@ -169,7 +174,9 @@ def test_encode_table_rejects_bad_rows() -> None:
     table = TaskTable.from_tasks([Barrier(unit=Unit.CTRL, barrier_id=3, core_mask=1)] * 2)
     cols = dict(table.columns)
     cols["phase"] = np.array([0, 7], dtype=np.uint8)
-    with pytest.raises(TasklistError, match=r"^byte 98: task 1 \(Barrier\) `phase` must be an"):
+    with pytest.raises(
+        TasklistError, match=rf"^byte {RECORD_BYTES + 2}: task 1 \(Barrier\) `phase` must be an"
+    ):
         encode_table(TaskTable(cols, table.strings))
     cols = dict(table.columns)
     cols["vectors"] = np.array([0, 5], dtype=np.uint32)

@@ -16,6 +16,7 @@ from aipusim.arch import load_arch
 from aipusim.base.errors import TasklistError
 from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.tasklist import (
+    FORMAT_VERSION,
     HEADER_BYTES,
     MAGIC,
     Tasklist,
@@ -84,7 +85,14 @@ def test_header_fields() -> None:
     magic, version, core, rec, hdr, count, str_at, body, crc = struct.unpack_from(
         "<8sHHHHIIII", data
     )
-    assert (magic, version, core, rec, hdr, count) == (MAGIC, 1, 3, RECORD_BYTES, 32, 3)
+    assert (magic, version, core, rec, hdr, count) == (
+        MAGIC,
+        FORMAT_VERSION,
+        3,
+        RECORD_BYTES,
+        32,
+        3,
+    )
     assert str_at == HEADER_BYTES + 3 * RECORD_BYTES
     assert body == len(data) - HEADER_BYTES
     assert crc == zlib.crc32(data[HEADER_BYTES:])
@@ -149,8 +157,8 @@ def test_missing_file() -> None:
     [
         (0, b"X", r"^byte 0: magic must be b'AIPUTL\\x00\\x00', not b'XIPUTL"),
         (3, b"x", r"^byte 3: magic must be"),
-        (8, b"\x02", r"^byte 8: format version must be 1, not 2"),
-        (12, b"\x61", r"^byte 12: record size must be 96, not 97"),
+        (8, b"\x09", rf"^byte 8: format version must be {FORMAT_VERSION}, not 9"),
+        (12, b"\x61", rf"^byte 12: record size must be {RECORD_BYTES}, not 97"),
         (14, b"\x21", r"^byte 14: header size must be 32, not 33"),
         (16, b"\x04", r"^byte 16: task count \(byte 16\) and string table offset"),
         (20, b"\x01", r"^byte 20: task count \(byte 16\) and string table offset"),

@@ -136,5 +136,8 @@ def test_streaming_checks_string_order_across_chunks(tmp_path: Path) -> None:
     chunks = list(iter_tasklist_chunks(path, window_bytes=HEADER_BYTES + 3 * RECORD_BYTES))
     assert [len(c.tasks) for c in chunks] == [2, 2, 1]
     path.write_bytes(_file([0, 0, 0, 2, 1], ["x", "y", "z"]))
-    with pytest.raises(TasklistError, match=r"^byte 329: task 3 must use string 1 \('y'"):
+    with pytest.raises(
+        TasklistError,
+        match=rf"^byte {HEADER_BYTES + 3 * RECORD_BYTES + 9}: task 3 must use string 1 \('y'",
+    ):
         list(iter_tasklist_chunks(path, window_bytes=4096))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -127,3 +128,51 @@ def test_header_only_trace_still_plots_and_exports(write_trace, tmp_path):
         assert p.read_bytes().startswith(PNG_MAGIC)
     write_chrome_trace(tr, tmp_path / "e.json")
     assert json.loads((tmp_path / "e.json").read_text())["traceEvents"]  # metadata only
+
+
+@pytest.fixture
+def legends(monkeypatch):
+    """The legend texts of every figure the plots save (recorded before it is closed)."""
+    from aipusim.profiler import plots
+
+    seen: dict[str, list[str]] = {}
+    save = plots._save
+
+    def recording(fig, path):
+        legend = fig.axes[0].get_legend()
+        seen[Path(path).name] = [t.get_text() for t in legend.get_texts()] if legend else []
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", recording)
+    return seen
+
+
+def test_plot_legends_name_every_colour(synthetic, tmp_path, legends):
+    plot_all(synthetic, tmp_path / "plots")
+    gantt = legends["gantt.png"]
+    assert 1 <= len(gantt) <= 11 and "first 20" not in " ".join(gantt)
+    roofline = legends["roofline.png"]
+    assert any(text.startswith("Conv (") for text in roofline)
+    power = legends["power.png"]
+    assert power[0] == "static" and "total" in power
+
+
+def test_power_bins_are_merged_keeping_the_energy():
+    import numpy as np
+    import pandas as pd
+
+    from aipusim.profiler.plots import _coarser
+
+    n = 1000
+    t = pd.DataFrame(
+        {
+            "t_start_us": np.arange(n, dtype=float),
+            "t_end_us": np.arange(1, n + 1, dtype=float),
+            "mvm_w": np.random.default_rng(0).random(n),
+        }
+    )
+    t.attrs["bin_us"] = 1.0
+    c = _coarser(t, 400)
+    assert len(c) <= 400 and c.attrs["bin_us"] == 3.0
+    width = c["t_end_us"] - c["t_start_us"]
+    assert (c["mvm_w"] * width).sum() == pytest.approx(t["mvm_w"].sum())

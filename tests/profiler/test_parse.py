@@ -140,7 +140,7 @@ def test_format_line_output_round_trips_every_tag(write_trace, header):
         "start": 5,
         "end": 9,
         "t": 7,
-        "core": 2,
+        "core": 1,  # the header says cores=2
         "layer": "l/1",
         "op": "Conv",
         "unit": "mvm",
@@ -221,3 +221,39 @@ def test_power_timeline_name_follows_the_simulator(tmp_path):
 
     assert power_timeline_path(tmp_path / "a.b.trace").name == "a.b.power.parquet"
     assert power_timeline_path(tmp_path / "run.parquet").name == "run.power.parquet"
+
+
+def test_events_that_contradict_the_trace_are_counted_or_refused(write_trace, tiny_text):
+    bad = (
+        tiny_text
+        + "[PB] t=-5 core=0 frame=1 layer=conv op=Conv macs=1\n"
+        + "[K]  core=7 unit=mvm frame=1 layer=conv task=9 tile=0 start=50 end=60 macs=1\n"
+        + "[K]  core=0 unit=mvm frame=99 layer=conv task=9 tile=0 start=50 end=60 macs=1\n"
+        + "[K]  core=0 unit=mvm frame=1 layer=conv task=9 tile=0 start=60 end=50 macs=1\n"
+    )
+    path = write_trace(bad, "bad.trace")
+    clean = load_trace(write_trace(tiny_text, "clean.trace"))
+    tr = load_trace(path)
+    assert tr.inconsistent == {
+        "a core beyond the header (cores=2)": 1,
+        "a negative time": 1,
+        "an end before its start": 1,
+        "a frame that no [B] event has": 1,
+    }
+    assert len(tr[Tag.K]) == len(clean[Tag.K]) and tr.events == clean.events
+    with pytest.raises(TraceFormatError, match=r"bad\.trace: \[PB\] t=-5 .* has a negative time"):
+        load_trace(path, strict=True)
+
+
+def test_profile_counts_them_in_one_line_or_fails_with_strict(
+    write_trace, tiny_text, capsys
+) -> None:
+    from aipusim.cli.main import main
+
+    path = write_trace(tiny_text + "[PB] t=-5 core=0 frame=1 layer=conv op=Conv macs=1\n")
+    assert main(["profile", str(path)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{path}: 1 event(s) left out that contradict the trace: 1 with a negative time"]
+    assert main(["profile", str(path), "--strict"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has a negative time" in err[0]

@@ -86,3 +86,11 @@ def test_bad_input_exits_2_with_one_line(write_trace, capsys, header):
     assert main(["profile", str(broken)]) == 0
     assert "1 malformed line(s) skipped (lines 2" in capsys.readouterr().err
     assert main(["profile", str(broken), "--drop-percentile", "60"]) == 2
+
+
+def test_bins_are_checked_before_reading(tmp_path, capsys) -> None:
+    from aipusim.cli.main import main
+
+    for bins in ("0", "999999999999"):
+        assert main(["profile", str(tmp_path / "none.trace"), "--bins", bins]) == 2
+        assert "--bins must be an integer 1-100000" in capsys.readouterr().err

@@ -87,7 +87,7 @@ def test_unit_table_busy_and_stalls(write_trace, header):
     assert row["busy_us"] == 25.0 and row["busy_pct"] == pytest.approx(62.5)
     # Only the gap inside layer c is a stall; the one between layers is not.
     assert (row["stalls"], row["stall_us"]) == (1, 5.0)
-    assert (row["mean_task_us"], row["p50_task_us"], row["macs"]) == (
+    assert (row["mean_task_us"], row["p50_task_us"], row["array_macs"]) == (
         pytest.approx(25 / 3),
         10.0,
         15,
@@ -109,10 +109,11 @@ def test_frame_table_and_summary(tiny):
 
 def test_core_table(tiny):
     c = core_table(load_trace(tiny)).set_index("core")
-    assert c.loc[0, "tasks"] == 7 and c.loc[1, "tasks"] == 0
+    assert c.index.tolist() == [0]  # the cores that ran, not the header's count
+    assert c.loc[0, "tasks"] == 7
     assert c.loc[0, "busy_pct"] == pytest.approx(100 * 103 / 105)
     assert c.loc[0, "mvm_pct"] == pytest.approx(100 * 86 / 105)
-    assert c.loc[0, "macs"] == 3000 and c.loc[0, "bytes"] == 400
+    assert c.loc[0, "array_macs"] == 3000 and c.loc[0, "bytes"] == 400
     assert c.loc[0, "frames"] == 3 and c.loc[0, "layer_samples"] == 6
 
 
@@ -193,5 +194,18 @@ def test_frame_drop_by_value_over_all_frames(tiny):
 def test_header_only_trace_reduces_to_empty_tables(write_trace):
     tr = load_trace(write_trace("# aipusim-trace 1 freq_hz=1000000 cores=1 model=e levels=\n"))
     assert layer_table(tr).empty and unit_table(tr).empty and frame_table(tr).empty
-    assert core_table(tr)["tasks"].tolist() == [0]
+    assert core_table(tr).empty
     assert frame_summary(tr)["frames"] == 0 and layer_breakdown(tr).empty
+
+
+def test_core_table_counts_the_frames_that_ran_not_the_init_phase(write_trace, header):
+    text = (
+        f"{header}\n"
+        "[B]  frame=0 inst=0 start=0 end=30\n"
+        "[B]  frame=1 inst=0 start=10 end=40\n"
+        "[K]  core=0 unit=wload frame=-1 layer=c task=0 tile=0 start=0 end=5 macs=0\n"
+        "[K]  core=0 unit=mvm frame=0 layer=c task=1 tile=0 start=5 end=20 macs=8\n"
+        "[K]  core=0 unit=mvm frame=1 layer=c task=1 tile=0 start=20 end=35 macs=8\n"
+    )
+    c = core_table(load_trace(write_trace(text)))
+    assert c["core"].tolist() == [0] and c["frames"].tolist() == [2]

@@ -1,5 +1,6 @@
-"""Full-size DeiT-Tiny (224x224) compiled with its built-in config and simulated: the
-transformer path end to end (CI's slow set, ``make test``)."""
+"""Full-size DeiT-Tiny (224x224) compiled and simulated: the transformer path end to end, in
+its built-in config and in every multicore mode, and its ``--quantize-only`` accuracy
+(CI's slow set, ``make test``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from zoo_transformers import MODES, quantize_only_accuracy, simulate_in_mode
 
 import aipusim
+from aipusim.compiler.quant.advice import SQNR_TARGET_DB
 
 pytestmark = pytest.mark.slow
 
@@ -35,3 +38,20 @@ def test_full_size_deit_tiny_simulates_with_attention_on_the_mvm(deit) -> None:
     layernorms = [layer for layer in report["layers"] if layer["op"] == "LayerNormalization"]
     assert len(layernorms) == 25 and all(layer["unit"] == "dpu" for layer in layernorms)
     assert report["macs"] == pytest.approx(1.254e9, rel=0.01)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_full_size_deit_tiny_in_every_multicore_mode(mode: str, tmp_path: Path) -> None:
+    result, report = simulate_in_mode("deit_tiny", mode, tmp_path / "out")
+    assert result.replicas == (4 if MODES[mode][1] == 1 else 1)
+    assert sum("matmul_choice" in layer for layer in report["layers"]) == 24
+
+
+def test_quantize_only_reaches_the_sqnr_target_with_the_default_scheme(tmp_path: Path) -> None:
+    accuracy, log = quantize_only_accuracy("deit_tiny", tmp_path)
+    logits = accuracy["outputs"]["logits"]
+    assert logits["sqnr_db"] >= SQNR_TARGET_DB  # measured 26.5 dB (held-aside random inputs)
+    assert "advice" not in accuracy
+    per_layer = accuracy["per_layer_sqnr_db"]
+    assert "/blocks.11/attn/Softmax_output_0" in per_layer and len(per_layer) > 300
+    assert "quantization: output `logits` reaches" in log

@@ -155,8 +155,11 @@ def test_overrides_are_checked() -> None:
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"double_buffer": "maybe"})
     res = simulate(program(1), {0: [mvm(100)]}, arch=ARCH, overrides={"frequency": "400000000"})
     assert res.frequency_hz == 400_000_000
-    with pytest.raises(SimulationError, match="frequency_hz must be"):
+    with pytest.raises(ConfigError, match=r"^frequency must be an integer 20000000-800000000"):
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"frequency": 10**6})
+    for bad in ("inf", "nan", float("inf")):
+        with pytest.raises(ConfigError, match=r"^frequency must be an integer, not"):
+            simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={"frequency": bad})
 
 
 @pytest.mark.parametrize(
@@ -240,10 +243,10 @@ def test_voltage_is_a_runtime_setting_within_the_operating_points() -> None:
     # Dynamic energy goes with V^2: the MVM's energy per frame by (0.8 / 0.68)^2.
     ratio = high.energy_mj_per_frame["mvm"] / low.energy_mj_per_frame["mvm"]
     assert ratio == pytest.approx((0.8 / 0.68) ** 2)
-    with pytest.raises(SimulationError) as err:
+    with pytest.raises(ConfigError) as err:
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={**slow, "voltage": 0.65})
     assert str(err.value) == (
-        "voltage_v must be 0.68-0.84 V at 400 MHz (the operating points of metis), not 0.65"
+        "voltage must be 0.68-0.84 V at 400 MHz (the operating points of metis), not 0.65"
     )
 
 

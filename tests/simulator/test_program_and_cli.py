@@ -11,7 +11,14 @@ from helpers import dma, mvm, program, tok
 
 from aipusim.base.errors import ConfigError
 from aipusim.cli.main import main
-from aipusim.isa.program import Instance, MulticoreMode, Program, load_program, save_program
+from aipusim.isa.program import (
+    PROGRAM_FORMAT_VERSION,
+    Instance,
+    MulticoreMode,
+    Program,
+    load_program,
+    save_program,
+)
 from aipusim.isa.tasklist import Tasklist, write_tasklist
 from aipusim.isa.tasks import Phase, Pool, Unit
 from aipusim.isa.trace_schema import COLUMNS, POWER_TOTAL_COLUMN, Tag, TraceHeader
@@ -22,11 +29,11 @@ def test_program_json_round_trips_and_is_versioned() -> None:
     prog = program(2, MulticoreMode.PIPELINE, input_bytes=100, output_bytes=10)
     text = prog.to_json()
     data = json.loads(text)
-    assert data["format"] == "aipusim-program" and data["version"] == 1
+    assert data["format"] == "aipusim-program" and data["version"] == PROGRAM_FORMAT_VERSION
     assert data["instance"]["tasklists"] == ["core0.tasklist", "core1.tasklist"]
     assert Program.from_json(text) == prog
     data["version"] = 99
-    with pytest.raises(ConfigError, match="version must be 1, not 99"):
+    with pytest.raises(ConfigError, match=f"version must be {PROGRAM_FORMAT_VERSION}, not 99"):
         Program.from_json(json.dumps(data))
 
 

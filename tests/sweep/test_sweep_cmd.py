@@ -90,3 +90,21 @@ def test_help_lists_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for flag in ("--param", "--arch-param", "--frames", "--workers", "--cluster", "--scheduler"):
         assert flag in out
+
+
+def test_a_damaged_sweep_folder_is_one_line_with_a_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["tiny_cnn", "--param", "mvm_utilization_limit=0.5,1", "--frames", "2"]
+    space = build_space(["tiny_cnn"], ["mvm_utilization_limit=0.5,1"], frames=2)
+    run_sweep(
+        space, tmp_path, evaluator=ev.arch_figures, backend=parse_backend(workers=1),
+        flush_every=1, progress=False,
+    )  # fmt: skip
+    part = tmp_path / "part-0001.parquet"
+    part.write_bytes(part.read_bytes()[:100])
+    for command in (["sweep", *args, "-o", str(tmp_path)], ["sweep-report", str(tmp_path)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "part-0001.parquet cannot be read" in err
+        assert "--resume" in err

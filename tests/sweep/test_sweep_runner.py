@@ -144,6 +144,21 @@ def _start_slow_sweep(directory: Path, marks: Path, flush_every: int) -> subproc
     )
 
 
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux /proc)."""
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(c) for c in text.split()]
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (an exited child not yet reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def _wait_for(condition, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -157,13 +172,23 @@ def test_a_killed_sweep_resumes_without_loss_or_duplicates(tmp_path: Path) -> No
     marks.mkdir()
     proc = _start_slow_sweep(directory, marks, flush_every=1)
     _wait_for(lambda: (directory / "part-0000.parquet").exists(), proc)
+    workers = _children(proc.pid)
+    assert workers, "the sweep's pool has worker processes"
     proc.kill()  # SIGKILL: no chance to clean up
     proc.wait()
+    # the workers notice that their parent is gone and exit instead of living on
+    deadline = time.monotonic() + 10.0
+    while any(_running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(w) for w in workers), workers
+    assert list((directory / ".scratch").iterdir()), "the killed workers left their scratch"
     stored = ResultStore(directory).done_ids()
     space = build_space(*ev.SPACE_ARGS, frames=2)
     assert 1 <= len(stored) < len(space.points)
     summary = run_sweep(space, directory, evaluator=ev.arch_figures, backend=LOCAL2, progress=False)
     assert summary.skipped == len(stored)
+    # the next run removed the scratch folders of the killed workers (and its own)
+    assert list((directory / ".scratch").iterdir()) == []
     rows = pd.concat([pd.read_parquet(p) for p in ResultStore(directory).parts()])
     assert rows["point_id"].is_unique
     assert set(rows["point_id"]) == {p.point_id for p in space.points}
@@ -190,12 +215,18 @@ def test_sigterm_flushes_the_finished_points(tmp_path: Path) -> None:
 def test_backend_flags_are_checked() -> None:
     with pytest.raises(ConfigError, match=r"only one of --workers, --cluster, --scheduler"):
         parse_backend(workers=2, cluster="local:2")
-    with pytest.raises(ConfigError, match=r"--cluster must be local:N with N >= 1, not 'local:0'"):
-        parse_backend(cluster="local:0")
+    for cluster in ("local:0", "local:99999"):
+        with pytest.raises(
+            ConfigError, match=rf"--cluster must be local:N with N 1-\d+ .*{cluster}"
+        ):
+            parse_backend(cluster=cluster)
     with pytest.raises(ConfigError, match=r"--scheduler must be .*tcp://HOST:PORT, not 'host'"):
         parse_backend(scheduler="host")
-    with pytest.raises(ConfigError, match=r"--workers must be a positive integer, not 0"):
-        parse_backend(workers=0)
+    for workers in (0, 99999):  # not a pool of 99999 processes
+        with pytest.raises(
+            ConfigError, match=rf"--workers must be an integer 1-\d+ .*not {workers}"
+        ):
+            parse_backend(workers=workers)
     assert parse_backend(scheduler="tcp://10.0.0.1:8786").address == "tcp://10.0.0.1:8786"
 
 

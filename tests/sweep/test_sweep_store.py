@@ -84,3 +84,46 @@ def test_output_must_not_be_a_file(tmp_path: Path) -> None:
     file.write_text("")
     with pytest.raises(ConfigError, match=r"-o must be a folder"):
         ResultStore(file).open({})
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_an_unreadable_part_is_named_with_the_way_out(tmp_path: Path) -> None:
+    from aipusim.sweep.store import SweepStoreError
+
+    store = ResultStore(tmp_path)
+    store.open({})
+    store.write_part([_row("a")], SCHEMA)
+    store.write_part([_row("b")], SCHEMA)
+    _truncate(tmp_path / "part-0001.parquet")
+    for call in (store.done_ids, store.read):
+        with pytest.raises(SweepStoreError, match=r"part-0001\.parquet cannot be read") as err:
+            call()
+        assert "--resume" in str(err.value) and "another -o folder" in str(err.value)
+    # --resume: the bad part is set aside, its points are not done
+    assert store.done_ids(resume=True) == {"a"}
+    assert [p.name for p in store.set_aside] == ["part-0001.parquet.bad"]
+    assert store.read()["point_id"].tolist() == ["a"]
+
+
+def test_a_broken_sweep_json_is_named_and_rewritten_with_resume(tmp_path: Path) -> None:
+    from aipusim.sweep.store import SweepStoreError
+
+    (tmp_path / "sweep.json").write_text('{"format": 2, "cont')
+    with pytest.raises(SweepStoreError, match=r"sweep\.json cannot be read.*--resume"):
+        ResultStore(tmp_path).open({"x": 1})
+    ResultStore(tmp_path).open({"x": 1}, resume=True)
+    ResultStore(tmp_path).open({"x": 1})  # intact again
+
+
+def test_temporary_files_of_dead_writers_are_removed(tmp_path: Path) -> None:
+    dead = 2**22 + 1  # above the kernel's pid_max: no such process
+    (tmp_path / f".part-{dead}-00ff.parquet.tmp").write_bytes(b"half")
+    (tmp_path / ".scratch" / f"worker-{dead}-abc").mkdir(parents=True)
+    (tmp_path / ".scratch" / f"worker-{dead}-abc" / "model.onnx").write_bytes(b"x")
+    ResultStore(tmp_path).open({})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".scratch", "sweep.json"]
+    assert list((tmp_path / ".scratch").iterdir()) == []

@@ -100,4 +100,14 @@ def test_missing_output_folder_is_bad_input(
 ) -> None:
     out = tmp_path / "no" / "x.onnx"
     assert main(["zoo", "export", "tiny_cnn", "-o", str(out)]) == 2
-    assert "must be an existing folder" in capsys.readouterr().err
+    assert "no' does not exist" in capsys.readouterr().err
+
+
+def test_an_input_too_big_for_memory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x.onnx"
+    assert main(["zoo", "export", "tiny_cnn", "--input-size", "99999999", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("aipusim: error: out of memory (")
+    assert not out.exists()

@@ -29,6 +29,15 @@ def front_graph(name: str, size: int | None = None) -> Graph:
     return run_pipeline(model, ctx, passes=passes).graph
 
 
+@functools.cache
+def quantized_program(name: str, size: int | None = None) -> Any:
+    """A zoo model through every front pass, quantization included: its integer program
+    (cached per size)."""
+    model = zoo.build(name, input_size=size) if size else zoo.build(name)
+    ctx = PassContext(CompilerConfig(), arch=ARCH)
+    return run_pipeline(model, ctx, passes=FRONT).ir
+
+
 def compile_backend(
     name: str = "tiny_cnn", size: int | None = None, *, arch: Arch = ARCH, **config: Any
 ) -> Emitted:

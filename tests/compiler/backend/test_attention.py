@@ -9,7 +9,7 @@ import pytest
 from backend_helpers import ARCH, check_ok
 
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend.attention import choose
+from aipusim.compiler.backend.attention import choose, head_mapping
 from aipusim.compiler.backend.imc import ImcOptions
 from aipusim.compiler.backend.lower import RuntimeMatmul, is_runtime
 from aipusim.compiler.backend.run import run_backend
@@ -40,7 +40,10 @@ def test_the_cheaper_mapping_is_chosen(mm: RuntimeMatmul, unit: str) -> None:
     c = choose(mm, ARCH, ImcOptions())
     assert c.unit == unit
     assert (c.mvm_cycles <= c.dpu_cycles) == (unit == "mvm")
-    assert c.weight_bytes_per_frame == (0 if unit == "dpu" else c.weight_bytes_per_frame)
+    # the MVM writes every head's operand (its ICR copies and padding included) each frame
+    head = head_mapping(mm, ARCH, ImcOptions())
+    assert c.weight_bytes_per_frame == (0 if unit == "dpu" else mm.heads * head.weight_bytes)
+    assert head.weight_bytes >= mm.k * mm.n
     # the DPU does two lane operations per MAC on its 64 lanes
     assert c.dpu_cycles == -(-2 * mm.macs // ARCH.dpu.lanes) + ARCH.dpu.pipeline_latency_cycles
 

@@ -34,6 +34,7 @@ def test_the_pipeline_ends_with_the_back_end() -> None:
         "tile",
         "multicore",
         "imc",
+        "pack",
         "memplan",
         "schedule",
         "estimate",

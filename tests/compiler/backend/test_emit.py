@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from backend_helpers import ARCH, compile_backend, front_graph
+from backend_helpers import ARCH, compile_backend, front_graph, quantized_program
 
 from aipusim.base.errors import TasklistError
 from aipusim.compiler import CompilerConfig
@@ -27,12 +27,14 @@ def test_compiled_model_folder_round_trips(tmp_path: Path) -> None:
     folder = tmp_path / "compiled_model"
     names = sorted(p.name for p in folder.iterdir())
     assert names == [
+        "constants.bin",
         "core0.tasklist",
         "core1.tasklist",
         "core2.tasklist",
         "core3.tasklist",
         "manifest.json",
         "model.json",
+        "pool_l2_const.bin",
         "report.json",
     ]
     program, tasks = load_program(folder)
@@ -81,24 +83,20 @@ def test_manifest_lists_io_and_constant_sizes(tmp_path: Path) -> None:
 def test_l2_constant_image_holds_quantized_constants_at_their_offsets(tmp_path: Path) -> None:
     import numpy as np
 
-    from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    from aipusim.isa.image import CONSTANTS_FILE
 
-    w = np.arange(64 * 64, dtype=np.int64).astype(np.int8).reshape(64, 64, 1, 1)
-    g = Graph(
-        "q",
-        (Node("c", Op.CONV, ("x", "w"), ("y",), {"kernel_shape": [1, 1]}),),
-        {
-            "x": Tensor("x", (1, 64, 8, 8)),
-            "w": Tensor("w", w.shape, "int8"),
-            "y": Tensor("y", (1, 64, 8, 8)),
-        },
-        {"w": w},
-        ("x",),
-        ("y",),
-    )
     config = CompilerConfig(enable_buffer_promotion=False, constant_memory_pool="global.l2")
-    r = run_backend(g, config, ARCH, tmp_path)
-    image = (tmp_path / "compiled_model" / "pool_l2_const.bin").read_bytes()
-    buf = r.memory.buffers["const:w"]
-    assert image[buf.addr : buf.addr + w.size] == w.tobytes()
-    verify_crcs(tmp_path / "compiled_model")
+    r = run_backend(quantized_program("tiny_cnn", 32), config, ARCH, tmp_path)
+    folder = tmp_path / "compiled_model"
+    l2 = (folder / "pool_l2_const.bin").read_bytes()
+    image = (folder / CONSTANTS_FILE).read_bytes()
+    program, _ = load_program(folder)
+    base = program.memory.constants.addr
+    weights = [b for b in r.memory.buffers.values() if b.name.startswith("weights:")]
+    assert weights and all(b.pool.value == "l2" for b in weights)
+    for buf in weights:
+        # what INIT copies: the image's bytes at the buffer's DDR source, to its L2 address
+        src = r.memory.source_addr(buf.name) - base
+        assert l2[buf.addr : buf.addr + buf.size_bytes] == image[src : src + buf.size_bytes]
+        assert np.any(np.frombuffer(image[src : src + buf.size_bytes], np.int8))
+    verify_crcs(folder)

@@ -160,7 +160,7 @@ def test_success_needs_the_written_program_to_pass_its_crc_check(tmp_path: Path)
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
-        ("--stop-after", "tiles", "--stop-after must be one pass of import, graph_cleaner"),
+        ("--stop-after", "tiles", "--stop-after must be one pass of import, rewrite_einsum"),
         ("--stop-after", "tile,imc", "--stop-after must be one pass of"),
         ("--dump-after", "tile,nope", "--dump-after must be passes separated by commas"),
     ],

@@ -11,7 +11,7 @@ from graph_helpers import model, node
 
 from aipusim.cli.main import main
 from aipusim.compiler.ir import Graph, Node, Op, Tensor
-from aipusim.compiler.quant.advice import SQNR_TARGET_DB, limiting_layers
+from aipusim.compiler.quant.advice import SQNR_TARGET_DB, advise, limiting_layers
 
 
 def _channel_spread() -> onnx.ModelProto:
@@ -54,3 +54,20 @@ def test_limiting_layers_are_the_largest_drops() -> None:
     g = Graph("g", nodes, {n: Tensor(n, (1, 2)) for n in names}, {}, ("x",), ("c",))
     per_layer = {"x": 50.0, "a": 49.5, "b": 30.0, "c": "inf"}
     assert limiting_layers(g, per_layer) == [("b", 30.0, 19.5)]
+
+
+def test_an_output_at_the_target_gets_one_info_line_and_no_advice(caplog) -> None:
+    g = Graph("g", (Node("a", Op.RELU, ("x",), ("y",)),), {n: Tensor(n, (1, 2)) for n in "xy"},
+              {}, ("x",), ("y",))  # fmt: skip
+    report = {"outputs": {"y": {"sqnr_db": 31.26}}, "per_layer_sqnr_db": {"x": 40.0, "y": 31.26}}
+
+    def never(scheme: str) -> dict[str, float]:
+        raise AssertionError("no other scheme is tried when the target is met")
+
+    with caplog.at_level("INFO", logger="aipusim.compiler.quant.advice"):
+        out = advise(g, report, "per_tensor_histogram", never, ["per_tensor_min_max"])
+    assert "advice" not in out
+    assert caplog.messages == [
+        "quantization: output `y` reaches 31.3 dB SQNR against fp32 (target 20 dB); "
+        "weakest tensor `y` (31.3 dB)"
+    ]

@@ -135,6 +135,15 @@ def test_session_names_a_wrong_input_shape() -> None:
         OrtFloatSession(g, ["y"]).run({"x": np.zeros(3, np.float32)})
 
 
+def test_session_that_observes_only_inputs_runs_nothing() -> None:
+    # onnxruntime takes an empty list of output names for "every output"; a graph whose
+    # observed tensors are all inputs (x -> Expand to its own shape -> y) must not zip those
+    g = Graph("g", (Node("r", Op.RELU, ("x",), ("y",)),), {n: Tensor(n, (2,)) for n in "xy"},
+              {}, ("x",), ("y",))  # fmt: skip
+    got = OrtFloatSession(g, ["x"]).run({"x": np.array([-1.0, 2.0], np.float32)})
+    assert list(got) == ["x"] and got["x"].tolist() == [-1.0, 2.0]
+
+
 def test_tiny_cnn_same_parameters_and_int8_outputs_as_numpy() -> None:
     result = compare_executors(_float_graph("tiny_cnn"))
     assert result.differences == {} and result.int8_identical

@@ -1,0 +1,661 @@
+"""Schedule steps of one tile of a compute layer: its input DMA, its constants, the compute
+tasks with their complete fields, and the output DMA.
+
+A mixin of `schedule.ScheduleBuilder`. For a tile it is given the output rows to compute
+(`regions`: this core's share of a row tile, with the halo rows of a fusion group) and:
+
+- fetches each input's rows (`regions.input_rows`) into an L1 tile slot, or reads them
+  where they are (an L1-resident tensor, or the previous layer's output tile in a fusion
+  group); a depthwise layer's channel tile fetches its channels only;
+- computes every output-channel tile (an MVM layer's IMC tiles, a depthwise layer's channel
+  tiles) into an L1 output slot (or straight into an L1-resident output, or the tile a
+  fused consumer reads) and stores each slot's channels and rows to the output tensor;
+- records for every step what it must follow: the DMA that filled its input slot, the
+  readers of a slot it overwrites, the store of an output slot it reuses.
+
+With two slots per tile stream (software pipelining) a store is held back until the next
+tile's input DMA is queued, so the DMA of tile i + 1 overlaps the compute of tile i.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from aipusim.compiler.backend.constants import CLAMP_LUTS, dpu_operands
+from aipusim.compiler.backend.layout import Split
+from aipusim.compiler.backend.layout_dma import broadcast_pattern
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, memory_rows
+from aipusim.compiler.backend.memplan import Buffer, const_buffer
+from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
+from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
+from aipusim.isa import params as P
+from aipusim.isa.tasks import DpuKind, DpuOp, DwpuKind, DwpuOp, LutKind, Mvm, Pool, Unit
+
+#: What a tile's stores are: a function of the compute steps that writes the output DMA.
+Store = Callable[[list[int]], int]
+
+
+class TileWork(NamedTuple):
+    """One tile of one layer on one core: output rows ``rows`` of row tile ``tile``."""
+
+    li: int
+    layer: LayerPlan
+    core: int
+    tile: int
+    rows: tuple[int, int]
+    prologue: set[int]
+
+
+class ComputeMixin:
+    """Tile emission of MVM, DWPU and DPU layers (see the module docstring)."""
+
+    # the builder's state this mixin reads and writes (`schedule.ScheduleBuilder`)
+    layers: Any
+    g: Any
+    program: Any
+    cfg: Any
+    arch: Any
+    layout: Any
+    plan: Any
+    steps: Any
+    produced: Any
+    slot_user: Any
+    buf_access: Any
+    deferred: Any
+    flushed: Any
+    fence: Any
+    weights: Any
+    last_mvm: Any
+    dconst_loaded: Any
+    dconst_steps: Any
+    act_dma: Unit
+    wt_dma: Unit
+    add: Any
+    dma: Any
+    buffer: Any
+    tile_buffer: Any
+    tiling_of: Any
+    consts_of: Any
+    mapping_of: Any
+    copy_key: Any
+    part_of: Any
+    ensure_weights: Any
+    emit_runtime_mvm: Any
+    zero_point: Any
+    elem: Any
+
+    def init_compute(self) -> None:
+        self.slot_next: dict[str, int] = {}
+        self.pending: dict[tuple[str, int], int] = {}  # slot -> deferred stores into it
+        #: (core, tensor, tile) -> where a fused intermediate tile lies, its producers and
+        #: its slot (the consumer reads it there)
+        self.fused_out: dict[tuple[int, str, int], tuple[Place, list[int], tuple[str, int]]] = {}
+        #: layers whose tasks do not say all their data (layer -> why), for the functional
+        #: check to name
+        self.incomplete: dict[str, str] = {}
+
+    # -- bookkeeping -----------------------------------------------------------------------
+    def touch(self, sids: list[int], *names: str) -> None:
+        for name in names:
+            self.buf_access[name].extend(sids)
+
+    def mark_incomplete(self, layer: LayerPlan, why: str) -> None:
+        self.incomplete.setdefault(layer.name, why)
+
+    def claim_slot(self, buf: Buffer, core: int, slots: int) -> tuple[Place, tuple[str, int]]:
+        """The next slot of a tile buffer (round robin): its address, and its key (whose
+        ``slot_user`` are the steps to wait for before writing it)."""
+        n = self.slot_next.get(buf.name, 0)
+        self.slot_next[buf.name] = n + 1
+        slot = n % max(1, slots)
+        key = (buf.name, slot)
+        if self.pending.get(key):
+            self.flush_stores(core)  # its previous content still waits to be stored
+        per = buf.size_bytes // max(1, slots)
+        return Place(buf.addr + slot * per, 0, 0), key
+
+    def flush_stores(self, core: int) -> None:
+        """Emit the output DMAs held back for software pipelining."""
+        for key, store in self.deferred.pop(core, []):
+            self.pending[key] -= 1
+            self.flushed[core].append(store())
+
+    # -- tensors as rows --------------------------------------------------------------------
+    def rows_of(self, layer: LayerPlan, tensor: str, k: int | None) -> tuple[int, int, int]:
+        """(memory rows, bytes per row, bytes per pixel) of a tensor a layer reads (input
+        ``k``) or writes (``k`` None), as the layer's geometry sees it (a PWORD-padded
+        input is the unpadded tensor in memory)."""
+        geo = layer.geometry
+        e = self.elem(tensor)
+        if geo is not None and layer.runtime is None:
+            if k is None:
+                return geo.out_h, geo.out_w * geo.cout * e, geo.cout * e
+            return geo.src_rows, geo.src_cols * geo.cin * e, geo.cin * e
+        if geo is not None:  # run-time weights: rows are heads (an operand shared by
+            nbytes = activation_bytes(self.g, tensor)  # every head: one row)
+            if runtime_shared(layer, k, nbytes):
+                return 1, nbytes, e
+            return geo.in_h, -(-nbytes // geo.in_h), e
+        rows = memory_rows(self.g.shape(tensor))
+        nbytes = activation_bytes(self.g, tensor)
+        shape = self.g.shape(tensor)
+        pixel = (shape[1] if len(shape) == 4 else shape[-1] if shape else 1) * e
+        return rows, nbytes // max(1, rows), pixel
+
+    # -- inputs -------------------------------------------------------------------------------
+    def fetch_input(
+        self,
+        core: int,
+        layer: LayerPlan,
+        k: int,
+        window: RowWindow,
+        tile_no: int,
+        reads: list[tuple[str, int]],
+        chans: tuple[int, int] | None = None,
+    ) -> tuple[Place, set[int]]:
+        """Where input ``k``'s rows ``window`` (channels ``chans`` of a depthwise tile) lie
+        in L1 for this tile, and the steps that put them there. Slots the computes will read
+        are appended to ``reads``."""
+        t = self.tiling_of(layer)
+        tensor = layer.inputs[k]
+        _, row_bytes, pixel = self.rows_of(layer, tensor, k)
+        e = self.elem(tensor)
+        c_lo, c_hi = chans if chans is not None else (0, pixel // e)
+        if k == 0 and t.fused_input:
+            place, producers, slot_key = self.fused_out[(core, tensor, tile_no)]
+            reads.append(slot_key)
+            return place.shifted(c_lo * e), set(producers)
+        buf = self.buffer(tensor, core)
+        producers = set(self.produced.get((self.copy_key(core), tensor), ()))
+        if buf.pool is Pool.L1:
+            reads.append((buf.name, -1))  # read in place: the computes access the tensor
+            base = buf.addr + window.lo * row_bytes + c_lo * e
+            return Place(base, pixel, row_bytes), producers
+        tin = self.tile_buffer(f"tile_in{k}", layer, core)
+        assert tin is not None, f"{layer.name}: no tile buffer for input {k}"
+        slot, key = self.claim_slot(tin, core, t.slots)
+        reads.append(key)
+        width = (c_hi - c_lo) * e
+        pixels = row_bytes // max(1, pixel)
+        sliced = width < pixel
+        place = Place(
+            slot.addr, width if sliced else pixel, pixels * width if sliced else row_bytes
+        )
+        nbytes = window.rows * place.row_pitch
+        if nbytes <= 0:
+            return place, producers  # the tile reads padding only
+        assert nbytes <= tin.size_bytes // t.slots, f"{layer.name}: input tile overflows"
+        src = buf.addr + window.lo * row_bytes + c_lo * e
+        fields: dict[str, Any] = {}
+        if sliced:  # a channel slice of every pixel
+            fields = dict(rows=window.rows * pixels, src_stride=pixel, dst_stride=width)
+        sid = self.dma(
+            core,
+            self.act_dma,
+            (buf.pool, src),
+            (Pool.L1, slot.addr),
+            nbytes,
+            layer=layer.name,
+            tile=tile_no,
+            deps=producers | set(self.slot_user[key]),
+            touches=(buf.name, tin.name),
+            **fields,
+        )
+        self.flush_stores(core)
+        return place, {sid}
+
+    # -- outputs ------------------------------------------------------------------------------
+    def out_place(
+        self,
+        core: int,
+        layer: LayerPlan,
+        rows: tuple[int, int],
+        chans: tuple[int, int] | None,
+        tile_no: int,
+    ) -> tuple[Place, Store | None, set[int], tuple[str, int] | None]:
+        """Where a compute writes output rows ``rows`` x channels ``chans`` (None: all):
+        the place of the first one, the store to the output tensor (None: written in
+        place), the steps to wait for before writing, and the slot written (None: the
+        tensor itself)."""
+        t = self.tiling_of(layer)
+        out = layer.outputs[0]
+        _, row_bytes, pixel = self.rows_of(layer, out, None)
+        e = self.elem(out)
+        c_lo, c_hi = chans if chans is not None else (0, pixel // e)
+        tout = self.tile_buffer("tile_out", layer, core)
+        if t.fused_output:
+            assert tout is not None, f"{layer.name}: no output tile buffer"
+            slot, key = self.claim_slot(tout, core, t.slots)
+            place = Place(slot.addr, pixel, row_bytes)
+            return place.shifted(c_lo * e), None, set(self.slot_user[key]), key
+        buf = self.buffer(out, core)
+        if buf.pool is Pool.L1 or tout is None:
+            base = buf.addr + rows[0] * row_bytes + c_lo * e
+            return Place(base, pixel, row_bytes), None, set(), None
+        slot, key = self.claim_slot(tout, core, t.slots)
+        width = (c_hi - c_lo) * e
+        pixels = row_bytes // max(1, pixel)
+        whole = width == pixel
+        place = Place(slot.addr, pixel if whole else width, row_bytes if whole else pixels * width)
+        nbytes = (rows[1] - rows[0]) * place.row_pitch
+        assert nbytes <= tout.size_bytes // t.slots, f"{layer.name}: output tile overflows"
+        dst = buf.addr + rows[0] * row_bytes + c_lo * e
+        fields: dict[str, Any] = {}
+        if not whole:  # this tile's channels of every pixel
+            fields = dict(rows=(rows[1] - rows[0]) * pixels, src_stride=width, dst_stride=pixel)
+
+        def store(computes: list[int]) -> int:
+            sid = self.dma(
+                core,
+                self.act_dma,
+                (Pool.L1, slot.addr),
+                (buf.pool, dst),
+                nbytes,
+                layer=layer.name,
+                tile=tile_no,
+                deps=set(computes),
+                touches=(tout.name, buf.name),
+                **fields,
+            )
+            self.slot_user[key] = [sid]
+            self.produced[(self.copy_key(core), out)].append(sid)
+            return sid
+
+        return place, store, set(self.slot_user[key]), key
+
+    def finish(
+        self,
+        core: int,
+        layer: LayerPlan,
+        computes: list[int],
+        reads: list[tuple[str, int]],
+        store: Store | None,
+        slot: tuple[str, int] | None,
+        place: Place,
+        tile_no: int,
+    ) -> list[int]:
+        """After a tile's computes: free the slots they read, record or store the output."""
+        if not computes:
+            return []
+        for key in reads:
+            if key[1] >= 0:
+                self.slot_user[key] = list(computes)
+            self.touch(computes, key[0])
+        out = layer.outputs[0]
+        t = self.tiling_of(layer)
+        if t.fused_output:
+            assert slot is not None
+            self.fused_out[(core, out, tile_no)] = (place, list(computes), slot)
+            self.slot_user[slot] = []  # the consumer's computes will read it
+            self.touch(computes, slot[0])
+            return computes
+        if store is None:
+            buf = self.buffer(out, core)
+            self.touch(computes, buf.name)
+            self.produced[(self.copy_key(core), out)] += computes
+            return computes
+        assert slot is not None
+        self.touch(computes, slot[0])
+        if t.slots > 1:
+            # software pipelining: the next tile's input DMA goes ahead of this store on
+            # the in-order DMA queue, so it overlaps this tile's compute
+            self.pending[slot] = self.pending.get(slot, 0) + 1
+            self.deferred[core].append((slot, lambda c=list(computes): store(c)))
+            return computes
+        return [*computes, store(computes)]
+
+    # -- constants ----------------------------------------------------------------------------
+    def const_addrs(self, core: int, layer: LayerPlan) -> tuple[int, int, set[int]]:
+        """L1 addresses of the layer's parameter blob and constant operand, and the steps
+        that brought them (once per frame and core) into its L1 stage."""
+        consts = self.consts_of(layer)
+        stage = self.tile_buffer("dconst", layer, core)
+        addrs = []
+        sids: set[int] = set()
+        key = (core, layer.name)
+        first = key not in self.dconst_loaded
+        self.dconst_loaded.add(key)
+        offset = 0
+        for prefix, size in (("params", len(consts.params)), ("operand", len(consts.operand))):
+            buf = self.plan.buffers.get(const_buffer(prefix, layer.name))
+            if buf is None or not size:
+                addrs.append(0)
+                continue
+            if buf.pool is Pool.L1:
+                addrs.append(buf.addr)
+                continue
+            assert stage is not None, f"{layer.name}: no L1 stage for its constants"
+            addrs.append(stage.addr + offset)
+            if first:
+                sids.add(
+                    self.dma(
+                        core,
+                        self.wt_dma,
+                        (buf.pool, buf.addr),
+                        (Pool.L1, stage.addr + offset),
+                        size,
+                        layer=layer.name,
+                        tile=0,
+                        deps=set(self.slot_user[(stage.name, 0)]) | set(self.fence[core]),
+                        touches=(buf.name, stage.name),
+                    )
+                )
+            offset += size
+        if first:
+            self.dconst_steps[key] = sids
+        return addrs[0], addrs[1], set(self.dconst_steps.get(key, ()))
+
+    def dwpu_weights(self, core: int, layer: LayerPlan, deps: set[int]) -> tuple[int, set[int]]:
+        """L1 address of a depthwise layer's weights (or a resize's tables) and the step
+        that staged them (once per frame and core)."""
+        buf = self.plan.buffers.get(const_buffer("weights", layer.name))
+        if buf is None:
+            return 0, set()
+        stage = self.tile_buffer("wstage", layer, core)
+        if buf.pool is Pool.L1 or stage is None:
+            return buf.addr, set()
+        key = (core, "dw:" + layer.name)
+        if key not in self.dconst_loaded:
+            self.dconst_loaded.add(key)
+            sid = self.dma(
+                core,
+                self.wt_dma,
+                (buf.pool, buf.addr),
+                (Pool.L1, stage.addr),
+                buf.size_bytes,
+                layer=layer.name,
+                tile=0,
+                deps=set(self.fence[core]) | (set() if self.cfg.group_ifdw_tasks else deps),
+                touches=(buf.name, stage.name),
+            )
+            self.dconst_steps[key] = {sid}
+        return stage.addr, set(self.dconst_steps[key])
+
+    def lut_of(self, layer: LayerPlan) -> tuple[LutKind, int]:
+        """The task's ``lut`` and the table's offset in the parameter blob (-1: none): a
+        Relu or Clip between unequal grids is a table, not a clamp."""
+        offset = self.consts_of(layer).table_offset
+        lut = layer.lut
+        if offset >= 0 and lut in CLAMP_LUTS:
+            lut = LutKind.TABLE
+        return lut, offset
+
+    # -- the tile ------------------------------------------------------------------------------
+    def emit_layer_tile(
+        self,
+        li: int,
+        layer: LayerPlan,
+        core: int,
+        tile_no: int,
+        rows: tuple[int, int],
+        prologue: set[int],
+    ) -> list[int]:
+        """Emit output rows ``rows`` of ``layer`` on ``core`` (all its channel tiles);
+        returns the compute steps (and stores not held back)."""
+        if rows[1] <= rows[0]:
+            return []
+        consts = self.consts_of(layer)
+        if consts.incomplete:
+            self.mark_incomplete(layer, consts.incomplete)
+        w = TileWork(li, layer, core, tile_no, rows, prologue)
+        if layer.unit is LayerUnit.MVM and layer.runtime is not None:
+            return self.runtime_tile(w)
+        if layer.unit is LayerUnit.MVM:
+            return self.mvm_tile(w)
+        if layer.unit is LayerUnit.DWPU:
+            return self.dwpu_tile(w)
+        return self.dpu_tile(w)
+
+    def mvm_tile(self, w: TileWork) -> list[int]:
+        li, layer, core, tile_no, rows, prologue = w
+        geo = layer.geometry
+        assert geo is not None
+        part, parts, split = self.part_of(li, core)
+        if geo.dilation_h != geo.dilation_w:
+            self.mark_incomplete(layer, "unequal dilations")
+        window = input_rows(layer, *rows)
+        reads: list[tuple[str, int]] = []
+        src, in_deps = self.fetch_input(core, layer, 0, window, tile_no, reads)
+        params, _, cdeps = self.const_addrs(core, layer)
+        lut, table = self.lut_of(layer)
+        psum = self.tile_buffer("psum", layer, core)
+        fill = self.zero_point(layer.inputs[0])
+        tiled = self.tiling_of(layer).tiles > 1
+        base = part_range(geo.cout, parts, part)[0] if split is Split.CHANNELS else 0
+        out: list[int] = []
+        for tm in self.mapping_of(layer).of_part(part):
+            m = tm.mapping
+            c_lo, c_hi = base + tm.cout_lo, base + tm.cout_hi
+            dst, store, war, slot = self.out_place(core, layer, rows, (c_lo, c_hi), tile_no)
+            deps = in_deps | war | cdeps | prologue
+            computes: list[int] = []
+            pinned: set[int] = set()
+            for b, blk in enumerate(m.blocks):
+                key = (layer.name, tm.oc_tile, b)
+                s, wdeps = self.ensure_weights(
+                    core, layer, key, blk, (part, tm.oc_tile, b), tile_no, pinned, in_deps, tiled
+                )
+                pinned.add(s)
+                first = blk.col_block * m.active_cols  # the block's first channel of the tile
+                fields = mvm_fields(
+                    geo, m, blk, rows=rows[1] - rows[0], window=window, src=src,
+                    dst=dst.shifted(first), array_rows=self.arch.mvm.rows, fill=fill,
+                    psum_addr=psum.addr if psum is not None else 0,
+                    param_addr=params + (c_lo + first) * P.CHANNEL.itemsize,
+                    lut_addr=params + table if table >= 0 else 0, lut=lut, weight_set=s,
+                )  # fmt: skip
+                sid = self.add(
+                    core, Unit.MVM, Mvm, fields, layer=layer.name, tile=tile_no, deps=deps | wdeps
+                )
+                self.weights[core].last_user[s] = sid
+                self.last_mvm[core] = sid
+                computes.append(sid)
+            if psum is not None:
+                self.touch(computes, psum.name)
+            self.touch(computes, *self.const_names(layer, core))
+            out += self.finish(core, layer, computes, reads, store, slot, dst, tile_no)
+        return out
+
+    def const_names(self, layer: LayerPlan, core: int) -> list[str]:
+        """The buffers a layer's computes read their constants from."""
+        names = []
+        for prefix in ("params", "operand", "weights"):
+            buf = self.plan.buffers.get(const_buffer(prefix, layer.name))
+            if buf is not None and buf.pool is Pool.L1:
+                names.append(buf.name)
+        for prefix in ("dconst", "wstage"):
+            stage = self.tile_buffer(prefix, layer, core)
+            if stage is not None:
+                names.append(stage.name)
+        return names
+
+    def dwpu_tile(self, w: TileWork) -> list[int]:
+        li, layer, core, tile_no, rows, prologue = w
+        geo = layer.geometry
+        assert geo is not None
+        kind = layer.dwpu_kind
+        assert kind is not None
+        t = self.tiling_of(layer)
+        part, parts, split = self.part_of(li, core)
+        lo, hi = part_range(geo.cout, parts, part) if split is Split.CHANNELS else (0, geo.cout)
+        if geo.dilation_h != 1 or geo.dilation_w != 1:
+            self.mark_incomplete(layer, "a dilated depthwise window")
+        window = input_rows(layer, *rows)
+        params, _, cdeps = self.const_addrs(core, layer)
+        lut, table = self.lut_of(layer)
+        consts = self.consts_of(layer)
+        fill = self.zero_point(layer.inputs[0])
+        if kind in (DwpuKind.MAXPOOL, DwpuKind.GLOBALMAX):
+            fill = -128  # padding never wins a maximum
+        node = self.g.node(layer.name)
+        out: list[int] = []
+        for oi in range(t.oc_tiles):
+            a, b = part_range(hi - lo, t.oc_tiles, oi)
+            c_lo, c_hi = lo + a, lo + b
+            if c_hi <= c_lo:
+                continue
+            reads: list[tuple[str, int]] = []
+            src, in_deps = self.fetch_input(core, layer, 0, window, tile_no, reads, (c_lo, c_hi))
+            wdeps: set[int] = set()
+            weight_addr = 0
+            if len(consts.weights):
+                weight_addr, wdeps = self.dwpu_weights(core, layer, in_deps)
+            param_addr = params
+            if kind is DwpuKind.DWCONV:
+                weight_addr += c_lo * geo.kh * geo.kw
+                param_addr += c_lo * P.CHANNEL.itemsize
+            dst, store, war, slot = self.out_place(core, layer, rows, (c_lo, c_hi), tile_no)
+            fields = dwpu_fields(
+                kind, geo, rows=rows[1] - rows[0], channels=c_hi - c_lo, window=window, src=src,
+                dst=dst, fill=fill, count_include_pad=bool(node.attr("count_include_pad", 0)),
+                weight_addr=weight_addr, param_addr=param_addr,
+                lut_addr=params + table if table >= 0 else 0, lut=lut,
+            )  # fmt: skip
+            sid = self.add(
+                core,
+                Unit.DWPU,
+                DwpuOp,
+                fields,
+                layer=layer.name,
+                tile=tile_no,
+                deps=in_deps | war | cdeps | wdeps | prologue,
+            )
+            self.touch([sid], *self.const_names(layer, core))
+            out += self.finish(core, layer, [sid], reads, store, slot, dst, tile_no)
+        return out
+
+    def dpu_tile(self, w: TileWork) -> list[int]:
+        _, layer, core, tile_no, rows, prologue = w
+        kind = layer.dpu_kind or DpuKind.COPY
+        if not layer.rowwise:
+            self.mark_incomplete(layer, f"DPU {kind.value} over whole tensors is timed only")
+        out_t = layer.outputs[0]
+        _, row_bytes, _ = self.rows_of(layer, out_t, None)
+        e_out = self.elem(out_t)
+        row_elems = row_bytes // e_out
+        e0, n = rows[0] * row_elems, (rows[1] - rows[0]) * row_elems
+        out_shape = tuple(self.g.shape(out_t))
+        total = math.prod(out_shape)
+        names, _ = dpu_operands(self.g.node(layer.name), self.g, self.program)
+        params, operand_addr, cdeps = self.const_addrs(core, layer)
+        lut, table = self.lut_of(layer)
+        reads: list[tuple[str, int]] = []
+        addrs: list[int] = []
+        elems: list[int] = []
+        deps = set(cdeps) | prologue
+        b_div, b_mod = 1, max(1, n)
+        for j, name in enumerate(names or list(layer.inputs)):
+            shape = tuple(self.g.shape(name))
+            e_in = self.elem(name)
+            elems.append(e_in)
+            if name in layer.inputs and not layer.rowwise:  # whole tensors (timed only)
+                k = layer.inputs.index(name)
+                window = RowWindow(0, memory_rows(shape), 0)
+                place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
+                addrs.append(place.addr)
+                deps |= in_deps
+                continue
+            if name in layer.inputs and shape == out_shape:
+                k = layer.inputs.index(name)
+                place, in_deps = self.fetch_input(
+                    core, layer, k, RowWindow(*rows, 0), tile_no, reads
+                )
+                addrs.append(place.addr)
+                deps |= in_deps
+                continue
+            if name in layer.inputs:  # an activation broadcast over the output
+                k = layer.inputs.index(name)
+                window = RowWindow(0, memory_rows(shape), 0)
+                place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
+                base = place.addr
+                deps |= in_deps
+                pattern = broadcast_pattern(out_shape, shape)
+            else:  # the constant operand, whole (spread to the output when it must be)
+                base = operand_addr
+                pattern = broadcast_pattern(out_shape, shape) or (1, total)
+            if pattern is None or (j == 0 and pattern[1] != total):
+                self.mark_incomplete(layer, f"operand {name} is broadcast unlike (e // d) % m")
+                pattern = (1, total)
+            first = self.broadcast_offset(layer, pattern, e0, n)
+            addrs.append(base + first * e_in)
+            if j == 1:
+                b_div, b_mod = pattern[0], pattern[1] - first
+        p_div, p_mod = self.param_pattern(layer, out_shape)
+        dst, store, war, slot = self.out_place(core, layer, rows, None, tile_no)
+        if not layer.rowwise:
+            n = layer.elements  # whole tensors (a product: its multiply-accumulates)
+        fields = dict(
+            kind=kind,
+            in_addr0=addrs[0] if addrs else 0,
+            in_addr1=addrs[1] if len(addrs) > 1 else 0,
+            out_addr=dst.addr,
+            elements=max(1, n),
+            operands=max(1, min(2, len(addrs))),
+            lut=lut,
+            param_addr=params,
+            lut_addr=params + table if table >= 0 else 0,
+            in_elem=elems[0] if elems else 1,
+            in1_elem=elems[1] if len(elems) > 1 else 1,
+            out_elem=e_out,
+            b_div=b_div,
+            b_mod=max(1, b_mod),
+            p_div=p_div,
+            p_mod=p_mod,
+        )
+        sid = self.add(
+            core, Unit.DPU, DpuOp, fields, layer=layer.name, tile=tile_no, deps=deps | war
+        )
+        self.touch([sid], *self.const_names(layer, core))
+        return self.finish(core, layer, [sid], reads, store, slot, dst, tile_no)
+
+    def broadcast_offset(self, layer: LayerPlan, pattern: tuple[int, int], e0: int, n: int) -> int:
+        """Operand-1 element the tile starting at output element ``e0`` reads first; the
+        tile must not wrap around the operand (`mark_incomplete` otherwise)."""
+        div, mod = pattern
+        if e0 % div:
+            self.mark_incomplete(layer, "a row tile starts inside a broadcast period")
+            return 0
+        first = (e0 // div) % mod
+        if first and first + math.ceil(n / div) > mod:
+            self.mark_incomplete(layer, "a row tile wraps around its broadcast operand")
+        return first
+
+    def param_pattern(self, layer: LayerPlan, out_shape: tuple[int, ...]) -> tuple[int, int]:
+        """``(p_div, p_mod)`` of per-channel parameter records (one record: (1, 1))."""
+        consts = self.consts_of(layer)
+        if layer.dpu_kind not in (DpuKind.REQUANT, DpuKind.LUT) or consts.table_offset >= 0:
+            return 1, 1
+        records = len(consts.params) // P.CHANNEL.itemsize
+        if records <= 1 or len(out_shape) < 2 or out_shape[1] != records:
+            return 1, 1
+        shape = [1] * len(out_shape)
+        shape[1] = records
+        return broadcast_pattern(out_shape, tuple(shape)) or (1, records)
+
+    def runtime_tile(self, w: TileWork) -> list[int]:
+        li, layer, core, tile_no, rows, prologue = w
+        """An MVM layer with run-time weights over heads ``rows`` (timed; its input zero
+        point is not folded, so it is not yet executed bit-exactly)."""
+        del li
+        self.mark_incomplete(layer, "run-time weights (attention) are timed only")
+        reads: list[tuple[str, int]] = []
+        addrs, deps = [], set(prologue)
+        for k, tensor in enumerate(layer.inputs):
+            shared = runtime_shared(layer, k, activation_bytes(self.g, tensor))
+            window = RowWindow(0, 1, 0) if shared else RowWindow(*rows, 0)
+            place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
+            addrs.append(place.addr)
+            deps |= in_deps
+        _, _, cdeps = self.const_addrs(core, layer)
+        dst, store, war, slot = self.out_place(core, layer, rows, None, tile_no)
+        psum = self.tile_buffer("psum", layer, core)
+        computes = self.emit_runtime_mvm(
+            core, layer, rows, tile_no, addrs, dst.addr,
+            psum.addr if psum is not None else None, deps | war | cdeps,
+        )  # fmt: skip
+        return self.finish(core, layer, computes, reads, store, slot, dst, tile_no)
+
+
+__all__ = ["ComputeMixin", "Store"]

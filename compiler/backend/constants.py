@@ -1,0 +1,545 @@
+"""Pass ``pack``: every constant byte a layer's tasks read, in the layout the tasks read it.
+
+From the integer program (`aipusim.compiler.quant.QuantizedGraph`) and the IMC mappings,
+each layer gets at most three constant blobs (`LayerConstants`), which the memory plan
+places and the emit pass writes into the constants image:
+
+- ``weights``: an MVM layer's IMC image, the weight blocks of every (core part, channel
+  tile) one after the other, each ``rows_used x cols_used`` row-major as its `WeightLoad`
+  writes it (rows in the `Mvm` row space: taps, PWORD channels, swICR packing, ICR copies
+  shifted by the stride); a depthwise conv's ``kh * kw`` weights per channel; a resize's
+  coordinate tables;
+- ``params``: the parameter records (`aipusim.isa.params`): per-channel requantize records
+  for MVM and depthwise layers (with the input zero point folded into the bias, since the
+  array sums raw int8 products), a `SCALAR` for the element-wise kinds, a pool's `COUNT`
+  table; then the layer's table (LUT or softmax exponentials) at ``table_offset``;
+- ``operand``: a constant operand of an element-wise op (int8, in its tensor's layout).
+
+Without an integer program (the back end run on a float graph, for timing) the blobs have
+their sizes and hold zeros.
+
+>>> weight_rows(kh=3, width=3, cin=3, cpad=64, swicr=False), weight_rows(3, 3, 3, 64, True)
+(576, 192)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aipusim.arch import Arch
+from aipusim.compiler.backend.imc import ImcMapping
+from aipusim.compiler.backend.imc_plan import LayerMapping, TileMapping, part_range
+from aipusim.compiler.backend.layout import CoreLayout, Split
+from aipusim.compiler.backend.layout_dma import Copy, broadcast_pattern, copy_plan, physical_axes
+from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
+from aipusim.compiler.ir import DType, Graph, Op
+from aipusim.compiler.quant import opsupport as S
+from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
+from aipusim.isa import params as P
+from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
+
+#: Fused activations the requantize records clamp (the others need a table).
+CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
+
+
+def weight_rows(kh: int, width: int, cin: int, cpad: int, swicr: bool) -> int:
+    """Rows of the MVM row space of a ``kh`` x ``width`` window of ``cin`` channels."""
+    if swicr:
+        return kh * (-(-width * cin // cpad) * cpad)
+    return kh * width * cpad
+
+
+def weight_row(ky: int, j: int, c: int, width: int, cin: int, cpad: int, swicr: bool) -> int:
+    """The row of tap ``(ky, j)`` channel ``c`` (see `aipusim.isa.tasks.Mvm`)."""
+    if swicr:
+        return ky * (-(-width * cin // cpad) * cpad) + j * cin + c
+    return (ky * width + j) * cpad + c
+
+
+@dataclass(frozen=True)
+class LayerConstants:
+    """A layer's constant blobs (uint8 arrays) and where its weight blocks start."""
+
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    params: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    operand: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+    #: ``(part, oc_tile, block)`` -> byte offset of that weight block in ``weights``.
+    blocks: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    #: Byte offset of the layer's table in ``params`` (-1: none).
+    table_offset: int = -1
+    #: Byte offset of a pool's COUNT records in ``params`` (-1: none).
+    count_offset: int = -1
+    #: Byte offset of the output columns' coordinate table in ``weights`` (resize; -1: none).
+    cols_offset: int = -1
+    #: A layout layer's copies per output (`layout_dma.copy_plan`); fill copies read the
+    #: ``operand`` blob (the pad value, as long as the longest fill run).
+    copies: tuple[tuple[int, tuple[Copy, ...]], ...] = ()
+    #: The part of the program these bytes could not express (empty: complete).
+    incomplete: str = ""
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.weights) + len(self.params) + len(self.operand)
+
+
+def _bytes(records: np.ndarray) -> np.ndarray:
+    return np.frombuffer(np.ascontiguousarray(records).tobytes(), np.uint8).copy()
+
+
+def _zp(program: QuantizedGraph, tensor: str) -> np.ndarray:
+    return np.asarray(program.qparams(tensor).zero_point, np.int64).reshape(-1)
+
+
+class _Packer:
+    def __init__(
+        self, graph: Graph, program: QuantizedGraph | None, layout: CoreLayout, arch: Arch
+    ) -> None:
+        self.g, self.program, self.layout, self.arch = graph, program, layout, arch
+
+    def step(self, name: str) -> QStep | None:
+        return self.program.steps.get(name) if self.program is not None else None
+
+    # -- output stage of MVM and DWPU layers -----------------------------------------------
+    def activation(self, layer: LayerPlan, mid: str, out: str) -> tuple[Any, Any, np.ndarray]:
+        """(lo, hi, table) of a layer's fused activation, from the intermediate grid
+        ``mid`` (what the requantize produces) to ``out``."""
+        lo: Any = -128
+        hi: Any = 127
+        table = np.zeros(0, np.uint8)
+        if not layer.fused:
+            return lo, hi, table
+        step = self.step(layer.fused[-1])
+        assert step is not None
+        if step.kind == "clamp":
+            lo, hi = step.params["lo"], step.params["hi"]
+        elif step.kind == "lut":
+            table = np.asarray(step.params["table"], np.int8).view(np.uint8).copy()
+        return lo, hi, table
+
+    def requant_records(
+        self, layer: LayerPlan, step: QStep, x: str, mid: str, bias: np.ndarray, zi: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per-channel records of a MAC layer and its table (fused LUT)."""
+        p = step.params
+        cout = len(np.atleast_1d(p["mult"]))
+        zo = _zp(self.program, mid)
+        lo, hi, table = self.activation(layer, mid, layer.outputs[0])
+        rec = P.channel_records(
+            bias=bias,
+            mult=p["mult"],
+            shift=p["shift"],
+            zo=np.broadcast_to(zo, (cout,)),
+            lo=lo,
+            hi=hi,
+            zi=zi,
+        )
+        return _bytes(rec), table
+
+    # -- MVM -------------------------------------------------------------------------------
+    def mvm(self, i: int, layer: LayerPlan, mapping: LayerMapping) -> LayerConstants:
+        geo = layer.geometry
+        assert geo is not None
+        if layer.runtime is not None:
+            # the operand is written at run time; only the requantize of the products
+            return self.runtime_mvm(layer, mapping)
+        split = self.layout.splits.get(i, Split.NONE)
+        parts = self.layout.cores if split is not Split.NONE else 1
+        w = self.conv_weights(layer) if self.program is not None else None
+        blocks: dict[tuple[int, int, int], int] = {}
+        chunks: list[np.ndarray] = []
+        offset = 0
+        for tm in mapping.tiles:
+            if split is Split.ROWS and tm.part > 0:
+                # every core of a row split loads the same blocks: share part 0's bytes
+                for b in range(len(tm.mapping.blocks)):
+                    blocks[(tm.part, tm.oc_tile, b)] = blocks[(0, tm.oc_tile, b)]
+                continue
+            lo = self.channel_lo(geo.cout, split, parts, tm)
+            for b, blk in enumerate(tm.mapping.blocks):
+                blocks[(tm.part, tm.oc_tile, b)] = offset
+                if w is None:
+                    chunks.append(np.zeros(blk.weight_bytes, np.uint8))
+                else:
+                    chunks.append(self.imc_block(w, geo, layer, tm.mapping, b, lo))
+                offset += blk.weight_bytes
+        weights = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
+        params, table, incomplete = self.mvm_params(layer, geo.cout, w)
+        out = np.concatenate([params, table]) if len(table) else params
+        return LayerConstants(
+            weights=weights,
+            params=out,
+            blocks=blocks,
+            table_offset=len(params) if len(table) else -1,
+            incomplete=incomplete,
+        )
+
+    def channel_lo(self, cout: int, split: Split, parts: int, tm: TileMapping) -> int:
+        """First output channel (of the layer) of a tile mapping."""
+        base = part_range(cout, parts, tm.part)[0] if split is Split.CHANNELS else 0
+        return base + tm.cout_lo
+
+    def conv_weights(self, layer: LayerPlan) -> np.ndarray | None:
+        """The layer's int8 weights as [cout, cin, kh, kw] (a Gemm/MatMul: 1 x 1)."""
+        step = self.step(layer.name)
+        if step is None or step.kind != "mac" or not step.params.get("weight"):
+            return None
+        w = np.asarray(self.g.const(step.params["weight"]), np.int64)
+        node = self.g.node(layer.name)
+        if node.op is Op.CONV_TRANSPOSE:
+            # the array runs a stride-1 conv of the flipped kernel over the upsampled input
+            group = int(node.attr("group", 1))
+            cin, cpg_out, kh, kw = w.shape
+            w = w.reshape(group, cin // group, cpg_out, kh, kw).transpose(0, 2, 1, 3, 4)
+            w = w.reshape(group * cpg_out, cin // group, kh, kw)[:, :, ::-1, ::-1]
+        elif w.ndim == 2:
+            w = (w if int(step.params["weight_axis"]) == 0 else w.T)[:, :, None, None]
+        return np.ascontiguousarray(w)
+
+    def imc_block(
+        self, w: np.ndarray, geo: Any, layer: LayerPlan, m: ImcMapping, b: int, ch_lo: int
+    ) -> np.ndarray:
+        """One weight block in the row space of `aipusim.isa.tasks.Mvm` (see the module
+        docstring); ``ch_lo`` is the tile's first output channel."""
+        blk = m.blocks[b]
+        icr = m.icr
+        cout_t = blk.cols_used // icr
+        active = m.active_cols
+        c0 = ch_lo + blk.col_block * active  # first channel of this column block
+        width = geo.kw + (icr - 1) * geo.stride_w
+        cin = geo.cin  # the channels memory holds (PWORD pads are zero rows)
+        cpad = m.cin_padded
+        groups = geo.groups
+        cpg = w.shape[1]  # input channels per group
+        opg = max(1, w.shape[0] // groups)
+        full = np.zeros((m.rows_needed, blk.cols_used), np.int64)
+        ky, kx, c_local = np.meshgrid(
+            np.arange(geo.kh), np.arange(geo.kw), np.arange(min(cpg, cin)), indexing="ij"
+        )
+        for q in range(icr):
+            for o in range(cout_t):
+                oc = c0 + o
+                if oc >= w.shape[0]:
+                    continue
+                c_abs = (oc // opg) * cpg + c_local if groups > 1 else c_local
+                ok = c_abs < cin
+                j = kx + q * geo.stride_w
+                rows = weight_row(ky, j, c_abs, width, cin, cpad, m.swicr)
+                full[rows[ok], q * cout_t + o] = w[oc, c_local[ok], ky[ok], kx[ok]]
+        start = blk.row_block * self.arch.mvm.rows
+        block = full[start : start + blk.rows_used]
+        return block.astype(np.int8).view(np.uint8).reshape(-1).copy()
+
+    def mvm_params(
+        self, layer: LayerPlan, cout: int, w: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, str]:
+        """CHANNEL records (+ table) of an MVM layer with constant weights."""
+        step = self.step(layer.name)
+        if self.program is None or step is None or w is None:
+            return np.zeros(cout * P.CHANNEL.itemsize, np.uint8), np.zeros(0, np.uint8), ""
+        node = self.g.node(layer.name)
+        x = node.inputs[0]
+        mid = node.outputs[0]
+        zp_in = _zp(self.program, x)
+        if zp_in.size != 1:
+            return self.mvm_params_zero(cout), np.zeros(0, np.uint8), "per-channel MVM input"
+        # sum(x * w) over raw int8 inputs = sum((x - zp) * w) + zp * sum(w): fold it in,
+        # over the channels memory holds (the rows of PWORD pad channels are zero)
+        bias = np.asarray(step.params["bias"], np.int64).reshape(-1)
+        held = w if layer.geometry.groups > 1 else w[:, : layer.geometry.cin]
+        bias = bias - int(zp_in[0]) * held.reshape(w.shape[0], -1).sum(axis=1)
+        rec, table = self.requant_records(layer, step, x, mid, bias, 0)
+        return rec, table, ""
+
+    def mvm_params_zero(self, cout: int) -> np.ndarray:
+        return np.zeros(cout * P.CHANNEL.itemsize, np.uint8)
+
+    def runtime_mvm(self, layer: LayerPlan, mapping: LayerMapping) -> LayerConstants:
+        mm = layer.runtime
+        assert mm is not None
+        step = self.step(layer.name)
+        if step is None:
+            return LayerConstants(params=self.mvm_params_zero(mm.n))
+        node = self.g.node(layer.name)
+        mid = node.outputs[0]
+        lo, hi, table = self.activation(layer, mid, layer.outputs[0])
+        rec = P.channel_records(
+            bias=np.zeros(mm.n, np.int64),
+            mult=np.broadcast_to(np.asarray(step.params["mult"]).reshape(-1)[:1], (mm.n,)),
+            shift=np.broadcast_to(np.asarray(step.params["shift"]).reshape(-1)[:1], (mm.n,)),
+            zo=int(_zp(self.program, mid)[0]),
+            lo=lo,
+            hi=hi,
+        )
+        za = int(_zp(self.program, node.inputs[0])[0])
+        why = "" if za == 0 else "run-time weights with an input zero point"
+        params = _bytes(rec)
+        out = np.concatenate([params, table]) if len(table) else params
+        return LayerConstants(
+            params=out, table_offset=len(params) if len(table) else -1, incomplete=why
+        )
+
+    # -- DWPU ------------------------------------------------------------------------------
+    def dwpu(self, layer: LayerPlan) -> LayerConstants:
+        geo = layer.geometry
+        assert geo is not None
+        kind = layer.dwpu_kind
+        step = self.step(layer.name)
+        if kind is DwpuKind.DWCONV:
+            return self.dwconv(layer, step)
+        if kind in (DwpuKind.RESIZE_NEAREST, DwpuKind.RESIZE_LINEAR):
+            return self.resize(layer, step)
+        if kind in (DwpuKind.AVGPOOL, DwpuKind.GLOBALPOOL):
+            return self.avg(layer, step)
+        return LayerConstants()  # max pools need nothing
+
+    def dwconv(self, layer: LayerPlan, step: QStep | None) -> LayerConstants:
+        geo = layer.geometry
+        n_w = geo.cout * geo.kh * geo.kw
+        if self.program is None or step is None:
+            return LayerConstants(
+                weights=np.zeros(n_w, np.uint8),
+                params=np.zeros(geo.cout * P.CHANNEL.itemsize, np.uint8),
+            )
+        w = np.asarray(self.g.const(step.params["weight"]), np.int64)
+        node = self.g.node(layer.name)
+        x, mid = node.inputs[0], node.outputs[0]
+        zi = np.broadcast_to(_zp(self.program, x), (geo.cout,))
+        bias = np.asarray(step.params["bias"], np.int64).reshape(-1)
+        rec, table = self.requant_records(layer, step, x, mid, bias, zi)
+        weights = w.reshape(geo.cout, geo.kh * geo.kw).astype(np.int8).view(np.uint8)
+        out = np.concatenate([rec, table]) if len(table) else rec
+        return LayerConstants(
+            weights=weights.reshape(-1).copy(),
+            params=out,
+            table_offset=len(rec) if len(table) else -1,
+        )
+
+    def avg(self, layer: LayerPlan, step: QStep | None) -> LayerConstants:
+        geo = layer.geometry
+        counts = geo.kh * geo.kw if layer.dwpu_kind is DwpuKind.AVGPOOL else 0
+        size = P.SCALAR.itemsize + counts * P.COUNT.itemsize
+        if self.program is None or step is None:
+            return LayerConstants(params=np.zeros(size, np.uint8))
+        node = self.g.node(layer.name)
+        za = int(_zp(self.program, node.inputs[0])[0])
+        zo = int(_zp(self.program, node.outputs[0])[0])
+        mult = np.asarray(step.params["mult"], np.int64).reshape(-1)
+        shift = np.asarray(step.params["shift"], np.int64).reshape(-1)
+        if layer.dwpu_kind is DwpuKind.GLOBALPOOL:
+            rec = P.scalar_record(m0=mult[0], shift=shift[0], za=za, zo=zo)
+            return LayerConstants(params=_bytes(rec))
+        table = np.zeros(counts, P.COUNT)
+        table["mult"], table["shift"] = mult[:counts], shift[:counts]
+        rec = P.scalar_record(za=za, zo=zo)
+        return LayerConstants(
+            params=np.concatenate([_bytes(rec), _bytes(table)]), count_offset=P.SCALAR.itemsize
+        )
+
+    def resize(self, layer: LayerPlan, step: QStep | None) -> LayerConstants:
+        geo = layer.geometry
+        n = geo.out_h + geo.out_w
+        weights = np.zeros(n * P.COORD.itemsize, np.uint8)
+        if self.program is None or step is None:
+            return LayerConstants(weights=weights, cols_offset=geo.out_h * P.COORD.itemsize,
+                                  params=np.zeros(P.SCALAR.itemsize, np.uint8))  # fmt: skip
+        node = self.g.node(layer.name)
+        in_shape, out_shape = self.g.shape(node.inputs[0]), self.g.shape(node.outputs[0])
+        tables = []
+        for ax, length in ((2, geo.out_h), (3, geo.out_w)):
+            rec = np.zeros(length, P.COORD)
+            if in_shape[ax] == out_shape[ax]:
+                rec["i0"] = rec["i1"] = np.arange(length)
+            elif layer.dwpu_kind is DwpuKind.RESIZE_NEAREST:
+                idx = S.resize_nearest_index(node, self.g, ax, in_shape[ax], out_shape[ax])
+                rec["i0"] = rec["i1"] = idx
+            else:
+                i0, i1, frac = S.resize_linear_coords(node, self.g, ax, in_shape[ax], out_shape[ax])
+                rec["i0"], rec["i1"] = i0, i1
+                rec["w"] = np.rint(frac * (1 << P.RESIZE_WEIGHT_BITS)).astype(np.int64)
+            tables.append(_bytes(rec))
+        params = np.zeros(P.SCALAR.itemsize, np.uint8)
+        if step.kind == "resize_linear":
+            za = int(_zp(self.program, node.inputs[0])[0])
+            zo = int(_zp(self.program, node.outputs[0])[0])
+            rec = P.scalar_record(
+                m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
+                shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
+                za=za,
+                zo=zo,
+            )
+            params = _bytes(rec)
+        return LayerConstants(
+            weights=np.concatenate(tables),
+            params=params,
+            cols_offset=geo.out_h * P.COORD.itemsize,
+        )
+
+    # -- layout layers (DMA) -----------------------------------------------------------------
+    def layout_copies(self, layer: LayerPlan) -> LayerConstants:
+        """A layout layer's copies and its fill bytes."""
+        node = self.g.node(layer.name)
+        try:
+            plans = tuple((k, tuple(c)) for k, c in copy_plan(node, self.g))
+        except NotImplementedError as exc:  # timed as whole-tensor copies
+            return LayerConstants(incomplete=str(exc))
+        fill_run = max((c.run for _, cs in plans for c in cs if c.src < 0), default=0)
+        step = self.step(layer.name)
+        why = ""
+        if step is not None and step.kind != "share":
+            why = f"a {node.op_type} that changes the values' grid ({step.kind})"
+        pad = int(step.params.get("pad_value", 0)) if step is not None else 0
+        wide = self.g.tensor(layer.outputs[0]).dtype is DType.INT16
+        fill = np.full(fill_run, pad, "<i2" if wide else np.int8).view(np.uint8).copy()
+        return LayerConstants(operand=fill, copies=plans, incomplete=why)
+
+    # -- DPU -------------------------------------------------------------------------------
+    def dpu(self, layer: LayerPlan) -> LayerConstants:
+        step = self.step(layer.name)
+        if self.program is None or step is None:
+            return LayerConstants(params=np.zeros(self.dpu_size(layer), np.uint8))
+        node = self.g.node(layer.name)
+        out = node.outputs[0]
+        q_out = self.program.qparams(out)
+        lo, hi = (-32768, 32767) if q_out.dtype.value == "int16" else (-128, 127)
+        zo = _zp(self.program, out)
+        kind = step.kind
+        names, swapped = dpu_operands(node, self.g, self.program)
+        operand = self.const_operand(node, names)
+        if kind in ("rescale", "mul"):
+            if len(names) == 2 and swapped and layer.dpu_kind is DpuKind.SUB:
+                why = "a subtraction whose first operand is broadcast"
+                return LayerConstants(params=np.zeros(P.SCALAR.itemsize, np.uint8), incomplete=why)
+            za, zb = (int(_zp(self.program, n)[0]) for n in (*names, names[0])[:2])
+            if kind == "rescale":
+                mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
+                if swapped:
+                    mults = mults[::-1]
+                m1 = abs(mults[1]) if len(mults) > 1 else 0
+                rec = P.scalar_record(m0=mults[0], m1=m1, shift=int(step.params["shift"]),
+                                      za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi)  # fmt: skip
+            else:
+                rec = P.scalar_record(
+                    m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
+                    shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
+                    za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi,
+                )  # fmt: skip
+            return LayerConstants(params=_bytes(rec), operand=operand)
+        if kind == "mean":
+            rec = P.scalar_record(
+                m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
+                shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
+                za=int(_zp(self.program, node.inputs[0])[0]),
+                zo=int(zo[0]),
+            )
+            return LayerConstants(params=_bytes(rec))
+        if kind == "clamp":
+            c = max(len(np.atleast_1d(step.params["lo"])), len(np.atleast_1d(step.params["hi"])))
+            rec = P.channel_records(bias=np.zeros(c, np.int64), mult=0, shift=0, zo=0,
+                                    lo=step.params["lo"], hi=step.params["hi"])  # fmt: skip
+            return LayerConstants(params=_bytes(rec))
+        if kind == "lut":
+            table = np.asarray(step.params["table"], np.int8).view(np.uint8).copy()
+            return LayerConstants(params=table, table_offset=0)
+        if kind == "softmax":
+            rec = _bytes(P.scalar_record(m0=int(step.params["recip"]), zo=int(zo[0])))
+            table = np.asarray(step.params["exp_table"], np.int64).astype("<i4")
+            return LayerConstants(
+                params=np.concatenate([rec, _bytes(table)]), table_offset=len(rec)
+            )
+        if kind == "mac":  # BatchNormalization on the DPU: a per-channel scale
+            p = step.params
+            c = len(np.atleast_1d(p["mult"]))
+            rec = P.channel_records(
+                bias=p["bias"], mult=p["mult"], shift=p["shift"], zo=np.broadcast_to(zo, (c,)),
+                zi=np.broadcast_to(_zp(self.program, node.inputs[0]), (c,)),
+                scale=p["weight_q"],
+            )  # fmt: skip
+            return LayerConstants(params=_bytes(rec))
+        return LayerConstants(
+            params=np.zeros(self.dpu_size(layer), np.uint8),
+            incomplete=f"DPU step {kind} has no functional parameters yet",
+        )
+
+    def dpu_size(self, layer: LayerPlan) -> int:
+        """Bytes of a DPU layer's parameters without a program (the largest case)."""
+        return P.SCALAR.itemsize + P.SOFTMAX_TABLE_BYTES + layer.dpu_const_bytes
+
+    def const_operand(self, node: Any, names: Sequence[str]) -> np.ndarray:
+        """A constant operand of an element-wise op, int8 in its tensor's layout (spread
+        to the output's shape when no ``(div, mod)`` broadcast can read it)."""
+        out_shape = self.g.shape(node.outputs[0])
+        for name in names:
+            arr = self.g.const(name)
+            if arr is None:
+                continue
+            q = np.asarray(arr)
+            shape = self.g.shape(name)
+            if broadcast_pattern(out_shape, shape) is None:
+                q, shape = np.broadcast_to(q.reshape(shape), out_shape), out_shape
+            q = np.ascontiguousarray(q.reshape(shape).transpose(physical_axes(shape)))
+            return q.astype(np.int8).view(np.uint8).reshape(-1).copy()
+        return np.zeros(0, np.uint8)
+
+
+def dpu_operands(node: Any, graph: Graph, program: QuantizedGraph | None) -> tuple[list[str], bool]:
+    """The tensors a DPU layer's task reads, in its operand order: activations and quantized
+    constant operands, the one as large as the output first (``True``: swapped from the
+    node's order, so that only operand 1 is ever broadcast)."""
+    names = [
+        i
+        for i in node.present_inputs
+        if not graph.is_constant(i)
+        or (program is not None and i in graph.tensors and graph.tensor(i).quant is not None
+            and np.asarray(graph.const(i)).dtype.kind != "f")
+    ]  # fmt: skip
+    if len(names) == 2:
+        n = math.prod(graph.shape(node.outputs[0]))
+        if math.prod(graph.shape(names[0])) != n and math.prod(graph.shape(names[1])) == n:
+            return [names[1], names[0]], True
+    return names, False
+
+
+def pack_constants(
+    layers: Sequence[LayerPlan],
+    mappings: Sequence[LayerMapping | None],
+    graph: Graph,
+    program: QuantizedGraph | None,
+    layout: CoreLayout,
+    arch: Arch,
+) -> tuple[LayerConstants, ...]:
+    """Every layer's constant blobs (index-aligned with ``layers``)."""
+    packer = _Packer(graph, program, layout, arch)
+    out = []
+    for i, (layer, mapping) in enumerate(zip(layers, mappings, strict=True)):
+        if layer.unit is LayerUnit.MVM:
+            assert mapping is not None, layer.name
+            out.append(packer.mvm(i, layer, mapping))
+        elif layer.unit is LayerUnit.DWPU:
+            out.append(packer.dwpu(layer))
+        elif layer.unit is LayerUnit.DPU:
+            out.append(packer.dpu(layer))
+        elif layer.unit is LayerUnit.DMA:
+            out.append(packer.layout_copies(layer))
+        else:
+            out.append(LayerConstants())
+    return tuple(out)
+
+
+def ceil_to(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+__all__ = [
+    "CLAMP_LUTS",
+    "LayerConstants",
+    "ceil_to",
+    "dpu_operands",
+    "pack_constants",
+    "weight_row",
+    "weight_rows",
+]

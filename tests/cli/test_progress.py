@@ -1,0 +1,51 @@
+"""Progress of long stages when stderr is not a terminal: plain lines, no bars."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from aipusim import progress as progress_module
+from aipusim.progress import Progress
+
+
+def test_plain_lines_while_advancing_when_quiet_and_at_the_end() -> None:
+    out = io.StringIO()
+    p = Progress(out, terminal=False, every_s=0.0, quiet_s=0.5)
+    step = p.stage("simulate", 4)
+    p.note("frame 1")
+    step(1)
+    time.sleep(1.6)  # one slow step: the watchdog says the stage still runs
+    step(3)
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "aipusim: simulate 1/4 (frame 1) (0 s)"
+    assert any(line.startswith("aipusim: simulate still running, 1/4") for line in lines)
+    assert lines[-2].startswith("aipusim: simulate 4/4")
+    assert lines[-1].startswith("aipusim: simulate done in ")
+    assert "\r" not in out.getvalue()
+
+
+def test_a_quick_stage_prints_nothing() -> None:
+    out = io.StringIO()
+    p = Progress(out, terminal=False)
+    p.stage("compile", 3)(3)
+    p.close()
+    assert out.getvalue() == ""
+
+
+def test_compile_reports_its_passes_on_a_non_terminal_stderr(
+    tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aipusim.cli.main import main
+
+    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
+    assert main(["zoo", "export", "tiny_cnn", "-o", str(tmp_path / "t.onnx")]) == 0
+    capsys.readouterr()
+    assert main(["compile", "-i", str(tmp_path / "t.onnx"), "-o", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("aipusim: compile 1/") and "(after import)" in err[0]
+    assert any("(after emit)" in line for line in err)
+    assert err[-1].startswith("aipusim: compile done in ")
