@@ -234,6 +234,13 @@ def _validate(arch: Arch) -> None:
         raise ArchError(
             f"mvm.input_blocks must divide mvm.rows ({mvm.rows}), not {mvm.input_blocks}"
         )
+    e = arch.energy
+    if e.mvm_sparse_active_fraction >= 1 or e.mvm_sparse_tops_per_w <= e.mvm_dense_tops_per_w:
+        raise ArchError(
+            "energy.mvm_sparse_tops_per_w must exceed energy.mvm_dense_tops_per_w "
+            f"({e.mvm_dense_tops_per_w:g}) at energy.mvm_sparse_active_fraction below 1, "
+            f"not {e.mvm_sparse_tops_per_w:g} at {e.mvm_sparse_active_fraction:g}"
+        )
     if not 0 < mvm.utilization_step <= 1:
         raise ArchError(f"mvm.utilization_step must be in (0, 1], not {mvm.utilization_step}")
     clock = arch.clock

@@ -71,6 +71,20 @@ class MvmSpec:
     pipeline_latency_cycles: int
     #: PWORD: the array reads input channels in words of this many (apply_pword_padding).
     pword_channels: int
+    #: Width of the adder tree's sums: an Mvm saturates its sums (and the sums with the
+    #: partial sums it accumulates onto) to this many bits, two's complement.
+    accumulator_bits: int
+
+    @property
+    def accumulator_range(self) -> tuple[int, int]:
+        """(lowest, highest) sum the array holds.
+
+        >>> from aipusim.arch import load_arch
+        >>> load_arch().mvm.accumulator_range
+        (-33554432, 33554431)
+        """
+        top = 1 << (self.accumulator_bits - 1)
+        return -top, top - 1
 
     @property
     def macs_per_cycle(self) -> int:
@@ -264,6 +278,27 @@ class EnergySpec:
     dma_pj_per_byte: float
     pcie_pj_per_byte: float
     control_task_pj: float
+    #: Value-aware MVM energy: the published efficiency at random data and at a sparse point,
+    #: and the fraction of nonzero products at that point (see `mvm_activity_fit`).
+    mvm_dense_tops_per_w: float
+    mvm_sparse_tops_per_w: float
+    mvm_sparse_active_fraction: float
+
+    @property
+    def mvm_activity_fit(self) -> tuple[float, float]:
+        """(a, b) of the value-aware MAC energy ``mvm_mac_pj * (a + b * p)``, ``p`` the
+        fraction of products with a nonzero input and a nonzero weight: the line through
+        the two published points (p = 1 at ``mvm_dense_tops_per_w``, p =
+        ``mvm_sparse_active_fraction`` at ``mvm_sparse_tops_per_w``).
+
+        >>> from aipusim.arch import load_arch
+        >>> a, b = load_arch().energy.mvm_activity_fit
+        >>> round(a, 4), round(b, 4), round(15 / (a + b * 0.05), 1)
+        (0.1399, 0.8601, 82.0)
+        """
+        ratio = self.mvm_dense_tops_per_w / self.mvm_sparse_tops_per_w
+        b = (1.0 - ratio) / (1.0 - self.mvm_sparse_active_fraction)
+        return 1.0 - b, b
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ _BY_NAME: tuple[tuple[str, Range], ...] = (
     (r".*_ns", Range(0, 10**6, "ns")),
     (r".*_us", Range(0, 10**6, "µs")),
     (r".*_pj(_per_byte)?", Range(1e-4, 1e6, "pJ")),
+    (r".*_tops_per_w", Range(0.1, 10_000, "TOPS/W")),
+    (r".*_fraction", Range(1e-3, 1, "fraction")),
     (r".*_w(_per_mib)?", Range(1e-6, 1000, "W")),
     (r".*_bits", Range(1, 64, "bits")),
     (r"utilization_step", Range(1 / 64, 1, "fraction of the array")),

@@ -113,6 +113,13 @@ class DeadlockError(SimulationError):
     """Simulation stopped with tasks still waiting on tokens; names the tasks and tokens."""
 
 
+class HazardError(SimulationError):
+    """Functional execution found two tasks touching the same bytes (one of them writing)
+    that nothing orders: queue order, tokens, barriers, phases and host transfers; or token
+    units signalled and never waited for. Names both tasks, the pool, the range, the
+    buffer."""
+
+
 class TraceFormatError(AipuSimError):
     """A profiling trace is malformed."""
 
@@ -128,6 +135,7 @@ __all__ = [
     "ConfigError",
     "DeadlockError",
     "FileAccessError",
+    "HazardError",
     "InvalidArgument",
     "MemoryPlanError",
     "OnnxImportError",

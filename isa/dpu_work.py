@@ -4,7 +4,7 @@ The DPU has ``arch.dpu.lanes`` lanes that each do one operation a cycle (int8/in
 float18 add or multiply, or a table lookup). A task's duration is its lane operations over
 the lanes, plus the pipeline latency; its energy is charged per element. The element-wise
 kinds read ``operands`` inputs per element (one operation each). The transformer kinds
-follow their int8 kernels (`aipusim.compiler.quant.fp_kernels`):
+follow their int8 kernels (`aipusim.isa.fp_kernels`):
 
 - ``layernorm``: 2 for the statistics (x and x*x summed as integers), then 4 per element
   (N*x - S1, times the row factor, times gamma, plus beta: float18) and the conversion to

@@ -10,7 +10,10 @@ each layer's result lies (``model.json`` ``memory``).
   a 4-D tensor channels-last; ``row_major``: any other rank) and its quantization. With
   ``slots`` > 1 frame ``f`` uses slot ``f % slots`` at ``addr + slot * bytes``: the runtime
   relocates every access a frame makes into the buffer by that offset (a DMA base
-  register), so the tasklists, the same every frame, address slot 0.
+  register), so the tasklists, the same every frame, address slot 0. ``f`` counts the
+  frames through that buffer, i.e. the start: in batch mode core ``k``'s buffer carries
+  frame ``s * cores + k`` of start ``s`` in slot ``s % slots`` (counting the batch's frames
+  instead would pin each core to one slot and defeat double buffering).
 - **Tensors**: each layer output the program keeps whole in one buffer (pool, address,
   core, layout, quantization): what a functional run compares with the int8 reference,
   layer by layer, to find the first one that differs.
@@ -98,7 +101,7 @@ class IoBuffer:
             raise ConfigError(f"I/O buffer {self.name} layout must be one of {LAYOUTS}")
 
     def slot_addr(self, frame: int) -> int:
-        """Address of the slot frame ``frame`` uses."""
+        """Address of the slot the ``frame``-th frame through this buffer (the start) uses."""
         return self.addr + (frame % self.slots) * self.bytes
 
 

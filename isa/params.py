@@ -19,6 +19,17 @@ simulator reads them back from the same bytes. All values are little-endian.
   columns.
 - A LUT is 256 int8 values (index ``x + 128``); a softmax table 256 int32 values of
   ``2**SOFTMAX_EXP_BITS * exp(s_in * d)``, index ``d + 255`` for ``d = x - max <= 0``.
+- The DPU's float kinds (``layernorm``, ``div``, ``pow``): their `SCALAR` (zero points),
+  then `FLOAT_WORD` words, one float18 value each (`aipusim.isa.float18.FloatFormat.encode`),
+  in the order of `FLOAT_PARAMS`; `float_block` writes them, `read_float_block` reads them
+  back as the parameters of `aipusim.isa.fp_kernels`.
+
+Which block each kind reads at ``param_addr``: an ``Mvm``, a DWPU ``dwconv`` and a DPU
+``requant`` one `CHANNEL` per output channel; a DPU ``lut`` with ``lut`` relu/clip (a clamp)
+one `CHANNEL` per channel for ``lo``/``hi``, with any other ``lut`` nothing (the table is at
+``lut_addr``); the other element-wise and reduction kinds a `SCALAR` (per channel at ``(e //
+p_div) % p_mod`` where a kind takes per-channel parameters); ``avgpool`` a `SCALAR` then its
+`COUNT` records; ``copy``, ``gather``, ``reduce_max`` and the max pools nothing.
 
 >>> rec = channel_records(bias=[5], mult=[1 << 30], shift=[31], zo=[-3])
 >>> len(rec), int(rec["bias"][0]), int(rec["lo"][0]), int(rec["hi"][0])
@@ -29,9 +40,13 @@ simulator reads them back from the same bytes. All values are little-endian.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+
+from aipusim.isa.float18 import FloatFormat
+from aipusim.isa.fp_kernels import EXP2_STEPS
 
 #: Weights of a linear resize are fixed point with this many fraction bits.
 RESIZE_WEIGHT_BITS = 10
@@ -83,6 +98,20 @@ SCALAR_USE: dict[str, str] = {
     "globalpool": "sat(rshift(sum(x - za) * m0, shift) + zo) into [lo, hi]",
     "avgpool": "za, zo, lo, hi; the multiplier and shift from the COUNT of the window",
     "resize_linear": "sat(rshift(interpolated(x - za) * m0, shift) + zo) into [lo, hi]",
+    "layernorm": "za, zo, lo, hi; then the float18 words eps_q, gain[n], shift[n]",
+    "div": "za, zb, zo, lo, hi; then the float18 word scale",
+    "pow": "za, zb, zo, lo, hi; then the float18 words b_scale, out_scale, log2, exp2",
+}
+
+#: One float18 value in the low bits of a little-endian word.
+FLOAT_WORD = np.dtype("<u4")
+#: The float parameters of the DPU's float kinds after their `SCALAR`, in order: (name,
+#: words); ``"n"`` is the task's ``n`` (the elements of a LayerNorm group, in group order).
+#: The names are those of the parameter dicts of `aipusim.isa.fp_kernels`.
+FLOAT_PARAMS: dict[str, tuple[tuple[str, int | str], ...]] = {
+    "layernorm": (("eps_q", 1), ("gain", "n"), ("shift", "n")),
+    "div": (("scale", 1),),
+    "pow": (("b_scale", 1), ("out_scale", 1), ("log2", 256), ("exp2", EXP2_STEPS + 1)),
 }
 
 
@@ -129,6 +158,51 @@ def scalar_record(**values: int) -> np.ndarray:
     return rec
 
 
+def _float_kind(kind: str) -> tuple[tuple[str, int | str], ...]:
+    if kind not in FLOAT_PARAMS:
+        raise KeyError(f"float kind must be one of {', '.join(FLOAT_PARAMS)}, not {kind!r}")
+    return FLOAT_PARAMS[kind]
+
+
+def float_block(
+    kind: str, fmt: FloatFormat, scalar: np.ndarray, params: Mapping[str, Any]
+) -> np.ndarray:
+    """The parameter block (uint8) of a DPU float kind: the `SCALAR` record ``scalar``, then
+    the float18 words of ``params`` (a dict as `aipusim.isa.fp_kernels` takes it).
+
+    >>> from aipusim.isa.float18 import FloatFormat
+    >>> fmt = FloatFormat(8, 9)
+    >>> block = float_block("div", fmt, scalar_record(za=1, zb=2, zo=3), {"scale": 0.5})
+    >>> len(block), float(read_float_block(block, 0, "div", fmt)[1]["scale"])
+    (44, 0.5)
+    """
+    words = []
+    for name, _count in _float_kind(kind):
+        words.append(np.atleast_1d(fmt.encode(np.asarray(params[name]).reshape(-1))))
+    body = np.concatenate(words).astype(FLOAT_WORD)
+    head = np.ascontiguousarray(scalar, SCALAR).view(np.uint8).reshape(-1)
+    return np.concatenate([head, body.view(np.uint8)])
+
+
+def read_float_block(
+    memory: np.ndarray, addr: int, kind: str, fmt: FloatFormat, n: int = 1
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """(`SCALAR` record, parameters for `aipusim.isa.fp_kernels`) of a float kind's block
+    at ``addr``; ``n`` is the task's ``n`` (LayerNorm's group size, also given as
+    ``params["n"]``)."""
+    scalar = read(memory, addr, SCALAR)[0]
+    at = addr + SCALAR.itemsize
+    out: dict[str, Any] = {}
+    for name, count in _float_kind(kind):
+        k = n if count == "n" else int(count)
+        values = fmt.decode(read(memory, at, FLOAT_WORD, k))
+        out[name] = values if isinstance(count, str) or k > 1 else values[0]
+        at += FLOAT_WORD.itemsize * k
+    if kind == "layernorm":
+        out["n"] = np.int64(n)
+    return scalar, out
+
+
 def read(memory: np.ndarray, addr: int, dtype: np.dtype, count: int = 1) -> np.ndarray:
     """``count`` records of ``dtype`` at byte ``addr`` of a uint8 ``memory`` array."""
     end = addr + dtype.itemsize * count
@@ -141,6 +215,8 @@ __all__ = [
     "CHANNEL",
     "COORD",
     "COUNT",
+    "FLOAT_PARAMS",
+    "FLOAT_WORD",
     "LUT_BYTES",
     "RESIZE_WEIGHT_BITS",
     "SCALAR",
@@ -148,6 +224,8 @@ __all__ = [
     "SOFTMAX_EXP_BITS",
     "SOFTMAX_TABLE_BYTES",
     "channel_records",
+    "float_block",
     "read",
+    "read_float_block",
     "scalar_record",
 ]

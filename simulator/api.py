@@ -25,6 +25,8 @@ from aipusim.isa.trace_schema import (
 )
 from aipusim.simulator.budget import check_run_memory
 from aipusim.simulator.engine import Simulation, check_voltage
+from aipusim.simulator.functional.energy import EnergyModel, value_aware
+from aipusim.simulator.functional.io import NOT_COMPLETE, check_inputs
 from aipusim.simulator.result import SimResult
 from aipusim.simulator.trace import Tracer
 
@@ -185,6 +187,56 @@ def check_addresses(
             raise TasklistError(f"core {core} {found[0]}{more}")
 
 
+def _check_functional(
+    program: Program, functional: bool, inputs: Mapping[str, Any] | None, energy_model: str
+) -> EnergyModel:
+    """The energy model, once the functional arguments agree (before anything runs)."""
+    if not isinstance(functional, bool):
+        raise ConfigError(f"functional must be true or false, not {functional!r}")
+    valid = ", ".join(m.value for m in EnergyModel)
+    if energy_model not in tuple(EnergyModel):
+        raise ConfigError(f"energy_model must be one of {valid}, not {energy_model!r}")
+    model = EnergyModel(energy_model)
+    if not functional:
+        if model is EnergyModel.VALUE_AWARE:
+            raise ConfigError(
+                "energy_model=value_aware must come with functional=True (the energy follows "
+                "the data), not without it"
+            )
+        if inputs is not None:
+            raise ConfigError("inputs must come with functional=True, not without it")
+        return model
+    if program.memory is None:
+        raise SimulationError(NOT_COMPLETE)
+    check_inputs(program.memory, inputs)
+    return model
+
+
+def _attach(
+    result: SimResult,
+    sim: Simulation,
+    inputs: Mapping[str, Any] | None,
+    constants: bytes | str | Path | None,
+    model: EnergyModel,
+) -> None:
+    """Execute the run on data and put what it gave on ``result``."""
+    # numba's compiler loads only when a run executes data
+    from aipusim.simulator.functional.execute import run_functional
+
+    aware = model is EnergyModel.VALUE_AWARE
+    run = run_functional(
+        sim, inputs=dict(inputs) if inputs is not None else None, constants=constants,
+        value_aware=aware,
+    )  # fmt: skip
+    result.outputs = run.outputs
+    result.functional = run.summary
+    result.tensors = run.tensors
+    result.tensor_writers = run.tensor_writers
+    result.functional_tasks = run.tasks
+    if aware:
+        result.energy_value_aware = value_aware(result, sim.arch, run.mvm_activity)
+
+
 def write_power_timeline(result: SimResult, path: Path) -> Path:
     """The power timeline as Parquet, with its bin and the run's peak power by window in
     the schema metadata (what the profiler's power plot states)."""
@@ -211,6 +263,10 @@ def simulate(
     overrides: Mapping[str, Any] | None = None,
     progress: Callable[[int], None] | None = None,
     contention: bool = True,
+    functional: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    energy_model: str = EnergyModel.CYCLES,
+    constants: bytes | str | Path | None = None,
 ) -> SimResult:
     """Simulate a compiled program for ``frames`` frames per instance replica.
 
@@ -228,6 +284,15 @@ def simulate(
     ``progress(n)`` is called as frames come back. ``contention=False`` gives every engine
     that moves data the shared links to itself (a what-if: each transfer then takes its
     cost-model time, `aipusim.isa.cost`).
+
+    ``functional=True`` then executes every task of the run on data, in the order the timing
+    model ran it (`aipusim.simulator.functional`; no cycle or energy changes): ``inputs``
+    ``{name: int8 array of the input's logical shape}`` (default: a seeded random input,
+    which the summary says), the constants image from the compiled directory (or
+    ``constants``: its bytes, for an in-memory `Program`). Two unordered tasks touching the
+    same bytes raise `HazardError`. The result then carries ``outputs``, ``functional``,
+    ``tensors``, ``tensor_writers`` and ``functional_tasks``; ``energy_model="value_aware"``
+    adds ``energy_value_aware`` (each Mvm charged by the activity of its data).
 
     >>> from aipusim.isa.program import Instance, MulticoreMode, Program
     >>> from aipusim.isa.tasks import Mvm, Unit
@@ -277,6 +342,7 @@ def simulate(
     if not isinstance(contention, bool):
         raise ConfigError(f"contention must be true or false, not {contention!r}")
     check_addresses(program, lists, arch)
+    model = _check_functional(program, functional, inputs, energy_model)
     if isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1:
         # refused before it starts, not killed for want of memory an hour later
         check_run_memory(
@@ -297,6 +363,9 @@ def simulate(
         contention=contention,
     )
     result = sim.run()
+    if functional:
+        source = constants if isinstance(program_or_dir, Program) else program_or_dir
+        _attach(result, sim, inputs, source, model)
     if trace_path is not None:
         path = Path(trace_path)
         header = TraceHeader(

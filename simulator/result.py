@@ -145,6 +145,21 @@ class SimResult:
     _unloaded_cache: float | None = field(default=None, repr=False)
     #: The trace the run wrote (its power timeline beside it), or None.
     trace_path: Path | None = None
+    #: Functional mode (`simulate(..., functional=True)`), else None: the outputs of the
+    #: last frame (int8, logical shape, not dequantized) by name; the summary (tasks
+    #: executed, saturated MVM sums, hazard-checked bytes, the input used, output shapes);
+    #: the tensors of the program's memory map as their layer left them in the last frame,
+    #: with the last writer of each element (a row of ``functional_tasks``; -1: the
+    #: constants image or nobody).
+    outputs: dict[str, np.ndarray] | None = None
+    functional: dict[str, Any] | None = None
+    tensors: dict[str, np.ndarray] | None = None
+    tensor_writers: dict[str, np.ndarray] | None = None
+    functional_tasks: pd.DataFrame | None = None
+    #: ``energy_model="value_aware"``: the energy figures with each Mvm charged by the
+    #: activity of its data (`aipusim.simulator.functional.energy`), beside the cycle
+    #: model's figures above, which stay as they are.
+    energy_value_aware: dict[str, Any] | None = None
 
     @property
     def task_log(self) -> pd.DataFrame:
@@ -248,6 +263,12 @@ class SimResult:
             "link_utilization": self.link_utilization,
             "busy_cycles": self.busy_cycles,
             "event_counts": self.event_counts,
+            **({"functional": self.functional} if self.functional is not None else {}),
+            **(
+                {"energy_value_aware": self.energy_value_aware}
+                if self.energy_value_aware is not None
+                else {}
+            ),
         }
 
     def to_json(self) -> str:

@@ -6,7 +6,7 @@ end needs only shapes and int8 sizes) and runs the back half of the pipeline's p
 
 >>> from aipusim.compiler.pipeline import BACK
 >>> [p.name for p in BACK]
-['lower', 'tile', 'multicore', 'imc', 'memplan', 'schedule', 'estimate', 'emit']
+['lower', 'tile', 'multicore', 'imc', 'pack', 'memplan', 'schedule', 'estimate', 'emit']
 """
 
 from __future__ import annotations

@@ -44,9 +44,9 @@ from aipusim.compiler.quant.data import (
     imageset_calibration,
     random_calibration,
 )
-from aipusim.compiler.quant.float18 import FloatFormat
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
 from aipusim.compiler.quant.scheme import Scheme, dequantize_values, quantize_values
+from aipusim.isa.float18 import FloatFormat
 
 #: Names loaded on first use: the executors import numba's compiler (about a second), which
 #: a compile does not need.

@@ -38,11 +38,9 @@ import numpy as np
 from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
 from aipusim.compiler.quant import fixedpoint as K
-from aipusim.compiler.quant import fp_kernels as FK
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import CalibrationData
 from aipusim.compiler.quant.elementwise import scalar_operand, unary_function
-from aipusim.compiler.quant.float18 import FloatFormat
 from aipusim.compiler.quant.observers import MinMaxObserver, Observer, weight_ranges_per_channel
 from aipusim.compiler.quant.ort_exec import OrtFloatSession
 from aipusim.compiler.quant.scheme import (
@@ -56,6 +54,8 @@ from aipusim.compiler.quant.scheme import (
     symmetric_qparams,
     weight_scales,
 )
+from aipusim.isa import fp_kernels as FK
+from aipusim.isa.float18 import FloatFormat
 
 log = logging.getLogger("aipusim.compiler")
 

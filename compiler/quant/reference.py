@@ -26,12 +26,12 @@ import numpy as np
 
 from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams
-from aipusim.compiler.quant import fp_kernels as FK
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
-from aipusim.compiler.quant.float18 import FloatFormat
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
+from aipusim.isa import fp_kernels as FK
+from aipusim.isa.float18 import FloatFormat
 
 Array = np.ndarray
 

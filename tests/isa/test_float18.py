@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aipusim.arch import load_arch
-from aipusim.compiler.quant.float18 import FloatFormat, to_int8
+from aipusim.isa.float18 import FloatFormat, to_int8
 
 FINITE = st.floats(min_value=-1e30, max_value=1e30, allow_nan=False, allow_infinity=False)
 
@@ -62,3 +63,22 @@ def test_the_metis_format_comes_from_the_arch() -> None:
     fmt = FloatFormat.of(load_arch())
     assert (fmt.exponent_bits, fmt.fraction_bits) == (8, 9)
     assert 1 + fmt.exponent_bits + fmt.fraction_bits == load_arch().dpu.float_bits == 18
+
+
+@pytest.mark.parametrize("fmt", [FloatFormat(8, 9), FloatFormat(5, 12), FloatFormat(11, 6)])
+def test_encode_decode_round_trip_every_kind_of_value(fmt: FloatFormat) -> None:
+    rng = np.random.default_rng(5)
+    values = fmt.round(rng.normal(size=5000) * 10.0 ** rng.integers(-30, 30, 5000))
+    edge = [0.0, -0.0, np.inf, -np.inf, np.nan, fmt.min_normal, -fmt.max_finite]
+    values = np.concatenate([values, edge])
+    bits = fmt.encode(values)
+    assert bits.dtype == np.uint32 and int(bits.max()) < 1 << fmt.bits
+    back = fmt.decode(bits)
+    assert np.array_equal(back, values, equal_nan=True)
+    assert np.array_equal(np.signbit(back), np.signbit(values))
+
+
+def test_encode_refuses_values_the_format_cannot_hold() -> None:
+    fmt = FloatFormat(8, 9)
+    with pytest.raises(ValueError, match=r"must be values of the format, not 1\.0009765625"):
+        fmt.encode([1.0, 1.0 + 2**-10])

@@ -1,8 +1,9 @@
 """int8 kernels of the DPU that step through its short float (`float18.FloatFormat`).
 
-These are part of the bit-exact int8 reference: each function below is the definition of
-what the DPU computes for one op, given int8 inputs and the compile-time parameters of the
-op's `QStep` (floats in the params are already values of the format).
+Each function below is the definition of what the DPU computes for one op, given int8
+inputs and the op's compile-time parameters (floats in the params are already values of
+the format): the int8 reference runs them, and so does the functional simulator, reading
+the parameters from the program's parameter blocks (`aipusim.isa.params`).
 
 LayerNormalization (``layernorm``), per row of N normalised elements, x = q - zp_in:
     S1 = sum x, S2 = sum x*x                        (exact integers: int32 on the DPU)
@@ -40,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.compiler.quant.float18 import FloatFormat, to_int8
+from aipusim.isa.float18 import FloatFormat, to_int8
 
 Array = np.ndarray
 #: Entries per octave of the exp2 table of ``pow_fp`` (257 entries: 2**(k/256), k=0..256).

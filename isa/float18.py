@@ -16,7 +16,7 @@ defined here, once:
   then ``fraction_bits``), which is the definition, not an approximation of one.
 
 Transcendental functions never run in float: they are tables computed at compile time
-(data of the program), see `aipusim.compiler.quant.fp_kernels`.
+(data of the program), see `aipusim.isa.fp_kernels`.
 
 >>> fmt = FloatFormat(8, 9)
 >>> float(fmt.round(np.float64(1.0 + 2**-10)))  # a tie: rounds to the even neighbour 1.0
@@ -74,6 +74,57 @@ class FloatFormat:
             r = np.where(np.abs(r) < self.min_normal, np.copysign(0.0, v), r)
             r = np.where(np.abs(r) > self.max_finite, np.copysign(np.inf, v), r)
         return np.where(np.isfinite(v), r, v)
+
+    @property
+    def bits(self) -> int:
+        """Width of a value: sign, exponent and fraction bits."""
+        return 1 + self.exponent_bits + self.fraction_bits
+
+    def encode(self, x: Array | float) -> Array:
+        """The bit patterns (uint32, in the low `bits` bits) of values of this format: sign,
+        biased exponent, fraction, IEEE-style (exponent 0: zero, all ones: inf, or NaN with
+        the top fraction bit). Values that `round` would change are refused.
+
+        >>> fmt = FloatFormat(8, 9)
+        >>> [hex(int(b)) for b in fmt.encode([1.0, -2.0, np.inf])]
+        ['0xfe00', '0x30000', '0x1fe00']
+        >>> fmt.decode(fmt.encode([0.33349609375, -0.0])).tolist()
+        [0.33349609375, -0.0]
+        """
+        v = np.asarray(x, np.float64)
+        same = (self.round(v) == v) | np.isnan(v)
+        if not np.all(same):
+            bad = v[~same].reshape(-1)[0]
+            raise ValueError(f"float18 values must be values of the format, not {float(bad)!r}")
+        e, f = self.exponent_bits, self.fraction_bits
+        top = (1 << e) - 1
+        with np.errstate(invalid="ignore"):
+            mant, exp = np.frexp(np.abs(np.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0)))
+        frac = np.rint((mant * 2 - 1) * (1 << f)).astype(np.int64)
+        biased = (exp - 1 + self.bias).astype(np.int64)
+        zero = v == 0
+        biased = np.where(zero, 0, biased)
+        frac = np.where(zero, 0, frac)
+        inf, nan = np.isinf(v), np.isnan(v)
+        biased = np.where(inf | nan, top, biased)
+        frac = np.where(inf, 0, np.where(nan, 1 << (f - 1), frac))
+        sign = np.signbit(v).astype(np.int64)
+        return ((sign << (e + f)) | (biased << f) | frac).astype(np.uint32)
+
+    def decode(self, bits: Array) -> Array:
+        """Values (float64) of bit patterns `encode` made; a zero exponent reads as a signed
+        zero (no subnormals)."""
+        b = np.asarray(bits, np.int64)
+        e, f = self.exponent_bits, self.fraction_bits
+        top = (1 << e) - 1
+        sign = np.where((b >> (e + f)) & 1, -1.0, 1.0)
+        biased = (b >> f) & top
+        frac = (b & ((1 << f) - 1)).astype(np.float64)
+        with np.errstate(over="ignore"):  # the all-ones exponent: replaced below
+            value = np.ldexp(1.0 + frac / (1 << f), (biased - self.bias).astype(np.int64))
+        value = np.where(biased == 0, 0.0, value)
+        value = np.where(biased == top, np.where(frac == 0, np.inf, np.nan), value)
+        return sign * value
 
     def mul(self, a: Array, b: Array) -> Array:
         with np.errstate(all="ignore"):

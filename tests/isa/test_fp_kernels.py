@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aipusim.compiler.quant import fp_kernels as FK
-from aipusim.compiler.quant.float18 import FloatFormat
 from aipusim.compiler.quant.float_exec import layer_norm
+from aipusim.isa import fp_kernels as FK
+from aipusim.isa.float18 import FloatFormat
 
 FMT = FloatFormat(8, 9)
 RNG = np.random.default_rng(11)
