@@ -58,6 +58,8 @@ SHAPES_DIR = "shapes"
 ARCH_FILE = "arch.toml"
 #: The only target of this toolkit (LEIP-style ``target``).
 TARGET = "aipu"
+#: What executes a `CompiledModel` call: the int8 reference, or the functional simulator.
+EXECUTORS = ("reference", "simulator")
 
 
 @dataclass(frozen=True)
@@ -263,14 +265,25 @@ class _Runtime:
             host("preprocess.onnx"), read_quantized_model(manifest), host("postprocess.onnx")
         )
 
-    def run(self, feeds: Mapping[str, np.ndarray], outputs: Sequence[str]) -> list[np.ndarray]:
+    def run(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        outputs: Sequence[str],
+        chip: Path | None = None,
+    ) -> list[np.ndarray]:
+        """The outputs of the host graphs around the int8 core: the reference's, or with
+        ``chip`` (a ``compiled_model/`` folder) those of its functional simulation."""
         from aipusim.compiler.export import run_onnx
         from aipusim.compiler.quant import run_int8
+        from aipusim.functional_check import run_on_chip
 
         env = dict(feeds)
         if self.pre is not None:
             env.update(run_onnx(self.pre, {i.name: env[i.name] for i in self.pre.graph.input}))
-        env.update(run_int8(self.core, {i: env[i] for i in self.core.graph.inputs}))
+        core_feeds = {i: env[i] for i in self.core.graph.inputs}
+        env.update(
+            run_int8(self.core, core_feeds) if chip is None else run_on_chip(chip, core_feeds)
+        )
         if self.post is not None:
             env.update(run_onnx(self.post, {i.name: env[i.name] for i in self.post.graph.input}))
         missing = [o for o in outputs if o not in env]
@@ -351,26 +364,38 @@ class CompiledModel:
         return self._variant_dir(self._shapes(input_shapes)) / COMPILED_DIR
 
     # -- running ------------------------------------------------------------------------
-    def __call__(self, *arrays: Any, **named: Any) -> Any:
+    def __call__(self, *arrays: Any, executor: str = "reference", **named: Any) -> Any:
         """Run the int8 reference (host pre/post graphs included); one output as an
-        array, several as a tuple.
+        array, several as a tuple. ``executor="simulator"`` executes the compiled tasklists
+        in the functional simulator instead (one frame per compiled batch; bit-exact with
+        the reference when the program is right, and much slower).
 
         A shape that differs from the compiled one only in dim 0 (the batch), by a whole
         multiple, runs as compiled-size slices; any other shape inside the bounds is
         compiled once (cached in ``shapes/``)."""
+        if executor not in EXECUTORS:
+            raise ConfigError(f"executor must be one of {', '.join(EXECUTORS)}, not {executor!r}")
+        on_chip = executor == "simulator"
         feeds = self._feeds(arrays, named)
         shapes = {n: a.shape for n, a in feeds.items()}
         opt = {n: info.shape_bounds.opt for n, info in self._inputs.items()}
         if shapes == opt:
-            outputs = self._runtime(self._root).run(feeds, self.output_names)
+            outputs = self._run_in(self._root, feeds, on_chip)
         else:
-            outputs = self._run_batched(feeds, opt)
+            outputs = self._run_batched(feeds, opt, on_chip)
         if outputs is None:  # not a whole number of compiled batches: compile this shape
-            outputs = self._runtime(self._variant_dir(shapes)).run(feeds, self.output_names)
+            outputs = self._run_in(self._variant_dir(shapes), feeds, on_chip)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def _run_in(
+        self, folder: Path, feeds: Mapping[str, np.ndarray], on_chip: bool
+    ) -> list[np.ndarray]:
+        """The outputs of the compile output ``folder`` on ``feeds``."""
+        chip = folder / COMPILED_DIR if on_chip else None
+        return self._runtime(folder).run(feeds, self.output_names, chip)
+
     def _run_batched(
-        self, feeds: Mapping[str, np.ndarray], opt: Mapping[str, tuple[int, ...]]
+        self, feeds: Mapping[str, np.ndarray], opt: Mapping[str, tuple[int, ...]], on_chip: bool
     ) -> list[np.ndarray] | None:
         """Outputs from compiled-batch slices, or None when the shapes do not allow it."""
         counts = set()
@@ -381,11 +406,10 @@ class CompiledModel:
             counts.add(a.shape[0] // o[0])
         if len(counts) != 1:
             return None
-        runtime = self._runtime(self._root)
         parts = []
         for k in range(counts.pop()):
             chunk = {n: a[k * opt[n][0] : (k + 1) * opt[n][0]] for n, a in feeds.items()}
-            parts.append(runtime.run(chunk, self.output_names))
+            parts.append(self._run_in(self._root, chunk, on_chip))
         batch = next(iter(opt.values()))[0]
         # Outputs concatenate along the batch only if every one carries it in dim 0.
         if any(p.ndim == 0 or p.shape[0] != batch for p in parts[0]):
@@ -462,9 +486,18 @@ class CompiledModel:
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         levels: Sequence[str] | None = None,
         arch: Any = None,
+        functional: bool = False,
+        inputs: Mapping[str, Any] | None = None,
+        energy_model: str = "cycles",
         **overrides: Any,
     ) -> Any:
         """Simulate ``frames`` frames of the compiled tasklists; returns a `SimResult`.
+
+        ``functional=True`` also executes every task on data (the cycles stay the same):
+        ``inputs`` by core input name (int8, or float quantized with the input's scale;
+        default: a seeded random input); the result's ``outputs`` are the int8 outputs and
+        ``functional["bit_exact"]`` says whether they equal the int8 reference's.
+        ``energy_model="value_aware"`` adds ``energy_value_aware``.
 
         ``overrides`` change what the runtime applies (``frequency``, ``voltage``,
         ``double_buffer``, ``replicas`` of a Batch-1 model, ``profiling_levels``); a
@@ -478,7 +511,14 @@ class CompiledModel:
 
             arch = load_arch(self._arch)
         return simulate(
-            self.compiled_dir(input_shapes), frames=frames, levels=levels, arch=arch, **overrides
+            self.compiled_dir(input_shapes),
+            frames=frames,
+            levels=levels,
+            arch=arch,
+            functional=functional,
+            inputs=inputs,
+            energy_model=energy_model,
+            **overrides,
         )
 
     # -- saving -------------------------------------------------------------------------
@@ -535,11 +575,15 @@ def simulate(
     *,
     levels: Sequence[str] | None = None,
     arch: Any = None,
+    functional: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+    energy_model: str = "cycles",
     **overrides: Any,
 ) -> Any:
     """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that
     holds one; returns a `SimResult` (a `aipusim.results.TracedResult`) whose trace (frames,
-    layers, compute and memory tasks by default) feeds its profile.
+    layers, compute and memory tasks by default) feeds its profile. ``functional``,
+    ``inputs`` and ``energy_model`` as in `CompiledModel.simulate`.
 
     >>> import aipusim
     >>> r = aipusim.simulate(aipusim.compile("tiny_cnn"), frames=2, frequency=400_000_000)
@@ -552,13 +596,26 @@ def simulate(
     from aipusim.simulator import simulate as run_simulation
 
     if isinstance(model, CompiledModel):
-        return model.simulate(frames, levels=levels, arch=arch, **overrides)
+        return model.simulate(
+            frames,
+            levels=levels,
+            arch=arch,
+            functional=functional,
+            inputs=inputs,
+            energy_model=energy_model,
+            **overrides,
+        )
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"frames must be an integer >= 1, not {frames!r}")
     compiled = path_argument(model, "model")
     if (compiled / COMPILED_DIR).is_dir():
         # a whole output folder (of `compile`, `save` or ``aipusim compile -o``)
         compiled = compiled / COMPILED_DIR
+    chip, how = None, ""
+    if functional is True:
+        from aipusim.functional_check import chip_inputs
+
+        chip, how = chip_inputs(compiled, inputs)
     folder = temporary_trace_dir()
     try:
         sim = run_simulation(
@@ -568,11 +625,20 @@ def simulate(
             levels=list(levels) if levels is not None else list(DEFAULT_RUN_LEVELS),
             trace_path=folder / TRACE_NAME,
             overrides=check_overrides(overrides, compiled),
+            functional=functional,
+            # (the simulator refuses inputs without functional=True itself)
+            inputs=chip if chip is not None else inputs,
+            energy_model=energy_model,
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return TracedResult.of(sim, owned_dir=folder)
+    result = TracedResult.of(sim, owned_dir=folder)
+    if chip is not None:
+        from aipusim.functional_check import attach_check
+
+        attach_check(result, compiled, chip, how)
+    return result
 
 
 __all__ = [

@@ -132,6 +132,7 @@ def run_model(
     stage: StageHook | None = None,
     input_shape: tuple[int, ...] | None = None,
     keep_input_model: bool = False,
+    check: bool = False,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
@@ -139,12 +140,15 @@ def run_model(
     progress steps (the CLI hangs progress bars on it). ``input_shape`` fixes the dynamic
     dimensions of an ONNX model's input (``--input-shape``). The folder holds no copy of
     the ONNX model (``compile/input_model/source.json`` and ``run.json`` say which it was:
-    path, size and SHA-256, or the zoo name) unless ``keep_input_model``.
+    path, size and SHA-256, or the zoo name) unless ``keep_input_model``. ``check`` also
+    executes the run on data (a seeded input; the same cycles) and compares the outputs
+    with the int8 reference (`RunResult.check`, report.md, ``run.json``).
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.pipeline import PIPELINE
     from aipusim.compiler.request import CompileRequest
+    from aipusim.functional_check import attach_check, chip_inputs
     from aipusim.isa.program import load_program_tables
     from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
     from aipusim.run_report import write_run_report
@@ -181,7 +185,9 @@ def run_model(
         compile_s = time.perf_counter() - t0
         shutil.rmtree(scratch, ignore_errors=True)
 
-        program, tasklists = load_program_tables(tmp / "compile" / "compiled_model")
+        compiled = tmp / "compile" / "compiled_model"
+        program, tasklists = load_program_tables(compiled)
+        inputs, how = chip_inputs(compiled) if check else (None, "")
         step = hook("simulate", frames * max(1, program.replicas))
         t0 = time.perf_counter()
         sim = simulate(
@@ -192,8 +198,12 @@ def run_model(
             levels=list(levels),
             trace_path=tmp / TRACE_NAME,
             progress=step,
+            functional=check,
+            inputs=inputs,
+            constants=compiled if check else None,
         )
         simulate_s = time.perf_counter() - t0
+        verdict = attach_check(sim, compiled, inputs, how) if check else None
 
         step = hook("profile", 3)
         percent = config.profiling_drop_percentile if drop_percentile is None else drop_percentile
@@ -221,6 +231,7 @@ def run_model(
             layers,
             units,
             [output_dir / p.relative_to(tmp) for p in plots],
+            check=verdict,
         )
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
         summary = {**run_summary(result), "input_model": input_record(source, tmp / "compile")}

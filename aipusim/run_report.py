@@ -67,6 +67,14 @@ def headline_table(sim: Any) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["figure", "value", "definition"])
 
 
+def _functional_lines(result: RunResult) -> list[str]:
+    """The functional check of ``run --check``: bit-exact, or the mismatch."""
+    check = result.check
+    if check is None:
+        return []
+    return ["## Functional check", "", f"- {check.text()}", ""]
+
+
 def write_run_report(
     result: RunResult, path: Path, *, config: Any, arch: Arch, levels: Sequence[str]
 ) -> Path:
@@ -104,6 +112,7 @@ def write_run_report(
         "",
         _md(headline_table(sim)),
         "",
+        *_functional_lines(result),
         "## Energy per frame by component",
         "",
         _md(energy, ".4f"),

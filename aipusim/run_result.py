@@ -25,6 +25,9 @@ class RunResult:
     layers: pd.DataFrame
     units: pd.DataFrame
     plots: list[Path] = field(default_factory=list)
+    #: ``run --check``: the functional run against the int8 reference
+    #: (`aipusim.functional_check.FunctionalCheck`), else None.
+    check: Any = None
 
     def slowest_layers(self, n: int = 10) -> pd.DataFrame:
         """The ``n`` layers with the most busy time (`slowest_layers`)."""

@@ -120,6 +120,14 @@ class HazardError(SimulationError):
     buffer."""
 
 
+class FunctionalMismatch(SimulationError):
+    """A functional run's outputs differ from the int8 reference's (``--check``): the
+    message counts the differing elements and names the first differing layer, element and
+    the tasks that wrote it."""
+
+    status = "FUNCTIONAL_MISMATCH"
+
+
 class TraceFormatError(AipuSimError):
     """A profiling trace is malformed."""
 
@@ -135,6 +143,7 @@ __all__ = [
     "ConfigError",
     "DeadlockError",
     "FileAccessError",
+    "FunctionalMismatch",
     "HazardError",
     "InvalidArgument",
     "MemoryPlanError",

@@ -16,8 +16,20 @@ from aipusim.cli.options import json_option
     "--frames", type=int, default=8, show_default=True, help="Frames simulated (0: compile only)."
 )
 @click.option("--input-size", type=int, default=None, help="Input side (default: published).")
+@click.option(
+    "--functional",
+    is_flag=True,
+    help="Time one functional frame of MODELS (default: resnet50) compiled cooperative on 4 "
+    "cores, next to onnxruntime fp32 and the int8 reference.",
+)
 @json_option
-def bench(models: tuple[str, ...], frames: int, input_size: int | None, as_json: bool) -> None:
+def bench(
+    models: tuple[str, ...],
+    frames: int,
+    input_size: int | None,
+    functional: bool,
+    as_json: bool,
+) -> None:
     """Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the
     compile time, simulation wall time, simulated tasks/s and peak RSS of each, then the
     seconds of every compiler pass per model, naming the slowest pass. With --frames 0
@@ -31,9 +43,14 @@ def bench(models: tuple[str, ...], frames: int, input_size: int | None, as_json:
     from aipusim.bench import BENCH_MODELS, pass_table, run_bench
 
     chosen = models or (tuple(zoo.names()) if frames == 0 else BENCH_MODELS)
+    if functional:
+        chosen = models or ("resnet50",)
     unknown = [m for m in chosen if m not in zoo.names()]
     if unknown:
         raise ZooError(f"model must be one of {', '.join(zoo.names())}, not {unknown[0]!r}")
+    if functional:
+        _functional(chosen, input_size, as_json)
+        return
     if frames < 0:
         raise ConfigError(f"--frames must be an integer >= 0, not {frames}")
     rows = run_bench(tuple(chosen), frames, input_size)
@@ -45,3 +62,18 @@ def bench(models: tuple[str, ...], frames: int, input_size: int | None, as_json:
     click.echo(pass_table(rows).to_markdown())
     slowest = ", ".join(f"{r['model']}: {r['slowest_pass']}" for r in rows)
     click.echo(f"\nslowest pass: {slowest}")
+
+
+def _functional(models: tuple[str, ...], input_size: int | None, as_json: bool) -> None:
+    """``--functional``: one row per model, the seconds and the two ratios."""
+    from aipusim.bench_functional import functional_bench
+
+    rows = [functional_bench(m, input_size=input_size) for m in models]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(pd.DataFrame(rows).to_markdown(index=False))
+    click.echo(
+        "\nmedians of 3 runs after a warm-up; functional_s: simulate(..., functional=True) "
+        "of one frame (timing run, schedule, data, hazard sweeps)"
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,9 @@ from aipusim.cli.options import (
     set_option,
 )
 from aipusim.progress import Progress
+
+if TYPE_CHECKING:
+    from aipusim.run_result import RunResult
 
 
 @click.command(cls=ConfigHelp)
@@ -53,6 +57,12 @@ from aipusim.progress import Progress
     help="Keep a copy of the ONNX model in the output folder (compile/input_model/); by "
     "default run.json records its path, size and SHA-256 (or the zoo name) instead.",
 )
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Also execute the run on data (seeded input, same cycles) and compare the outputs "
+    "with the int8 reference; exit 1 with FUNCTIONAL_MISMATCH unless bit-exact.",
+)
 @json_option
 def run(
     model: str,
@@ -65,6 +75,7 @@ def run(
     input_size: int | None,
     input_shape: str | None,
     keep_input_model: bool,
+    check: bool,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
@@ -104,6 +115,7 @@ def run(
             stage=progress,
             input_shape=shape,
             keep_input_model=keep_input_model,
+            check=check,
         )
     finally:
         progress.close()
@@ -111,7 +123,14 @@ def run(
         from aipusim.run import run_summary
 
         click.echo(json.dumps(run_summary(result), indent=2))
-        return
+    else:
+        _print_run(result, out)
+    if result.check is not None and not result.check.bit_exact:
+        raise result.check.error()
+
+
+def _print_run(result: RunResult, out: Path) -> None:
+    """The run's summary, slowest layers and (with --check) the functional verdict."""
     from aipusim.cli.simulate_cmd import summary_text
 
     click.echo(summary_text(result.sim))
@@ -121,3 +140,5 @@ def run(
         f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
         f"wrote {out}/ (report.md, trace.txt, plots/)"
     )
+    if result.check is not None:
+        click.echo(f"functional: {result.check.text()}")

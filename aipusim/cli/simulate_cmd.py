@@ -56,6 +56,40 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     "Batch-1 model), profiling_levels, frames. Compiler decisions (multicore_mode, tiling, "
     "...) need a recompile. Repeatable.",
 )
+@click.option(
+    "--functional",
+    is_flag=True,
+    help="Also execute every task on data (same cycles and energy) and compare the outputs "
+    "with the int8 reference.",
+)
+@click.option(
+    "--input",
+    "input_files",
+    multiple=True,
+    metavar="NAME=FILE.npy",
+    help="Functional input of graph input NAME (int8 as the chip takes it, or float to be "
+    "quantized with the input's scale). Default: a seeded random input. Repeatable.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="With --functional: exit 1 with FUNCTIONAL_MISMATCH unless the outputs are bit-exact.",
+)
+@click.option(
+    "--outputs",
+    "outputs_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --functional: write each output tensor (int8) as OUT/<name>.npy.",
+)
+@click.option(
+    "--energy-model",
+    type=click.Choice(["cycles", "value_aware"]),
+    default="cycles",
+    show_default=True,
+    help="value_aware (with --functional): also charge each Mvm by the activity of its data "
+    "and report the energy both ways.",
+)
 @arch_option
 @json_option
 def simulate(
@@ -64,13 +98,19 @@ def simulate(
     trace_path: Path | None,
     levels: str | None,
     sets: tuple[str, ...],
+    functional: bool,
+    input_files: tuple[str, ...],
+    check: bool,
+    outputs_dir: Path | None,
+    energy_model: str,
     arch_path: Path | None,
     as_json: bool,
 ) -> None:
     """Simulate COMPILED_DIR (model.json + core<N>.tasklist) and print FPS, latency,
     utilization, energy and power.
 
-    Example: ``aipusim simulate out/compiled_model --frames 16 --set frequency=400000000``
+    Example: ``aipusim simulate out/compiled_model --frames 16 --set frequency=400000000``;
+    ``aipusim simulate out --functional --check --frames 1`` also runs the data.
     """
     from aipusim.isa.program import load_program_tables
     from aipusim.simulator import simulate as run_simulation
@@ -82,7 +122,13 @@ def simulate(
 
     overrides = check_overrides(_parse_sets(sets), compiled_dir)
     arch = load_arch_option(arch_path)
+    _check_functional_options(functional, input_files, check, outputs_dir, energy_model)
     program, tasklists = load_program_tables(compiled_dir)
+    inputs, how = None, ""
+    if functional:
+        from aipusim.functional_check import chip_inputs
+
+        inputs, how = chip_inputs(compiled_dir, _load_inputs(input_files) or None)
     # (--set frames=N changes the count the simulator checks; the bar then shows no total)
     expected = None if "frames" in overrides else frames * max(1, program.replicas)
     progress = Progress()
@@ -96,13 +142,91 @@ def simulate(
             trace_path=trace_path,
             overrides=overrides,
             progress=progress.stage("simulate", expected),
+            functional=functional,
+            inputs=inputs,
+            energy_model=energy_model,
+            constants=compiled_dir if functional else None,
         )
     finally:
         progress.close()
+    verdict = None
+    if functional:
+        from aipusim.functional_check import attach_check
+
+        verdict = attach_check(result, compiled_dir, inputs, how)
+        if outputs_dir is not None:
+            _write_outputs(outputs_dir, result.outputs)
     if as_json:
         click.echo(result.to_json())
+    else:
+        click.echo(summary_text(result))
+        if verdict is not None:
+            click.echo(f"\n  functional: {verdict.text()}")
+            if outputs_dir is not None:
+                click.echo(
+                    f"  wrote {', '.join(f'{n}.npy' for n in result.outputs)} to {outputs_dir}/"
+                )
+    if check and verdict is not None and not verdict.bit_exact:
+        raise verdict.error()
+
+
+def _check_functional_options(
+    functional: bool,
+    input_files: tuple[str, ...],
+    check: bool,
+    outputs_dir: Path | None,
+    energy_model: str,
+) -> None:
+    """The options that only mean something on data come with ``--functional``."""
+    if functional:
         return
-    click.echo(summary_text(result))
+    given = [
+        ("--input", bool(input_files)),
+        ("--check", check),
+        ("--outputs", outputs_dir is not None),
+        ("--energy-model value_aware", energy_model != "cycles"),
+    ]
+    for flag, used in given:
+        if used:
+            raise ConfigError(f"{flag} must come with --functional, not without it")
+
+
+def _load_inputs(items: tuple[str, ...]) -> dict[str, object]:
+    """``NAME=FILE.npy`` pairs as arrays by name."""
+    import numpy as np
+
+    arrays: dict[str, object] = {}
+    for item in items:
+        name, sep, file = item.partition("=")
+        if not sep or not name.strip() or not file.strip():
+            raise ConfigError(f"--input must be NAME=FILE.npy, not {item!r}")
+        name = name.strip()
+        if name in arrays:
+            raise ConfigError(f"--input {name} must be given once, not twice")
+        path = Path(file.strip())
+        if not path.is_file():
+            raise ConfigError(f"--input {name} must name an existing .npy file, not {str(path)!r}")
+        try:
+            arrays[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"--input {name} must be a numpy .npy array file, not {str(path)!r} ({exc})"
+            ) from None
+    return arrays
+
+
+def _write_outputs(folder: Path, outputs: dict[str, object]) -> None:
+    """Each output as ``folder/<name>.npy`` (each file whole or not at all)."""
+    import numpy as np
+
+    from aipusim.base.fileio import output_path, reporting
+
+    with reporting(folder):
+        folder.mkdir(parents=True, exist_ok=True)
+    for name, array in outputs.items():
+        safe = name.replace("/", "_").replace("\\", "_")
+        with output_path(folder / f"{safe}.npy") as tmp, tmp.open("wb") as fh:
+            np.save(fh, np.asarray(array), allow_pickle=False)
 
 
 def compiled_folder(path: Path) -> Path:
@@ -157,4 +281,12 @@ def summary_text(result: SimResult) -> str:
     ]
     for comp, mj in result.energy_mj_per_frame.items():
         lines.append(f"    {comp:<8} {mj:10.5f}")
+    aware = result.energy_value_aware
+    if aware is not None:
+        lines += [
+            "",
+            f"  energy per frame, cycle model {sum(result.energy_mj_per_frame.values()):.5f} mJ;"
+            f" value-aware {aware['energy_mj_per_frame']:.5f} mJ (MVM products with both "
+            f"operands nonzero: {aware['mvm_active_fraction'] * 100:.1f} %)",
+        ]
     return "\n".join(lines)

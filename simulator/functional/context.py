@@ -35,6 +35,12 @@ class Counters:
     mvm_active: int = 0  # MACs whose input and weight were both nonzero (value-aware only)
 
 
+class NotYetWritten(SimulationError):
+    """A task found data its producer has not written yet (an IMC weight set that no
+    WeightLoad filled to the size it reads). The run goes on, so that the missing order
+    behind it surfaces as the `HazardError` it is; if none does, this is raised at the end."""
+
+
 @dataclass
 class TaskRun:
     """One execution of ``task`` (see the module docstring)."""

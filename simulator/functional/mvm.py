@@ -28,7 +28,7 @@ import numpy as np
 
 from aipusim.isa import params as P
 from aipusim.isa.tasks import LutKind, Mvm, Pool, PostOp, WeightLoad
-from aipusim.simulator.functional.context import TaskRun
+from aipusim.simulator.functional.context import NotYetWritten, TaskRun
 from aipusim.simulator.functional.footprint import Access, merge, span
 
 #: Fused activations the requantize clamp already applies (no table lookup).
@@ -213,9 +213,13 @@ def _check(run: TaskRun, t: Mvm) -> int:
         )
     if t.out_w < 1 or t.vectors < 1:
         raise run.fail(f"out_w and vectors must be >= 1, not {t.out_w} and {t.vectors}")
+    # the weight set is an access before it is read: a WeightLoad that nothing orders
+    # before this task is reported as the hazard it is, not as a missing load
+    run.accesses.append(Access(run.mem.spaces.imc(run.where.pcore), *span(t.weight_set, 1), False))
     rows, cols = run.mem.loaded[run.where.pcore][t.weight_set]
     if t.rows_used > rows or t.cols_used > cols:
-        raise run.fail(
+        raise NotYetWritten(
+            f"{run.where.label}: "
             f"reads {t.rows_used} x {t.cols_used} weights of set {t.weight_set}, but the last "
             f"WeightLoad of that set wrote {rows} x {cols}"
         )
@@ -227,7 +231,6 @@ def execute_mvm(run: TaskRun) -> None:
     assert isinstance(t, Mvm)
     cout = _check(run, t)
     pcore = run.where.pcore
-    run.accesses.append(Access(run.mem.spaces.imc(pcore), *span(t.weight_set, 1), False))
     # gather the input vectors
     x = np.empty((t.vectors, t.rows_used), np.float32)
     s, e = input_runs(t)

@@ -131,3 +131,20 @@ def test_functional_resnet50_sized_frame(benchmark) -> None:
         f"GMAC/s; timing-only run {timing_s:.2f} s; saturations "
         f"{res.functional['saturations']})"
     )
+
+
+@pytest.mark.benchmark(group="functional")
+@pytest.mark.slow
+def test_functional_resnet50_coop_frame_against_onnxruntime(benchmark) -> None:
+    """Issue 15's figure: one functional ResNet-50 frame (224 px, cooperative on 4 cores)
+    against onnxruntime fp32 and the int8 reference, in one run; prints both ratios."""
+    from aipusim.bench_functional import functional_bench
+
+    row = benchmark.pedantic(functional_bench, rounds=1, iterations=1)
+    assert row["bit_exact"]
+    print(
+        f"\nResNet-50 coop x4: functional {row['functional_s']} s, onnxruntime fp32 "
+        f"{row['onnxruntime_fp32_s']} s, int8 reference {row['int8_reference_s']} s; "
+        f"functional/onnxruntime {row['functional_vs_onnxruntime']}x, functional/int8 "
+        f"{row['functional_vs_int8_reference']}x"
+    )

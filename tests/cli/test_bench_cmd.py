@@ -22,6 +22,18 @@ def test_bench_prints_one_row_per_model(capsys: pytest.CaptureFixture[str]) -> N
     assert row["passes"][row["slowest_pass"]] == max(row["passes"].values())
 
 
+def test_bench_functional_times_the_frame_beside_onnxruntime(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["bench", "tiny_cnn", "--functional", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["model"] == "tiny_cnn" and row["mode"] == "cooperative x4"
+    assert row["bit_exact"] is True and row["gmac"] > 0
+    assert row["functional_s"] > 0 and row["onnxruntime_fp32_s"] > 0
+    ratio = row["functional_s"] / row["onnxruntime_fp32_s"]
+    assert row["functional_vs_onnxruntime"] == pytest.approx(ratio, rel=0.05)
+
+
 def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "tiny_cnn", "--frames", "0"]) == 0
     out = capsys.readouterr().out
