@@ -7,9 +7,12 @@ never disagree (definitions: `aipusim.isa.metrics`, `aipusim.simulator.SimResult
 ...     frames_per_start=4, latency_us_unloaded=900.0, latency_us_p50=1000.0,
 ...     latency_us_p99=1100.0, cold_start_us=2000.0, init_us=500.0, avg_power_w=4.0,
 ...     peak_power_w={"100ns": 9.0, "10us": 7.0, "1ms": 5.0},
-...     energy_mj_per_frame_total=40.0, energy_mj_init=3.0)
+...     energy_mj_per_frame_total=40.0, energy_mj_init=3.0,
+...     bytes_per_frame={"ddr": 2.5e6, "l2": 3.7e7, "pcie": 1.5e5})
 >>> headline(r)[0]
 ('system FPS', '100.0', 'steady state, 4 warm-up frame(s) left out; host link included')
+>>> headline(r)[-1][:2]
+('bytes per frame ddr / l2 / pcie', '2.500 / 37.000 / 0.150 MB')
 """
 
 from __future__ import annotations
@@ -56,6 +59,12 @@ def headline(result: Any) -> list[tuple[str, str, str]]:
             "steady state: a frame's own work plus static power over one frame period",
         ),
         ("energy of INIT", f"{result.energy_mj_init:.4f} mJ", "once per instance, on its own"),
+        (
+            "bytes per frame " + " / ".join(result.bytes_per_frame),
+            " / ".join(f"{b / 1e6:.3f}" for b in result.bytes_per_frame.values()) + " MB",
+            f"{'steady frames' if result.steady else 'every frame (no steady state)'}: what "
+            "those links carried, INIT left out",
+        ),
     ]
 
 

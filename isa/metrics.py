@@ -21,6 +21,11 @@ finished its warm-up to the moment the first instance is done (all instances in 
 state), or, when the instances do not overlap like that, from the first end of a warm-up
 to the last completion.
 
+**Bytes per frame** are the bytes the DDR controller, the L2 port and the host link (PCIe,
+both directions) carry for one frame at steady state (`bytes_per_frame`): the simulator
+counts what its links carried for the steady frames, the compiler's report adds up what
+the cost model says a frame's tasks and host transfers move; the keys are the same.
+
 **Peak power** is the highest average power over a sliding window of each length in
 `PEAK_WINDOWS` (named ``100ns``, ``10us``, ``1ms``), over the whole run with INIT; a run
 shorter than a window gives its average. The power timeline is binned by `POWER_BIN_US`
@@ -34,7 +39,7 @@ SteadyState(fps_per_cycle=0.05, frames=4, warmup_frames=0, window=(20, 100), ste
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 #: Starts of each instance that are warm-up (INIT, buffer and pipeline fill).
@@ -96,11 +101,36 @@ def steady_frames(starts_per_instance: int) -> list[bool]:
     return [s >= WARMUP_STARTS for s in range(starts_per_instance)]
 
 
+#: The links `bytes_per_frame` reports, each as the link names it adds up.
+FRAME_LINKS: dict[str, tuple[str, ...]] = {
+    "ddr": ("ddr",),
+    "l2": ("l2",),
+    "pcie": ("pcie_h2d", "pcie_d2h"),
+}
+
+
+def bytes_per_frame(link_bytes: Mapping[str, float], frames: float) -> dict[str, float]:
+    """Bytes per frame over each link of `FRAME_LINKS`, from bytes by link name (a cost
+    model `Traffic` or a link's counter: ``ddr``, ``l2``, ``pcie_h2d``, ``pcie_d2h``; other
+    names are ignored) carried for ``frames`` frames.
+
+    >>> bytes_per_frame({"ddr": 800, "l2": 1000, "pcie_h2d": 300, "pcie_d2h": 100}, 2)
+    {'ddr': 400.0, 'l2': 500.0, 'pcie': 200.0}
+    """
+    per = max(float(frames), 1.0)
+    return {
+        key: sum(float(link_bytes.get(n, 0)) for n in names) / per
+        for key, names in FRAME_LINKS.items()
+    }
+
+
 __all__ = [
+    "FRAME_LINKS",
     "PEAK_WINDOWS",
     "POWER_BIN_US",
     "WARMUP_STARTS",
     "SteadyState",
+    "bytes_per_frame",
     "steady_frames",
     "steady_state",
 ]

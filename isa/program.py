@@ -121,6 +121,15 @@ class Instance:
                 raise ConfigError(f"instance {name} must be an integer >= 0, not {value!r}")
 
 
+def frames_per_start(multicore_mode: str, aipu_cores_used: int) -> int:
+    """Frames one start of an instance processes: a batch runs one per core.
+
+    >>> frames_per_start("batch", 4), frames_per_start("cooperative", 4)
+    (4, 1)
+    """
+    return aipu_cores_used if multicore_mode == MulticoreMode.BATCH else 1
+
+
 @dataclass(frozen=True)
 class Program:
     """Everything the simulator needs besides the tasklists themselves.
@@ -189,7 +198,7 @@ class Program:
     @property
     def frames_per_start(self) -> int:
         """Frames one start of the instance processes (a batch runs one per core)."""
-        return self.aipu_cores_used if self.multicore_mode == MulticoreMode.BATCH else 1
+        return frames_per_start(self.multicore_mode, self.aipu_cores_used)
 
     def with_overrides(self, **changes: Any) -> Program:
         """A copy with runtime knobs changed (``frequency_hz``, ``double_buffer``, ...)."""

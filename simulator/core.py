@@ -283,6 +283,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                         for link, d in zip(links, cycles):  # noqa: B905 (same length: hot)
                             link.free_at = ready + d
                             link.busy_cycles += d
+                            link.nbytes += n
                     if l1:
                         d = spans[case]
                         s1, e0 = t - d, t

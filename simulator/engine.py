@@ -265,6 +265,7 @@ class Simulation:
         transfers)."""
         inst = self.program.instance
         rows = [op.energy for op in self.ops]
+        xfers = [op.xfer for op in self.ops]
         #: Unit of each op row.
         self.op_unit = [op.unit for op in self.ops]
         self.host_rid: dict[str, int] = {}
@@ -276,10 +277,21 @@ class Simulation:
             pool = inst.input_pool if direction == "h2d" else inst.output_pool
             self.host_rid[direction] = n_tasks + len(host_ops)
             host_ops.append(len(rows))
-            rows.append(self.cost.host_transfer(direction, pool, nbytes).energy_pj)
+            host = self.cost.host_transfer(direction, pool, nbytes)
+            rows.append(host.energy_pj)
+            xfers.append(host.transfer)
             self.op_unit.append(f"pcie_{direction}")
         #: Energy of each op row, pJ per component at nominal voltage.
         self.op_energy = np.array(rows, dtype=np.float64).reshape(len(rows), len(COMPONENTS))
+        #: Names of the shared links, the columns of `op_link_bytes`.
+        self.link_names = [name.value for name in CostLink]
+        #: Bytes each op row moves over each shared link: what one run of it adds to the
+        #: link's byte counter (`Link.nbytes`).
+        self.op_link_bytes = np.zeros((len(rows), len(self.link_names)), np.int64)
+        column = {name: i for i, name in enumerate(self.link_names)}
+        for row, x in enumerate(xfers):
+            for name in x.links if x is not None else ():
+                self.op_link_bytes[row, column[name]] += x.nbytes
         names: dict[str, int] = {"": 0}
         ops, seqs, layers = [], [], []
         for code in self.codes.values():
@@ -447,12 +459,23 @@ class Simulation:
             shared=self.contention,
         )  # fmt: skip
 
-    def link_busy(self) -> dict[str, int]:
-        """Busy cycles of each link over the run, private copies included."""
-        out = {name: link.busy_cycles for name, link in self.links.items()}
+    def link_totals(self) -> dict[str, tuple[int, int]]:
+        """(busy cycles, bytes) of each link over the run, private copies included."""
+        out = {name: (link.busy_cycles, link.nbytes) for name, link in self.links.items()}
         for (_, name), link in self._private_links.items():
-            out[name] += link.busy_cycles
+            busy, nbytes = out[name]
+            out[name] = (busy + link.busy_cycles, nbytes + link.nbytes)
         return out
+
+    def tasklist_bytes(self, code: CoreCode, phase: int) -> int:
+        """Tasklist bytes fetched from DDR (over the L2 port) for a phase of a core: INIT
+        (-1) brings the whole tasklist when it fits its L2 window, else its INIT part; a
+        frame's start brings its records only when the tasklist streams through the
+        window."""
+        resident = code.n_records <= self.window_records
+        if phase < 0:
+            return (code.n_records if resident else len(code.init)) * RECORD_BYTES
+        return 0 if resident else len(code.frame) * RECORD_BYTES
 
     def _fetch(self, core: CoreRun, nbytes: int, t: int) -> Generator[Any, Any, int]:
         """Tasklist bytes from DDR into the core's L2 window, from cycle ``t`` on."""

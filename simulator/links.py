@@ -56,6 +56,7 @@ class Link:
         "last_stream",
         "last_write",
         "name",
+        "nbytes",
     )
 
     def __init__(self, name: str, bw_bytes_per_cycle: float) -> None:
@@ -64,6 +65,7 @@ class Link:
         self.bw = float(bw_bytes_per_cycle)
         self.free_at = 0  # end of the latest booking
         self.busy_cycles = 0
+        self.nbytes = 0  # bytes of every burst booked (`Simulation.link_totals`)
         # DDR only: the stream (transfer) and direction of the latest burst
         self.last_stream = -1
         self.last_write: bool | None = None
@@ -136,6 +138,7 @@ def book_burst(
             else:
                 link.free_at = s + d
                 link.busy_cycles += d
+            link.nbytes += nbytes
             if s + d > end:
                 end = s + d
         return end
@@ -150,6 +153,7 @@ def book_burst(
     end = s + own_cycles
     for link, d in zip(links, cycles, strict=True):
         link.book(s, d, now)
+        link.nbytes += nbytes
         if s + d > end:
             end = s + d
     return end

@@ -15,10 +15,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from aipusim.isa.cost import COMPONENTS
 from aipusim.isa.metrics import PEAK_WINDOWS, POWER_BIN_US
@@ -29,16 +30,26 @@ from aipusim.isa.trace_schema import (
     power_column,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 #: Upper bound of timeline bins; longer runs get wider bins.
 MAX_BINS = 200_000
 
 
 @dataclass(frozen=True)
 class PowerProfile:
-    """Binned power over the run (``bin_cycles`` per bin)."""
+    """Binned power over the run (``bin_cycles`` per bin): the timeline's columns."""
 
-    timeline: pd.DataFrame
+    columns: Mapping[str, np.ndarray]
     bin_cycles: int
+
+    def timeline(self) -> pd.DataFrame:
+        """The columns as a table (pandas is imported here: a run that never looks at its
+        timeline does not pay the half second pandas takes to import)."""
+        import pandas as pd
+
+        return pd.DataFrame(dict(self.columns))
 
 
 def power_timeline(
@@ -98,7 +109,7 @@ def power_timeline(
         data[power_column(comp)] = watts
         total += watts
     data[POWER_TOTAL_COLUMN] = total
-    return PowerProfile(pd.DataFrame(data), bin_cycles)
+    return PowerProfile(data, bin_cycles)
 
 
 class EnergyCurve:

@@ -13,20 +13,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from aipusim.isa.cost import COMPONENTS, C, dynamic_scale, static_power_w
 from aipusim.isa.metrics import (
     POWER_BIN_US,
     WARMUP_STARTS,
     SteadyState,
+    bytes_per_frame,
     steady_frames,
     steady_state,
 )
 from aipusim.isa.trace_schema import Component
-from aipusim.simulator.power import EnergyCurve, peak_power_w, power_timeline
+from aipusim.simulator.power import EnergyCurve, PowerProfile, peak_power_w, power_timeline
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from aipusim.simulator.engine import Simulation
 
 
@@ -93,8 +95,10 @@ class SimResult:
     link (results back on the host), ``device_fps`` the same with the device's finish
     times; ``latency_us_p50``/``p99`` the queued latency (input issued to result back, the
     host sending as fast as its buffers allow) of the steady frames; ``energy_mj_per_frame``
-    and ``avg_power_w`` over the steady window. ``steady`` is False when the run had only
-    the warm-up start(s): those figures then include the warm-up.
+    and ``avg_power_w`` over the steady window; ``bytes_per_frame`` what the DDR controller,
+    the L2 port and the host link carried for the steady frames (`link_bytes`), per frame.
+    ``steady`` is False when the run had only the warm-up start(s): those figures then
+    include the warm-up.
 
     On its own: ``init_us`` (INIT, constants brought on chip once per instance),
     ``cold_start_us`` (from the run's start to the first result back: INIT plus the first
@@ -129,18 +133,21 @@ class SimResult:
     utilization: dict[str, float]
     core_utilization: dict[str, float]
     link_utilization: dict[str, float]
+    #: Bytes per steady frame over DDR, L2 and PCIe (`aipusim.isa.metrics.bytes_per_frame`).
+    bytes_per_frame: dict[str, float]
     energy_mj_per_frame: dict[str, float]
     energy_mj_init: float
     energy_mj_run: float
     avg_power_w: float
     static_power_w: dict[str, float]
-    power_timeline: pd.DataFrame
+    _power: PowerProfile = field(repr=False)
     power_bin_us: float
     event_counts: dict[str, int]
     _task_log: Callable[[], pd.DataFrame] = field(repr=False)
     _peaks: Callable[[], dict[str, float]] = field(repr=False)
     _task_log_cache: pd.DataFrame | None = field(default=None, repr=False)
     _peaks_cache: dict[str, float] | None = field(default=None, repr=False)
+    _power_cache: pd.DataFrame | None = field(default=None, repr=False)
     _unloaded: Callable[[], float] | None = field(default=None, repr=False)
     _unloaded_cache: float | None = field(default=None, repr=False)
     #: The trace the run wrote (its power timeline beside it), or None.
@@ -168,6 +175,14 @@ class SimResult:
         if self._task_log_cache is None:
             self._task_log_cache = self._task_log()
         return self._task_log_cache
+
+    @property
+    def power_timeline(self) -> pd.DataFrame:
+        """Power per component in bins of ``power_bin_us`` (one row per bin: start and end
+        cycle, watts per component, total), made into a table the first time it is read."""
+        if self._power_cache is None:
+            self._power_cache = self._power.timeline()
+        return self._power_cache
 
     @property
     def peak_power_w(self) -> dict[str, float]:
@@ -261,6 +276,7 @@ class SimResult:
             "utilization": self.utilization,
             "core_utilization": self.core_utilization,
             "link_utilization": self.link_utilization,
+            "bytes_per_frame": self.bytes_per_frame,
             "busy_cycles": self.busy_cycles,
             "event_counts": self.event_counts,
             **({"functional": self.functional} if self.functional is not None else {}),
@@ -280,6 +296,26 @@ class SimResult:
             f"latency_us_p50={self.latency_us_p50:.1f}, "
             f"energy_mj_per_frame={self.energy_mj_per_frame_total:.3f})"
         )
+
+
+def link_bytes(sim: Simulation, op: np.ndarray, phase: np.ndarray, first: int) -> dict[str, int]:
+    """Bytes each shared link carried for the starts from ``first`` on (``-1``: the whole
+    run, INIT included): the transfers of their tasks and host transfers, and the tasklist
+    records fetched for them. Over the whole run this is the links' own byte counters
+    (`Simulation.link_totals`). ``op``/``phase``: op row and phase of every logged activity.
+    """
+    runs = np.bincount(op[phase >= first], minlength=len(sim.op_link_bytes))
+    moved = runs @ sim.op_link_bytes
+    out = {name: int(n) for name, n in zip(sim.link_names, moved, strict=True)}
+    fetched = sum(
+        sim.tasklist_bytes(core.code, p)
+        for rep in sim.replicas
+        for core in rep.cores
+        for p in range(max(first, -1), sim.starts)
+    )
+    for name in sim.cost.tasklist_fetch(fetched).links:
+        out[name] += fetched
+    return out
 
 
 def _throughput(sim: Simulation, ends: str, origin: int) -> SteadyState:
@@ -318,7 +354,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
         busy[f"core{p}.control"] = int(run.ctl.busy_cycles) + _poll_cycles(sim, run.poll_spans)
     for u in [*unit_names, "control"]:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
-    link_util = {name: busy / total for name, busy in sim.link_busy().items()}
+    link_util = {name: busy / total for name, (busy, _) in sim.link_totals().items()}
 
     # -- energy and power -----------------------------------------------------------
     volts = sim.voltage_v
@@ -356,6 +392,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     frame_pj = work_pj / max(host.frames, 1) + const_pj * period
     per_frame = {c.value: float(frame_pj[i] * 1e-9) for i, c in enumerate(COMPONENTS)}
     avg_w = float(frame_pj.sum() * 1e-12 * host.fps_per_cycle * freq)
+    frame_bytes = bytes_per_frame(link_bytes(sim, op, phase, first), host.frames)
 
     def peaks() -> dict[str, float]:
         curve = EnergyCurve(
@@ -404,6 +441,8 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     layer_names, rid_layer, rid_seq = sim.layer_names, sim.rid_layer, sim.rid_seq
 
     def task_log() -> pd.DataFrame:
+        import pandas as pd
+
         log = pd.DataFrame(
             {
                 "core": core,
@@ -443,12 +482,13 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
         utilization=util,
         core_utilization=core_util,
         link_utilization=link_util,
+        bytes_per_frame=frame_bytes,
         energy_mj_per_frame=per_frame,
         energy_mj_init=init_pj * 1e-9,
         energy_mj_run=float(run_pj.sum() * 1e-9),
         avg_power_w=avg_w,
         static_power_w=static,
-        power_timeline=profile.timeline,
+        _power=profile,
         power_bin_us=profile.bin_cycles * us,
         event_counts={
             "tasks": int(np.sum(rid_seq[rid] >= 0)),

@@ -32,15 +32,16 @@ def bench(
 ) -> None:
     """Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the
     compile time, simulation wall time, simulated tasks/s and peak RSS of each, then the
-    seconds of every compiler pass per model, naming the slowest pass. With --frames 0
-    only compile (default models: the whole zoo).
+    seconds of every compiler pass per model (and of the compile's reading, checking and
+    writing outside the passes), naming the slowest pass of each model and over all. With
+    --frames 0 only compile (default models: the whole zoo).
 
     Each model runs in its own fresh process. Wall times depend on the machine and its load:
     compare figures taken on the same machine.
     """
     from aipusim import zoo
     from aipusim.base.errors import ConfigError, ZooError
-    from aipusim.bench import BENCH_MODELS, pass_table, run_bench
+    from aipusim.bench import BENCH_MODELS, pass_table, run_bench, slowest_pass
 
     chosen = models or (tuple(zoo.names()) if frames == 0 else BENCH_MODELS)
     if functional:
@@ -62,6 +63,10 @@ def bench(
     click.echo(pass_table(rows).to_markdown())
     slowest = ", ".join(f"{r['model']}: {r['slowest_pass']}" for r in rows)
     click.echo(f"\nslowest pass: {slowest}")
+    name, seconds, share = slowest_pass(rows)
+    click.echo(
+        f"slowest pass over all: {name}, {seconds:.2f} s ({share:.0%} of all compile seconds)"
+    )
 
 
 def _functional(models: tuple[str, ...], input_size: int | None, as_json: bool) -> None:

@@ -15,8 +15,9 @@
 - ``reference/``: the integer program the tasklists compute (the ``quantized_model/``
   format), which the functional check runs the int8 reference executor on;
 - ``report.json``: per layer the unit, tiles, weight sets, ICR factor, and what its tasks
-  cost by the one cost model (busy cycles per unit, energy, bytes per link); high-water
-  marks per pool; task and token counts.
+  cost by the one cost model (busy cycles per unit, energy, bytes per link); the model's
+  bytes per frame over DDR, L2 and PCIe (``bytes_per_frame``, the keys of ``simulate``'s);
+  high-water marks per pool; task and token counts.
 
 `emit_files` returns the files as bytes (the driver writes them atomically with the rest of
 the output folder); `emit` writes them into a folder directly.
@@ -32,13 +33,21 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.base.errors import ConfigError
+from aipusim.compiler.backend.estimate import frame_bytes
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.memory_map import constant_blob, constants_image, memory_map
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS
 from aipusim.compiler.backend.multicore import effective_mode
 from aipusim.compiler.quant.artifacts import quantized_model_files
+from aipusim.isa.cost import cost_model
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
-from aipusim.isa.program import PROGRAM_FILE, Instance, Program, tasklist_file_name
+from aipusim.isa.program import (
+    PROGRAM_FILE,
+    Instance,
+    Program,
+    frames_per_start,
+    tasklist_file_name,
+)
 from aipusim.isa.program import verify_crcs as check_file_crcs
 from aipusim.isa.tasklist import Tasklist, encode_tasklist
 from aipusim.isa.tasks import DmaCopy, HostTransfer, Phase, Pool, WeightLoad
@@ -88,6 +97,19 @@ def _layer_traffic(state: Any) -> dict[str, dict[str, int]]:
                     t.bytes
                 )
     return out
+
+
+def _frame_bytes(state: Any) -> dict[str, float]:
+    """The estimated bytes per frame (`estimate.frame_bytes`), host transfers included."""
+    cfg = state.config
+    cost = cost_model(state.arch, int(cfg.frequency), float(cfg.mvm_utilization_limit))
+    inst = _instance(state)
+    per_start = frames_per_start(str(cfg.multicore_mode), cfg.aipu_cores_used)
+    host = [
+        cost.host_transfer("h2d", inst.input_pool, inst.input_bytes * per_start),
+        cost.host_transfer("d2h", inst.output_pool, inst.output_bytes * per_start),
+    ]
+    return frame_bytes(state.estimates, state.other_estimates, host, per_start)
 
 
 def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> dict[str, Any]:
@@ -148,6 +170,7 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "tasks_per_core": {str(c): len(t) for c, t in sched.tasks.items()},
         "local_tokens_used": {str(c): n for c, n in sched.local_tokens_used.items()},
         "global_tokens_used": sched.global_tokens_used,
+        "bytes_per_frame": _frame_bytes(state),
         "memory": state.memory.high_water(),
         "memplan_attempts": state.memory.attempts,
         "pass_seconds": {k: round(v, 4) for k, v in (pass_seconds or {}).items()},
@@ -188,6 +211,23 @@ def build_manifest(state: Any) -> dict[str, Any]:
     }
 
 
+def _instance(state: Any) -> Instance:
+    """The compiled instance: its cores and tasklists, I/O bytes and I/O buffer pools."""
+    cores = tuple(sorted(state.schedule.tasks))
+    g = state.graph
+    plan = state.memory
+    in_buf = plan.buffer_of(g.inputs[0], 0) if g.inputs else None
+    out_buf = plan.buffer_of(g.outputs[0], 0) if g.outputs else None
+    return Instance(
+        cores=cores,
+        tasklists=tuple(tasklist_file_name(c) for c in cores),
+        input_bytes=sum(g.tensor(n).size for n in g.inputs),
+        output_bytes=sum(g.tensor(n).size for n in g.outputs),
+        input_pool=in_buf.pool if in_buf is not None else Pool.DDR,
+        output_pool=out_buf.pool if out_buf is not None else Pool.DDR,
+    )
+
+
 def build_program(
     state: Any,
     model_name: str,
@@ -196,19 +236,7 @@ def build_program(
     memory: MemoryMap | None = None,
 ) -> Program:
     cfg = state.config
-    cores = tuple(sorted(state.schedule.tasks))
-    g = state.graph
-    plan = state.memory
-    in_buf = plan.buffer_of(g.inputs[0], 0) if g.inputs else None
-    out_buf = plan.buffer_of(g.outputs[0], 0) if g.outputs else None
-    instance = Instance(
-        cores=cores,
-        tasklists=tuple(tasklist_file_name(c) for c in cores),
-        input_bytes=sum(g.tensor(n).size for n in g.inputs),
-        output_bytes=sum(g.tensor(n).size for n in g.outputs),
-        input_pool=in_buf.pool if in_buf is not None else Pool.DDR,
-        output_pool=out_buf.pool if out_buf is not None else Pool.DDR,
-    )
+    instance = _instance(state)
     mvm_units = sum(1 for layer in state.layers if layer.unit is LayerUnit.MVM)
     return Program(
         model=model_name,
@@ -236,7 +264,7 @@ def build_program(
             "layer_ops": {layer.name: layer.op for layer in state.layers},
             # The network's MACs of each layer in one frame, for the macs= of [PB] lines.
             "layer_macs": {layer.name: layer.macs for layer in state.layers},
-            "memory": plan.high_water(),
+            "memory": state.memory.high_water(),
             # layers whose tasks are timed but not yet complete programs (layer: why)
             "functional_gaps": dict(getattr(state.schedule, "incomplete", {})),
             "reference": REFERENCE_DIR if state.program is not None else None,

@@ -33,7 +33,8 @@ from aipusim.compiler.backend.attention import runtime_estimate
 from aipusim.compiler.backend.imc import ImcMapping
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.tile import Tiling
-from aipusim.isa.cost import CostModel, Traffic
+from aipusim.isa.cost import CostModel, TaskCost, Traffic
+from aipusim.isa.metrics import bytes_per_frame
 from aipusim.isa.tasks import Phase, Pool, Task, Unit
 from aipusim.isa.units import UnitRole, spec
 
@@ -124,6 +125,22 @@ def init_estimate(tasks: Mapping[int, Sequence[Task]], cost: CostModel) -> Layer
                 energy += c.energy_total_pj
                 moved = moved + c.traffic
     return LayerEstimate("init", dict(busy), 0, energy, moved)
+
+
+def frame_bytes(
+    estimates: Sequence[LayerEstimate],
+    others: Mapping[str, LayerEstimate],
+    host: Sequence[TaskCost],
+    frames_per_start: int,
+) -> dict[str, float]:
+    """Bytes per frame over DDR, L2 and PCIe (`aipusim.isa.metrics.bytes_per_frame`): what
+    the FRAME tasks of every layer and core move (``estimates`` and ``others``), plus the
+    host's transfers of one start (``host``), for the ``frames_per_start`` frames of a start.
+    INIT is not in it (once per instance, not per frame).
+    """
+    moved = sum((e.traffic for e in (*estimates, *others.values())), Traffic())
+    moved = sum((h.traffic for h in host), moved)
+    return bytes_per_frame(moved.as_dict(), frames_per_start)
 
 
 # -- before the schedule: planning ------------------------------------------------------

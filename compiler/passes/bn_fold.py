@@ -26,6 +26,13 @@ def _bn_params(graph: Graph, bn: Node) -> tuple[np.ndarray, np.ndarray] | None:
     return scale, beta - mean * scale
 
 
+def _scaled(weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """``weight * scale`` computed in float64 and rounded once to the weight's dtype, in one
+    pass (no float64 copy of the weights: on a ResNet-50 those are 200 MB of fresh pages)."""
+    out = np.empty(np.broadcast_shapes(weight.shape, scale.shape), weight.dtype)
+    return np.multiply(weight, scale, out=out, dtype=np.float64, casting="same_kind")
+
+
 def _fold_into_conv(graph: Graph, ed: GraphEditor, conv: Node, bn: Node) -> bool:
     weight = graph.const(conv.inputs[1])
     params = _bn_params(graph, bn)
@@ -33,22 +40,21 @@ def _fold_into_conv(graph: Graph, ed: GraphEditor, conv: Node, bn: Node) -> bool
         return False
     scale, shift = params
     group = int(conv.attr("group", 1))
-    w = weight.astype(np.float64)
     if conv.op is Op.CONV:
-        w = w * scale.reshape((-1,) + (1,) * (w.ndim - 1))
+        w = _scaled(weight, scale.reshape((-1,) + (1,) * (weight.ndim - 1)))
     else:  # ConvTranspose weights are [Cin, Cout/group, k...]
-        cout_g = w.shape[1]
+        cout_g = weight.shape[1]
         s = scale.reshape(group, cout_g)
-        w = (
-            w.reshape((group, -1, cout_g, *w.shape[2:]))
-            * s.reshape((group, 1, cout_g) + (1,) * (w.ndim - 2))
-        ).reshape(w.shape)
+        w = _scaled(
+            weight.reshape((group, -1, cout_g, *weight.shape[2:])),
+            s.reshape((group, 1, cout_g) + (1,) * (weight.ndim - 2)),
+        ).reshape(weight.shape)
     bias_name = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] else None
     bias = graph.const(bias_name) if bias_name else np.zeros(scale.shape, np.float32)
     if bias is None:
         return False
     b = bias.astype(np.float64) * scale + shift
-    w_name = ed.add_constant(f"{conv.inputs[1]}_bn", w.astype(weight.dtype))
+    w_name = ed.add_constant(f"{conv.inputs[1]}_bn", w)
     b_name = ed.add_constant(f"{conv.name}_bias_bn", b.astype(np.float32))
     ed.remove(bn)
     ed.replace(conv, conv.with_(inputs=(conv.inputs[0], w_name, b_name), outputs=bn.outputs[:1]))

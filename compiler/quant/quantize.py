@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -276,9 +276,8 @@ def observe_ranges(
             except QuantizationError as exc:
                 raise QuantizationError(f"tensor {name}: {exc}") from None
 
-    run = _float_runner(graph, list(observers), FloatExecutor(executor), observe)
-    for sample in calibration.samples:
-        run(sample)
+    feed = _float_runner(graph, list(observers), FloatExecutor(executor), observe)
+    for _ in feed(calibration.samples):
         if progress is not None:
             progress.update(1)
     bounds = _range_bounds(graph)
@@ -317,8 +316,9 @@ def _float_runner(
     observed: list[str],
     executor: FloatExecutor,
     observe: Callable[[str, np.ndarray], None],
-) -> Callable[[Mapping[str, np.ndarray]], None]:
-    """A function running one calibration sample and passing the observed tensors on."""
+) -> Callable[[Sequence[Mapping[str, np.ndarray]]], Iterator[None]]:
+    """A function running the calibration samples in order, passing each one's observed
+    tensors on, and yielding once per sample after they were observed."""
     if executor is FloatExecutor.ONNXRUNTIME:
         try:
             session = OrtFloatSession(graph, observed)
@@ -326,16 +326,24 @@ def _float_runner(
             log.warning("%s; calibrating with the numpy float executor instead", exc)
         else:
 
-            def run_ort(sample: Mapping[str, np.ndarray]) -> None:
+            def run_ort(samples: Sequence[Mapping[str, np.ndarray]]) -> Iterator[None]:
                 # Observers are independent, so the order across tensors does not matter;
-                # each still sees the samples in calibration order.
-                for name, value in session.run(sample).items():
-                    observe(name, value)
+                # each still sees the samples in calibration order. A tensor is dropped
+                # once observed: the next sample's are being computed meanwhile.
+                for values in session.run_all(samples):
+                    while values:
+                        observe(*values.popitem())
+                    yield
 
             return run_ort
     from aipusim.compiler.quant.float_exec import run_fp32  # imports numba: only when used
 
-    return lambda sample: run_fp32(graph, sample, on_tensor=observe)
+    def run_numpy(samples: Sequence[Mapping[str, np.ndarray]]) -> Iterator[None]:
+        for sample in samples:
+            run_fp32(graph, sample, on_tensor=observe)
+            yield
+
+    return run_numpy
 
 
 #: DPU ops that read a 16-bit operand (adders and LayerNorm's statistics).

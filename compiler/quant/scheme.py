@@ -126,7 +126,11 @@ def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray
     if s.ndim:
         shape[axis] = s.size
         s = s.reshape(shape)
-    return np.clip(np.rint(w / s), -WEIGHT_QMAX, WEIGHT_QMAX).astype(np.int8)
+    q = np.divide(w, s)
+    # in place: no further float64 copies of the weights
+    np.rint(q, out=q)
+    np.clip(q, -WEIGHT_QMAX, WEIGHT_QMAX, out=q)
+    return q.astype(np.int8)
 
 
 def quantize_bias(b: np.ndarray, bias_scales: np.ndarray) -> np.ndarray:

@@ -55,7 +55,10 @@ def test_full_compile(benchmark, model) -> None:
     )
 
 
-@pytest.mark.parametrize("mode", ["batch", "cooperative", "pipeline", "multiprocess"])
+MODES = ["batch", "cooperative", "pipeline", "multiprocess", "multithread"]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_resnet50_compile_per_mode(benchmark, tmp_path: Path, mode: str) -> None:
     """Issue 17: a ResNet-50 compile on 4 cores in every multicore mode, >= 4x faster than
     before onnxruntime calibration (10.4 s on the quiet 2-core machine: target <= 2.6 s)."""

@@ -20,6 +20,8 @@ def test_bench_prints_one_row_per_model(capsys: pytest.CaptureFixture[str]) -> N
     assert row["peak_rss_mib"] > 50
     assert row["passes"]["quantize"] > 0 and row["slowest_pass"] in row["passes"]
     assert row["passes"][row["slowest_pass"]] == max(row["passes"].values())
+    # reading, checking and writing take time too, outside every pass
+    assert 0 < row["outside_passes_s"] < row["compile_s"]
 
 
 def test_bench_functional_times_the_frame_beside_onnxruntime(
@@ -39,7 +41,9 @@ def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "simulate_s" not in out
     assert re.search(r"^\| quantize +\| +[0-9.]+ +\|$", out, re.M), out
+    assert re.search(r"^\| \(read, check, write\) +\| +[0-9.]+ +\|$", out, re.M), out
     assert re.search(r"^slowest pass: tiny_cnn: \w+$", out, re.M), out
+    assert re.search(r"^slowest pass over all: \w+, [0-9.]+ s \([0-9]+% of all", out, re.M), out
 
 
 @pytest.mark.parametrize(

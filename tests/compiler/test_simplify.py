@@ -157,6 +157,26 @@ def test_batchnorm_folds_into_conv_without_bias_and_conv_transpose() -> None:
     assert after.ops() == {"Conv": 1, "ConvTranspose": 1}
 
 
+@pytest.mark.parametrize("op, group", [("Conv", 1), ("Conv", 4), ("ConvTranspose", 2)])
+def test_folded_weights_are_the_float64_product_rounded_once(op: str, group: int) -> None:
+    """Bit for bit W' = float32(float64(W) * s): the folded weights (and so the quantized
+    model) do not depend on how the product is computed."""
+    weights = w(8, 8 // group, 3, 3)
+    nodes = [node(op, ["x", "w"], "c", group=group), bn("c", "y")]
+    before = import_model(model(nodes, {"w": weights, **bn_inits(8)}, shape=(1, 8, 6, 6)))
+    after = fold_batchnorm(before, None)
+    (conv,) = after.nodes
+    gamma, var = (before.const(k).astype(np.float64) for k in "gv")
+    s = gamma / np.sqrt(var + 1e-3)
+    if op == "Conv":
+        want = weights.astype(np.float64) * s.reshape(-1, 1, 1, 1)
+    else:  # [Cin, Cout/group, k, k]: output channel g * (Cout/group) + o
+        per_group = s.reshape(group, 1, -1, 1, 1)
+        want = weights.astype(np.float64).reshape(group, -1, *weights.shape[1:]) * per_group
+    got = after.const(conv.inputs[1])
+    np.testing.assert_array_equal(got, want.reshape(weights.shape).astype(np.float32))
+
+
 def test_batchnorm_without_conv_becomes_mul_add() -> None:
     m = model([node("Relu", ["x"], "r"), bn("r", "y")], bn_inits(4))
     _, after = check(m, fold_batchnorm)

@@ -122,6 +122,23 @@ def test_session_matches_the_numpy_executor_to_float_rounding() -> None:
         )
 
 
+def test_run_all_gives_each_samples_run_in_order() -> None:
+    """The worker thread computing the next sample changes nothing: the same values, in
+    calibration order; a failing sample still raises `QuantizationError` by name."""
+    graph = _float_graph("tiny_cnn")
+    data = random_calibration({n: graph.shape(n) for n in graph.inputs}, samples=3)
+    names = [n.outputs[0] for n in graph.nodes]
+    session = OrtFloatSession(graph, names)
+    got = list(session.run_all(data.samples))
+    assert len(got) == 3
+    for sample, values in zip(data.samples, got, strict=True):
+        want = session.run(sample)
+        assert all(np.array_equal(values[k], want[k]) for k in want)
+    bad = [data.samples[0], {k: v[..., :1] for k, v in data.samples[1].items()}]
+    with pytest.raises(QuantizationError, match="must have shape"):
+        list(session.run_all(bad))
+
+
 def test_session_names_a_wrong_input_shape() -> None:
     g = Graph(
         "g",
