@@ -8,12 +8,14 @@ and the tasklist image when it lives in L2 (``elf_in_ddr = false``: the whole im
 only the streaming window that is already reserved when ``stream_tasklist``).
 
 Liveness is counted in steps = fusion groups in execution order; constants live for the
-whole program. Placement is first-fit by address among the buffers live at the same time,
-per pool (L1 per core). Tile buffers go first (they are what makes a layer run), then each
-buffer in its home pool (falling back to a slower pool when the home is full), then, with
-``enable_buffer_promotion``, buffers move up DDR -> L2 -> L1 while they fit, most accessed
-bytes per byte of space first (``split_buffer_promotion``: an L1 pass over all buffers,
-then an L2 pass). ``page_memory`` allocates L2/DDR in pages of ``arch.dma.burst_bytes``.
+whole program; a pipeline stage's or (batch) a core's L2/DDR buffers reuse bytes only
+among themselves, as other stages or cores run at the same time. Placement is first-fit
+by address among the buffers live at the same time, per pool (L1 per core). Tile buffers
+go first (they are what makes a layer run), then each buffer in its home pool (falling
+back to a slower pool when the home is full), then, with ``enable_buffer_promotion``,
+buffers move up DDR -> L2 -> L1 while they fit, most accessed bytes per byte of space
+first (``split_buffer_promotion``: an L1 pass over all buffers, then an L2 pass).
+``page_memory`` allocates L2/DDR in pages of ``arch.dma.burst_bytes``.
 Capacities: L1 = ``l1_size_used - l1_size_reserved`` (capped by ``l1_constraint``);
 L2 and DDR = ``resources_used`` x (size used - reservations), capped by the constraints.
 
@@ -91,13 +93,15 @@ class Buffer:
     accesses: int = 0  # bytes read + written per frame (promotion priority)
     allowed: tuple[Pool, ...] = _LADDER  # pools this buffer may live in
     tensor_bytes: int = 0  # bytes of ONE copy of the tensor held (activations and I/O)
-    stage: int = -1  # pipeline: the stage a stage-local L2/DDR buffer belongs to
+    # the timeline an L2/DDR buffer is reused within (pipeline: its stage, batch: its
+    # core); buffers of two timelines never share bytes
+    stage: int = -1
     pool: Pool | None = None
     addr: int = -1
 
     def overlaps_in_time(self, other: Buffer) -> bool:
         if self.stage >= 0 and other.stage >= 0 and self.stage != other.stage:
-            return True  # pipeline stages work on different frames at the same time
+            return True  # two timelines run (different frames or cores) at the same time
         return self.start <= other.end and other.start <= self.end
 
 
@@ -269,6 +273,10 @@ class _Builder:
             else:
                 # read by two stages (or all): held for the whole frame
                 buf.start, buf.end = 0, self.last
+        elif self.layout.replicate and self.layout.cores > 1 and buf.allowed != (Pool.L1,):
+            # batch: every core runs its own frame at its own pace and nothing orders one
+            # core's buffers after another's, so L2/DDR bytes are reused within a core only
+            buf.stage = buf.core
         self.buffers[buf.name] = buf
         return buf
 

@@ -137,6 +137,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.last_fetch: dict[Any, int] = {}  # batch: the multicast fetch of a weight block
         self.slot_fetches: dict[tuple[str, int], list[int]] = defaultdict(list)
         self.fetch_slot: dict[int, tuple[str, int]] = {}
+        self.fetch_loads: dict[int, dict[int, int]] = defaultdict(dict)  # multicast -> core's load
         self.dconst_steps: dict[Any, set[int]] = {}
         self.pending_slot: Any = None  # the weight staging slot the next load reads
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
@@ -487,6 +488,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             slot_key, _ = self.pending_slot
             self.slot_user[slot_key] = [sid]
         for fetch in src_deps & self.fetch_slot.keys():
+            self.fetch_loads[fetch].setdefault(core, sid)
             fetches = self.slot_fetches[self.fetch_slot[fetch]]
             later = fetches.index(fetch) + 1
             if later < len(fetches):
@@ -673,7 +675,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         """A buffer that reuses the address range of an earlier, dead buffer is accessed
         only after the earlier one's last accesses: by the same core in L2/DDR (each core's
         copies follow its own frame), by any core in one core's L1 (a batch's weight fetch
-        multicasts into every core's L1)."""
+        multicasts into every core's L1; the core's own units learn that the multicast is
+        done from their core's load of it, `_seen_by`)."""
         for st in self.plan.pools.values():
             any_core = st.pool is Pool.L1
             bufs = sorted(st.placed, key=lambda b: b.addr)
@@ -697,8 +700,18 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                             if x < sid and (any_core or self.steps[x].core == step.core)
                         ]
                         if same_core:
-                            step.deps.add(max(same_core, key=lambda x: x))
-                            step.deps.update(self._last_per_unit(same_core))
+                            last = {max(same_core)} | self._last_per_unit(same_core)
+                            step.deps.update(self._seen_by(x, step.core) for x in last)
+
+    def _seen_by(self, sid: int, core: int) -> int:
+        """The step ``core`` waits on to know step ``sid`` is done: for another core's
+        multicast into this core's L1, this core's first weight load of it (which waited
+        for the multicast), so that the core's units follow it through local tokens; one
+        global token per (unit, core) pair would exceed the instance's global tokens."""
+        loads = self.fetch_loads.get(sid, {})
+        if self.steps[sid].core != core and core in loads:
+            return loads[core]
+        return sid
 
     def _last_per_unit(self, sids: list[int]) -> set[int]:
         last: dict[Unit, int] = {}

@@ -71,3 +71,24 @@ def test_liveness_lets_activations_share_addresses() -> None:
     total = sum(b.size_bytes for b in acts)
     footprint = max(b.addr + b.size_bytes for b in acts) - min(b.addr for b in acts)
     assert footprint < total / 2
+
+
+def test_batch_cores_never_share_l2_or_ddr_bytes() -> None:
+    # every core of a batch runs its own frame at its own pace: one core's activation may
+    # not reuse the bytes of another core's dead one (nothing orders the two); without
+    # promotion tiny_cnn's activations stay in their shared home pool, where they did
+    r = compile_backend(
+        "tiny_cnn", 64, multicore_mode="batch", aipu_cores_used=4, resources_used=1.0,
+        enable_buffer_promotion=False,
+    )  # fmt: skip
+    shared = [b for b in r.memory.buffers.values() if b.pool in (Pool.L2, Pool.DDR)]
+    acts = [b for b in shared if b.kind is BufKind.ACTIVATION]
+    assert {b.core for b in acts} == {0, 1, 2, 3}
+    for i, a in enumerate(shared):
+        for b in shared[i + 1 :]:
+            if a.pool is b.pool and a.core != b.core:
+                apart = a.addr + a.size_bytes <= b.addr or b.addr + b.size_bytes <= a.addr
+                assert apart, f"{a.name} and {b.name} share {a.pool.value} bytes"
+    # within one core, liveness still lets activations share addresses
+    core0 = [b for b in acts if b.core == 0]
+    assert len({b.addr for b in core0}) < len(core0)

@@ -6,10 +6,12 @@ from backend_helpers import ARCH, check_ok, compile_backend
 
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
+    DmaCopy,
     HostTransfer,
     Mvm,
     Phase,
     TokenScope,
+    Unit,
     WeightLoad,
 )
 
@@ -73,3 +75,23 @@ def test_a_model_whose_weights_fit_the_imc_loads_them_once() -> None:
     assert r.schedule.resident_weights
     tasks = r.tasks[0]
     assert [t.phase for t in tasks if isinstance(t, WeightLoad)] == [Phase.INIT]
+
+
+def test_batch_units_follow_the_weight_multicast_through_their_own_load() -> None:
+    # core 0's dma1 multicasts weights into every core's L1 staging; a core's buffers that
+    # later reuse those bytes wait for the core's own load of them (local tokens), not for
+    # the multicast with a global token per unit: resnet50 at 224 px needed 33 of 32
+    r = compile_backend("resnet18", 64, multicore_mode="batch", aipu_cores_used=4,
+                        resources_used=1.0)  # fmt: skip
+    check_ok(r)
+    assert any(isinstance(t, DmaCopy) and t.dst_core_mask for t in r.tasks[0])
+    for core in (1, 2, 3):
+        waiting = {t.unit for t in r.tasks[core] for w in t.waits if w.scope is TokenScope.GLOBAL}
+        assert waiting == {Unit.WLOAD}, core
+    # the multicast still waits for the other cores' accesses of the bytes it overwrites
+    multicast_waits = [
+        w for t in r.tasks[0] if t.unit is Unit.DMA1 for w in t.waits
+        if w.scope is TokenScope.GLOBAL
+    ]  # fmt: skip
+    assert multicast_waits
+    assert r.schedule.global_tokens_used <= ARCH.tokens.global_count
