@@ -346,7 +346,7 @@ def page(figures: dict[str, float], record: dict[str, Any] | None, current: dict
         f"{BY_KEY['fps_low'].value / BY_KEY['fps_w_low'].value:.2f} W).",
         "",
     ]
-    lines += _fit_section(record, current)
+    lines += _fit_section(record, current, figures)
     lines += [
         "## Not compared",
         "",
@@ -359,7 +359,9 @@ def page(figures: dict[str, float], record: dict[str, Any] | None, current: dict
     return "\n".join(lines)
 
 
-def _fit_section(record: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+def _fit_section(
+    record: dict[str, Any] | None, current: dict[str, Any], figures: dict[str, float]
+) -> list[str]:
     if record is None:
         return ["## Calibration", "", "No fit recorded (run with `--fit`).", ""]
     stale = {k: v for k, v in record["fitted"].items() if current.get(k) != v}
@@ -403,6 +405,19 @@ def _fit_section(record: dict[str, Any] | None, current: dict[str, Any]) -> list
         f"{record['objective_fitted']:.5f} after.",
         "",
     ]
+    now = residuals(figures)
+    moved = {k for k in TARGETS if abs(now[k] - record["residuals_fitted"][k]) >= 5e-4}
+    if moved and not stale:
+        # Same arch values, other figures: the compiler or simulator changed since the fit.
+        lines += [
+            "The model has changed since the fit (the compiler or the simulator; the arch "
+            "file holds the fitted values): today's residuals are "
+            + ", ".join(f"{100 * now[k]:+.1f} %" for k in TARGETS)
+            + " (table above), against "
+            + ", ".join(f"{100 * record['residuals_fitted'][k]:+.1f} %" for k in TARGETS)
+            + " when it ran; `--fit` re-runs it.",
+            "",
+        ]
     if stale:
         lines += [
             "**The arch file no longer holds the fitted values** ("

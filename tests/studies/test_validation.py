@@ -115,3 +115,31 @@ def test_bad_input_is_one_line(
     assert main(["report", study, "-o", str(tmp_path / "out"), *rest]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_page_says_when_the_model_moved_since_the_fit() -> None:
+    """Same arch values as the fit, other simulated figures: the page gives both residuals."""
+    arch = load_arch()
+    current = {k: arch_value(arch, k) for k in v.FIT_KEYS}
+    fitted = {"fps": 2502.0 * 0.97, "fps_w": 354.0 * 1.02, "fps_w_low": 512.0 * 0.99}
+    record = {
+        "keys": list(v.FIT_KEYS),
+        "ranges": {k: [0, 1] for k in v.FIT_KEYS},
+        "start": current,
+        "fitted": current,
+        "figures_start": fitted,
+        "figures_fitted": fitted,
+        "residuals_start": v.residuals(fitted),
+        "residuals_fitted": v.residuals(fitted),
+        "objective_start": 0.0,
+        "objective_fitted": 0.0,
+        "prior_weight": 0.01,
+        "method": "compass search",
+        "evaluations": 1,
+        "seconds": 1.0,
+    }
+    now = {"fps": 2502.0 * 0.95, "fps_w": 354.0 * 1.01, "fps_w_low": 512.0 * 0.98}
+    text = "\n".join(v._fit_section(record, current, now))
+    assert "today's residuals are -5.0 %, +1.0 %, -2.0 % (table above), against " in text
+    assert "-3.0 %, +2.0 %, -1.0 % when it ran" in text
+    assert "The model has changed" not in "\n".join(v._fit_section(record, current, fitted))
