@@ -2,13 +2,19 @@
 
 The loader is generic over the dataclasses of `model`: a table becomes the dataclass of the
 field of the same name, an array of tables a tuple of dataclasses. Unknown and missing keys,
-wrong types and impossible values are `ArchError`s naming the key and what is valid.
+wrong types and impossible values are `ArchError`s naming the key and what is valid. The
+optional ``[ranges]`` table maps dotted keys of inferred numbers to their plausible
+``[low, high]`` (`ParamRange`); a dotted key names an array item by its index
+(``clock.vf_points[1].voltage_v``), in overrides too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import itertools
 import math
+import re
 import tomllib
 import types
 import typing
@@ -17,7 +23,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from aipusim.arch.model import Arch
+from aipusim.arch.model import Arch, ParamRange
 from aipusim.arch.ranges import range_of
 from aipusim.base.errors import ArchError
 
@@ -27,19 +33,77 @@ DEFAULT_ARCH_PATH = Path(__file__).with_name("metis.toml")
 def load_arch(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> Arch:
     """Read a hardware TOML (default: the bundled ``metis.toml``) into a validated `Arch`.
 
-    ``overrides`` maps dotted keys to values, e.g. ``{"ddr.effective_bw_gb_s": 12.0}``.
+    ``overrides`` maps dotted keys to values, e.g. ``{"ddr.data_rate_mt_s": 3200}``.
 
-    >>> arch = load_arch(overrides={"ddr.effective_bw_gb_s": 12.0})
-    >>> arch.ddr.effective_bw_gb_s
-    12.0
+    >>> arch = load_arch(overrides={"ddr.data_rate_mt_s": 3200})
+    >>> arch.ddr.data_rate_mt_s
+    3200
     """
     source = Path(path) if path is not None else DEFAULT_ARCH_PATH
     raw = read_toml(source)
+    ranges = raw.pop(RANGES, {})
     for key, value in (overrides or {}).items():
         _apply_override(raw, key, value)
+    raw[RANGES] = ()
     arch = _build(Arch, raw, "")
     _validate(arch)
-    return arch
+    return dataclasses.replace(arch, ranges=_ranges(arch, ranges))
+
+
+#: The table of plausible ranges of the inferred numbers.
+RANGES = "ranges"
+_PART = re.compile(r"^(\w+)(?:\[(\d+)\])?$")
+
+
+def _parts(dotted: str) -> list[tuple[str, int | None]]:
+    """``a.b[1].c`` -> [(a, None), (b, 1), (c, None)]; an `ArchError` if malformed."""
+    out = []
+    for part in dotted.split("."):
+        m = _PART.match(part)
+        if m is None:
+            raise ArchError(f"arch key {dotted!r} must be dotted names, as in 'ddr.latency_ns'")
+        out.append((m.group(1), None if m.group(2) is None else int(m.group(2))))
+    return out
+
+
+def arch_value(arch: Any, dotted: str) -> Any:
+    """The value of a dotted key of ``arch``.
+
+    >>> arch_value(load_arch(), "clock.vf_points[0].max_hz")
+    800000000
+    """
+    node = arch
+    for name, index in _parts(dotted):
+        if not hasattr(node, name):
+            raise ArchError(f"arch key {dotted!r}: {_unknown(name, dict.fromkeys(_names(node)))}")
+        node = getattr(node, name)
+        if index is not None:
+            if not isinstance(node, tuple) or not 0 <= index < len(node):
+                raise ArchError(f"arch key {dotted!r}: {name} has no item {index}")
+            node = node[index]
+    return node
+
+
+def _names(node: Any) -> list[str]:
+    return [f.name for f in fields(node)] if is_dataclass(node) else []
+
+
+def _ranges(arch: Arch, table: Any) -> tuple[ParamRange, ...]:
+    if not isinstance(table, dict):
+        raise ArchError(f"{RANGES} must be a table of 'key' = [low, high], not {table!r}")
+    out = []
+    for key, bounds in table.items():
+        value = arch_value(arch, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ArchError(f"{RANGES}: {key!r} must name a number of the arch, not {value!r}")
+        ok = isinstance(bounds, list) and len(bounds) == 2
+        ok = ok and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+        if not ok or bounds[0] > bounds[1]:
+            raise ArchError(f"{RANGES}.{key} must be [low, high] with low <= high, not {bounds!r}")
+        if isinstance(value, int) and not all(float(b).is_integer() for b in bounds):
+            raise ArchError(f"{RANGES}.{key} must be whole numbers ({key} is an integer)")
+        out.append(ParamRange(key, bounds[0], bounds[1]))
+    return tuple(out)
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -59,14 +123,18 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def _apply_override(raw: dict[str, Any], dotted: str, value: Any) -> None:
-    *tables, key = dotted.split(".")
+    *tables, (key, key_index) = _parts(dotted)
     node: Any = raw
-    for i, table in enumerate(tables):
-        if not isinstance(node, dict) or table not in node:
-            where = ".".join(tables[: i + 1])
+    for i, (table, index) in enumerate(tables):
+        if not isinstance(node, dict) or table not in node or table == RANGES:
+            where = ".".join(t for t, _ in tables[: i + 1])
             raise ArchError(f"arch override {dotted!r}: there is no table {where!r}")
         node = node[table]
-    if not isinstance(node, dict) or key not in node:
+        if index is not None:
+            if not isinstance(node, list) or not 0 <= index < len(node):
+                raise ArchError(f"arch override {dotted!r}: {table} has no item {index}")
+            node = node[index]
+    if not isinstance(node, dict) or key not in node or key_index is not None:
         raise ArchError(f"arch override {dotted!r}: {_unknown(key, node)}")
     node[key] = value
 
@@ -88,6 +156,8 @@ def _build(cls: type, table: Any, where: str) -> Any:
     values: dict[str, Any] = {}
     for name in names:
         dotted = f"{where}.{name}" if where else name
+        if cls is Arch and name == RANGES:
+            continue  # parsed apart, once the numbers are known
         if name not in table:
             raise ArchError(f"{dotted} is missing from the arch description")
         values[name] = _convert(hints[name], table[name], dotted)
@@ -124,6 +194,8 @@ def _convert(hint: Any, value: Any, dotted: str) -> Any:
 
 def _numbers(obj: Any, where: str) -> typing.Iterator[tuple[str, str, float]]:
     for f in fields(obj):
+        if isinstance(obj, Arch) and f.name == RANGES:
+            continue  # the plausible ranges of some numbers, not numbers of the chip
         value = getattr(obj, f.name)
         dotted = f"{where}.{f.name}" if where else f.name
         if is_dataclass(value):
@@ -180,5 +252,13 @@ def _validate(arch: Arch) -> None:
         raise ArchError(
             f"clock.vf_points must include a point reaching clock.max_hz ({clock.max_hz})"
         )
+    points = sorted(clock.vf_points, key=lambda p: p.max_hz)
+    for slow, fast in itertools.pairwise(points):
+        if slow.voltage_v > fast.voltage_v:
+            raise ArchError(
+                "clock.vf_points must not need more voltage for a lower clock, not "
+                f"{slow.voltage_v:g} V up to {slow.max_hz / 1e6:g} MHz and {fast.voltage_v:g} V "
+                f"up to {fast.max_hz / 1e6:g} MHz"
+            )
     if arch.dma.channels_per_core not in (1, 2):
         raise ArchError(f"dma.channels_per_core must be 1 or 2, not {arch.dma.channels_per_core}")

@@ -1,7 +1,7 @@
 """Frozen dataclasses describing the chip; one per TOML table of ``arch/metis.toml``.
 
 Field names match the TOML keys one to one, so the loader is generic and a dotted override
-(``ddr.effective_bw_gb_s``) names a field directly. Derived figures (MACs per cycle, peak
+(``ddr.data_rate_mt_s``) names a field directly. Derived figures (MACs per cycle, peak
 TOPS, L1 budget, link bytes per cycle at a clock) are properties, never stored twice.
 """
 
@@ -37,8 +37,8 @@ class ClockSpec:
         """The lowest voltage whose operating point reaches ``freq_hz``.
 
         >>> from aipusim.arch import load_arch
-        >>> load_arch().clock.voltage_at(400_000_000)
-        0.7
+        >>> load_arch().clock.voltage_at(700_000_000), load_arch().clock.voltage_at(400_000_000)
+        (0.84, 0.68)
         """
         reachable = [p.voltage_v for p in self.vf_points if p.max_hz >= freq_hz]
         return min(reachable) if reachable else self.nominal_voltage_v
@@ -141,8 +141,11 @@ class DwpuSpec:
 class L1Spec:
     size_bytes: int
     reserved_bytes: int
-    read_bw_bytes_per_cycle: int
-    write_bw_bytes_per_cycle: int
+    #: Ports of each direction, shared by the core's requesters; each requester holds at
+    #: most one port of a direction at a time.
+    read_ports: int
+    write_ports: int
+    port_bytes_per_cycle: int
     latency_cycles: int
 
     @property
@@ -150,14 +153,41 @@ class L1Spec:
         """L1 bytes per core the compiler may use (size minus the system reservation)."""
         return self.size_bytes - self.reserved_bytes
 
+    @property
+    def read_bytes_per_cycle(self) -> int:
+        """All read ports of a core together."""
+        return self.read_ports * self.port_bytes_per_cycle
+
+    @property
+    def write_bytes_per_cycle(self) -> int:
+        """All write ports of a core together."""
+        return self.write_ports * self.port_bytes_per_cycle
+
 
 @dataclass(frozen=True)
 class L2Spec:
     size_bytes: int
     reserved_bytes: int
     tasklist_reserved_bytes_per_core: int
-    bw_bytes_per_cycle: int
+    ports: int
+    port_bytes_per_cycle: int
+    banks: int
+    bank_bytes_per_cycle: int
+    interleave_bytes: int
     latency_cycles: int
+
+    @property
+    def bw_bytes_per_cycle(self) -> int:
+        """What L2 serves per cycle: its ports together, or its banks if fewer."""
+        return min(self.ports * self.port_bytes_per_cycle, self.banks * self.bank_bytes_per_cycle)
+
+
+@dataclass(frozen=True)
+class NocSpec:
+    bw_bytes_per_cycle: int
+    hop_latency_cycles: int
+    hops_to_hub: int
+    sync_cycles: int
 
 
 @dataclass(frozen=True)
@@ -165,9 +195,34 @@ class DdrSpec:
     size_bytes: int
     default_used_bytes: int
     reserved_bytes: int
-    peak_bw_gb_s: float
-    effective_bw_gb_s: float
+    data_rate_mt_s: int
+    channels: int
+    channel_width_bits: int
+    banks_per_channel: int
+    page_bytes: int
+    interleave_bytes: int
+    t_rcd_ns: float
+    t_rp_ns: float
+    t_wtr_ns: float
+    t_rtw_ns: float
+    t_rfc_ns: float
+    t_refi_ns: float
     latency_ns: float
+
+    @property
+    def channel_bytes_per_ns(self) -> float:
+        """Data bytes one channel moves per ns while it streams."""
+        return self.data_rate_mt_s * self.channel_width_bits / 8 / 1000
+
+    @property
+    def peak_bw_gb_s(self) -> float:
+        """All channels streaming, nothing else (34.1 GB/s for LPDDR4x-4266 x64)."""
+        return self.channel_bytes_per_ns * self.channels
+
+    @property
+    def refresh_share(self) -> float:
+        """Share of the time a channel is refreshing (all-bank refresh)."""
+        return self.t_rfc_ns / self.t_refi_ns
 
 
 @dataclass(frozen=True)
@@ -257,6 +312,16 @@ class StaticPowerSpec:
 
 
 @dataclass(frozen=True)
+class ParamRange:
+    """The plausible range of an inferred (I) number of the arch file (``[ranges]``):
+    ``key`` is its dotted name (``clock.vf_points[1].voltage_v``)."""
+
+    key: str
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
 class Arch:
     """The whole chip. Load it with `aipusim.arch.load_arch`.
 
@@ -264,6 +329,8 @@ class Arch:
     >>> arch = load_arch()
     >>> arch.chip.cores, arch.mvm.macs_per_cycle, arch.peak_tops
     (4, 32768, 209.7152)
+    >>> round(arch.ddr.peak_bw_gb_s, 3), arch.l1.read_bytes_per_cycle
+    (34.128, 256)
     """
 
     chip: ChipSpec
@@ -274,6 +341,7 @@ class Arch:
     dwpu: DwpuSpec
     l1: L1Spec
     l2: L2Spec
+    noc: NocSpec
     ddr: DdrSpec
     dma: DmaSpec
     sysdma: SysDmaSpec
@@ -282,6 +350,8 @@ class Arch:
     memory_map: MemoryMapSpec
     energy: EnergySpec
     static_power: StaticPowerSpec
+    #: Plausible ranges of the inferred numbers (empty for a file without ``[ranges]``).
+    ranges: tuple[ParamRange, ...] = ()
 
     # -- derived figures -------------------------------------------------------------
     def peak_tops_at(self, freq_hz: int) -> float:
@@ -299,10 +369,9 @@ class Arch:
         return bw_gb_s * 1e9 / freq_hz
 
     def ddr_bw_bytes_per_cycle(self, freq_hz: int | None = None) -> float:
-        """Sustained DDR bytes per cycle at ``freq_hz`` (default clock if None)."""
-        return self.gb_s_to_bytes_per_cycle(
-            self.ddr.effective_bw_gb_s, freq_hz or self.clock.default_hz
-        )
+        """Peak DDR bytes per cycle at ``freq_hz`` (default clock if None): every channel
+        streaming, no page opening, turnaround or refresh (`aipusim.isa.cost` adds those)."""
+        return self.gb_s_to_bytes_per_cycle(self.ddr.peak_bw_gb_s, freq_hz or self.clock.default_hz)
 
     def host_bw_bytes_per_cycle(self, freq_hz: int | None = None) -> float:
         """PCIe bytes per cycle per direction at ``freq_hz``."""

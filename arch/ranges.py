@@ -4,7 +4,7 @@ to refuse nonsense (``nan``, ``inf``, zero, negative, 1e-30 bytes per cycle).
 A key's range follows from the unit in its name (house rule: units in names), so a new key
 is covered by its suffix; the few counts and exponents without a unit suffix are named.
 
->>> range_of("ddr.effective_bw_gb_s")
+>>> range_of("host_link.bw_gb_s")
 Range(lo=0.01, hi=10000, unit='GB/s')
 >>> range_of("l1.reserved_bytes").lo
 0
@@ -81,7 +81,7 @@ MAY_BE_ZERO = frozenset(
 
 
 def range_of(dotted: str) -> Range:
-    """The valid range of the arch key ``dotted`` (``ddr.effective_bw_gb_s``)."""
+    """The valid range of the arch key ``dotted`` (``host_link.bw_gb_s``)."""
     name = re.sub(r"\[\d+\]$", "", dotted.rsplit(".", 1)[-1])
     for pattern, found in _BY_NAME:
         if re.fullmatch(pattern, name):

@@ -15,26 +15,45 @@ into durations or energy.
 
 Timing rules (first order, DESIGN.md §4/§5):
 
+- A compute task moves its L1 bytes (`Traffic`) through one read and one write port of
+  ``l1.port_bytes_per_cycle`` (each requester holds one port per direction at a time), so
+  it lasts at least ``read / port`` and ``write / port`` cycles; the ports' sharing between
+  concurrent tasks is the simulator's business.
 - ``Mvm``: ``vectors * cycles_per_vector * passes``, where ``passes`` is how many times the
   ``cols_used`` columns must be cut to fit the banks that ``mvm_utilization_limit`` keeps
-  active; the outputs drain at ``outputs_per_cycle``, so the slower of the two counts; plus
-  the pipeline fill/drain latency.
-- ``WeightLoad``: ``bytes / weight_load_bw`` on the IMC write port.
-- ``DpuOp``: its lane operations (`aipusim.isa.dpu_work`) over the lanes, plus the pipeline.
+  active; the outputs drain at ``outputs_per_cycle``; the input stream (and the partial
+  sums of ``accumulate``) through a read port, the outputs (int32 partial sums for
+  ``post=none``) through a write port; the slowest of these counts; plus the pipeline
+  fill/drain latency.
+- ``WeightLoad``: ``bytes / weight_load_bw`` on the IMC write port (and an L1 read port).
+- ``DpuOp``: its lane operations (`aipusim.isa.dpu_work`) over the lanes (or its L1 bytes
+  over the ports), plus the pipeline.
 - ``DwpuOp``: channel groups of ``dwpu.channels`` x output pixels x windows of
-  ``macs_per_channel_per_cycle`` MACs, plus the pipeline.
+  ``macs_per_channel_per_cycle`` MACs (or its L1 bytes over the ports), plus the pipeline.
 - ``DmaCopy``: setup, then bursts of ``dma.burst_bytes``, each as long as its slowest link
-  (the issuing channel included), then the access latency of the far memory.
-- Token, barrier and host-handshake tasks take no unit time (the control core's dispatch
-  is the simulator's business).
+  (`Link`: DDR, the NoC, L2's ports, the system DMA, PCIe) or its own
+  limit (the channel, one L1 port, the L2 banks a small burst touches), then the access
+  latency of the far memory. A burst on DDR is a closed form of LPDDR4x timing
+  (`ddr_burst_ns`): its bytes spread over the channels, a page opened per page crossed
+  (hidden behind the previous page by bank interleaving), the first page of a burst that
+  does not continue the previous burst a row miss, a read/write turnaround when the
+  direction changes, all stretched by the refresh's share of the time.
+- Local tokens are seen ``token_signal_latency_cycles`` after the signal; global tokens
+  and barriers cross the NoC to the hub that holds them and back (`token_latency_cycles`,
+  `barrier_cycles`). Host handshakes take no unit time (the control core's dispatch is the
+  simulator's business).
 
 >>> from aipusim.arch import load_arch
->>> from aipusim.isa.tasks import Mvm, Unit
+>>> from aipusim.isa.tasks import Mvm, PostOp, Unit
 >>> model = CostModel(load_arch())
 >>> cost = model.task(Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=100,
 ...                       rows_used=512, cols_used=512))
 >>> cost.cycles, cost.macs, cost.traffic.l1_read
 (816, 26214400, 51200)
+>>> psums = model.task(Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=100,
+...                        rows_used=512, cols_used=512, post=PostOp.NONE))
+>>> psums.cycles  # 204,800 bytes of int32 partial sums through a 128 B/cycle write port
+1616
 """
 
 from __future__ import annotations
@@ -83,8 +102,9 @@ PSUM_BYTES = 4
 class Link(enum.StrEnum):
     """The shared links a transfer can cross (each a serial server with a bandwidth)."""
 
-    DDR = "ddr"  # the LPDDR controller
-    L2 = "l2"  # the L2 port / NoC
+    DDR = "ddr"  # the LPDDR4x channels (every burst spreads over all of them)
+    NOC = "noc"  # the NoC fabric: everything to or from L2, DDR and PCIe crosses it
+    L2 = "l2"  # the L2's ports (and banks), together
     SYSDMA = "sysdma"  # the chip's system DMA engine
     PCIE_H2D = "pcie_h2d"  # host link, host to device
     PCIE_D2H = "pcie_d2h"  # host link, device to host
@@ -95,7 +115,7 @@ class Traffic:
     """Bytes a task moves through each memory and link (one frame of it, one task)."""
 
     ddr: int = 0
-    l2: int = 0  # L2 port / NoC (DDR traffic crosses it too)
+    l2: int = 0  # the NoC (DDR and PCIe traffic crosses it too)
     l1_read: int = 0
     l1_write: int = 0
     imc_write: int = 0  # IMC weight-set writes
@@ -113,8 +133,10 @@ class Traffic:
 @dataclass(frozen=True, slots=True)
 class Transfer:
     """What a transfer books on shared links: ``nbytes`` over ``links`` (in path order), the
-    issuing engine's own bandwidth (0: none), setup before the first burst and the access
-    latency after the last one."""
+    issuing engine's own bandwidth (0: none: the channel, one L1 port), setup before the
+    first burst and the access latency after the last one. ``dst_cores`` is the multicast
+    mask (0: the issuing core); ``ddr_write`` the direction on DDR when it is on the
+    path."""
 
     nbytes: int
     links: tuple[Link, ...]
@@ -123,6 +145,21 @@ class Transfer:
     latency_cycles: int
     src: Pool
     dst: Pool
+    dst_cores: int = 0
+    ddr_write: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """What one burst of ``nbytes`` of a transfer holds: ``cycles`` on each link of the path
+    (on DDR: a burst that opens a fresh row, without turnaround), ``own`` cycles on the
+    issuing engine (never shared), and on DDR the cycles of the four cases ``ddr[2 * fresh
+    + turnaround]`` (None without DDR on the path)."""
+
+    nbytes: int
+    cycles: tuple[int, ...]
+    own: int
+    ddr: tuple[int, int, int, int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,17 +204,22 @@ class CostModel:
         self.active_cols = arch.mvm.active_cols(mvm_utilization_limit)
         self.ddr_latency_cycles = arch.ns_to_cycles(arch.ddr.latency_ns, self.freq_hz)
         self.pcie_setup_cycles = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, self.freq_hz)
+        #: One L1 port (a requester's own limit per direction), bytes per cycle.
+        self.l1_port = float(arch.l1.port_bytes_per_cycle)
         self._bw = {
             Link.DDR: arch.ddr_bw_bytes_per_cycle(self.freq_hz),
+            Link.NOC: float(arch.noc.bw_bytes_per_cycle),
             Link.L2: float(arch.l2.bw_bytes_per_cycle),
             Link.SYSDMA: float(arch.sysdma.bw_bytes_per_cycle),
             Link.PCIE_H2D: arch.host_bw_bytes_per_cycle(self.freq_hz),
             Link.PCIE_D2H: arch.host_bw_bytes_per_cycle(self.freq_hz),
         }
+        self._bursts: dict[tuple[Transfer, int], Burst] = {}
 
     # -- links ---------------------------------------------------------------------------
     def link_bw(self, link: Link) -> float:
-        """Bytes per cycle of a shared link at this clock."""
+        """Bytes per cycle of a shared link at this clock (DDR: its peak, every channel
+        streaming; `stream_bw` gives what a long transfer sustains)."""
         return self._bw[link]
 
     @property
@@ -185,46 +227,187 @@ class CostModel:
         """Bytes per cycle of one core DMA channel (its own, never shared)."""
         return float(self.arch.dma.channel_bw_bytes_per_cycle)
 
+    def stream_bw(self, pool: Pool) -> float:
+        """Bytes per cycle a long transfer from ``pool`` into a core's L1 sustains on idle
+        links (the planning figure of the compiler's multicore split).
+
+        >>> from aipusim.arch import load_arch
+        >>> round(cost_model(load_arch()).stream_bw(Pool.DDR), 2)
+        39.57
+        """
+        tr = self.dma_transfer(Unit.DMA0, pool, Pool.L1, 1 << 24)
+        return tr.nbytes / max(1, self.transfer_cycles(tr) - tr.setup_cycles - tr.latency_cycles)
+
+    # -- DDR -----------------------------------------------------------------------------
+    def ddr_burst_ns(self, nbytes: int, *, fresh: bool, turnaround: bool, write: bool) -> float:
+        """Nanoseconds the LPDDR4x channels are busy with one burst of ``nbytes``.
+
+        The bytes spread over the channels in ``interleave_bytes`` pieces; each channel
+        streams its share at its data rate, one page (row) after the other. A fresh burst
+        (not the continuation of the previous one on DDR) first closes the row another
+        stream left open and opens its own (tRP + tRCD); each further page is opened in the
+        next bank while the current one streams, so only what the streaming does not cover
+        shows. A change of direction first waits tWTR (write to read) or tRTW (read to
+        write). All-bank refresh takes tRFC of every tREFI, stretching the whole.
+
+        >>> from aipusim.arch import load_arch
+        >>> m = cost_model(load_arch())
+        >>> round(m.ddr_burst_ns(16384, fresh=False, turnaround=False, write=False), 1)
+        517.2
+        >>> round(m.ddr_burst_ns(16384, fresh=True, turnaround=True, write=True), 1)
+        573.2
+        """
+        d = self.arch.ddr
+        used = max(1, min(d.channels, math.ceil(nbytes / d.interleave_bytes)))
+        per_channel = math.ceil(nbytes / used)
+        page_ns = d.page_bytes / d.channel_bytes_per_ns
+        ns = per_channel / d.channel_bytes_per_ns
+        open_ns = d.t_rp_ns + d.t_rcd_ns
+        pages = math.ceil(per_channel / d.page_bytes)
+        ns += (pages - 1) * max(0.0, open_ns - page_ns)
+        if fresh:
+            ns += open_ns
+        if turnaround:
+            ns += d.t_rtw_ns if write else d.t_wtr_ns
+        return ns / (1.0 - d.refresh_share)
+
+    def ddr_burst_cycles(self, nbytes: int, *, fresh: bool, turnaround: bool, write: bool) -> int:
+        """`ddr_burst_ns` in whole cycles of the core clock."""
+        ns = self.ddr_burst_ns(nbytes, fresh=fresh, turnaround=turnaround, write=write)
+        return max(1, math.ceil(ns * self.freq_hz / 1e9 - 1e-9))
+
+    # -- bursts --------------------------------------------------------------------------
+    def burst(self, tr: Transfer, nbytes: int) -> Burst:
+        """The cycles one burst of ``nbytes`` of ``tr`` holds each link and its engine."""
+        key = (tr, nbytes)
+        found = self._bursts.get(key)
+        if found is not None:
+            return found
+        ddr: tuple[int, int, int, int] | None = None
+        cycles = []
+        for link in tr.links:
+            if link is Link.DDR:
+                ddr = tuple(  # type: ignore[assignment]
+                    self.ddr_burst_cycles(nbytes, fresh=f, turnaround=t, write=tr.ddr_write)
+                    for f in (False, True)
+                    for t in (False, True)
+                )
+                assert ddr is not None
+                cycles.append(ddr[2])
+            else:
+                cycles.append(burst_cycles(nbytes, self._bw[link]))
+        own = burst_cycles(nbytes, tr.channel_bw)
+        if Link.L2 in tr.links:
+            # a small burst reaches only the banks its bytes rotate over
+            l2 = self.arch.l2
+            banks = max(1, min(l2.banks, math.ceil(nbytes / l2.interleave_bytes)))
+            own = max(own, burst_cycles(nbytes, banks * l2.bank_bytes_per_cycle))
+        found = self._bursts[key] = Burst(nbytes, tuple(cycles), own, ddr)
+        return found
+
+    def burst_alone_cycles(self, tr: Transfer, nbytes: int, *, fresh: bool) -> int:
+        """Cycles one burst of ``tr`` lasts on idle links: its slowest link or own limit
+        (on DDR opening a row if ``fresh``, else continuing the previous burst's)."""
+        b = self.burst(tr, nbytes)
+        cycles = list(b.cycles)
+        if b.ddr is not None:
+            cycles[tr.links.index(Link.DDR)] = b.ddr[2 if fresh else 0]
+        return max([b.own, *cycles])
+
     def transfer_cycles(self, tr: Transfer) -> int:
-        """Cycles of a transfer over idle links: setup, its bursts (each as long as its
-        slowest link, the issuing channel included) and the access latency."""
-        burst = self.arch.dma.burst_bytes
-        n_full = (tr.nbytes - 1) // burst if tr.nbytes > 0 else 0
-        last = tr.nbytes - n_full * burst
+        """Cycles of a transfer over idle links: setup, its bursts one after the other (each
+        as long as its slowest link or its own limit; on DDR the first opens a row, the
+        others continue it) and the access latency."""
+        size = self.arch.dma.burst_bytes
+        n_full = (tr.nbytes - 1) // size if tr.nbytes > 0 else 0
+        last = tr.nbytes - n_full * size
+        total = tr.setup_cycles + tr.latency_cycles
+        if n_full:
+            total += self.burst_alone_cycles(tr, size, fresh=True)
+            total += (n_full - 1) * self.burst_alone_cycles(tr, size, fresh=False)
+            return total + self.burst_alone_cycles(tr, last, fresh=False)
+        return total + self.burst_alone_cycles(tr, last, fresh=True)
 
-        def one(nbytes: int) -> int:
-            slowest = burst_cycles(nbytes, tr.channel_bw)
-            for link in tr.links:
-                slowest = max(slowest, burst_cycles(nbytes, self._bw[link]))
-            return slowest
+    # -- tokens and barriers -------------------------------------------------------------
+    def token_latency_cycles(self, is_global: bool) -> int:
+        """Cycles from the end of a signalling task until a waiter sees the token: a local
+        token's register, or for a global one the NoC to the hub, its update, and the NoC
+        to the waiting core."""
+        local = self.arch.control.token_signal_latency_cycles
+        if not is_global:
+            return local
+        noc = self.arch.noc
+        return local + 2 * noc.hops_to_hub * noc.hop_latency_cycles + noc.sync_cycles
 
-        return tr.setup_cycles + n_full * one(burst) + one(last) + tr.latency_cycles
+    def barrier_cycles(self) -> int:
+        """Cycles a barrier adds after the last core arrived: the arrival crosses the NoC
+        to the hub, the hub counts it, the release crosses back."""
+        noc = self.arch.noc
+        return 2 * noc.hops_to_hub * noc.hop_latency_cycles + noc.sync_cycles
 
     # -- kind-level costs (the compiler plans with these) ---------------------------------
-    def mvm_cycles(self, vectors: int, cols_used: int) -> int:
-        """One `Mvm` task of ``vectors`` input vectors over ``cols_used`` columns."""
+    def l1_port_cycles(self, read_bytes: int, write_bytes: int) -> int:
+        """Cycles a requester needs for its L1 bytes through one read and one write port."""
+        port = self.arch.l1.port_bytes_per_cycle
+        return max(-(-read_bytes // port), -(-write_bytes // port))
+
+    def mvm_cycles(
+        self,
+        vectors: int,
+        cols_used: int,
+        rows_used: int | None = None,
+        *,
+        accumulate: bool = False,
+        post: PostOp = PostOp.REQUANT,
+    ) -> int:
+        """One `Mvm` task of ``vectors`` input vectors over ``rows_used`` (default: all)
+        rows and ``cols_used`` columns, adding to int32 partial sums if ``accumulate``,
+        writing int32 partial sums if ``post`` is ``none``."""
         mvm = self.arch.mvm
         passes = math.ceil(cols_used / self.active_cols)
         compute = vectors * mvm.cycles_per_vector * passes
         drain = math.ceil(vectors * cols_used / mvm.outputs_per_cycle)
-        return max(compute, drain) + mvm.pipeline_latency_cycles
+        read, write = self._mvm_bytes(vectors, rows_used or mvm.rows, cols_used, accumulate, post)
+        port = self.l1_port_cycles(read, write)
+        return max(compute, drain, port) + mvm.pipeline_latency_cycles
+
+    def _mvm_bytes(
+        self, vectors: int, rows_used: int, cols_used: int, accumulate: bool, post: PostOp
+    ) -> tuple[int, int]:
+        """(L1 bytes read, written) of an `Mvm`: every pass streams the input vectors again;
+        ``accumulate`` reads the int32 partial sums; ``post`` none writes them."""
+        passes = math.ceil(cols_used / self.active_cols)
+        out_elems = vectors * cols_used
+        read = vectors * rows_used * passes + (out_elems * PSUM_BYTES if accumulate else 0)
+        write = out_elems * (PSUM_BYTES if post == PostOp.NONE else 1)
+        return read, write
 
     def weight_load_cycles(self, nbytes: int) -> int:
-        """One `WeightLoad` of ``nbytes`` into an IMC weight set."""
-        return math.ceil(nbytes / self.arch.mvm.weight_load_bw_bytes_per_cycle)
+        """One `WeightLoad` of ``nbytes`` into an IMC weight set (read from L1 through a
+        port, written through the IMC write port)."""
+        wl = math.ceil(nbytes / self.arch.mvm.weight_load_bw_bytes_per_cycle)
+        return max(wl, self.l1_port_cycles(nbytes, 0))
 
     def dpu_cycles(self, kind: DpuKind, elements: int, operands: int) -> int:
-        """One `DpuOp`: its lane operations over the lanes, plus the pipeline."""
+        """One `DpuOp`: its lane operations over the lanes (or its L1 bytes over the
+        ports), plus the pipeline."""
         dpu = self.arch.dpu
         ops = dpu_lane_ops(kind, elements, operands, self.arch)
-        return math.ceil(ops / dpu.lanes) + dpu.pipeline_latency_cycles
+        read = dpu_read_bytes(kind, elements, operands, self.arch)
+        port = self.l1_port_cycles(read, elements)
+        return max(math.ceil(ops / dpu.lanes), port) + dpu.pipeline_latency_cycles
 
-    def dwpu_cycles(self, channels: int, out_h: int, out_w: int, kh: int, kw: int) -> int:
-        """One `DwpuOp` producing ``channels`` x ``out_h`` x ``out_w`` from kh x kw windows."""
+    def dwpu_cycles(
+        self, channels: int, out_h: int, out_w: int, kh: int, kw: int, in_h: int = 0, in_w: int = 0
+    ) -> int:
+        """One `DwpuOp` producing ``channels`` x ``out_h`` x ``out_w`` from kh x kw windows
+        of a ``channels`` x ``in_h`` x ``in_w`` input (0: as large as the output)."""
         dw = self.arch.dwpu
         groups = math.ceil(channels / dw.channels)
         windows = math.ceil(kh * kw / dw.macs_per_channel_per_cycle)
-        return groups * out_h * out_w * windows + dw.pipeline_latency_cycles
+        read = channels * (in_h or out_h) * (in_w or out_w)
+        port = self.l1_port_cycles(read, channels * out_h * out_w)
+        return max(groups * out_h * out_w * windows, port) + dw.pipeline_latency_cycles
 
     def dma_transfer(
         self,
@@ -232,8 +415,10 @@ class CostModel:
         src: Pool,
         dst: Pool,
         nbytes: int,
+        dst_cores: int = 0,
     ) -> Transfer:
-        """The path of a `DmaCopy` of ``nbytes`` from ``src`` to ``dst`` issued on ``unit``."""
+        """The path of a `DmaCopy` of ``nbytes`` from ``src`` to ``dst`` issued on ``unit``
+        (``dst_cores``: the multicast mask)."""
         arch = self.arch
         links: list[Link] = []
         if unit == Unit.SYSDMA:
@@ -241,22 +426,37 @@ class CostModel:
             setup, channel_bw = arch.sysdma.setup_cycles, 0.0
         else:
             setup, channel_bw = arch.dma.setup_cycles, self.channel_bw
-        pools = {src, dst}
+        if Pool.L1 in (src, dst):
+            # the L1 side goes through one port of the core(s)
+            channel_bw = min(channel_bw, self.l1_port) if channel_bw else self.l1_port
         latency = 0
-        if Pool.DDR in pools:
-            # DDR hangs off the NoC: its data crosses the L2 port too
-            links += [Link.DDR, Link.L2]
-            latency += self.ddr_latency_cycles
-        elif Pool.L2 in pools:
-            links.append(Link.L2)
-        if Pool.L2 in pools:
-            latency += arch.l2.latency_cycles
-        if Pool.HOST in pools:
-            links.append(Link.PCIE_H2D if src == Pool.HOST else Link.PCIE_D2H)
+        if src == Pool.HOST:
+            links.append(Link.PCIE_H2D)
             setup += self.pcie_setup_cycles
-        if pools == {Pool.L1}:
+        if Pool.DDR in (src, dst):
+            links.append(Link.DDR)
+            latency += self.ddr_latency_cycles
+        if {src, dst} != {Pool.L1}:
+            links.append(Link.NOC)  # everything else hangs off the NoC
+        if Pool.L2 in (src, dst):
+            links.append(Link.L2)
+            latency += arch.l2.latency_cycles
+        if dst == Pool.HOST:
+            links.append(Link.PCIE_D2H)
+            setup += self.pcie_setup_cycles
+        if src == dst == Pool.L1:
             latency += arch.l1.latency_cycles
-        return Transfer(nbytes, tuple(links), channel_bw, setup, latency, src, dst)
+        return Transfer(
+            nbytes,
+            tuple(links),
+            channel_bw,
+            setup,
+            latency,
+            src,
+            dst,
+            dst_cores,
+            dst == Pool.DDR,
+        )
 
     def dma_cycles(self, unit: Unit, src: Pool, dst: Pool, nbytes: int) -> int:
         """Cycles of a `DmaCopy` over idle links."""
@@ -279,7 +479,9 @@ class CostModel:
             return self._dwpu(task, energy)
         if isinstance(task, DmaCopy):
             return self._dma(task, energy, where)
-        if isinstance(task, Barrier | HostTransfer | TokenWait | TokenSignal):
+        if isinstance(task, Barrier):
+            return TaskCost(self.barrier_cycles(), 0, Traffic(), tuple(energy))
+        if isinstance(task, HostTransfer | TokenWait | TokenSignal):
             return TaskCost(0, 0, Traffic(), tuple(energy))
         raise TasklistError(f"{where}: task kind must be a known kind, not {type(task)}")
 
@@ -294,20 +496,19 @@ class CostModel:
             raise TasklistError(
                 f"{where}: weight_set must be 0-{mvm.weight_sets - 1}, not {t.weight_set}"
             )
-        passes = math.ceil(t.cols_used / self.active_cols)
         macs = t.macs
         out_elems = t.vectors * t.cols_used
-        # every pass streams the input vectors again
-        read = t.vectors * t.rows_used * passes
-        if t.accumulate:
-            read += out_elems * PSUM_BYTES
-        write = out_elems * (PSUM_BYTES if t.post == PostOp.NONE else 1)
+        accumulate, post = bool(t.accumulate), t.post
+        read, write = self._mvm_bytes(t.vectors, t.rows_used, t.cols_used, accumulate, post)
         energy[C[Component.MVM]] += macs * e.mvm_mac_pj
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
         if t.post != PostOp.NONE:
             energy[C[Component.DPU]] += out_elems * e.dpu_requant_act_pj
         traffic = Traffic(l1_read=read, l1_write=write)
-        return TaskCost(self.mvm_cycles(t.vectors, t.cols_used), macs, traffic, tuple(energy))
+        cycles = self.mvm_cycles(
+            t.vectors, t.cols_used, t.rows_used, accumulate=accumulate, post=post
+        )
+        return TaskCost(cycles, macs, traffic, tuple(energy))
 
     def _weight_load(self, t: WeightLoad, energy: list[float]) -> TaskCost:
         e = self.arch.energy
@@ -333,13 +534,13 @@ class CostModel:
         write = t.channels * t.out_h * t.out_w
         energy[C[Component.DWPU]] += macs * e.dwpu_mac_pj
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
-        cycles = self.dwpu_cycles(t.channels, t.out_h, t.out_w, t.kh, t.kw)
+        cycles = self.dwpu_cycles(t.channels, t.out_h, t.out_w, t.kh, t.kw, t.h, t.w)
         return TaskCost(cycles, macs, Traffic(l1_read=read, l1_write=write), tuple(energy))
 
     def _dma(self, t: DmaCopy, energy: list[float], where: str) -> TaskCost:
         if t.bytes <= 0:
             raise TasklistError(f"{where}: bytes must be > 0, not {t.bytes}")
-        tr = self.dma_transfer(t.unit, t.src_pool, t.dst_pool, t.bytes)
+        tr = self.dma_transfer(t.unit, t.src_pool, t.dst_pool, t.bytes, t.dst_core_mask)
         dests = max(1, bin(t.dst_core_mask).count("1"))
         n = t.bytes
         e = self.arch.energy
@@ -363,7 +564,7 @@ class CostModel:
         energy[C[Component.L2]] += noc_bytes * e.noc_hop_pj_per_byte
         traffic = Traffic(
             ddr=n if Pool.DDR in (t.src_pool, t.dst_pool) else 0,
-            l2=n if Link.L2 in tr.links else 0,
+            l2=n if Link.NOC in tr.links else 0,
             l1_read=n if t.src_pool == Pool.L1 else 0,
             l1_write=n * dests if t.dst_pool == Pool.L1 else 0,
             pcie_h2d=n if t.src_pool == Pool.HOST else 0,
@@ -379,30 +580,30 @@ class CostModel:
         energy = [0.0] * len(COMPONENTS)
         energy[C[Component.PCIE]] = nbytes * e.pcie_pj_per_byte
         h2d = direction == "h2d"
-        links = [Link.PCIE_H2D if h2d else Link.PCIE_D2H]
-        latency = 0
         traffic = Traffic(pcie_h2d=nbytes) if h2d else Traffic(pcie_d2h=nbytes)
         if pool == Pool.DDR:
-            links += [Link.DDR, Link.L2]
-            latency = self.ddr_latency_cycles
             energy[C[Component.DDR]] = nbytes * e.ddr_seq_pj_per_byte
             traffic = traffic + Traffic(ddr=nbytes, l2=nbytes)
         elif pool == Pool.L2:
-            links.append(Link.L2)
-            latency = self.arch.l2.latency_cycles
             energy[C[Component.L2]] = nbytes * (
                 e.l2_write_pj_per_byte if h2d else e.l2_read_pj_per_byte
             )
             traffic = traffic + Traffic(l2=nbytes)
         src, dst = (Pool.HOST, pool) if h2d else (pool, Pool.HOST)
-        tr = Transfer(nbytes, tuple(links), 0.0, self.pcie_setup_cycles, latency, src, dst)
+        path = self.dma_transfer(Unit.SYSDMA, src, dst, nbytes)
+        # the host's DMA engine: no system DMA, no engine limit; the driver's setup only
+        links = tuple(link for link in path.links if link is not Link.SYSDMA)
+        tr = Transfer(
+            nbytes, links, 0.0, self.pcie_setup_cycles, path.latency_cycles, src, dst, 0, h2d
+        )
         return TaskCost(self.transfer_cycles(tr), 0, traffic, tuple(energy), tr)
 
     def tasklist_fetch(self, nbytes: int) -> Transfer:
         """The control core's fetch of ``nbytes`` of its tasklist from DDR into its L2
         window (before the run, or chunk by chunk when streaming)."""
-        latency = self.ddr_latency_cycles
-        return Transfer(nbytes, (Link.DDR, Link.L2), 0.0, 0, latency, Pool.DDR, Pool.L2)
+        path = self.dma_transfer(Unit.SYSDMA, Pool.DDR, Pool.L2, nbytes)
+        links = tuple(link for link in path.links if link is not Link.SYSDMA)
+        return Transfer(nbytes, links, 0.0, 0, path.latency_cycles, Pool.DDR, Pool.L2)
 
     # -- power ---------------------------------------------------------------------------
     def control_pj(self, actions: int) -> float:
@@ -411,11 +612,10 @@ class CostModel:
 
     def lower_bound_cycles(self, macs: int, ddr_bytes: int, cores: int) -> float:
         """The analytic floor of a run: its MACs at the arrays' peak rate, or its DDR bytes
-        at the DDR bandwidth, whichever is longer."""
-        return max(
-            macs / (self.arch.mvm.macs_per_cycle * max(1, cores)),
-            ddr_bytes / self._bw[Link.DDR],
-        )
+        at what a long DDR stream sustains, whichever is longer."""
+        size = self.arch.dma.burst_bytes
+        ddr_bw = size / self.ddr_burst_cycles(size, fresh=False, turnaround=False, write=False)
+        return max(macs / (self.arch.mvm.macs_per_cycle * max(1, cores)), ddr_bytes / ddr_bw)
 
 
 @functools.lru_cache(maxsize=64)
@@ -443,7 +643,7 @@ def static_power_w(
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    1.84
+    3.163
     """
     sp = arch.static_power
     volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
@@ -466,6 +666,7 @@ __all__ = [
     "COMPONENTS",
     "ON_CHIP",
     "PSUM_BYTES",
+    "Burst",
     "C",
     "CostModel",
     "Link",

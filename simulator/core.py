@@ -4,10 +4,12 @@ A unit process walks its own pre-split queue of records. It keeps its own clock 
 cycle its previous task ended) and only yields to SimPy when something can block it: a
 dispatch held back by a ``ctrl`` task or a tasklist chunk, a token not yet signalled, a
 barrier, a link reservation (see `clock` for what a yield costs). Compute tasks advance
-``t`` arithmetically, so most tasks cost no event at all. Signals carry their visibility
-cycle (see `tokens`), so a unit can signal as soon as it knows its end cycle. Every clock
-value is known at a simulated time no later than itself, which keeps link reservations in
-time order (see `links.transfer`).
+``t`` arithmetically, so most tasks cost no event at all; they book their L1 bytes on the
+core's L1 ports (`ports`), which stretches them only when the ports are over-subscribed.
+Signals carry their visibility cycle (see `tokens`; a global token's crosses the NoC), so
+a unit can signal as soon as it knows its end cycle. Every clock value is known at a
+simulated time no later than itself, which keeps link reservations in time order (see
+`links.transfer`).
 """
 
 from __future__ import annotations
@@ -18,15 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 import simpy
 
+from aipusim.isa.cost import Pool
 from aipusim.simulator.clock import PARKED
 from aipusim.simulator.control import ControlCore
-from aipusim.simulator.links import Link, book_burst, burst_cycles, transfer
+from aipusim.simulator.links import book_burst, transfer
 from aipusim.simulator.tokens import Token
 from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA
 
 if TYPE_CHECKING:
     from aipusim.isa.cost import Transfer
     from aipusim.simulator.engine import Replica, Simulation
+    from aipusim.simulator.links import Route
+    from aipusim.simulator.ports import PortGroup
     from aipusim.simulator.prepare import CoreCode
 
 
@@ -55,25 +60,34 @@ class CoreRun:
         self._pending: dict[int, int] = {}
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
-        #: id of a `Transfer` -> its `route`; ops hold their `Transfer` for the whole run,
-        #: so an id is never reused (an int key hashes faster than the Transfer).
-        self.routes: dict[int, tuple] = {}
+        #: The `Route` of each op's transfer (by `Op.index`), made when first needed.
+        self.routes: list[Route | None] = [None] * len(sim.ops)
         #: (first check, resolution) of every polled wait (use_hw_tokens=false).
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
 
-    def route(
-        self, x: Transfer, unit: str
-    ) -> tuple[list[Link], tuple[int, ...] | None, int, float]:
-        """(shared links, cycles of its one burst on each or None if it has several, cycles
-        on the issuing engine's own channel, that channel's bandwidth) of a transfer that
-        ``unit`` issues. The own channel's queue is serial, so it bounds the duration only."""
+    def route(self, x: Transfer, unit: str) -> Route:
+        """The `Route` of a transfer that ``unit`` of this core issues: the shared links,
+        its bursts, and the L1 ports it passes: this core's read ports, each destination
+        core's write ports (with contention off: private links, no L1 port sharing)."""
+        sim = self.sim
         engine = (self.physical, unit)
-        shared = [self.sim.link_for(n, engine) for n in x.links]
-        if x.nbytes > self.sim.burst_bytes:
-            return shared, None, 0, x.channel_bw
-        cycles, own_cycles = burst_cycles(shared, x.nbytes, x.channel_bw)
-        return shared, cycles, own_cycles, x.channel_bw
+        dests = [self.physical]
+        if x.dst_cores:
+            cores = self.replica.cores
+            dests = [c.physical for i, c in enumerate(cores) if x.dst_cores >> i & 1]
+        l1: list[tuple[PortGroup, int]] = []
+        me = sim.requester[unit]
+        if x.src == Pool.L1:
+            rd = sim.port_groups(self.physical)[0]
+            if rd is not None:
+                l1.append((rd, me))
+        if x.dst == Pool.L1:
+            for p in dests:
+                wr = sim.port_groups(p)[1]
+                if wr is not None:
+                    l1.append((wr, me if p == self.physical else sim.remote))
+        return sim.route(x, engine, l1)
 
     # -- phases ------------------------------------------------------------------------
     def phase_event(self, phase: int) -> simpy.Event:
@@ -124,13 +138,24 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
     ctl = core.ctl
     ltok, gtok = core.ltok, core.gtok
     hw_tokens = sim.use_hw_tokens
-    sig_lat = sim.token_latency
+    sig_lat, glob_lat = sim.token_latency, sim.global_token_latency
     poll_interval, poll_cost = sim.poll_interval, sim.poll_cost
     tracer = sim.tracer
     tracing = tracer is not None and tracer.per_task
     # with contention off each unit has its own links, so its own routes
-    routes = core.routes if sim.contention else {}
+    routes = core.routes if sim.contention else [None] * len(sim.ops)
     burst = sim.burst_bytes
+    streams = sim.streams
+    # the core's L1 ports (None: contention off, each task alone) and this unit's place
+    rd, wr = sim.port_groups(core.physical)
+    me = sim.requester[unit]
+    l1_books = rd is not None or wr is not None
+    if rd is not None:
+        r_ends, r_rates, r_others, r_ports = rd.ends, rd.rates, rd.others[me], rd.ports
+        r_cap = rd.capacity
+    if wr is not None:
+        w_ends, w_rates, w_others, w_ports = wr.ends, wr.rates, wr.others[me], wr.ports
+        w_cap = wr.capacity
     blocked = core.blocked
     queues = (core.code.init.by_unit.get(unit), core.code.frame.by_unit.get(unit))
     t = 0
@@ -187,38 +212,119 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
             s = t
             if kind == K_COMPUTE:
                 t = s + op.dur
+                if l1_books:
+                    # PortGroup.book, inlined (see `ports`): squeezed only when at least as many
+                    # others as there are ports are still running at s
+                    if rd is not None:
+                        n = op.l1_read
+                        if n:
+                            old = r_rates[me]
+                            if rd.total - old + n / (t - s) > r_cap:
+                                running = 0
+                                for o in r_others:
+                                    if r_ends[o] > s:
+                                        running += 1
+                                if running >= r_ports:
+                                    t = rd.share(me, s, t - s, n)
+                            r_ends[me] = t
+                            r_rates[me] = rate = n / (t - s)
+                            rd.total += rate - old
+                    if wr is not None:
+                        n = op.l1_write
+                        if n:
+                            old = w_rates[me]
+                            if wr.total - old + n / (t - s) > w_cap:
+                                running = 0
+                                for o in w_others:
+                                    if w_ends[o] > s:
+                                        running += 1
+                                if running >= w_ports:
+                                    t = wr.share(me, s, t - s, n)
+                            w_ends[me] = t
+                            w_rates[me] = rate = n / (t - s)
+                            wr.total += rate - old
             elif kind == K_DMA:
                 x = op.xfer
-                route = routes.get(id(x))
+                route = routes[op.index]
                 if route is None:
-                    route = routes[id(x)] = core.route(x, unit)
-                path, cycles, own_cycles, own_bw = route
+                    route = routes[op.index] = core.route(x, unit)
                 ready = s + x.setup_cycles
-                if cycles is None:
-                    nbytes, lat = x.nbytes, x.latency_cycles
-                    t = yield from transfer(env, path, nbytes, burst, ready, lat, own_bw)
+                if x.nbytes > burst:
+                    t = yield from transfer(env, route, x.nbytes, burst, ready, next(streams))
                 else:
                     # One burst (the common tile), booked inline. Bookings wait for the simulated
                     # present to reach their ready cycle, so links serve bursts first come first
                     # served in time, whatever order the run-ahead units reach them in.
-                    if ready > env.now and not env.advance_to(ready):
-                        yield ready
-                    t = book_burst(path, cycles, x.nbytes, ready, env.now, own_cycles)
-                    t += x.latency_cycles
+                    now = env.now
+                    if ready > now:
+                        if not env.advance_to(ready):
+                            yield ready
+                        now = ready
+                    links, cases, spans, n, latency, l1, ddr, w, shared = route.one
+                    # `links.book`, inlined: a transfer of one burst is a stream of its own,
+                    # so on DDR it always opens a fresh row
+                    if ddr is None:
+                        case = 0
+                    elif shared:
+                        last = ddr.last_write
+                        case = 3 if last is not None and last != w else 2
+                        ddr.last_stream = -1
+                        ddr.last_write = w
+                    else:
+                        case = 2
+                    cycles = cases[case]
+                    for link in links:
+                        if link.free_at > ready:
+                            t = book_burst(links, cycles, n, ready, now, route.bursts[1].own)
+                            break
+                    else:
+                        # every link free at ready (= now): the common case of book_burst
+                        t = ready + spans[case]
+                        for link, d in zip(links, cycles):  # noqa: B905 (same length: hot)
+                            link.free_at = ready + d
+                            link.busy_cycles += d
+                            link.nbytes += n
+                    if l1:
+                        d = spans[case]
+                        s1, e0 = t - d, t
+                        for ends, rates, others, ports, who, group in l1:
+                            # PortGroup.book, inlined
+                            old = rates[who]
+                            e = e0
+                            if group.total - old + n / d > group.capacity:
+                                running = 0
+                                for o in others:
+                                    if ends[o] > s1:
+                                        running += 1
+                                if running >= ports:
+                                    e = group.share(who, s1, d, n)
+                            ends[who] = e
+                            rates[who] = rate = n / (e - s1)
+                            group.total += rate - old
+                            if e > t:
+                                t = e
+                    t += latency
             elif kind == K_BARRIER:
                 barrier_id, mask = op.barrier
                 cores = core.replica.barrier_cores(mask, seq, phase, core)
                 blocked[unit] = (seq, "barrier", barrier_id, sorted(cores))
-                t = yield core.replica.barriers.arrive(barrier_id, core.logical, cores, s)
+                t = (
+                    yield core.replica.barriers.arrive(barrier_id, core.logical, cores, s)
+                ) + op.dur
                 del blocked[unit]
             log_start(s)
             log_end(t)
             if op.is_ctrl:
                 ctl.ctrl_finished(t)
             if op.signals:
-                vis = t + sig_lat
+                local = t + sig_lat
                 for is_global, idx, n in op.signals:
-                    tok = gtok[idx] if is_global else ltok[idx]
+                    if is_global:
+                        tok = gtok[idx]
+                        vis = t + glob_lat
+                    else:
+                        tok = ltok[idx]
+                        vis = local
                     waiters = tok.waiters
                     if n == 1 and not waiters:
                         tok.units.append(vis)  # fast path of Token.signal

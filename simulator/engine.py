@@ -8,6 +8,7 @@ in a fixed order, SimPy breaks ties by creation order, and no randomness is used
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 from array import array
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
@@ -19,17 +20,18 @@ import simpy
 
 from aipusim.arch.model import Arch
 from aipusim.base.errors import DeadlockError, SimulationError, TasklistError
-from aipusim.isa.cost import COMPONENTS, CostModel
+from aipusim.isa.cost import COMPONENTS, CostModel, Transfer
 from aipusim.isa.cost import Link as CostLink
 from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.program import MulticoreMode, Program
 from aipusim.isa.table import TaskTable
-from aipusim.isa.tasks import Task
+from aipusim.isa.tasks import Pool, Task
 from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.host import host_inputs, host_outputs
-from aipusim.simulator.links import Link, transfer
-from aipusim.simulator.prepare import CoreCode, prepare_core
+from aipusim.simulator.links import Link, Route, transfer
+from aipusim.simulator.ports import PortGroup
+from aipusim.simulator.prepare import UNIT_ORDER, CoreCode, prepare_core
 from aipusim.simulator.tokens import BarrierHub, Token
 from aipusim.simulator.trace import Tracer
 from aipusim.simulator.units import Op, TaskCoster
@@ -181,7 +183,6 @@ class Simulation:
         self.frames = self.starts * self.frames_per_start
         self.use_hw_tokens = program.use_hw_tokens
         ctrl = arch.control
-        self.token_latency = ctrl.token_signal_latency_cycles
         self.poll_interval = ctrl.poll_interval_cycles
         self.poll_cost = ctrl.poll_cost_cycles
         self.burst_bytes = arch.dma.burst_bytes
@@ -197,6 +198,7 @@ class Simulation:
         coster = TaskCoster(arch, freq, program.mvm_utilization_limit)
         #: The cost model of this run (the compiler's, at the run's clock and MVM limit).
         self.cost: CostModel = coster.model
+        self.token_latency = self.cost.token_latency_cycles(False)
         #: Every distinct op of the run (`Op.index` is the row).
         self.ops: list[Op] = []
         self.codes: dict[int, CoreCode] = {}
@@ -208,9 +210,24 @@ class Simulation:
                 rid_base += code.n_records
         self._task_table(rid_base)
 
+        used = range(program.replicas * program.aipu_cores_used)
         self.links: dict[str, Link] = {
             name.value: Link(name.value, self.cost.link_bw(name)) for name in CostLink
         }
+        #: Requesters of a core's L1 ports: the unit queues in `UNIT_ORDER`, then data
+        #: multicast in from another core (`remote`).
+        self.requester = {u: i for i, u in enumerate(UNIT_ORDER)}
+        self.remote = len(UNIT_ORDER)
+        #: Each physical core's L1 port groups (read, write) that bookings go through:
+        #: None where they can never be over-subscribed, and with contention off.
+        self.ports: dict[int, tuple[PortGroup | None, PortGroup | None]] = {
+            p: (None, None) for p in used
+        }
+        if contention:
+            self._share_ports()
+        #: Numbers the transfers, so DDR can tell a burst that continues a stream
+        self.streams = itertools.count()
+        self.global_token_latency = self.cost.token_latency_cycles(True)
 
         #: Executed tasks, one segment per (core, unit, phase): (physical core, phase,
         #: rids of the unit's records, start cycles, end cycles); host transfers apart.
@@ -375,6 +392,73 @@ class Simulation:
             link = self._private_links[(engine, name)] = Link(name, self.links[name].bw)
         return link
 
+    def _share_ports(self) -> None:
+        """A `PortGroup` for each direction of a core's L1 whose requesters can ask for
+        more than it carries: more of them than ports, wanting more bytes per cycle
+        together (each at most its fastest task's rate) than the ports move. Only those
+        can ever squeeze a booking; the others are not booked at all."""
+        # (physical core, 0 read / 1 write) -> requester -> the most bytes per cycle it asks
+        users: dict[tuple[int, int], dict[int, float]] = {}
+
+        def use(key: tuple[int, int], who: int, rate: float) -> None:
+            group = users.setdefault(key, {})
+            group[who] = max(group.get(who, 0.0), rate)
+
+        inst = self.program.instance
+        for rep in range(self.program.replicas):
+            base = rep * self.program.aipu_cores_used
+            for logical, code in self.codes.items():
+                p = base + logical
+                for phase in (code.init, code.frame):
+                    for unit, queue in phase.by_unit.items():
+                        me = self.requester[unit]
+                        for op in dict.fromkeys(queue.ops):
+                            x = op.xfer
+                            if op.l1_read:
+                                use((p, 0), me, op.l1_read / op.dur)
+                            if op.l1_write:
+                                use((p, 1), me, op.l1_write / op.dur)
+                            if x is None:
+                                continue
+                            if x.src == Pool.L1:
+                                use((p, 0), me, x.channel_bw)
+                            if x.dst == Pool.L1:
+                                for i, c in enumerate(inst.cores):
+                                    if x.dst_cores >> i & 1 or (not x.dst_cores and c == logical):
+                                        who = me if c == logical else self.remote
+                                        use((base + c, 1), who, x.channel_bw)
+        l1 = self.arch.l1
+        for (p, direction), wants in users.items():
+            ports = (l1.read_ports, l1.write_ports)[direction]
+            if len(wants) <= ports or sum(wants.values()) <= ports * l1.port_bytes_per_cycle:
+                continue
+            requesters = self.remote + 1
+            group = PortGroup(ports, l1.port_bytes_per_cycle, requesters, tuple(sorted(wants)))
+            pair = list(self.ports[p])
+            pair[direction] = group
+            self.ports[p] = (pair[0], pair[1])
+
+    def port_groups(self, physical: int) -> tuple[PortGroup | None, PortGroup | None]:
+        """(read, write) L1 port groups of a physical core that bookings must go through
+        (None: never over-subscribed, or contention off)."""
+        return self.ports[physical]
+
+    def route(self, x: Transfer, engine: Any, l1: Sequence[tuple[PortGroup, int]] = ()) -> Route:
+        """The `Route` of transfer ``x`` as ``engine`` (a hashable name of whoever issues
+        it) books it, through the L1 port groups ``l1`` (none for the host and the
+        tasklist fetch, which do not touch L1)."""
+        bursts = []
+        size = self.burst_bytes
+        last = x.nbytes - ((x.nbytes - 1) // size) * size if x.nbytes > 0 else 0
+        for nbytes in (min(size, x.nbytes), last):
+            bursts.append(self.cost.burst(x, nbytes))
+        links = [self.link_for(n.value, engine) for n in x.links]
+        ddr_k = x.links.index(CostLink.DDR) if CostLink.DDR in x.links else -1
+        return Route(
+            links, bursts, x.latency_cycles, l1, ddr_k=ddr_k, write=x.ddr_write,
+            shared=self.contention,
+        )  # fmt: skip
+
     def link_totals(self) -> dict[str, tuple[int, int]]:
         """(busy cycles, bytes) of each link over the run, private copies included."""
         out = {name: (link.busy_cycles, link.nbytes) for name, link in self.links.items()}
@@ -396,9 +480,10 @@ class Simulation:
     def _fetch(self, core: CoreRun, nbytes: int, t: int) -> Generator[Any, Any, int]:
         """Tasklist bytes from DDR into the core's L2 window, from cycle ``t`` on."""
         x = self.cost.tasklist_fetch(nbytes)
-        engine = ("tasklist", core.physical)
-        path = [self.link_for(n, engine) for n in x.links]
-        return (yield from transfer(self.env, path, nbytes, self.burst_bytes, t, x.latency_cycles))
+        route = self.route(x, ("tasklist", core.physical))
+        return (
+            yield from transfer(self.env, route, nbytes, self.burst_bytes, t, next(self.streams))
+        )
 
     # -- run ---------------------------------------------------------------------------
     def run(self) -> SimResult:

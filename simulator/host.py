@@ -43,8 +43,8 @@ def _host_transfer(
     start = s + x.setup_cycles
     if nbytes <= 0:
         return start, start
-    path = [sim.link_for(n, ("host", rep.index, direction)) for n in x.links]
-    end = yield from transfer(env, path, nbytes, sim.burst_bytes, start, x.latency_cycles)
+    route = sim.route(x, ("host", rep.index, direction))
+    end = yield from transfer(env, route, nbytes, sim.burst_bytes, start, next(sim.streams))
     return start, end
 
 

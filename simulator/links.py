@@ -1,18 +1,27 @@
-"""Shared links (DDR controller, L2/NoC port, system DMA, PCIe each way, DMA channels).
+"""Shared links (DDR, NoC, L2 banks, the cores' NoC ports, system DMA, PCIe each way) and
+the routes transfers take over them.
 
-A link is a serial server with a bandwidth. A transfer is cut into bursts of
-``arch.dma.burst_bytes``; each burst reserves every link of the transfer's path from the
-moment all of them are free, for ``bytes / bandwidth`` cycles of each, and the next burst is
-requested only when the current one ends. Two transfers over one link therefore take turns
-burst by burst and each sees half the bandwidth, which is how concurrent transfers really
-share a link. Reservation is arithmetic (no SimPy `Resource`), so a burst costs one event.
+A link is a serial server. A transfer is cut into bursts of ``arch.dma.burst_bytes``; each
+burst reserves every link of the transfer's path from the moment all of them are free, for
+the cycles the cost model gives it on each (`aipusim.isa.cost.CostModel.burst`), and the
+next burst is requested only when the current one ends. Two transfers over one link
+therefore take turns burst by burst and each sees half the bandwidth, which is how
+concurrent transfers really share a link. Reservation is arithmetic (no SimPy `Resource`),
+so a burst costs one event.
+
+The DDR link remembers the stream and direction of its last burst: a burst of another
+transfer opens a fresh row (the previous stream's row is closed first), a change of
+direction pays the read/write turnaround; the cost model prices each case. A burst that
+reads or writes a core's L1 also books that core's L1 ports (`ports.PortGroup`), which may
+stretch it when the core's units keep the ports busy.
 
 >>> from aipusim.simulator.clock import RunEnvironment
 >>> env = RunEnvironment()
->>> ddr = Link("ddr", 32.0)
->>> p = env.process(transfer(env, (ddr,), 64, 32, 0, 5))
+>>> noc = Link("noc", 32.0)
+>>> route = Route([noc], [Burst(32, (1,), 0, None)] * 2, latency=5)  # two 32-byte bursts
+>>> p = env.process(transfer(env, route, 64, 32, 0, stream=0))
 >>> env.run()
->>> p.value, ddr.busy_cycles
+>>> p.value, noc.busy_cycles
 (7, 2)
 """
 
@@ -23,8 +32,9 @@ from bisect import bisect_right
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from aipusim.isa.cost import burst_cycles as cost_burst
+from aipusim.isa.cost import Burst
 from aipusim.simulator.clock import RunEnvironment
+from aipusim.simulator.ports import PortGroup
 
 
 class Link:
@@ -37,7 +47,17 @@ class Link:
     burst can still use. Gaps that end in the past are forgotten.
     """
 
-    __slots__ = ("busy_cycles", "bw", "free_at", "gap_ends", "gap_starts", "name", "nbytes")
+    __slots__ = (
+        "busy_cycles",
+        "bw",
+        "free_at",
+        "gap_ends",
+        "gap_starts",
+        "last_stream",
+        "last_write",
+        "name",
+        "nbytes",
+    )
 
     def __init__(self, name: str, bw_bytes_per_cycle: float) -> None:
         assert bw_bytes_per_cycle > 0, name
@@ -45,7 +65,10 @@ class Link:
         self.bw = float(bw_bytes_per_cycle)
         self.free_at = 0  # end of the latest booking
         self.busy_cycles = 0
-        self.nbytes = 0
+        self.nbytes = 0  # bytes of every burst booked (`Simulation.link_totals`)
+        # DDR only: the stream (transfer) and direction of the latest burst
+        self.last_stream = -1
+        self.last_write: bool | None = None
         # Free stretches [start, end) before free_at, sorted and disjoint.
         self.gap_starts: list[int] = []
         self.gap_ends: list[int] = []
@@ -88,14 +111,6 @@ class Link:
         self.busy_cycles += d
 
 
-def burst_cycles(
-    links: Sequence[Link], nbytes: int, private_bw: float = 0.0
-) -> tuple[tuple[int, ...], int]:
-    """Cycles one burst of ``nbytes`` holds each link of a path, and the issuing engine's own
-    channel of ``private_bw`` bytes per cycle (0: none)."""
-    return tuple(cost_burst(nbytes, link.bw) for link in links), cost_burst(nbytes, private_bw)
-
-
 def book_burst(
     links: Sequence[Link],
     cycles: Sequence[int],
@@ -108,7 +123,7 @@ def book_burst(
     first cycle all of them are free long enough; returns the cycle the burst has passed.
 
     ``cycles`` are the burst's cycles on each link and ``own_cycles`` on the issuing
-    engine's own channel (never contended: its queue is serial), see `burst_cycles`.
+    engine itself (its channel, one L1 port: never contended, its queue is serial).
     """
     s = ready
     for link in links:
@@ -144,16 +159,111 @@ def book_burst(
     return end
 
 
+class Route:
+    """How one transfer crosses the links: ``links`` (shared, or private copies when
+    contention is off), the `Burst` of a full burst and of the last one, the access
+    latency, where DDR sits on the path, and the L1 port groups its bytes pass through
+    (``(group, requester)`` pairs: the source core's read ports, each destination core's
+    write ports)."""
+
+    __slots__ = (
+        "bursts",
+        "cases",
+        "ddr",
+        "l1",
+        "latency",
+        "links",
+        "one",
+        "shared",
+        "spans",
+        "write",
+    )
+
+    def __init__(
+        self,
+        links: Sequence[Link],
+        bursts: Sequence[Burst],
+        latency: int,
+        l1: Sequence[tuple[PortGroup, int]] = (),
+        *,
+        ddr_k: int = -1,
+        write: bool = False,
+        shared: bool = True,
+    ) -> None:
+        self.links = list(links)
+        #: (a full burst, the last burst) of the transfer (the same one if it has one)
+        self.bursts = tuple(bursts)
+        self.latency = latency
+        self.l1 = tuple(l1)
+        self.ddr = self.links[ddr_k] if ddr_k >= 0 else None
+        #: per burst of `bursts`, its cycles on each link in the four DDR cases
+        #: (``2 * fresh + turnaround``), or just its cycles without DDR on the path
+        self.cases: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
+            tuple(
+                (*b.cycles[:ddr_k], c, *b.cycles[ddr_k + 1 :])
+                for c in b.ddr  # type: ignore[union-attr]
+            )
+            if ddr_k >= 0
+            else (b.cycles,)
+            for b in self.bursts
+        )
+        #: the longest of each case's cycles and the burst's own (how long it lasts alone)
+        self.spans = tuple(
+            tuple(max([b.own, *c]) for c in cases)
+            for b, cases in zip(self.bursts, self.cases, strict=True)
+        )
+        self.write = write
+        #: False: private links, each transfer alone on them (DDR: no turnaround, a
+        #: fresh row for its first burst only)
+        self.shared = shared
+        last = self.bursts[1]
+        #: What booking the last (for a one-burst transfer: the only) burst reads, in one
+        #: tuple for the simulator's inlined booking (see `core.unit_process`).
+        self.one = (
+            self.links,
+            self.cases[1],
+            self.spans[1],
+            last.nbytes,
+            latency,
+            tuple((g.ends, g.rates, g.others[who], g.ports, who, g) for g, who in self.l1),
+            self.ddr,
+            write,
+            shared,
+        )
+
+
+def book(route: Route, i: int, ready: int, now: float, stream: int, first: bool) -> int:
+    """Book burst ``i`` (0: a full one, 1: the last) of ``route`` (stream ``stream``,
+    ``first`` of its transfer) from ``ready`` on; returns the cycle it has passed (without
+    the latency)."""
+    b = route.bursts[i]
+    ddr = route.ddr
+    if ddr is None:
+        cycles = route.cases[i][0]
+    elif route.shared:
+        last = ddr.last_write
+        turn = last is not None and last != route.write
+        cycles = route.cases[i][2 * (ddr.last_stream != stream) + turn]
+        ddr.last_stream, ddr.last_write = stream, route.write
+    else:
+        cycles = route.cases[i][2 * first]
+    end = book_burst(route.links, cycles, b.nbytes, ready, now, b.own)
+    if route.l1:
+        d = max(b.own, *cycles) if cycles else b.own
+        s = end - d
+        if d > 0:
+            for group, who in route.l1:
+                e = group.book(who, s, d, b.nbytes)
+                if e > end:
+                    end = e
+    return end
+
+
 def transfer(
-    env: RunEnvironment,
-    links: Sequence[Link],
-    nbytes: int,
-    burst_bytes: int,
-    t_ready: int,
-    latency_cycles: int,
-    private_bw: float = 0.0,
+    env: RunEnvironment, route: Route, nbytes: int, burst_bytes: int, t_ready: int, stream: int
 ) -> Generator[Any, Any, int]:
-    """Move ``nbytes`` over ``links`` from ``t_ready`` on; returns the cycle the data has landed.
+    """Move ``nbytes`` over ``route`` from ``t_ready`` on; returns the cycle the data has
+    landed (the latency included).
 
     Bursts are booked one at a time when the previous one has passed, so concurrent
     transfers take turns. The caller's clock may be ahead of ``env.now`` (units run ahead
@@ -163,16 +273,13 @@ def transfer(
         yield t_ready
     remaining = nbytes
     t = t_ready
-    full, own = burst_cycles(links, burst_bytes, private_bw)
+    first = True
     while True:
-        if remaining > burst_bytes:
-            t = book_burst(links, full, burst_bytes, t, env.now, own)
-        else:
-            last, own_last = burst_cycles(links, remaining, private_bw)
-            t = book_burst(links, last, remaining, t, env.now, own_last)
+        t = book(route, 0 if remaining > burst_bytes else 1, t, env.now, stream, first)
+        first = False
         remaining -= burst_bytes
         if remaining <= 0:
-            return t + latency_cycles
+            return t + route.latency
         # Take turns: ask for the next burst only when this one is through.
         if not env.advance_to(t):
             yield t

@@ -1,9 +1,10 @@
 """Tasks as the unit processes run them: `Op`s costed by the one cost model.
 
 What a task does becomes a compact `Op` once, before the run, so the unit processes do no
-per-task arithmetic on dataclasses: its duration (compute kinds), the `Transfer` it books
-on shared links (DMA kinds) and its dynamic energy per component in pJ at the nominal
-voltage (the power model scales it to the run's voltage). Every figure comes from
+per-task arithmetic on dataclasses: its duration alone (compute kinds, barriers), the L1
+bytes it reads and writes (compute kinds: what it books on its core's L1 ports), the
+`Transfer` it books on shared links (DMA kinds) and its dynamic energy per component in pJ
+at the nominal voltage (the power model scales it to the run's voltage). Every figure comes from
 `aipusim.isa.cost.CostModel`, the same model the compiler plans with; the simulator adds
 only contention, tokens, barriers and dispatch. An op says nothing of where its task comes
 from (layer, tile) or which addresses it touches, so the tiles of a layer share one (see
@@ -34,7 +35,7 @@ class Op:
 
     unit: str
     kind: int
-    dur: int
+    dur: int  # cycles alone (compute kinds; a barrier: after the last arrival)
     waits: tuple[tuple[bool, int, int], ...]
     signals: tuple[tuple[bool, int, int], ...]
     xfer: Transfer | None
@@ -43,6 +44,8 @@ class Op:
     energy: tuple[float, ...]  # pJ per component at nominal voltage, in COMPONENTS order
     is_ctrl: bool
     index: int = -1  # row of this op in the run's op table
+    l1_read: int = 0  # L1 bytes a compute task reads (its core's read ports)
+    l1_write: int = 0  # and writes
 
 
 def _tokens(refs: tuple, arch: Arch, where: str) -> tuple[tuple[bool, int, int], ...]:
@@ -96,10 +99,11 @@ class TaskCoster:
         else:
             kind = K_COMPUTE
         barrier = (task.barrier_id, task.core_mask) if isinstance(task, Barrier) else None
+        compute = kind == K_COMPUTE
         return Op(
             str(task.unit),
             kind,
-            cost.cycles if kind == K_COMPUTE else 0,
+            cost.cycles if compute or kind == K_BARRIER else 0,
             _tokens(task.waits, self.arch, where),
             _tokens(task.signals, self.arch, where),
             cost.transfer,
@@ -107,6 +111,8 @@ class TaskCoster:
             cost.macs,
             cost.energy_pj,
             spec(task.unit).role is UnitRole.CONTROL,
+            l1_read=cost.traffic.l1_read if compute else 0,
+            l1_write=cost.traffic.l1_write if compute else 0,
         )
 
 

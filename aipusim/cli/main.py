@@ -55,8 +55,9 @@ class LazyGroup(click.Group):
 def cli(verbose: int) -> None:
     """aipusim: performance, power and profiling model of a 4-core Metis-class AIPU.
 
-    Compile an ONNX model into per-core tasklists, simulate them cycle by cycle, and
-    profile where the time and the energy go.
+    Compile an ONNX model into per-core tasklists, simulate them task by task in integer
+    cycles (with contention on the L1 ports, L2, the NoC, DDR and PCIe), and profile where
+    the time and the energy go.
     """
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")

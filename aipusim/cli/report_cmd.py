@@ -11,7 +11,7 @@ import click
 from aipusim.base.errors import ConfigError
 from aipusim.cli.options import json_option
 
-STUDY_NAMES = ("multicore", "power", "layers")
+STUDY_NAMES = ("multicore", "power", "layers", "sensitivity", "validation")
 
 
 def _split_list(values: tuple[str, ...]) -> list[str]:
@@ -40,14 +40,15 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     "output_dir",
     type=click.Path(path_type=Path),
     required=True,
-    help="Output folder (README.md, PNGs; created or replaced if it holds an earlier study).",
+    help="Output folder (README.md, PNGs; created or replaced if it holds an earlier study; "
+    "validation: writes validation.md and validation.json into it, e.g. docs).",
 )
 @click.option(
     "--models",
     multiple=True,
     help="Models (zoo names or ONNX files), comma-separated or repeated "
     "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers every zoo "
-    "model but tiny_cnn].",
+    "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n].",
 )
 @click.option("--frames", type=int, default=8, show_default=True, help="Frames per replica.")
 @click.option(
@@ -57,6 +58,15 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     "--limits",
     multiple=True,
     help="power: the mvm_utilization_limit values [default: 0.125 to 1.0 in steps of 0.125].",
+)
+@click.option(
+    "--keys",
+    multiple=True,
+    help="sensitivity: only these inferred arch numbers (dotted keys) [default: every one "
+    "with a range].",
+)
+@click.option(
+    "--fit", "fit", is_flag=True, help="validation: re-run the calibration first (minutes)."
 )
 @click.option("--workers", type=int, default=2, show_default=True, help="Runs at once (processes).")
 @click.option(
@@ -72,14 +82,17 @@ def report(
     frames: int,
     input_size: int | None,
     limits: tuple[str, ...],
+    keys: tuple[str, ...],
+    fit: bool,
     workers: int,
     resume: bool,
     as_json: bool,
 ) -> None:
-    """Run STUDY (multicore, power or layers) and write its report folder.
+    """Run STUDY (multicore, power, layers, sensitivity or validation) and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
-    and PNG figures. Example: ``aipusim report power -o reports/power``.
+    and PNG figures; validation writes docs/validation.md (published silicon figures against
+    the model, and the calibration). Example: ``aipusim report power -o reports/power``.
     """
     from aipusim.base.fileio import check_output
     from aipusim.studies import STUDIES
@@ -99,26 +112,40 @@ def report(
     limit_values = _limits(limits)
     if limit_values is not None and study != "power":
         raise ConfigError(f"--limits applies to the power study only, not {study}")
-    if resume and study == "layers":
-        raise ConfigError("--resume applies to the multicore and power studies only, not layers")
+    if resume and study not in ("multicore", "power"):
+        raise ConfigError(f"--resume applies to the multicore and power studies only, not {study}")
+    chosen_keys = _split_list(keys)
+    if chosen_keys and study != "sensitivity":
+        raise ConfigError(f"--keys applies to the sensitivity study only, not {study}")
+    if fit and study != "validation":
+        raise ConfigError(f"--fit applies to the validation study only, not {study}")
+    if study == "validation" and (chosen or input_size is not None):
+        raise ConfigError("validation compares ResNet-50 at its published size: no --models, "
+                          "no --input-size")  # fmt: skip
     kwargs: dict[str, object] = {
         "frames": frames,
         "input_size": input_size,
         "workers": workers,
-        "command": command_line(study, output_dir, chosen, frames, input_size, limit_values),
+        "command": command_line(
+            study, output_dir, chosen, frames, input_size, limit_values, _split_list(keys), fit
+        ),
         "progress": True,
     }
     if chosen:
         kwargs["models"] = chosen
     if limit_values is not None:
         kwargs["limits"] = limit_values
-    if study != "layers":
+    if study in ("multicore", "power"):
         kwargs["resume"] = resume
+    if chosen_keys:
+        kwargs["keys"] = chosen_keys
+    if study == "validation":
+        kwargs = {"fit_first": fit, "command": kwargs["command"], "progress": True}
     result = STUDIES[study](output_dir, **kwargs)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    click.echo(f"wrote {result.output_dir}/README.md ({len(result.files)} files)")
+    click.echo(f"wrote {result.files[0]} ({len(result.files)} files)")
     for line in result.conclusions:
         click.echo(f"- {line}")
 
@@ -130,13 +157,20 @@ def command_line(
     frames: int,
     input_size: int | None,
     limits: list[float] | None,
+    keys: list[str] | None = None,
+    fit: bool = False,
 ) -> str:
     """The command that reproduces this report (for its what-was-run section)."""
-    args = ["aipusim", "report", study, "-o", str(output_dir), "--frames", str(frames)]
+    args = ["aipusim", "report", study, "-o", str(output_dir)]
+    if study == "validation":
+        return shlex.join(args + (["--fit"] if fit else []))
+    args += ["--frames", str(frames)]
     if models:
         args += ["--models", ",".join(models)]
     if input_size is not None:
         args += ["--input-size", str(input_size)]
     if limits is not None:
         args += ["--limits", ",".join(f"{v:g}" for v in limits)]
+    if keys:
+        args += ["--keys", ",".join(keys)]
     return shlex.join(args)

@@ -36,7 +36,7 @@ from aipusim.cli.options import (
     "arch_params",
     multiple=True,
     metavar="KEY=V1,V2,...",
-    help="Sweep a dotted arch TOML key (e.g. ddr.effective_bw_gb_s=12,24); repeatable.",
+    help="Sweep a dotted arch TOML key (e.g. ddr.data_rate_mt_s=3200,4266); repeatable.",
 )
 @click.option(
     "--frames", type=int, default=8, show_default=True, help="Frames simulated per point."
@@ -126,7 +126,7 @@ def sweep(
     Examples:
       aipusim sweep tiny_cnn resnet18 --set aipu_cores_used=4 \\
           --param multicore_mode=batch,cooperative --param mvm_utilization_limit=0.5,1 -o out/
-      aipusim sweep resnet50 --arch-param ddr.effective_bw_gb_s=12,24 --cluster local:4 -o out/
+      aipusim sweep resnet50 --arch-param ddr.data_rate_mt_s=3200,4266 --cluster local:4 -o out/
     """
     from aipusim.base.fileio import check_output
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep

@@ -2,26 +2,41 @@
 
 - `run_multicore_study`: 4 x Batch-1 vs batch vs cooperative vs pipeline on four cores;
 - `run_power_study`: the ``mvm_utilization_limit`` trade-off (FPS, power, FPS/W, Pareto);
-- `run_layers_study`: per-layer latency of the zoo models, split by unit.
+- `run_layers_study`: per-layer latency of the zoo models, split by unit;
+- `run_sensitivity_study`: every inferred arch number moved across its plausible range;
+- `run_validation`: the model against the published silicon figures (``docs/validation.md``).
 
 Each writes ``README.md`` (what was run, conclusions computed from its tables, the tables,
-the figures) and PNGs; ``aipusim report multicore|power|layers -o DIR`` runs them.
+the figures) and PNGs (the validation: its Markdown page); ``aipusim report STUDY -o DIR``
+runs them.
 
 >>> from aipusim.studies import STUDIES
 >>> sorted(STUDIES)
-['layers', 'multicore', 'power']
+['layers', 'multicore', 'power', 'sensitivity', 'validation']
 """
 
 from aipusim.studies.common import StudyResult
 from aipusim.studies.layers import run_layers_study
 from aipusim.studies.multicore import run_multicore_study
 from aipusim.studies.power import run_power_study
+from aipusim.studies.sensitivity import run_sensitivity_study
+from aipusim.studies.validation import run_validation
 
 #: study name -> the function that runs it.
 STUDIES = {
     "multicore": run_multicore_study,
     "power": run_power_study,
     "layers": run_layers_study,
+    "sensitivity": run_sensitivity_study,
+    "validation": run_validation,
 }
 
-__all__ = ["STUDIES", "StudyResult", "run_layers_study", "run_multicore_study", "run_power_study"]
+__all__ = [
+    "STUDIES",
+    "StudyResult",
+    "run_layers_study",
+    "run_multicore_study",
+    "run_power_study",
+    "run_sensitivity_study",
+    "run_validation",
+]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import json
 import shutil
 import subprocess
@@ -270,6 +271,36 @@ def run_points(
 def context_digest(study: str) -> str:
     """Part of every point id of a study: the commit, so a new commit means new points."""
     return hashlib.sha256(f"{study}:{source_state()[0]}".encode()).hexdigest()[:16]
+
+
+def consistent_overrides(arch: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` of ``arch`` plus what keeps its V-f table valid (no more voltage for a
+    lower clock): a supply set below a slower point's lowers that point to it, one set
+    above a faster point's raises that point to it; the supplies set stay as set.
+
+    >>> from aipusim.arch import load_arch
+    >>> consistent_overrides(load_arch(), {"clock.vf_points[2].voltage_v": 0.75})
+    {'clock.vf_points[2].voltage_v': 0.75, 'clock.vf_points[1].voltage_v': 0.75}
+    """
+    points = arch.clock.vf_points
+    slowest_first = sorted(range(len(points)), key=lambda i: points[i].max_hz)
+
+    def key(i: int) -> str:
+        return f"clock.vf_points[{i}].voltage_v"
+
+    volts = {i: overrides.get(key(i), points[i].voltage_v) for i in slowest_first}
+    fixed = {i for i in slowest_first if key(i) in overrides}
+    for slow, fast in itertools.pairwise(slowest_first):
+        if volts[fast] < volts[slow] and fast not in fixed:
+            volts[fast] = volts[slow]
+    for fast, slow in itertools.pairwise(slowest_first[::-1]):
+        if volts[slow] > volts[fast] and slow not in fixed:
+            volts[slow] = volts[fast]
+    out = dict(overrides)
+    for i in slowest_first:
+        if i not in fixed and volts[i] != points[i].voltage_v:
+            out[key(i)] = volts[i]
+    return out
 
 
 def save_figure(fig: Any, path: Path) -> Path:

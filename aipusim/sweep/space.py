@@ -230,10 +230,10 @@ def parse_arch_value(raw: str) -> Any:
 
 
 def parse_arch_param(text: str, arch_path: str | Path | None = None) -> tuple[str, tuple[Any, ...]]:
-    """``"ddr.effective_bw_gb_s=12,24"`` -> (key, values), each value loaded into the arch.
+    """``"ddr.data_rate_mt_s=3200,4266"`` -> (key, values), each value loaded into the arch.
 
-    >>> parse_arch_param("ddr.effective_bw_gb_s=12,24")
-    ('ddr.effective_bw_gb_s', (12, 24))
+    >>> parse_arch_param("ddr.data_rate_mt_s=3200,4266")
+    ('ddr.data_rate_mt_s', (3200, 4266))
     """
     from aipusim.arch import load_arch
 

@@ -5,11 +5,11 @@ Two figures:
 - `estimate_layers` (the ``estimate`` pass, for ``report.json``): the cost of every task
   the schedule emitted, gathered per layer: the busy cycles of each unit queue of each
   core in one frame, the array MACs, the bytes moved and the dynamic energy. A layer's busy
-  cycles are exactly what the simulator measures for its tasks when no two transfers share
-  a link (``tests/test_cost_pinning.py``). The simulator differs by design in two ways
-  only: contention on a shared link (DDR, L2, the system DMA, PCIe) stretches a transfer
-  that another one overlaps, never shortens it; dispatch and tokens delay when a task
-  starts, never how long it runs.
+  cycles are exactly what the simulator measures for its tasks when nothing is shared
+  (``contention=False``, ``tests/test_cost_pinning.py``). The simulator differs by design
+  in two ways only: sharing (DDR, the NoC, L2, the system DMA, PCIe, a core's L1 ports)
+  stretches a task that another one overlaps, never shortens it; dispatch and tokens delay
+  when a task starts, never how long it runs.
 - `plan_cost` (the pipeline's stage cuts before the schedule exists, and the report's
   ``estimated_cycles``): a layer's cycles on one core from the tasks it will emit, costed
   by the same model, with the fetch and load of streamed weights that compute does not
@@ -18,7 +18,7 @@ Two figures:
 >>> from aipusim.arch import load_arch
 >>> from aipusim.isa.cost import CostModel
 >>> from aipusim.isa.tasks import DpuKind
->>> CostModel(load_arch()).dpu_cycles(DpuKind.ADD, 64 * 100, 2)
+>>> CostModel(load_arch(overrides={"dpu.lanes": 64})).dpu_cycles(DpuKind.ADD, 64 * 100, 2)
 216
 """
 

@@ -478,8 +478,8 @@ class Planner:
         self.arch = arch
         self.steps = steps
         caps = pool_capacities(config, arch)
-        page = arch.dma.burst_bytes if config.page_memory else arch.l1.read_bw_bytes_per_cycle
-        align = arch.l1.read_bw_bytes_per_cycle
+        page = arch.dma.burst_bytes if config.page_memory else arch.l1.port_bytes_per_cycle
+        align = arch.l1.port_bytes_per_cycle
         self.pools: dict[tuple[Pool, int], PoolState] = {
             (Pool.L2, 0): PoolState(Pool.L2, 0, caps[Pool.L2], page),
             (Pool.DDR, 0): PoolState(Pool.DDR, 0, caps[Pool.DDR], page),

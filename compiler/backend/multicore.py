@@ -220,9 +220,8 @@ def _pipeline(
     layer_work: Callable[[int], int],
 ) -> CoreLayout:
     work = [max(1, sum(layer_work(i) for i in g.layers)) for g in groups]
-    compute_groups = sum(
-        1 for g in groups if any(layers[i].unit not in (LayerUnit.ALIAS,) for i in g.layers)
-    )
+    computes = [any(layers[i].unit not in (LayerUnit.ALIAS,) for i in g.layers) for g in groups]
+    compute_groups = sum(computes)
     if compute_groups < cores:
         raise ConfigError(
             f"aipu_cores_used must be at most the {compute_groups} layer groups a pipeline can "
@@ -233,11 +232,13 @@ def _pipeline(
     acc = 0
     stage = 0
     for gi, w in enumerate(work):
-        remaining_groups = len(work) - gi
+        remaining_groups = sum(computes[gi:])
         remaining_stages = cores - stage
-        # move on when this stage has its share, keeping a group for every later stage
+        # move on when this stage has its share, keeping a group that computes for every
+        # later stage (a stage of aliases only would leave its core without a task)
         if (
-            stage < cores - 1
+            computes[gi]
+            and stage < cores - 1
             and (
                 acc >= total * (stage + 1) / cores - w / 2
                 or remaining_groups <= remaining_stages - 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ def test_bad_arch_file_is_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text(DEFAULT_ARCH_PATH.read_text().replace("lanes = 64", "lanes = -1"))
+    text = DEFAULT_ARCH_PATH.read_text()
+    bad.write_text(re.sub(r"(?m)^lanes = \d+", "lanes = -1", text, count=1))
     assert main(["arch", "show", "--arch", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err == "aipusim: error: dpu.lanes must be an integer 1-2^20 (count), not -1\n"

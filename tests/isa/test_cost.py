@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -34,7 +35,9 @@ MODEL = CostModel(ARCH)
 
 
 def _alone(task: Task, **program: object) -> int:
-    """Cycles ``task`` holds its unit when it is the only task of a one-core program."""
+    """Cycles ``task`` holds its unit when it is the only task of a one-core program, alone
+    on the links (with contention on, the tasklist fetch before it is another stream on
+    DDR: a write would pay the read-to-write turnaround after it)."""
     prog = Program(
         model="one",
         multicore_mode=MulticoreMode.MULTIPROCESS,
@@ -43,7 +46,7 @@ def _alone(task: Task, **program: object) -> int:
         instance=Instance((0,), ("core0.tasklist",), 0, 0),
         **program,
     )
-    log = simulate(prog, {0: [task]}, frames=1).task_log
+    log = simulate(prog, {0: [task]}, frames=1, contention=False).task_log
     (row,) = log[log["unit"] == task.unit.value].itertuples()
     return int(row.end - row.start)
 
@@ -178,16 +181,72 @@ def test_an_mvm_pass_is_the_slower_of_compute_and_drain_plus_the_pipeline() -> N
 def test_a_transfer_is_setup_then_bursts_at_its_slowest_link_then_latency() -> None:
     n = 3 * ARCH.dma.burst_bytes + 100
     tr = MODEL.dma_transfer(Unit.DMA0, Pool.DDR, Pool.L1, n)
-    assert tr.links == (Link.DDR, Link.L2)
-    ddr = MODEL.link_bw(Link.DDR)  # 30 B/cycle at 800 MHz: slower than the 64 B/cycle channel
-    per_burst = math.ceil(ARCH.dma.burst_bytes / ddr)
-    expected = (
-        ARCH.dma.setup_cycles
-        + 3 * per_burst
-        + math.ceil(100 / ddr)
-        + MODEL.ddr_latency_cycles  # (DDR data crosses the L2 port but no L2 bank)
+    assert tr.links == (Link.DDR, Link.NOC)  # DDR data crosses the NoC but no L2 port
+    assert tr.channel_bw == 64  # the channel, and one L1 write port: 64 B/cycle each
+    # LPDDR4x-4266, 4 channels of 8.532 B/ns, refresh 280 of every 3904 ns (x 1/0.92828):
+    # 16 KiB = 4 KiB per channel = 480.08 ns -> 517.17 ns = 414 cycles at 800 MHz;
+    # the first burst opens its rows (tRP + tRCD = 36 ns more): 555.95 ns = 445 cycles;
+    # the last 100 bytes fit one channel's 256-byte piece: 11.72 ns -> 12.63 ns = 11 cycles
+    # (the NoC needs 1, the channel 2). Setup 32, latency 100 ns = 80.
+    assert MODEL.transfer_cycles(tr) == 32 + 445 + 2 * 414 + 11 + 80
+
+
+def test_ddr_bursts_pay_for_fresh_rows_turnarounds_and_refresh() -> None:
+    burst = ARCH.dma.burst_bytes
+    cycles = functools.partial(MODEL.ddr_burst_cycles, burst)
+    assert cycles(fresh=False, turnaround=False, write=False) == 414
+    assert cycles(fresh=True, turnaround=False, write=False) == 445
+    # read after write: tWTR 10 ns; write after read: tRTW 16 ns
+    assert cycles(fresh=True, turnaround=True, write=False) == math.ceil(
+        (480.0750 + 36 + 10) / (1 - 280 / 3904) * 0.8
     )
-    assert MODEL.transfer_cycles(tr) == expected
+    assert cycles(fresh=True, turnaround=True, write=True) == math.ceil(
+        (480.0750 + 36 + 16) / (1 - 280 / 3904) * 0.8
+    )
+    # a long stream sustains the peak less the refresh: 34.13 x 0.928 = 31.7 GB/s
+    assert MODEL.stream_bw(Pool.DDR) * 0.8 == pytest.approx(31.7, abs=0.05)
+    # slower rows: 3200 MT/s takes 4266/3200 as long for the data
+    slow = CostModel(load_arch(overrides={"ddr.data_rate_mt_s": 3200}))
+    assert slow.ddr_burst_cycles(burst, fresh=False, turnaround=False, write=False) == (
+        math.ceil(4096 / 6.4 / (1 - 280 / 3904) * 0.8)
+    )
+
+
+def test_a_small_l2_burst_reaches_only_the_banks_it_rotates_over() -> None:
+    # 512 bytes in 256-byte pieces: two banks of 32 B/cycle = 64 B/cycle, 8 cycles
+    tr = MODEL.dma_transfer(Unit.DMA0, Pool.L2, Pool.L1, 512)
+    assert MODEL.burst(tr, 512).own == 8
+    # 200 bytes: one bank, 7 cycles (not the channel's 4)
+    assert MODEL.burst(MODEL.dma_transfer(Unit.DMA0, Pool.L2, Pool.L1, 200), 200).own == 7
+    # a long burst spreads over all 16 banks: the 64 B/cycle channel limits it
+    assert MODEL.burst(tr, 16_384).own == 256
+
+
+def test_a_compute_task_moves_its_l1_bytes_through_one_port_each_way() -> None:
+    model = CostModel(load_arch(overrides={"l1.port_bytes_per_cycle": 64}))
+    # int32 partial sums: 100 vectors x 512 columns x 4 bytes through a 64 B/cycle port
+    psums = _mvm(100, 512, 512, post=PostOp.NONE)
+    assert model.task(psums).cycles == 100 * 512 * 4 // 64 + 16
+    # accumulating reads the inputs and the partial sums through one read port
+    acc = _mvm(100, 512, 512, accumulate=1)
+    assert model.task(acc).cycles == (100 * 512 + 100 * 512 * 4) // 64 + 16
+    # a two-operand add reads 2 bytes and writes 1 per element: the read port limits it
+    add = DpuOp(unit=Unit.DPU, kind=DpuKind.ADD, in_addr0=0, out_addr=0, elements=6400,
+                operands=2)  # fmt: skip
+    assert model.task(add).cycles == 2 * 6400 // 64 + 16
+    # half-width ports: the MVM's input stream alone takes twice its compute time
+    narrow = CostModel(load_arch(overrides={"l1.port_bytes_per_cycle": 32}))
+    assert narrow.task(_mvm(100, 512, 512)).cycles == 2 * 800 + 16
+    # the file's 192 B/cycle ports: partial sums at 192 B/cycle, not the 256 they need
+    assert MODEL.task(psums).cycles == math.ceil(100 * 512 * 4 / ARCH.l1.port_bytes_per_cycle) + 16
+
+
+def test_global_tokens_and_barriers_cross_the_noc() -> None:
+    # local: the token register, 2 cycles; global: 2 + to the hub and back (2 x 2 hops x 2
+    # cycles) + the hub's update (4)
+    assert MODEL.token_latency_cycles(False) == 2
+    assert MODEL.token_latency_cycles(True) == 2 + 8 + 4
+    assert MODEL.barrier_cycles() == 8 + 4
 
 
 def test_traffic_counts_every_byte_a_task_moves() -> None:
@@ -211,7 +270,8 @@ def test_energy_is_charged_per_action_and_component() -> None:
     assert len(mvm.energy_pj) == len(COMPONENTS)
     flag = MODEL.task(TokenSignal(unit=Unit.DMA0))
     assert flag.cycles == 0 and flag.energy_total_pj == e.control_task_pj
-    assert MODEL.task(Barrier(unit=Unit.CTRL, barrier_id=1, core_mask=1)).cycles == 0
+    barrier = MODEL.task(Barrier(unit=Unit.CTRL, barrier_id=1, core_mask=1))
+    assert barrier.cycles == MODEL.barrier_cycles()
 
 
 def test_the_model_refuses_tasks_the_arch_cannot_run() -> None:

@@ -26,7 +26,7 @@ def arch_figures(point: SweepPoint) -> dict[str, Any]:
     config = point.config()
     share = float(config.mvm_utilization_limit) * config.aipu_cores_used / arch.chip.cores
     work = 1e3 * len(point.model) * point.frames
-    fps = arch.peak_tops * 1e3 * share / work * (1.0 + arch.ddr.effective_bw_gb_s / 100.0)
+    fps = arch.peak_tops * 1e3 * share / work * (1.0 + arch.ddr.latency_ns / 100.0)
     watts = 0.5 + 4.0 * share
     return {
         "fps": fps,

@@ -22,8 +22,8 @@ from aipusim.sweep import ResultStore, build_space, parse_backend, run_sweep
             "--param mvm_utilization_limit=7: mvm_utilization_limit must be",
         ),
         (
-            ["tiny_cnn", "--arch-param", "ddr.effective_bw_gb_s=x"],
-            "--arch-param ddr.effective_bw_gb_s=x",
+            ["tiny_cnn", "--arch-param", "ddr.latency_ns=x"],
+            "--arch-param ddr.latency_ns=x",
         ),
         (["tiny_cnn", "--frames", "0"], "--frames must be a positive integer, not 0"),
         (["tiny_cnn", "--workers", "2", "--cluster", "local:2"], "only one of --workers"),

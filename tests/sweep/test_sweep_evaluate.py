@@ -12,12 +12,10 @@ from aipusim.sweep.space import build_space
 
 
 def test_the_arch_file_of_a_point_carries_its_overrides(tmp_path: Path) -> None:
-    space = build_space(
-        ["tiny_cnn"], arch_params=["ddr.effective_bw_gb_s=12", "l1.size_bytes=2097152"]
-    )
+    space = build_space(["tiny_cnn"], arch_params=["ddr.latency_ns=12", "l1.size_bytes=2097152"])
     path = _write_arch(space.points[0], tmp_path)
     assert path is not None
-    wanted = load_arch(overrides={"ddr.effective_bw_gb_s": 12, "l1.size_bytes": 2097152})
+    wanted = load_arch(overrides={"ddr.latency_ns": 12, "l1.size_bytes": 2097152})
     assert load_arch(path) == wanted
     assert load_arch(path) != load_arch()
 

@@ -45,21 +45,21 @@ def test_every_value_is_checked_with_the_key_named(text: str, message: str) -> N
 
 
 def test_arch_values_are_checked_against_the_arch() -> None:
-    assert parse_arch_param("ddr.effective_bw_gb_s=12,24.5") == (
-        "ddr.effective_bw_gb_s",
+    assert parse_arch_param("ddr.latency_ns=12,24.5") == (
+        "ddr.latency_ns",
         (12, 24.5),
     )
-    with pytest.raises(ArchError, match=r"--arch-param ddr\.effective_bw_gb_s=fast: .*number"):
-        parse_arch_param("ddr.effective_bw_gb_s=12,fast")
-    with pytest.raises(ArchError, match=r"--arch-param ddr\.effective_bw=12: .*did you mean"):
-        parse_arch_param("ddr.effective_bw=12")
+    with pytest.raises(ArchError, match=r"--arch-param ddr\.latency_ns=fast: .*number"):
+        parse_arch_param("ddr.latency_ns=12,fast")
+    with pytest.raises(ArchError, match=r"--arch-param ddr\.latency=12: .*did you mean"):
+        parse_arch_param("ddr.latency=12")
 
 
 def test_the_product_is_in_a_stable_order() -> None:
     space = build_space(
         ["tiny_cnn", "resnet18"],
         ["mvm_utilization_limit=0.5,1", "multicore_mode=batch,cooperative"],
-        ["ddr.effective_bw_gb_s=12,24"],
+        ["ddr.latency_ns=12,24"],
         frames=2,
     )
     assert len(space.points) == 16
@@ -68,15 +68,15 @@ def test_the_product_is_in_a_stable_order() -> None:
     assert first.columns() == {
         "mvm_utilization_limit": "0.5",
         "multicore_mode": "batch",
-        "arch.ddr.effective_bw_gb_s": "12",
+        "arch.ddr.latency_ns": "12",
     }
-    assert space.points[1].columns()["arch.ddr.effective_bw_gb_s"] == "24"
+    assert space.points[1].columns()["arch.ddr.latency_ns"] == "24"
     assert space.points[8].model == "resnet18"
     assert len({p.point_id for p in space.points}) == 16
     assert space.typed_columns() == {
         "mvm_utilization_limit": "float",
         "multicore_mode": "string",
-        "arch.ddr.effective_bw_gb_s": "int",
+        "arch.ddr.latency_ns": "int",
     }
 
 

@@ -11,7 +11,7 @@ from aipusim.base.errors import ConfigError
 from aipusim.sweep.store import ResultStore, result_schema, swept_columns
 
 SCHEMA = result_schema(
-    ["mvm_utilization_limit", "arch.ddr.effective_bw_gb_s"], {"mvm_utilization_limit": "float"}
+    ["mvm_utilization_limit", "arch.ddr.latency_ns"], {"mvm_utilization_limit": "float"}
 )
 
 
@@ -22,7 +22,7 @@ def _row(point_id: str, fps: float | None = 1.0, status: str = "ok") -> dict:
         "frames": 2,
         "mvm_utilization_limit": "0.5",
         "mvm_utilization_limit__value": 0.5,
-        "arch.ddr.effective_bw_gb_s": "12",
+        "arch.ddr.latency_ns": "12",
         "status": status,
         "fps": fps,
     }
@@ -42,7 +42,7 @@ def test_parts_are_numbered_and_leave_no_temporary_files(tmp_path: Path) -> None
     schema = pq.read_schema(tmp_path / "part-0001.parquet")
     assert str(schema.field("fps").type) == "double"
     assert str(schema.field("mvm_utilization_limit__value").type) == "double"
-    assert str(schema.field("arch.ddr.effective_bw_gb_s").type) == "string"
+    assert str(schema.field("arch.ddr.latency_ns").type) == "string"
 
 
 def test_read_keeps_one_row_per_point(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_read_keeps_one_row_per_point(tmp_path: Path) -> None:
     table = store.read()
     assert table["point_id"].tolist() == ["a", "b"]
     assert table["fps"].tolist() == [1.0, 2.0]
-    assert swept_columns(table.columns) == ["mvm_utilization_limit", "arch.ddr.effective_bw_gb_s"]
+    assert swept_columns(table.columns) == ["mvm_utilization_limit", "arch.ddr.latency_ns"]
 
 
 def test_a_folder_keeps_one_context(tmp_path: Path) -> None:

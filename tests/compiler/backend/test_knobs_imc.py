@@ -61,12 +61,16 @@ def test_icrx_force_and_max_factor_bound_the_factor() -> None:
 def test_throttling_the_array_never_lowers_estimated_cycles(geo: ConvGeometry) -> None:
     # Compute + load only: with a per-frame fetch, narrower blocks overlap their fetches
     # with compute better, so there throttling can legitimately help (see the next test).
-    def cycles(u: float) -> int:
+    # Each weight set's load is a whole number of cycles (bytes over the load path's bytes
+    # per cycle, rounded up), so another cut into sets may round up to one cycle a set less.
+    def cycles(u: float) -> tuple[int, int]:
         m = map_layer(geo, ARCH, ImcOptions(mvm_utilization_limit=u), first_layer=geo.cin < 64)
-        return m.compute_cycles + m.weight_load_cycles
+        return m.compute_cycles + m.weight_load_cycles, len(m.blocks)
 
     steps = [cycles(k / 8) for k in range(1, 9)]
-    assert steps == sorted(steps, reverse=True), steps
+    for i, (slower, _) in enumerate(steps):
+        for faster, sets in steps[i + 1 :]:
+            assert slower >= faster - sets, steps
 
 
 @pytest.mark.parametrize("fetch_bw", [64, 16, 4])
