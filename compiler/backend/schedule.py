@@ -309,8 +309,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
     def plan_weights(self) -> dict[str, str]:
         """Per MVM layer with constant weights, whether its weight sets stay in the IMC
         across frames (loaded once in INIT) or stream every frame, and why: every layer
-        stays when all sets fit; else the sets left beside `STREAM_SETS` hold the layers
-        that save the most bytes per set (`choose_resident`)."""
+        stays when all sets fit; else, on one core or in batch (where core 0 issues every
+        INIT transfer), the sets left beside `STREAM_SETS` hold the layers that save the
+        most bytes per set (`choose_resident`)."""
         keys = self.resident_keys()
         need = sum(len(k) for k in keys.values())
         have = self.arch.mvm.weight_sets
@@ -320,6 +321,10 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         runtime = any(is_runtime(layer) for layer in self.layers)
         if need + (STREAM_SETS if runtime else 0) <= have:
             return {name: f"resident: {sizes}" for name in keys}
+        if self.layout.cores > 1 and not self.layout.replicate:
+            # INIT does not order another core's fetch after core 0's copy of the weights
+            # into L2 (nor, cooperative, through tokens at all): all or nothing there
+            return {name: f"streamed: {sizes}" for name in keys}
         free = max(0, have - STREAM_SETS)
         sets_bytes = {name: (len(k), self.frame_weight_bytes(name, k)) for name, k in keys.items()}
         chosen = choose_resident(sets_bytes, free)
@@ -374,11 +379,12 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                     )  # fmt: skip
                     if blk is None:
                         continue  # this core's part has no such block
+                    self.pending_slot = None
                     src = self.weight_source(
                         layer, core, (part, oi, b), blk.weight_bytes,
                         tile=0, phase=Phase.INIT, extra=set(),
                     )  # fmt: skip
-                    self.add(
+                    sid = self.add(
                         core,
                         Unit.WLOAD,
                         WeightLoad,
@@ -393,6 +399,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         deps=src[1],
                         phase=Phase.INIT,
                     )
+                    if self.pending_slot is not None:  # the next fetch into it waits for this
+                        self.slot_user[self.pending_slot[0]] = [sid]
                 self.resident[key] = set_index
                 set_index += 1
 
