@@ -72,6 +72,7 @@ class ComputeMixin:
     dconst_steps: Any
     act_dma: Unit
     wt_dma: Unit
+    spread_fetches: bool
     add: Any
     dma: Any
     buffer: Any
@@ -310,6 +311,8 @@ class ComputeMixin:
     def const_addrs(self, core: int, layer: LayerPlan) -> tuple[int, int, set[int]]:
         """L1 addresses of the layer's parameter blob and constant operand, and the steps
         that brought them (once per frame and core) into its L1 stage."""
+        for other in self.hoisted_cores(core, (core, layer.name)):
+            self.const_addrs(other, layer)
         consts = self.consts_of(layer)
         stage = self.tile_buffer("dconst", layer, core)
         addrs = []
@@ -347,6 +350,18 @@ class ComputeMixin:
             self.dconst_steps[key] = sids
         return addrs[0], addrs[1], set(self.dconst_steps.get(key, ()))
 
+    def hoisted_cores(self, core: int, key: tuple[int, str]) -> list[int]:
+        """The cores whose copy of a layer's constants ``core`` stages with its own: in batch
+        with the weight multicasts spread over the cores (`spread_fetches`), the first core
+        stages every core's, so that they queue on each core's weight channel ahead of the
+        layer's multicasts (a multicast waiting for a core's load of the one before it must
+        not sit in front of what that load needs). ``key``: ``core``'s entry in
+        ``dconst_loaded``."""
+        cores = self.layout.all_cores
+        if not self.spread_fetches or core != cores[0] or key in self.dconst_loaded:
+            return []
+        return cores[1:]
+
     def dwpu_weights(self, core: int, layer: LayerPlan, deps: set[int]) -> tuple[int, set[int]]:
         """L1 address of a depthwise layer's weights (or a resize's tables) and the step
         that staged them (once per frame and core)."""
@@ -357,6 +372,8 @@ class ComputeMixin:
         if buf.pool is Pool.L1 or stage is None:
             return buf.addr, set()
         key = (core, "dw:" + layer.name)
+        for other in self.hoisted_cores(core, key):
+            self.dwpu_weights(other, layer, set())  # (not waiting for that core's input)
         if key not in self.dconst_loaded:
             self.dconst_loaded.add(key)
             sid = self.dma(

@@ -39,6 +39,7 @@ from typing import Any
 from aipusim.arch import Arch
 from aipusim.compiler.backend.compute import ComputeMixin
 from aipusim.compiler.backend.constants import LayerConstants
+from aipusim.compiler.backend.estimate import plan_cost
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
@@ -56,6 +57,7 @@ from aipusim.isa.tasks import (
     Phase,
     Pool,
     Task,
+    TokenWait,
     Unit,
     WeightLoad,
 )
@@ -98,6 +100,29 @@ class _WeightState:
     lru: list[int]
 
 
+#: Weight sets kept for the weights that stream every frame: the one computing and the one
+#: loading beside it.
+STREAM_SETS = 2
+
+
+def choose_resident(layers: dict[str, tuple[int, int]], free_sets: int) -> list[str]:
+    """The layers (name -> (weight sets, bytes loaded per frame)) whose weights stay in
+    ``free_sets`` IMC sets across frames: the most bytes saved per set first, each layer
+    whole or not at all, in model order.
+
+    >>> choose_resident({"a": (2, 1000), "b": (1, 600), "c": (1, 300)}, 2)
+    ['b', 'c']
+    """
+    by_gain = sorted(layers, key=lambda n: -layers[n][1] / max(1, layers[n][0]))
+    chosen: set[str] = set()
+    for name in by_gain:
+        sets = layers[name][0]
+        if sets <= free_sets:
+            chosen.add(name)
+            free_sets -= sets
+    return [name for name in layers if name in chosen]
+
+
 class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
     def __init__(
         self,
@@ -131,6 +156,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.current_group = 0
         self.act_dma = Unit.DMA0
         self.wt_dma = Unit.DMA1 if config.dma_dual_channel else Unit.DMA0
+        # batch: the cores share the weight multicasts (`fetch_core_for`, `fetch_bound`)
+        self.spread_fetches = layout.replicate and layout.cores > 1 and config.dma_dual_channel
         self.dconst_loaded: set[tuple[int, str]] = set()
         self.barrier_id = 0
         self.last_mvm: dict[int, int | None] = {}  # newest Mvm step per core
@@ -138,6 +165,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.slot_fetches: dict[tuple[str, int], list[int]] = defaultdict(list)
         self.fetch_slot: dict[int, tuple[str, int]] = {}
         self.fetch_loads: dict[int, dict[int, int]] = defaultdict(dict)  # multicast -> core's load
+        self.fetch_cycles: dict[int, int] = defaultdict(int)  # batch: fetch work per core
+        self.gate_steps: set[int] = set()
+        self.gates: dict[tuple[int, int], int] = {}  # (multicast, core) -> the core's gate
         self.dconst_steps: dict[Any, set[int]] = {}
         self.pending_slot: Any = None  # the weight staging slot the next load reads
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
@@ -276,15 +306,47 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             keys[layer.name] = sorted(mine)
         return keys
 
-    def plan_weights(self) -> bool:
-        """True when every weight set of the model fits the IMC: load them all in INIT."""
-        count = sum(len(k) for k in self.resident_keys().values())
-        # run-time weights (attention) need sets of their own every frame: two, so that the
-        # next head loads while one computes
+    def plan_weights(self) -> dict[str, str]:
+        """Per MVM layer with constant weights, whether its weight sets stay in the IMC
+        across frames (loaded once in INIT) or stream every frame, and why: every layer
+        stays when all sets fit; else, on one core or in batch (where core 0 issues every
+        INIT transfer), the sets left beside `STREAM_SETS` hold the layers that save the
+        most bytes per set (`choose_resident`)."""
+        keys = self.resident_keys()
+        need = sum(len(k) for k in keys.values())
+        have = self.arch.mvm.weight_sets
+        sizes = f"weight sets: {need} needed, {have} in the array"
+        # run-time weights (attention) need sets of their own every frame, as many as
+        # streamed weights do
         runtime = any(is_runtime(layer) for layer in self.layers)
-        return count + (2 if runtime else 0) <= self.arch.mvm.weight_sets
+        if need + (STREAM_SETS if runtime else 0) <= have:
+            return {name: f"resident: {sizes}" for name in keys}
+        if self.layout.cores > 1 and not self.layout.replicate:
+            # INIT does not order another core's fetch after core 0's copy of the weights
+            # into L2 (nor, cooperative, through tokens at all): all or nothing there
+            return {name: f"streamed: {sizes}" for name in keys}
+        free = max(0, have - STREAM_SETS)
+        sets_bytes = {name: (len(k), self.frame_weight_bytes(name, k)) for name, k in keys.items()}
+        chosen = choose_resident(sets_bytes, free)
+        left = f"{sizes}, {STREAM_SETS} kept for streaming"
+        return {
+            name: f"resident: the most bytes per set of the {free} sets left ({left})"
+            if name in chosen
+            else f"streamed: {left}"
+            for name in keys
+        }
 
-    def emit_init(self, resident: bool) -> None:
+    def frame_weight_bytes(self, name: str, keys: list[tuple[str, int, int]]) -> int:
+        """The bytes core 0 loads into the IMC per frame for ``keys`` of layer ``name``."""
+        li = self.index[name]
+        part = self.part_of(li, self.layout.all_cores[0])[0]
+        blocks = {(tm.oc_tile, b): blk for tm in self.mapping_of(self.layers[li]).of_part(part)
+                  for b, blk in enumerate(tm.mapping.blocks)}  # fmt: skip
+        return sum(blocks[(oi, b)].weight_bytes for _, oi, b in keys if (oi, b) in blocks)
+
+    def emit_init(self, residency: dict[str, str]) -> None:
+        """INIT: the constants brought on chip, the resident layers' weight sets loaded."""
+        self.spread_fetches = self.spread_fetches and self.fetch_bound(residency)
         for buf in self.plan.buffers.values():
             if buf.kind in CONSTANT_KINDS and buf.pool is not Pool.DDR:
                 # the constants image arrives in DDR with the model; bring it on chip once
@@ -301,14 +363,14 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                     touches=(buf.name,),
                     phase=Phase.INIT,
                 )
-        if not resident:
-            return
         keys = self.resident_keys()
         set_index = 0
         for li, layer in enumerate(self.layers):
-            for key in keys.get(layer.name, ()):
+            if not residency.get(layer.name, "").startswith("resident"):
+                continue
+            for key in keys[layer.name]:
                 _, oi, b = key
-                for core in self.layout.all_cores:
+                for core in self.layout.group_cores(self.tiling_of(layer).group):
                     part = self.part_of(li, core)[0]
                     blk = next(
                         (t.mapping.blocks[b] for t in self.mapping_of(layer).of_part(part)
@@ -317,11 +379,12 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                     )  # fmt: skip
                     if blk is None:
                         continue  # this core's part has no such block
+                    self.pending_slot = None
                     src = self.weight_source(
                         layer, core, (part, oi, b), blk.weight_bytes,
                         tile=0, phase=Phase.INIT, extra=set(),
                     )  # fmt: skip
-                    self.add(
+                    sid = self.add(
                         core,
                         Unit.WLOAD,
                         WeightLoad,
@@ -336,6 +399,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         deps=src[1],
                         phase=Phase.INIT,
                     )
+                    if self.pending_slot is not None:  # the next fetch into it waits for this
+                        self.slot_user[self.pending_slot[0]] = [sid]
                 self.resident[key] = set_index
                 set_index += 1
 
@@ -373,21 +438,31 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.stage_counter[counter_key] += 1
         dst = stage.addr + slot * biggest
         slot_key = (stage.name, slot)
-        # batch: one fetch, multicast to every core's staging slot
-        fetch_core = 0 if self.layout.replicate else core
-        deps = set(extra) | set(self.slot_user[slot_key])
+        deps = set(self.slot_user[slot_key])
         self.pending_slot = (slot_key, None)
         if self.layout.replicate:
             for c in self.layout.all_cores:
                 deps |= set(self.slot_user[(f"wstage:{layer.name}@{c}", slot)])
-            if core != fetch_core:
+            if core != self.layout.all_cores[0]:
+                # batch: the first core's request made the one multicast fetch
                 return dst, {self.last_fetch[(layer.name, offset, tile)]}
         mask = 0
         if self.layout.replicate and self.layout.cores > 1:
             mask = (1 << self.layout.cores) - 1
         src = (wbuf.pool, wbuf.addr + offset)
         l2stage = self.plan.buffers.get(f"l2stage:{layer.name}")
-        if self.cfg.use_sysdma and wbuf.pool is Pool.DDR and l2stage is not None:
+        hop_via_l2 = self.cfg.use_sysdma and wbuf.pool is Pool.DDR and l2stage is not None
+        fetch_core = core
+        if mask and phase is Phase.FRAME:
+            if self.spread_fetches and not hop_via_l2:  # (a hop's L2 copy: one core's)
+                fetch_core = self.fetch_core_for(src[0], nbytes)
+            # it serves every core: it waits for its slot, not for one core's layer input
+            # (the loads do), so that it runs during the layers before
+            deps |= self.fetch_gates(layer, fetch_core, tile)
+        else:
+            deps |= extra
+        if hop_via_l2:
+            assert l2stage is not None
             hop = self.dma(
                 fetch_core,
                 Unit.SYSDMA,
@@ -419,6 +494,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             phase=phase,
         )
         self.last_fetch[(layer.name, offset, tile)] = sid
+        for gate in deps & self.gate_steps:
+            self.gates[(sid, self.steps[gate].core)] = gate
         if mask:
             # a later multicast into this slot must wait for every core's load from it,
             # and the other cores' loads are emitted after this core's whole group
@@ -428,6 +505,58 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             self.slot_user[(l2stage.name, offset)] = [sid]  # the L2 copy has been read
         self.pending_slot = (slot_key, None)
         return dst, {sid}
+
+    def fetch_core_for(self, src_pool: Pool, nbytes: int) -> int:
+        """The core whose weight DMA issues a batch's multicast fetch: the one with the
+        fewest fetch cycles so far (the cost model's `dma_cycles`), so that the cores share
+        the fetch work; the first core when ``src_pool`` streams no faster than a channel
+        (DDR: a second channel would only split its bandwidth)."""
+        if self.cost.stream_bw(src_pool) < self.cost.channel_bw:
+            return self.layout.all_cores[0]
+        core = min(self.layout.all_cores, key=lambda c: (self.fetch_cycles[c], c))
+        self.fetch_cycles[core] += self.cost.dma_cycles(self.wt_dma, src_pool, Pool.L1, nbytes)
+        return core
+
+    def fetch_bound(self, residency: dict[str, str]) -> bool:
+        """Batch: whether the cores share the weight multicasts (`fetch_core_for`): when one
+        core's weight channel would take longer to fetch a frame's streamed weights than a
+        core takes to compute the frame (both by the cost model), and a second multicast
+        finds a write port of every core's L1 beside the MVM's results and the first one.
+        Otherwise one queue keeps them in the order the layers need them, each with the
+        whole bandwidth of its path (ResNet-50 on Metis, two write ports: sharing them was
+        8 % slower, the concurrent multicasts holding the write ports the MVMs need)."""
+        if self.arch.l1.write_ports < 3:
+            return False
+        fetch = compute = 0
+        for layer, tiling, mapping in zip(self.layers, self.tilings, self.mappings, strict=True):
+            if mapping is None or tiling is None:
+                continue
+            plan = plan_cost(layer, mapping.whole, tiling, self.cfg, self.cost,
+                             weights_double_buffered=False)  # fmt: skip
+            compute += plan.compute_cycles
+            wbuf = self.plan.buffers.get(const_buffer("weights", layer.name))
+            if residency.get(layer.name, "").startswith("streamed") and wbuf is not None:
+                fetch += max(1, tiling.h_tiles) * sum(
+                    self.cost.dma_cycles(self.wt_dma, wbuf.pool, Pool.L1, b.weight_bytes)
+                    for b in mapping.whole.blocks
+                )
+        return fetch > compute
+
+    def fetch_gates(self, layer: LayerPlan, fetch_core: int, tile: int) -> set[int]:
+        """A `TokenWait` on the weight-load queue of every core but ``fetch_core``, for a
+        multicast ``fetch_core`` issues into every core's L1: each gathers, through its
+        core's local tokens, the accesses on that core of the bytes the fetch overwrites
+        (`add_memory_war`), so that a fetch waits on one global token per core and unit
+        pair (weight load -> weight DMA) whichever core issues it: the instance has only
+        ``arch.tokens.global_count``. Returns the gates."""
+        gates = set()
+        for c in self.layout.all_cores:
+            if c == fetch_core:
+                continue
+            gate = self.add(c, Unit.WLOAD, TokenWait, {}, layer=layer.name, tile=tile)
+            self.gate_steps.add(gate)
+            gates.add(gate)
+        return gates
 
     def ensure_weights(
         self,
@@ -701,7 +830,22 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         ]
                         if same_core:
                             last = {max(same_core)} | self._last_per_unit(same_core)
-                            step.deps.update(self._seen_by(x, step.core) for x in last)
+                            for x in last:
+                                self._war_edge(sid, x, st.core if any_core else None)
+
+    def _war_edge(self, sid: int, x: int, l1_core: int | None) -> None:
+        """Step ``sid`` follows step ``x`` (an earlier access of bytes it overwrites, in
+        ``l1_core``'s L1 or, None, in a shared pool): a multicast into another core's L1
+        waits through that core's gate (`fetch_gates`)."""
+        step = self.steps[sid]
+        gate = self.gates.get((sid, l1_core)) if l1_core is not None else None
+        if gate is None or self.steps[x].core == step.core:
+            step.deps.add(self._seen_by(x, step.core))
+            return
+        seen = self._seen_by(x, self.steps[gate].core)
+        # a load the core's queue runs after the gate (of another multicast in this group):
+        # the fetch waits on it itself, over the same pair (weight load -> weight DMA)
+        self.steps[sid if seen > gate else gate].deps.add(seen)
 
     def _seen_by(self, sid: int, core: int) -> int:
         """The step ``core`` waits on to know step ``sid`` is done: for another core's
@@ -722,11 +866,11 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         return set(last.values())
 
     def run(self) -> Schedule:
-        resident = self.plan_weights()
+        residency = self.plan_weights()
         for core in self.layout.all_cores:
             n = self.arch.mvm.weight_sets
             self.weights[core] = _WeightState([None] * n, [None] * n, list(range(n)))
-        self.emit_init(resident)
+        self.emit_init(residency)
         for st in self.weights.values():  # frame loads (run-time weights) use the others
             st.lru = [x for x in st.lru if x not in set(self.resident.values())]
         self.emit_frame()
@@ -734,6 +878,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.anchor_frames()
         schedule = self.tokens(self.order())
         schedule.incomplete = dict(self.incomplete)
+        schedule.weight_residency = residency
+        schedule.resident_weights = all(r.startswith("resident") for r in residency.values())
         return schedule
 
     def anchor_frames(self) -> None:
@@ -772,4 +918,11 @@ def build_schedule(
     return builder.run()
 
 
-__all__ = ["Schedule", "ScheduleBuilder", "Step", "build_schedule"]
+__all__ = [
+    "STREAM_SETS",
+    "Schedule",
+    "ScheduleBuilder",
+    "Step",
+    "build_schedule",
+    "choose_resident",
+]

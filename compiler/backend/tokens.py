@@ -63,6 +63,8 @@ class Schedule:
     #: Layers whose tasks do not describe all their data yet (layer -> why): timed, but
     #: not executed bit-exactly by the functional simulator.
     incomplete: dict[str, str] = field(default_factory=dict)
+    #: MVM layer -> whether its weights stay in the IMC across frames or stream, and why.
+    weight_residency: dict[str, str] = field(default_factory=dict)
 
     def task_count(self) -> int:
         return sum(len(t) for t in self.tasks.values())

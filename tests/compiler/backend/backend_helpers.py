@@ -4,6 +4,7 @@ quantizer: the back end needs only shapes and int8 sizes) and a one-call back en
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Any
 
 import aipusim.zoo as zoo
@@ -49,3 +50,22 @@ def check_ok(result: Emitted) -> None:
     """The ISA checker accepts the result's tasklists (tokens balance, no deadlock)."""
     report = check_tasklists([Tasklist(c, tuple(t)) for c, t in result.tasks.items()], ARCH)
     assert report.ok, [p.message for p in report.errors][:3]
+
+
+def conv_chain(channels: list[int], side: int) -> Graph:
+    """1x1 convolutions ``channels[0] -> channels[1] -> ...`` on a ``side`` x ``side``
+    image, zero weights (layers ``c0``, ``c1``, ...)."""
+    import numpy as np
+
+    from aipusim.compiler.ir import Node, Op, Tensor
+
+    nodes, consts = [], {}
+    tensors = {"x0": Tensor("x0", (1, channels[0], side, side))}
+    for i, (cin, cout) in enumerate(itertools.pairwise(channels)):
+        w = np.zeros((cout, cin, 1, 1), np.float32)
+        attrs = {"kernel_shape": [1, 1]}
+        nodes.append(Node(f"c{i}", Op.CONV, (f"x{i}", f"w{i}"), (f"x{i + 1}",), attrs))
+        tensors[f"w{i}"], consts[f"w{i}"] = Tensor(f"w{i}", w.shape), w
+        tensors[f"x{i + 1}"] = Tensor(f"x{i + 1}", (1, cout, side, side))
+    n = len(channels) - 1
+    return Graph("chain", tuple(nodes), tensors, consts, ("x0",), (f"x{n}",))

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
-from backend_helpers import ARCH, check_ok, compile_backend
+from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
 
+from aipusim.arch import Arch
 from aipusim.base.errors import ConfigError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.multicore import check_cascade, check_resources, effective_mode
-from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope
+from aipusim.compiler.backend.run import run_backend
+from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope, WeightLoad
 
 MODES = ("multiprocess", "multithread", "batch", "cooperative", "pipeline")
 ZOO = ("tiny_cnn", "resnet18", "resnet50", "mobilenetv2", "efficientnet_b0", "yolov5s", "yolov8n")
@@ -47,6 +50,49 @@ def test_batch_multicasts_weights_from_one_fetch() -> None:
         assert not any(isinstance(t, DmaCopy) and t.dst_core_mask for t in frame)
         assert {t.frame_slot for t in frame} == {core}
         assert any(ref.scope is TokenScope.GLOBAL for t in frame for ref in t.waits)
+
+
+def _batch_chain(side: int, arch: Arch) -> list[tuple[int, str, Phase]]:
+    """(issuing core, layer, phase) of each multicast of five 512 x 512 1x1 convs on a
+    ``side`` x ``side`` image in batch on 4 cores (each layer one weight set, from L2)."""
+    cfg = CompilerConfig(multicore_mode="batch", aipu_cores_used=4, resources_used=1.0)
+    r = run_backend(conv_chain([512] * 6, side), cfg, arch)
+    check_ok(r)
+    for core in range(4):  # c0, c1 resident (4 sets, 2 kept for streaming), c2..c4 stream
+        loads = [(t.layer, t.phase) for t in r.tasks[core] if isinstance(t, WeightLoad)]
+        assert loads == [("c0", INIT), ("c1", INIT), ("c2", FRAME), ("c3", FRAME), ("c4", FRAME)]
+    return [
+        (core, t.layer, t.phase)
+        for core, tasks in r.tasks.items()
+        for t in tasks
+        if isinstance(t, DmaCopy) and t.dst_core_mask == 0b1111
+    ]
+
+
+INIT, FRAME = Phase.INIT, Phase.FRAME
+THREE_WRITE_PORTS = dataclasses.replace(ARCH, l1=dataclasses.replace(ARCH.l1, write_ports=3))
+
+
+def test_batch_cores_share_the_fetches_of_a_fetch_bound_model() -> None:
+    # on a 1x1 image a 256 KiB weight set's fetch takes far longer than its one vector;
+    # with a third L1 write port each streamed set is fetched once, by the core with the
+    # fewest fetch cycles so far
+    assert _batch_chain(1, THREE_WRITE_PORTS) == [
+        (0, "c0", INIT),
+        (0, "c1", INIT),
+        (0, "c2", FRAME),
+        (1, "c3", FRAME),
+        (2, "c4", FRAME),
+    ]
+
+
+def test_batch_keeps_the_fetches_on_one_core_when_sharing_cannot_pay() -> None:
+    # 64 x 64 pixels: 4096 vectors a layer outlast a set's fetch; Metis's two L1 write
+    # ports: a second multicast would take the port the MVM's results need
+    one_core = [(0, "c0", INIT), (0, "c1", INIT), (0, "c2", FRAME), (0, "c3", FRAME),
+                (0, "c4", FRAME)]  # fmt: skip
+    assert _batch_chain(64, THREE_WRITE_PORTS) == one_core
+    assert _batch_chain(1, ARCH) == one_core
 
 
 def test_cooperative_splits_layers_and_meets_at_barriers() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from backend_helpers import ARCH, check_ok, compile_backend
+from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
 
+from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.backend.schedule import choose_resident
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
     DmaCopy,
@@ -11,6 +14,7 @@ from aipusim.isa.tasks import (
     Mvm,
     Phase,
     TokenScope,
+    TokenWait,
     Unit,
     WeightLoad,
 )
@@ -73,14 +77,17 @@ def test_a_model_whose_weights_fit_the_imc_loads_them_once() -> None:
     r = run_backend(g, CompilerConfig(), ARCH)
     check_ok(r)
     assert r.schedule.resident_weights
+    assert r.schedule.weight_residency == {"c": "resident: weight sets: 1 needed, 4 in the array"}
     tasks = r.tasks[0]
     assert [t.phase for t in tasks if isinstance(t, WeightLoad)] == [Phase.INIT]
 
 
 def test_batch_units_follow_the_weight_multicast_through_their_own_load() -> None:
     # core 0's dma1 multicasts weights into every core's L1 staging; a core's buffers that
-    # later reuse those bytes wait for the core's own load of them (local tokens), not for
-    # the multicast with a global token per unit: resnet50 at 224 px needed 33 of 32
+    # later reuse those bytes wait for the core's own load of them (local tokens), and the
+    # multicast waits for another core's accesses of the bytes it overwrites through that
+    # core's gate on its weight-load queue: global tokens only between weight loads and
+    # the weight DMA, 3 pairs each way (a token per unit and core was 21 of 32)
     r = compile_backend("resnet18", 64, multicore_mode="batch", aipu_cores_used=4,
                         resources_used=1.0)  # fmt: skip
     check_ok(r)
@@ -88,10 +95,38 @@ def test_batch_units_follow_the_weight_multicast_through_their_own_load() -> Non
     for core in (1, 2, 3):
         waiting = {t.unit for t in r.tasks[core] for w in t.waits if w.scope is TokenScope.GLOBAL}
         assert waiting == {Unit.WLOAD}, core
-    # the multicast still waits for the other cores' accesses of the bytes it overwrites
+        gates = [t for t in r.tasks[core] if isinstance(t, TokenWait) and t.unit is Unit.WLOAD]
+        assert any(w.scope is TokenScope.LOCAL for t in gates for w in t.waits), core
+        assert all(s.scope is TokenScope.GLOBAL for t in gates for s in t.signals), core
     multicast_waits = [
         w for t in r.tasks[0] if t.unit is Unit.DMA1 for w in t.waits
         if w.scope is TokenScope.GLOBAL
     ]  # fmt: skip
     assert multicast_waits
-    assert r.schedule.global_tokens_used <= ARCH.tokens.global_count
+    assert r.schedule.global_tokens_used == 6
+
+
+def test_resident_layers_are_the_most_bytes_per_set_that_fit() -> None:
+    # b saves 600 bytes a set, a 500, c 300: b, then a does not fit the one set left, c does
+    assert choose_resident({"a": (2, 1000), "b": (1, 600), "c": (1, 300)}, 2) == ["b", "c"]
+    assert choose_resident({"a": (2, 1000)}, 1) == []
+
+
+def test_the_sets_left_beside_streaming_keep_the_biggest_layers_resident() -> None:
+    # five 1x1 convs, one weight set each (5 > 4 in the array): two sets stream, the other
+    # two keep c2 (64 -> 512) and c3 (512 -> 64), twice the bytes per set of c0, c1, c4
+    r = run_backend(conv_chain([64, 64, 64, 512, 64, 64], 8), CompilerConfig(), ARCH)
+    check_ok(r)
+    loads = [(t.layer, t.phase) for t in r.tasks[0] if isinstance(t, WeightLoad)]
+    assert loads == [
+        ("c2", Phase.INIT),
+        ("c3", Phase.INIT),
+        ("c0", Phase.FRAME),
+        ("c1", Phase.FRAME),
+        ("c4", Phase.FRAME),
+    ]
+    assert not r.schedule.resident_weights  # not every layer
+    why = r.schedule.weight_residency
+    left = "weight sets: 5 needed, 4 in the array, 2 kept for streaming"
+    assert why["c2"] == f"resident: the most bytes per set of the 2 sets left ({left})"
+    assert why["c0"] == f"streamed: {left}"
