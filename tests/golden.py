@@ -29,7 +29,12 @@ def measure(name: str, case: str, workdir: Path) -> dict[str, object]:
     config = CompilerConfig(aipu_cores_used=cores, resources_used=resources, multicore_mode=mode)
     out = workdir / f"{name}-{case}"
     compile_model(CompileRequest(model_path=model, output_dir=out, config=config))
-    result = simulate(out / "compiled_model", frames=FRAMES)
+    return figures(out / "compiled_model")
+
+
+def figures(compiled: Path) -> dict[str, object]:
+    """The figures the goldens pin, from simulating a compiled folder."""
+    result = simulate(compiled, frames=FRAMES)
     return {
         "total_cycles": int(result.total_cycles),
         "device_latency_cycles": [int(c) for c in result.device_latency_cycles],

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from zoo_compiles import ZooCompiles
 
 from aipusim import zoo
 from aipusim.arch import load_arch
@@ -97,8 +98,12 @@ def _check(compiled: Path) -> None:
 
 
 @pytest.mark.parametrize("name", FAST)
-def test_estimate_equals_simulated_busy_time_per_layer(name: str, tmp_path: Path) -> None:
-    _check(_compile(name, tmp_path, SIDE.get(name, 32)))
+def test_estimate_equals_simulated_busy_time_per_layer(
+    name: str, zoo_compiles: ZooCompiles
+) -> None:
+    # one core, all of its resources: the session's shared compile `_compile` would make
+    size = SIDE.get(name, 32)
+    _check(zoo_compiles.compiled(name, size, mode="multiprocess", cores=1, resources=1.0))
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from zoo_compiles import ZooCompiles
 
 from aipusim import zoo
 from aipusim.compiler.config import CompilerConfig
@@ -42,15 +43,11 @@ SLOW = {"vit_b16"}
     ],
     ids=str,
 )
-def compiled(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def compiled(request: pytest.FixtureRequest, zoo_compiles: ZooCompiles) -> Path:
     name, mode_key = request.param
     mode, cores, resources = MODES[mode_key]
-    root = tmp_path_factory.mktemp(f"{name}-{mode_key}")
-    model = root / f"{name}.onnx"
-    onnx.save(zoo.build(name, input_size=SMALL_SIDE.get(name, 32)), model)
-    config = CompilerConfig(aipu_cores_used=cores, resources_used=resources, multicore_mode=mode)
-    compile_model(CompileRequest(model_path=model, output_dir=root / "out", config=config))
-    return root / "out" / "compiled_model"
+    size = SMALL_SIDE.get(name, 32)
+    return zoo_compiles.compiled(name, size, mode=mode, cores=cores, resources=resources)
 
 
 def test_tasklists_pass_the_static_check(compiled: Path) -> None:

@@ -4,10 +4,10 @@ simulated figure shows here, and the golden file is then updated on purpose."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from golden import CASES, GOLDEN_FILE, measure
+from golden import CASES, GOLDEN_FILE, SIDE, figures
+from zoo_compiles import ZooCompiles
 
 from aipusim import zoo
 
@@ -26,8 +26,13 @@ SLOW = {"vit_b16"}
         for c in CASES
     ],
 )
-def test_simulated_figures_match_the_golden_ones(key: str, tmp_path: Path) -> None:
+def test_simulated_figures_match_the_golden_ones(key: str, zoo_compiles: ZooCompiles) -> None:
+    # the session's shared compile: the same model, size and config `golden.measure` uses
     name, case = key.split("/")
-    assert measure(name, case, tmp_path) == GOLDEN[key], (
+    mode, cores, resources = CASES[case]
+    compiled = zoo_compiles.compiled(
+        name, SIDE.get(name, 32), mode=mode, cores=cores, resources=resources
+    )
+    assert figures(compiled) == GOLDEN[key], (
         f"{key} moved; if on purpose, run `python tests/golden.py` and say why in the commit"
     )

@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from zoo_compiles import zoo_model
 
 from aipusim.base.errors import OnnxImportError
 from aipusim.compiler.export import run_onnx, to_onnx
@@ -339,8 +340,7 @@ def _export_style(model: onnx.ModelProto) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("name", ["mobilenetv2", "yolov8n"])
 def test_real_world_export_style_imports(name: str) -> None:
-    zoo = pytest.importorskip("aipusim.zoo")
-    original = zoo.build(name, input_size=64)
+    original = zoo_model(name, 64)
     model = _export_style(original)
     with pytest.raises(OnnxImportError, match=r"input `image` dim 0 \(N\) `N` is dynamic"):
         import_model(model, layout="NHWC")

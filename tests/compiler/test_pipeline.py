@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from zoo_compiles import zoo_model
 
 from aipusim.base.errors import ConfigError, OnnxImportError, UnsupportedOperatorError
 from aipusim.compiler.config import CompilerConfig
@@ -174,17 +175,16 @@ def test_failures_record_pass_and_status(onnx_models) -> None:
 FAST_ZOO = ("tiny_cnn", "mobilenetv2", "yolov5s", "yolov8n")
 
 
-def _zoo_front(zoo, name: str):
-    model = zoo.build(name, input_size=64)
+def _zoo_front(name: str):
+    model = zoo_model(name, 64)
     result, seen = run(model, passes=FLOAT_FRONT)
     assert list(seen) == pass_names(FLOAT_FRONT), name
     return result, seen
 
 
 def test_zoo_models_pass_the_front_half() -> None:
-    zoo = pytest.importorskip("aipusim.zoo")
     for name in FAST_ZOO:
-        result, _ = _zoo_front(zoo, name)
+        result, _ = _zoo_front(name)
         assert "BatchNormalization" not in result.graph.ops(), name
         if name.startswith("yolo"):
             post = result.context.host_graphs["postprocess"]
@@ -196,7 +196,7 @@ def test_zoo_models_front_half_is_float_exact() -> None:
     """Every zoo model: verify after each pass, and pre -> core -> post == the import."""
     zoo = pytest.importorskip("aipusim.zoo")
     for name in zoo.names():
-        result, seen = _zoo_front(zoo, name)
+        result, seen = _zoo_front(name)
         ctx = result.context
         imported = seen[IMPORT]
         x = np.random.default_rng(0).normal(size=imported.shape(imported.inputs[0]))

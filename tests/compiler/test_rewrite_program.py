@@ -4,10 +4,12 @@ computes the same int8 outputs as before it."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
+from zoo_compiles import zoo_model
 
-from aipusim import zoo
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
@@ -19,9 +21,10 @@ SIDE = {"yolov5s": 64, "yolov8n": 64}
 EXACT = ("rewrite_dense_to_conv2d", "rewrite_concat_to_resadd", "apply_pword_padding")
 
 
+@functools.cache  # two tests read the same models' programs; each costs a calibration
 def _programs(name: str, **knobs: bool) -> tuple[QuantizedGraph, QuantizedGraph]:
     ctx = PassContext(CompilerConfig(**knobs))
-    result = run_pipeline(zoo.build(name, input_size=SIDE.get(name, 32)), ctx, passes=FRONT)
+    result = run_pipeline(zoo_model(name, SIDE.get(name, 32)), ctx, passes=FRONT)
     assert isinstance(result.ir, QuantizedGraph)
     return ctx.results["quantize"]["qgraph"], result.ir
 

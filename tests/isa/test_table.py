@@ -72,7 +72,7 @@ def test_columns_hold_the_task_fields(kind: type, data: st.DataObject) -> None:
 
 
 @given(st.lists(any_task(_LAYERS), max_size=40))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)  # up to 40 tasks an example: ~1200 tasks in all
 def test_table_path_matches_object_path(tasks: list[Task]) -> None:
     strings: dict[str, int] = {}
     data = encode_tasks(tasks, strings)
@@ -84,7 +84,7 @@ def test_table_path_matches_object_path(tasks: list[Task]) -> None:
 
 
 @given(st.lists(any_task(_LAYERS), min_size=1, max_size=20), st.randoms(use_true_random=False))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 def test_encode_table_renumbers_layers_like_encode_tasks(tasks: list[Task], rnd) -> None:
     # A table whose string table is not in order of first use (or holds unused names)
     # still encodes to the bytes and string order of the object path.
@@ -114,7 +114,7 @@ def _valid_records(tasks: list[Task]) -> tuple[bytes, list[str]]:
     st.integers(-RECORD_BYTES, RECORD_BYTES),
     st.sampled_from([0, 1, 2, 3]),
 )
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=120, deadline=None)
 def test_corrupt_records_fail_like_the_object_decoder(
     tasks: list[Task], flips: list[tuple[int, int]], cut: int, first: int
 ) -> None:

@@ -18,15 +18,12 @@ what the report cannot know or leaves out:
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
-from contextlib import redirect_stdout
 from pathlib import Path
 
-import onnx
 import pytest
+from zoo_compiles import ZooCompiles
 
-from aipusim import zoo
 from aipusim.arch import load_arch
 from aipusim.cli.main import main
 from aipusim.isa.encoding import RECORD_BYTES
@@ -35,24 +32,17 @@ from aipusim.simulator import simulate
 from aipusim.simulator.engine import Simulation
 from aipusim.simulator.result import _gather_log, link_bytes
 
-MODES = {
-    "1core": ["--aipu-cores", "1"],
-    "batch4": ["--aipu-cores", "4", "--set", "multicore_mode=batch"],
-    "pipeline4": ["--aipu-cores", "4", "--set", "multicore_mode=pipeline"],
-}
+#: (multicore_mode, aipu_cores_used) per case, all of the chip's resources.
+MODES = {"1core": ("multiprocess", 1), "batch4": ("batch", 4), "pipeline4": ("pipeline", 4)}
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("bpf")
-    model = root / "resnet18.onnx"
-    onnx.save(zoo.build("resnet18", input_size=32), model)
-    out = {}
-    for name, flags in MODES.items():
-        with redirect_stdout(io.StringIO()):
-            assert main(["compile", "-i", str(model), "-o", str(root / name), *flags]) == 0
-        out[name] = root / name / "compiled_model"
-    return out
+def compiled(zoo_compiles: ZooCompiles) -> dict[str, Path]:
+    """ResNet-18 at 32x32 in each case (the session's shared compiles)."""
+    return {
+        case: zoo_compiles.compiled("resnet18", 32, mode=mode, cores=cores, resources=1.0)
+        for case, (mode, cores) in MODES.items()
+    }
 
 
 def _reported(folder: Path) -> dict[str, float]:

@@ -10,6 +10,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
+from zoo_compiles import zoo_model
 
 from aipusim import zoo
 from aipusim.base.errors import ZooError
@@ -55,7 +56,7 @@ def _default(name: str) -> onnx.ModelProto:
 
 @functools.cache
 def _small(name: str) -> onnx.ModelProto:
-    return zoo.build(name, input_size=SMALL_SIZE[name])
+    return zoo_model(name, SMALL_SIZE[name])
 
 
 @functools.cache

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from zoo_compiles import zoo_model
 
 import aipusim.zoo as zoo
 from aipusim.base.errors import CompilerInternalError, TasklistError
@@ -52,7 +53,7 @@ def test_every_back_pass_gives_its_stage_and_verifies(name: str, cores: int, mod
         verify_ir(out)
         seen[pass_name] = out
 
-    model = zoo.build(name, input_size=64 if name == "yolov8n" else 32)
+    model = zoo_model(name, 64 if name == "yolov8n" else 32)
     run_pipeline(model, ctx, passes=NO_QUANT, after_pass=after)
     for p in BACK:
         assert type(seen[p.name]) is STAGE_OF[p.name], p.name

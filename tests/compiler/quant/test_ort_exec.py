@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from zoo_compiles import zoo_model
 
 import aipusim.zoo as zoo
 from aipusim.base.errors import QuantizationError
@@ -46,7 +47,7 @@ NEAR_TIE_REL = 1e-3
 
 
 def _float_graph(name: str, size: int | None = None) -> Graph:
-    model = zoo.build(name, input_size=size)
+    model = zoo_model(name, size)
     return run_pipeline(model, PassContext(CompilerConfig()), stop_after="check_operators").graph
 
 

@@ -1,0 +1,73 @@
+"""Zoo models built and compiled once per test session: `zoo_model` (any test module) and
+the ``zoo_compiles`` fixture of ``tests/conftest.py``.
+
+Building a zoo model runs a numpy forward pass for its BatchNorm statistics (at any input
+size about the same work), and compiling it calibrates on onnxruntime: for ResNet-50 that
+is seconds each, and test modules across the suite ask for the same models at the same
+sizes, the golden, cost-pinning and end-to-end tests in the same configurations too.
+Tests read the compiled folders and simulate them; none may write into them.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import onnx
+
+from aipusim import zoo
+from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.driver import compile_model
+from aipusim.compiler.request import CompileRequest
+
+
+@functools.cache
+def _serialized(name: str, size: int | None) -> bytes:
+    return zoo.build(name, input_size=size).SerializeToString()
+
+
+def zoo_model(name: str, size: int | None = None) -> onnx.ModelProto:
+    """``zoo.build(name, input_size=size)``, built once per session; each call returns a
+    fresh copy, so a test may change it.
+
+    >>> zoo_model("tiny_cnn", 32).graph.input[0].name  # doctest: +SKIP
+    'input'
+    """
+    return onnx.load_from_string(_serialized(name, size))
+
+
+class ZooCompiles:
+    """Zoo models saved and compiled on first request, then served from ``root``.
+
+    >>> compiles.compiled("tiny_cnn", 32, mode="batch", cores=4, resources=1.0)  # doctest: +SKIP
+    PosixPath('.../tiny_cnn-32-batch-4-1.0/compiled_model')
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._models: dict[tuple[str, int], Path] = {}
+        self._compiled: dict[tuple[str, int, str, int, float], Path] = {}
+
+    def model(self, name: str, size: int) -> Path:
+        """The ONNX file of zoo model ``name`` at input side ``size`` (default seed)."""
+        key = (name, size)
+        if key not in self._models:
+            path = self.root / f"{name}-{size}.onnx"
+            path.write_bytes(_serialized(name, size))  # what onnx.save writes
+            self._models[key] = path
+        return self._models[key]
+
+    def compiled(self, name: str, size: int, *, mode: str, cores: int, resources: float) -> Path:
+        """The ``compiled_model`` folder of ``name`` at ``size`` in one multicore setup."""
+        key = (name, size, mode, cores, resources)
+        if key not in self._compiled:
+            config = CompilerConfig(
+                aipu_cores_used=cores, resources_used=resources, multicore_mode=mode
+            )
+            out = self.root / f"{name}-{size}-{mode}-{cores}-{resources}"
+            request = CompileRequest(
+                model_path=self.model(name, size), output_dir=out, config=config
+            )
+            compile_model(request)
+            self._compiled[key] = out / "compiled_model"
+        return self._compiled[key]
