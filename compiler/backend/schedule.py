@@ -688,6 +688,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 if not a_acc:
                     continue
                 by_unit: dict[int | None, dict[Unit, list[int]]] = {}
+                # a later step's dependencies on all of a's accesses, by (key, its core)
+                after_all: dict[tuple[int | None, int], tuple[int, ...]] = {}
+                a_last = a_acc[-1]
                 a_end = a.addr + a.size_bytes
                 for b in bufs[i + 1 :] + bufs[:i]:
                     if b.addr >= a_end or b.addr + b.size_bytes <= a.addr or b.start <= a.end:
@@ -697,11 +700,16 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         if step.phase is not Phase.FRAME:
                             continue
                         key = None if any_core else step.core
+                        if sid > a_last and (key, step.core) in after_all:
+                            step.deps.update(after_all[(key, step.core)])
+                            continue
                         if key not in by_unit:
                             by_unit[key] = self._per_unit(a_acc, key)
                         last = self._last_before(by_unit[key], sid)
-                        if last:
-                            step.deps.update(self._seen_by(x, step.core) for x in last)
+                        deps = tuple(self._seen_by(x, step.core) for x in last)
+                        step.deps.update(deps)
+                        if sid > a_last:
+                            after_all[(key, step.core)] = deps
 
     def _per_unit(self, sids: list[int], core: int | None) -> dict[Unit, list[int]]:
         """``sids`` (ascending) of ``core`` (None: of any core) by unit, the units in the
