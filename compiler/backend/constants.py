@@ -150,6 +150,8 @@ class _Packer:
         split = self.layout.splits.get(i, Split.NONE)
         parts = self.layout.cores if split is not Split.NONE else 1
         w = self.conv_weights(layer) if self.program is not None else None
+        # [kh, kw, cin, cout] int8: a tap's (channels x output channels) slab is contiguous
+        taps = None if w is None else np.ascontiguousarray(w.astype(np.int8).transpose(2, 3, 1, 0))
         blocks: dict[tuple[int, int, int], int] = {}
         chunks: list[np.ndarray] = []
         offset = 0
@@ -160,12 +162,18 @@ class _Packer:
                     blocks[(tm.part, tm.oc_tile, b)] = blocks[(0, tm.oc_tile, b)]
                 continue
             lo = self.channel_lo(geo.cout, split, parts, tm)
+            # the row blocks of one column block slice the same columns: build them once
+            columns: dict[int, np.ndarray] = {}
             for b, blk in enumerate(tm.mapping.blocks):
                 blocks[(tm.part, tm.oc_tile, b)] = offset
                 if w is None:
                     chunks.append(np.zeros(blk.weight_bytes, np.uint8))
                 else:
-                    chunks.append(self.imc_block(w, geo, layer, tm.mapping, b, lo))
+                    if blk.col_block not in columns:
+                        columns[blk.col_block] = self.imc_columns(taps, geo, tm.mapping, b, lo)
+                    start = blk.row_block * self.arch.mvm.rows
+                    block = columns[blk.col_block][start : start + blk.rows_used]
+                    chunks.append(block.view(np.uint8).reshape(-1))
                 offset += blk.weight_bytes
         weights = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
         params, table, incomplete = self.mvm_params(layer, geo.cout, w)
@@ -200,39 +208,49 @@ class _Packer:
             w = (w if int(step.params["weight_axis"]) == 0 else w.T)[:, :, None, None]
         return np.ascontiguousarray(w)
 
-    def imc_block(
-        self, w: np.ndarray, geo: Any, layer: LayerPlan, m: ImcMapping, b: int, ch_lo: int
+    def imc_columns(
+        self, taps: np.ndarray, geo: Any, m: ImcMapping, b: int, ch_lo: int
     ) -> np.ndarray:
-        """One weight block in the row space of `aipusim.isa.tasks.Mvm` (see the module
-        docstring); ``ch_lo`` is the tile's first output channel."""
+        """Every row (``rows_needed``) of the columns of weight block ``b``, int8, in the row
+        space of `aipusim.isa.tasks.Mvm` (see the module docstring); its row blocks are
+        slices of it. ``taps``: the layer's int8 weights as [kh, kw, cin, cout]; ``ch_lo``:
+        the tile's first output channel."""
         blk = m.blocks[b]
         icr = m.icr
         cout_t = blk.cols_used // icr
-        active = m.active_cols
-        c0 = ch_lo + blk.col_block * active  # first channel of this column block
+        c0 = ch_lo + blk.col_block * m.active_cols  # first channel of this column block
         width = geo.kw + (icr - 1) * geo.stride_w
         cin = geo.cin  # the channels memory holds (PWORD pads are zero rows)
-        cpad = m.cin_padded
-        groups = geo.groups
-        cpg = w.shape[1]  # input channels per group
-        opg = max(1, w.shape[0] // groups)
-        full = np.zeros((m.rows_needed, blk.cols_used), np.int64)
-        ky, kx, c_local = np.meshgrid(
-            np.arange(geo.kh), np.arange(geo.kw), np.arange(min(cpg, cin)), indexing="ij"
-        )
-        for q in range(icr):
-            for o in range(cout_t):
-                oc = c0 + o
-                if oc >= w.shape[0]:
-                    continue
-                c_abs = (oc // opg) * cpg + c_local if groups > 1 else c_local
-                ok = c_abs < cin
-                j = kx + q * geo.stride_w
-                rows = weight_row(ky, j, c_abs, width, cin, cpad, m.swicr)
-                full[rows[ok], q * cout_t + o] = w[oc, c_local[ok], ky[ok], kx[ok]]
-        start = blk.row_block * self.arch.mvm.rows
-        block = full[start : start + blk.rows_used]
-        return block.astype(np.int8).view(np.uint8).reshape(-1).copy()
+        cout = taps.shape[3]
+        cpg = taps.shape[2]  # input channels per group
+        opg = max(1, cout // geo.groups)
+        full = np.zeros((m.rows_needed, blk.cols_used), np.int8)
+        n_oc = max(0, min(cout_t, cout - c0))  # the block's columns that hold a channel
+        if n_oc == 0:
+            return full
+        n_c = min(cpg, cin)  # input channels per group the rows can hold
+        # runs of the block's channels in one group; a tap's channels are consecutive rows,
+        # so each (run, copy, tap) is one rectangle of the block
+        runs = [(0, n_oc, 0)]
+        if geo.groups > 1:
+            group = (c0 + np.arange(n_oc)) // opg
+            starts = np.flatnonzero(np.diff(group, prepend=-1))
+            ends = [*starts[1:], n_oc]
+            runs = [
+                (int(a), int(e), int(group[a]) * cpg) for a, e in zip(starts, ends, strict=True)
+            ]
+        for o_lo, o_hi, c_base in runs:
+            held = min(n_c, cin - c_base)
+            if held <= 0:
+                continue
+            for q in range(icr):
+                cols = slice(q * cout_t + o_lo, q * cout_t + o_hi)
+                for ky in range(geo.kh):
+                    for kx in range(geo.kw):
+                        j = kx + q * geo.stride_w
+                        r0 = weight_row(ky, j, c_base, width, cin, m.cin_padded, m.swicr)
+                        full[r0 : r0 + held, cols] = taps[ky, kx, :held, c0 + o_lo : c0 + o_hi]
+        return full
 
     def mvm_params(
         self, layer: LayerPlan, cout: int, w: np.ndarray | None

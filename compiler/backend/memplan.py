@@ -115,11 +115,15 @@ class PoolState:
 
     def find(self, buf: Buffer) -> int | None:
         """The lowest aligned address where ``buf`` fits beside the live buffers."""
-        size = _round_up(buf.size_bytes, self.align)
+        align = self.align
+        size = _round_up(buf.size_bytes, align)
+        # `Buffer.overlaps_in_time` inlined: this runs for every placed buffer of every try
+        stage, start, end = buf.stage, buf.start, buf.end
         busy = sorted(
-            (b.addr, b.addr + _round_up(b.size_bytes, self.align))
+            (b.addr, b.addr - (-b.size_bytes // align) * align)
             for b in self.placed
-            if b.overlaps_in_time(buf)
+            if (stage >= 0 and b.stage >= 0 and b.stage != stage)
+            or (b.start <= end and start <= b.end)
         )
         addr = 0
         for lo, hi in busy:

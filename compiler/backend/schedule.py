@@ -31,6 +31,7 @@ Tokens are derived from the dependencies last (`aipusim.compiler.backend.tokens`
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -815,6 +816,10 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 ]
                 if not a_acc:
                     continue
+                by_unit: dict[int | None, dict[Unit, list[int]]] = {}
+                # a later step's dependencies on all of a's accesses, by (key, its core)
+                after_all: dict[tuple[int | None, int], set[int]] = {}
+                a_last = a_acc[-1]
                 a_end = a.addr + a.size_bytes
                 for b in bufs[i + 1 :] + bufs[:i]:
                     if b.addr >= a_end or b.addr + b.size_bytes <= a.addr or b.start <= a.end:
@@ -823,15 +828,17 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         step = self.steps[sid]
                         if step.phase is not Phase.FRAME:
                             continue
-                        same_core = [
-                            x
-                            for x in a_acc
-                            if x < sid and (any_core or self.steps[x].core == step.core)
-                        ]
-                        if same_core:
-                            last = {max(same_core)} | self._last_per_unit(same_core)
-                            for x in last:
-                                self._war_edge(sid, x, st.core if any_core else None)
+                        key = None if any_core else step.core
+                        if sid > a_last and (key, step.core) in after_all:
+                            last = after_all[(key, step.core)]
+                        else:
+                            if key not in by_unit:
+                                by_unit[key] = self._per_unit(a_acc, key)
+                            last = self._last_before(by_unit[key], sid)
+                            if sid > a_last:
+                                after_all[(key, step.core)] = last
+                        for x in last:
+                            self._war_edge(sid, x, st.core if any_core else None)
 
     def _war_edge(self, sid: int, x: int, l1_core: int | None) -> None:
         """Step ``sid`` follows step ``x`` (an earlier access of bytes it overwrites, in
@@ -847,6 +854,23 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         # the fetch waits on it itself, over the same pair (weight load -> weight DMA)
         self.steps[sid if seen > gate else gate].deps.add(seen)
 
+    def _per_unit(self, sids: list[int], core: int | None) -> dict[Unit, list[int]]:
+        """``sids`` (ascending) of ``core`` (None: of any core) by unit, the units in the
+        order of their first step."""
+        out: dict[Unit, list[int]] = {}
+        for s in sids:
+            step = self.steps[s]
+            if core is None or step.core == core:
+                out.setdefault(step.unit, []).append(s)
+        return out
+
+    @staticmethod
+    def _last_before(per_unit: dict[Unit, list[int]], sid: int) -> set[int]:
+        """Every unit's last step before ``sid`` (the set built as the unit order gives it,
+        the latest step first, so that the dependencies iterate in a fixed order)."""
+        found = [steps[k - 1] for steps in per_unit.values() if (k := bisect_left(steps, sid))]
+        return {max(found)} | set(found) if found else set()
+
     def _seen_by(self, sid: int, core: int) -> int:
         """The step ``core`` waits on to know step ``sid`` is done: for another core's
         multicast into this core's L1, this core's first weight load of it (which waited
@@ -856,14 +880,6 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         if self.steps[sid].core != core and core in loads:
             return loads[core]
         return sid
-
-    def _last_per_unit(self, sids: list[int]) -> set[int]:
-        last: dict[Unit, int] = {}
-        for s in sids:
-            u = self.steps[s].unit
-            if s > last.get(u, -1):
-                last[u] = s
-        return set(last.values())
 
     def run(self) -> Schedule:
         residency = self.plan_weights()
