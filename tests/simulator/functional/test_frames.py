@@ -21,9 +21,9 @@ from aipusim.isa.tasks import Phase, TokenScope
 from aipusim.simulator import simulate
 
 
-def _compile(root: Path, model: str, size: int, mode: str) -> Path:
+def _compile(root: Path, model: str, size: int, mode: str, **knobs: int) -> Path:
     onnx.save(zoo.build(model, input_size=size), root / "m.onnx")
-    config = CompilerConfig(aipu_cores_used=4, multicore_mode=mode, resources_used=1.0)
+    config = CompilerConfig(aipu_cores_used=4, multicore_mode=mode, resources_used=1.0, **knobs)
     compile_model(
         CompileRequest(model_path=root / "m.onnx", output_dir=root / "out", config=config)
     )
@@ -74,6 +74,14 @@ def _credit_uses(folder: Path) -> dict[int, tuple[int, int, int]]:
                 if ref.scope is TokenScope.GLOBAL:
                     uses.setdefault(ref.index, [0, 0, 0])[2] += 1
     return {i: tuple(uses[i]) for i in sorted(granted)}
+
+
+@pytest.mark.slow
+def test_a_pipeline_retiled_by_memplan_is_bit_exact(tmp_path: Path) -> None:
+    """The memory plan tiles finer and the layers group anew; the stage cuts must follow
+    (YOLOv8n at 640 px, tiling_depth 6, differed in an output without a hazard)."""
+    folder = _compile(tmp_path, "resnet18", 32, "pipeline", tiling_depth=6, l1_constraint=60_000)
+    assert _bit_exact(folder, 2)
 
 
 @pytest.mark.slow
