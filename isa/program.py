@@ -122,12 +122,19 @@ class Instance:
 
 
 def frames_per_start(multicore_mode: str, aipu_cores_used: int) -> int:
-    """Frames one start of an instance processes: a batch runs one per core.
+    """Frames one start of an instance processes: a batch runs one per core, and so does a
+    Batch-1 mode (multiprocess, multithread) on several cores, which the compiler runs as a
+    batch (each core its own frame slot).
 
     >>> frames_per_start("batch", 4), frames_per_start("cooperative", 4)
     (4, 1)
+    >>> frames_per_start("multithread", 4), frames_per_start("multiprocess", 1)
+    (4, 1)
     """
-    return aipu_cores_used if multicore_mode == MulticoreMode.BATCH else 1
+    batch1 = (MulticoreMode.MULTIPROCESS, MulticoreMode.MULTITHREAD)
+    if multicore_mode == MulticoreMode.BATCH or (multicore_mode in batch1 and aipu_cores_used > 1):
+        return aipu_cores_used
+    return 1
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def memory_map(state: Any, image: ConstantImage) -> MemoryMap:
     buffer, and the L2/DDR partition of one instance."""
     plan: MemPlan = state.memory
     g = state.graph
-    slots = 2 if state.config.double_buffer else 1
+    slots = plan.io_slots
     io = []
     for (copy, name), bname in sorted(plan.tensor_buffer.items()):
         if name not in g.inputs and name not in g.outputs:

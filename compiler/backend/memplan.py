@@ -164,6 +164,20 @@ class PoolState:
         return peak
 
 
+def io_slots(config: Any, layout: CoreLayout) -> int:
+    """Slots of an I/O buffer: the starts the runtime keeps in flight through it, two with
+    ``double_buffer``, times the stages of a pipeline (each stage works on its own frame,
+    so the host feeds as many frames ahead; the simulator's host does the same).
+
+    >>> from types import SimpleNamespace as NS
+    >>> io_slots(NS(double_buffer=True), CoreLayout(4, "pipeline", pipeline=True))
+    8
+    >>> io_slots(NS(double_buffer=False), CoreLayout(4, "batch", replicate=True))
+    1
+    """
+    return (2 if config.double_buffer else 1) * (layout.cores if layout.pipeline else 1)
+
+
 @dataclass
 class MemPlan:
     buffers: dict[str, Buffer]
@@ -172,6 +186,8 @@ class MemPlan:
     #: (core, activation tensor) -> buffer name, aliases resolved; core -1 = shared copy
     tensor_buffer: dict[tuple[int, str], str]
     attempts: int = 1
+    #: Slots of every I/O buffer (`io_slots`).
+    io_slots: int = 1
 
     def source_addr(self, name: str) -> int:
         """DDR address of a constant buffer's bytes in the constants image."""
@@ -292,7 +308,7 @@ class _Builder:
         cfg = self.cfg
         io_home = _POOL_OF[cfg.io_memory_pool]
         ws_home = _POOL_OF[cfg.workspace_memory_pool]
-        slots = 2 if cfg.double_buffer else 1
+        slots = io_slots(cfg, self.layout)
         fused = {t for g in self.groups for t in g.intermediates}
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
         # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
@@ -609,7 +625,9 @@ def plan_memory(
     if config.enable_buffer_promotion:
         planner.promote()
     planner.place_image_sources(max(len(groups) - 1, 0))
-    plan = MemPlan(buffers, planner.pools, len(groups), tensor_buffer, attempt)
+    plan = MemPlan(
+        buffers, planner.pools, len(groups), tensor_buffer, attempt, io_slots(config, layout)
+    )
     verify_memplan(plan)
     return plan
 

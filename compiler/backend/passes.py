@@ -146,11 +146,15 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
                 else:
                     at_least[i] = (t.h_tiles * 2, min_oc)
             tiles = Tiler(ir.layers, config, ir.arch, ir.graph, at_least).run()
-            mappings = plan_mappings(ir.layers, tiles.tilings, ir.layout, config, ir.arch)
+            ir = dataclasses.replace(ir, tilings=tiles.tilings, groups=tiles.groups)
+            if ir.layout.pipeline:
+                # the stage cuts are made of fusion groups, and the finer tiles group the
+                # layers anew: cut again (stale cuts put groups they did not know on core 0)
+                layout = core_layout(ir.layers, tiles, config, ir.arch, ir.graph, _work(ir))
+                ir = dataclasses.replace(ir, layout=layout)
+            mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, config, ir.arch)
             consts = pack_constants(ir.layers, mappings, ir.graph, ir.program, ir.layout, ir.arch)
-            ir = dataclasses.replace(
-                ir, tilings=tiles.tilings, groups=tiles.groups, mappings=mappings, constants=consts
-            )
+            ir = dataclasses.replace(ir, mappings=mappings, constants=consts)
     raise AssertionError("unreachable: the loop returns or raises")
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from aipusim.base.errors import TasklistError
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
+    DmaCopy,
     Phase,
     Task,
     TokenRef,
@@ -191,7 +192,7 @@ class TokenMixin:
                 signals[producer].append(ref)
             clock[(core, step.unit)] = pos[sid]
             known[sid] = clock
-        credits = self.pipeline_credits(global_idx, waits, signals)
+        credits = self.frame_credits(pos, known, global_idx, waits, signals)
         tasks: dict[int, list[Task]] = {}
         for core, ids in order.items():
             out: list[Task] = list(credits.get(core, []))
@@ -252,6 +253,10 @@ class TokenMixin:
                 table[pair] = len(table)
             return TokenRef(TokenScope.LOCAL, table[pair], 1)
         gkey = (producer.core, producer.unit, consumer.core, consumer.unit)
+        return self._global_token(global_idx, gkey)
+
+    def _global_token(self, global_idx: dict[Any, int], gkey: tuple[Any, ...]) -> TokenRef:
+        """The global token of ``gkey``, allocated on first use."""
         if gkey not in global_idx:
             if len(global_idx) >= self.arch.tokens.global_count:
                 raise TasklistError(
@@ -261,53 +266,106 @@ class TokenMixin:
             global_idx[gkey] = len(global_idx)
         return TokenRef(TokenScope.GLOBAL, global_idx[gkey], 1)
 
-    def pipeline_credits(
+    def frame_credits(
         self,
+        pos: dict[int, int],
+        known: dict[int, dict[tuple[int, Unit], int]],
         global_idx: dict[Any, int],
         waits: dict[int, list[TokenRef]],
         signals: dict[int, list[TokenRef]],
     ) -> dict[int, list[Task]]:
-        """Pipeline back-pressure: a stage overwrites a tensor the next stage reads only
-        after that stage has read the previous frame's copy. The reader's last access
-        signals a credit, the writer's first write waits for one; INIT grants the first."""
+        """Back-pressure across frames: a core writes memory another core accesses for the
+        previous frame only after that core is done with it. Frames are ordered within a
+        core only (`ScheduleBuilder.anchor_frames`), so for every pair (accessing core ->
+        writing core) the last accesses of a frame signal a credit and the first writes
+        of the next frame wait for one; INIT grants the first frame's.
+
+        One credit per (accessing unit, writing unit): the first write on a queue waits,
+        the later ones follow it in the queue; the last access on a queue signals, the
+        earlier ones precede it. Accesses already implied by another signalling access
+        (vector clocks), and writes that follow another waiting write, need no token. A
+        credit has a token of its own: sharing a pair's token with the frame's own waits
+        (or with another credit) would let a wait take a unit meant for another.
+        """
         grants: dict[int, list[Task]] = defaultdict(list)
-        if not self.layout.pipeline:
-            return grants
-        for tensor in sorted(self.layout.shared_tensors):
-            buf = self.plan.buffer_of(tensor, -1)
-            if buf is None:
-                continue
-            writers = [
-                s for s in self.produced.get((-1, tensor), ()) if self.steps[s].phase is Phase.FRAME
-            ]
-            if not writers:
-                continue
-            first_writer = self.steps[min(writers)]
-            readers = [
-                s
-                for s in self.buf_access.get(buf.name, ())
-                if self.steps[s].core != first_writer.core and s not in writers
-            ]
-            by_core: dict[int, int] = {}
-            for r in readers:
-                by_core[self.steps[r].core] = max(by_core.get(self.steps[r].core, -1), r)
-            for rcore, last_reader in sorted(by_core.items()):
-                reader = self.steps[last_reader]
-                gkey = (rcore, reader.unit, first_writer.core, first_writer.unit)
-                if gkey not in global_idx:
-                    if len(global_idx) >= self.arch.tokens.global_count:
-                        raise TasklistError(
-                            f"the pipeline needs more than the "
-                            f"{self.arch.tokens.global_count} global tokens"
+        for (rcore, wcore), (readers, writers) in sorted(self.cross_frame_pairs().items()):
+            last = self._extreme_per_unit(readers, pos, newest=True)
+            first = self._extreme_per_unit(writers, pos, newest=False)
+            # a reader implied by another needs no signal; a writer after another no wait
+            signalling = [
+                r
+                for r in last
+                if not any(known[o].get((rcore, self.steps[r].unit), -1) >= pos[r]
+                           for o in last if o != r)
+            ]  # fmt: skip
+            waiting = [
+                w
+                for w in first
+                if not any(known[w].get((wcore, self.steps[o].unit), -1) >= pos[o]
+                           for o in first if o != w)
+            ]  # fmt: skip
+            for r in signalling:
+                reader = self.steps[r]
+                for w in waiting:
+                    gkey = (rcore, reader.unit, wcore, self.steps[w].unit, "credit")
+                    ref = self._global_token(global_idx, gkey)
+                    signals[r].append(ref)
+                    waits[w].append(ref)
+                    grants[rcore].append(
+                        TokenSignal(
+                            unit=reader.unit, layer=reader.layer, phase=Phase.INIT, signals=(ref,)
                         )
-                    global_idx[gkey] = len(global_idx)
-                ref = TokenRef(TokenScope.GLOBAL, global_idx[gkey], 1)
-                signals[last_reader].append(ref)
-                waits[first_writer.id].append(ref)
-                grants[rcore].append(
-                    TokenSignal(unit=reader.unit, layer=tensor, phase=Phase.INIT, signals=(ref,))
-                )
+                    )
         return grants
+
+    def _extreme_per_unit(self, sids: set[int], pos: dict[int, int], *, newest: bool) -> list[int]:
+        """The newest (or oldest) of ``sids`` in each unit's queue."""
+        best: dict[Unit, int] = {}
+        for s in sids:
+            u = self.steps[s].unit
+            if u not in best or (pos[s] > pos[best[u]]) == newest:
+                best[u] = s
+        return sorted(best.values())
+
+    def cross_frame_pairs(self) -> dict[tuple[int, int], tuple[set[int], set[int]]]:
+        """(accessing core, writing core) -> (the FRAME steps of the accessing core that use
+        memory the writing core's FRAME steps overwrite in the next frame, those writes).
+
+        Pipeline: a tensor crossing stages, written by its stage and read by later ones.
+        Batch: a weight fetch multicast into the other cores' L1, where each core's own
+        units work during the frame (the whole frame's steps of that core: which of them
+        touch the bytes is not recorded for compute tasks, so all are counted).
+        """
+        pairs: dict[tuple[int, int], tuple[set[int], set[int]]] = defaultdict(
+            lambda: (set(), set())
+        )
+        frame = [s for s in self.steps if s.phase is Phase.FRAME]
+        if self.layout.pipeline:
+            for tensor in sorted(self.layout.shared_tensors):
+                buf = self.plan.buffer_of(tensor, -1)
+                if buf is None:
+                    continue
+                writers = [
+                    s
+                    for s in self.produced.get((-1, tensor), ())
+                    if self.steps[s].phase is Phase.FRAME
+                ]
+                for w in writers:
+                    wcore = self.steps[w].core
+                    for r in self.buf_access.get(buf.name, ()):
+                        step = self.steps[r]
+                        if step.core != wcore and step.phase is Phase.FRAME and r not in writers:
+                            pairs[(step.core, wcore)][0].add(r)
+                            pairs[(step.core, wcore)][1].add(w)
+        if self.layout.replicate and self.layout.cores > 1:
+            for w in frame:
+                mask = int(w.fields.get("dst_core_mask", 0)) if w.kind is DmaCopy else 0
+                for c in self.layout.all_cores:
+                    if c != w.core and mask >> c & 1:
+                        pairs[(c, w.core)][1].add(w.id)
+            for (c, _), (readers, _) in pairs.items():
+                readers.update(s.id for s in frame if s.core == c)
+        return dict(pairs)
 
     def _materialize(
         self, step: Step, waits: list[TokenRef], signals: list[TokenRef]

@@ -49,6 +49,20 @@ def test_multithread_shares_one_host_dispatcher() -> None:
     assert r_thread.fps < r_proc.fps
 
 
+def test_batch1_modes_on_4_cores_run_a_frame_per_core_per_start() -> None:
+    """The compiler runs multiprocess/multithread on 4 cores as a batch: each start is 4
+    frames, one per core, as in batch mode (counted as 1 frame, 8 frames took 8 starts)."""
+    tl = {c: [mvm(2000)] for c in range(4)}
+    kw = {"input_bytes": 1000, "output_bytes": 100}
+    batch = simulate(program(4, MulticoreMode.BATCH, **kw), tl, arch=ARCH, frames=8)
+    for mode in (MulticoreMode.MULTIPROCESS, MulticoreMode.MULTITHREAD):
+        p = program(4, mode, **kw)
+        assert p.frames_per_start == 4
+        r = simulate(p, tl, arch=ARCH, frames=8)
+        assert r.frames == 8
+        assert r.total_cycles == batch.total_cycles
+
+
 def test_half_frequency_doubles_compute_time_but_not_ddr_time() -> None:
     compute = {0: [mvm(5000)]}
     fast = simulate(program(1), compute, arch=ARCH, frames=2)

@@ -121,6 +121,19 @@ def test_pipeline_cuts_balanced_stages() -> None:
     assert any(ref.scope is TokenScope.GLOBAL for t in r.tasks[1] for ref in t.waits)
 
 
+def test_pipeline_retiled_by_memplan_is_cut_again() -> None:
+    """L1 too small for the first tiles: memplan tiles finer and the layers group anew;
+    every new group gets a stage, in order (the stale cuts knew 30 of the 37 groups and
+    the rest ran on core 0, after the last stage)."""
+    r = _compile("resnet18", 32, "pipeline", 4, tiling_depth=6, l1_constraint=60_000)
+    assert r.memory.attempts > 1
+    stages = r.layout.core_of_group
+    assert sorted(stages) == [g.index for g in r.groups]
+    assert [stages[g.index] for g in r.groups] == sorted(stages.values())
+    assert sorted(set(stages.values())) == [0, 1, 2, 3]
+    check_ok(r)
+
+
 def test_batch1_modes_with_several_cores_run_as_batch() -> None:
     cfg = CompilerConfig(aipu_cores_used=4, resources_used=1.0)
     assert effective_mode(cfg) == "batch"
