@@ -10,7 +10,7 @@ raises stops the compilation with the pass named.
 >>> [p.name for p in FRONT][:4]
 ['rewrite_einsum', 'fuse_layernorm', 'fuse_gelu', 'fuse_attention_mask']
 >>> [p.name for p in BACK][:4]
-['lower', 'tile', 'multicore', 'imc']
+['lower', 'fuse_residual', 'tile', 'multicore']
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ FRONT: tuple[Pass, ...] = (
 #: typed stage of `aipusim.compiler.backend.ir` to the next.
 BACK: tuple[Pass, ...] = (
     Pass("lower", backend.lower, Stage.MIDEND),
+    Pass("fuse_residual", backend.fuse_residual, Stage.MIDEND),
     Pass("tile", backend.tile, Stage.MIDEND),
     Pass("multicore", backend.multicore, Stage.MIDEND),
     Pass("imc", backend.imc, Stage.MIDEND),

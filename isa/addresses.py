@@ -36,6 +36,7 @@ import numpy as np
 from aipusim.arch.model import Arch
 from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import (
+    ADD_POSTS,
     KINDS,
     DmaCopy,
     DpuOp,
@@ -43,12 +44,14 @@ from aipusim.isa.tasks import (
     HostTransfer,
     Mvm,
     Pool,
+    PostOp,
     Unit,
     WeightLoad,
 )
 
 _POOLS = list(Pool)
 _L1 = _POOLS.index(Pool.L1)
+_POSTS = list(PostOp)
 _UNITS = list(Unit)
 
 
@@ -108,7 +111,8 @@ def _accesses(table: TaskTable) -> Iterator[tuple[type, str, np.ndarray, np.ndar
     yield DmaCopy, "dst_addr", table["dst_pool"], _extent(table, "dst")
     yield WeightLoad, "src_addr", l1, table["bytes"].astype(np.int64)
     yield HostTransfer, "addr", table["pool"], table["bytes"].astype(np.int64)
-    for kind, fields in ((Mvm, ("in_addr", "out_addr")), (DwpuOp, ("in_addr", "out_addr"))):
+    mvm_fields = ("in_addr", "out_addr", "add_addr")
+    for kind, fields in ((Mvm, mvm_fields), (DwpuOp, ("in_addr", "out_addr"))):
         for field in fields:
             yield kind, field, l1, one
     for field in ("in_addr0", "in_addr1", "out_addr"):
@@ -129,6 +133,8 @@ def find_violations(table: TaskTable, arch: Arch) -> list[Violation]:
         rows = opcode == kind.OPCODE
         if kind is DpuOp and field == "in_addr1":
             rows &= table["operands"] >= 2  # the second operand, when there is one
+        if kind is Mvm and field == "add_addr":  # the residual operand, when there is one
+            rows &= np.isin(table["post"], [_POSTS.index(p) for p in ADD_POSTS])
         if not rows.any():
             continue
         addr = table[field].astype(np.uint64)

@@ -24,7 +24,9 @@ Timing rules (first order, DESIGN.md §4/§5):
   active; the outputs drain at ``outputs_per_cycle``; the input stream (and the partial
   sums of ``accumulate``) through a read port, the outputs (int32 partial sums for
   ``post=none``) through a write port; the slowest of these counts; plus the pipeline
-  fill/drain latency.
+  fill/drain latency. A residual-add post-op (``requant_add``) reads its int8 operand,
+  one byte per output, through the read port too, and the DPU charges one lane operation
+  per output for the add (as a DPU ``add`` would) besides the requantize.
 - ``WeightLoad``: ``bytes / weight_load_bw`` on the IMC write port (and an L1 read port).
 - ``DpuOp``: its lane operations (`aipusim.isa.dpu_work`) over the lanes (or its L1 bytes
   over the ports), plus the pipeline.
@@ -67,6 +69,7 @@ from aipusim.arch.model import Arch
 from aipusim.base.errors import TasklistError
 from aipusim.isa.dpu_work import dpu_charged_ops, dpu_lane_ops, dpu_read_bytes
 from aipusim.isa.tasks import (
+    ADD_POSTS,
     Barrier,
     DmaCopy,
     DpuKind,
@@ -379,6 +382,8 @@ class CostModel:
         passes = math.ceil(cols_used / self.active_cols)
         out_elems = vectors * cols_used
         read = vectors * rows_used * passes + (out_elems * PSUM_BYTES if accumulate else 0)
+        if post in ADD_POSTS:
+            read += out_elems  # the residual operand, int8
         write = out_elems * (PSUM_BYTES if post == PostOp.NONE else 1)
         return read, write
 
@@ -504,6 +509,9 @@ class CostModel:
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
         if t.post != PostOp.NONE:
             energy[C[Component.DPU]] += out_elems * e.dpu_requant_act_pj
+        if t.post in ADD_POSTS:
+            add_ops = dpu_charged_ops(DpuKind.ADD, out_elems, 2, self.arch)
+            energy[C[Component.DPU]] += add_ops * e.dpu_lane_op_pj
         traffic = Traffic(l1_read=read, l1_write=write)
         cycles = self.mvm_cycles(
             t.vectors, t.cols_used, t.rows_used, accumulate=accumulate, post=post

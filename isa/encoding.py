@@ -23,7 +23,7 @@ generated code has a fast path only: when it fails, a slow reference check walks
 field by field and raises the precise `TasklistError`.
 
 >>> COMMON_BYTES, RECORD_BYTES
-(55, 160)
+(55, 176)
 >>> from aipusim.isa.tasks import Barrier, Unit
 >>> t = Barrier(unit=Unit.CTRL, layer="sync", barrier_id=7, core_mask=0b1111)
 >>> strings = {}

@@ -70,6 +70,14 @@ class PostOp(enum.StrEnum):
     NONE = "none"  # keep int32 partial sums (more row blocks follow)
     REQUANT = "requant"  # bias + requantize to int8
     REQUANT_LUT = "requant_lut"  # bias + requantize + LUT activation
+    REQUANT_ADD = "requant_add"  # bias + requantize + residual add of an L1 operand
+    REQUANT_ADD_LUT = "requant_add_lut"  # ... then the LUT activation of the sum
+
+
+#: Post-ops that add a second operand, read from L1, to the requantized outputs.
+ADD_POSTS = frozenset({PostOp.REQUANT_ADD, PostOp.REQUANT_ADD_LUT})
+#: Post-ops that end with the ``lut`` activation.
+LUT_POSTS = frozenset({PostOp.REQUANT_LUT, PostOp.REQUANT_ADD_LUT})
 
 
 class DpuKind(enum.StrEnum):
@@ -282,6 +290,14 @@ class Mvm(Task):
     at ``lut_addr`` unless ``lut`` is ``relu``/``clip`` (the clamp already did it). Pixel
     ``(oy, ox)`` channel ``k`` lands at ``out_addr + oy * out_row_pitch + ox * out_pitch +
     k`` (pixels ``ox >= out_w`` are not written).
+
+    **Residual add** (``requant_add``, ``requant_add_lut``): the requantized int8 value
+    ``r`` (clamped as above) is added to the int8 ``b`` at ``add_addr + oy * add_row_pitch
+    + ox * add_pitch + k`` with the `SCALAR` record at ``add_param_addr`` exactly as a DPU
+    ``add`` does, ``sat(rshift(m0 * (r - za) + m1 * (b - zb), shift) + zo)`` into ``[lo,
+    hi]`` and int8; ``requant_add_lut`` then looks the sum up in the table at ``lut_addr``
+    unless ``lut`` is ``relu``/``clip`` (the record's clamp did it). The requantized ``r``
+    is never stored.
     """
 
     OPCODE: ClassVar[int] = 3
@@ -319,6 +335,10 @@ class Mvm(Task):
     out_w: int = where(16)
     out_pitch: int = where(32)
     out_row_pitch: int = where(32)
+    add_addr: int = address(default=0)
+    add_param_addr: int = address(default=0)
+    add_pitch: int = where(32)
+    add_row_pitch: int = where(32)
 
     @property
     def macs(self) -> int:

@@ -26,7 +26,13 @@ from typing import Any, NamedTuple
 from aipusim.compiler.backend.constants import CLAMP_LUTS, dpu_operands
 from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.layout_dma import broadcast_pattern
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, memory_rows
+from aipusim.compiler.backend.lower import (
+    LayerPlan,
+    LayerUnit,
+    activation_bytes,
+    is_shortcut,
+    memory_rows,
+)
 from aipusim.compiler.backend.memplan import Buffer, const_buffer
 from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
@@ -131,7 +137,7 @@ class ComputeMixin:
         geo = layer.geometry
         e = self.elem(tensor)
         if geo is not None and layer.runtime is None:
-            if k is None:
+            if k is None or is_shortcut(layer, k):  # (a shortcut is laid out as the output)
                 return geo.out_h, geo.out_w * geo.cout * e, geo.cout * e
             return geo.src_rows, geo.src_cols * geo.cin * e, geo.cin * e
         if geo is not None:  # run-time weights: rows are heads (an operand shared by
@@ -435,7 +441,14 @@ class ComputeMixin:
         window = input_rows(layer, *rows)
         reads: list[tuple[str, int]] = []
         src, in_deps = self.fetch_input(core, layer, 0, window, tile_no, reads)
+        shortcut: Place | None = None
+        add_deps: set[int] = set()
+        if layer.residual:  # the fused add's operand: this tile's output rows of it
+            shortcut, add_deps = self.fetch_input(
+                core, layer, 1, RowWindow(*rows, 0), tile_no, reads
+            )
         params, _, cdeps = self.const_addrs(core, layer)
+        add_params = params + self.consts_of(layer).add_offset
         lut, table = self.lut_of(layer)
         psum = self.tile_buffer("psum", layer, core)
         fill = self.zero_point(layer.inputs[0])
@@ -446,7 +459,7 @@ class ComputeMixin:
             m = tm.mapping
             c_lo, c_hi = base + tm.cout_lo, base + tm.cout_hi
             dst, store, war, slot = self.out_place(core, layer, rows, (c_lo, c_hi), tile_no)
-            deps = in_deps | war | cdeps | prologue
+            deps = in_deps | war | cdeps | prologue | add_deps
             computes: list[int] = []
             pinned: set[int] = set()
             for b, blk in enumerate(m.blocks):
@@ -462,6 +475,8 @@ class ComputeMixin:
                     psum_addr=psum.addr if psum is not None else 0,
                     param_addr=params + (c_lo + first) * P.CHANNEL.itemsize,
                     lut_addr=params + table if table >= 0 else 0, lut=lut, weight_set=s,
+                    residual=shortcut.shifted(c_lo + first) if shortcut is not None else None,
+                    add_param_addr=add_params,
                 )  # fmt: skip
                 sid = self.add(
                     core, Unit.MVM, Mvm, fields, layer=layer.name, tile=tile_no, deps=deps | wdeps

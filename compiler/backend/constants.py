@@ -11,8 +11,9 @@ places and the emit pass writes into the constants image:
   coordinate tables;
 - ``params``: the parameter records (`aipusim.isa.params`): per-channel requantize records
   for MVM and depthwise layers (with the input zero point folded into the bias, since the
-  array sums raw int8 products), a `SCALAR` for the element-wise kinds, a pool's `COUNT`
-  table; then the layer's table (LUT or softmax exponentials) at ``table_offset``;
+  array sums raw int8 products), then a fused residual add's `SCALAR` (``add_offset``), a
+  `SCALAR` for the element-wise kinds, a pool's `COUNT` table; then the layer's table (LUT
+  or softmax exponentials) at ``table_offset``;
 - ``operand``: a constant operand of an element-wise op (int8, in its tensor's layout).
 
 Without an integer program (the back end run on a float graph, for timing) the blobs have
@@ -72,6 +73,8 @@ class LayerConstants:
     blocks: dict[tuple[int, int, int], int] = field(default_factory=dict)
     #: Byte offset of the layer's table in ``params`` (-1: none).
     table_offset: int = -1
+    #: Byte offset of a fused residual add's `SCALAR` record in ``params`` (-1: none).
+    add_offset: int = -1
     #: Byte offset of a pool's COUNT records in ``params`` (-1: none).
     count_offset: int = -1
     #: Byte offset of the output columns' coordinate table in ``weights`` (resize; -1: none).
@@ -114,6 +117,8 @@ class _Packer:
         if not layer.fused:
             return lo, hi, table
         step = self.step(layer.fused[-1])
+        if layer.residual and step is not None and step.kind != "lut":
+            return lo, hi, table  # the conv's own range (a clamp after the add: its record)
         assert step is not None
         if step.kind == "clamp":
             lo, hi = step.params["lo"], step.params["hi"]
@@ -177,14 +182,45 @@ class _Packer:
                 offset += blk.weight_bytes
         weights = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
         params, table, incomplete = self.mvm_params(layer, geo.cout, w)
+        add_offset = -1
+        if layer.residual:
+            add_offset = len(params)
+            params = np.concatenate([params, self.residual_add(layer)])
         out = np.concatenate([params, table]) if len(table) else params
         return LayerConstants(
             weights=weights,
             params=out,
             blocks=blocks,
             table_offset=len(params) if len(table) else -1,
+            add_offset=add_offset,
             incomplete=incomplete,
         )
+
+    def residual_add(self, layer: LayerPlan) -> np.ndarray:
+        """The `SCALAR` record of a fused residual add, the conv's output as operand ``a``
+        (m0, za) and the shortcut as ``b``: the DPU ``add`` of the stand-alone Add, with the
+        fused activation's clamp folded into its range (`residual`)."""
+        step = self.step(layer.residual)
+        if step is None:
+            return np.zeros(P.SCALAR.itemsize, np.uint8)
+        node = self.g.node(layer.residual)
+        mid = self.g.node(layer.name).outputs[0]
+        mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
+        if node.inputs[0] != mid:  # the conv's output is the Add's second input
+            mults = mults[::-1]
+        lo, hi = -128, 127
+        act = self.step(layer.fused[-1]) if len(layer.fused) > 1 else None
+        if act is not None and act.kind == "clamp":
+            # clamp(clamp(x, -128, 127), lo', hi') is clamp(x, lo', hi') when -128 <= lo'
+            # <= hi' <= 127 (what the pass checked)
+            lo = int(np.asarray(act.params["lo"]).reshape(-1)[0])
+            hi = int(np.asarray(act.params["hi"]).reshape(-1)[0])
+        rec = P.scalar_record(
+            m0=mults[0], m1=mults[1], shift=int(step.params["shift"]),
+            za=int(_zp(self.program, mid)[0]), zb=int(_zp(self.program, layer.inputs[1])[0]),
+            zo=int(_zp(self.program, node.outputs[0])[0]), lo=lo, hi=hi,
+        )  # fmt: skip
+        return _bytes(rec)
 
     def channel_lo(self, cout: int, split: Split, parts: int, tm: TileMapping) -> int:
         """First output channel (of the layer) of a tile mapping."""

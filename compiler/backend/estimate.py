@@ -35,7 +35,7 @@ from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.tile import Tiling
 from aipusim.isa.cost import CostModel, TaskCost, Traffic
 from aipusim.isa.metrics import bytes_per_frame
-from aipusim.isa.tasks import Phase, Pool, Task, Unit
+from aipusim.isa.tasks import Phase, Pool, PostOp, Task, Unit
 from aipusim.isa.units import UnitRole, spec
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
@@ -179,9 +179,15 @@ def plan_cost(
                 layer, imc, cost.arch, double_buffered=weights_double_buffered
             )
             return PlanCost(compute, load, exposed, 0)
-        per_block = [
-            sum(cost.mvm_cycles(v, b.cols_used) for v in _split(imc.vectors, h_tiles))
+        # a fused residual add reads its operand on the last row block's output stream
+        last = imc.row_blocks - 1
+        posts = [
+            PostOp.REQUANT_ADD if layer.residual and b.row_block == last else PostOp.REQUANT
             for b in imc.blocks
+        ]
+        per_block = [
+            sum(cost.mvm_cycles(v, b.cols_used, post=post) for v in _split(imc.vectors, h_tiles))
+            for b, post in zip(imc.blocks, posts, strict=True)
         ]
         compute = sum(per_block)
         home = _POOL_OF.get(str(getattr(config, "constant_memory_pool", "global.ddr")), Pool.DDR)

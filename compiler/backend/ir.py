@@ -1,11 +1,12 @@
 """The back end's typed IR: what each back-end pass takes and gives (DESIGN.md §4).
 
 Every stage is a frozen dataclass that extends the one before it with what its pass
-decided, so a pass's signature says what it needs and what it adds:
+decided, so a pass's signature says what it needs and what it adds (``fuse_residual``
+adds nothing: it rewrites the layers, as a front-end pass rewrites the graph):
 
-    Graph --lower--> Lowered --tile--> Tiled --multicore--> Distributed --imc--> Mapped
-          --pack--> Packed --memplan--> Placed --schedule--> Scheduled --estimate-->
-          Estimated --emit--> Emitted
+    Graph --lower--> Lowered --fuse_residual--> Fused --tile--> Tiled --multicore-->
+          Distributed --imc--> Mapped --pack--> Packed --memplan--> Placed --schedule-->
+          Scheduled --estimate--> Estimated --emit--> Emitted
 
 Per-layer decisions are tuples aligned with ``layers``. A stage never changes what an
 earlier one decided, except where a pass documents a retry (multicore may re-tile with
@@ -75,6 +76,8 @@ class Lowered:
                 detail.append(f"lut={layer.lut.value}")
             if layer.fused:
                 detail.append(f"fused={list(layer.fused)}")
+            if layer.residual:
+                detail.append(f"residual add {layer.residual} of {layer.inputs[1]}")
             if layer.runtime is not None:
                 rt = layer.runtime
                 detail.append(f"run-time weights: {rt.heads} x ({rt.m}x{rt.k} @ {rt.k}x{rt.n})")
@@ -94,6 +97,12 @@ class Lowered:
             if layer.unit in (LayerUnit.MVM, LayerUnit.DWPU):
                 assert layer.geometry is not None, f"{layer.name}: no window geometry"
             known.update(layer.outputs)
+
+
+@dataclass(frozen=True)
+class Fused(Lowered):
+    """Pass ``fuse_residual``: residual Adds (and their activations) folded into the MVM
+    layers writing one of their operands (`aipusim.compiler.backend.residual`)."""
 
 
 @dataclass(frozen=True)
@@ -302,6 +311,7 @@ class Emitted(Estimated):
 #: Every stage, in pipeline order.
 STAGES: tuple[type[Lowered], ...] = (
     Lowered,
+    Fused,
     Tiled,
     Distributed,
     Mapped,
@@ -317,6 +327,7 @@ __all__ = [
     "Distributed",
     "Emitted",
     "Estimated",
+    "Fused",
     "Lowered",
     "Mapped",
     "Packed",

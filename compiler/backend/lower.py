@@ -194,6 +194,9 @@ class LayerPlan:
     #: A DPU layer whose every output row depends on its own input row only (element-wise
     #: work, or a softmax/normalisation along the last axis of a row-major tensor).
     rowwise: bool = False
+    #: The residual Add fused on an MVM layer's output stream (`residual`): its second
+    #: input is the Add's other operand.
+    residual: str = ""
 
     @property
     def weight_bytes(self) -> int:
@@ -211,7 +214,7 @@ class LayerPlan:
         return self.elements if self.dpu_kind is DpuKind.MATMUL else 0
 
 
-_LUT_OF: dict[Op, LutKind] = {
+LUT_OF: dict[Op, LutKind] = {
     Op.RELU: LutKind.RELU,
     Op.LEAKY_RELU: LutKind.RELU,
     Op.CLIP: LutKind.CLIP,
@@ -239,7 +242,7 @@ _BINARY_KIND: dict[Op, DpuKind] = {
     Op.POW: DpuKind.POW,  # of two tensors (a scalar exponent is a LUT)
 }
 #: Activations that can ride on the output stream of an MVM/DWPU layer.
-_FUSABLE = frozenset(
+FUSABLE_ACTIVATIONS = frozenset(
     {Op.RELU, Op.CLIP, Op.SIGMOID, Op.HARD_SIGMOID, Op.HARD_SWISH, Op.SILU, Op.GELU}
 )
 ALIAS_OPS = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY, Op.CAST})
@@ -478,8 +481,8 @@ class _Lowerer:
             node.op in BINARY_OPS and node.op is not Op.POW
         ):
             kind, lut = _BINARY_KIND[node.op], LutKind.NONE
-        elif node.op in LUT_OPS or node.op in _LUT_OF:
-            kind, lut = DpuKind.LUT, _LUT_OF.get(node.op, LutKind.RELU)
+        elif node.op in LUT_OPS or node.op in LUT_OF:
+            kind, lut = DpuKind.LUT, LUT_OF.get(node.op, LutKind.RELU)
         elif node.op in (Op.SOFTMAX, Op.MASKED_SOFTMAX):  # (the mask: a byte constant)
             kind, lut = DpuKind.SOFTMAX, LutKind.EXP
         elif node.op in (Op.REDUCE_MEAN, Op.REDUCE_MAX, Op.REDUCE_SUM):
@@ -501,7 +504,7 @@ class _Lowerer:
 
     def try_fuse(self, node: Node) -> bool:
         """Fold a unary activation into the MVM/DWPU layer that produced its input."""
-        if node.op not in _FUSABLE or len(self.act_inputs(node)) != 1:
+        if node.op not in FUSABLE_ACTIVATIONS or len(self.act_inputs(node)) != 1:
             return False
         src = node.inputs[0]
         producer = self.by_output.get(src)
@@ -519,7 +522,7 @@ class _Lowerer:
             producer,
             outputs=(out,),
             out_bytes=(activation_bytes(self.g, out),),
-            lut=_LUT_OF[node.op],
+            lut=LUT_OF[node.op],
             fused=(*producer.fused, node.name),
             consts=producer.consts + self.consts(node, weight_index=None),
         )
@@ -548,7 +551,7 @@ class _Lowerer:
             return self.dwpu(node)
         if self.try_fuse(node):
             return None
-        if op in DPU_OPS or op in _LUT_OF:
+        if op in DPU_OPS or op in LUT_OF:
             return self.dpu(node)
         if op in ALIAS_OPS:
             # free only when memory lists the elements in the same order (layout_dma)
@@ -592,6 +595,12 @@ def runtime_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...])
     return RuntimeMatmul(heads, a2[-2], a2[-1], b2[-1])
 
 
+def is_shortcut(layer: LayerPlan, k: int) -> bool:
+    """True for input ``k`` of an MVM layer that is the shortcut of its fused residual add
+    (laid out as the layer's output, read row for row with it)."""
+    return bool(layer.residual) and k == 1
+
+
 def is_runtime(layer: LayerPlan) -> bool:
     """True for an MVM layer whose weights are an activation written at run time."""
     return layer.runtime is not None
@@ -599,6 +608,8 @@ def is_runtime(layer: LayerPlan) -> bool:
 
 __all__ = [
     "ALIAS_OPS",
+    "FUSABLE_ACTIVATIONS",
+    "LUT_OF",
     "ConstKind",
     "ConstRef",
     "ConvGeometry",
@@ -609,6 +620,7 @@ __all__ = [
     "activation_bytes",
     "const_bytes",
     "is_runtime",
+    "is_shortcut",
     "lower_graph",
     "runtime_shapes",
     "unwrap_graph",

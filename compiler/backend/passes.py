@@ -6,6 +6,8 @@ stage and the `PassContext` (the configuration for ``lower``, the pass records f
 
 - ``lower``: nodes -> layers on units; an activation x activation MatMul goes to the MVM
   (run-time weights) or the DPU, whichever the cost model finds faster;
+- ``fuse_residual``: a residual Add (and its activation) onto the output stream of the MVM
+  layer writing one of its operands (`residual`);
 - ``tile``: L1 tilings and depth-first fusion groups;
 - ``multicore``: the core layout (cooperative splits, pipeline stages, the shared weight
   fetch); re-tiles with ``tiling_depth`` 1 when a cooperative split would cut a fusion group;
@@ -35,6 +37,7 @@ from aipusim.compiler.backend.ir import (
     Distributed,
     Emitted,
     Estimated,
+    Fused,
     Lowered,
     Mapped,
     Packed,
@@ -46,6 +49,7 @@ from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
 from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore import core_layout
+from aipusim.compiler.backend.residual import fuse_residual_adds
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
@@ -66,6 +70,13 @@ def lower(ir: Graph | QuantizedGraph, ctx: Any) -> Lowered:
     opts = ImcOptions.from_config(config)
     layers = assign_units(tuple(lower_graph(graph)), arch, opts, double_buffered=double)
     return Lowered(graph, program, config, arch, layers)
+
+
+def fuse_residual(ir: Lowered, ctx: Any) -> Fused:
+    """Fold residual Adds (and their activations) into MVM layers (`residual`)."""
+    del ctx
+    layers = fuse_residual_adds(ir.layers, ir.graph, ir.program)
+    return Fused(**{**_fields(ir), "layers": layers})
 
 
 def tile(ir: Lowered, ctx: Any) -> Tiled:

@@ -5,8 +5,9 @@ end needs only shapes and int8 sizes) and runs the back half of the pipeline's p
 (`aipusim.compiler.pipeline.BACK`) over it, the same functions the driver runs.
 
 >>> from aipusim.compiler.pipeline import BACK
->>> [p.name for p in BACK]
-['lower', 'tile', 'multicore', 'imc', 'pack', 'memplan', 'schedule', 'estimate', 'emit']
+>>> [p.name for p in BACK]  # doctest: +NORMALIZE_WHITESPACE
+['lower', 'fuse_residual', 'tile', 'multicore', 'imc', 'pack', 'memplan', 'schedule', 'estimate',
+ 'emit']
 """
 
 from __future__ import annotations

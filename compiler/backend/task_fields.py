@@ -58,13 +58,26 @@ def mvm_fields(
     lut_addr: int,
     lut: LutKind,
     weight_set: int,
+    residual: Place | None = None,
+    add_param_addr: int = 0,
 ) -> dict[str, Any]:
-    """An `Mvm` of weight block ``blk`` over ``rows`` output rows; ``dst`` and
-    ``param_addr`` are those of the block's first output channel."""
+    """An `Mvm` of weight block ``blk`` over ``rows`` output rows; ``dst``, ``residual`` (the
+    operand of a fused residual add) and ``param_addr`` are those of the block's first
+    output channel."""
     last_row = blk.row_block == m.row_blocks - 1
     post = PostOp.NONE
-    if last_row:
+    if last_row and residual is not None:
+        post = PostOp.REQUANT_ADD_LUT if lut is not LutKind.NONE else PostOp.REQUANT_ADD
+    elif last_row:
         post = PostOp.REQUANT_LUT if lut is not LutKind.NONE else PostOp.REQUANT
+    add: dict[str, int] = {}
+    if residual is not None and last_row:
+        add = dict(
+            add_addr=residual.addr,
+            add_param_addr=add_param_addr,
+            add_pitch=residual.pitch,
+            add_row_pitch=residual.row_pitch,
+        )
     return dict(
         weight_set=weight_set,
         in_addr=src.addr,
@@ -99,6 +112,7 @@ def mvm_fields(
         out_w=geo.out_w,
         out_pitch=dst.pitch,
         out_row_pitch=dst.row_pitch,
+        **add,
     )
 
 

@@ -28,7 +28,13 @@ from typing import Any
 from aipusim.arch import Arch
 from aipusim.base.errors import TilingError
 from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime, memory_rows
+from aipusim.compiler.backend.lower import (
+    LayerPlan,
+    LayerUnit,
+    is_runtime,
+    is_shortcut,
+    memory_rows,
+)
 from aipusim.compiler.backend.regions import (
     max_tile_rows,
     out_rows,
@@ -161,7 +167,10 @@ class Tiler:
             out_tile = -(-rows_out * out_row_bytes * c_t // max(1, geo.cout))
         else:
             out_tile = rows_out * out_row_bytes
-        in_tiles = tuple(self.in_tile(layer, k, rows_in, oc) for k in range(len(layer.in_bytes)))
+        in_tiles = tuple(
+            self.in_tile(layer, k, rows_out if is_shortcut(layer, k) else rows_in, oc)
+            for k in range(len(layer.in_bytes))
+        )
         psum = 0
         stage = 0
         block = 0
@@ -193,6 +202,8 @@ class Tiler:
                 return size
             return -(-size // max(1, geo.in_h)) * rows_in
         total = geo.src_rows if geo is not None else memory_rows(self.graph.shape(name))
+        if is_shortcut(layer, k):  # laid out as the output: its rows are output rows
+            total = geo.out_h
         if geo is None and total != layer.rows:
             return size  # a broadcast operand: every tile reads all of it
         row_bytes = -(-size // max(1, total))
@@ -259,7 +270,10 @@ class Tiler:
             return None
         if i in self.at_least or i + 1 in self.at_least:
             return None
-        if b.inputs != (out,) or self.graph.is_output(out) or len(self.graph.consumers(out)) != 1:
+        # (a fused residual add reads its shortcut besides the chained tile)
+        if b.inputs[:1] != (out,) or (len(b.inputs) > 1 and not b.residual):
+            return None
+        if out in b.inputs[1:] or self.graph.is_output(out) or len(self.graph.consumers(out)) != 1:
             return None
         return i + 1
 
@@ -285,8 +299,11 @@ class Tiler:
         for k, i in enumerate(idxs):
             t = self.working_set(self.layers[i], h, 1, rows=(outs[k], ins[k]))
             fused_in, fused_out = k > 0, k < len(idxs) - 1
-            # a fused input is the previous layer's output tile: count it once (there)
-            ins_k = () if fused_in else t.in_tile_bytes
+            # a fused input is the previous layer's output tile: count it once (there); a
+            # residual add's shortcut still has its own tile
+            ins_k = t.in_tile_bytes
+            if fused_in:
+                ins_k = (0, *ins_k[1:]) if len(ins_k) > 1 else ()
             out.append(
                 replace(t, in_tile_bytes=ins_k, fused_input=fused_in, fused_output=fused_out)
             )

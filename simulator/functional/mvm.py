@@ -10,8 +10,9 @@ multiplies them by the set as one float32 BLAS GEMM (exact: every product of two
 at most 2**14 and a block sums at most ``arch.mvm.rows`` = 512 of them, below float32's
 2**24), then `_post` (numba) saturates each sum to ``arch.mvm.accumulator_bits``, adds the
 partial sums it accumulates onto (saturating again), and writes int32 partial sums or the
-requantized int8 outputs. Every clamped sum is counted: where the int8 reference (exact
-sums) and the hardware can differ.
+requantized int8 outputs, with a residual add of an L1 operand (the DPU ``add`` of a
+`SCALAR` record) when the post-op says so. Every clamped sum is counted: where the int8
+reference (exact sums) and the hardware can differ.
 
 Readings the ISA leaves open, taken as the hardware would do them:
 
@@ -27,7 +28,7 @@ import numba
 import numpy as np
 
 from aipusim.isa import params as P
-from aipusim.isa.tasks import LutKind, Mvm, Pool, PostOp, WeightLoad
+from aipusim.isa.tasks import ADD_POSTS, LUT_POSTS, LutKind, Mvm, Pool, PostOp, WeightLoad
 from aipusim.simulator.functional.context import NotYetWritten, TaskRun
 from aipusim.simulator.functional.footprint import Access, merge, span
 
@@ -132,6 +133,19 @@ def input_runs(t: Mvm) -> tuple[np.ndarray, np.ndarray]:
 
 def output_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
     """The output bytes of a requantizing Mvm: ``cout`` channels of every pixel it makes."""
+    return pixel_runs(t, cout, t.out_addr, t.out_pitch, t.out_row_pitch)
+
+
+def add_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes of the residual operand a ``requant_add`` Mvm reads: the same pixels and
+    channels as its outputs, in the operand's layout."""
+    return pixel_runs(t, cout, t.add_addr, t.add_pitch, t.add_row_pitch)
+
+
+def pixel_runs(
+    t: Mvm, cout: int, addr: int, pitch: int, row_pitch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``cout`` bytes of every output pixel of ``t`` in a layout at ``addr``."""
     vx = -(-t.out_w // t.icr)
     v = np.arange(t.vectors, dtype=np.int64)
     oy = np.repeat(v // vx, t.icr)
@@ -139,7 +153,7 @@ def output_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
         np.int64
     )
     keep = ox < t.out_w
-    starts = t.out_addr + oy[keep] * t.out_row_pitch + ox[keep] * t.out_pitch
+    starts = addr + oy[keep] * row_pitch + ox[keep] * pitch
     return merge(starts, starts + cout)
 
 
@@ -148,11 +162,15 @@ def output_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
 
 @numba.njit(cache=True)
 def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, px, chan, ch, lut, use_lut, out, base,
-          pitch, row_pitch, out_w, icr, vx, psum_out):  # pragma: no cover - jitted  # fmt: skip
-    """Saturate, accumulate, then write partial sums (mode 0) or requantized int8.
+          pitch, row_pitch, out_w, icr, vx, psum_out, b_mem, b_geo,
+          add):  # pragma: no cover - jitted  # fmt: skip
+    """Saturate, accumulate, then write partial sums (mode 0) or requantized int8 (mode
+    1), or the requantized int8 plus a residual operand (mode 2).
 
     Column ``col`` is pixel ``ox0 + px[col]``, channel ``chan[col]``; ``ch`` holds per
-    channel: bias, mult, shift, rounding term, zo, lo, hi. Returns the clamped sums."""
+    channel: bias, mult, shift, rounding term, zo, lo, hi. Mode 2 reads operand byte ``b_geo
+    = (base, pitch, row_pitch)`` of ``b_mem`` and adds with ``add`` = m0, m1, shift,
+    rounding term, za, zb, zo, lo, hi (the DPU ``add``). Returns the clamped sums."""
     vectors, cols = acc.shape
     clamped = 0
     for v in range(vectors):
@@ -176,6 +194,10 @@ def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, px, chan, ch, lut, use_lu
             k = chan[col]
             r = (((a + ch[0, k]) * ch[1, k] + ch[3, k]) >> ch[2, k]) + ch[4, k]
             r = min(max(r, ch[5, k], -128), ch[6, k], 127)  # the record's clamp, then int8
+            if mode == 2:
+                bv = np.int64(b_mem[b_geo[0] + oy * b_geo[2] + ox * b_geo[1] + k])
+                s = (add[0] * (r - add[4]) + add[1] * (bv - add[5]) + add[3]) >> add[2]
+                r = min(max(min(max(s + add[6], add[7]), add[8]), -128), 127)
             if use_lut:
                 r = lut[r + 128]
             out[row + ox * pitch + k] = r
@@ -190,6 +212,17 @@ def requant_table(rec: np.ndarray) -> np.ndarray:
     rows = [rec[f].astype(np.int64) for f in ("bias", "mult")]
     rows += [shift, rnd, *(rec[f].astype(np.int64) for f in ("zo", "lo", "hi"))]
     return np.ascontiguousarray(np.stack(rows))
+
+
+def add_table(rec: np.ndarray) -> np.ndarray:
+    """A DPU ``add`` `SCALAR` record as m0, m1, shift, rounding term, za, zb, zo, lo, hi
+    (int64) for the kernel; a shift of 0 rounds nothing."""
+    r = rec[0]
+    shift = int(r["shift"])
+    rnd = (1 << shift) >> 1
+    return np.array(
+        [r["m0"], r["m1"], shift, rnd, r["za"], r["zb"], r["zo"], r["lo"], r["hi"]], np.int64
+    )
 
 
 def _check(run: TaskRun, t: Mvm) -> int:
@@ -261,11 +294,18 @@ def execute_mvm(run: TaskRun) -> None:
         psum = raw.astype(np.int64).reshape(t.vectors, t.cols_used)
     ch = np.zeros((7, 1), np.int64)
     lut = np.zeros(1, np.int64)
-    use_lut = t.post == PostOp.REQUANT_LUT and t.lut not in CLAMP_LUTS and t.lut != LutKind.NONE
+    use_lut = t.post in LUT_POSTS and t.lut not in CLAMP_LUTS and t.lut != LutKind.NONE
     if t.post != PostOp.NONE:
         ch = requant_table(run.records(t.param_addr, P.CHANNEL, cout))
         if use_lut:
             lut = run.table(t.lut_addr)
+    b_mem, b_geo, add = np.zeros(1, np.int8), np.zeros(3, np.int64), np.zeros(9, np.int64)
+    if t.post in ADD_POSTS:
+        add = add_table(run.records(t.add_param_addr, P.SCALAR, 1))
+        s, e = add_runs(t, cout)
+        bdata, bdelta = run.operand(Pool.L1, s, e, write=False)
+        b_mem = bdata.view(np.int8)
+        b_geo = np.array([t.add_addr + bdelta, t.add_pitch, t.add_row_pitch], np.int64)
     cols = np.arange(t.cols_used, dtype=np.int64)
     lo_acc, hi_acc = run.arch.mvm.accumulator_range
     vx = -(-t.out_w // t.icr)
@@ -278,10 +318,11 @@ def execute_mvm(run: TaskRun) -> None:
         odata, delta = run.operand(Pool.L1, s, e, write=True)
         out, base = odata.view(np.int8), t.out_addr + delta
         psum_out = np.zeros((1, 1), np.int64)
-    mode = 0 if t.post == PostOp.NONE else 1
+    mode = 0 if t.post == PostOp.NONE else 2 if t.post in ADD_POSTS else 1
     run.counters.saturations += _post(
         acc, psum, bool(t.accumulate), lo_acc, hi_acc, mode, cols // cout, cols % cout, ch, lut,
-        use_lut, out, base, t.out_pitch, t.out_row_pitch, t.out_w, t.icr, vx, psum_out,
+        use_lut, out, base, t.out_pitch, t.out_row_pitch, t.out_w, t.icr, vx, psum_out, b_mem,
+        b_geo, add,
     )  # fmt: skip
     if mode == 0:
         pdata, pat = run.block(t.psum_addr, n_psum * PSUM_BYTES, write=True)
@@ -290,9 +331,12 @@ def execute_mvm(run: TaskRun) -> None:
 
 __all__ = [
     "CLAMP_LUTS",
+    "add_runs",
+    "add_table",
     "execute_mvm",
     "execute_weight_load",
     "input_runs",
     "output_runs",
+    "pixel_runs",
     "requant_table",
 ]

@@ -162,3 +162,24 @@ def test_header_errors() -> None:
         assemble("tasklist cores=1\n")
     with pytest.raises(TasklistError, match=r"^line 1: core must be an integer 0-65535, not 70000"):
         assemble("tasklist core=70000\n")
+
+
+def test_residual_add_fields_roundtrip_byte_identical() -> None:
+    line = (
+        "mvm Mvm layer=res weight_set=1 in_addr=0x40 out_addr=0x800 vectors=49 rows_used=64 "
+        "cols_used=32 post=requant_add_lut lut=relu param_addr=0x1000 add_addr=0x2000 "
+        "add_param_addr=0x1300 add_pitch=32 add_row_pitch=224\n"
+    )
+    tl = assemble("tasklist core=0\n" + line)
+    (mvm,) = tl.tasks
+    assert isinstance(mvm, Mvm) and mvm.post is PostOp.REQUANT_ADD_LUT
+    assert (mvm.add_addr, mvm.add_param_addr, mvm.add_pitch, mvm.add_row_pitch) == (
+        0x2000,
+        0x1300,
+        32,
+        224,
+    )
+    text = disassemble(tl)
+    assert "add_addr=0x2000" in text and "add_row_pitch=224" in text
+    assert encode_tasklist(assemble(text)) == encode_tasklist(tl)
+    assert disassemble(assemble(text)) == text

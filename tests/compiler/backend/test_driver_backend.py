@@ -31,6 +31,7 @@ def test_the_pipeline_ends_with_the_back_end() -> None:
     assert names[: len(FRONT)] == [p.name for p in FRONT]
     assert names[len(FRONT) :] == [
         "lower",
+        "fuse_residual",
         "tile",
         "multicore",
         "imc",
