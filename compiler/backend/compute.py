@@ -28,8 +28,10 @@ from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.layout_dma import broadcast_pattern
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, memory_rows
 from aipusim.compiler.backend.memplan import Buffer, const_buffer
+from aipusim.compiler.backend.reduction import REDUCTION_KINDS, reduced_axes, reduction_geometry
 from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
+from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
 from aipusim.isa.tasks import DpuKind, DpuOp, DwpuKind, DwpuOp, LutKind, Mvm, Pool, Unit
 
@@ -529,7 +531,17 @@ class ComputeMixin:
     def dpu_tile(self, w: TileWork) -> list[int]:
         _, layer, core, tile_no, rows, prologue = w
         kind = layer.dpu_kind or DpuKind.COPY
-        if not layer.rowwise:
+        node = self.g.node(layer.name)
+        names, _ = dpu_operands(node, self.g, self.program)
+        step = self.program.steps.get(layer.name) if self.program is not None else None
+        if step is not None and step.kind == "rescale" and len(names) == 1:
+            kind = DpuKind.RESCALE  # a binary op with a float constant: one operand scaled
+        if node.op is Op.REDUCE_MAX:
+            kind = DpuKind.REDUCE_MAX
+        geometry: dict[str, int] = {}
+        if kind in REDUCTION_KINDS:
+            geometry = self.reduction_fields(layer, rows)
+        elif not layer.rowwise:
             self.mark_incomplete(layer, f"DPU {kind.value} over whole tensors is timed only")
         out_t = layer.outputs[0]
         _, row_bytes, _ = self.rows_of(layer, out_t, None)
@@ -538,7 +550,6 @@ class ComputeMixin:
         e0, n = rows[0] * row_elems, (rows[1] - rows[0]) * row_elems
         out_shape = tuple(self.g.shape(out_t))
         total = math.prod(out_shape)
-        names, _ = dpu_operands(self.g.node(layer.name), self.g, self.program)
         params, operand_addr, cdeps = self.const_addrs(core, layer)
         lut, table = self.lut_of(layer)
         reads: list[tuple[str, int]] = []
@@ -603,12 +614,28 @@ class ComputeMixin:
             b_mod=max(1, b_mod),
             p_div=p_div,
             p_mod=p_mod,
+            **geometry,
         )
         sid = self.add(
             core, Unit.DPU, DpuOp, fields, layer=layer.name, tile=tile_no, deps=deps | war
         )
         self.touch([sid], *self.const_names(layer, core))
         return self.finish(core, layer, [sid], reads, store, slot, dst, tile_no)
+
+    def reduction_fields(self, layer: LayerPlan, rows: tuple[int, int]) -> dict[str, int]:
+        """``outer, groups, n`` and strides of a reduction kind's task over ``rows`` of its
+        input (all of them unless the layer runs by rows)."""
+        node = self.g.node(layer.name)
+        shape = tuple(self.g.shape(node.inputs[0]))
+        geo = reduction_geometry(shape, reduced_axes(node, self.g))
+        if node.op is Op.MASKED_SOFTMAX:
+            self.mark_incomplete(layer, "a masked softmax (no mask operand in the task)")
+        if geo is None:
+            self.mark_incomplete(layer, "reduced axes that are not neighbours in memory")
+            return {}
+        if layer.rowwise:
+            geo = geo.rows(rows[1] - rows[0], memory_rows(shape))
+        return geo._asdict()
 
     def broadcast_offset(self, layer: LayerPlan, pattern: tuple[int, int], e0: int, n: int) -> int:
         """Operand-1 element the tile starting at output element ``e0`` reads first; the

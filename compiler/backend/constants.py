@@ -41,10 +41,13 @@ from aipusim.compiler.ir import DType, Graph, Op
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.isa import params as P
+from aipusim.isa.float18 import FloatFormat
 from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
 
 #: Fused activations the requantize records clamp (the others need a table).
 CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
+#: The integer program's float step kinds -> their parameter block (`isa.params.FLOAT_PARAMS`).
+_FLOAT_KIND = {"layernorm": "layernorm", "div_fp": "div", "pow_fp": "pow"}
 
 
 def weight_rows(kh: int, width: int, cin: int, cpad: int, swicr: bool) -> int:
@@ -460,6 +463,15 @@ class _Packer:
                 scale=p["weight_q"],
             )  # fmt: skip
             return LayerConstants(params=_bytes(rec))
+        if kind in ("layernorm", "div_fp", "pow_fp"):
+            p = step.params
+            fmt = FloatFormat(*(int(v) for v in p["fp_format"]))
+            zs = [int(_zp(self.program, n)[0]) for n in names[:2]]
+            rec = P.scalar_record(za=zs[0], zb=zs[1] if len(zs) > 1 else 0, zo=int(zo[0]),
+                                  lo=lo, hi=hi)  # fmt: skip
+            return LayerConstants(params=P.float_block(_FLOAT_KIND[kind], fmt, rec, p))
+        if kind == "share" and node.op is Op.REDUCE_MAX:
+            return LayerConstants(params=np.zeros(0, np.uint8))  # nothing but the data
         return LayerConstants(
             params=np.zeros(self.dpu_size(layer), np.uint8),
             incomplete=f"DPU step {kind} has no functional parameters yet",

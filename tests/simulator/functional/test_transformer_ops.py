@@ -1,0 +1,46 @@
+"""Issue 18's small graphs on data: each compiles to a complete program (no
+``functional_gaps``) and its functional run is bit-exact against the int8 reference.
+
+These cover the DPU's reduction kinds over rows and over whole tensors (LayerNorm, Softmax
+over the channels, the height or the last axis), its float18 kinds (Div and Pow of two
+tensors) and a Gather, as the compiler lays them out, and the INIT weight loads that read
+weights the INIT copy put in L1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compiler"))
+from transformer_models import OP_GRAPHS
+
+import aipusim
+from aipusim.functional_check import chip_inputs, compare
+from aipusim.simulator import simulate
+
+#: The graphs without attention's run-time weights or a mask (still timed only).
+COMPLETE = (
+    "layernorm_op",
+    "norm_over_channels_unfused",
+    "div_of_tensors",
+    "pow_of_tensors",
+    "softmax_axis1",
+    "softmax_axis2",
+    "softmax_last_axis",
+    "gather_class_token",
+)
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_small_transformer_graph_is_bit_exact(name: str, tmp_path: Path) -> None:
+    model = aipusim.compile(OP_GRAPHS[name][0](), output_dir=tmp_path)
+    folder = model.compiled_dir()
+    extra = json.loads((folder / "model.json").read_text())["extra"]
+    assert extra["functional_gaps"] == {}
+    chip, how = chip_inputs(folder)
+    check = compare(simulate(folder, frames=1, functional=True, inputs=chip), folder, chip, how)
+    assert check.bit_exact, check.text()
