@@ -28,12 +28,22 @@ from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.layout_dma import broadcast_pattern
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, memory_rows
 from aipusim.compiler.backend.memplan import Buffer, const_buffer
-from aipusim.compiler.backend.reduction import REDUCTION_KINDS, reduced_axes, reduction_geometry
+from aipusim.compiler.backend.reduction import (
+    REDUCTION_KINDS,
+    matrices,
+    reduced_axes,
+    reduction_geometry,
+)
 from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
 from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
 from aipusim.isa.tasks import DpuKind, DpuOp, DwpuKind, DwpuOp, LutKind, Mvm, Pool, Unit
+
+#: The DPU kinds of binary ops (one operand when the other is a float constant).
+_BINARY_KINDS = frozenset(
+    {DpuKind.ADD, DpuKind.SUB, DpuKind.MUL, DpuKind.DIV, DpuKind.MIN, DpuKind.MAX, DpuKind.POW}
+)
 
 #: What a tile's stores are: a function of the compute steps that writes the output DMA.
 Store = Callable[[list[int]], int]
@@ -530,17 +540,14 @@ class ComputeMixin:
 
     def dpu_tile(self, w: TileWork) -> list[int]:
         _, layer, core, tile_no, rows, prologue = w
-        kind = layer.dpu_kind or DpuKind.COPY
         node = self.g.node(layer.name)
         names, _ = dpu_operands(node, self.g, self.program)
-        step = self.program.steps.get(layer.name) if self.program is not None else None
-        if step is not None and step.kind == "rescale" and len(names) == 1:
-            kind = DpuKind.RESCALE  # a binary op with a float constant: one operand scaled
-        if node.op is Op.REDUCE_MAX:
-            kind = DpuKind.REDUCE_MAX
+        kind, table_lut = self.executed_kind(layer, len(names))
         geometry: dict[str, int] = {}
         if kind in REDUCTION_KINDS:
             geometry = self.reduction_fields(layer, rows)
+        elif kind is DpuKind.MATMUL:
+            geometry = self.product_fields(layer)
         elif not layer.rowwise:
             self.mark_incomplete(layer, f"DPU {kind.value} over whole tensors is timed only")
         out_t = layer.outputs[0]
@@ -552,6 +559,7 @@ class ComputeMixin:
         total = math.prod(out_shape)
         params, operand_addr, cdeps = self.const_addrs(core, layer)
         lut, table = self.lut_of(layer)
+        lut = table_lut or lut
         reads: list[tuple[str, int]] = []
         addrs: list[int] = []
         elems: list[int] = []
@@ -614,13 +622,30 @@ class ComputeMixin:
             b_mod=max(1, b_mod),
             p_div=p_div,
             p_mod=p_mod,
-            **geometry,
         )
+        fields.update(geometry)
         sid = self.add(
             core, Unit.DPU, DpuOp, fields, layer=layer.name, tile=tile_no, deps=deps | war
         )
         self.touch([sid], *self.const_names(layer, core))
         return self.finish(core, layer, [sid], reads, store, slot, dst, tile_no)
+
+    def executed_kind(self, layer: LayerPlan, operands: int) -> tuple[DpuKind, LutKind | None]:
+        """The kind a DPU layer's tasks run as, from its integer step: a binary op with a
+        float constant scales its one operand (``rescale``) or looks it up in its table
+        (``lut``, then also the table's ``lut``); ReduceMax is ``reduce_max``."""
+        kind = layer.dpu_kind or DpuKind.COPY
+        node = self.g.node(layer.name)
+        if node.op is Op.REDUCE_MAX:
+            return DpuKind.REDUCE_MAX, None
+        step = self.program.steps.get(layer.name) if self.program is not None else None
+        if step is None or operands != 1 or kind not in _BINARY_KINDS:
+            return kind, None
+        if step.kind == "rescale":
+            return DpuKind.RESCALE, None
+        if step.kind == "lut":
+            return DpuKind.LUT, LutKind.TABLE
+        return kind, None
 
     def reduction_fields(self, layer: LayerPlan, rows: tuple[int, int]) -> dict[str, int]:
         """``outer, groups, n`` and strides of a reduction kind's task over ``rows`` of its
@@ -636,6 +661,21 @@ class ComputeMixin:
         if layer.rowwise:
             geo = geo.rows(rows[1] - rows[0], memory_rows(shape))
         return geo._asdict()
+
+    def product_fields(self, layer: LayerPlan) -> dict[str, int]:
+        """Heads, sizes and strides of a product of two activations on the DPU."""
+        node = self.g.node(layer.name)
+        a, b, out = (matrices(self.g.shape(t)) for t in (*node.inputs[:2], node.outputs[0]))
+        shape_a, shape_b = self.g.shape(node.inputs[0]), self.g.shape(node.inputs[1])
+        steps = {m.step for m in (a, b, out) if m is not None}
+        if a is None or b is None or out is None or len(steps) != 1:
+            self.mark_incomplete(layer, "product operands with unlike layouts")
+            return {}
+        return dict(
+            outer=out.heads, groups=shape_a[-2], n=shape_a[-1], b_mod=shape_b[-1],
+            o_stride=a.head_stride, k_stride=b.head_stride, out_row_pitch=out.head_stride,
+            g_stride=steps.pop(),
+        )  # fmt: skip
 
     def broadcast_offset(self, layer: LayerPlan, pattern: tuple[int, int], e0: int, n: int) -> int:
         """Operand-1 element the tile starting at output element ``e0`` reads first; the

@@ -470,6 +470,13 @@ class _Packer:
             rec = P.scalar_record(za=zs[0], zb=zs[1] if len(zs) > 1 else 0, zo=int(zo[0]),
                                   lo=lo, hi=hi)  # fmt: skip
             return LayerConstants(params=P.float_block(_FLOAT_KIND[kind], fmt, rec, p))
+        if kind == "matmul":  # B has zero point 0 (an IMC operand's grid)
+            rec = P.scalar_record(
+                m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
+                shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
+                za=int(_zp(self.program, node.inputs[0])[0]), zo=int(zo[0]), lo=lo, hi=hi,
+            )  # fmt: skip
+            return LayerConstants(params=_bytes(rec))
         if kind == "share" and node.op is Op.REDUCE_MAX:
             return LayerConstants(params=np.zeros(0, np.uint8))  # nothing but the data
         return LayerConstants(

@@ -1,4 +1,4 @@
-"""Where a DPU reduction's groups lie: the ``outer x groups x n`` geometry of `DpuOp`.
+"""Where a DPU reduction's groups and a DPU product's matrices lie (`DpuOp` fields).
 
 A reduction (``reduce``, ``reduce_max``, ``softmax``, ``layernorm``) over logical ``axes``
 of a tensor reads, in the tensor's memory order (`layout_dma.physical_axes`: NHWC for rank
@@ -62,6 +62,41 @@ def reduction_geometry(shape: Sequence[int], axes: Sequence[int]) -> Reduction |
     return Reduction(outer, groups, n, n * groups, 1, groups)
 
 
+class Matrices(NamedTuple):
+    """The matrices over a tensor's last two axes, one per head (the axes before them):
+    head ``h`` starts at element ``h * head_stride`` (0: one matrix for every head) and
+    its neighbouring elements are ``step`` apart (1: row-major; the heads' count when the
+    heads are the channels of a channels-last tensor)."""
+
+    heads: int
+    head_stride: int
+    step: int
+
+
+def matrices(shape: Sequence[int]) -> Matrices | None:
+    """How ``shape``'s matrices lie in memory; None when a head's rows are not ``step``
+    times their length apart or the heads span more than one axis.
+
+    >>> matrices((1, 3, 5, 4)), matrices((3, 5, 4)), matrices((4, 6))
+    (Matrices(heads=3, head_stride=1, step=3), Matrices(heads=3, head_stride=20, step=1), \
+Matrices(heads=1, head_stride=0, step=1))
+    """
+    if len(shape) < 2:
+        return None
+    order = physical_axes(shape)
+    phys = [shape[a] for a in order]
+    phys_strides = [math.prod(phys[i + 1 :]) for i in range(len(phys))]
+    stride = {a: phys_strides[i] for i, a in enumerate(order)}
+    step = stride[len(shape) - 1]
+    if stride[len(shape) - 2] != shape[-1] * step:
+        return None
+    batch = [a for a in range(len(shape) - 2) if shape[a] > 1]
+    if len(batch) > 1:
+        return None
+    heads = math.prod(shape[:-2])
+    return Matrices(heads, stride[batch[0]] if batch else 0, step)
+
+
 def reduced_axes(node: Node, graph: Graph) -> tuple[int, ...]:
     """The logical axes ``node`` (Softmax, LayerNormalization, Reduce*) reduces over."""
     rank = len(graph.shape(node.inputs[0]))
@@ -72,4 +107,11 @@ def reduced_axes(node: Node, graph: Graph) -> tuple[int, ...]:
     return reduce_axes(node, graph)
 
 
-__all__ = ["REDUCTION_KINDS", "Reduction", "reduced_axes", "reduction_geometry"]
+__all__ = [
+    "REDUCTION_KINDS",
+    "Matrices",
+    "Reduction",
+    "matrices",
+    "reduced_axes",
+    "reduction_geometry",
+]

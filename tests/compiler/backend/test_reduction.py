@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aipusim.compiler.backend.layout_dma import physical_axes
-from aipusim.compiler.backend.reduction import Reduction, reduction_geometry
+from aipusim.compiler.backend.reduction import Matrices, Reduction, matrices, reduction_geometry
 
 
 def test_last_axis_of_a_sequence_is_one_row_per_group() -> None:
@@ -47,3 +47,11 @@ def test_groups_read_what_numpy_reduces(shape: tuple[int, ...], axes: tuple[int,
     sums = memory[o + g + k].sum(axis=2).reshape(-1)
     want = x.sum(axis=axes, keepdims=True)
     assert np.array_equal(sums, want.transpose(physical_axes(want.shape)).reshape(-1))
+
+
+def test_matrices_of_heads_as_channels_step_over_the_heads() -> None:
+    # [1, heads=3, 5, 4] lies as [1, 5, 4, 3]: head h's (r, c) at (r * 4 + c) * 3 + h
+    assert matrices((1, 3, 5, 4)) == Matrices(heads=3, head_stride=1, step=3)
+    assert matrices((2, 5, 4)) == Matrices(heads=2, head_stride=20, step=1)
+    assert matrices((1, 1, 5, 4)) == Matrices(heads=1, head_stride=0, step=1)
+    assert matrices((2, 3, 5, 4)) is None  # heads over two axes

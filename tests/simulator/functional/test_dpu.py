@@ -181,6 +181,31 @@ def test_softmax_rows() -> None:
     assert np.array_equal(got, K.softmax_int(x, -1, s_in, s_out, zo))
 
 
+def test_softmax_over_attention_scores_with_interleaved_heads() -> None:
+    # scores [1, heads, T, T] lie channels-last as [T, T, heads]: row (o, g) of head g
+    # starts at o * T * heads + g and steps over the heads (`backend.reduction`)
+    heads, t, s_in, s_out, zo = 3, 10, 0.1, 1 / 256, -128
+    scores = int8(heads, t, t)
+    memory = np.ascontiguousarray(scores.transpose(1, 2, 0))
+    exp = np.rint(np.exp(s_in * np.arange(-255, 1)) * (1 << P.SOFTMAX_EXP_BITS)).astype("<i4")
+    recip = int(np.rint((1 << 16) / s_out))
+    got = dpu_on_sim(
+        memory,
+        memory.shape,
+        params=P.scalar_record(m0=recip, zo=zo),
+        table=exp,
+        kind=DpuKind.SOFTMAX,
+        outer=t,
+        groups=heads,
+        n=t,
+        o_stride=t * heads,
+        g_stride=1,
+        k_stride=heads,
+    )
+    want = K.softmax_int(scores, -1, s_in, s_out, zo).transpose(1, 2, 0)
+    assert np.array_equal(got, want)
+
+
 def test_layernorm_rows_through_float18() -> None:
     rows, n = 5, 48
     x = int8(rows, n)
@@ -234,6 +259,32 @@ def test_matmul_of_two_activations_per_head() -> None:
     )
     prod = K.exact_int_batch_matmul(a.astype(np.int64) - za, b.astype(np.int64))
     assert np.array_equal(got, K.saturate_int8(fixed(prod, 1 << 30, 40) - 2))
+
+
+def test_matmul_of_heads_interleaved_channels_last() -> None:
+    # A [1, heads, g, n], B [1, heads, n, m] and the result lie channels-last: head h of
+    # each is every heads-th element from element h
+    heads, g, n, m, za = 3, 4, 6, 5, -7
+    a, b = int8(heads, g, n), int8(heads, n, m)
+    rec = P.scalar_record(m0=1 << 30, shift=38, za=za, zo=3)
+    got = dpu_on_sim(
+        np.ascontiguousarray(a.transpose(1, 2, 0)),
+        (g, m, heads),
+        b=np.ascontiguousarray(b.transpose(1, 2, 0)),
+        params=rec,
+        kind=DpuKind.MATMUL,
+        elements=heads * g * n * m,
+        outer=heads,
+        groups=g,
+        n=n,
+        b_mod=m,
+        o_stride=1,
+        k_stride=1,
+        g_stride=heads,
+        out_row_pitch=1,
+    )
+    prod = K.exact_int_batch_matmul(a.astype(np.int64) - za, b.astype(np.int64))
+    assert np.array_equal(got, K.saturate_int8(fixed(prod, 1 << 30, 38) + 3).transpose(1, 2, 0))
 
 
 def test_gather_rows_by_index() -> None:

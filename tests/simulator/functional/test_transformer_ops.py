@@ -3,8 +3,9 @@
 
 These cover the DPU's reduction kinds over rows and over whole tensors (LayerNorm, Softmax
 over the channels, the height or the last axis), its float18 kinds (Div and Pow of two
-tensors) and a Gather, as the compiler lays them out, and the INIT weight loads that read
-weights the INIT copy put in L1.
+tensors), a Gather, a product of two activations on the DPU (heads interleaved as the
+channels of channels-last tensors), as the compiler lays them out, and the INIT weight loads
+that read weights the INIT copy put in L1.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import aipusim
 from aipusim.functional_check import chip_inputs, compare
 from aipusim.simulator import simulate
 
-#: The graphs without attention's run-time weights or a mask (still timed only).
+#: The graphs without attention's run-time weights or a mask (still timed only);
+#: ``einsum_qk``'s product of two activations is small enough to run on the DPU.
 COMPLETE = (
     "layernorm_op",
     "norm_over_channels_unfused",
@@ -32,6 +34,7 @@ COMPLETE = (
     "softmax_axis2",
     "softmax_last_axis",
     "gather_class_token",
+    "einsum_qk",
 )
 
 
