@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from aipusim.compiler.backend.constants import CLAMP_LUTS, dpu_operands
 from aipusim.compiler.backend.layout import Split
-from aipusim.compiler.backend.layout_dma import broadcast_pattern
+from aipusim.compiler.backend.layout_dma import broadcast_pattern, physical_axes
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, memory_rows
 from aipusim.compiler.backend.memplan import Buffer, const_buffer
 from aipusim.compiler.backend.reduction import (
@@ -541,6 +541,8 @@ class ComputeMixin:
     def dpu_tile(self, w: TileWork) -> list[int]:
         _, layer, core, tile_no, rows, prologue = w
         node = self.g.node(layer.name)
+        if node.op is Op.CONCAT:
+            return self.concat_tile(w)
         names, _ = dpu_operands(node, self.g, self.program)
         kind, table_lut = self.executed_kind(layer, len(names))
         geometry: dict[str, int] = {}
@@ -629,6 +631,54 @@ class ComputeMixin:
         )
         self.touch([sid], *self.const_names(layer, core))
         return self.finish(core, layer, [sid], reads, store, slot, dst, tile_no)
+
+    def concat_tile(self, w: TileWork) -> list[int]:
+        """A Concat with constant parts, whole: per part a ``rescale`` onto the output's
+        grid (its `SCALAR` in part order), written into its rows of the output (runs of
+        the part's share of the axis and what follows it in memory order)."""
+        _, layer, core, tile_no, rows, prologue = w
+        node = self.g.node(layer.name)
+        out_t = layer.outputs[0]
+        out_shape = tuple(self.g.shape(out_t))
+        order = physical_axes(out_shape)
+        at = order.index(int(node.attr("axis", 0)) % len(out_shape))
+        outer = math.prod(out_shape[a] for a in order[:at])
+        row_elems = math.prod(out_shape) // max(1, outer)  # of the output, per outer row
+        params, operand_addr, cdeps = self.const_addrs(core, layer)
+        reads: list[tuple[str, int]] = []
+        deps = set(cdeps) | prologue
+        dst, store, war, slot = self.out_place(core, layer, rows, None, tile_no)
+        e_out = self.elem(out_t)
+        sids: list[int] = []
+        offset = const_offset = 0
+        for j, name in enumerate(node.present_inputs):
+            shape = tuple(self.g.shape(name))
+            part = math.prod(shape) // max(1, outer)  # the part's elements per outer row
+            if self.g.is_constant(name):
+                src, in_deps = operand_addr + const_offset, set()
+                const_offset += math.prod(shape)
+            else:
+                k = layer.inputs.index(name)
+                window = RowWindow(0, memory_rows(shape), 0)
+                place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
+                src = place.addr
+            e_in = self.elem(name)
+            fields = dict(
+                kind=DpuKind.RESCALE, in_addr0=src, out_addr=dst.addr + offset * e_out,
+                elements=math.prod(shape), param_addr=params + j * P.SCALAR.itemsize,
+                in_elem=e_in, out_elem=e_out,
+            )  # fmt: skip
+            if outer > 1:
+                fields.update(row_len=part, in_row_pitch=part * e_in,
+                              out_row_pitch=row_elems * e_out)  # fmt: skip
+            sid = self.add(
+                core, Unit.DPU, DpuOp, fields, layer=layer.name, tile=tile_no,
+                deps=deps | in_deps | war,
+            )  # fmt: skip
+            sids.append(sid)
+            offset += part
+        self.touch(sids, *self.const_names(layer, core))
+        return self.finish(core, layer, sids, reads, store, slot, dst, tile_no)
 
     def executed_kind(self, layer: LayerPlan, operands: int) -> tuple[DpuKind, LutKind | None]:
         """The kind a DPU layer's tasks run as, from its integer step: a binary op with a

@@ -413,6 +413,21 @@ class _Packer:
         kind = step.kind
         names, swapped = dpu_operands(node, self.g, self.program)
         operand = self.const_operand(node, names)
+        if node.op is Op.CONCAT:  # one SCALAR per part, the constant parts' bytes
+            mults = np.asarray(step.params["mults"], np.int64).reshape(-1)
+            recs = [
+                P.scalar_record(m0=int(m), shift=int(step.params["shift"]), lo=lo, hi=hi,
+                                za=int(_zp(self.program, name)[0]), zo=int(zo[0]))
+                for name, m in zip(node.present_inputs, mults, strict=True)
+            ]  # fmt: skip
+            blob = np.concatenate([
+                np.ascontiguousarray(
+                    np.asarray(self.g.const(n)).reshape(self.g.shape(n))
+                    .transpose(physical_axes(self.g.shape(n)))
+                ).astype(np.int8).reshape(-1)
+                for n in node.present_inputs if self.g.is_constant(n)
+            ])  # fmt: skip
+            return LayerConstants(params=_bytes(np.concatenate(recs)), operand=blob.view(np.uint8))
         if kind in ("rescale", "mul"):
             if len(names) == 2 and swapped and layer.dpu_kind is DpuKind.SUB:
                 why = "a subtraction whose first operand is broadcast"
@@ -516,7 +531,7 @@ def dpu_operands(node: Any, graph: Graph, program: QuantizedGraph | None) -> tup
         or (program is not None and i in graph.tensors and graph.tensor(i).quant is not None
             and np.asarray(graph.const(i)).dtype.kind != "f")
     ]  # fmt: skip
-    if len(names) == 2:
+    if len(names) == 2 and node.op is not Op.MATMUL:  # (a product's factors keep order)
         n = math.prod(graph.shape(node.outputs[0]))
         if math.prod(graph.shape(names[0])) != n and math.prod(graph.shape(names[1])) == n:
             return [names[1], names[0]], True
