@@ -239,14 +239,21 @@ def test_div_and_pow_through_float18(kind: str) -> None:
     assert np.array_equal(got, fn(a, 3, b[None, :], -1, prm, 4, FMT))
 
 
-def test_matmul_of_two_activations_per_head() -> None:
+@pytest.mark.parametrize("interleaved", [False, True], ids=["row_major", "channels_last"])
+def test_matmul_of_two_activations_per_head(interleaved: bool) -> None:
+    # row-major heads one after the other, or A [1, heads, g, n], B [1, heads, n, m] and
+    # the result channels-last: head h of each is every heads-th element from element h
     heads, g, n, m, za = 3, 5, 24, 7, 6
     a, b = int8(heads, g, n), int8(heads, n, m)
     rec = P.scalar_record(m0=1 << 30, shift=40, za=za, zo=-2)
+    lay = (1, 2, 0) if interleaved else (0, 1, 2)
+    strides = dict(o_stride=g * n, k_stride=n * m)
+    if interleaved:
+        strides = dict(o_stride=1, k_stride=1, g_stride=heads, out_row_pitch=1)
     got = dpu_on_sim(
-        a,
-        (heads, g, m),
-        b=b,
+        np.ascontiguousarray(a.transpose(lay)),
+        tuple(np.array((heads, g, m))[list(lay)]),
+        b=np.ascontiguousarray(b.transpose(lay)),
         params=rec,
         kind=DpuKind.MATMUL,
         elements=heads * g * n * m,
@@ -254,37 +261,10 @@ def test_matmul_of_two_activations_per_head() -> None:
         groups=g,
         n=n,
         b_mod=m,
-        o_stride=g * n,
-        k_stride=n * m,
+        **strides,
     )
     prod = K.exact_int_batch_matmul(a.astype(np.int64) - za, b.astype(np.int64))
-    assert np.array_equal(got, K.saturate_int8(fixed(prod, 1 << 30, 40) - 2))
-
-
-def test_matmul_of_heads_interleaved_channels_last() -> None:
-    # A [1, heads, g, n], B [1, heads, n, m] and the result lie channels-last: head h of
-    # each is every heads-th element from element h
-    heads, g, n, m, za = 3, 4, 6, 5, -7
-    a, b = int8(heads, g, n), int8(heads, n, m)
-    rec = P.scalar_record(m0=1 << 30, shift=38, za=za, zo=3)
-    got = dpu_on_sim(
-        np.ascontiguousarray(a.transpose(1, 2, 0)),
-        (g, m, heads),
-        b=np.ascontiguousarray(b.transpose(1, 2, 0)),
-        params=rec,
-        kind=DpuKind.MATMUL,
-        elements=heads * g * n * m,
-        outer=heads,
-        groups=g,
-        n=n,
-        b_mod=m,
-        o_stride=1,
-        k_stride=1,
-        g_stride=heads,
-        out_row_pitch=1,
-    )
-    prod = K.exact_int_batch_matmul(a.astype(np.int64) - za, b.astype(np.int64))
-    assert np.array_equal(got, K.saturate_int8(fixed(prod, 1 << 30, 38) + 3).transpose(1, 2, 0))
+    assert np.array_equal(got, K.saturate_int8(fixed(prod, 1 << 30, 40) - 2).transpose(lay))
 
 
 def test_gather_rows_by_index() -> None:
