@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from aipusim.compiler.backend.constants import CLAMP_LUTS, dpu_operands
 from aipusim.compiler.backend.layout import Split
-from aipusim.compiler.backend.layout_dma import broadcast_pattern
+from aipusim.compiler.backend.layout_dma import broadcast_pattern, physical_axes
 from aipusim.compiler.backend.lower import (
     LayerPlan,
     LayerUnit,
@@ -34,10 +34,22 @@ from aipusim.compiler.backend.lower import (
     memory_rows,
 )
 from aipusim.compiler.backend.memplan import Buffer, const_buffer
+from aipusim.compiler.backend.reduction import (
+    REDUCTION_KINDS,
+    matrices,
+    reduced_axes,
+    reduction_geometry,
+)
 from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
+from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
 from aipusim.isa.tasks import DpuKind, DpuOp, DwpuKind, DwpuOp, LutKind, Mvm, Pool, Unit
+
+#: The DPU kinds of binary ops (one operand when the other is a float constant).
+_BINARY_KINDS = frozenset(
+    {DpuKind.ADD, DpuKind.SUB, DpuKind.MUL, DpuKind.DIV, DpuKind.MIN, DpuKind.MAX, DpuKind.POW}
+)
 
 #: What a tile's stores are: a function of the compute steps that writes the output DMA.
 Store = Callable[[list[int]], int]
@@ -560,8 +572,17 @@ class ComputeMixin:
 
     def dpu_tile(self, w: TileWork) -> list[int]:
         _, layer, core, tile_no, rows, prologue = w
-        kind = layer.dpu_kind or DpuKind.COPY
-        if not layer.rowwise:
+        node = self.g.node(layer.name)
+        if node.op is Op.CONCAT:
+            return self.concat_tile(w)
+        names, _ = dpu_operands(node, self.g, self.program)
+        kind, table_lut = self.executed_kind(layer, len(names))
+        geometry: dict[str, int] = {}
+        if kind in REDUCTION_KINDS:
+            geometry = self.reduction_fields(layer, rows)
+        elif kind is DpuKind.MATMUL:
+            geometry = self.product_fields(layer)
+        elif not layer.rowwise:
             self.mark_incomplete(layer, f"DPU {kind.value} over whole tensors is timed only")
         out_t = layer.outputs[0]
         _, row_bytes, _ = self.rows_of(layer, out_t, None)
@@ -570,9 +591,9 @@ class ComputeMixin:
         e0, n = rows[0] * row_elems, (rows[1] - rows[0]) * row_elems
         out_shape = tuple(self.g.shape(out_t))
         total = math.prod(out_shape)
-        names, _ = dpu_operands(self.g.node(layer.name), self.g, self.program)
         params, operand_addr, cdeps = self.const_addrs(core, layer)
         lut, table = self.lut_of(layer)
+        lut = table_lut or lut
         reads: list[tuple[str, int]] = []
         addrs: list[int] = []
         elems: list[int] = []
@@ -636,11 +657,107 @@ class ComputeMixin:
             p_div=p_div,
             p_mod=p_mod,
         )
+        fields.update(geometry)
         sid = self.add(
             core, Unit.DPU, DpuOp, fields, layer=layer.name, tile=tile_no, deps=deps | war
         )
         self.touch([sid], *self.const_names(layer, core))
         return self.finish(core, layer, [sid], reads, store, slot, dst, tile_no)
+
+    def concat_tile(self, w: TileWork) -> list[int]:
+        """A Concat with constant parts, whole: per part a ``rescale`` onto the output's
+        grid (its `SCALAR` in part order), written into its rows of the output (runs of
+        the part's share of the axis and what follows it in memory order)."""
+        _, layer, core, tile_no, rows, prologue = w
+        node = self.g.node(layer.name)
+        out_t = layer.outputs[0]
+        out_shape = tuple(self.g.shape(out_t))
+        order = physical_axes(out_shape)
+        at = order.index(int(node.attr("axis", 0)) % len(out_shape))
+        outer = math.prod(out_shape[a] for a in order[:at])
+        row_elems = math.prod(out_shape) // max(1, outer)  # of the output, per outer row
+        params, operand_addr, cdeps = self.const_addrs(core, layer)
+        reads: list[tuple[str, int]] = []
+        deps = set(cdeps) | prologue
+        dst, store, war, slot = self.out_place(core, layer, rows, None, tile_no)
+        e_out = self.elem(out_t)
+        sids: list[int] = []
+        offset = const_offset = 0
+        for j, name in enumerate(node.present_inputs):
+            shape = tuple(self.g.shape(name))
+            part = math.prod(shape) // max(1, outer)  # the part's elements per outer row
+            if self.g.is_constant(name):
+                src, in_deps = operand_addr + const_offset, set()
+                const_offset += math.prod(shape)
+            else:
+                k = layer.inputs.index(name)
+                window = RowWindow(0, memory_rows(shape), 0)
+                place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
+                src = place.addr
+            e_in = self.elem(name)
+            fields = dict(
+                kind=DpuKind.RESCALE, in_addr0=src, out_addr=dst.addr + offset * e_out,
+                elements=math.prod(shape), param_addr=params + j * P.SCALAR.itemsize,
+                in_elem=e_in, out_elem=e_out,
+            )  # fmt: skip
+            if outer > 1:
+                fields.update(row_len=part, in_row_pitch=part * e_in,
+                              out_row_pitch=row_elems * e_out)  # fmt: skip
+            sid = self.add(
+                core, Unit.DPU, DpuOp, fields, layer=layer.name, tile=tile_no,
+                deps=deps | in_deps | war,
+            )  # fmt: skip
+            sids.append(sid)
+            offset += part
+        self.touch(sids, *self.const_names(layer, core))
+        return self.finish(core, layer, sids, reads, store, slot, dst, tile_no)
+
+    def executed_kind(self, layer: LayerPlan, operands: int) -> tuple[DpuKind, LutKind | None]:
+        """The kind a DPU layer's tasks run as, from its integer step: a binary op with a
+        float constant scales its one operand (``rescale``) or looks it up in its table
+        (``lut``, then also the table's ``lut``); ReduceMax is ``reduce_max``."""
+        kind = layer.dpu_kind or DpuKind.COPY
+        node = self.g.node(layer.name)
+        if node.op is Op.REDUCE_MAX:
+            return DpuKind.REDUCE_MAX, None
+        step = self.program.steps.get(layer.name) if self.program is not None else None
+        if step is None or operands != 1 or kind not in _BINARY_KINDS:
+            return kind, None
+        if step.kind == "rescale":
+            return DpuKind.RESCALE, None
+        if step.kind == "lut":
+            return DpuKind.LUT, LutKind.TABLE
+        return kind, None
+
+    def reduction_fields(self, layer: LayerPlan, rows: tuple[int, int]) -> dict[str, int]:
+        """``outer, groups, n`` and strides of a reduction kind's task over ``rows`` of its
+        input (all of them unless the layer runs by rows)."""
+        node = self.g.node(layer.name)
+        shape = tuple(self.g.shape(node.inputs[0]))
+        geo = reduction_geometry(shape, reduced_axes(node, self.g))
+        if node.op is Op.MASKED_SOFTMAX:
+            self.mark_incomplete(layer, "a masked softmax (no mask operand in the task)")
+        if geo is None:
+            self.mark_incomplete(layer, "reduced axes that are not neighbours in memory")
+            return {}
+        if layer.rowwise:
+            geo = geo.rows(rows[1] - rows[0], memory_rows(shape))
+        return geo._asdict()
+
+    def product_fields(self, layer: LayerPlan) -> dict[str, int]:
+        """Heads, sizes and strides of a product of two activations on the DPU."""
+        node = self.g.node(layer.name)
+        a, b, out = (matrices(self.g.shape(t)) for t in (*node.inputs[:2], node.outputs[0]))
+        shape_a, shape_b = self.g.shape(node.inputs[0]), self.g.shape(node.inputs[1])
+        steps = {m.step for m in (a, b, out) if m is not None}
+        if a is None or b is None or out is None or len(steps) != 1:
+            self.mark_incomplete(layer, "product operands with unlike layouts")
+            return {}
+        return dict(
+            outer=out.heads, groups=shape_a[-2], n=shape_a[-1], b_mod=shape_b[-1],
+            o_stride=a.head_stride, k_stride=b.head_stride, out_row_pitch=out.head_stride,
+            g_stride=steps.pop(),
+        )  # fmt: skip
 
     def broadcast_offset(self, layer: LayerPlan, pattern: tuple[int, int], e0: int, n: int) -> int:
         """Operand-1 element the tile starting at output element ``e0`` reads first; the

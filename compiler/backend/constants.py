@@ -42,10 +42,13 @@ from aipusim.compiler.ir import DType, Graph, Op
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.isa import params as P
+from aipusim.isa.float18 import FloatFormat
 from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
 
 #: Fused activations the requantize records clamp (the others need a table).
 CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
+#: The integer program's float step kinds -> their parameter block (`isa.params.FLOAT_PARAMS`).
+_FLOAT_KIND = {"layernorm": "layernorm", "div_fp": "div", "pow_fp": "pow"}
 
 
 def weight_rows(kh: int, width: int, cin: int, cpad: int, swicr: bool) -> int:
@@ -464,6 +467,21 @@ class _Packer:
         kind = step.kind
         names, swapped = dpu_operands(node, self.g, self.program)
         operand = self.const_operand(node, names)
+        if node.op is Op.CONCAT:  # one SCALAR per part, the constant parts' bytes
+            mults = np.asarray(step.params["mults"], np.int64).reshape(-1)
+            recs = [
+                P.scalar_record(m0=int(m), shift=int(step.params["shift"]), lo=lo, hi=hi,
+                                za=int(_zp(self.program, name)[0]), zo=int(zo[0]))
+                for name, m in zip(node.present_inputs, mults, strict=True)
+            ]  # fmt: skip
+            blob = np.concatenate([
+                np.ascontiguousarray(
+                    np.asarray(self.g.const(n)).reshape(self.g.shape(n))
+                    .transpose(physical_axes(self.g.shape(n)))
+                ).astype(np.int8).reshape(-1)
+                for n in node.present_inputs if self.g.is_constant(n)
+            ])  # fmt: skip
+            return LayerConstants(params=_bytes(np.concatenate(recs)), operand=blob.view(np.uint8))
         if kind in ("rescale", "mul"):
             if len(names) == 2 and swapped and layer.dpu_kind is DpuKind.SUB:
                 why = "a subtraction whose first operand is broadcast"
@@ -514,6 +532,22 @@ class _Packer:
                 scale=p["weight_q"],
             )  # fmt: skip
             return LayerConstants(params=_bytes(rec))
+        if kind in ("layernorm", "div_fp", "pow_fp"):
+            p = step.params
+            fmt = FloatFormat(*(int(v) for v in p["fp_format"]))
+            zs = [int(_zp(self.program, n)[0]) for n in names[:2]]
+            rec = P.scalar_record(za=zs[0], zb=zs[1] if len(zs) > 1 else 0, zo=int(zo[0]),
+                                  lo=lo, hi=hi)  # fmt: skip
+            return LayerConstants(params=P.float_block(_FLOAT_KIND[kind], fmt, rec, p))
+        if kind == "matmul":  # B has zero point 0 (an IMC operand's grid)
+            rec = P.scalar_record(
+                m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
+                shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
+                za=int(_zp(self.program, node.inputs[0])[0]), zo=int(zo[0]), lo=lo, hi=hi,
+            )  # fmt: skip
+            return LayerConstants(params=_bytes(rec))
+        if kind == "share" and node.op is Op.REDUCE_MAX:
+            return LayerConstants(params=np.zeros(0, np.uint8))  # nothing but the data
         return LayerConstants(
             params=np.zeros(self.dpu_size(layer), np.uint8),
             incomplete=f"DPU step {kind} has no functional parameters yet",
@@ -551,7 +585,7 @@ def dpu_operands(node: Any, graph: Graph, program: QuantizedGraph | None) -> tup
         or (program is not None and i in graph.tensors and graph.tensor(i).quant is not None
             and np.asarray(graph.const(i)).dtype.kind != "f")
     ]  # fmt: skip
-    if len(names) == 2:
+    if len(names) == 2 and node.op is not Op.MATMUL:  # (a product's factors keep order)
         n = math.prod(graph.shape(node.outputs[0]))
         if math.prod(graph.shape(names[0])) != n and math.prod(graph.shape(names[1])) == n:
             return [names[1], names[0]], True

@@ -561,6 +561,11 @@ class _Lowerer:
         if self.is_pword_pad(node):
             self.pword_source[node.outputs[0]] = node.inputs[0]
             return self.base(node, LayerUnit.ALIAS)
+        if op is Op.CONCAT and len(self.act_inputs(node)) != len(node.present_inputs):
+            # a constant part (a class token): each part moved onto the output's grid by
+            # the DPU, which reads the constant from the constants image
+            consts = self.consts(node, weight_index=None)
+            return self.base(node, LayerUnit.DPU, consts=consts, dpu_kind=DpuKind.RESCALE)
         if op in LAYOUT_OPS:
             return self.base(node, LayerUnit.DMA)
         self.unsupported.append(f"{node.name} ({node.op_type})")

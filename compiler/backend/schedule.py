@@ -173,6 +173,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.pending_slot: Any = None  # the weight staging slot the next load reads
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
         self.flushed: dict[int, list[int]] = defaultdict(list)
+        self.init_copies: dict[str, int] = {}  # constant buffer -> its INIT copy on chip
         self.init_compute()
 
     def tiling_of(self, layer: LayerPlan) -> Tiling:
@@ -352,7 +353,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             if buf.kind in CONSTANT_KINDS and buf.pool is not Pool.DDR:
                 # the constants image arrives in DDR with the model; bring it on chip once
                 owner = buf.core if buf.pool is Pool.L1 else 0
-                self.dma(
+                self.init_copies[buf.name] = self.dma(
                     owner,
                     self.wt_dma,
                     (Pool.DDR, self.plan.source_addr(buf.name)),
@@ -427,7 +428,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         offset = self.consts_of(layer).blocks[block]
         wbuf = self.plan.buffers[const_buffer("weights", layer.name)]
         if wbuf.pool is Pool.L1:
-            return wbuf.addr + offset, set()
+            # an INIT load shares its phase with the copy that brought the weights on chip
+            copy = self.init_copies.get(wbuf.name)
+            return wbuf.addr + offset, set() if copy is None else {copy}
         stage = self.tile_buffer("wstage", layer, core)
         assert stage is not None, f"{layer.name}: no weight staging buffer"
         biggest = self.tiling_of(layer).block_bytes or max(

@@ -16,7 +16,10 @@ Readings the ISA leaves open:
   a shift of 0 rounds nothing; a table lookup clamps its index to the int8 range;
 - ``softmax`` gives ``zo`` to a group whose exponentials sum to 0;
 - ``matmul`` strides are in elements, as a reduction's: head ``o`` of A starts at element
-  ``o * o_stride`` (rows of ``n``), of B at ``o * k_stride`` (rows of ``b_mod``);
+  ``o * o_stride`` (rows of ``n``), of B at ``o * k_stride`` (rows of ``b_mod``), of the
+  result at ``o * out_row_pitch`` (0: right after the previous head); within a head,
+  neighbouring elements of all three are ``g_stride`` apart (0 or 1: row-major; the
+  number of heads when they are the channels of a channels-last tensor);
 - ``gather`` reads int64 indices; a negative one counts from the end of a table of ``b_mod``
   rows when ``b_mod`` > 1 (the ISA gives no other table size), and is refused otherwise.
 """
@@ -347,18 +350,30 @@ def _layernorm(run: TaskRun, t: DpuOp) -> None:
     _store_np(mem, t.out_addr + d_out + offsets * t.out_elem, t.out_elem, res)
 
 
+def _matmul_offsets(t: DpuOp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Element offsets of A [outer, groups, n], B [outer, n, b_mod] and the result [outer,
+    groups, b_mod]: within a head neighbours are ``g_stride`` apart (0 or 1: row-major), a
+    result head starts ``out_row_pitch`` elements after the previous one (0: right after
+    it)."""
+    step = max(1, t.g_stride)
+    o = np.arange(t.outer, dtype=np.int64)[:, None, None]
+    out_head = t.out_row_pitch or t.groups * t.b_mod * step
+    a = o * t.o_stride + np.arange(t.groups * t.n).reshape(1, t.groups, t.n) * step
+    b = o * t.k_stride + np.arange(t.n * t.b_mod).reshape(1, t.n, t.b_mod) * step
+    out = o * out_head + np.arange(t.groups * t.b_mod).reshape(1, t.groups, t.b_mod) * step
+    return a, b, out
+
+
 def _matmul(run: TaskRun, t: DpuOp) -> None:
     p = _scalar_rows(run, t, 1)[0]
     ie, be, oe = t.in_elem, t.in1_elem, t.out_elem
-    s, e = runs(t.in_addr0, t.groups * t.n * ie, [(t.outer, t.o_stride * ie)])
+    a_off, b_off, o_off = _matmul_offsets(t)
+    s, e = _elements_runs(t.in_addr0, a_off, ie)
     mem, d0 = run.operand(Pool.L1, s, e, write=False)
-    s, e = runs(t.in_addr1, t.n * t.b_mod * be, [(t.outer, t.k_stride * be)])
+    s, e = _elements_runs(t.in_addr1, b_off, be)
     _, d1 = run.operand(Pool.L1, s, e, write=False)
-    s, e = span(t.out_addr, t.outer * t.groups * t.b_mod * oe)
+    s, e = _elements_runs(t.out_addr, o_off, oe)
     _, d_out = run.operand(Pool.L1, s, e, write=True)
-    o = np.arange(t.outer, dtype=np.int64)
-    a_off = o[:, None, None] * t.o_stride + np.arange(t.groups * t.n).reshape(1, t.groups, t.n)
-    b_off = o[:, None, None] * t.k_stride + np.arange(t.n * t.b_mod).reshape(1, t.n, t.b_mod)
     a = _load_np(mem, t.in_addr0 + d0 + a_off * ie, ie) - p[3]
     b = _load_np(mem, t.in_addr1 + d1 + b_off * be, be)
     prod = np.rint(np.matmul(a.astype(np.float64), b.astype(np.float64))).astype(np.int64)
@@ -366,9 +381,8 @@ def _matmul(run: TaskRun, t: DpuOp) -> None:
     v = prod * p[0]
     if s_ > 0:
         v = (v + (1 << (s_ - 1))) >> s_
-    res = np.clip(v + p[5], p[6], p[7]).reshape(-1)
-    at = t.out_addr + d_out + np.arange(res.size, dtype=np.int64) * oe
-    _store_np(mem, at, oe, res)
+    res = np.clip(v + p[5], p[6], p[7])
+    _store_np(mem, t.out_addr + d_out + o_off * oe, oe, res)
 
 
 def _gather(run: TaskRun, t: DpuOp) -> None:

@@ -296,6 +296,17 @@ def _masked_attention(form: str) -> onnx.ModelProto:
     return _single_input(g, _head(g, g.op("MatMul", [p, v]), SEQ), SEQ)
 
 
+def _class_token() -> onnx.ModelProto:
+    """ViT's class token: a constant row put before the tokens (a Concat of a constant into
+    the residual stream, which the LayerNorm after it reads as int16)."""
+    g = _G(10)
+    cls = g.const("cls", g.rng.normal(0.0, 0.02, (1, 1, 32)))
+    tokens = g.op("Concat", [cls, _seq(g)], axis=1)
+    gamma, beta = g.const("gamma", g.rng.normal(1.0, 0.1, 32)), g.const("beta", np.zeros(32))
+    ln = g.op("LayerNormalization", [tokens, gamma, beta], axis=-1, epsilon=1e-5)
+    return _single_input(g, _head(g, ln, (1, 17, 32)), SEQ)
+
+
 def _expand_tile(op: str) -> onnx.ModelProto:
     g = _G(9)
     a = _img(g)
@@ -335,6 +346,7 @@ OP_GRAPHS: dict[str, tuple[Callable[[], onnx.ModelProto], str | None]] = {
     "masked_attention_add": (lambda: _masked_attention("add"), "MaskedSoftmax"),
     "masked_attention_where": (lambda: _masked_attention("where"), "MaskedSoftmax"),
     "masked_attention_bias": (lambda: _masked_attention("bias"), "MaskedSoftmax"),
+    "class_token": (_class_token, "Concat"),
     "expand": (lambda: _expand_tile("Expand"), "Expand"),
     "tile": (lambda: _expand_tile("Tile"), "Tile"),
 }

@@ -181,6 +181,31 @@ def test_softmax_rows() -> None:
     assert np.array_equal(got, K.softmax_int(x, -1, s_in, s_out, zo))
 
 
+def test_softmax_over_attention_scores_with_interleaved_heads() -> None:
+    # scores [1, heads, T, T] lie channels-last as [T, T, heads]: row (o, g) of head g
+    # starts at o * T * heads + g and steps over the heads (`backend.reduction`)
+    heads, t, s_in, s_out, zo = 3, 10, 0.1, 1 / 256, -128
+    scores = int8(heads, t, t)
+    memory = np.ascontiguousarray(scores.transpose(1, 2, 0))
+    exp = np.rint(np.exp(s_in * np.arange(-255, 1)) * (1 << P.SOFTMAX_EXP_BITS)).astype("<i4")
+    recip = int(np.rint((1 << 16) / s_out))
+    got = dpu_on_sim(
+        memory,
+        memory.shape,
+        params=P.scalar_record(m0=recip, zo=zo),
+        table=exp,
+        kind=DpuKind.SOFTMAX,
+        outer=t,
+        groups=heads,
+        n=t,
+        o_stride=t * heads,
+        g_stride=1,
+        k_stride=heads,
+    )
+    want = K.softmax_int(scores, -1, s_in, s_out, zo).transpose(1, 2, 0)
+    assert np.array_equal(got, want)
+
+
 def test_layernorm_rows_through_float18() -> None:
     rows, n = 5, 48
     x = int8(rows, n)
@@ -214,14 +239,21 @@ def test_div_and_pow_through_float18(kind: str) -> None:
     assert np.array_equal(got, fn(a, 3, b[None, :], -1, prm, 4, FMT))
 
 
-def test_matmul_of_two_activations_per_head() -> None:
+@pytest.mark.parametrize("interleaved", [False, True], ids=["row_major", "channels_last"])
+def test_matmul_of_two_activations_per_head(interleaved: bool) -> None:
+    # row-major heads one after the other, or A [1, heads, g, n], B [1, heads, n, m] and
+    # the result channels-last: head h of each is every heads-th element from element h
     heads, g, n, m, za = 3, 5, 24, 7, 6
     a, b = int8(heads, g, n), int8(heads, n, m)
     rec = P.scalar_record(m0=1 << 30, shift=40, za=za, zo=-2)
+    lay = (1, 2, 0) if interleaved else (0, 1, 2)
+    strides = dict(o_stride=g * n, k_stride=n * m)
+    if interleaved:
+        strides = dict(o_stride=1, k_stride=1, g_stride=heads, out_row_pitch=1)
     got = dpu_on_sim(
-        a,
-        (heads, g, m),
-        b=b,
+        np.ascontiguousarray(a.transpose(lay)),
+        tuple(np.array((heads, g, m))[list(lay)]),
+        b=np.ascontiguousarray(b.transpose(lay)),
         params=rec,
         kind=DpuKind.MATMUL,
         elements=heads * g * n * m,
@@ -229,11 +261,10 @@ def test_matmul_of_two_activations_per_head() -> None:
         groups=g,
         n=n,
         b_mod=m,
-        o_stride=g * n,
-        k_stride=n * m,
+        **strides,
     )
     prod = K.exact_int_batch_matmul(a.astype(np.int64) - za, b.astype(np.int64))
-    assert np.array_equal(got, K.saturate_int8(fixed(prod, 1 << 30, 40) - 2))
+    assert np.array_equal(got, K.saturate_int8(fixed(prod, 1 << 30, 40) - 2).transpose(lay))
 
 
 def test_gather_rows_by_index() -> None:
