@@ -38,7 +38,7 @@ class ClockSpec:
 
         >>> from aipusim.arch import load_arch
         >>> load_arch().clock.voltage_at(700_000_000), load_arch().clock.voltage_at(400_000_000)
-        (0.84, 0.68)
+        (0.85, 0.68)
         """
         reachable = [p.voltage_v for p in self.vf_points if p.max_hz >= freq_hz]
         return min(reachable) if reachable else self.nominal_voltage_v

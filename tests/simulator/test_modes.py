@@ -251,7 +251,7 @@ def test_voltage_is_a_runtime_setting_within_the_operating_points() -> None:
     slow = {"frequency": 400_000_000}
     low = simulate(program(1), {0: [mvm(2000)]}, arch=ARCH, overrides=slow)
     high = simulate(program(1), {0: [mvm(2000)]}, arch=ARCH, overrides={**slow, "voltage": 0.8})
-    # 400 MHz: the lowest point reaching it is 0.68 V; the table goes up to 0.84 V
+    # 400 MHz: the lowest point reaching it is 0.68 V; the table goes up to 0.85 V
     assert (low.voltage_v, high.voltage_v) == (0.68, 0.8)
     assert low.total_cycles == high.total_cycles
     # Dynamic energy goes with V^2: the MVM's energy per frame by (0.8 / 0.68)^2.
