@@ -260,7 +260,7 @@ def test_voltage_is_a_runtime_setting_within_the_operating_points() -> None:
     with pytest.raises(ConfigError) as err:
         simulate(program(1), {0: [mvm(1)]}, arch=ARCH, overrides={**slow, "voltage": 0.65})
     assert str(err.value) == (
-        "voltage must be 0.68-0.84 V at 400 MHz (the operating points of metis), not 0.65"
+        "voltage must be 0.68-0.85 V at 400 MHz (the operating points of metis), not 0.65"
     )
 
 
