@@ -330,7 +330,7 @@ class Arch:
     >>> arch.chip.cores, arch.mvm.macs_per_cycle, arch.peak_tops
     (4, 32768, 209.7152)
     >>> round(arch.ddr.peak_bw_gb_s, 3), arch.l1.read_bytes_per_cycle
-    (34.128, 256)
+    (34.128, 128)
     """
 
     chip: ChipSpec

@@ -54,8 +54,8 @@ Timing rules (first order, DESIGN.md §4/§5):
 (816, 26214400, 51200)
 >>> psums = model.task(Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=100,
 ...                        rows_used=512, cols_used=512, post=PostOp.NONE))
->>> psums.cycles  # 204,800 bytes of int32 partial sums through a 128 B/cycle write port
-1616
+>>> psums.cycles  # 204,800 bytes of int32 partial sums through a 64 B/cycle write port
+3216
 """
 
 from __future__ import annotations
@@ -651,7 +651,7 @@ def static_power_w(
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    3.163
+    3.416
     """
     sp = arch.static_power
     volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
