@@ -480,7 +480,7 @@ class ComputeMixin:
                     core, layer, key, blk, (part, tm.oc_tile, b), tile_no, pinned, in_deps, tiled
                 )
                 pinned.add(s)
-                first = blk.col_block * m.active_cols  # the block's first channel of the tile
+                first = blk.col_block * m.block_cols  # the block's first channel of the tile
                 fields = mvm_fields(
                     geo, m, blk, rows=rows[1] - rows[0], window=window, src=src,
                     dst=dst.shifted(first), array_rows=self.arch.mvm.rows, fill=fill,

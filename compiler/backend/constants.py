@@ -257,7 +257,7 @@ class _Packer:
         blk = m.blocks[b]
         icr = m.icr
         cout_t = blk.cols_used // icr
-        c0 = ch_lo + blk.col_block * m.active_cols  # first channel of this column block
+        c0 = ch_lo + blk.col_block * m.block_cols  # first channel of this column block
         width = geo.kw + (icr - 1) * geo.stride_w
         cin = geo.cin  # the channels memory holds (PWORD pads are zero rows)
         cout = taps.shape[3]

@@ -4,7 +4,12 @@ A layer with kernel kh x kw, Cin input and Cout output channels needs R = kh*kw*
 (Cin' = Cin rounded up to PWORD when ``apply_pword_padding``) and Cout columns. Under
 ``mvm_utilization_limit`` u only ``arch.mvm.active_cols(u)`` columns are usable, so there are
 nr = ceil(R / rows) row blocks (partial sums accumulate) and nc = ceil(Cout / active_cols)
-column blocks; each (row block, column block) is one weight set.
+column blocks; each (row block, column block) is one weight set. The column blocks share the
+channels evenly (``block_cols`` = ceil(Cout / nc) each, the last one the rest), not the
+first ones full and the last one the remainder: a block's `Mvm` lasts the longer of its
+vector passes (the same for every block) and its output drain and L1 traffic (growing with
+its columns), so for a fixed total of columns the even split is never slower; Cout = 512 at
+448 active columns is 256 + 256, not 448 + 64.
 
 ICR (``enable_icr``): a layer occupying at most ``icrx_parallel_block_threshold`` IMC blocks
 (weight sets) copies its weights r times into idle columns, shifted by the stride along X,
@@ -84,6 +89,7 @@ class ImcMapping:
     row_blocks: int
     col_blocks: int
     active_cols: int
+    block_cols: int  # output channels of a full column block (before ICR copies)
     icr: int
     swicr: bool
     vectors: int  # input vectors per frame through EACH block
@@ -126,14 +132,14 @@ def _with_icr(
     pad: bool,
     nr: int,
     nc: int,
-    active: int,
+    block_cols: int,
 ) -> tuple[int, tuple[ImcBlock, ...], int, int, int]:
     """Blocks, vectors, compute and weight-load cycles of the layer at ICR factor ``icr``."""
     mvm = cost.arch.mvm
     rows_icr = _rows(geo, cin, mvm.pword_channels, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
     blocks = []
     for cb in range(nc):
-        cols = min(active, geo.cout - cb * active) * icr
+        cols = min(block_cols, geo.cout - cb * block_cols) * icr
         for rb in range(nr):
             rows = min(mvm.rows, rows_icr - rb * mvm.rows)
             blocks.append(ImcBlock(rb, cb, rows, cols))
@@ -204,6 +210,7 @@ def map_layer(
     active = mvm.active_cols(opts.mvm_utilization_limit)
     nr = math.ceil(rows_needed / mvm.rows)
     nc = math.ceil(geo.cout / active)
+    block_cols = math.ceil(geo.cout / nc)
     feasible = [1]
     if opts.enable_icr and nr * nc <= opts.icrx_parallel_block_threshold and nc == 1:
         limit = opts.icrx_force if opts.icrx_force != -1 else opts.icrx_max_factor
@@ -215,7 +222,7 @@ def map_layer(
                 break
             feasible.append(r)
     cost = cost_model(arch, None, opts.mvm_utilization_limit)
-    options = [_with_icr(geo, cost, r, cin, swicr, pad, nr, nc, active) for r in feasible]
+    options = [_with_icr(geo, cost, r, cin, swicr, pad, nr, nc, block_cols) for r in feasible]
     if opts.icrx_force != -1:
         icr, blocks, vectors, compute, load = options[-1]
     else:
@@ -230,6 +237,7 @@ def map_layer(
         row_blocks=nr,
         col_blocks=nc,
         active_cols=active,
+        block_cols=block_cols,
         icr=icr,
         swicr=swicr,
         vectors=vectors,

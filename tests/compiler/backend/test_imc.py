@@ -30,6 +30,22 @@ def test_blocks_follow_rows_and_active_columns() -> None:
     assert all(b.rows_used <= MVM.rows and b.cols_used <= MVM.cols for b in m.blocks)
 
 
+def test_column_blocks_share_the_channels_evenly() -> None:
+    # 512 output channels at u = 0.875: 448 active columns -> two blocks of 256, not 448 + 64
+    geo = conv(512, 512, k=1, out=7)
+    opts = ImcOptions(enable_icr=False, mvm_utilization_limit=0.875)
+    m = map_layer(geo, ARCH, opts, first_layer=False)
+    assert MVM.active_cols(0.875) == 448
+    assert (m.col_blocks, m.block_cols) == (2, 256)
+    assert [b.cols_used for b in m.blocks] == [256, 256]
+    # an uneven count: 1000 channels at 512 active columns -> 500 + 500
+    fc = map_layer(conv(512, 1000, k=1, out=1), ARCH, ImcOptions(), first_layer=False)
+    assert [b.cols_used for b in fc.blocks] == [500, 500]
+    # 1030 channels need three blocks of at most 512: 344 + 344 + 342
+    odd = map_layer(conv(64, 1030, k=1, out=1), ARCH, ImcOptions(), first_layer=False)
+    assert [b.cols_used for b in odd.blocks] == [344, 344, 342]
+
+
 def test_pword_padding_rounds_input_channels() -> None:
     geo = conv(3 * 7, 64, k=1)
     padded = map_layer(geo, ARCH, ImcOptions(enable_icr=False), first_layer=False)
