@@ -64,6 +64,17 @@ class BufKind(StrEnum):
     IMAGE_SOURCE = "image_source"  # the DDR copy of a constant kept on chip
 
 
+#: A layer's L1 working buffers, live for its step only (placed before everything else).
+TILE_KINDS = frozenset(
+    {
+        BufKind.TILE_IN,
+        BufKind.TILE_OUT,
+        BufKind.PSUM,
+        BufKind.WEIGHT_STAGE,
+        BufKind.DPU_CONST_STAGE,
+    }
+)
+
 #: Buffers whose content is the constants image's.
 CONSTANT_KINDS = frozenset({BufKind.WEIGHT, BufKind.DPU_CONST})
 
@@ -277,18 +288,7 @@ class _Builder:
 
     def add(self, buf: Buffer) -> Buffer:
         assert buf.name not in self.buffers, f"duplicate buffer {buf.name}"
-        if (
-            self.layout.pipeline
-            and buf.allowed != (Pool.L1,)
-            and buf.kind
-            not in (
-                BufKind.TILE_IN,
-                BufKind.TILE_OUT,
-                BufKind.PSUM,
-                BufKind.WEIGHT_STAGE,
-                BufKind.DPU_CONST_STAGE,
-            )
-        ):
+        if self.layout.pipeline and buf.allowed != (Pool.L1,) and buf.kind not in TILE_KINDS:
             local = (buf.kind is BufKind.ACTIVATION and buf.allowed == _LADDER) or (
                 buf.kind is BufKind.L2_STAGE
             )
@@ -578,14 +578,48 @@ class Planner:
                     old = buf.pool
                     old_state = self.state(old, buf)
                     old_state.remove(buf)
-                    lifted = self.lift_tiles(buf) if target is Pool.L1 else []
-                    if self.try_place(buf, target):
-                        for tile, _ in lifted:
-                            del self.buffers[tile.name]
+                    placed = (
+                        self.place_in_l1(buf) if target is Pool.L1 else self.try_place(buf, target)
+                    )
+                    if placed:
                         break
-                    for tile, addr in lifted:  # their bytes are still free: put them back
-                        self.state(Pool.L1, tile).place(tile, addr)
                     old_state.place(buf, old_state.find(buf))
+
+    def place_in_l1(self, buf: Buffer) -> bool:
+        """Place ``buf`` in its core's L1, dropping the tile buffers it makes needless
+        (`lift_tiles`). When the bytes they free lie apart, the other tile buffers live
+        meanwhile (each lives for one step) are placed again around ``buf``; if one no
+        longer fits, everything goes back where it was."""
+        if buf.pool is not None or Pool.L1 not in buf.allowed:
+            return False
+        lifted = self.lift_tiles(buf)
+        if self.try_place(buf, Pool.L1):
+            for tile, _ in lifted:
+                del self.buffers[tile.name]
+            return True
+        st = self.state(Pool.L1, buf)
+        moved = [
+            (t, t.addr)
+            for t in st.placed
+            if t.kind in TILE_KINDS and t.start <= buf.end and buf.start <= t.end
+        ]
+        for t, _ in moved:
+            st.remove(t)
+        if moved and self.try_place(buf, Pool.L1):
+            again = []
+            for t, _ in sorted(moved, key=lambda m: (-m[0].size_bytes, m[0].name)):
+                if not self.try_place(t, Pool.L1):
+                    break
+                again.append(t)
+            if len(again) == len(moved):
+                for tile, _ in lifted:
+                    del self.buffers[tile.name]
+                return True
+            for t in [*again, buf]:
+                st.remove(t)
+        for t, addr in [*moved, *lifted]:  # their bytes are still free: put them back
+            st.place(t, addr)
+        return False
 
     def lift_tiles(self, buf: Buffer) -> list[tuple[Buffer, int]]:
         """Take the tile buffers ``buf`` makes needless in L1 out of their pool: (buffer,
@@ -715,6 +749,7 @@ def verify_memplan(plan: MemPlan) -> None:
 
 __all__ = [
     "CONSTANT_KINDS",
+    "TILE_KINDS",
     "BufKind",
     "Buffer",
     "MemPlan",
