@@ -49,6 +49,7 @@ from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
 from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore import core_layout
+from aipusim.compiler.backend.placement import placement_summary
 from aipusim.compiler.backend.residual import fuse_residual_adds
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
@@ -141,6 +142,7 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
                 tasklist_bytes=_tasklist_estimate(ir),
                 attempt=attempt,
             )
+            log.info("%s", placement_summary(plan, config)["summary"])
             return Placed(**_fields(ir), memory=plan)
         except UnplacedTiles as failed:
             if attempt == config.max_memplan_attempts:
