@@ -127,14 +127,10 @@ def map_whole(
         return whole
     capped = replace(opts, icrx_max_factor=whole.icr)
     share = replace(geo, out_h=-(-geo.out_h // layout.cores))
-    r = map_layer(
-        share, arch, capped, first_layer=layer.is_first, fetch_bw=fetch_bw, residual=residual
-    ).icr
+    r = map_layer(share, arch, capped, first_layer=layer.is_first, fetch_bw=fetch_bw).icr
     if r == whole.icr:
         return whole
-    return map_layer(
-        geo, arch, replace(opts, icrx_force=r), first_layer=layer.is_first, residual=residual
-    )
+    return map_layer(geo, arch, replace(opts, icrx_force=r), first_layer=layer.is_first)
 
 
 def plan_mappings(

@@ -14,7 +14,11 @@ by address among the buffers live at the same time, per pool (L1 per core). Tile
 go first (they are what makes a layer run), then each buffer in its home pool (falling
 back to a slower pool when the home is full), then, with ``enable_buffer_promotion``,
 buffers move up DDR -> L2 -> L1 while they fit, most accessed bytes per byte of space
-first (``split_buffer_promotion``: an L1 pass over all buffers, then an L2 pass).
+first (``split_buffer_promotion``: an L1 pass over all buffers, then an L2 pass). The
+schedule works on an L1 tensor in place, so a tensor in L1 drops the tile buffers that
+only copy it (`Buffer.serves`: its readers' input tiles, its producer's output tile): its
+space in L1 is counted net of them, and the step's other tile buffers are placed again
+around it when the bytes they free lie apart (`Planner.place_in_l1`).
 ``page_memory`` allocates L2/DDR in pages of ``arch.dma.burst_bytes``.
 Capacities: L1 = ``l1_size_used - l1_size_reserved`` (capped by ``l1_constraint``);
 L2 and DDR = ``resources_used`` x (size used - reservations), capped by the constraints.
@@ -110,8 +114,6 @@ class Buffer:
     #: L1 tile buffers that only copy this tensor (a reader's input tile, the producer's
     #: output tile, on the core of this copy): needless once the tensor itself is in L1
     serves: tuple[str, ...] = ()
-    #: why the buffer lies where it does (`Spill` for a tensor left below L1)
-    reason: str = ""
     pool: Pool | None = None
     addr: int = -1
 
