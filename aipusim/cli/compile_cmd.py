@@ -178,6 +178,19 @@ def compile_command(ctx: click.Context, **flags: Any) -> None:
         )
     else:
         click.echo(f"compiled {request.model_path} -> {request.output_dir}")
+        line = _placement_line(Path(request.output_dir))
+        if line:
+            click.echo(line)
+
+
+def _placement_line(out: Path) -> str:
+    """The compile report's placement summary (`placement.placement_summary`), if any."""
+    from aipusim.compiler.backend.emit import COMPILED_DIR, REPORT_FILE
+
+    report = out / COMPILED_DIR / REPORT_FILE
+    if not report.is_file():
+        return ""
+    return str(json.loads(report.read_text()).get("placement", {}).get("summary", ""))
 
 
 def _generate_config(folder: Path, as_json: bool) -> None:

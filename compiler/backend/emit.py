@@ -14,8 +14,9 @@
   buffers, the layer outputs and every buffer;
 - ``reference/``: the integer program the tasklists compute (the ``quantized_model/``
   format), which the functional check runs the int8 reference executor on;
-- ``report.json``: per layer the unit, tiles, weight sets, ICR factor, and what its tasks
-  cost by the one cost model (busy cycles per unit, energy, bytes per link); the model's
+- ``report.json``: per layer the unit, tiles, weight sets, ICR factor, what its tasks
+  cost by the one cost model (busy cycles per unit, energy, bytes per link) and where its
+  tensors lie (``placement``: bytes per pool, spills with their reason, refills); the model's
   bytes per frame over DDR, L2 and PCIe (``bytes_per_frame``, the keys of ``simulate``'s);
   high-water marks per pool; task and token counts.
 
@@ -38,6 +39,7 @@ from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.memory_map import constant_blob, constants_image, memory_map
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS
 from aipusim.compiler.backend.multicore import effective_mode
+from aipusim.compiler.backend.placement import layer_placement, placement_summary
 from aipusim.compiler.quant.artifacts import quantized_model_files
 from aipusim.isa.cost import cost_model
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
@@ -149,6 +151,9 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
                 "bytes": dict(sorted(traffic.get(layer.name, {}).items())),
                 "traffic": est.traffic.as_dict(),
                 "scheduled_cycles_by_unit": est.by_unit(),
+                # the tensors it writes by pool, those left below L1 and why, and those it
+                # reads back from L2/DDR (`placement.layer_placement`)
+                "placement": layer_placement(state.memory, layer, state.config),
                 **_mapping_choice(layer),
             }
         )
@@ -174,6 +179,7 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "global_tokens_used": sched.global_tokens_used,
         "bytes_per_frame": _frame_bytes(state),
         "memory": state.memory.high_water(),
+        "placement": placement_summary(state.memory, state.config),
         "memplan_attempts": state.memory.attempts,
         "pass_seconds": {k: round(v, 4) for k, v in (pass_seconds or {}).items()},
         "layers": layers,
@@ -267,6 +273,7 @@ def build_program(
             # The network's MACs of each layer in one frame, for the macs= of [PB] lines.
             "layer_macs": {layer.name: layer.macs for layer in state.layers},
             "memory": state.memory.high_water(),
+            "placement": placement_summary(state.memory, state.config),
             # layers whose tasks are timed but not yet complete programs (layer: why)
             "functional_gaps": dict(getattr(state.schedule, "incomplete", {})),
             "reference": REFERENCE_DIR if state.program is not None else None,

@@ -30,12 +30,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aipusim.compiler.backend.attention import runtime_estimate
-from aipusim.compiler.backend.imc import ImcMapping
+from aipusim.compiler.backend.imc import ImcMapping, block_posts
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.tile import Tiling
 from aipusim.isa.cost import CostModel, TaskCost, Traffic
 from aipusim.isa.metrics import bytes_per_frame
-from aipusim.isa.tasks import Phase, Pool, PostOp, Task, Unit
+from aipusim.isa.tasks import Phase, Pool, Task, Unit
 from aipusim.isa.units import UnitRole, spec
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
@@ -166,11 +166,13 @@ def plan_cost(
     cost: CostModel,
     *,
     weights_double_buffered: bool,
+    weights_resident: bool = False,
 ) -> PlanCost:
     """The planned cost of one layer (``imc``: an MVM layer's mapping, whole): its tasks
     as it will be tiled, each costed by the model; streamed weights are fetched from their
     home pool into L1 and loaded, block by block, beside compute when a free weight set
-    allows (``weights_double_buffered``)."""
+    allows (``weights_double_buffered``). Resident weights (``weights_resident``: loaded
+    once in INIT, `schedule.ScheduleBuilder.plan_weights`) cost no frame any load."""
     h_tiles = max(1, tiling.h_tiles)
     if layer.unit is LayerUnit.MVM:
         assert imc is not None, f"{layer.name}: IMC mapping missing"
@@ -179,17 +181,14 @@ def plan_cost(
                 layer, imc, cost.arch, double_buffered=weights_double_buffered
             )
             return PlanCost(compute, load, exposed, 0)
-        # a fused residual add reads its operand on the last row block's output stream
-        last = imc.row_blocks - 1
-        posts = [
-            PostOp.REQUANT_ADD if layer.residual and b.row_block == last else PostOp.REQUANT
-            for b in imc.blocks
-        ]
+        posts = block_posts(imc.blocks, bool(layer.residual))
         per_block = [
             sum(cost.mvm_cycles(v, b.cols_used, post=post) for v in _split(imc.vectors, h_tiles))
             for b, post in zip(imc.blocks, posts, strict=True)
         ]
         compute = sum(per_block)
+        if weights_resident:
+            return PlanCost(compute, 0, 0, 0)
         home = _POOL_OF.get(str(getattr(config, "constant_memory_pool", "global.ddr")), Pool.DDR)
         fetches = [cost.dma_cycles(Unit.DMA1, home, Pool.L1, b.weight_bytes) for b in imc.blocks]
         loads = [cost.weight_load_cycles(b.weight_bytes) for b in imc.blocks]

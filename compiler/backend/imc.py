@@ -31,7 +31,9 @@ R = kh * ceil(kw*Cin / PWORD) * PWORD: rows instead of columns.
 
 What a mapping costs comes from the one cost model (`aipusim.isa.cost`): each weight set is
 one `Mvm` of Ho * ceil(Wo / r) vectors (its cycles include the pipeline fill the simulator
-charges every task) and one `WeightLoad` of rows_used * cols_used bytes.
+charges every task) and one `WeightLoad` of rows_used * cols_used bytes. A layer with a
+fused residual add (``residual``) reads the add's operand from L1 on its last row block's
+output stream (`block_posts`), which the L1 ports may make the bound.
 
 >>> from aipusim.arch import load_arch
 >>> from aipusim.compiler.backend.lower import ConvGeometry
@@ -49,6 +51,7 @@ from dataclasses import dataclass
 from aipusim.arch import Arch
 from aipusim.compiler.backend.lower import ConvGeometry
 from aipusim.isa.cost import CostModel, cost_model
+from aipusim.isa.tasks import PostOp
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,31 @@ def _rows(geo: ConvGeometry, cin: int, pword: int, packed: bool, width: int, pad
     return geo.kh * width * per_tap
 
 
+def block_posts(blocks: tuple[ImcBlock, ...], residual: bool) -> list[PostOp]:
+    """The output-stream op of each block's `Mvm`: a fused residual add (``residual``)
+    reads its operand on the last row block's stream; the others requantize.
+
+    >>> blocks = (ImcBlock(0, 0, 512, 64), ImcBlock(1, 0, 448, 64))
+    >>> [p.value for p in block_posts(blocks, residual=True)]
+    ['requant', 'requant_add']
+    """
+    last = max((b.row_block for b in blocks), default=0)
+    return [
+        PostOp.REQUANT_ADD if residual and b.row_block == last else PostOp.REQUANT for b in blocks
+    ]
+
+
+def block_cycles(
+    blocks: tuple[ImcBlock, ...], vectors: int, cost: CostModel, residual: bool
+) -> list[int]:
+    """Each block's `Mvm` cycles over ``vectors`` input vectors (`block_posts`)."""
+    posts = block_posts(blocks, residual)
+    return [
+        cost.mvm_cycles(vectors, b.cols_used, post=post)
+        for b, post in zip(blocks, posts, strict=True)
+    ]
+
+
 def _with_icr(
     geo: ConvGeometry,
     cost: CostModel,
@@ -133,6 +161,7 @@ def _with_icr(
     nr: int,
     nc: int,
     block_cols: int,
+    residual: bool,
 ) -> tuple[int, tuple[ImcBlock, ...], int, int, int]:
     """Blocks, vectors, compute and weight-load cycles of the layer at ICR factor ``icr``."""
     mvm = cost.arch.mvm
@@ -144,19 +173,19 @@ def _with_icr(
             rows = min(mvm.rows, rows_icr - rb * mvm.rows)
             blocks.append(ImcBlock(rb, cb, rows, cols))
     vectors = geo.out_h * math.ceil(geo.out_w / icr)
-    compute = sum(cost.mvm_cycles(vectors, b.cols_used) for b in blocks)
+    compute = sum(block_cycles(tuple(blocks), vectors, cost, residual))
     load = sum(cost.weight_load_cycles(b.weight_bytes) for b in blocks)
     return icr, tuple(blocks), vectors, compute, load
 
 
 def _exposed_fetch_cycles(
-    blocks: tuple[ImcBlock, ...], vectors: int, cost: CostModel, fetch_bw: float
+    blocks: tuple[ImcBlock, ...], vectors: int, cost: CostModel, fetch_bw: float, residual: bool
 ) -> int:
     """Cycles of streamed weight fetches not hidden behind compute: the first block's fetch,
     then whatever of each later fetch outlasts the previous block's compute. A fetch gets
     ``fetch_bw`` bytes per cycle: the multicore pass's share of the shared link."""
     fetches = [math.ceil(b.weight_bytes / fetch_bw) for b in blocks]
-    computes = [cost.mvm_cycles(vectors, b.cols_used) for b in blocks]
+    computes = block_cycles(blocks, vectors, cost, residual)
     hidden = zip(fetches[1:], computes, strict=False)
     return fetches[0] + sum(max(0, f - c) for f, c in hidden) if fetches else 0
 
@@ -168,11 +197,12 @@ def _frame_cycles(
     load: int,
     cost: CostModel,
     fetch_bw: float | None,
+    residual: bool = False,
 ) -> int:
     """Compute + weight-load cycles of a mapping, plus the exposed per-frame fetch."""
     if not fetch_bw:
         return compute + load
-    return compute + load + _exposed_fetch_cycles(blocks, vectors, cost, fetch_bw)
+    return compute + load + _exposed_fetch_cycles(blocks, vectors, cost, fetch_bw, residual)
 
 
 def frame_cycles(
@@ -192,9 +222,11 @@ def map_layer(
     *,
     first_layer: bool,
     fetch_bw: float | None = None,
+    residual: bool = False,
 ) -> ImcMapping:
     """The IMC mapping of one MVM layer (see the module docstring); ``fetch_bw``: bytes per
-    cycle of the per-frame weight fetch into L1 when the weights stream (None: on chip)."""
+    cycle of the per-frame weight fetch into L1 when the weights stream (None: on chip);
+    ``residual``: a residual add is fused on its output stream."""
     mvm = arch.mvm
     pword = mvm.pword_channels
     cin = geo.cin  # grouped convs: block-diagonal weights use every input channel's rows
@@ -222,13 +254,15 @@ def map_layer(
                 break
             feasible.append(r)
     cost = cost_model(arch, None, opts.mvm_utilization_limit)
-    options = [_with_icr(geo, cost, r, cin, swicr, pad, nr, nc, block_cols) for r in feasible]
+    options = [
+        _with_icr(geo, cost, r, cin, swicr, pad, nr, nc, block_cols, residual) for r in feasible
+    ]
     if opts.icrx_force != -1:
         icr, blocks, vectors, compute, load = options[-1]
     else:
         icr, blocks, vectors, compute, load = min(
             options,
-            key=lambda o: (_frame_cycles(*o[1:], cost, fetch_bw), o[0]),
+            key=lambda o: (_frame_cycles(*o[1:], cost, fetch_bw, residual), o[0]),
         )
     rows_icr = _rows(geo, cin, pword, swicr, geo.kw + (icr - 1) * geo.stride_w, pad)
     return ImcMapping(
@@ -251,6 +285,8 @@ __all__ = [
     "ImcBlock",
     "ImcMapping",
     "ImcOptions",
+    "block_cycles",
+    "block_posts",
     "frame_cycles",
     "map_layer",
 ]

@@ -75,8 +75,10 @@ def map_tiles(
     opts: ImcOptions,
     arch: Arch,
     whole: ImcMapping | None = None,
+    residual: bool = False,
 ) -> tuple[TileMapping, ...]:
-    """The mapping of every (core part, channel tile) of one layer (see the module doc)."""
+    """The mapping of every (core part, channel tile) of one layer (see the module doc;
+    ``residual``: a residual add is fused on its output stream, `imc.map_layer`)."""
     split = layout.splits.get(layer_index, Split.NONE)
     parts = layout.cores if split is not Split.NONE else 1
     fetch_bw = layout.weight_fetch_bw
@@ -98,7 +100,9 @@ def map_tiles(
             if hi <= lo:
                 continue  # more channel tiles than channels
             sub = replace(geo, cout=hi - lo, out_h=out_h)
-            m = map_layer(sub, arch, part_opts, first_layer=first_layer, fetch_bw=fetch_bw)
+            m = map_layer(
+                sub, arch, part_opts, first_layer=first_layer, fetch_bw=fetch_bw, residual=residual
+            )
             out.append(TileMapping(part, oi, lo, hi, m))
     return tuple(out)
 
@@ -113,7 +117,10 @@ def map_whole(
     geo = layer.geometry
     assert geo is not None, layer.name
     fetch_bw = layout.weight_fetch_bw
-    whole = map_layer(geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
+    residual = bool(layer.residual)
+    whole = map_layer(
+        geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw, residual=residual
+    )
     split = layout.splits.get(layer_index, Split.NONE)
     narrow = layout.cooperative and fetch_bw and split is Split.ROWS
     if not narrow or opts.icrx_force != -1 or whole.icr == 1:
@@ -144,8 +151,9 @@ def plan_mappings(
         else:
             whole = map_whole(layer, i, layout, opts, arch)
             tiles = map_tiles(
-                layer.geometry, layer.is_first, tiling.oc_tiles, i, layout, opts, arch, whole
-            )
+                layer.geometry, layer.is_first, tiling.oc_tiles, i, layout, opts, arch, whole,
+                residual=bool(layer.residual),
+            )  # fmt: skip
             out.append(LayerMapping(whole, tiles))
     return tuple(out)
 

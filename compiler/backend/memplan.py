@@ -14,7 +14,11 @@ by address among the buffers live at the same time, per pool (L1 per core). Tile
 go first (they are what makes a layer run), then each buffer in its home pool (falling
 back to a slower pool when the home is full), then, with ``enable_buffer_promotion``,
 buffers move up DDR -> L2 -> L1 while they fit, most accessed bytes per byte of space
-first (``split_buffer_promotion``: an L1 pass over all buffers, then an L2 pass).
+first (``split_buffer_promotion``: an L1 pass over all buffers, then an L2 pass). The
+schedule works on an L1 tensor in place, so a tensor in L1 drops the tile buffers that
+only copy it (`Buffer.serves`: its readers' input tiles, its producer's output tile): its
+space in L1 is counted net of them, and the step's other tile buffers are placed again
+around it when the bytes they free lie apart (`Planner.place_in_l1`).
 ``page_memory`` allocates L2/DDR in pages of ``arch.dma.burst_bytes``.
 Capacities: L1 = ``l1_size_used - l1_size_reserved`` (capped by ``l1_constraint``);
 L2 and DDR = ``resources_used`` x (size used - reservations), capped by the constraints.
@@ -64,6 +68,17 @@ class BufKind(StrEnum):
     IMAGE_SOURCE = "image_source"  # the DDR copy of a constant kept on chip
 
 
+#: A layer's L1 working buffers, live for its step only (placed before everything else).
+TILE_KINDS = frozenset(
+    {
+        BufKind.TILE_IN,
+        BufKind.TILE_OUT,
+        BufKind.PSUM,
+        BufKind.WEIGHT_STAGE,
+        BufKind.DPU_CONST_STAGE,
+    }
+)
+
 #: Buffers whose content is the constants image's.
 CONSTANT_KINDS = frozenset({BufKind.WEIGHT, BufKind.DPU_CONST})
 
@@ -96,6 +111,9 @@ class Buffer:
     # the timeline an L2/DDR buffer is reused within (pipeline: its stage, batch: its
     # core); buffers of two timelines never share bytes
     stage: int = -1
+    #: L1 tile buffers that only copy this tensor (a reader's input tile, the producer's
+    #: output tile, on the core of this copy): needless once the tensor itself is in L1
+    serves: tuple[str, ...] = ()
     pool: Pool | None = None
     addr: int = -1
 
@@ -272,18 +290,7 @@ class _Builder:
 
     def add(self, buf: Buffer) -> Buffer:
         assert buf.name not in self.buffers, f"duplicate buffer {buf.name}"
-        if (
-            self.layout.pipeline
-            and buf.allowed != (Pool.L1,)
-            and buf.kind
-            not in (
-                BufKind.TILE_IN,
-                BufKind.TILE_OUT,
-                BufKind.PSUM,
-                BufKind.WEIGHT_STAGE,
-                BufKind.DPU_CONST_STAGE,
-            )
-        ):
+        if self.layout.pipeline and buf.allowed != (Pool.L1,) and buf.kind not in TILE_KINDS:
             local = (buf.kind is BufKind.ACTIVATION and buf.allowed == _LADDER) or (
                 buf.kind is BufKind.L2_STAGE
             )
@@ -440,8 +447,11 @@ class _Builder:
         for k, size in enumerate(t.in_tile_bytes):
             if size:
                 tile(f"tile_in{k}:{layer.name}", BufKind.TILE_IN, size * t.slots)
+                self.serve(layer.inputs[k], core, f"tile_in{k}:{layer.name}{sfx}")
         if t.out_tile_bytes:
             tile(f"tile_out:{layer.name}", BufKind.TILE_OUT, t.out_tile_bytes * t.slots)
+            if not t.fused_output:  # (a fused output tile is what the next layer reads)
+                self.serve(layer.outputs[0], core, f"tile_out:{layer.name}{sfx}")
         if t.psum_bytes:
             size = t.psum_bytes
             if mapping is not None and layer.geometry is not None and t.out_rows:
@@ -483,6 +493,15 @@ class _Builder:
         staged = len(consts.params) + len(consts.operand)
         if staged:
             tile(f"dconst:{layer.name}", BufKind.DPU_CONST_STAGE, staged)
+
+    def serve(self, tensor: str, core: int, tile_name: str) -> None:
+        """Note that L1 tile buffer ``tile_name`` of ``core`` only copies ``tensor``: the
+        schedule reads and writes a tensor in L1 in place (`compute.ComputeMixin`), so the
+        tile is needless when this core's copy of the tensor lies in this core's L1."""
+        name = self.tensor_buffer.get((core if self.layout.replicate else -1, tensor))
+        buf = self.buffers.get(name) if name else None
+        if buf is not None and buf.core == core and Pool.L1 in buf.allowed:
+            buf.serves += (tile_name,)
 
 
 def _sfx(core: int) -> str:
@@ -536,9 +555,19 @@ class Planner:
                 failed.append(buf)
         return failed
 
+    def l1_space_bytes(self, buf: Buffer) -> int:
+        """Bytes of L1 ``buf`` takes when promoted there: its size less the tile buffers it
+        makes needless (`Buffer.serves`); at least 1."""
+        freed = sum(self.buffers[n].size_bytes for n in buf.serves if n in self.buffers)
+        return max(1, buf.size_bytes - freed)
+
     def promote(self) -> None:
+        """Move buffers up the ladder while they fit, most accessed bytes per byte of space
+        first. A tensor's space in L1 is net of the tile buffers that only copy it
+        (`l1_space_bytes`): an untiled layer's output tile and its reader's input tile are
+        each as big as the tensor, so keeping the tensor in L1 frees more than it takes."""
         movable = [b for b in self.buffers.values() if len(b.allowed) > 1]
-        movable.sort(key=lambda b: (-b.accesses / max(1, b.size_bytes), b.size_bytes, b.name))
+        movable.sort(key=lambda b: (-b.accesses / self.l1_space_bytes(b), b.size_bytes, b.name))
         passes = (
             [(Pool.L1,), (Pool.L2,)] if self.cfg.split_buffer_promotion else [(Pool.L1, Pool.L2)]
         )
@@ -551,9 +580,68 @@ class Planner:
                     old = buf.pool
                     old_state = self.state(old, buf)
                     old_state.remove(buf)
-                    if self.try_place(buf, target):
+                    placed = (
+                        self.place_in_l1(buf) if target is Pool.L1 else self.try_place(buf, target)
+                    )
+                    if placed:
                         break
                     old_state.place(buf, old_state.find(buf))
+
+    def place_in_l1(self, buf: Buffer) -> bool:
+        """Place ``buf`` in its core's L1, dropping the tile buffers it makes needless
+        (`lift_tiles`). When the bytes they free lie apart, the other tile buffers live
+        meanwhile (each lives for one step) are placed again around ``buf``; if one no
+        longer fits, everything goes back where it was."""
+        if buf.pool is not None or Pool.L1 not in buf.allowed:
+            return False
+        lifted = self.lift_tiles(buf)
+        if self.try_place(buf, Pool.L1):
+            for tile, _ in lifted:
+                del self.buffers[tile.name]
+            return True
+        st = self.state(Pool.L1, buf)
+        moved = [
+            (t, t.addr)
+            for t in st.placed
+            if t.kind in TILE_KINDS and t.start <= buf.end and buf.start <= t.end
+        ]
+        for t, _ in moved:
+            st.remove(t)
+        if moved and self.try_place(buf, Pool.L1):
+            again = []
+            for t, _ in sorted(moved, key=lambda m: (-m[0].size_bytes, m[0].name)):
+                if not self.try_place(t, Pool.L1):
+                    break
+                again.append(t)
+            if len(again) == len(moved):
+                for tile, _ in lifted:
+                    del self.buffers[tile.name]
+                return True
+            for t in [*again, buf]:
+                st.remove(t)
+        for t, addr in [*moved, *lifted]:  # their bytes are still free: put them back
+            st.place(t, addr)
+        return False
+
+    def lift_tiles(self, buf: Buffer) -> list[tuple[Buffer, int]]:
+        """Take the tile buffers ``buf`` makes needless in L1 out of their pool: (buffer,
+        address) of each, to drop them when ``buf`` fits there or put them back."""
+        lifted = []
+        for name in buf.serves:
+            tile = self.buffers.get(name)
+            if tile is not None and tile.pool is Pool.L1:
+                addr = tile.addr
+                self.state(Pool.L1, tile).remove(tile)
+                lifted.append((tile, addr))
+        return lifted
+
+    def drop_idle_tiles(self) -> None:
+        """Drop the tile buffers whose tensor lies in their core's L1 anyway (placed there
+        at home, not by promotion): the schedule reads and writes it in place."""
+        for buf in list(self.buffers.values()):
+            if buf.pool is Pool.L1:
+                for tile, _ in self.lift_tiles(buf):
+                    del self.buffers[tile.name]
 
     def place_image_sources(self, last_step: int) -> None:
         """Every constant kept on chip also lies in the constants image in DDR, which INIT
@@ -624,6 +712,7 @@ def plan_memory(
         raise error
     if config.enable_buffer_promotion:
         planner.promote()
+    planner.drop_idle_tiles()
     planner.place_image_sources(max(len(groups) - 1, 0))
     plan = MemPlan(
         buffers, planner.pools, len(groups), tensor_buffer, attempt, io_slots(config, layout)
@@ -662,6 +751,7 @@ def verify_memplan(plan: MemPlan) -> None:
 
 __all__ = [
     "CONSTANT_KINDS",
+    "TILE_KINDS",
     "BufKind",
     "Buffer",
     "MemPlan",

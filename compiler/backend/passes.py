@@ -49,6 +49,7 @@ from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
 from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore import core_layout
+from aipusim.compiler.backend.placement import placement_summary
 from aipusim.compiler.backend.residual import fuse_residual_adds
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
@@ -141,6 +142,7 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
                 tasklist_bytes=_tasklist_estimate(ir),
                 attempt=attempt,
             )
+            log.info("%s", placement_summary(plan, config)["summary"])
             return Placed(**_fields(ir), memory=plan)
         except UnplacedTiles as failed:
             if attempt == config.max_memplan_attempts:
@@ -194,9 +196,15 @@ def estimate(ir: Scheduled, ctx: Any) -> Estimated:
     cost = _cost(ir)
     per_layer, others = estimate_layers(ir.layers, ir.schedule.tasks, cost)
     init = init_estimate(ir.schedule.tasks, cost)
+    # a layer whose weights stay in the IMC (loaded once in INIT) loads none per frame
+    residency = ir.schedule.weight_residency
     planned = tuple(
-        _planned(ir, i, m.whole if m is not None else None) for i, m in enumerate(ir.mappings)
-    )
+        _planned(
+            ir, i, m.whole if m is not None else None,
+            resident=residency.get(ir.layers[i].name, "").startswith("resident"),
+        )
+        for i, m in enumerate(ir.mappings)
+    )  # fmt: skip
     return Estimated(
         **_fields(ir), estimates=per_layer, other_estimates=others, init=init, planned=planned
     )
@@ -228,11 +236,15 @@ def _cost(ir: Lowered) -> CostModel:
     return cost_model(ir.arch, int(ir.config.frequency), float(ir.config.mvm_utilization_limit))
 
 
-def _planned(ir: Tiled, i: int, mapping: Any) -> PlanCost:
-    """The planned cost of layer ``i`` on one core (`estimate.plan_cost`)."""
+def _planned(ir: Tiled, i: int, mapping: Any, *, resident: bool = False) -> PlanCost:
+    """The planned cost of layer ``i`` on one core (`estimate.plan_cost`; ``resident``:
+    its weights stay in the IMC across frames)."""
     cfg, t = ir.config, ir.tilings[i]
     double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
-    return plan_cost(ir.layers[i], mapping, t, cfg, _cost(ir), weights_double_buffered=double)
+    return plan_cost(
+        ir.layers[i], mapping, t, cfg, _cost(ir),
+        weights_double_buffered=double, weights_resident=resident,
+    )  # fmt: skip
 
 
 def _work(ir: Tiled) -> Any:
@@ -247,7 +259,10 @@ def _work(ir: Tiled) -> Any:
             if layer.runtime is not None:
                 mapping = head_mapping(layer.runtime, ir.arch, opts)
             else:
-                mapping = map_layer(layer.geometry, ir.arch, opts, first_layer=layer.is_first)
+                mapping = map_layer(
+                    layer.geometry, ir.arch, opts, first_layer=layer.is_first,
+                    residual=bool(layer.residual),
+                )  # fmt: skip
         return _planned(ir, i, mapping).cycles
 
     return work

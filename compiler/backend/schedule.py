@@ -105,6 +105,12 @@ class _WeightState:
 #: loading beside it.
 STREAM_SETS = 2
 
+#: L1 write ports a batch needs before its cores share the weight multicasts
+#: (`ScheduleBuilder.fetch_bound`): one for the MVM's results, one for the multicast that
+#: streams the weights, one for a second multicast beside it. With fewer, the concurrent
+#: multicasts hold the write ports the MVMs need.
+SHARED_FETCH_WRITE_PORTS = 3
+
 
 def choose_resident(layers: dict[str, tuple[int, int]], free_sets: int) -> list[str]:
     """The layers (name -> (weight sets, bytes loaded per frame)) whose weights stay in
@@ -529,7 +535,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         Otherwise one queue keeps them in the order the layers need them, each with the
         whole bandwidth of its path (ResNet-50 on Metis, two write ports: sharing them was
         8 % slower, the concurrent multicasts holding the write ports the MVMs need)."""
-        if self.arch.l1.write_ports < 3:
+        if self.arch.l1.write_ports < SHARED_FETCH_WRITE_PORTS:
             return False
         fetch = compute = 0
         for layer, tiling, mapping in zip(self.layers, self.tilings, self.mappings, strict=True):
@@ -938,6 +944,7 @@ def build_schedule(
 
 
 __all__ = [
+    "SHARED_FETCH_WRITE_PORTS",
     "STREAM_SETS",
     "Schedule",
     "ScheduleBuilder",

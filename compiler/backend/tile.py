@@ -178,7 +178,10 @@ class Tiler:
             # an output-channel tile maps its own (narrower) weight blocks; the row blocks
             # (partial sums when there are several) do not depend on the channels
             sub = replace(geo, cout=math.ceil(geo.cout / oc))
-            tile_map = map_layer(sub, self.arch, self.imc_opts, first_layer=layer.is_first)
+            tile_map = map_layer(
+                sub, self.arch, self.imc_opts, first_layer=layer.is_first,
+                residual=bool(layer.residual),
+            )  # fmt: skip
             if tile_map.row_blocks > 1:
                 psum = psum_bytes(rows_out, geo.out_w, tile_map)
             block = max(b.weight_bytes for b in tile_map.blocks)

@@ -6,8 +6,9 @@ import math
 
 from backend_helpers import ARCH
 
-from aipusim.compiler.backend.imc import ImcOptions, map_layer
+from aipusim.compiler.backend.imc import ImcBlock, ImcOptions, block_posts, map_layer
 from aipusim.compiler.backend.lower import ConvGeometry
+from aipusim.isa.tasks import PostOp
 
 MVM = ARCH.mvm
 
@@ -86,3 +87,21 @@ def test_icr_never_needs_more_row_blocks() -> None:
 def test_wide_layers_get_no_icr() -> None:
     m = map_layer(conv(64, 512, k=1), ARCH, ImcOptions(), first_layer=False)
     assert m.icr == 1
+
+
+def test_a_fused_residual_reads_its_operand_through_the_l1_port() -> None:
+    # a 1x1 conv 64 -> 64 over 4 x 4 pixels, no ICR: one block, 16 vectors. The array takes
+    # 16 * 8 = 128 cycles and streams 16 * 512 input bytes = 128 cycles of a 64 B/cycle
+    # port; the fused add also reads its int8 operand, 16 * 64 bytes more: 9216 / 64 = 144
+    # cycles, the port the bound. Both plus the pipeline's 16 cycles of fill.
+    geo = ConvGeometry(64, 64, 1, 1, 1, 1, 4, 4, 4, 4)
+    opts = ImcOptions(enable_icr=False)
+    assert map_layer(geo, ARCH, opts, first_layer=False).compute_cycles == 144
+    assert map_layer(geo, ARCH, opts, first_layer=False, residual=True).compute_cycles == 160
+
+
+def test_only_the_last_row_block_carries_the_residual_add() -> None:
+    blocks = tuple(ImcBlock(rb, cb, 512, 64) for cb in range(2) for rb in range(3))
+    posts = block_posts(blocks, residual=True)
+    assert [p.value for p in posts] == ["requant", "requant", "requant_add"] * 2
+    assert set(block_posts(blocks, residual=False)) == {PostOp.REQUANT}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from backend_helpers import ARCH, compile_backend
+from backend_helpers import ARCH, compile_backend, conv_chain
 
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler import CompilerConfig
@@ -15,7 +15,8 @@ from aipusim.compiler.backend.memplan import (
     pool_capacities,
     verify_memplan,
 )
-from aipusim.isa.tasks import Pool
+from aipusim.compiler.backend.run import run_backend
+from aipusim.isa.tasks import DmaCopy, Phase, Pool, Unit
 
 
 def _plan(*bufs: Buffer, capacity: int = 1000) -> MemPlan:
@@ -92,3 +93,39 @@ def test_batch_cores_never_share_l2_or_ddr_bytes() -> None:
     # within one core, liveness still lets activations share addresses
     core0 = [b for b in acts if b.core == 0]
     assert len({b.addr for b in core0}) < len(core0)
+
+
+def test_a_tensor_kept_in_l1_frees_the_tiles_that_copy_it() -> None:
+    # two 1x1 convs over a 160 x 160 x 64 image: every tensor is 64*160*160 = 1,638,400
+    # bytes, untiled; L1 holds 4 MiB - 512 KiB = 3,670,016. Beside one layer's input tile,
+    # output tile (1,638,400 each), weight staging (262,144: one 512 x 512 block) and
+    # parameters (1,536) only 129,536 bytes are free: x1 would go to L2. In L1 it makes
+    # c0's output tile and c1's input tile needless (the schedule works on it in place),
+    # so each step holds x1, one tile, the staging and the parameters: 3,540,480 bytes.
+    r = run_backend(conv_chain([64, 64, 64], 160), CompilerConfig(), ARCH)
+    bufs = r.memory.buffers
+    assert bufs["act:x1"].pool is Pool.L1 and bufs["act:x1"].size_bytes == 1_638_400
+    assert "tile_out:c0@0" not in bufs and "tile_in0:c1@0" not in bufs
+    assert bufs["tile_in0:c0@0"].size_bytes == bufs["tile_out:c1@0"].size_bytes == 1_638_400
+    assert bufs["wstage:c0@0"].size_bytes == 262_144
+    assert r.memory.pools[(Pool.L1, 0)].peak_live_bytes == 3_540_480 + 2 * 1_536
+    # x1 is written and read in place: the only activation DMAs are x0's fetch into c0's
+    # input tile and c1's output tile's store to x2
+    copies = [t for t in r.tasks[0] if isinstance(t, DmaCopy) and t.phase is Phase.FRAME]
+    acts = [(t.layer, t.src_pool, t.dst_pool) for t in copies if t.unit is Unit.DMA0]
+    assert acts == [("c0", Pool.L2, Pool.L1), ("c1", Pool.L1, Pool.L2)]
+    verify_memplan(r.memory)
+
+
+def test_resnet50_residual_branches_stay_in_l1_in_batch_and_on_one_core() -> None:
+    # issue 17: the residual branch of layer1 (802,816 bytes per core) went to L2 when the
+    # tile buffers copying it took the room; every ResNet-50 activation fits L1 now
+    for config in (
+        dict(multicore_mode="batch", aipu_cores_used=4),
+        dict(multicore_mode="multiprocess", aipu_cores_used=1),
+    ):
+        r = compile_backend("resnet50", 224, **config)
+        acts = [b for b in r.memory.buffers.values() if b.kind is BufKind.ACTIVATION]
+        assert [b.name for b in acts if b.pool is not Pool.L1] == []
+        branch = r.memory.buffer_of("/layer1/0/downsample/1/BatchNormalization_output_0", 0)
+        assert branch is not None and branch.size_bytes == 802_816
