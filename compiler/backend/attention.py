@@ -16,8 +16,9 @@ Neither operand is a constant, so there are no weights to load at INIT. Two mapp
 `choose` costs both for the layer's shapes (the IMC mapping of one head's K x N block, the
 per-head loads, exposed unless double buffered) and takes the faster, the lower energy on a
 tie. For attention (K = 64 or N = 197 columns, M = 197 vectors per head) the MVM is 40-90x
-faster (DeiT-Tiny's Q.K^T: 4,788 cycles, 3,212 double buffered, against 232,870 on the
-DPU; the simulated layer takes the same 4,788); the DPU wins only for
+faster (DeiT-Tiny's Q.K^T: 8,949 cycles, 7,767 double buffered, against 232,870 on the
+DPU: its heads are interleaved, so the MVM moves 3x its bytes, see `operand_block`); the DPU
+wins only for
 tiny products (one vector through a 16 x 16 operand), where writing B into the array and
 the MVM pipeline cost more than the products themselves. The choice, both cycle counts
 and both energies are kept in the layer's ``matmul_choice`` and land in report.json.
