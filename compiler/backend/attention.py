@@ -16,7 +16,7 @@ Neither operand is a constant, so there are no weights to load at INIT. Two mapp
 `choose` costs both for the layer's shapes (the IMC mapping of one head's K x N block, the
 per-head loads, exposed unless double buffered) and takes the faster, the lower energy on a
 tie. For attention (K = 64 or N = 197 columns, M = 197 vectors per head) the MVM is 40-90x
-faster (DeiT-Tiny's Q.K^T: 8,949 cycles, 7,767 double buffered, against 232,870 on the
+faster (DeiT-Tiny's Q.K^T: 7,308 cycles, 6,126 double buffered, against 232,870 on the
 DPU: its heads are interleaved, so the MVM moves 3x its bytes, see `operand_block`); the DPU
 wins only for
 tiny products (one vector through a 16 x 16 operand), where writing B into the array and
@@ -58,7 +58,9 @@ def head_mapping(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> ImcMapping:
         return m
     cost = cost_model(arch, None, opts.mvm_utilization_limit)
     pitches = (mm.steps[0], mm.steps[2])
-    compute = sum(cost.mvm_cycles(m.vectors, b.cols_used, pitches=pitches) for b in m.blocks)
+    compute = sum(
+        cost.mvm_cycles(m.vectors, b.cols_used, b.rows_used, pitches=pitches) for b in m.blocks
+    )
     load = sum(
         cost.weight_load_cycles(b.weight_bytes, operand_block(mm, m, b, arch.mvm.rows).read_bytes)
         for b in m.blocks

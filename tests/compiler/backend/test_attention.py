@@ -53,7 +53,7 @@ def test_the_cheaper_mapping_is_chosen(mm: RuntimeMatmul, unit: str) -> None:
 
 
 def test_mvm_mapping_loads_every_head_in_the_frame() -> None:
-    result = _backend(tokens=32)  # 32 tokens, 2 heads of 32: the MVM is cheaper
+    result = _backend()  # 16 tokens, 2 heads of 32: the MVM is cheaper
     chosen = [i for i, layer in enumerate(result.layers) if layer.matmul_choice is not None]
     assert len(chosen) == 4 and all(is_runtime(result.layers[i]) for i in chosen)
     tasks = result.tasks[0]
@@ -106,11 +106,11 @@ def test_an_operand_shared_by_every_head_is_loaded_from_one_place() -> None:
 
 
 def test_run_time_operands_are_read_with_the_heads_stride() -> None:
-    """The encoder's operands are [1, 2, 32, .] channels-last: a head's neighbouring
+    """The encoder's operands are [1, 2, 16, .] channels-last: a head's neighbouring
     elements are 2 bytes apart, head h starts at byte h. Every load reads its head's
     operand with that stride and keeps its column sums; every Mvm gathers and scatters
     with it and offsets its inputs by their zero point."""
-    result = _backend(tokens=32)
+    result = _backend()
     tasks = result.tasks[0]
     runtime = [x for x in result.layers if x.runtime is not None]
     assert len(runtime) == 4
