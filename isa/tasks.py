@@ -454,7 +454,8 @@ class DwpuOp(Task):
     ``(oy, ox)`` reads the ``kh`` x ``kw`` window at ``(oy * stride - pad_top, ox *
     stride_w - pad_left)`` (``stride_w`` 0: ``stride``), pixels outside the tile reading
     ``fill``. ``dwconv``: sums of ``(x - zi) * w`` with the ``kh * kw`` int8 weights of each
-    channel at ``weight_addr`` (channel-major), then the channel's requantize record;
+    channel at ``weight_addr`` (channel-major), then the channel's requantize record; its
+    pixels outside the tile read the channel's ``zi`` (they add nothing), not ``fill``;
     ``maxpool``/``globalmax``: the maximum (``fill`` never wins); ``avgpool``/``globalpool``:
     the sum of ``x - zi`` over the window's real pixels (or all its pixels with
     ``count_include_pad``) requantized with the record of its pixel count;
