@@ -376,8 +376,9 @@ class Mvm(Task):
     add_param_addr: int = address(default=0)
     add_pitch: int = where(32)
     add_row_pitch: int = where(32)
-    in_chan_pitch: int = bits(16, default=1)
-    out_chan_pitch: int = bits(16, default=1)
+    # 8 bits (up to 255 heads): the record keeps its 176 bytes
+    in_chan_pitch: int = bits(8, default=1)
+    out_chan_pitch: int = bits(8, default=1)
     offset_fill: int = where(8)
 
     @property

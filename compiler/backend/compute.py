@@ -41,7 +41,7 @@ from aipusim.compiler.backend.reduction import (
     reduction_geometry,
 )
 from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
-from aipusim.compiler.backend.runtime_mvm import RuntimePlaces
+from aipusim.compiler.backend.runtime_mvm import MAX_CHAN_PITCH, RuntimePlaces
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
 from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
@@ -819,6 +819,8 @@ class ComputeMixin:
         if any(f is None for f in found):
             self.mark_incomplete(layer, "run-time weights whose operands are not matrices")
             return (0, 0, 0)
+        if max(mm.steps) > MAX_CHAN_PITCH:
+            self.mark_incomplete(layer, f"run-time weights over more than {MAX_CHAN_PITCH} heads")
         whole = heads == (0, mm.heads)
         if not whole and any(f.step > 1 for f in found if f is not None):
             self.mark_incomplete(layer, "run-time weights over some of interleaved heads")

@@ -59,7 +59,7 @@ class RuntimeMvmMixin:
             self.cfg.imc_double_buffer_pipeline if tiled else self.cfg.imc_double_buffer_sequential
         )
         one = ConvGeometry(mm.k, mm.n, 1, 1, 1, 1, 1, mm.m, 1, mm.m)
-        a_step, b_step, o_step = mm.steps
+        a_step, b_step, o_step = (min(s, MAX_CHAN_PITCH) for s in mm.steps)
         st = self.weights[core]
         computes: list[int] = []
         for i in range(heads[1] - heads[0]):
@@ -123,6 +123,10 @@ class RuntimeMvmMixin:
         return computes
 
 
+#: The widest channel pitch an `Mvm` holds (its 8-bit fields); more heads stay timed only.
+MAX_CHAN_PITCH = 255
+
+
 @dataclass(frozen=True)
 class RuntimePlaces:
     """L1 addresses of a run-time MVM tile: its first head's A, B and output, the bytes
@@ -142,4 +146,4 @@ class RuntimePlaces:
     zero_a: int
 
 
-__all__ = ["RuntimeMvmMixin", "RuntimePlaces"]
+__all__ = ["MAX_CHAN_PITCH", "RuntimeMvmMixin", "RuntimePlaces"]
