@@ -265,6 +265,7 @@ class EnergySpec:
 
     mvm_mac_pj: float
     imc_weight_write_pj_per_byte: float
+    imc_col_sum_pj_per_byte: float
     dwpu_mac_pj: float
     dpu_lane_op_pj: float
     dpu_requant_act_pj: float

@@ -26,8 +26,12 @@ Timing rules (first order, DESIGN.md §4/§5):
   ``post=none``) through a write port; the slowest of these counts; plus the pipeline
   fill/drain latency. A residual-add post-op (``requant_add``) reads its int8 operand,
   one byte per output, through the read port too, and the DPU charges one lane operation
-  per output for the add (as a DPU ``add`` would) besides the requantize.
-- ``WeightLoad``: ``bytes / weight_load_bw`` on the IMC write port (and an L1 read port).
+  per output for the add (as a DPU ``add`` would) besides the requantize. Inputs or
+  outputs ``in_chan_pitch``/``out_chan_pitch`` bytes apart (attention's interleaved heads)
+  move their whole span through the port: the bytes times the pitch.
+- ``WeightLoad``: ``bytes / weight_load_bw`` on the IMC write port, its L1 bytes
+  (`WeightLoad.read_bytes`: a strided source's span) through a read port; ``col_sums``
+  charges one column-sum add per weight written.
 - ``DpuOp``: its lane operations (`aipusim.isa.dpu_work`) over the lanes (or its L1 bytes
   over the ports), plus the pipeline.
 - ``DwpuOp``: channel groups of ``dwpu.channels`` x output pixels x windows of
@@ -362,36 +366,48 @@ class CostModel:
         *,
         accumulate: bool = False,
         post: PostOp = PostOp.REQUANT,
+        pitches: tuple[int, int] = (1, 1),
     ) -> int:
         """One `Mvm` task of ``vectors`` input vectors over ``rows_used`` (default: all)
         rows and ``cols_used`` columns, adding to int32 partial sums if ``accumulate``,
-        writing int32 partial sums if ``post`` is ``none``."""
+        writing int32 partial sums if ``post`` is ``none``; ``pitches``: its input and
+        output channel pitches."""
         mvm = self.arch.mvm
         passes = math.ceil(cols_used / self.active_cols)
         compute = vectors * mvm.cycles_per_vector * passes
         drain = math.ceil(vectors * cols_used / mvm.outputs_per_cycle)
-        read, write = self._mvm_bytes(vectors, rows_used or mvm.rows, cols_used, accumulate, post)
+        read, write = self._mvm_bytes(
+            vectors, rows_used or mvm.rows, cols_used, accumulate, post, pitches
+        )
         port = self.l1_port_cycles(read, write)
         return max(compute, drain, port) + mvm.pipeline_latency_cycles
 
     def _mvm_bytes(
-        self, vectors: int, rows_used: int, cols_used: int, accumulate: bool, post: PostOp
+        self,
+        vectors: int,
+        rows_used: int,
+        cols_used: int,
+        accumulate: bool,
+        post: PostOp,
+        pitches: tuple[int, int] = (1, 1),
     ) -> tuple[int, int]:
         """(L1 bytes read, written) of an `Mvm`: every pass streams the input vectors again;
-        ``accumulate`` reads the int32 partial sums; ``post`` none writes them."""
+        ``accumulate`` reads the int32 partial sums; ``post`` none writes them. Channels
+        ``pitches`` (input, output) bytes apart move their span."""
         passes = math.ceil(cols_used / self.active_cols)
         out_elems = vectors * cols_used
-        read = vectors * rows_used * passes + (out_elems * PSUM_BYTES if accumulate else 0)
+        read = vectors * rows_used * passes * pitches[0]
+        read += out_elems * PSUM_BYTES if accumulate else 0
         if post in ADD_POSTS:
             read += out_elems  # the residual operand, int8
-        write = out_elems * (PSUM_BYTES if post == PostOp.NONE else 1)
+        write = out_elems * (PSUM_BYTES if post == PostOp.NONE else pitches[1])
         return read, write
 
-    def weight_load_cycles(self, nbytes: int) -> int:
-        """One `WeightLoad` of ``nbytes`` into an IMC weight set (read from L1 through a
-        port, written through the IMC write port)."""
+    def weight_load_cycles(self, nbytes: int, read_bytes: int | None = None) -> int:
+        """One `WeightLoad` of ``nbytes`` into an IMC weight set (``read_bytes``, default
+        ``nbytes``, read from L1 through a port, written through the IMC write port)."""
         wl = math.ceil(nbytes / self.arch.mvm.weight_load_bw_bytes_per_cycle)
-        return max(wl, self.l1_port_cycles(nbytes, 0))
+        return max(wl, self.l1_port_cycles(nbytes if read_bytes is None else read_bytes, 0))
 
     def dpu_cycles(self, kind: DpuKind, elements: int, operands: int) -> int:
         """One `DpuOp`: its lane operations over the lanes (or its L1 bytes over the
@@ -504,7 +520,10 @@ class CostModel:
         macs = t.macs
         out_elems = t.vectors * t.cols_used
         accumulate, post = bool(t.accumulate), t.post
-        read, write = self._mvm_bytes(t.vectors, t.rows_used, t.cols_used, accumulate, post)
+        pitches = (t.in_chan_pitch, t.out_chan_pitch)
+        read, write = self._mvm_bytes(
+            t.vectors, t.rows_used, t.cols_used, accumulate, post, pitches
+        )
         energy[C[Component.MVM]] += macs * e.mvm_mac_pj
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
         if t.post != PostOp.NONE:
@@ -514,16 +533,19 @@ class CostModel:
             energy[C[Component.DPU]] += add_ops * e.dpu_lane_op_pj
         traffic = Traffic(l1_read=read, l1_write=write)
         cycles = self.mvm_cycles(
-            t.vectors, t.cols_used, t.rows_used, accumulate=accumulate, post=post
+            t.vectors, t.cols_used, t.rows_used, accumulate=accumulate, post=post, pitches=pitches
         )
         return TaskCost(cycles, macs, traffic, tuple(energy))
 
     def _weight_load(self, t: WeightLoad, energy: list[float]) -> TaskCost:
         e = self.arch.energy
+        read = t.read_bytes
         energy[C[Component.WLOAD]] += t.bytes * e.imc_weight_write_pj_per_byte
-        energy[C[Component.L1]] += t.bytes * e.l1_read_pj_per_byte
-        traffic = Traffic(l1_read=t.bytes, imc_write=t.bytes)
-        return TaskCost(self.weight_load_cycles(t.bytes), 0, traffic, tuple(energy))
+        if t.col_sums:
+            energy[C[Component.WLOAD]] += t.bytes * e.imc_col_sum_pj_per_byte
+        energy[C[Component.L1]] += read * e.l1_read_pj_per_byte
+        traffic = Traffic(l1_read=read, imc_write=t.bytes)
+        return TaskCost(self.weight_load_cycles(t.bytes, read), 0, traffic, tuple(energy))
 
     def _dpu(self, t: DpuOp, energy: list[float]) -> TaskCost:
         e = self.arch.energy

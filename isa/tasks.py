@@ -248,7 +248,17 @@ class DmaCopy(Task):
 @dataclass(frozen=True, kw_only=True)
 class WeightLoad(Task):
     """Write a block of ``rows_used`` x ``cols_used`` int8 weights, row-major from L1
-    ``src_addr``, into IMC weight set ``weight_set`` (the rest of the set is not read)."""
+    ``src_addr``, into IMC weight set ``weight_set`` (the rest of the set is not read).
+
+    **A run-time operand** (attention's second matrix, `src_rows` > 0) is read as a matrix
+    of ``src_rows`` x ``cols_used / copies`` elements, element ``(r, c)`` at ``src_addr + r
+    * src_row_pitch + c * src_pitch`` (heads interleaved as channels: ``src_pitch`` is the
+    heads' count), and written as ``copies`` copies (the ICR layout of a 1x1 window): copy
+    ``i`` at rows ``i * copy_rows`` and columns ``i * cols_used / copies``, every other
+    weight of the block 0. The L1 port reads each source row whole, strides included
+    (`read_bytes`). With ``col_sums`` the load path also sums each column of the block as
+    it writes it, kept with the set for an `Mvm` with ``offset_fill``.
+    """
 
     OPCODE: ClassVar[int] = 2
     UNITS: ClassVar[frozenset[Unit]] = frozenset({Unit.WLOAD})
@@ -257,6 +267,25 @@ class WeightLoad(Task):
     bytes: int = bits(32)
     rows_used: int = bits(16)
     cols_used: int = bits(16)
+    src_rows: int = bits(16, default=0)
+    src_pitch: int = bits(16, default=1)
+    copies: int = bits(8, default=1)
+    col_sums: int = bits(8, default=0)
+    src_row_pitch: int = where(32)
+    copy_rows: int = where(16)
+
+    @property
+    def read_bytes(self) -> int:
+        """L1 bytes the load reads: ``bytes`` of a row-major block; of a run-time operand its
+        ``src_rows`` rows, each ``cols_used / copies`` elements ``src_pitch`` apart.
+
+        >>> WeightLoad(unit=Unit.WLOAD, weight_set=0, src_addr=0, bytes=512, rows_used=8,
+        ...            cols_used=64, src_rows=3, src_pitch=3, copies=2).read_bytes
+        288
+        """
+        if self.src_rows == 0:
+            return self.bytes
+        return self.src_rows * (self.cols_used // max(1, self.copies)) * self.src_pitch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,6 +327,14 @@ class Mvm(Task):
     hi]`` and int8; ``requant_add_lut`` then looks the sum up in the table at ``lut_addr``
     unless ``lut`` is ``relu``/``clip`` (the record's clamp did it). The requantized ``r``
     is never stored.
+
+    **Channel pitches**: channel ``c`` of an input pixel is at ``c * in_chan_pitch`` from
+    its first byte and output channel ``k`` at ``k * out_chan_pitch`` (1: channels are
+    contiguous; attention's operands hold the heads interleaved as channels, so a head's
+    row steps by the heads' count). With ``offset_fill`` the sums are of the inputs less
+    ``fill``, ``acc[col] = sum_r (vec[row0 + r] - fill) * W[r][col]``: the array adds
+    ``-fill`` times the column sums its set's `WeightLoad` kept (``col_sums``), which is
+    how a run-time operand's input zero point is folded (a constant one's is in the bias).
     """
 
     OPCODE: ClassVar[int] = 3
@@ -339,6 +376,10 @@ class Mvm(Task):
     add_param_addr: int = address(default=0)
     add_pitch: int = where(32)
     add_row_pitch: int = where(32)
+    # 8 bits (up to 255 heads): the record keeps its 176 bytes
+    in_chan_pitch: int = bits(8, default=1)
+    out_chan_pitch: int = bits(8, default=1)
+    offset_fill: int = where(8)
 
     @property
     def macs(self) -> int:
@@ -414,7 +455,8 @@ class DwpuOp(Task):
     ``(oy, ox)`` reads the ``kh`` x ``kw`` window at ``(oy * stride - pad_top, ox *
     stride_w - pad_left)`` (``stride_w`` 0: ``stride``), pixels outside the tile reading
     ``fill``. ``dwconv``: sums of ``(x - zi) * w`` with the ``kh * kw`` int8 weights of each
-    channel at ``weight_addr`` (channel-major), then the channel's requantize record;
+    channel at ``weight_addr`` (channel-major), then the channel's requantize record; its
+    pixels outside the tile read the channel's ``zi`` (they add nothing), not ``fill``;
     ``maxpool``/``globalmax``: the maximum (``fill`` never wins); ``avgpool``/``globalpool``:
     the sum of ``x - zi`` over the window's real pixels (or all its pixels with
     ``count_include_pad``) requantized with the record of its pixel count;

@@ -16,8 +16,9 @@ Neither operand is a constant, so there are no weights to load at INIT. Two mapp
 `choose` costs both for the layer's shapes (the IMC mapping of one head's K x N block, the
 per-head loads, exposed unless double buffered) and takes the faster, the lower energy on a
 tie. For attention (K = 64 or N = 197 columns, M = 197 vectors per head) the MVM is 40-90x
-faster (DeiT-Tiny's Q.K^T: 4,788 cycles, 3,212 double buffered, against 232,870 on the
-DPU; the simulated layer takes the same 4,788); the DPU wins only for
+faster (DeiT-Tiny's Q.K^T: 7,308 cycles, 6,126 double buffered, against 232,870 on the
+DPU: its heads are interleaved, so the MVM moves 3x its bytes, see `operand_block`); the DPU
+wins only for
 tiny products (one vector through a 16 x 16 operand), where writing B into the array and
 the MVM pipeline cost more than the products themselves. The choice, both cycle counts
 and both energies are kept in the layer's ``matmul_choice`` and land in report.json.
@@ -33,10 +34,10 @@ and both energies are kept in the layer's ``matmul_choice`` and land in report.j
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
+from aipusim.compiler.backend.imc import ImcBlock, ImcMapping, ImcOptions, map_layer
 from aipusim.compiler.backend.lower import (
     ConvGeometry,
     LayerPlan,
@@ -49,9 +50,57 @@ from aipusim.isa.tasks import DpuKind, DpuOp, Mvm, PostOp, Task, Unit, WeightLoa
 
 
 def head_mapping(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> ImcMapping:
-    """The IMC mapping of one head (its K x N operand and M vectors)."""
+    """The IMC mapping of one head (its K x N operand and M vectors): the constant-weight
+    mapping of a 1x1 conv, its cycles charged for the operands' strides (``mm.steps``)."""
     one = ConvGeometry(mm.k, mm.n, 1, 1, 1, 1, 1, mm.m, 1, mm.m)
-    return map_layer(one, arch, opts, first_layer=False)
+    m = map_layer(one, arch, opts, first_layer=False)
+    if mm.steps == (1, 1, 1):
+        return m
+    cost = cost_model(arch, None, opts.mvm_utilization_limit)
+    pitches = (mm.steps[0], mm.steps[2])
+    compute = sum(
+        cost.mvm_cycles(m.vectors, b.cols_used, b.rows_used, pitches=pitches) for b in m.blocks
+    )
+    load = sum(
+        cost.weight_load_cycles(b.weight_bytes, operand_block(mm, m, b, arch.mvm.rows).read_bytes)
+        for b in m.blocks
+    )
+    return replace(m, compute_cycles=compute, weight_load_cycles=load)
+
+
+@dataclass(frozen=True)
+class OperandBlock:
+    """Where weight block ``(row_block, col_block)`` of a head's operand B comes from: its
+    first element (row, column of B), the rows and columns of B it holds, its ICR copies
+    ``copy_rows`` apart, and what the load reads (B's elements ``step`` apart)."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+    copies: int
+    copy_rows: int
+    step: int
+
+    @property
+    def read_bytes(self) -> int:
+        return self.rows * self.cols * self.step
+
+
+def operand_block(
+    mm: RuntimeMatmul, head: ImcMapping, blk: ImcBlock, array_rows: int
+) -> OperandBlock:
+    """The part of B that weight block ``blk`` of ``head`` holds. ICR copies the operand
+    along the diagonal (rows of a 1x1 window's taps, ``cin_padded`` apart, or ``k`` with
+    swICR); ICR over several row blocks is not expressed (the schedule marks it timed
+    only)."""
+    copies = head.icr
+    cols = blk.cols_used // copies
+    copy_rows = mm.k if head.swicr else head.cin_padded
+    row = blk.row_block * array_rows
+    rows = min(mm.k - row, blk.rows_used) if copies == 1 else mm.k
+    return OperandBlock(row, blk.col_block * head.active_cols, rows, cols, copies, copy_rows,
+                        mm.steps[1])  # fmt: skip
 
 
 def exposed_loads(
@@ -76,20 +125,24 @@ def mvm_frame_cycles(
     return mm.heads * compute + exposed
 
 
-def head_tasks(head: ImcMapping) -> list[Task]:
-    """The tasks of one head on the MVM: per weight block a load and an `Mvm`."""
+def head_tasks(mm: RuntimeMatmul, head: ImcMapping, arch: Arch) -> list[Task]:
+    """The tasks of one head on the MVM: per weight block a load and an `Mvm` (their cost
+    fields as the schedule emits them)."""
     tasks: list[Task] = []
     for blk in head.blocks:
         last_row = blk.row_block == head.row_blocks - 1
+        src = operand_block(mm, head, blk, arch.mvm.rows)
         tasks.append(
             WeightLoad(unit=Unit.WLOAD, weight_set=0, src_addr=0, bytes=blk.weight_bytes,
-                       rows_used=blk.rows_used, cols_used=blk.cols_used)
+                       rows_used=blk.rows_used, cols_used=blk.cols_used, src_rows=src.rows,
+                       src_pitch=src.step, copies=src.copies, col_sums=1)
         )  # fmt: skip
         tasks.append(
             Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=head.vectors,
                 rows_used=blk.rows_used, cols_used=blk.cols_used, icr=head.icr,
                 accumulate=int(blk.row_block > 0),
-                post=PostOp.REQUANT if last_row else PostOp.NONE)
+                post=PostOp.REQUANT if last_row else PostOp.NONE,
+                in_chan_pitch=mm.steps[0], out_chan_pitch=mm.steps[2])
         )  # fmt: skip
     return tasks
 
@@ -104,7 +157,7 @@ def choose(
     head = head_mapping(mm, arch, opts)
     load_bytes = mm.heads * head.weight_bytes
     mvm_cycles = mvm_frame_cycles(mm, head, arch, double_buffered=double_buffered)
-    mvm_energy = mm.heads * sum(cost.task(t).energy_total_pj for t in head_tasks(head))
+    mvm_energy = mm.heads * sum(cost.task(t).energy_total_pj for t in head_tasks(mm, head, arch))
     dpu = cost.task(
         DpuOp(unit=Unit.DPU, kind=DpuKind.MATMUL, in_addr0=0, in_addr1=0, out_addr=0,
               elements=mm.macs, operands=2)
@@ -162,6 +215,8 @@ __all__ = [
     "choose",
     "exposed_loads",
     "head_mapping",
+    "head_tasks",
     "mvm_frame_cycles",
+    "operand_block",
     "runtime_estimate",
 ]

@@ -41,6 +41,7 @@ from aipusim.compiler.backend.reduction import (
     reduction_geometry,
 )
 from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
+from aipusim.compiler.backend.runtime_mvm import MAX_CHAN_PITCH, RuntimePlaces
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
 from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
@@ -784,11 +785,10 @@ class ComputeMixin:
         return broadcast_pattern(out_shape, tuple(shape)) or (1, records)
 
     def runtime_tile(self, w: TileWork) -> list[int]:
+        """An MVM layer with run-time weights over heads ``rows``: its operands' heads lie
+        ``matrices``' strides apart (interleaved as channels, or one after another)."""
         li, layer, core, tile_no, rows, prologue = w
-        """An MVM layer with run-time weights over heads ``rows`` (timed; its input zero
-        point is not folded, so it is not yet executed bit-exactly)."""
         del li
-        self.mark_incomplete(layer, "run-time weights (attention) are timed only")
         reads: list[tuple[str, int]] = []
         addrs, deps = [], set(prologue)
         for k, tensor in enumerate(layer.inputs):
@@ -797,14 +797,37 @@ class ComputeMixin:
             place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
             addrs.append(place.addr)
             deps |= in_deps
-        _, _, cdeps = self.const_addrs(core, layer)
+        params, _, cdeps = self.const_addrs(core, layer)
+        lut, table = self.lut_of(layer)
         dst, store, war, slot = self.out_place(core, layer, rows, None, tile_no)
         psum = self.tile_buffer("psum", layer, core)
-        computes = self.emit_runtime_mvm(
-            core, layer, rows, tile_no, addrs, dst.addr,
-            psum.addr if psum is not None else None, deps | war | cdeps,
+        strides = self.runtime_head_strides(layer, rows)
+        places = RuntimePlaces(
+            *addrs, dst.addr, *strides, psum.addr if psum is not None else 0, params,
+            params + table if table >= 0 else 0, lut, self.zero_point(layer.inputs[0]),
         )  # fmt: skip
+        computes = self.emit_runtime_mvm(core, layer, rows, tile_no, places, deps | war | cdeps)
         return self.finish(core, layer, computes, reads, store, slot, dst, tile_no)
+
+    def runtime_head_strides(self, layer: LayerPlan, heads: tuple[int, int]) -> tuple[int, ...]:
+        """Bytes from one head to the next of A, B and the output (B shared: 0). A tile of
+        some of the heads holds whole heads only when they lie one after another; cut from
+        interleaved heads it is timed only (`mark_incomplete`)."""
+        mm = layer.runtime
+        tensors = (*layer.inputs[:2], layer.outputs[0])
+        found = [matrices(tuple(self.g.shape(t))) for t in tensors]
+        if any(f is None for f in found):
+            self.mark_incomplete(layer, "run-time weights whose operands are not matrices")
+            return (0, 0, 0)
+        if max(mm.steps) > MAX_CHAN_PITCH:
+            self.mark_incomplete(layer, f"run-time weights over more than {MAX_CHAN_PITCH} heads")
+        whole = heads == (0, mm.heads)
+        if not whole and any(f.step > 1 for f in found if f is not None):
+            self.mark_incomplete(layer, "run-time weights over some of interleaved heads")
+        imc = self.mapping_of(layer).whole
+        if imc.icr > 1 and imc.row_blocks > 1:
+            self.mark_incomplete(layer, "run-time weights with ICR over several row blocks")
+        return tuple(f.head_stride * self.elem(t) for f, t in zip(found, tensors, strict=True) if f)
 
 
 __all__ = ["ComputeMixin", "Store"]

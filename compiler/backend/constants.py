@@ -332,13 +332,11 @@ class _Packer:
             lo=lo,
             hi=hi,
         )
-        za = int(_zp(self.program, node.inputs[0])[0])
-        why = "" if za == 0 else "run-time weights with an input zero point"
+        # the input zero point is not in the bias: the Mvm offsets its inputs by it
+        # (``offset_fill``, from the column sums its WeightLoad kept)
         params = _bytes(rec)
         out = np.concatenate([params, table]) if len(table) else params
-        return LayerConstants(
-            params=out, table_offset=len(params) if len(table) else -1, incomplete=why
-        )
+        return LayerConstants(params=out, table_offset=len(params) if len(table) else -1)
 
     # -- DWPU ------------------------------------------------------------------------------
     def dwpu(self, layer: LayerPlan) -> LayerConstants:

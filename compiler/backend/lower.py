@@ -123,12 +123,15 @@ class ConvGeometry:
 
 @dataclass(frozen=True)
 class RuntimeMatmul:
-    """[heads] x (M x K) @ (K x N): the shapes of an activation x activation MatMul."""
+    """[heads] x (M x K) @ (K x N): the shapes of an activation x activation MatMul.
+    ``steps``: bytes between neighbouring elements of A, B and the output (the heads'
+    count where the heads are the channels of a channels-last tensor, else 1)."""
 
     heads: int
     m: int
     k: int
     n: int
+    steps: tuple[int, int, int] = (1, 1, 1)
 
     @property
     def macs(self) -> int:
@@ -593,11 +596,19 @@ def lower_graph(graph_or_qgraph: Any) -> list[LayerPlan]:
 
 
 def runtime_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> RuntimeMatmul:
-    """The `RuntimeMatmul` of ``a @ b`` (numpy matmul shapes, batch dims broadcast)."""
+    """The `RuntimeMatmul` of ``a @ b`` (numpy matmul shapes, batch dims broadcast).
+
+    >>> runtime_shapes((1, 3, 197, 64), (1, 3, 64, 197), (1, 3, 197, 197))
+    RuntimeMatmul(heads=3, m=197, k=64, n=197, steps=(3, 3, 3))
+    """
+    from aipusim.compiler.backend.reduction import matrices
+
     a2 = (1, *a) if len(a) == 1 else a
     b2 = (*b, 1) if len(b) == 1 else b
     heads = math.prod(out[:-2]) if len(out) > 2 else 1
-    return RuntimeMatmul(heads, a2[-2], a2[-1], b2[-1])
+    found = (matrices(t) for t in (a2, b2, out))
+    steps = tuple(1 if f is None else f.step for f in found)
+    return RuntimeMatmul(heads, a2[-2], a2[-1], b2[-1], steps)  # type: ignore[arg-type]
 
 
 def is_shortcut(layer: LayerPlan, k: int) -> bool:

@@ -11,10 +11,15 @@ the current head computes (the array holds ``arch.mvm.weight_sets``); without
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import Any
 
-from aipusim.isa.tasks import Mvm, PostOp, Unit, WeightLoad
+from aipusim.compiler.backend.attention import operand_block
+from aipusim.compiler.backend.lower import ConvGeometry
+from aipusim.compiler.backend.regions import RowWindow
+from aipusim.compiler.backend.task_fields import Place, mvm_fields
+from aipusim.isa import params as P
+from aipusim.isa.tasks import LutKind, Mvm, Unit, WeightLoad
 
 
 class RuntimeMvmMixin:
@@ -42,31 +47,26 @@ class RuntimeMvmMixin:
         layer: Any,
         heads: tuple[int, int],
         tile_no: int,
-        in_addrs: list[int],
-        out_addr: int,
-        psum_addr: int | None,
+        places: RuntimePlaces,
         deps: set[int],
     ) -> list[int]:
         """WeightLoad + Mvm per head in [heads[0], heads[1]) and weight block; returns the
-        compute steps. ``in_addrs``/``out_addr`` are the tile's L1 addresses (heads[0] at
-        offset 0); the operands are head-major, so head h is at h * its size."""
+        compute steps. ``places``: where the tile's operands lie (heads[0] first)."""
         mm = layer.runtime
         imc = self.mapping_of(layer).whole  # one head's operand
-        a_addr, b_addr = in_addrs
-        # per-head strides; an operand broadcast over the heads (one matrix) has stride 0
-        b_bytes = _stride(layer.in_bytes[1], mm.heads, mm.k * mm.n)
-        a_bytes = _stride(layer.in_bytes[0], mm.heads, mm.m * mm.k)
-        o_bytes = layer.out_bytes[0] // max(1, mm.heads)
         tiled = self.tiling_of(layer).tiles > 1
         double = (
             self.cfg.imc_double_buffer_pipeline if tiled else self.cfg.imc_double_buffer_sequential
         )
-        vectors = max(1, math.ceil(mm.m / imc.icr))
+        one = ConvGeometry(mm.k, mm.n, 1, 1, 1, 1, 1, mm.m, 1, mm.m)
+        a_step, b_step, o_step = (min(s, MAX_CHAN_PITCH) for s in mm.steps)
         st = self.weights[core]
         computes: list[int] = []
         for i in range(heads[1] - heads[0]):
             pinned: set[int] = set()
-            offset = 0
+            a = places.a + i * places.a_head
+            b = places.b + i * places.b_head
+            out = places.out + i * places.out_head
             for blk in imc.blocks:
                 s = self.claim_set(core, pinned)
                 pinned.add(s)
@@ -75,41 +75,44 @@ class RuntimeMvmMixin:
                     wdeps.add(st.last_user[s])  # the set's previous operand has been used
                 if not double and self.last_mvm.get(core) is not None:
                     wdeps.add(self.last_mvm[core])  # no free set while the array works
+                src = operand_block(mm, imc, blk, self.arch.mvm.rows)
                 load = self.add(  # type: ignore[attr-defined]
                     core,
                     Unit.WLOAD,
                     WeightLoad,
                     dict(
                         weight_set=s,
-                        src_addr=b_addr + i * b_bytes + offset,
+                        src_addr=b + (src.row * mm.n + src.col) * b_step,
                         bytes=blk.weight_bytes,
                         rows_used=blk.rows_used,
                         cols_used=blk.cols_used,
+                        src_rows=src.rows,
+                        src_pitch=b_step,
+                        copies=src.copies,
+                        col_sums=1,
+                        src_row_pitch=mm.n * b_step,
+                        copy_rows=src.copy_rows,
                     ),
                     layer=layer.name,
                     tile=tile_no,
                     deps=wdeps,
                 )
                 st.holds[s] = (layer.name, "runtime", heads[0] + i, blk.row_block, blk.col_block)
-                last_row = blk.row_block == imc.row_blocks - 1
-                post = PostOp.REQUANT_LUT if layer.lut.value != "none" else PostOp.REQUANT
-                target = out_addr + i * o_bytes if last_row or psum_addr is None else psum_addr
+                first = blk.col_block * imc.active_cols  # the block's first output column
+                fields = mvm_fields(
+                    one, imc, blk, rows=1, window=RowWindow(0, 1, 0),
+                    src=Place(a, mm.k * a_step, mm.m * mm.k * a_step),
+                    dst=Place(out + first * o_step, mm.n * o_step, mm.m * mm.n * o_step),
+                    array_rows=self.arch.mvm.rows, fill=places.zero_a,
+                    psum_addr=places.psum, param_addr=places.params + first * P.CHANNEL.itemsize,
+                    lut_addr=places.lut, lut=places.lut_kind, weight_set=s,
+                )  # fmt: skip
+                fields.update(in_chan_pitch=a_step, out_chan_pitch=o_step, offset_fill=1)
                 sid = self.add(  # type: ignore[attr-defined]
                     core,
                     Unit.MVM,
                     Mvm,
-                    dict(
-                        weight_set=s,
-                        in_addr=a_addr + i * a_bytes,
-                        out_addr=target,
-                        vectors=vectors,
-                        rows_used=blk.rows_used,
-                        cols_used=blk.cols_used,
-                        icr=imc.icr,
-                        accumulate=int(blk.row_block > 0),
-                        post=post if last_row else PostOp.NONE,
-                        lut=layer.lut,
-                    ),
+                    fields,
                     layer=layer.name,
                     tile=tile_no,
                     deps=deps | {load},
@@ -117,13 +120,30 @@ class RuntimeMvmMixin:
                 st.last_user[s] = sid
                 self.last_mvm[core] = sid
                 computes.append(sid)
-                offset += blk.weight_bytes
         return computes
 
 
-def _stride(total_bytes: int, heads: int, per_head_elements: int) -> int:
-    """Bytes from one head's operand to the next: 0 when one matrix serves every head."""
-    return total_bytes // heads if total_bytes >= heads * per_head_elements else 0
+#: The widest channel pitch an `Mvm` holds (its 8-bit fields); more heads stay timed only.
+MAX_CHAN_PITCH = 255
 
 
-__all__ = ["RuntimeMvmMixin"]
+@dataclass(frozen=True)
+class RuntimePlaces:
+    """L1 addresses of a run-time MVM tile: its first head's A, B and output, the bytes
+    from one head to the next of each (0: B shared by every head), the partial sums, the
+    requantize records and table (``lut_kind``); ``zero_a``: A's zero point."""
+
+    a: int
+    b: int
+    out: int
+    a_head: int
+    b_head: int
+    out_head: int
+    psum: int
+    params: int
+    lut: int
+    lut_kind: LutKind
+    zero_a: int
+
+
+__all__ = ["MAX_CHAN_PITCH", "RuntimeMvmMixin", "RuntimePlaces"]

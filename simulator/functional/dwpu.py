@@ -4,8 +4,10 @@ Per `aipusim.isa.tasks.DwpuOp`; the parameter blocks are those of `aipusim.isa.p
 (``dwconv``: a `CHANNEL` per channel with its ``zi``; ``avgpool``: a `SCALAR` then its `COUNT`
 records; ``globalpool`` and ``resize_linear``: a `SCALAR`). Readings the ISA leaves open:
 
-- ``dwconv`` sums ``(x - zi) * w`` over the whole window, pixels outside the tile reading
-  ``fill`` (the compiler makes ``fill`` the zero point, so they add nothing);
+- ``dwconv`` sums ``(x - zi) * w`` over the window's pixels in the tile: a pixel outside
+  it reads its channel's ``zi`` and adds nothing, as padding at the input's zero point does
+  (a per-channel input zero point, MobileNetV2's ``quantize_dw_channel_wise``, has no one
+  ``fill``);
 - a max pool whose window holds no pixel of the tile gives -128; an average pool whose
   window holds none (without ``count_include_pad``) gives ``zo``;
 - the global kinds reduce the whole ``h x w`` tile to one pixel (``out_h = out_w = 1``);
@@ -63,8 +65,9 @@ def _windows(mem, geo, out, mode, wts, ch, counts, lut, use_lut):  # pragma: no 
     holds m0 as mult, shift, zo, lo, hi and za as zi)."""
     base, pitch, row_pitch, h, w, chans = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
     obase, opitch, orow, out_h, out_w = geo[6], geo[7], geo[8], geo[9], geo[10]
-    kh, kw, sh, sw, pt, pl, fill, include_pad = (
-        geo[11], geo[12], geo[13], geo[14], geo[15], geo[16], geo[17], geo[18],
+    # geo[17], fill, is read by no kind: padding adds nothing to a sum and never wins a max
+    kh, kw, sh, sw, pt, pl, include_pad = (
+        geo[11], geo[12], geo[13], geo[14], geo[15], geo[16], geo[18],
     )  # fmt: skip
     if mode >= 3:  # global: the whole tile is the window
         kh, kw, sh, sw, pt, pl = h, w, 1, 1, 0, 0
@@ -83,7 +86,7 @@ def _windows(mem, geo, out, mode, wts, ch, counts, lut, use_lut):  # pragma: no 
                         x = x0 + j
                         inside = y >= 0 and y < h and x >= 0 and x < w
                         if mode == 0:
-                            v = np.int64(fill)
+                            v = ch[c, 6]  # padding adds nothing, whatever the channel's zi
                             if inside:
                                 v = np.int64(mem[base + y * row_pitch + x * pitch + c])
                             acc += (v - ch[c, 6]) * wts[c, i * kw + j]

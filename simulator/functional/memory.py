@@ -151,6 +151,11 @@ class Memory:
         ]
         #: Per physical core and set: (rows, cols) the last `WeightLoad` wrote (0, 0: none).
         self.loaded = [[(0, 0)] * mvm.weight_sets for _ in range(arch.chip.cores)]
+        #: Per physical core and set: the column sums a `WeightLoad` with ``col_sums`` kept
+        #: (None: its last load kept none).
+        self.col_sums: list[list[np.ndarray | None]] = [
+            [None] * mvm.weight_sets for _ in range(arch.chip.cores)
+        ]
         self._io: dict[Pool, list[IoBuffer]] = {}
         for buf in memory_map.io:
             self._io.setdefault(Pool(buf.pool), []).append(buf)

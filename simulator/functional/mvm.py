@@ -1,8 +1,10 @@
 """`WeightLoad` and `Mvm`: the D-IMC array on real data.
 
 A `WeightLoad` writes its ``rows_used x cols_used`` block into rows and columns from 0 of
-its weight set (kept as float32); an `Mvm` that reads more rows or columns than the last
-load of its set wrote is refused.
+its weight set (kept as float32): a row-major block, or a run-time operand read with its
+strides and written as its ICR copies (`runtime_block`), with the block's column sums kept
+when it says ``col_sums``; an `Mvm` that reads more rows or columns than the last load of
+its set wrote is refused.
 
 An `Mvm` gathers its input vectors from the L1 tile (`_gather`, numba: window, strides,
 padding, dilation, upsampling, ICR copies, PWORD and swICR row layouts, the row block),
@@ -52,21 +54,49 @@ def execute_weight_load(run: TaskRun) -> None:
         raise run.fail(
             f"bytes must be at least rows_used x cols_used ({rows * cols}), not {t.bytes}"
         )
-    data, at = run.block(t.src_addr, rows * cols)
-    block = data[at : at + rows * cols].view(np.int8).reshape(rows, cols)
+    if t.src_rows:
+        block = runtime_block(run, t)
+    else:
+        data, at = run.block(t.src_addr, rows * cols)
+        block = data[at : at + rows * cols].view(np.int8).reshape(rows, cols)
     pcore = run.where.pcore
     run.mem.weights[pcore][t.weight_set, :rows, :cols] = block
     run.mem.loaded[pcore][t.weight_set] = (rows, cols)
+    sums = block.sum(axis=0, dtype=np.int64) if t.col_sums else None
+    run.mem.col_sums[pcore][t.weight_set] = sums
     run.accesses.append(Access(run.mem.spaces.imc(pcore), *span(t.weight_set, 1), True))
+
+
+def runtime_block(run: TaskRun, t: WeightLoad) -> np.ndarray:
+    """The ``rows_used x cols_used`` block of a run-time operand: ``copies`` diagonal
+    copies of its strided ``src_rows x cols_used / copies`` source, zeros elsewhere."""
+    copies, rows, cols = t.copies, t.src_rows, t.cols_used // max(1, t.copies)
+    if copies < 1 or t.cols_used % copies or (copies - 1) * t.copy_rows + rows > t.rows_used:
+        raise run.fail(
+            f"copies x (copy_rows, cols_used / copies) must fit {t.rows_used} x "
+            f"{t.cols_used}, not {copies} x ({t.copy_rows}, {cols}) of {rows} rows"
+        )
+    pitch = max(1, t.src_pitch)
+    row_pitch = t.src_row_pitch or cols * pitch
+    starts = (t.src_addr + np.arange(rows, dtype=np.int64)[:, None] * row_pitch
+              + np.arange(cols, dtype=np.int64)[None, :] * pitch).reshape(-1)  # fmt: skip
+    s, e = merge(np.sort(starts), np.sort(starts) + 1)
+    data, delta = run.operand(Pool.L1, s, e, write=False)
+    src = data[starts + delta].view(np.int8).reshape(rows, cols)
+    block = np.zeros((t.rows_used, t.cols_used), np.int8)
+    for i in range(copies):
+        block[i * t.copy_rows : i * t.copy_rows + rows, i * cols : (i + 1) * cols] = src
+    return block
 
 
 # ----------------------------------------------------------------------- geometry
 
 
 @numba.njit(cache=True)
-def _walk(g, vectors, row0, nrows, mem, base, x_out, lo, hi, gather):  # pragma: no cover
+def _walk(g, vectors, row0, nrows, mem, base, x_out, lo, hi, gather, cpitch):  # pragma: no cover
     """Every (vector, tap) of the task: copy its channels into ``x_out`` (``gather``) or
-    widen each tile pixel's touched channel range ``[lo, hi)`` (footprint).
+    widen each tile pixel's touched channel range ``[lo, hi)`` (footprint). Channel ``c``
+    of a pixel is ``c * cpitch`` bytes from its first.
 
     ``g``: out_w, icr, kw, stride_w, cin, cpad, in_rows, in_w, upsample, kh, stride_h,
     dilation, pad_top, pad_left, swicr, in_pitch, in_row_pitch."""
@@ -101,7 +131,7 @@ def _walk(g, vectors, row0, nrows, mem, base, x_out, lo, hi, gather):  # pragma:
                     pix = base + y * row_pitch + x * pitch
                     dst = rb - row0
                     for c in range(c0, c1):
-                        x_out[v, dst + c] = mem[pix + c]
+                        x_out[v, dst + c] = mem[pix + c * cpitch]
                 else:
                     if c0 < lo[y, x]:
                         lo[y, x] = c0
@@ -125,15 +155,29 @@ def input_runs(t: Mvm) -> tuple[np.ndarray, np.ndarray]:
     lo = np.full((rows, cols), 1 << 30, np.int64)
     hi = np.zeros((rows, cols), np.int64)
     dummy = np.zeros((1, 1), np.float32)
-    _walk(g, t.vectors, t.row0, t.rows_used, np.zeros(1, np.int8), 0, dummy, lo, hi, False)
+    _walk(g, t.vectors, t.row0, t.rows_used, np.zeros(1, np.int8), 0, dummy, lo, hi, False, 1)
     y, x = np.nonzero(hi > lo)
     base = t.in_addr + y * t.in_row_pitch + x * t.in_pitch
-    return merge(base + lo[y, x], base + hi[y, x])
+    return channel_runs(base, lo[y, x], hi[y, x], t.in_chan_pitch)
+
+
+def channel_runs(
+    base: np.ndarray, lo: np.ndarray, hi: np.ndarray, pitch: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes of channels ``[lo, hi)`` of pixels at ``base``, channels ``pitch`` apart."""
+    if pitch <= 1:
+        return merge(base + lo, base + hi)
+    n = hi - lo
+    at = np.repeat(base + lo * pitch, n) + pitch * (
+        np.arange(n.sum()) - np.repeat(n.cumsum() - n, n)
+    )
+    at = np.sort(at)
+    return merge(at, at + 1)
 
 
 def output_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
     """The output bytes of a requantizing Mvm: ``cout`` channels of every pixel it makes."""
-    return pixel_runs(t, cout, t.out_addr, t.out_pitch, t.out_row_pitch)
+    return pixel_runs(t, cout, t.out_addr, t.out_pitch, t.out_row_pitch, t.out_chan_pitch)
 
 
 def add_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
@@ -143,9 +187,10 @@ def add_runs(t: Mvm, cout: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pixel_runs(
-    t: Mvm, cout: int, addr: int, pitch: int, row_pitch: int
+    t: Mvm, cout: int, addr: int, pitch: int, row_pitch: int, chan_pitch: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``cout`` bytes of every output pixel of ``t`` in a layout at ``addr``."""
+    """``cout`` channels (``chan_pitch`` apart) of every output pixel of ``t`` in a layout
+    at ``addr``."""
     vx = -(-t.out_w // t.icr)
     v = np.arange(t.vectors, dtype=np.int64)
     oy = np.repeat(v // vx, t.icr)
@@ -154,6 +199,8 @@ def pixel_runs(
     )
     keep = ox < t.out_w
     starts = addr + oy[keep] * row_pitch + ox[keep] * pitch
+    if chan_pitch > 1:
+        return channel_runs(starts, np.zeros_like(starts), np.full_like(starts, cout), chan_pitch)
     return merge(starts, starts + cout)
 
 
@@ -163,14 +210,15 @@ def pixel_runs(
 @numba.njit(cache=True)
 def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, px, chan, ch, lut, use_lut, out, base,
           pitch, row_pitch, out_w, icr, vx, psum_out, b_mem, b_geo,
-          add):  # pragma: no cover - jitted  # fmt: skip
+          add, cpitch):  # pragma: no cover - jitted  # fmt: skip
     """Saturate, accumulate, then write partial sums (mode 0) or requantized int8 (mode
     1), or the requantized int8 plus a residual operand (mode 2).
 
     Column ``col`` is pixel ``ox0 + px[col]``, channel ``chan[col]``; ``ch`` holds per
     channel: bias, mult, shift, rounding term, zo, lo, hi. Mode 2 reads operand byte ``b_geo
     = (base, pitch, row_pitch)`` of ``b_mem`` and adds with ``add`` = m0, m1, shift,
-    rounding term, za, zb, zo, lo, hi (the DPU ``add``). Returns the clamped sums."""
+    rounding term, za, zb, zo, lo, hi (the DPU ``add``). Channels are ``cpitch`` bytes
+    apart. Returns the clamped sums."""
     vectors, cols = acc.shape
     clamped = 0
     for v in range(vectors):
@@ -200,7 +248,7 @@ def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, px, chan, ch, lut, use_lu
                 r = min(max(min(max(s + add[6], add[7]), add[8]), -128), 127)
             if use_lut:
                 r = lut[r + 128]
-            out[row + ox * pitch + k] = r
+            out[row + ox * pitch + k * cpitch] = r
     return clamped
 
 
@@ -244,6 +292,11 @@ def _check(run: TaskRun, t: Mvm) -> int:
             f"cin, cpad, in_w and in_rows must be >= 1, not {t.cin}, {t.cpad}, {t.in_w} and "
             f"{t.in_rows}"
         )
+    if t.in_chan_pitch < 1 or t.out_chan_pitch < 1:
+        raise run.fail(
+            f"in_chan_pitch and out_chan_pitch must be >= 1, not {t.in_chan_pitch} and "
+            f"{t.out_chan_pitch}"
+        )
     if t.out_w < 1 or t.vectors < 1:
         raise run.fail(f"out_w and vectors must be >= 1, not {t.out_w} and {t.vectors}")
     # the weight set is an access before it is read: a WeightLoad that nothing orders
@@ -275,9 +328,19 @@ def execute_mvm(run: TaskRun) -> None:
     g = _layout(t)
     dummy = np.zeros((1, 1), np.int64)
     _walk(g, t.vectors, t.row0, t.rows_used, data.view(np.int8), t.in_addr + delta, x,
-          dummy, dummy, True)  # fmt: skip
+          dummy, dummy, True, t.in_chan_pitch)  # fmt: skip
     w = run.mem.weights[pcore][t.weight_set, : t.rows_used, : t.cols_used]
     acc = x @ w
+    if t.offset_fill:
+        sums = run.mem.col_sums[pcore][t.weight_set]
+        if sums is None:
+            raise run.fail(
+                f"offset_fill needs the column sums of weight set {t.weight_set}, but its last "
+                f"WeightLoad kept none (col_sums 0)"
+            )
+        # the inputs less fill: exact in int64 (the float32 sum is exact, see above)
+        fill = t.fill - 256 if t.fill >= 128 else t.fill
+        acc = acc.astype(np.int64) - fill * sums[: t.cols_used]
     macs = t.vectors * t.rows_used * t.cols_used
     run.counters.mvm_macs += macs
     if run.value_aware:
@@ -322,7 +385,7 @@ def execute_mvm(run: TaskRun) -> None:
     run.counters.saturations += _post(
         acc, psum, bool(t.accumulate), lo_acc, hi_acc, mode, cols // cout, cols % cout, ch, lut,
         use_lut, out, base, t.out_pitch, t.out_row_pitch, t.out_w, t.icr, vx, psum_out, b_mem,
-        b_geo, add,
+        b_geo, add, t.out_chan_pitch,
     )  # fmt: skip
     if mode == 0:
         pdata, pat = run.block(t.psum_addr, n_psum * PSUM_BYTES, write=True)
@@ -339,4 +402,5 @@ __all__ = [
     "output_runs",
     "pixel_runs",
     "requant_table",
+    "runtime_block",
 ]

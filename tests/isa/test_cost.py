@@ -286,3 +286,28 @@ def test_the_model_refuses_tasks_the_arch_cannot_run() -> None:
 def test_one_model_per_setting_is_shared() -> None:
     assert cost_model(ARCH) is cost_model(ARCH)
     assert cost_model(ARCH, 400_000_000) is not cost_model(ARCH)
+
+
+def test_strided_operands_move_their_span_through_the_ports() -> None:
+    """Attention's operands with 3 heads interleaved: every third byte is the head's."""
+    model = CostModel(load_arch(overrides={"l1.port_bytes_per_cycle": 64}))
+    plain = model.task(_mvm(99, 128, 394))
+    strided = model.task(_mvm(99, 128, 394, in_chan_pitch=3, out_chan_pitch=3))
+    assert plain.traffic == Traffic(l1_read=99 * 128, l1_write=99 * 394)
+    assert strided.traffic == Traffic(l1_read=3 * 99 * 128, l1_write=3 * 99 * 394)
+    # plain: 99 vectors x 8 cycles; strided: 117,018 output bytes through the write port
+    assert plain.cycles == 99 * 8 + 16
+    assert strided.cycles == math.ceil(3 * 99 * 394 / 64) + 16
+    # a load of 2 ICR copies of a 64 x 197 operand: 50,432 weights written at 96 B/cycle,
+    # the source's span (64 x 197 x 3) read at 64 B/cycle; a row-major block reads it all
+    block = dict(weight_set=0, src_addr=0, bytes=128 * 394, rows_used=128, cols_used=394)
+    row_major = model.task(WeightLoad(unit=Unit.WLOAD, **block))
+    operand = model.task(
+        WeightLoad(unit=Unit.WLOAD, src_rows=64, src_pitch=3, copies=2, col_sums=1, **block)
+    )
+    assert row_major.cycles == 128 * 394 // 64
+    assert operand.cycles == math.ceil(64 * 197 * 3 / 64)
+    assert operand.traffic == Traffic(l1_read=64 * 197 * 3, imc_write=128 * 394)
+    e = ARCH.energy
+    extra = operand.energy_pj[C[Component.WLOAD]] - row_major.energy_pj[C[Component.WLOAD]]
+    assert extra == pytest.approx(128 * 394 * e.imc_col_sum_pj_per_byte)

@@ -14,6 +14,8 @@ import aipusim
 import aipusim.zoo as zoo
 from aipusim.cli.main import main
 from aipusim.compiler.modelcard import builtin_config_path
+from aipusim.functional_check import attach_check, chip_inputs
+from aipusim.simulator import simulate
 
 #: (multicore_mode, aipu_cores_used, resources_used) of every multicore mode: 4 x Batch-1
 #: as processes or threads of the host, and the three 4-core modes.
@@ -26,13 +28,23 @@ MODES = {
 }
 
 
-def simulate_in_mode(name: str, mode_key: str, out: Path) -> tuple[aipusim.SimResult, dict]:
-    """Compile zoo model ``name`` (its built-in config, the mode changed) and simulate 2
-    frames per replica; the simulation result and report.json."""
+def simulate_in_mode(
+    name: str, mode_key: str, out: Path, *, check: bool = False
+) -> tuple[aipusim.SimResult, dict]:
+    """Compile zoo model ``name`` (its built-in config, the mode changed) and
+    simulate 2 frames per replica; the simulation result and report.json. ``check``: run
+    on data too and require the outputs bit-exact against the int8 reference."""
     mode, cores, resources = MODES[mode_key]
     config = {"multicore_mode": mode, "aipu_cores_used": cores, "resources_used": resources}
     m = aipusim.compile(name, config, output_dir=out)
-    result = m.simulate(frames=2)
+    if check:
+        folder = out / "compiled_model"
+        inputs, how = chip_inputs(folder)
+        result = simulate(folder, frames=2, functional=True, inputs=inputs)
+        verdict = attach_check(result, folder, inputs, how)
+        assert verdict.bit_exact, verdict.text()
+    else:
+        result = m.simulate(frames=2)
     assert result.active_cores == 4 and result.fps > 0
     assert np.all(result.device_latency_cycles >= result.lower_bound_cycles)
     assert all(b <= result.total_cycles for b in result.busy_cycles.values())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -102,3 +103,29 @@ def test_an_operand_shared_by_every_head_is_loaded_from_one_place() -> None:
     loads = [t for t in result.tasks[0] if isinstance(t, WeightLoad) and t.layer == "mm"]
     assert len(loads) == 4 and len({t.src_addr for t in loads}) == 1
     check_ok(result)
+
+
+def test_run_time_operands_are_read_with_the_heads_stride() -> None:
+    """The encoder's operands are [1, 2, 16, .] channels-last: a head's neighbouring
+    elements are 2 bytes apart, head h starts at byte h. Every load reads its head's
+    operand with that stride and keeps its column sums; every Mvm gathers and scatters
+    with it and offsets its inputs by their zero point."""
+    result = _backend()
+    tasks = result.tasks[0]
+    runtime = [x for x in result.layers if x.runtime is not None]
+    assert len(runtime) == 4
+    for layer in runtime:
+        mm = layer.runtime
+        assert mm.steps == (2, 2, 2)
+        loads = [t for t in tasks if isinstance(t, WeightLoad) and t.layer == layer.name]
+        mvms = [t for t in tasks if isinstance(t, Mvm) and t.layer == layer.name]
+        head = head_mapping(mm, ARCH, ImcOptions())
+        assert {
+            (t.src_pitch, t.src_row_pitch, t.src_rows, t.copies, t.col_sums) for t in loads
+        } == {(2, 2 * mm.n, mm.k, head.icr, 1)}
+        steps = [b.src_addr - a.src_addr for a, b in itertools.pairwise(loads)]
+        assert steps == [1] * (mm.heads - 1)
+        assert {(t.in_chan_pitch, t.out_chan_pitch, t.offset_fill) for t in mvms} == {(2, 2, 1)}
+        assert {(t.in_pitch, t.out_pitch, t.cin, t.out_w) for t in mvms} == {
+            (2 * mm.k, 2 * mm.n, mm.k, mm.m)
+        }

@@ -94,6 +94,24 @@ def test_depthwise_conv(k: int, stride: int, pad: int) -> None:
     assert np.array_equal(got, channel_requant(acc, rec))
 
 
+def test_depthwise_padding_adds_nothing_with_per_channel_zero_points() -> None:
+    """Each channel's padding reads its own ``zi``, whatever ``fill`` says (MobileNetV2's
+    per-channel depthwise inputs): here fill 0, zi -20 ... 20."""
+    c = 8
+    x = int8(1, c, 5, 5)
+    w = int8(c, 1, 3, 3)
+    rec = channel_params(c, acc_scale=0.01)
+    zi = np.linspace(-20, 20, c).astype(np.int64)
+    rec["zi"] = zi
+    got = dwpu_on_sim(
+        x, (5, 5), weights=w.reshape(c, -1), params=rec, kind=DwpuKind.DWCONV, kh=3, kw=3,
+        stride=1, pad_top=1, pad_left=1, fill=0,
+    )  # fmt: skip
+    centred = x.astype(np.int64) - zi.reshape(1, c, 1, 1)
+    acc = K.conv_acc_reference(centred, w.astype(np.int64), (1, 1), (1,) * 4, (1, 1), c)
+    assert np.array_equal(got, channel_requant(acc, rec))
+
+
 def test_max_pool_padding_never_wins() -> None:
     x = int8(1, 16, 7, 7, lo=-128, hi=-100)  # all below any padding value
     got = dwpu_on_sim(

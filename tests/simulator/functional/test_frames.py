@@ -95,7 +95,9 @@ def test_a_credit_has_a_token_of_its_own(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["multithread", "pipeline"])
-@pytest.mark.parametrize("model", ["resnet18", "mobilenetv2", "efficientnet_b0", "yolov8n"])
+@pytest.mark.parametrize(
+    "model", ["resnet18", "mobilenetv2", "efficientnet_b0", "yolov8n", "deit_tiny"]
+)
 def test_zoo_frames_on_4_cores_are_bit_exact(tmp_path: Path, model: str, mode: str) -> None:
     # two starts at least: a start of the multithread batch is 4 frames
     assert _bit_exact(_compile(tmp_path, model, 64, mode), 8 if mode == "multithread" else 3)

@@ -4,8 +4,9 @@
 These cover the DPU's reduction kinds over rows and over whole tensors (LayerNorm, Softmax
 over the channels, the height or the last axis), its float18 kinds (Div and Pow of two
 tensors), a Gather, a class token (a Concat of a constant into the int16 stream), products
-of two activations on the DPU (heads interleaved as the channels of channels-last
-tensors), as the compiler lays them out, and the INIT weight loads that read weights the
+of two activations on the DPU and on the MVM with run-time weights (heads interleaved as
+the channels of channels-last tensors), as the compiler lays them out, and the INIT weight
+loads that read weights the
 INIT copy put in L1.
 """
 
@@ -23,10 +24,12 @@ from transformer_models import OP_GRAPHS, encoder
 
 import aipusim
 from aipusim.functional_check import chip_inputs, compare
+from aipusim.isa.program import load_program
+from aipusim.isa.tasks import WeightLoad
 from aipusim.simulator import simulate
 
-#: The graphs without attention's run-time weights or a mask (still timed only);
-#: ``einsum_qk``'s product of two activations is small enough to run on the DPU.
+#: The graphs without a mask (still timed only); ``einsum_qk``'s product of two activations
+#: is small enough to run on the DPU.
 COMPLETE = (
     "layernorm_op",
     "norm_over_channels_unfused",
@@ -58,3 +61,12 @@ def test_small_transformer_graph_is_bit_exact(name: str, tmp_path: Path) -> None
 def test_a_two_layer_encoder_with_attention_on_the_dpu_is_bit_exact(tmp_path: Path) -> None:
     # 4 tokens, 2 heads of 8: attention's products are small enough for the DPU
     check_bit_exact(encoder(tokens=4, d=16, heads=2), tmp_path)
+
+
+def test_a_two_layer_encoder_with_attention_on_the_mvm_is_bit_exact(tmp_path: Path) -> None:
+    # 32 tokens, 2 heads of 32: each head's operand is written into a weight set at run time
+    model = encoder(tokens=32, d=64, heads=2)
+    check_bit_exact(model, tmp_path)
+    _, tasklists = load_program(tmp_path / "compiled_model")
+    loads = [t for t in tasklists[0] if isinstance(t, WeightLoad) and t.src_rows]
+    assert len(loads) == 2 * 2 * 2  # 2 layers x 2 products x 2 heads, one block each
