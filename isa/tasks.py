@@ -121,6 +121,25 @@ class LutKind(enum.StrEnum):
     TABLE = "table"  # a function given only by its table (say a Relu between unequal grids)
 
 
+#: Activations a compute task applies as a clamp of its record's range: no table lookup.
+CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
+#: Element-wise `DpuOp` kinds that may pass their result on to a table in the same task
+#: (an activation fused after them, ``lut`` neither none nor a clamp).
+TABLE_AFTER_KINDS = frozenset(
+    {DpuKind.ADD, DpuKind.SUB, DpuKind.MUL, DpuKind.MIN, DpuKind.MAX, DpuKind.RESCALE}
+)
+
+
+def table_after(kind: DpuKind, lut: LutKind) -> bool:
+    """True when a `DpuOp` of ``kind`` looks its result up in the table at ``lut_addr``
+    after its own record (an activation fused after an element-wise op).
+
+    >>> table_after(DpuKind.ADD, LutKind.SIGMOID), table_after(DpuKind.ADD, LutKind.RELU)
+    (True, False)
+    """
+    return kind in TABLE_AFTER_KINDS and lut is not LutKind.NONE and lut not in CLAMP_LUTS
+
+
 class DwpuKind(enum.StrEnum):
     """What a `DwpuOp` computes per channel over windows."""
 
@@ -362,6 +381,12 @@ class DpuOp(Task):
     ``rows`` x ``row_len`` layout is given: then row ``e // row_len`` starts at
     ``in_row_pitch`` (operand 0) / ``out_row_pitch`` (result) steps (a channel slice of a
     pixel: a Concat's part).
+
+    **A table after the op** (`table_after`): a ``add``, ``sub``, ``mul``, ``min``, ``max``
+    or ``rescale`` with a ``lut`` other than none, relu or clip looks its result, clamped
+    to its record's ``[lo, hi]``, up in the 256-byte table at ``lut_addr`` and writes
+    that (an activation fused after the op, one pass); relu and clip are the record's
+    clamp.
 
     **Reductions** (``reduce``, ``reduce_max``, ``softmax``, ``layernorm``): ``outer`` x
     ``groups`` independent groups of ``n`` elements; group ``(o, g)`` element ``k`` lies at

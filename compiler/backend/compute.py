@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from aipusim.compiler.backend.constants import CLAMP_LUTS, dpu_operands
+from aipusim.compiler.backend.constants import dpu_operands
 from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.layout_dma import broadcast_pattern, physical_axes
 from aipusim.compiler.backend.lower import (
@@ -44,7 +44,17 @@ from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, 
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
 from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
-from aipusim.isa.tasks import DpuKind, DpuOp, DwpuKind, DwpuOp, LutKind, Mvm, Pool, Unit
+from aipusim.isa.tasks import (
+    CLAMP_LUTS,
+    DpuKind,
+    DpuOp,
+    DwpuKind,
+    DwpuOp,
+    LutKind,
+    Mvm,
+    Pool,
+    Unit,
+)
 
 #: The DPU kinds of binary ops (one operand when the other is a float constant).
 _BINARY_KINDS = frozenset(

@@ -43,10 +43,8 @@ from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.isa import params as P
 from aipusim.isa.float18 import FloatFormat
-from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
+from aipusim.isa.tasks import DpuKind, DwpuKind
 
-#: Fused activations the requantize records clamp (the others need a table).
-CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
 #: The integer program's float step kinds -> their parameter block (`isa.params.FLOAT_PARAMS`).
 _FLOAT_KIND = {"layernorm": "layernorm", "div_fp": "div", "pow_fp": "pow"}
 
@@ -99,6 +97,15 @@ def _bytes(records: np.ndarray) -> np.ndarray:
 
 def _zp(program: QuantizedGraph, tensor: str) -> np.ndarray:
     return np.asarray(program.qparams(tensor).zero_point, np.int64).reshape(-1)
+
+
+def _one_range(clamp: QStep) -> tuple[int, int]:
+    """The one ``(lo, hi)`` of a clamp step that a fused op's record takes over:
+    clamp(clamp(x, -128, 127), lo', hi') is clamp(x, lo', hi') when -128 <= lo' <= hi' <=
+    127 (what the fusion passes checked)."""
+    lo = int(np.asarray(clamp.params["lo"]).reshape(-1)[0])
+    hi = int(np.asarray(clamp.params["hi"]).reshape(-1)[0])
+    return lo, hi
 
 
 class _Packer:
@@ -214,10 +221,7 @@ class _Packer:
         lo, hi = -128, 127
         act = self.step(layer.fused[-1]) if len(layer.fused) > 1 else None
         if act is not None and act.kind == "clamp":
-            # clamp(clamp(x, -128, 127), lo', hi') is clamp(x, lo', hi') when -128 <= lo'
-            # <= hi' <= 127 (what the pass checked)
-            lo = int(np.asarray(act.params["lo"]).reshape(-1)[0])
-            hi = int(np.asarray(act.params["hi"]).reshape(-1)[0])
+            lo, hi = _one_range(act)
         rec = P.scalar_record(
             m0=mults[0], m1=mults[1], shift=int(step.params["shift"]),
             za=int(_zp(self.program, mid)[0]), zb=int(_zp(self.program, layer.inputs[1])[0]),
@@ -487,6 +491,7 @@ class _Packer:
                 why = "a subtraction whose first operand is broadcast"
                 return LayerConstants(params=np.zeros(P.SCALAR.itemsize, np.uint8), incomplete=why)
             za, zb = (int(_zp(self.program, n)[0]) for n in (*names, names[0])[:2])
+            lo, hi, table = self.chained_activation(layer, lo, hi)
             if kind == "rescale":
                 mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
                 if swapped:
@@ -500,6 +505,12 @@ class _Packer:
                     shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
                     za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi,
                 )  # fmt: skip
+            if len(table):  # the fused activation's table right after the record
+                return LayerConstants(
+                    params=np.concatenate([_bytes(rec), table]),
+                    operand=operand,
+                    table_offset=P.SCALAR.itemsize,
+                )
             return LayerConstants(params=_bytes(rec), operand=operand)
         if kind == "mean":
             rec = P.scalar_record(
@@ -552,6 +563,18 @@ class _Packer:
             params=np.zeros(self.dpu_size(layer), np.uint8),
             incomplete=f"DPU step {kind} has no functional parameters yet",
         )
+
+    def chained_activation(self, layer: LayerPlan, lo: int, hi: int) -> tuple[int, int, np.ndarray]:
+        """(lo, hi, table) of an element-wise layer with its activation fused
+        (`dpu_chain`): a one-range clamp narrows the record's range, a table follows the
+        record."""
+        act = self.step(layer.fused[-1]) if layer.fused else None
+        if act is None:
+            return lo, hi, np.zeros(0, np.uint8)
+        if act.kind == "lut":
+            return lo, hi, np.asarray(act.params["table"], np.int8).view(np.uint8).copy()
+        assert act.kind == "clamp", f"{layer.name}: a fused {act.kind} step"
+        return (*_one_range(act), np.zeros(0, np.uint8))
 
     def dpu_size(self, layer: LayerPlan) -> int:
         """Bytes of a DPU layer's parameters without a program (the largest case)."""
@@ -623,7 +646,6 @@ def ceil_to(value: int, multiple: int) -> int:
 
 
 __all__ = [
-    "CLAMP_LUTS",
     "LayerConstants",
     "ceil_to",
     "dpu_operands",

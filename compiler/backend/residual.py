@@ -60,7 +60,10 @@ def _clamp_ok(program: QuantizedGraph | None, name: str) -> bool:
     return len(lo) == 1 and len(hi) == 1 and -128 <= int(lo[0]) <= int(hi[0]) <= 127
 
 
-class _Fuser:
+class LayerChains:
+    """The layers of a back end being fused, with the questions every fusion pass asks:
+    who writes a tensor, and which unary activation alone reads it (`dpu_chain` too)."""
+
     def __init__(
         self, layers: Sequence[LayerPlan], graph: Graph, program: QuantizedGraph | None
     ) -> None:
@@ -73,6 +76,24 @@ class _Fuser:
                 return i
         return None
 
+    def activation_of(self, out: str) -> int | None:
+        """Index of the unary activation layer that alone reads ``out``, if it can follow."""
+        if not _sole_reader(self.g, out):
+            return None
+        node = self.g.consumers(out)[0]
+        i = self.index_of_output(node.outputs[0]) if node.outputs else None
+        if i is None or node.op not in FUSABLE_ACTIVATIONS:
+            return None
+        layer = self.layers[i]
+        assert layer is not None
+        if layer.unit is not LayerUnit.DPU or layer.inputs != (out,) or len(layer.outputs) != 1:
+            return None
+        if not _int8(self.g, layer.outputs[0]) or not _clamp_ok(self.program, layer.name):
+            return None
+        return i
+
+
+class _Fuser(LayerChains):
     def conv_of(self, add: LayerPlan) -> tuple[int, int] | None:
         """(producer index, input index of its output in the Add) of a fusable conv."""
         shapes = {tuple(self.g.shape(t)) for t in (*add.inputs, add.outputs[0])}
@@ -98,22 +119,6 @@ class _Fuser:
             ):
                 return i, k
         return None
-
-    def activation_of(self, out: str) -> int | None:
-        """Index of the unary activation layer that alone reads ``out``, if it can follow."""
-        if not _sole_reader(self.g, out):
-            return None
-        node = self.g.consumers(out)[0]
-        i = self.index_of_output(node.outputs[0]) if node.outputs else None
-        if i is None or node.op not in FUSABLE_ACTIVATIONS:
-            return None
-        layer = self.layers[i]
-        assert layer is not None
-        if layer.unit is not LayerUnit.DPU or layer.inputs != (out,) or len(layer.outputs) != 1:
-            return None
-        if not _int8(self.g, layer.outputs[0]) or not _clamp_ok(self.program, layer.name):
-            return None
-        return i
 
     def fuse(self, ai: int) -> None:
         add = self.layers[ai]
@@ -169,4 +174,4 @@ def fuse_residual_adds(
     return _Fuser(layers, graph, program).run()
 
 
-__all__ = ["fuse_residual_adds"]
+__all__ = ["LayerChains", "fuse_residual_adds"]

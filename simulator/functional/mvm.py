@@ -28,12 +28,19 @@ import numba
 import numpy as np
 
 from aipusim.isa import params as P
-from aipusim.isa.tasks import ADD_POSTS, LUT_POSTS, LutKind, Mvm, Pool, PostOp, WeightLoad
+from aipusim.isa.tasks import (
+    ADD_POSTS,
+    CLAMP_LUTS,
+    LUT_POSTS,
+    LutKind,
+    Mvm,
+    Pool,
+    PostOp,
+    WeightLoad,
+)
 from aipusim.simulator.functional.context import NotYetWritten, TaskRun
 from aipusim.simulator.functional.footprint import Access, merge, span
 
-#: Fused activations the requantize clamp already applies (no table lookup).
-CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
 #: Bytes of one partial sum.
 PSUM_BYTES = 4
 
@@ -330,7 +337,6 @@ def execute_mvm(run: TaskRun) -> None:
 
 
 __all__ = [
-    "CLAMP_LUTS",
     "add_runs",
     "add_table",
     "execute_mvm",

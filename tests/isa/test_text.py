@@ -183,3 +183,21 @@ def test_residual_add_fields_roundtrip_byte_identical() -> None:
     assert "add_addr=0x2000" in text and "add_row_pitch=224" in text
     assert encode_tasklist(assemble(text)) == encode_tasklist(tl)
     assert disassemble(assemble(text)) == text
+
+
+def test_a_table_after_an_element_wise_op_roundtrips_byte_identical() -> None:
+    line = (
+        "dpu DpuOp layer=chain kind=mul in_addr0=0x0 in_addr1=0x400 out_addr=0x800 "
+        "elements=1024 operands=2 lut=sigmoid param_addr=0x1000 lut_addr=0x1020\n"
+    )
+    tl = assemble("tasklist core=0\n" + line)
+    (op,) = tl.tasks
+    assert isinstance(op, DpuOp) and (op.kind, op.lut, op.lut_addr) == (
+        DpuKind.MUL,
+        LutKind.SIGMOID,
+        0x1020,
+    )
+    text = disassemble(tl)
+    assert "lut=sigmoid" in text and "lut_addr=0x1020" in text
+    assert encode_tasklist(assemble(text)) == encode_tasklist(tl)
+    assert disassemble(assemble(text)) == text
