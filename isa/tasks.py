@@ -72,12 +72,14 @@ class PostOp(enum.StrEnum):
     REQUANT_LUT = "requant_lut"  # bias + requantize + LUT activation
     REQUANT_ADD = "requant_add"  # bias + requantize + residual add of an L1 operand
     REQUANT_ADD_LUT = "requant_add_lut"  # ... then the LUT activation of the sum
+    REQUANT_LUT_ADD = "requant_lut_add"  # bias + requantize + LUT activation, then the add
 
 
 #: Post-ops that add a second operand, read from L1, to the requantized outputs.
-ADD_POSTS = frozenset({PostOp.REQUANT_ADD, PostOp.REQUANT_ADD_LUT})
-#: Post-ops that end with the ``lut`` activation.
-LUT_POSTS = frozenset({PostOp.REQUANT_LUT, PostOp.REQUANT_ADD_LUT})
+ADD_POSTS = frozenset({PostOp.REQUANT_ADD, PostOp.REQUANT_ADD_LUT, PostOp.REQUANT_LUT_ADD})
+#: Post-ops that apply the ``lut`` activation (after the add, or before it for
+#: ``requant_lut_add``).
+LUT_POSTS = frozenset({PostOp.REQUANT_LUT, PostOp.REQUANT_ADD_LUT, PostOp.REQUANT_LUT_ADD})
 
 
 class DpuKind(enum.StrEnum):
@@ -315,8 +317,10 @@ class Mvm(Task):
     + ox * add_pitch + k`` with the `SCALAR` record at ``add_param_addr`` exactly as a DPU
     ``add`` does, ``sat(rshift(m0 * (r - za) + m1 * (b - zb), shift) + zo)`` into ``[lo,
     hi]`` and int8; ``requant_add_lut`` then looks the sum up in the table at ``lut_addr``
-    unless ``lut`` is ``relu``/``clip`` (the record's clamp did it). The requantized ``r``
-    is never stored.
+    unless ``lut`` is ``relu``/``clip`` (the record's clamp did it). ``requant_lut_add``
+    looks ``r`` up in the table first (the conv's own activation, as ``requant_lut`` does)
+    and adds the result; a clamp after the add is the `SCALAR`'s range. The requantized
+    ``r`` is never stored.
     """
 
     OPCODE: ClassVar[int] = 3

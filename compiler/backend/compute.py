@@ -498,7 +498,7 @@ class ComputeMixin:
                     param_addr=params + (c_lo + first) * P.CHANNEL.itemsize,
                     lut_addr=params + table if table >= 0 else 0, lut=lut, weight_set=s,
                     residual=shortcut.shifted(c_lo + first) if shortcut is not None else None,
-                    add_param_addr=add_params,
+                    add_param_addr=add_params, lut_before_add=layer.lut_before_add,
                 )  # fmt: skip
                 sid = self.add(
                     core, Unit.MVM, Mvm, fields, layer=layer.name, tile=tile_no, deps=deps | wdeps

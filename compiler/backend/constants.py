@@ -126,8 +126,9 @@ class _Packer:
         table = np.zeros(0, np.uint8)
         if not layer.fused:
             return lo, hi, table
-        step = self.step(layer.fused[-1])
-        if layer.residual and step is not None and step.kind != "lut":
+        # the conv's own activation (before a fused add), else the last one fused
+        step = self.step(layer.fused[0] if layer.lut_before_add else layer.fused[-1])
+        if layer.residual and not layer.lut_before_add and step is not None and step.kind != "lut":
             return lo, hi, table  # the conv's own range (a clamp after the add: its record)
         assert step is not None
         if step.kind == "clamp":
@@ -207,19 +208,22 @@ class _Packer:
         )
 
     def residual_add(self, layer: LayerPlan) -> np.ndarray:
-        """The `SCALAR` record of a fused residual add, the conv's output as operand ``a``
-        (m0, za) and the shortcut as ``b``: the DPU ``add`` of the stand-alone Add, with the
-        fused activation's clamp folded into its range (`residual`)."""
+        """The `SCALAR` record of a fused residual add, the conv's output (or its own
+        activation's, `LayerPlan.lut_before_add`) as operand ``a`` (m0, za) and the shortcut
+        as ``b``: the DPU ``add`` of the stand-alone Add, with the activation after it, a
+        clamp, folded into its range (`residual`)."""
         step = self.step(layer.residual)
         if step is None:
             return np.zeros(P.SCALAR.itemsize, np.uint8)
         node = self.g.node(layer.residual)
-        mid = self.g.node(layer.name).outputs[0]
+        # the Add's input that is not the shortcut (the pass fused no Add of x + x)
+        mid = next(t for t in node.inputs if t != layer.inputs[1])
         mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
         if node.inputs[0] != mid:  # the conv's output is the Add's second input
             mults = mults[::-1]
         lo, hi = -128, 127
-        act = self.step(layer.fused[-1]) if len(layer.fused) > 1 else None
+        after = layer.fused[-1] if layer.fused[-1] != layer.residual else None
+        act = self.step(after) if after is not None else None
         if act is not None and act.kind == "clamp":
             lo, hi = _one_range(act)
         rec = P.scalar_record(

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from backend_helpers import ARCH
-from onnx import TensorProto, helper, numpy_helper
+from backend_helpers import ARCH, onnx_model
+from onnx import helper, numpy_helper
 
 import aipusim
 from aipusim.compiler import CompilerConfig
@@ -94,9 +94,9 @@ def test_not_fused_into_an_int16_sum() -> None:
 
 
 def chain_model(size: int = 8) -> onnx.ModelProto:
-    """Two convs with a SiLU each (so the residual fusion takes neither Add operand), then
-    ``Relu(Add)``, and ``Sigmoid(Mul)`` of the sum with a third conv's output, then a
-    last conv."""
+    """Two convs with a SiLU each, max-pooled (a DWPU output: no Add operand the residual
+    fusion takes), then ``Relu(Add)``, and ``Sigmoid(Mul)`` of the sum with a third conv's
+    output, then a last conv."""
     rng = np.random.default_rng(1)
     inits: list[onnx.TensorProto] = []
 
@@ -112,7 +112,11 @@ def chain_model(size: int = 8) -> onnx.ModelProto:
     nodes = [
         *conv("c1", "input"),
         *conv("c2", "input"),
-        helper.make_node("Add", ["c1", "c2"], ["sum"]),
+        *(
+            helper.make_node("MaxPool", [c], [f"{c}_p"], kernel_shape=[3, 3], pads=[1] * 4)
+            for c in ("c1", "c2")
+        ),
+        helper.make_node("Add", ["c1_p", "c2_p"], ["sum"]),
         helper.make_node("Relu", ["sum"], ["r"]),
         *conv("c3", "r"),
         helper.make_node("Mul", ["r", "c3"], ["prod"]),
@@ -123,16 +127,7 @@ def chain_model(size: int = 8) -> onnx.ModelProto:
     inits.append(
         numpy_helper.from_array(rng.normal(0, 0.3, (8, 8, 1, 1)).astype(np.float32), "head_w")
     )
-    graph = helper.make_graph(
-        nodes,
-        "chains",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, size, size])],
-        initializer=inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    return model
+    return onnx_model("chains", nodes, inits, [1, 3, size, size], [1, 8, size, size])
 
 
 @pytest.fixture(scope="module")
@@ -169,8 +164,8 @@ def folder(compiled: aipusim.CompiledModel) -> Path:
 def test_one_dpu_task_per_chain(folder) -> None:
     tasks = [t for t in read_tasklist(folder / "core0.tasklist").tasks if isinstance(t, DpuOp)]
     assert [(t.layer, t.kind, t.lut, t.elements) for t in tasks] == [
-        ("Add_6", DpuKind.ADD, LutKind.RELU, 8 * 8 * 8),
-        ("Mul_11", DpuKind.MUL, LutKind.SIGMOID, 8 * 8 * 8),
+        ("Add_8", DpuKind.ADD, LutKind.RELU, 8 * 8 * 8),
+        ("Mul_13", DpuKind.MUL, LutKind.SIGMOID, 8 * 8 * 8),
     ]
     # the Relu is the Add record's clamp (no table); the Sigmoid's table follows the Mul's
     # one SCALAR record
