@@ -311,9 +311,10 @@ class Emitted(Estimated):
         assert any(name.endswith("model.json") for name in self.files), "model.json emitted"
 
 
-#: Every stage, in pipeline order.
+#: The stage each back-end pass gives, in pipeline order (both fusion passes give `Fused`).
 STAGES: tuple[type[Lowered], ...] = (
     Lowered,
+    Fused,
     Fused,
     Tiled,
     Distributed,
