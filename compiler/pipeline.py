@@ -10,7 +10,7 @@ raises stops the compilation with the pass named.
 >>> [p.name for p in FRONT][:4]
 ['rewrite_einsum', 'fuse_layernorm', 'fuse_gelu', 'fuse_attention_mask']
 >>> [p.name for p in BACK][:4]
-['lower', 'fuse_residual', 'tile', 'multicore']
+['lower', 'fuse_residual', 'fuse_dpu_chains', 'tile']
 """
 
 from __future__ import annotations
@@ -138,6 +138,7 @@ FRONT: tuple[Pass, ...] = (
 BACK: tuple[Pass, ...] = (
     Pass("lower", backend.lower, Stage.MIDEND),
     Pass("fuse_residual", backend.fuse_residual, Stage.MIDEND),
+    Pass("fuse_dpu_chains", backend.fuse_dpu_chains, Stage.MIDEND),
     Pass("tile", backend.tile, Stage.MIDEND),
     Pass("multicore", backend.multicore, Stage.MIDEND),
     Pass("imc", backend.imc, Stage.MIDEND),

@@ -33,7 +33,9 @@ Timing rules (first order, DESIGN.md §4/§5):
   (`WeightLoad.read_bytes`: a strided source's span) through a read port; ``col_sums``
   charges one column-sum add per weight written.
 - ``DpuOp``: its lane operations (`aipusim.isa.dpu_work`) over the lanes (or its L1 bytes
-  over the ports), plus the pipeline.
+  over the ports), plus the pipeline. An element-wise kind with a table after it (an
+  activation fused, `aipusim.isa.tasks.table_after`) is one pass: one more lane operation
+  per element and the energy of a ``lut`` element, its L1 bytes those of the op alone.
 - ``DwpuOp``: channel groups of ``dwpu.channels`` x output pixels x windows of
   ``macs_per_channel_per_cycle`` MACs (or its L1 bytes over the ports), plus the pipeline.
 - ``DmaCopy``: setup, then bursts of ``dma.burst_bytes``, each as long as its slowest link
@@ -88,6 +90,7 @@ from aipusim.isa.tasks import (
     TokenWait,
     Unit,
     WeightLoad,
+    table_after,
 )
 from aipusim.isa.trace_schema import Component
 
@@ -409,11 +412,14 @@ class CostModel:
         wl = math.ceil(nbytes / self.arch.mvm.weight_load_bw_bytes_per_cycle)
         return max(wl, self.l1_port_cycles(nbytes if read_bytes is None else read_bytes, 0))
 
-    def dpu_cycles(self, kind: DpuKind, elements: int, operands: int) -> int:
+    def dpu_cycles(
+        self, kind: DpuKind, elements: int, operands: int, *, table: bool = False
+    ) -> int:
         """One `DpuOp`: its lane operations over the lanes (or its L1 bytes over the
-        ports), plus the pipeline."""
+        ports), plus the pipeline. ``table``: an element-wise kind with an activation's
+        table after it (one pass: the intermediate is neither written nor read again)."""
         dpu = self.arch.dpu
-        ops = dpu_lane_ops(kind, elements, operands, self.arch)
+        ops = dpu_lane_ops(kind, elements, operands, self.arch, table=table)
         read = dpu_read_bytes(kind, elements, operands, self.arch)
         port = self.l1_port_cycles(read, elements)
         return max(math.ceil(ops / dpu.lanes), port) + dpu.pipeline_latency_cycles
@@ -551,10 +557,13 @@ class CostModel:
         e = self.arch.energy
         per = e.dpu_requant_act_pj if t.kind in (DpuKind.REQUANT, DpuKind.LUT) else e.dpu_lane_op_pj
         energy[C[Component.DPU]] += dpu_charged_ops(t.kind, t.elements, t.operands, self.arch) * per
+        table = table_after(t.kind, t.lut)
+        if table:  # the fused activation: what a stand-alone lut task charges per element
+            energy[C[Component.DPU]] += t.elements * e.dpu_requant_act_pj
         read = dpu_read_bytes(t.kind, t.elements, t.operands, self.arch)
         write = t.elements
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
-        cycles = self.dpu_cycles(t.kind, t.elements, t.operands)
+        cycles = self.dpu_cycles(t.kind, t.elements, t.operands, table=table)
         return TaskCost(cycles, 0, Traffic(l1_read=read, l1_write=write), tuple(energy))
 
     def _dwpu(self, t: DwpuOp, energy: list[float]) -> TaskCost:

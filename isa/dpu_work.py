@@ -20,6 +20,8 @@ follow their int8 kernels (`aipusim.isa.fp_kernels`):
 700
 >>> dpu_lane_ops(DpuKind.ADD, 100, 2, load_arch())
 200
+>>> dpu_lane_ops(DpuKind.ADD, 100, 2, load_arch(), table=True)
+300
 """
 
 from __future__ import annotations
@@ -34,8 +36,12 @@ POW_OPS_PER_ELEMENT = 6
 MATMUL_OPS_PER_MAC = 2
 
 
-def dpu_lane_ops(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
-    """Lane operations of a DPU task of ``kind`` over ``elements`` with ``operands`` inputs."""
+def dpu_lane_ops(
+    kind: DpuKind, elements: int, operands: int, arch: Any, *, table: bool = False
+) -> int:
+    """Lane operations of a DPU task of ``kind`` over ``elements`` with ``operands`` inputs;
+    ``table``: an element-wise kind then looks every result up in a table (an activation
+    fused after it, `aipusim.isa.tasks.table_after`), one more operation per element."""
     if kind == DpuKind.LAYERNORM:
         return elements * LAYERNORM_OPS_PER_ELEMENT
     if kind == DpuKind.POW:
@@ -44,7 +50,7 @@ def dpu_lane_ops(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
         return elements * MATMUL_OPS_PER_MAC
     if kind == DpuKind.DIV:
         return elements * (arch.dpu.float_div_sqrt_cycles + 1)
-    return elements * max(1, operands)
+    return elements * (max(1, operands) + int(table))
 
 
 #: The kinds with their own lane-operation count (the others: one per element and operand).

@@ -72,12 +72,14 @@ class PostOp(enum.StrEnum):
     REQUANT_LUT = "requant_lut"  # bias + requantize + LUT activation
     REQUANT_ADD = "requant_add"  # bias + requantize + residual add of an L1 operand
     REQUANT_ADD_LUT = "requant_add_lut"  # ... then the LUT activation of the sum
+    REQUANT_LUT_ADD = "requant_lut_add"  # bias + requantize + LUT activation, then the add
 
 
 #: Post-ops that add a second operand, read from L1, to the requantized outputs.
-ADD_POSTS = frozenset({PostOp.REQUANT_ADD, PostOp.REQUANT_ADD_LUT})
-#: Post-ops that end with the ``lut`` activation.
-LUT_POSTS = frozenset({PostOp.REQUANT_LUT, PostOp.REQUANT_ADD_LUT})
+ADD_POSTS = frozenset({PostOp.REQUANT_ADD, PostOp.REQUANT_ADD_LUT, PostOp.REQUANT_LUT_ADD})
+#: Post-ops that apply the ``lut`` activation (after the add, or before it for
+#: ``requant_lut_add``).
+LUT_POSTS = frozenset({PostOp.REQUANT_LUT, PostOp.REQUANT_ADD_LUT, PostOp.REQUANT_LUT_ADD})
 
 
 class DpuKind(enum.StrEnum):
@@ -119,6 +121,25 @@ class LutKind(enum.StrEnum):
     POW = "pow"
     TANH = "tanh"
     TABLE = "table"  # a function given only by its table (say a Relu between unequal grids)
+
+
+#: Activations a compute task applies as a clamp of its record's range: no table lookup.
+CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
+#: Element-wise `DpuOp` kinds that may pass their result on to a table in the same task
+#: (an activation fused after them, ``lut`` neither none nor a clamp).
+TABLE_AFTER_KINDS = frozenset(
+    {DpuKind.ADD, DpuKind.SUB, DpuKind.MUL, DpuKind.MIN, DpuKind.MAX, DpuKind.RESCALE}
+)
+
+
+def table_after(kind: DpuKind, lut: LutKind) -> bool:
+    """True when a `DpuOp` of ``kind`` looks its result up in the table at ``lut_addr``
+    after its own record (an activation fused after an element-wise op).
+
+    >>> table_after(DpuKind.ADD, LutKind.SIGMOID), table_after(DpuKind.ADD, LutKind.RELU)
+    (True, False)
+    """
+    return kind in TABLE_AFTER_KINDS and lut is not LutKind.NONE and lut not in CLAMP_LUTS
 
 
 class DwpuKind(enum.StrEnum):
@@ -325,8 +346,10 @@ class Mvm(Task):
     + ox * add_pitch + k`` with the `SCALAR` record at ``add_param_addr`` exactly as a DPU
     ``add`` does, ``sat(rshift(m0 * (r - za) + m1 * (b - zb), shift) + zo)`` into ``[lo,
     hi]`` and int8; ``requant_add_lut`` then looks the sum up in the table at ``lut_addr``
-    unless ``lut`` is ``relu``/``clip`` (the record's clamp did it). The requantized ``r``
-    is never stored.
+    unless ``lut`` is ``relu``/``clip`` (the record's clamp did it). ``requant_lut_add``
+    looks ``r`` up in the table first (the conv's own activation, as ``requant_lut`` does)
+    and adds the result; a clamp after the add is the `SCALAR`'s range. The requantized
+    ``r`` is never stored.
 
     **Channel pitches**: channel ``c`` of an input pixel is at ``c * in_chan_pitch`` from
     its first byte and output channel ``k`` at ``k * out_chan_pitch`` (1: channels are
@@ -403,6 +426,12 @@ class DpuOp(Task):
     ``rows`` x ``row_len`` layout is given: then row ``e // row_len`` starts at
     ``in_row_pitch`` (operand 0) / ``out_row_pitch`` (result) steps (a channel slice of a
     pixel: a Concat's part).
+
+    **A table after the op** (`table_after`): a ``add``, ``sub``, ``mul``, ``min``, ``max``
+    or ``rescale`` with a ``lut`` other than none, relu or clip looks its result, clamped
+    to its record's ``[lo, hi]``, up in the 256-byte table at ``lut_addr`` and writes
+    that (an activation fused after the op, one pass); relu and clip are the record's
+    clamp.
 
     **Reductions** (``reduce``, ``reduce_max``, ``softmax``, ``layernorm``): ``outer`` x
     ``groups`` independent groups of ``n`` elements; group ``(o, g)`` element ``k`` lies at

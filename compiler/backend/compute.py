@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from aipusim.compiler.backend.constants import CLAMP_LUTS, dpu_operands
+from aipusim.compiler.backend.constants import dpu_operands
 from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.layout_dma import broadcast_pattern, physical_axes
 from aipusim.compiler.backend.lower import (
@@ -45,7 +45,17 @@ from aipusim.compiler.backend.runtime_mvm import MAX_CHAN_PITCH, RuntimePlaces
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
 from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
-from aipusim.isa.tasks import DpuKind, DpuOp, DwpuKind, DwpuOp, LutKind, Mvm, Pool, Unit
+from aipusim.isa.tasks import (
+    CLAMP_LUTS,
+    DpuKind,
+    DpuOp,
+    DwpuKind,
+    DwpuOp,
+    LutKind,
+    Mvm,
+    Pool,
+    Unit,
+)
 
 #: The DPU kinds of binary ops (one operand when the other is a float constant).
 _BINARY_KINDS = frozenset(
@@ -489,7 +499,7 @@ class ComputeMixin:
                     param_addr=params + (c_lo + first) * P.CHANNEL.itemsize,
                     lut_addr=params + table if table >= 0 else 0, lut=lut, weight_set=s,
                     residual=shortcut.shifted(c_lo + first) if shortcut is not None else None,
-                    add_param_addr=add_params,
+                    add_param_addr=add_params, lut_before_add=layer.lut_before_add,
                 )  # fmt: skip
                 sid = self.add(
                     core, Unit.MVM, Mvm, fields, layer=layer.name, tile=tile_no, deps=deps | wdeps

@@ -43,10 +43,8 @@ from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.isa import params as P
 from aipusim.isa.float18 import FloatFormat
-from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
+from aipusim.isa.tasks import DpuKind, DwpuKind
 
-#: Fused activations the requantize records clamp (the others need a table).
-CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
 #: The integer program's float step kinds -> their parameter block (`isa.params.FLOAT_PARAMS`).
 _FLOAT_KIND = {"layernorm": "layernorm", "div_fp": "div", "pow_fp": "pow"}
 
@@ -101,6 +99,15 @@ def _zp(program: QuantizedGraph, tensor: str) -> np.ndarray:
     return np.asarray(program.qparams(tensor).zero_point, np.int64).reshape(-1)
 
 
+def _one_range(clamp: QStep) -> tuple[int, int]:
+    """The one ``(lo, hi)`` of a clamp step that a fused op's record takes over:
+    clamp(clamp(x, -128, 127), lo', hi') is clamp(x, lo', hi') when -128 <= lo' <= hi' <=
+    127 (what the fusion passes checked)."""
+    lo = int(np.asarray(clamp.params["lo"]).reshape(-1)[0])
+    hi = int(np.asarray(clamp.params["hi"]).reshape(-1)[0])
+    return lo, hi
+
+
 class _Packer:
     def __init__(
         self, graph: Graph, program: QuantizedGraph | None, layout: CoreLayout, arch: Arch
@@ -119,8 +126,9 @@ class _Packer:
         table = np.zeros(0, np.uint8)
         if not layer.fused:
             return lo, hi, table
-        step = self.step(layer.fused[-1])
-        if layer.residual and step is not None and step.kind != "lut":
+        # the conv's own activation (before a fused add), else the last one fused
+        step = self.step(layer.fused[0] if layer.lut_before_add else layer.fused[-1])
+        if layer.residual and not layer.lut_before_add and step is not None and step.kind != "lut":
             return lo, hi, table  # the conv's own range (a clamp after the add: its record)
         assert step is not None
         if step.kind == "clamp":
@@ -200,24 +208,24 @@ class _Packer:
         )
 
     def residual_add(self, layer: LayerPlan) -> np.ndarray:
-        """The `SCALAR` record of a fused residual add, the conv's output as operand ``a``
-        (m0, za) and the shortcut as ``b``: the DPU ``add`` of the stand-alone Add, with the
-        fused activation's clamp folded into its range (`residual`)."""
+        """The `SCALAR` record of a fused residual add, the conv's output (or its own
+        activation's, `LayerPlan.lut_before_add`) as operand ``a`` (m0, za) and the shortcut
+        as ``b``: the DPU ``add`` of the stand-alone Add, with the activation after it, a
+        clamp, folded into its range (`residual`)."""
         step = self.step(layer.residual)
         if step is None:
             return np.zeros(P.SCALAR.itemsize, np.uint8)
         node = self.g.node(layer.residual)
-        mid = self.g.node(layer.name).outputs[0]
+        # the Add's input that is not the shortcut (the pass fused no Add of x + x)
+        mid = next(t for t in node.inputs if t != layer.inputs[1])
         mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
         if node.inputs[0] != mid:  # the conv's output is the Add's second input
             mults = mults[::-1]
         lo, hi = -128, 127
-        act = self.step(layer.fused[-1]) if len(layer.fused) > 1 else None
+        after = layer.fused[-1] if layer.fused[-1] != layer.residual else None
+        act = self.step(after) if after is not None else None
         if act is not None and act.kind == "clamp":
-            # clamp(clamp(x, -128, 127), lo', hi') is clamp(x, lo', hi') when -128 <= lo'
-            # <= hi' <= 127 (what the pass checked)
-            lo = int(np.asarray(act.params["lo"]).reshape(-1)[0])
-            hi = int(np.asarray(act.params["hi"]).reshape(-1)[0])
+            lo, hi = _one_range(act)
         rec = P.scalar_record(
             m0=mults[0], m1=mults[1], shift=int(step.params["shift"]),
             za=int(_zp(self.program, mid)[0]), zb=int(_zp(self.program, layer.inputs[1])[0]),
@@ -485,6 +493,7 @@ class _Packer:
                 why = "a subtraction whose first operand is broadcast"
                 return LayerConstants(params=np.zeros(P.SCALAR.itemsize, np.uint8), incomplete=why)
             za, zb = (int(_zp(self.program, n)[0]) for n in (*names, names[0])[:2])
+            lo, hi, table = self.chained_activation(layer, lo, hi)
             if kind == "rescale":
                 mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
                 if swapped:
@@ -498,6 +507,12 @@ class _Packer:
                     shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
                     za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi,
                 )  # fmt: skip
+            if len(table):  # the fused activation's table right after the record
+                return LayerConstants(
+                    params=np.concatenate([_bytes(rec), table]),
+                    operand=operand,
+                    table_offset=P.SCALAR.itemsize,
+                )
             return LayerConstants(params=_bytes(rec), operand=operand)
         if kind == "mean":
             rec = P.scalar_record(
@@ -550,6 +565,18 @@ class _Packer:
             params=np.zeros(self.dpu_size(layer), np.uint8),
             incomplete=f"DPU step {kind} has no functional parameters yet",
         )
+
+    def chained_activation(self, layer: LayerPlan, lo: int, hi: int) -> tuple[int, int, np.ndarray]:
+        """(lo, hi, table) of an element-wise layer with its activation fused
+        (`dpu_chain`): a one-range clamp narrows the record's range, a table follows the
+        record."""
+        act = self.step(layer.fused[-1]) if layer.fused else None
+        if act is None:
+            return lo, hi, np.zeros(0, np.uint8)
+        if act.kind == "lut":
+            return lo, hi, np.asarray(act.params["table"], np.int8).view(np.uint8).copy()
+        assert act.kind == "clamp", f"{layer.name}: a fused {act.kind} step"
+        return (*_one_range(act), np.zeros(0, np.uint8))
 
     def dpu_size(self, layer: LayerPlan) -> int:
         """Bytes of a DPU layer's parameters without a program (the largest case)."""
@@ -621,7 +648,6 @@ def ceil_to(value: int, multiple: int) -> int:
 
 
 __all__ = [
-    "CLAMP_LUTS",
     "LayerConstants",
     "ceil_to",
     "dpu_operands",

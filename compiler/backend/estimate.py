@@ -35,7 +35,7 @@ from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.tile import Tiling
 from aipusim.isa.cost import CostModel, TaskCost, Traffic
 from aipusim.isa.metrics import bytes_per_frame
-from aipusim.isa.tasks import Phase, Pool, Task, Unit
+from aipusim.isa.tasks import Phase, Pool, Task, Unit, table_after
 from aipusim.isa.units import UnitRole, spec
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
@@ -224,7 +224,10 @@ def plan_cost(
         kind = layer.dpu_kind
         assert kind is not None
         operands = max(1, min(2, len(layer.inputs)))
-        compute = sum(cost.dpu_cycles(kind, n, operands) for n in _split(layer.elements, h_tiles))
+        table = table_after(kind, layer.lut)  # an activation fused after it (`dpu_chain`)
+        compute = sum(
+            cost.dpu_cycles(kind, n, operands, table=table) for n in _split(layer.elements, h_tiles)
+        )
         return PlanCost(compute, 0, 0, 0)
     if layer.unit is LayerUnit.DMA:
         home = _POOL_OF.get(str(getattr(config, "workspace_memory_pool", "global.ddr")), Pool.DDR)

@@ -2,11 +2,12 @@
 
 Every stage is a frozen dataclass that extends the one before it with what its pass
 decided, so a pass's signature says what it needs and what it adds (``fuse_residual``
-adds nothing: it rewrites the layers, as a front-end pass rewrites the graph):
+and ``fuse_dpu_chains`` add nothing: they rewrite the layers, as a front-end pass rewrites
+the graph):
 
-    Graph --lower--> Lowered --fuse_residual--> Fused --tile--> Tiled --multicore-->
-          Distributed --imc--> Mapped --pack--> Packed --memplan--> Placed --schedule-->
-          Scheduled --estimate--> Estimated --emit--> Emitted
+    Graph --lower--> Lowered --fuse_residual--> Fused --fuse_dpu_chains--> Fused --tile-->
+          Tiled --multicore--> Distributed --imc--> Mapped --pack--> Packed --memplan-->
+          Placed --schedule--> Scheduled --estimate--> Estimated --emit--> Emitted
 
 Per-layer decisions are tuples aligned with ``layers``. A stage never changes what an
 earlier one decided, except where a pass documents a retry (multicore may re-tile with
@@ -101,8 +102,10 @@ class Lowered:
 
 @dataclass(frozen=True)
 class Fused(Lowered):
-    """Pass ``fuse_residual``: residual Adds (and their activations) folded into the MVM
-    layers writing one of their operands (`aipusim.compiler.backend.residual`)."""
+    """Passes ``fuse_residual`` and ``fuse_dpu_chains``: residual Adds (and their
+    activations) folded into the MVM layers writing one of their operands
+    (`aipusim.compiler.backend.residual`), element-wise DPU ops and their activations into
+    one DPU layer (`aipusim.compiler.backend.dpu_chain`)."""
 
 
 @dataclass(frozen=True)
@@ -308,9 +311,10 @@ class Emitted(Estimated):
         assert any(name.endswith("model.json") for name in self.files), "model.json emitted"
 
 
-#: Every stage, in pipeline order.
+#: The stage each back-end pass gives, in pipeline order (both fusion passes give `Fused`).
 STAGES: tuple[type[Lowered], ...] = (
     Lowered,
+    Fused,
     Fused,
     Tiled,
     Distributed,

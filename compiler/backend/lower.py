@@ -202,6 +202,12 @@ class LayerPlan:
     residual: str = ""
 
     @property
+    def lut_before_add(self) -> bool:
+        """A fused residual add that follows the layer's own activation (conv + SiLU +
+        Add: `aipusim.isa.tasks.PostOp.REQUANT_LUT_ADD`), not one before it."""
+        return bool(self.residual) and self.fused[0] != self.residual
+
+    @property
     def weight_bytes(self) -> int:
         return sum(c.size_bytes for c in self.consts if c.kind is ConstKind.WEIGHT)
 

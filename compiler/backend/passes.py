@@ -8,6 +8,8 @@ stage and the `PassContext` (the configuration for ``lower``, the pass records f
   (run-time weights) or the DPU, whichever the cost model finds faster;
 - ``fuse_residual``: a residual Add (and its activation) onto the output stream of the MVM
   layer writing one of its operands (`residual`);
+- ``fuse_dpu_chains``: an element-wise DPU op and the activation after it in one DPU task
+  (`dpu_chain`);
 - ``tile``: L1 tilings and depth-first fusion groups;
 - ``multicore``: the core layout (cooperative splits, pipeline stages, the shared weight
   fetch); re-tiles with ``tiling_depth`` 1 when a cooperative split would cut a fusion group;
@@ -29,6 +31,7 @@ from typing import Any
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.attention import assign_units, head_mapping
 from aipusim.compiler.backend.constants import pack_constants
+from aipusim.compiler.backend.dpu_chain import fuse_dpu_chains as fold_dpu_chains
 from aipusim.compiler.backend.emit import emit_files
 from aipusim.compiler.backend.estimate import PlanCost, estimate_layers, init_estimate, plan_cost
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
@@ -77,6 +80,13 @@ def fuse_residual(ir: Lowered, ctx: Any) -> Fused:
     """Fold residual Adds (and their activations) into MVM layers (`residual`)."""
     del ctx
     layers = fuse_residual_adds(ir.layers, ir.graph, ir.program)
+    return Fused(**{**_fields(ir), "layers": layers})
+
+
+def fuse_dpu_chains(ir: Fused, ctx: Any) -> Fused:
+    """Fold an element-wise DPU op's activation into its task (`dpu_chain`)."""
+    del ctx
+    layers = fold_dpu_chains(ir.layers, ir.graph, ir.program)
     return Fused(**{**_fields(ir), "layers": layers})
 
 

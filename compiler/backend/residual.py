@@ -9,12 +9,18 @@ applies the activation, one pass; the conv's int8 output is never written
 (`aipusim.isa.tasks.PostOp.REQUANT_ADD`).
 
 An ``Add`` of two int8 activations of one shape is fused into the MVM layer producing one
-of them when that layer is the operand's only writer, has no activation of its own, and
-the operand has no other reader; its unary activation (what `lower` fuses into an MVM)
-follows when the Add's sum has no other reader (a clamp only when one range serves every
-channel). The fused layer reads ``(x, shortcut)``, writes the Add's (or the activation's)
-output, lists the Add (and activation) in ``fused`` and names the Add in ``residual``.
-It takes the earlier of the two places where every input is ready.
+of them when that layer is the operand's only writer and the operand has no other reader;
+its unary activation (what `lower` fuses into an MVM) follows when the Add's sum has no
+other reader (a clamp only when one range serves every channel). The fused layer reads
+``(x, shortcut)``, writes the Add's (or the activation's) output, lists the Add (and
+activation) in ``fused`` and names the Add in ``residual``. It takes the earlier of the
+two places where every input is ready.
+
+A conv with an activation of its own (the YOLO bottleneck's conv + SiLU + Add) is fused
+too: the DPU looks the requantized value up in the conv's table, then adds
+(`aipusim.isa.tasks.PostOp.REQUANT_LUT_ADD`, `LayerPlan.lut_before_add`). The pass has
+one table: an activation after such an add joins only when it is a one-range clamp
+(folded into the Add's record), else it stays a DPU layer of its own.
 
 The integer program (`aipusim.compiler.quant.QuantizedGraph`) is not changed: the fused
 layer computes exactly what the conv, the Add and the activation compute one after the
@@ -37,7 +43,7 @@ from aipusim.compiler.backend.lower import (
 )
 from aipusim.compiler.ir import DType, Graph, Op
 from aipusim.compiler.quant.quantize import QuantizedGraph
-from aipusim.isa.tasks import DpuKind, LutKind
+from aipusim.isa.tasks import CLAMP_LUTS, DpuKind, LutKind
 
 
 def _int8(graph: Graph, name: str) -> bool:
@@ -60,7 +66,10 @@ def _clamp_ok(program: QuantizedGraph | None, name: str) -> bool:
     return len(lo) == 1 and len(hi) == 1 and -128 <= int(lo[0]) <= int(hi[0]) <= 127
 
 
-class _Fuser:
+class LayerChains:
+    """The layers of a back end being fused, with the questions every fusion pass asks:
+    who writes a tensor, and which unary activation alone reads it (`dpu_chain` too)."""
+
     def __init__(
         self, layers: Sequence[LayerPlan], graph: Graph, program: QuantizedGraph | None
     ) -> None:
@@ -73,6 +82,24 @@ class _Fuser:
                 return i
         return None
 
+    def activation_of(self, out: str) -> int | None:
+        """Index of the unary activation layer that alone reads ``out``, if it can follow."""
+        if not _sole_reader(self.g, out):
+            return None
+        node = self.g.consumers(out)[0]
+        i = self.index_of_output(node.outputs[0]) if node.outputs else None
+        if i is None or node.op not in FUSABLE_ACTIVATIONS:
+            return None
+        layer = self.layers[i]
+        assert layer is not None
+        if layer.unit is not LayerUnit.DPU or layer.inputs != (out,) or len(layer.outputs) != 1:
+            return None
+        if not _int8(self.g, layer.outputs[0]) or not _clamp_ok(self.program, layer.name):
+            return None
+        return i
+
+
+class _Fuser(LayerChains):
     def conv_of(self, add: LayerPlan) -> tuple[int, int] | None:
         """(producer index, input index of its output in the Add) of a fusable conv."""
         shapes = {tuple(self.g.shape(t)) for t in (*add.inputs, add.outputs[0])}
@@ -92,28 +119,23 @@ class _Fuser:
                 p is not None
                 and p.unit is LayerUnit.MVM
                 and p.runtime is None
-                and not p.fused
+                and len(p.fused) == (p.lut is not LutKind.NONE)  # at most its activation
                 and p.outputs == (add.inputs[k],)
                 and _sole_reader(self.g, add.inputs[k])
             ):
                 return i, k
         return None
 
-    def activation_of(self, out: str) -> int | None:
-        """Index of the unary activation layer that alone reads ``out``, if it can follow."""
-        if not _sole_reader(self.g, out):
-            return None
-        node = self.g.consumers(out)[0]
-        i = self.index_of_output(node.outputs[0]) if node.outputs else None
-        if i is None or node.op not in FUSABLE_ACTIVATIONS:
-            return None
-        layer = self.layers[i]
-        assert layer is not None
-        if layer.unit is not LayerUnit.DPU or layer.inputs != (out,) or len(layer.outputs) != 1:
-            return None
-        if not _int8(self.g, layer.outputs[0]) or not _clamp_ok(self.program, layer.name):
-            return None
-        return i
+    def clamp_only(self, ri: int | None) -> bool:
+        """True when the activation layer ``ri`` needs no table (one clamp range): what
+        may follow an add that comes after the conv's own table."""
+        act = self.layers[ri] if ri is not None else None
+        if act is None:
+            return False
+        step = self.program.steps.get(act.name) if self.program is not None else None
+        if step is None:
+            return LUT_OF[self.g.node(act.name).op] in CLAMP_LUTS
+        return step.kind == "clamp"
 
     def fuse(self, ai: int) -> None:
         add = self.layers[ai]
@@ -126,16 +148,19 @@ class _Fuser:
         assert conv is not None
         other = add.inputs[1 - k]
         ri = self.activation_of(add.outputs[0])
+        if conv.fused and not self.clamp_only(ri):
+            ri = None  # one table per pass: the conv's; an activation after stays a layer
         act = self.layers[ri] if ri is not None else None
         last = act if act is not None else add
+        lut = LUT_OF[self.g.node(act.name).op] if act is not None else LutKind.NONE
         fused = replace(
             conv,
             inputs=(conv.inputs[0], other),
             in_bytes=(conv.in_bytes[0], activation_bytes(self.g, other)),
             outputs=last.outputs,
             out_bytes=last.out_bytes,
-            lut=LUT_OF[self.g.node(act.name).op] if act is not None else LutKind.NONE,
-            fused=(add.name, *((act.name,) if act is not None else ())),
+            lut=conv.lut if conv.fused else lut,
+            fused=(*conv.fused, add.name, *((act.name,) if act is not None else ())),
             consts=conv.consts + add.consts + (act.consts if act is not None else ()),
             residual=add.name,
         )
@@ -169,4 +194,4 @@ def fuse_residual_adds(
     return _Fuser(layers, graph, program).run()
 
 
-__all__ = ["fuse_residual_adds"]
+__all__ = ["LayerChains", "fuse_residual_adds"]

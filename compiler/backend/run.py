@@ -6,8 +6,8 @@ end needs only shapes and int8 sizes) and runs the back half of the pipeline's p
 
 >>> from aipusim.compiler.pipeline import BACK
 >>> [p.name for p in BACK]  # doctest: +NORMALIZE_WHITESPACE
-['lower', 'fuse_residual', 'tile', 'multicore', 'imc', 'pack', 'memplan', 'schedule', 'estimate',
- 'emit']
+['lower', 'fuse_residual', 'fuse_dpu_chains', 'tile', 'multicore', 'imc', 'pack', 'memplan',
+ 'schedule', 'estimate', 'emit']
 """
 
 from __future__ import annotations

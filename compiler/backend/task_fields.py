@@ -60,13 +60,16 @@ def mvm_fields(
     weight_set: int,
     residual: Place | None = None,
     add_param_addr: int = 0,
+    lut_before_add: bool = False,
 ) -> dict[str, Any]:
     """An `Mvm` of weight block ``blk`` over ``rows`` output rows; ``dst``, ``residual`` (the
     operand of a fused residual add) and ``param_addr`` are those of the block's first
-    output channel."""
+    output channel; ``lut_before_add``: the table is the conv's own, the add comes after."""
     last_row = blk.row_block == m.row_blocks - 1
     post = PostOp.NONE
-    if last_row and residual is not None:
+    if last_row and residual is not None and lut_before_add:
+        post = PostOp.REQUANT_LUT_ADD
+    elif last_row and residual is not None:
         post = PostOp.REQUANT_ADD_LUT if lut is not LutKind.NONE else PostOp.REQUANT_ADD
     elif last_row:
         post = PostOp.REQUANT_LUT if lut is not LutKind.NONE else PostOp.REQUANT

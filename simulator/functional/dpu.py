@@ -13,6 +13,8 @@ Readings the ISA leaves open:
   at ``(e // p_div) % p_mod``; the other integer kinds one `SCALAR` per channel the same
   way (``p_mod`` 1: one for all);
 - results are clamped to the record's ``[lo, hi]`` and then to the range of ``out_elem``;
+  a `SCALAR` kind with a ``lut`` other than none, relu or clip then looks its clamped
+  result up in the table at ``lut_addr`` (an activation fused after it);
   a shift of 0 rounds nothing; a table lookup clamps its index to the int8 range;
 - ``softmax`` gives ``zo`` to a group whose exponentials sum to 0;
 - ``matmul`` strides are in elements, as a reduction's: head ``o`` of A starts at element
@@ -31,10 +33,9 @@ import numpy as np
 
 from aipusim.isa import fp_kernels as FK
 from aipusim.isa import params as P
-from aipusim.isa.tasks import DpuKind, DpuOp, LutKind, Pool
+from aipusim.isa.tasks import CLAMP_LUTS, DpuKind, DpuOp, LutKind, Pool, table_after
 from aipusim.simulator.functional.context import TaskRun
 from aipusim.simulator.functional.footprint import merge, runs, span
-from aipusim.simulator.functional.mvm import CLAMP_LUTS
 
 #: Integer element-wise kinds -> kernel code (the clamp form of ``lut`` is 8).
 _ELEMENTWISE = {
@@ -97,10 +98,11 @@ def _rshift(v, s):  # pragma: no cover - jitted
 
 
 @numba.njit(cache=True)
-def _elementwise(mem, geo, code, prm, lut):  # pragma: no cover - jitted
+def _elementwise(mem, geo, code, prm, lut, then_table):  # pragma: no cover - jitted
     """Integer element-wise kinds. ``geo``: elements, a base, a elem, row_len,
     in_row_pitch, b base, b elem, b_div, b_mod, out base, out elem, out_row_pitch, p_div,
-    p_mod. ``prm`` rows: CHANNEL fields (codes 0, 8) or SCALAR fields (the others)."""
+    p_mod. ``prm`` rows: CHANNEL fields (codes 0, 8) or SCALAR fields (the others).
+    ``then_table``: a SCALAR kind's clamped result is then looked up in ``lut``."""
     n, a0, ae, row_len, a_pitch = geo[0], geo[1], geo[2], geo[3], geo[4]
     b0, be, b_div, b_mod = geo[5], geo[6], geo[7], geo[8]
     o0, oe, o_pitch, p_div, p_mod = geo[9], geo[10], geo[11], geo[12], geo[13]
@@ -141,6 +143,8 @@ def _elementwise(mem, geo, code, prm, lut):  # pragma: no cover - jitted
                 rb = min(max(_rshift(m1 * (b - zb), s) + zo, lo), hi)
                 r = min(ra, rb) if code == 4 else max(ra, rb)
             r = min(max(r, lo), hi)
+            if then_table:
+                r = lut[min(max(r, -128), 127) + 128]
         _store(mem, at, oe, r)
         pc += 1
         if pc == p_div:
@@ -264,6 +268,11 @@ def _elementwise_kind(run: TaskRun, t: DpuOp) -> None:
             lut = run.table(t.lut_addr)
     else:
         prm = _scalar_rows(run, t, count)
+    # an element-wise op with its activation fused (`compiler.backend.dpu_chain`): the
+    # table after the record (relu/clip: the record's clamp did it)
+    then_table = table_after(t.kind, t.lut)
+    if then_table:
+        lut = run.table(t.lut_addr)
     s, e = _linear(t.in_addr0, n, t.in_elem, t.row_len, t.in_row_pitch)
     data, d0 = run.operand(Pool.L1, s, e, write=False)
     b_base, b_elem = 0, 0
@@ -279,7 +288,7 @@ def _elementwise_kind(run: TaskRun, t: DpuOp) -> None:
          t.b_mod, t.out_addr + d_out, t.out_elem, t.out_row_pitch, t.p_div, len(prm)],
         np.int64,
     )  # fmt: skip
-    _elementwise(data, geo, code, prm, lut)
+    _elementwise(data, geo, code, prm, lut, then_table)
 
 
 def _float_elementwise(run: TaskRun, t: DpuOp) -> None:

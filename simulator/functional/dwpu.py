@@ -24,10 +24,9 @@ import numba
 import numpy as np
 
 from aipusim.isa import params as P
-from aipusim.isa.tasks import DwpuKind, DwpuOp, LutKind, Pool
+from aipusim.isa.tasks import CLAMP_LUTS, DwpuKind, DwpuOp, LutKind, Pool
 from aipusim.simulator.functional.context import TaskRun
 from aipusim.simulator.functional.footprint import merge, runs
-from aipusim.simulator.functional.mvm import CLAMP_LUTS
 
 _MODES = {
     DwpuKind.DWCONV: 0,

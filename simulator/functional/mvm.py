@@ -30,12 +30,19 @@ import numba
 import numpy as np
 
 from aipusim.isa import params as P
-from aipusim.isa.tasks import ADD_POSTS, LUT_POSTS, LutKind, Mvm, Pool, PostOp, WeightLoad
+from aipusim.isa.tasks import (
+    ADD_POSTS,
+    CLAMP_LUTS,
+    LUT_POSTS,
+    LutKind,
+    Mvm,
+    Pool,
+    PostOp,
+    WeightLoad,
+)
 from aipusim.simulator.functional.context import NotYetWritten, TaskRun
 from aipusim.simulator.functional.footprint import Access, merge, span
 
-#: Fused activations the requantize clamp already applies (no table lookup).
-CLAMP_LUTS = frozenset({LutKind.RELU, LutKind.CLIP})
 #: Bytes of one partial sum.
 PSUM_BYTES = 4
 
@@ -212,7 +219,8 @@ def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, px, chan, ch, lut, use_lu
           pitch, row_pitch, out_w, icr, vx, psum_out, b_mem, b_geo,
           add, cpitch):  # pragma: no cover - jitted  # fmt: skip
     """Saturate, accumulate, then write partial sums (mode 0) or requantized int8 (mode
-    1), or the requantized int8 plus a residual operand (mode 2).
+    1), or the requantized int8 plus a residual operand (mode 2; mode 3: the table before
+    the add instead of after it).
 
     Column ``col`` is pixel ``ox0 + px[col]``, channel ``chan[col]``; ``ch`` holds per
     channel: bias, mult, shift, rounding term, zo, lo, hi. Mode 2 reads operand byte ``b_geo
@@ -242,11 +250,13 @@ def _post(acc, psum, accumulate, lo_acc, hi_acc, mode, px, chan, ch, lut, use_lu
             k = chan[col]
             r = (((a + ch[0, k]) * ch[1, k] + ch[3, k]) >> ch[2, k]) + ch[4, k]
             r = min(max(r, ch[5, k], -128), ch[6, k], 127)  # the record's clamp, then int8
-            if mode == 2:
+            if mode == 3 and use_lut:
+                r = lut[r + 128]
+            if mode >= 2:
                 bv = np.int64(b_mem[b_geo[0] + oy * b_geo[2] + ox * b_geo[1] + k])
                 s = (add[0] * (r - add[4]) + add[1] * (bv - add[5]) + add[3]) >> add[2]
                 r = min(max(min(max(s + add[6], add[7]), add[8]), -128), 127)
-            if use_lut:
+            if use_lut and mode != 3:
                 r = lut[r + 128]
             out[row + ox * pitch + k * cpitch] = r
     return clamped
@@ -382,6 +392,8 @@ def execute_mvm(run: TaskRun) -> None:
         out, base = odata.view(np.int8), t.out_addr + delta
         psum_out = np.zeros((1, 1), np.int64)
     mode = 0 if t.post == PostOp.NONE else 2 if t.post in ADD_POSTS else 1
+    if t.post == PostOp.REQUANT_LUT_ADD:
+        mode = 3
     run.counters.saturations += _post(
         acc, psum, bool(t.accumulate), lo_acc, hi_acc, mode, cols // cout, cols % cout, ch, lut,
         use_lut, out, base, t.out_pitch, t.out_row_pitch, t.out_w, t.icr, vx, psum_out, b_mem,
@@ -393,7 +405,6 @@ def execute_mvm(run: TaskRun) -> None:
 
 
 __all__ = [
-    "CLAMP_LUTS",
     "add_runs",
     "add_table",
     "execute_mvm",

@@ -19,6 +19,7 @@ from aipusim.isa.tasks import (
     DpuOp,
     DwpuKind,
     DwpuOp,
+    LutKind,
     Mvm,
     Pool,
     PostOp,
@@ -85,6 +86,16 @@ KINDS: list[Task] = [
         out_addr=0,
         elements=6400,
         operands=2,
+    ),
+    DpuOp(
+        unit=Unit.DPU,
+        kind=DpuKind.MUL,
+        in_addr0=0,
+        in_addr1=0,
+        out_addr=0,
+        elements=6400,
+        operands=2,
+        lut=LutKind.SIGMOID,
     ),
     DpuOp(unit=Unit.DPU, kind=DpuKind.LAYERNORM, in_addr0=0, out_addr=0, elements=192 * 197),
     DpuOp(
@@ -239,6 +250,23 @@ def test_a_compute_task_moves_its_l1_bytes_through_one_port_each_way() -> None:
     assert narrow.task(_mvm(100, 512, 512)).cycles == 2 * 800 + 16
     # the file's 192 B/cycle ports: partial sums at 192 B/cycle, not the 256 they need
     assert MODEL.task(psums).cycles == math.ceil(100 * 512 * 4 / ARCH.l1.port_bytes_per_cycle) + 16
+
+
+def test_a_table_after_an_element_wise_op_is_one_more_lane_operation() -> None:
+    model = CostModel(load_arch(overrides={"l1.port_bytes_per_cycle": 1024, "dpu.lanes": 64}))
+    fields = dict(unit=Unit.DPU, kind=DpuKind.ADD, in_addr0=0, out_addr=0, elements=6400,
+                  operands=2)  # fmt: skip
+    add = model.task(DpuOp(**fields))
+    # two operand reads per element over 64 lanes, plus the 16-cycle pipeline
+    assert add.cycles == 2 * 6400 // 64 + 16
+    fused = model.task(DpuOp(**fields, lut=LutKind.SIGMOID))
+    assert fused.cycles == 3 * 6400 // 64 + 16  # and the lookup: one pass, not two tasks
+    assert fused.traffic == add.traffic == Traffic(l1_read=2 * 6400, l1_write=6400)
+    e = ARCH.energy
+    extra = fused.energy_pj[C[Component.DPU]] - add.energy_pj[C[Component.DPU]]
+    assert extra == pytest.approx(6400 * e.dpu_requant_act_pj)
+    # a relu after the add is the record's clamp: the add's cost alone
+    assert model.task(DpuOp(**fields, lut=LutKind.RELU)).cycles == add.cycles
 
 
 def test_global_tokens_and_barriers_cross_the_noc() -> None:

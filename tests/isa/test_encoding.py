@@ -191,7 +191,9 @@ def test_decode_bad_enum_layer_token_and_padding() -> None:
     post_at = kind_field_layouts(Mvm)["post"].offset
     data = _record(_mvm())
     data[post_at] = len(PostOp)
-    with pytest.raises(TasklistError, match=rf"^byte {post_at}: .*`post` must be an index 0-4"):
+    with pytest.raises(
+        TasklistError, match=rf"^byte {post_at}: .*`post` must be an index 0-{len(PostOp) - 1}"
+    ):
         decode_tasks(bytes(data), 1, ["conv1"])
 
     two = encode_tasks([_mvm(layer="x"), _mvm(layer="y")], {})

@@ -164,15 +164,18 @@ def test_header_errors() -> None:
         assemble("tasklist core=70000\n")
 
 
-def test_residual_add_fields_roundtrip_byte_identical() -> None:
+@pytest.mark.parametrize(
+    ("post", "lut"), [(PostOp.REQUANT_ADD_LUT, "relu"), (PostOp.REQUANT_LUT_ADD, "silu")]
+)
+def test_residual_add_fields_roundtrip_byte_identical(post: PostOp, lut: str) -> None:
     line = (
         "mvm Mvm layer=res weight_set=1 in_addr=0x40 out_addr=0x800 vectors=49 rows_used=64 "
-        "cols_used=32 post=requant_add_lut lut=relu param_addr=0x1000 add_addr=0x2000 "
+        f"cols_used=32 post={post.value} lut={lut} param_addr=0x1000 add_addr=0x2000 "
         "add_param_addr=0x1300 add_pitch=32 add_row_pitch=224\n"
     )
     tl = assemble("tasklist core=0\n" + line)
     (mvm,) = tl.tasks
-    assert isinstance(mvm, Mvm) and mvm.post is PostOp.REQUANT_ADD_LUT
+    assert isinstance(mvm, Mvm) and mvm.post is post and mvm.lut is LutKind(lut)
     assert (mvm.add_addr, mvm.add_param_addr, mvm.add_pitch, mvm.add_row_pitch) == (
         0x2000,
         0x1300,
@@ -181,5 +184,23 @@ def test_residual_add_fields_roundtrip_byte_identical() -> None:
     )
     text = disassemble(tl)
     assert "add_addr=0x2000" in text and "add_row_pitch=224" in text
+    assert encode_tasklist(assemble(text)) == encode_tasklist(tl)
+    assert disassemble(assemble(text)) == text
+
+
+def test_a_table_after_an_element_wise_op_roundtrips_byte_identical() -> None:
+    line = (
+        "dpu DpuOp layer=chain kind=mul in_addr0=0x0 in_addr1=0x400 out_addr=0x800 "
+        "elements=1024 operands=2 lut=sigmoid param_addr=0x1000 lut_addr=0x1020\n"
+    )
+    tl = assemble("tasklist core=0\n" + line)
+    (op,) = tl.tasks
+    assert isinstance(op, DpuOp) and (op.kind, op.lut, op.lut_addr) == (
+        DpuKind.MUL,
+        LutKind.SIGMOID,
+        0x1020,
+    )
+    text = disassemble(tl)
+    assert "lut=sigmoid" in text and "lut_addr=0x1020" in text
     assert encode_tasklist(assemble(text)) == encode_tasklist(tl)
     assert disassemble(assemble(text)) == text

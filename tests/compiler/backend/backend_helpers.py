@@ -69,3 +69,20 @@ def conv_chain(channels: list[int], side: int) -> Graph:
         tensors[f"x{i + 1}"] = Tensor(f"x{i + 1}", (1, cout, side, side))
     n = len(channels) - 1
     return Graph("chain", tuple(nodes), tensors, consts, ("x0",), (f"x{n}",))
+
+
+def onnx_model(name: str, nodes: list, inits: list, in_shape: list, out_shape: list) -> Any:
+    """An opset-17 ONNX model of ``nodes`` from float input ``input`` to output ``out``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, in_shape)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, out_shape)],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model

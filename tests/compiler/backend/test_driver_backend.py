@@ -32,6 +32,7 @@ def test_the_pipeline_ends_with_the_back_end() -> None:
     assert names[len(FRONT) :] == [
         "lower",
         "fuse_residual",
+        "fuse_dpu_chains",
         "tile",
         "multicore",
         "imc",

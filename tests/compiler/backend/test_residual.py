@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
-from backend_helpers import ARCH, check_ok, compile_backend, quantized_program
+from backend_helpers import ARCH, check_ok, compile_backend, onnx_model, quantized_program
+from onnx import helper, numpy_helper
 
 import aipusim
 from aipusim.compiler import CompilerConfig
@@ -18,23 +20,27 @@ from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import BACK, run_pipeline
 from aipusim.compiler.quant.reference import run_int8
 from aipusim.functional_check import chip_inputs, compare, load_reference
-from aipusim.isa.tasks import DpuOp, LutKind, Mvm, PostOp
+from aipusim.isa.tasklist import read_tasklist
+from aipusim.isa.tasks import ADD_POSTS, DpuOp, LutKind, Mvm, PostOp
 from aipusim.simulator import simulate
 
 SHAPE = (1, 8, 4, 4)
 
 
-def _graph(*, conv_readers: int = 1, relu: bool = True) -> Graph:
-    """conv(x) + s [-> relu]; ``conv_readers`` 2: a Neg reads the conv's output too."""
-    nodes = [
-        Node("c", Op.CONV, ("x", "w"), ("y",), {"kernel_shape": [1, 1]}),
-        Node("a", Op.ADD, ("s", "y"), ("z",)),
-    ]
-    tensors = {n: Tensor(n, SHAPE) for n in ("x", "s", "y", "z", "r", "n")}
+def _graph(
+    *, conv_readers: int = 1, relu: bool = True, silu: bool = False, after: Op = Op.RELU
+) -> Graph:
+    """conv(x) [-> silu] + s [-> after]; ``conv_readers`` 2: a Neg reads the conv's output
+    too."""
+    nodes = [Node("c", Op.CONV, ("x", "w"), ("y0" if silu else "y",), {"kernel_shape": [1, 1]})]
+    if silu:
+        nodes.append(Node("silu", Op.SILU, ("y0",), ("y",)))
+    nodes.append(Node("a", Op.ADD, ("s", "y"), ("z",)))
+    tensors = {n: Tensor(n, SHAPE) for n in ("x", "s", "y0", "y", "z", "r", "n")}
     tensors["w"] = Tensor("w", (8, 8, 1, 1))
     outputs: tuple[str, ...] = ("z",)
     if relu:
-        nodes.append(Node("relu", Op.RELU, ("z",), ("r",)))
+        nodes.append(Node("relu", after, ("z",), ("r",)))
         outputs = ("r",)
     if conv_readers == 2:
         nodes.append(Node("neg", Op.NEG, ("y",), ("n",)))
@@ -65,6 +71,66 @@ def test_the_add_alone_when_its_sum_is_an_output() -> None:
     g = _graph(relu=False)
     (conv,) = fuse_residual_adds(lower_graph(g), g, None)
     assert conv.outputs == ("z",) and conv.fused == ("a",) and conv.lut is LutKind.NONE
+
+
+def test_a_conv_with_its_table_takes_the_add_after_it() -> None:
+    g = _graph(silu=True, relu=False)
+    (conv,) = fuse_residual_adds(lower_graph(g), g, None)
+    assert conv.inputs == ("x", "s") and conv.outputs == ("z",)
+    assert conv.fused == ("silu", "a") and conv.lut is LutKind.SILU and conv.lut_before_add
+
+
+def test_after_the_conv_s_table_only_a_clamp_joins() -> None:
+    g = _graph(silu=True)  # a Relu after the add: the Add's record clamps
+    (conv,) = fuse_residual_adds(lower_graph(g), g, None)
+    assert conv.outputs == ("r",) and conv.fused == ("silu", "a", "relu")
+    assert conv.lut is LutKind.SILU and conv.lut_before_add
+    g = _graph(silu=True, after=Op.SIGMOID)  # a second table: the Sigmoid stays a layer
+    conv, sig = fuse_residual_adds(lower_graph(g), g, None)
+    assert conv.outputs == ("z",) and conv.fused == ("silu", "a") and conv.lut is LutKind.SILU
+    assert (sig.name, sig.unit, sig.inputs) == ("relu", LayerUnit.DPU, ("z",))
+
+
+def test_a_plain_residual_add_is_not_lut_before_add() -> None:
+    g = _graph()
+    (conv,) = fuse_residual_adds(lower_graph(g), g, None)
+    assert not conv.lut_before_add
+
+
+def silu_block_model(size: int = 8) -> onnx.ModelProto:
+    """c1 = SiLU(conv(x)); c2 = SiLU(conv(c1)); head conv of (c1 + c2): a YOLO bottleneck."""
+    rng = np.random.default_rng(2)
+    inits: list[onnx.TensorProto] = []
+    nodes: list[onnx.NodeProto] = []
+    for name, x, cin in (("c1", "input", 3), ("c2", "c1", 8)):
+        w = rng.normal(0, 0.3, (8, cin, 3, 3)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"{name}_w"))
+        nodes += [
+            helper.make_node(
+                "Conv", [x, f"{name}_w"], [f"{name}_y"], kernel_shape=[3, 3], pads=[1] * 4
+            ),
+            helper.make_node("Sigmoid", [f"{name}_y"], [f"{name}_s"]),
+            helper.make_node("Mul", [f"{name}_y", f"{name}_s"], [name]),
+        ]
+    inits.append(numpy_helper.from_array(rng.normal(0, 0.3, (4, 8, 1, 1)).astype(np.float32), "h"))
+    nodes += [
+        helper.make_node("Add", ["c1", "c2"], ["sum"]),
+        helper.make_node("Conv", ["sum", "h"], ["out"], kernel_shape=[1, 1]),
+    ]
+    return onnx_model("bottleneck", nodes, inits, [1, 3, size, size], [1, 4, size, size])
+
+
+@pytest.mark.parametrize("config", [{}, {"force_h_tiling": 4}], ids=["whole", "h_tiles4"])
+def test_conv_silu_add_is_one_mvm_post_op_and_bit_exact(config: dict) -> None:
+    model = aipusim.compile(silu_block_model(), config=config)
+    folder = model.compiled_dir()
+    tasks = [t for p in sorted(folder.glob("core*.tasklist")) for t in read_tasklist(p).tasks]
+    posts = {t.post for t in tasks if isinstance(t, Mvm) and t.post in ADD_POSTS}
+    assert posts == {PostOp.REQUANT_LUT_ADD}
+    assert not any(isinstance(t, DpuOp) for t in tasks)  # no Add left on the DPU
+    chip, how = chip_inputs(folder, None)
+    check = compare(simulate(folder, frames=1, functional=True, inputs=chip), folder, chip, how)
+    assert check.bit_exact, check.text()
 
 
 def test_the_pass_is_in_the_back_end_and_dumps_the_fusion() -> None:

@@ -132,6 +132,34 @@ def test_tables_and_clamps() -> None:
     assert np.array_equal(got, np.clip(x, lo, 90).astype(np.int8))
 
 
+def test_a_table_after_an_element_wise_op_by_hand() -> None:
+    # 1 * (a - 0) + 1 * (b - 0) with shift 0, clamped to [-2, 5], then table[v] = 2 * v
+    a = np.array([[1, -3, 4, 2]], np.int8)
+    b = np.array([[2, -1, 3, -1]], np.int8)
+    rec = P.scalar_record(m0=1, m1=1, shift=0, lo=-2, hi=5)
+    table = np.clip(2 * (np.arange(256) - 128), -128, 127).astype(np.int8)
+    got = dpu_on_sim(a, a.shape, b=b, params=rec, table=table, kind=DpuKind.ADD,
+                     lut=LutKind.SIGMOID, b_mod=a.size)  # fmt: skip
+    # sums 3, -4, 7, 1 -> clamped 3, -2, 5, 1 -> doubled
+    assert got.tolist() == [[6, -4, 10, 2]]
+    # relu/clip: the record's clamp alone, no lookup
+    got = dpu_on_sim(a, a.shape, b=b, params=rec, table=table, kind=DpuKind.ADD,
+                     lut=LutKind.RELU, b_mod=a.size)  # fmt: skip
+    assert got.tolist() == [[3, -2, 5, 1]]
+
+
+@pytest.mark.parametrize("kind", [DpuKind.ADD, DpuKind.SUB, DpuKind.MUL, DpuKind.RESCALE])
+def test_a_table_after_is_the_op_then_the_lut_task(kind: DpuKind) -> None:
+    a, b = int8(6, 32), int8(6, 32)
+    rec = P.scalar_record(m0=3 << 27, m1=5 << 26, shift=30, za=2, zb=-6, zo=1)
+    table = RNG.integers(-128, 128, 256).astype(np.int8)
+    two = kind is not DpuKind.RESCALE
+    kw = dict(b=b, b_mod=a.size) if two else {}
+    op = dpu_on_sim(a, a.shape, params=rec, kind=kind, **kw)
+    got = dpu_on_sim(a, a.shape, params=rec, table=table, kind=kind, lut=LutKind.SILU, **kw)
+    assert np.array_equal(got, K.apply_lut(op, table))
+
+
 def test_copy_a_channel_slice_of_every_pixel() -> None:
     # 12 pixels of 24 channels; channels 8..20 go to pixels of 32 channels at offset 4
     x = int8(12, 24)

@@ -36,6 +36,7 @@ def fused_on_sim(
     *,
     lut: LutKind = LutKind.NONE,
     table: np.ndarray | None = None,
+    lut_first: bool = False,
 ) -> np.ndarray:
     """One 1x1 conv (x: 1 x cin x h x w) with the residual add of ``b`` (1 x cout x h x w)
     on its output stream; returns the int8 output (1 x cout x h x w)."""
@@ -50,6 +51,8 @@ def fused_on_sim(
                    rows_used=CPAD, cols_used=cout, phase=Phase.INIT),
     ]  # fmt: skip
     post = PostOp.REQUANT_ADD_LUT if lut is not LutKind.NONE else PostOp.REQUANT_ADD
+    if lut_first:
+        post = PostOp.REQUANT_LUT_ADD
     frame = [
         dma(Pool.DDR, X_DDR, Pool.L1, IN, x.size, layer="in"),
         dma(Pool.DDR, B_DDR, Pool.L1, SHORT, b.size, layer="in"),
@@ -100,3 +103,29 @@ def test_equals_the_conv_then_the_dpu_add_then_the_table() -> None:
     total = (1 << 20) * (r - 3) + (3 << 19) * (b.astype(np.int64) + 7)
     s = np.clip(K.rounding_shift(total, 21) + 2, -128, 127)  # the DPU add, stand-alone
     assert np.array_equal(y, K.apply_lut(s.astype(np.int8), table))
+
+
+def test_hand_computed_table_then_add() -> None:
+    # as above, r = (4, 3), (3, 7); the table doubles: (8, 6), (6, 14); then the add
+    x = np.array([[[[1, 3]], [[2, -1]]]], np.int8)
+    w = np.array([[1, 1], [2, 0]], np.int8).reshape(2, 2, 1, 1)
+    rec = P.channel_records(bias=[0, 0], mult=[1 << 30] * 2, shift=[30] * 2, zo=1)
+    add = P.scalar_record(m0=3, m1=2, shift=2, za=1, zb=-2, zo=-5)
+    b = np.array([[[[10, 0]], [[-20, 127]]]], np.int8)
+    table = np.clip(2 * (np.arange(256) - 128), -128, 127).astype(np.int8)
+    # (21 + 24 + 2) >> 2 = 11 -> 6; (15 - 36 + 2) >> 2 = -5 -> -10; (15 + 4 + 2) >> 2 = 5
+    # -> 0; (39 + 258 + 2) >> 2 = 74 -> 69
+    y = fused_on_sim(x, w, b, rec, add, lut=LutKind.SILU, table=table, lut_first=True)
+    assert y.reshape(2, 2).tolist() == [[6, 0], [-10, 69]]
+
+
+def test_table_then_add_equals_the_conv_with_its_lut_then_the_dpu_add() -> None:
+    x, w, b = int8(1, 16, 3, 5), int8(8, 16, 1, 1), int8(1, 8, 3, 5)
+    rec = channel_params(8)
+    add = P.scalar_record(m0=1 << 20, m1=3 << 19, shift=21, za=3, zb=-7, zo=2, lo=-50, hi=90)
+    table = RNG.integers(-128, 128, 256).astype(np.int8)
+    y = fused_on_sim(x, w, b, rec, add, lut=LutKind.SILU, table=table, lut_first=True)
+    acc = K.conv_acc_reference(x.astype(np.int64), w.astype(np.int64), (1, 1), (0,) * 4, (1, 1), 1)
+    r = K.apply_lut(requant_ref(acc, rec), table).astype(np.int64)  # conv + SiLU, int8
+    total = (1 << 20) * (r - 3) + (3 << 19) * (b.astype(np.int64) + 7)
+    assert np.array_equal(y, np.clip(K.rounding_shift(total, 21) + 2, -50, 90).astype(np.int8))
