@@ -373,6 +373,10 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 )
         keys = self.resident_keys()
         set_index = 0
+        # INIT loads read their staging slot in L1; the staging buffers of different layers
+        # may share addresses (they live at different FRAME steps), so a later INIT fetch
+        # into the same bytes waits for those loads: (core, first byte, end, load)
+        staged_reads: list[tuple[int, int, int, int]] = []
         for li, layer in enumerate(self.layers):
             if not residency.get(layer.name, "").startswith("resident"):
                 continue
@@ -390,7 +394,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                     self.pending_slot = None
                     src = self.weight_source(
                         layer, core, (part, oi, b), blk.weight_bytes,
-                        tile=0, phase=Phase.INIT, extra=set(),
+                        tile=0, phase=Phase.INIT,
+                        extra=self.init_stage_war(layer, core, staged_reads),
                     )  # fmt: skip
                     sid = self.add(
                         core,
@@ -409,8 +414,39 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                     )
                     if self.pending_slot is not None:  # the next fetch into it waits for this
                         self.slot_user[self.pending_slot[0]] = [sid]
+                        staged_reads.append((core, src[0], src[0] + blk.weight_bytes, sid))
                 self.resident[key] = set_index
                 set_index += 1
+
+    def init_stage_war(
+        self, layer: LayerPlan, core: int, staged_reads: list[tuple[int, int, int, int]]
+    ) -> set[int]:
+        """What an INIT fetch of ``layer``'s weights into staging waits for: the earlier INIT
+        loads of bytes it overwrites, on the fetching ``core`` directly; on the other cores a
+        batch multicast writes, through a `TokenWait` on that core's weight-load queue
+        waiting for them (the frame's fetches do the same, `fetch_gates`)."""
+        wbuf = self.plan.buffers[const_buffer("weights", layer.name)]
+        if wbuf.pool is Pool.L1 or not staged_reads:
+            return set()  # read in place: no staging
+        cores = [core]
+        if self.layout.replicate and self.layout.cores > 1:
+            if core != self.layout.all_cores[0]:
+                return set()  # the first core's request made the one multicast fetch
+            cores = list(self.layout.all_cores)
+        waits: set[int] = set()
+        for c in cores:
+            stage = self.tile_buffer("wstage", layer, c)
+            if stage is None:
+                continue
+            lo, hi = stage.addr, stage.addr + stage.size_bytes
+            reads = {s for rc, a, e, s in staged_reads if rc == c and a < hi and lo < e}
+            if not reads or c == core:
+                waits |= reads
+                continue
+            gate = self.add(c, Unit.WLOAD, TokenWait, {}, layer=layer.name, deps=reads,
+                            phase=Phase.INIT)  # fmt: skip
+            waits.add(gate)
+        return waits
 
     # -- weights -------------------------------------------------------------------------
     def tile_maps(self, layer: LayerPlan, part: int) -> list[tuple[Any, int]]:

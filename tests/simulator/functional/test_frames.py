@@ -17,7 +17,7 @@ from aipusim.compiler.driver import compile_model
 from aipusim.compiler.request import CompileRequest
 from aipusim.functional_check import attach_check, chip_inputs
 from aipusim.isa.program import load_program, load_program_tables
-from aipusim.isa.tasks import Phase, TokenScope
+from aipusim.isa.tasks import Phase, TokenScope, WeightLoad
 from aipusim.simulator import simulate
 
 
@@ -91,6 +91,18 @@ def test_a_credit_has_a_token_of_its_own(tmp_path: Path) -> None:
     uses = _credit_uses(_compile(tmp_path, "resnet18", 32, "pipeline"))
     assert uses
     assert set(uses.values()) == {(1, 1, 1)}
+
+
+def test_init_fetches_wait_for_the_loads_of_a_shared_staging_slot(tmp_path: Path) -> None:
+    # YOLOv5s keeps two layers' weights in the IMC from INIT whose staging slots share L1
+    # bytes (they live at different frame steps): the second multicast fetch overwrote the
+    # slot while every core's load of the first still read it (HazardError in INIT)
+    folder = _compile(tmp_path, "yolov5s", 64, "batch")
+    init_loads = [
+        t for t in load_program(folder)[1][0] if t.phase is Phase.INIT and isinstance(t, WeightLoad)
+    ]
+    assert len({t.layer for t in init_loads}) >= 2
+    assert _bit_exact(folder, 4)
 
 
 @pytest.mark.slow
