@@ -37,6 +37,7 @@ from typing import Any
 from aipusim.arch import Arch
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.constants import LayerConstants
+from aipusim.compiler.backend.exchange import host_read_tensors
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
@@ -96,6 +97,8 @@ class Buffer:
     # the timeline an L2/DDR buffer is reused within (pipeline: its stage, batch: its
     # core); buffers of two timelines never share bytes
     stage: int = -1
+    #: cooperative: the cores holding a copy each, at one L1 address (empty: ``core``'s)
+    l1_cores: tuple[int, ...] = ()
     pool: Pool | None = None
     addr: int = -1
 
@@ -113,20 +116,24 @@ class PoolState:
     align: int
     placed: list[Buffer] = field(default_factory=list)
 
-    def find(self, buf: Buffer) -> int | None:
-        """The lowest aligned address where ``buf`` fits beside the live buffers."""
+    def busy(self, buf: Buffer) -> list[tuple[int, int]]:
+        """[lo, hi) of the placed buffers live at the same time as ``buf``."""
         align = self.align
-        size = _round_up(buf.size_bytes, align)
         # `Buffer.overlaps_in_time` inlined: this runs for every placed buffer of every try
         stage, start, end = buf.stage, buf.start, buf.end
-        busy = sorted(
+        return [
             (b.addr, b.addr - (-b.size_bytes // align) * align)
             for b in self.placed
             if (stage >= 0 and b.stage >= 0 and b.stage != stage)
             or (b.start <= end and start <= b.end)
-        )
+        ]
+
+    def find(self, buf: Buffer, busy: list[tuple[int, int]] | None = None) -> int | None:
+        """The lowest aligned address where ``buf`` fits beside the live buffers (``busy``:
+        the ranges to avoid, by default this pool's `busy`)."""
+        size = _round_up(buf.size_bytes, self.align)
         addr = 0
-        for lo, hi in busy:
+        for lo, hi in sorted(self.busy(buf) if busy is None else busy):
             if addr + size <= lo:
                 break
             addr = max(addr, hi)
@@ -312,10 +319,7 @@ class _Builder:
         fused = {t for g in self.groups for t in g.intermediates}
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
         # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
-        host_read = set(self.g.outputs)
-        for layer in reversed(self.layers):
-            if layer.unit is LayerUnit.ALIAS and host_read & set(layer.outputs):
-                host_read.update(layer.inputs)
+        host_read = host_read_tensors(self.layers, self.g.outputs)
         for c in self.frame_cores():
             for name in self.g.inputs:
                 size = activation_bytes(self.g, name)
@@ -360,6 +364,10 @@ class _Builder:
                     home = io_home if is_out else ws_home
                     if home not in allowed:
                         home = Pool.L2
+                    copies: tuple[int, ...] = ()
+                    if o in self.layout.l1_exchange:
+                        # a copy in every core's L1, else the shared pools (`exchange`)
+                        allowed, home, copies = _LADDER, Pool.L1, tuple(self.layout.all_cores)
                     b = self.add(
                         Buffer(
                             f"act:{o}{_sfx(c)}",
@@ -373,6 +381,7 @@ class _Builder:
                             accesses=size,
                             allowed=allowed,
                             tensor_bytes=size,
+                            l1_cores=copies,
                         )
                     )
                     self.tensor_buffer[(c, o)] = b.name
@@ -513,11 +522,24 @@ class Planner:
     def try_place(self, buf: Buffer, pool: Pool) -> bool:
         if pool not in buf.allowed:
             return False
+        if pool is Pool.L1 and buf.l1_cores:
+            return self.place_copies(buf)
         st = self.state(pool, buf)
         addr = st.find(buf)
         if addr is None:
             return False
         st.place(buf, addr)
+        return True
+
+    def place_copies(self, buf: Buffer) -> bool:
+        """A cooperative activation in L1: one copy per core of ``buf.l1_cores``, all at the
+        same address (a producer's multicast writes every copy at its own offset)."""
+        states = [self.pools[(Pool.L1, c)] for c in buf.l1_cores]
+        addr = states[0].find(buf, [r for st in states for r in st.busy(buf)])
+        if addr is None:
+            return False
+        for st in states:
+            st.place(buf, addr)
         return True
 
     def place_mandatory(self) -> list[Buffer]:

@@ -43,9 +43,15 @@ from aipusim.compiler.backend.constants import LayerConstants
 from aipusim.compiler.backend.estimate import plan_cost
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
+from aipusim.compiler.backend.lower import (
+    LayerPlan,
+    LayerUnit,
+    activation_bytes,
+    is_runtime,
+    is_shortcut,
+)
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS, Buffer, MemPlan, const_buffer
-from aipusim.compiler.backend.regions import group_rows
+from aipusim.compiler.backend.regions import group_rows, input_rows, out_rows
 from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
@@ -174,6 +180,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
         self.flushed: dict[int, list[int]] = defaultdict(list)
         self.init_copies: dict[str, int] = {}  # constant buffer -> its INIT copy on chip
+        self.needs: dict[str, list[list[tuple[int, int]]]] = {}  # `exchange_needs`
+        self.group_of = {g.index: g for g in groups}
         self.init_compute()
 
     def tiling_of(self, layer: LayerPlan) -> Tiling:
@@ -637,6 +645,46 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         if split is Split.NONE:
             return 0, 1, split
         return self.layout.all_cores.index(core), self.layout.cores, split
+
+    def exchange_needs(self, tensor: str) -> list[list[tuple[int, int]]]:
+        """For every read of a cooperative L1 tensor (`exchange`), the rows of it each core
+        reads (``(0, 0)``: none): a row split's windows over its tiles, a channel split all
+        rows, a layer not split all rows on the first core only."""
+        if tensor not in self.needs:
+            self.needs[tensor] = [
+                [self.rows_read(li, k, c) for c in self.layout.all_cores]
+                for li, layer in enumerate(self.layers)
+                for k, t in enumerate(layer.inputs)
+                if t == tensor
+            ]
+        return self.needs[tensor]
+
+    def rows_read(self, li: int, k: int, core: int) -> tuple[int, int]:
+        """The rows of input ``k`` of layer ``li`` that ``core`` reads (`exchange_needs`)."""
+        layer = self.layers[li]
+        total = self.rows_of(layer, layer.inputs[k], k)[0]
+        group = self.group_of[self.tilings[li].group]
+        part, parts, split = self.part_of(group.layers[-1], core)
+        if split is Split.NONE:
+            return (0, total) if core == self.layout.all_cores[0] else (0, 0)
+        if split is not Split.ROWS:
+            return 0, total
+        window = layer.geometry is not None and layer.runtime is None and k == 0
+        own_rows = is_shortcut(layer, k) or (layer.geometry is None and total == out_rows(layer))
+        if not (window or own_rows):
+            return 0, total
+        layers = [self.layers[i] for i in group.layers]
+        at = group.layers.index(li)
+        lo, hi = total, 0
+        for tile in range(group.h_tiles):
+            span = group_rows(layers, tile, group.h_tiles, part, parts)[at]
+            if span[1] <= span[0]:
+                continue
+            if window:
+                need = input_rows(layer, *span)
+                span = (need.lo, need.hi)
+            lo, hi = min(lo, span[0]), max(hi, span[1])
+        return (lo, hi) if lo < hi else (0, 0)
 
     # -- layout layers ---------------------------------------------------------------------
     def emit_dma_layer(self, core: int, layer: LayerPlan, deps: set[int]) -> list[int]:
