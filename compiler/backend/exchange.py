@@ -46,9 +46,8 @@ def l1_exchange_tensors(layers: Sequence[LayerPlan], host_read: set[str]) -> fro
     """The activations of a cooperative program that may live in L1 on every core (module
     docstring); ``host_read``: tensors the host reads (graph outputs and their sources).
 
-    >>> from aipusim.compiler.backend.lower import LayerPlan
-    >>> a = LayerPlan("a", "Conv", LayerUnit.DPU, ["x"], ["t"])
-    >>> b = LayerPlan("b", "Relu", LayerUnit.DPU, ["t"], ["y"])
+    >>> a = LayerPlan("a", "Relu", LayerUnit.DPU, ("x",), ("t",), (1,), (1,))
+    >>> b = LayerPlan("b", "Relu", LayerUnit.DPU, ("t",), ("y",), (1,), (1,))
     >>> sorted(l1_exchange_tensors([a, b], {"y"}))
     ['t']
     """

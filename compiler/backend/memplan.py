@@ -195,6 +195,8 @@ class MemPlan:
     attempts: int = 1
     #: Slots of every I/O buffer (`io_slots`).
     io_slots: int = 1
+    #: Cooperative tensors in L1 whose reads and writes got no tile slots (`plan_memory`).
+    spared: frozenset[str] = frozenset()
 
     def source_addr(self, name: str) -> int:
         """DDR address of a constant buffer's bytes in the constants image."""
@@ -267,8 +269,10 @@ class _Builder:
         config: Any,
         layout: CoreLayout,
         tasklist_bytes: int,
+        spared: frozenset[str] = frozenset(),
     ) -> None:
         self.layers, self.groups, self.g, self.cfg = layers, groups, graph, config
+        self.spared = spared
         self.tilings, self.mappings, self.constants = tilings, mappings, constants
         self.layout = layout
         self.tasklist_bytes = tasklist_bytes
@@ -447,9 +451,11 @@ class _Builder:
             )
 
         for k, size in enumerate(t.in_tile_bytes):
-            if size:
+            # (an input in every core's L1 is read in place: `plan_memory`)
+            spared = layer.inputs[k] in self.spared and not (k == 0 and t.fused_input)
+            if size and not spared:
                 tile(f"tile_in{k}:{layer.name}", BufKind.TILE_IN, size * t.slots)
-        if t.out_tile_bytes:
+        if t.out_tile_bytes and (t.fused_output or layer.outputs[0] not in self.spared):
             tile(f"tile_out:{layer.name}", BufKind.TILE_OUT, t.out_tile_bytes * t.slots)
         if t.psum_bytes:
             size = t.psum_bytes
@@ -634,9 +640,57 @@ def plan_memory(
     buffers did not fit (the caller may re-tile and try again: ``attempt`` counts the
     tries), `MemoryPlanError` when anything else did not."""
     layout = layout or CoreLayout()
+    args = (layers, tilings, groups, mappings, constants, graph, config, arch, layout)
+    plan = _place(*args, tasklist_bytes, attempt, frozenset())
+    # Cooperative: a tensor in every core's L1 is read and written in place, so the tile
+    # slots the tiler gave its reads and writes hold nothing: plan again without them,
+    # which may make room for activations that fell back to L2 (`_in_l1`). A plan is kept
+    # only while every tensor whose slots it left out still lands in L1.
+    for _ in range(_SPARE_ROUNDS):
+        spared = _in_l1(plan, layout)
+        if spared == plan.spared:
+            break
+        try:
+            again = _place(*args, tasklist_bytes, attempt, spared)
+        except MemoryPlanError:
+            break
+        if not spared <= _in_l1(again, layout):
+            break
+        plan = again
+    return plan
+
+
+#: Plans tried without the tile slots of the tensors that lie in L1 (`plan_memory`).
+_SPARE_ROUNDS = 3
+
+
+def _in_l1(plan: MemPlan, layout: CoreLayout) -> frozenset[str]:
+    """The cooperative tensors the plan puts in every core's L1."""
+    return frozenset(
+        t for t in layout.l1_exchange if (b := plan.buffer_of(t, -1)) and b.pool is Pool.L1
+    )
+
+
+def _place(
+    layers: Sequence[LayerPlan],
+    tilings: Sequence[Tiling],
+    groups: Sequence[FusionGroup],
+    mappings: Sequence[LayerMapping | None],
+    constants: Sequence[LayerConstants],
+    graph: Any,
+    config: Any,
+    arch: Arch,
+    layout: CoreLayout,
+    tasklist_bytes: int,
+    attempt: int,
+    spared: frozenset[str],
+) -> MemPlan:
+    """One placement of every buffer, without the tile slots of the tensors in ``spared``
+    (`plan_memory`)."""
     buffers, tensor_buffer = _Builder(
-        layers, tilings, groups, mappings, constants, graph, config, layout, tasklist_bytes
-    ).build()
+        layers, tilings, groups, mappings, constants, graph, config, layout, tasklist_bytes,
+        spared,
+    ).build()  # fmt: skip
     planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
     failures = planner.place_mandatory()
     if failures:
@@ -648,8 +702,9 @@ def plan_memory(
         planner.promote()
     planner.place_image_sources(max(len(groups) - 1, 0))
     plan = MemPlan(
-        buffers, planner.pools, len(groups), tensor_buffer, attempt, io_slots(config, layout)
-    )
+        buffers, planner.pools, len(groups), tensor_buffer, attempt, io_slots(config, layout),
+        spared,
+    )  # fmt: skip
     verify_memplan(plan)
     return plan
 

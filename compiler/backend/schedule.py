@@ -244,8 +244,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         # scheduler ranks steps by it)
         cycles = self.cost.task(kind(unit=unit, layer=layer, **fields)).cycles
         self.steps.append(
-            Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, cycles))
-        )
+            Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, cycles),
+                 self.current_group)
+        )  # fmt: skip
         for name in touches:
             self.buf_access[name].append(sid)
         if phase is Phase.FRAME:
@@ -452,20 +453,23 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         slot_key = (stage.name, slot)
         deps = set(self.slot_user[slot_key])
         self.pending_slot = (slot_key, None)
-        if self.layout.replicate:
+        shared = self.layout.replicate or self.shares_weights(layer, phase)
+        if shared:
             for c in self.layout.all_cores:
                 deps |= set(self.slot_user[(f"wstage:{layer.name}@{c}", slot)])
             if core != self.layout.all_cores[0]:
-                # batch: the first core's request made the one multicast fetch
-                return dst, {self.last_fetch[(layer.name, offset, tile)]}
+                # the first core's request made the one multicast fetch
+                fetch = self.last_fetch[(layer.name, offset, tile)]
+                assert self.steps[fetch].fields["dst_addr"] == dst, f"{layer.name}: staging"
+                return dst, {fetch}
         mask = 0
-        if self.layout.replicate and self.layout.cores > 1:
+        if shared and self.layout.cores > 1:
             mask = (1 << self.layout.cores) - 1
         src = (wbuf.pool, wbuf.addr + offset)
         l2stage = self.plan.buffers.get(f"l2stage:{layer.name}")
         hop_via_l2 = self.cfg.use_sysdma and wbuf.pool is Pool.DDR and l2stage is not None
         fetch_core = core
-        if mask and phase is Phase.FRAME:
+        if mask and phase is Phase.FRAME and self.layout.replicate:
             if self.spread_fetches and not hop_via_l2:  # (a hop's L2 copy: one core's)
                 fetch_core = self.fetch_core_for(src[0], nbytes)
             # it serves every core: it waits for its slot, not for one core's layer input
@@ -517,6 +521,17 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             self.slot_user[(l2stage.name, offset)] = [sid]  # the L2 copy has been read
         self.pending_slot = (slot_key, None)
         return dst, {sid}
+
+    def shares_weights(self, layer: LayerPlan, phase: Phase) -> bool:
+        """Cooperative: every core of a row split loads the same weight blocks, so the first
+        core's fetch of a streamed block is multicast into every core's staging slot, as
+        in a batch. The cores meet at a barrier after each layer group, which orders the
+        fetch after the other cores' earlier uses of the slot; within the group each core's
+        load of it waits for the multicast, and the next multicast into the slot for the
+        loads (global tokens)."""
+        if not self.layout.cooperative or self.layout.cores < 2 or phase is not Phase.FRAME:
+            return False
+        return self.part_of(self.index[layer.name], self.layout.all_cores[0])[2] is Split.ROWS
 
     def fetch_core_for(self, src_pool: Pool, nbytes: int) -> int:
         """The core whose weight DMA issues a batch's multicast fetch: the one with the
@@ -749,6 +764,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
     # -- the frame -------------------------------------------------------------------------
     def emit_frame(self) -> None:
         cores = self.layout.all_cores
+        self.current_group = -1  # the input transfers come before every group
         for core in cores if self.layout.replicate else [0]:
             for name in self.g.inputs:
                 buf = self.buffer(name, core)
@@ -767,7 +783,6 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 )
                 self.produced[(self.copy_key(core), name)].append(sid)
         if self.layout.cooperative and len(cores) > 1:
-            self.current_group = -1
             self.emit_barriers(None)
         prev_by_core: dict[int, list[int]] = {}
         for g in self.groups:
@@ -776,6 +791,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 self.emit_group(g, core, prev_by_core)
             if self.layout.cooperative and len(cores) > 1:
                 self.emit_barriers(g)
+        self.current_group = len(self.groups)  # the output transfers: after the last barrier
         for core in cores:
             if self.layout.pipeline and core != self.layout.core_of_group.get(
                 self.groups[-1].index, 0
