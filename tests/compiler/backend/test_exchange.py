@@ -124,8 +124,10 @@ def test_a_row_split_fetches_streamed_weights_once_for_every_core() -> None:
             if not (isinstance(t, DmaCopy) and t.phase is Phase.FRAME and t.layer in shared):
                 continue
             stage = r.memory.buffers[f"wstage:{t.layer}@{core}"]
-            if t.src_pool is Pool.L2 and t.dst_core_mask == mask and (
-                stage.addr <= t.dst_addr < stage.addr + stage.size_bytes
+            if (
+                t.src_pool is Pool.L2
+                and t.dst_core_mask == mask
+                and (stage.addr <= t.dst_addr < stage.addr + stage.size_bytes)
             ):
                 out.add(t.layer)
         return out
