@@ -463,8 +463,10 @@ class CostModel:
         if Pool.DDR in (src, dst):
             links.append(Link.DDR)
             latency += self.ddr_latency_cycles
-        if {src, dst} != {Pool.L1}:
-            links.append(Link.NOC)  # everything else hangs off the NoC
+        if {src, dst} != {Pool.L1} or dst_cores:
+            # everything else hangs off the NoC, and so do the other cores' L1s (a
+            # cooperative core's multicast of its part)
+            links.append(Link.NOC)
         if Pool.L2 in (src, dst):
             links.append(Link.L2)
             latency += arch.l2.latency_cycles
@@ -603,7 +605,7 @@ class CostModel:
         energy[C[Component.L2]] += noc_bytes * e.noc_hop_pj_per_byte
         traffic = Traffic(
             ddr=n if Pool.DDR in (t.src_pool, t.dst_pool) else 0,
-            l2=n if Link.NOC in tr.links else 0,
+            l2=n if Link.NOC in tr.links and {t.src_pool, t.dst_pool} != {Pool.L1} else 0,
             l1_read=n if t.src_pool == Pool.L1 else 0,
             l1_write=n * dests if t.dst_pool == Pool.L1 else 0,
             pcie_h2d=n if t.src_pool == Pool.HOST else 0,

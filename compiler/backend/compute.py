@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from aipusim.compiler.backend.constants import dpu_operands
+from aipusim.compiler.backend.exchange import part_destinations
 from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.layout_dma import broadcast_pattern, physical_axes
 from aipusim.compiler.backend.lower import (
@@ -62,8 +63,9 @@ _BINARY_KINDS = frozenset(
     {DpuKind.ADD, DpuKind.SUB, DpuKind.MUL, DpuKind.DIV, DpuKind.MIN, DpuKind.MAX, DpuKind.POW}
 )
 
-#: What a tile's stores are: a function of the compute steps that writes the output DMA.
-Store = Callable[[list[int]], int]
+#: What a tile's stores are: a function of the compute steps that writes the output DMA
+#: (into a cooperative tensor's L1 copies: the multicasts, `ComputeMixin.share_part`).
+Store = Callable[[list[int]], Any]
 
 
 class TileWork(NamedTuple):
@@ -115,6 +117,7 @@ class ComputeMixin:
     emit_runtime_mvm: Any
     zero_point: Any
     elem: Any
+    exchange_needs: Any
 
     def init_compute(self) -> None:
         self.slot_next: dict[str, int] = {}
@@ -261,6 +264,11 @@ class ComputeMixin:
             place = Place(slot.addr, pixel, row_bytes)
             return place.shifted(c_lo * e), None, set(self.slot_user[key]), key
         buf = self.buffer(out, core)
+        if buf.l1_cores and buf.pool is Pool.L1:
+            # written in this core's copy, then multicast to the cores that read it
+            base = buf.addr + rows[0] * row_bytes + c_lo * e
+            share = self.share_part(core, layer, buf, rows, (c_lo * e, c_hi * e), tile_no)
+            return Place(base, pixel, row_bytes), share, set(), None
         if buf.pool is Pool.L1 or tout is None:
             base = buf.addr + rows[0] * row_bytes + c_lo * e
             return Place(base, pixel, row_bytes), None, set(), None
@@ -321,10 +329,12 @@ class ComputeMixin:
             self.slot_user[slot] = []  # the consumer's computes will read it
             self.touch(computes, slot[0])
             return computes
-        if store is None:
+        if store is None or slot is None:
             buf = self.buffer(out, core)
             self.touch(computes, buf.name)
             self.produced[(self.copy_key(core), out)] += computes
+            if store is not None:  # shared with the other cores' copies (`share_part`)
+                return [*computes, *store(computes)]
             return computes
         assert slot is not None
         self.touch(computes, slot[0])
@@ -335,6 +345,47 @@ class ComputeMixin:
             self.deferred[core].append((slot, lambda c=list(computes): store(c)))
             return computes
         return [*computes, store(computes)]
+
+    def share_part(
+        self,
+        core: int,
+        layer: LayerPlan,
+        buf: Buffer,
+        rows: tuple[int, int],
+        span: tuple[int, int],
+        tile_no: int,
+    ) -> Store:
+        """The multicasts of output rows ``rows`` x bytes ``span`` of each pixel, computed
+        into this core's L1 copy of a cooperative tensor, into the same place of the other
+        cores' copies: each core gets the rows it reads (`exchange.part_destinations`),
+        cores reading the same rows share one multicast."""
+        out = layer.outputs[0]
+        _, row_bytes, pixel = self.rows_of(layer, out, None)
+        masks: dict[tuple[int, int], int] = {}
+        for c, need in part_destinations(self.exchange_needs(out), core, rows).items():
+            masks[need] = masks.get(need, 0) | 1 << c
+        width = span[1] - span[0]
+        pixels = row_bytes // max(1, pixel)
+
+        def share(computes: list[int]) -> list[int]:
+            sids = []
+            for (lo, hi), mask in sorted(masks.items()):
+                addr = buf.addr + lo * row_bytes + span[0]
+                fields: dict[str, Any] = {}
+                nbytes = (hi - lo) * row_bytes
+                if width < pixel:  # this core's channels of every pixel
+                    nbytes = (hi - lo) * pixels * width
+                    fields = dict(rows=(hi - lo) * pixels, src_stride=pixel, dst_stride=pixel)
+                sid = self.dma(
+                    core, self.act_dma, (Pool.L1, addr), (Pool.L1, addr), nbytes,
+                    layer=layer.name, tile=tile_no, deps=set(computes), touches=(buf.name,),
+                    mask=mask, **fields,
+                )  # fmt: skip
+                self.produced[(self.copy_key(core), out)].append(sid)
+                sids.append(sid)
+            return sids
+
+        return share
 
     # -- constants ----------------------------------------------------------------------------
     def const_addrs(self, core: int, layer: LayerPlan) -> tuple[int, int, set[int]]:

@@ -35,6 +35,7 @@ from typing import Any
 
 from aipusim.base.errors import ConfigError
 from aipusim.compiler.backend.estimate import frame_bytes
+from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.memory_map import constant_blob, constants_image, memory_map
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS
@@ -52,7 +53,7 @@ from aipusim.isa.program import (
 )
 from aipusim.isa.program import verify_crcs as check_file_crcs
 from aipusim.isa.tasklist import Tasklist, encode_tasklist
-from aipusim.isa.tasks import DmaCopy, HostTransfer, Phase, Pool, WeightLoad
+from aipusim.isa.tasks import Barrier, DmaCopy, HostTransfer, Phase, Pool, WeightLoad
 
 #: Folder of the compiled model inside the output directory.
 COMPILED_DIR = "compiled_model"
@@ -114,14 +115,36 @@ def _frame_bytes(state: Any) -> dict[str, float]:
     return frame_bytes(state.estimates, state.other_estimates, host, per_start)
 
 
+def _cooperative(state: Any, li: int, layer: Any) -> dict[str, Any]:
+    """Cooperative mode: how the layer is split over the cores (and the cost model's
+    cycles per core of each split it weighed), and where each output lives: ``l1`` (a
+    copy per core, exchanged core to core) or the shared pool it fell back to."""
+    lay = state.layout
+    if not lay.cooperative:
+        return {}
+    outputs = {}
+    for out in layer.outputs:
+        buf = state.memory.buffer_of(out, -1)
+        if buf is None or buf.pool is None:
+            continue  # a fused intermediate: tiles only
+        fell_back = out in lay.l1_exchange and buf.pool is not Pool.L1
+        outputs[out] = buf.pool.value + (" (l1 full)" if fell_back else "")
+    return {
+        "split": {"choice": lay.splits.get(li, Split.NONE).value,
+                  "estimated_cycles_per_core": lay.split_cycles.get(li, {})},
+        "output_pool": outputs,
+    }  # fmt: skip
+
+
 def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> dict[str, Any]:
     """The content of ``compiled_model/report.json`` (``state``: an `ir.Estimated`)."""
     traffic = _layer_traffic(state)
     layers = []
     total_cycles = 0
-    for layer, est, plan, t, mapping in zip(
-        state.layers, state.estimates, state.planned, state.tilings, state.mappings, strict=True
-    ):
+    for li, (layer, est, plan, t, mapping) in enumerate(
+        zip(state.layers, state.estimates, state.planned, state.tilings, state.mappings,
+            strict=True)
+    ):  # fmt: skip
         imc = mapping.whole if mapping is not None else None
         total_cycles += plan.cycles
         layers.append(
@@ -155,6 +178,7 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
                 # reads back from L2/DDR (`placement.layer_placement`)
                 "placement": layer_placement(state.memory, layer, state.config),
                 **_mapping_choice(layer),
+                **_cooperative(state, li, layer),
             }
         )
     sched = state.schedule
@@ -177,6 +201,10 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "tasks_per_core": {str(c): len(t) for c, t in sched.tasks.items()},
         "local_tokens_used": {str(c): n for c, n in sched.local_tokens_used.items()},
         "global_tokens_used": sched.global_tokens_used,
+        # the barriers every core meets in a frame (cooperative: one per layer group)
+        "barriers_per_frame": sum(
+            isinstance(t, Barrier) and t.phase is Phase.FRAME for t in sched.tasks.get(0, [])
+        ),
         "bytes_per_frame": _frame_bytes(state),
         "memory": state.memory.high_water(),
         "placement": placement_summary(state.memory, state.config),

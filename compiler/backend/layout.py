@@ -6,8 +6,10 @@
 - ``batch`` (and ``multiprocess``/``multithread`` with several cores, which run as a batch):
   every core runs the whole model on its own frame; activations, I/O and tiles exist once
   per core, constants once (weights multicast from one fetch).
-- ``cooperative``: every layer is split over the cores (output channels, or rows when the
-  channels are few); activations live in shared memory (L2/DDR); a barrier per layer.
+- ``cooperative``: every layer is split over the cores (output channels or rows, by the
+  cost model); activations between compute layers live in L1, a copy per core, each core
+  multicasting its part to the cores that read it (`exchange`); the others in L2/DDR; a
+  barrier per layer.
 - ``pipeline``: contiguous stages of fusion groups, one stage per core; tensors crossing a
   stage live in L2/DDR; L2/DDR buffers are not reused within a frame (stages work on
   different frames at the same time).
@@ -35,6 +37,10 @@ class CoreLayout:
     core_of_group: dict[int, int] = field(default_factory=dict)  # pipeline stages
     shared_tensors: set[str] = field(default_factory=set)  # must live in L2/DDR
     splits: dict[int, Split] = field(default_factory=dict)  # cooperative: per layer index
+    #: cooperative: per layer index, the estimated cycles per core of each split weighed
+    split_cycles: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: cooperative: activations that may live in L1, a copy per core (`exchange`)
+    l1_exchange: frozenset[str] = frozenset()
     #: Bytes per cycle of one core's per-frame weight fetch when the cores share streamed
     #: weights (`multicore.weight_fetch_bw`); None when no such fetch exists.
     weight_fetch_bw: float | None = None

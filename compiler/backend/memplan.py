@@ -41,6 +41,7 @@ from typing import Any
 from aipusim.arch import Arch
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.constants import LayerConstants
+from aipusim.compiler.backend.exchange import host_read_tensors
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
@@ -114,6 +115,8 @@ class Buffer:
     #: L1 tile buffers that only copy this tensor (a reader's input tile, the producer's
     #: output tile, on the core of this copy): needless once the tensor itself is in L1
     serves: tuple[str, ...] = ()
+    #: cooperative: the cores holding a copy each, at one L1 address (empty: ``core``'s)
+    l1_cores: tuple[int, ...] = ()
     pool: Pool | None = None
     addr: int = -1
 
@@ -131,20 +134,24 @@ class PoolState:
     align: int
     placed: list[Buffer] = field(default_factory=list)
 
-    def find(self, buf: Buffer) -> int | None:
-        """The lowest aligned address where ``buf`` fits beside the live buffers."""
+    def busy(self, buf: Buffer) -> list[tuple[int, int]]:
+        """[lo, hi) of the placed buffers live at the same time as ``buf``."""
         align = self.align
-        size = _round_up(buf.size_bytes, align)
         # `Buffer.overlaps_in_time` inlined: this runs for every placed buffer of every try
         stage, start, end = buf.stage, buf.start, buf.end
-        busy = sorted(
+        return [
             (b.addr, b.addr - (-b.size_bytes // align) * align)
             for b in self.placed
             if (stage >= 0 and b.stage >= 0 and b.stage != stage)
             or (b.start <= end and start <= b.end)
-        )
+        ]
+
+    def find(self, buf: Buffer, busy: list[tuple[int, int]] | None = None) -> int | None:
+        """The lowest aligned address where ``buf`` fits beside the live buffers (``busy``:
+        the ranges to avoid, by default this pool's `busy`)."""
+        size = _round_up(buf.size_bytes, self.align)
         addr = 0
-        for lo, hi in busy:
+        for lo, hi in sorted(self.busy(buf) if busy is None else busy):
             if addr + size <= lo:
                 break
             addr = max(addr, hi)
@@ -206,6 +213,8 @@ class MemPlan:
     attempts: int = 1
     #: Slots of every I/O buffer (`io_slots`).
     io_slots: int = 1
+    #: Cooperative tensors in L1 whose reads and writes got no tile slots (`plan_memory`).
+    spared: frozenset[str] = frozenset()
 
     def source_addr(self, name: str) -> int:
         """DDR address of a constant buffer's bytes in the constants image."""
@@ -278,8 +287,10 @@ class _Builder:
         config: Any,
         layout: CoreLayout,
         tasklist_bytes: int,
+        spared: frozenset[str] = frozenset(),
     ) -> None:
         self.layers, self.groups, self.g, self.cfg = layers, groups, graph, config
+        self.spared = spared
         self.tilings, self.mappings, self.constants = tilings, mappings, constants
         self.layout = layout
         self.tasklist_bytes = tasklist_bytes
@@ -319,10 +330,7 @@ class _Builder:
         fused = {t for g in self.groups for t in g.intermediates}
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
         # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
-        host_read = set(self.g.outputs)
-        for layer in reversed(self.layers):
-            if layer.unit is LayerUnit.ALIAS and host_read & set(layer.outputs):
-                host_read.update(layer.inputs)
+        host_read = host_read_tensors(self.layers, self.g.outputs)
         for c in self.frame_cores():
             for name in self.g.inputs:
                 size = activation_bytes(self.g, name)
@@ -367,6 +375,10 @@ class _Builder:
                     home = io_home if is_out else ws_home
                     if home not in allowed:
                         home = Pool.L2
+                    copies: tuple[int, ...] = ()
+                    if o in self.layout.l1_exchange:
+                        # a copy in every core's L1, else the shared pools (`exchange`)
+                        allowed, home, copies = _LADDER, Pool.L1, tuple(self.layout.all_cores)
                     b = self.add(
                         Buffer(
                             f"act:{o}{_sfx(c)}",
@@ -380,6 +392,7 @@ class _Builder:
                             accesses=size,
                             allowed=allowed,
                             tensor_bytes=size,
+                            l1_cores=copies,
                         )
                     )
                     self.tensor_buffer[(c, o)] = b.name
@@ -445,10 +458,12 @@ class _Builder:
             )
 
         for k, size in enumerate(t.in_tile_bytes):
-            if size:
+            # (an input in every core's L1 is read in place: `plan_memory`)
+            spared = layer.inputs[k] in self.spared and not (k == 0 and t.fused_input)
+            if size and not spared:
                 tile(f"tile_in{k}:{layer.name}", BufKind.TILE_IN, size * t.slots)
                 self.serve(layer.inputs[k], core, f"tile_in{k}:{layer.name}{sfx}")
-        if t.out_tile_bytes:
+        if t.out_tile_bytes and (t.fused_output or layer.outputs[0] not in self.spared):
             tile(f"tile_out:{layer.name}", BufKind.TILE_OUT, t.out_tile_bytes * t.slots)
             if not t.fused_output:  # (a fused output tile is what the next layer reads)
                 self.serve(layer.outputs[0], core, f"tile_out:{layer.name}{sfx}")
@@ -532,11 +547,24 @@ class Planner:
     def try_place(self, buf: Buffer, pool: Pool) -> bool:
         if pool not in buf.allowed:
             return False
+        if pool is Pool.L1 and buf.l1_cores:
+            return self.place_copies(buf)
         st = self.state(pool, buf)
         addr = st.find(buf)
         if addr is None:
             return False
         st.place(buf, addr)
+        return True
+
+    def place_copies(self, buf: Buffer) -> bool:
+        """A cooperative activation in L1: one copy per core of ``buf.l1_cores``, all at the
+        same address (a producer's multicast writes every copy at its own offset)."""
+        states = [self.pools[(Pool.L1, c)] for c in buf.l1_cores]
+        addr = states[0].find(buf, [r for st in states for r in st.busy(buf)])
+        if addr is None:
+            return False
+        for st in states:
+            st.place(buf, addr)
         return True
 
     def place_mandatory(self) -> list[Buffer]:
@@ -700,9 +728,57 @@ def plan_memory(
     buffers did not fit (the caller may re-tile and try again: ``attempt`` counts the
     tries), `MemoryPlanError` when anything else did not."""
     layout = layout or CoreLayout()
+    args = (layers, tilings, groups, mappings, constants, graph, config, arch, layout)
+    plan = _place(*args, tasklist_bytes, attempt, frozenset())
+    # Cooperative: a tensor in every core's L1 is read and written in place, so the tile
+    # slots the tiler gave its reads and writes hold nothing: plan again without them,
+    # which may make room for activations that fell back to L2 (`_in_l1`). A plan is kept
+    # only while every tensor whose slots it left out still lands in L1.
+    for _ in range(_SPARE_ROUNDS):
+        spared = _in_l1(plan, layout)
+        if spared == plan.spared:
+            break
+        try:
+            again = _place(*args, tasklist_bytes, attempt, spared)
+        except MemoryPlanError:
+            break
+        if not spared <= _in_l1(again, layout):
+            break
+        plan = again
+    return plan
+
+
+#: Plans tried without the tile slots of the tensors that lie in L1 (`plan_memory`).
+_SPARE_ROUNDS = 3
+
+
+def _in_l1(plan: MemPlan, layout: CoreLayout) -> frozenset[str]:
+    """The cooperative tensors the plan puts in every core's L1."""
+    return frozenset(
+        t for t in layout.l1_exchange if (b := plan.buffer_of(t, -1)) and b.pool is Pool.L1
+    )
+
+
+def _place(
+    layers: Sequence[LayerPlan],
+    tilings: Sequence[Tiling],
+    groups: Sequence[FusionGroup],
+    mappings: Sequence[LayerMapping | None],
+    constants: Sequence[LayerConstants],
+    graph: Any,
+    config: Any,
+    arch: Arch,
+    layout: CoreLayout,
+    tasklist_bytes: int,
+    attempt: int,
+    spared: frozenset[str],
+) -> MemPlan:
+    """One placement of every buffer, without the tile slots of the tensors in ``spared``
+    (`plan_memory`)."""
     buffers, tensor_buffer = _Builder(
-        layers, tilings, groups, mappings, constants, graph, config, layout, tasklist_bytes
-    ).build()
+        layers, tilings, groups, mappings, constants, graph, config, layout, tasklist_bytes,
+        spared,
+    ).build()  # fmt: skip
     planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
     failures = planner.place_mandatory()
     if failures:
@@ -715,8 +791,9 @@ def plan_memory(
     planner.drop_idle_tiles()
     planner.place_image_sources(max(len(groups) - 1, 0))
     plan = MemPlan(
-        buffers, planner.pools, len(groups), tensor_buffer, attempt, io_slots(config, layout)
-    )
+        buffers, planner.pools, len(groups), tensor_buffer, attempt, io_slots(config, layout),
+        spared,
+    )  # fmt: skip
     verify_memplan(plan)
     return plan
 

@@ -6,8 +6,8 @@
 - ``batch``: every core runs the whole model on its own frame, in lockstep per layer; a
   layer's weights are fetched once and multicast to every core's L1.
 - ``cooperative``: each layer split over the cores by output channels or by rows, whichever
-  costs less per core (estimated MVM and weight-load cycles), activations through L2/DDR, a
-  barrier per layer.
+  costs less per core (estimated MVM and weight-load cycles), activations in every core's
+  L1 where they fit, exchanged core to core (`exchange`), a barrier per layer.
 - ``pipeline``: fusion groups cut into contiguous stages of balanced estimated cycles, one
   per core; tensors crossing stages through L2/DDR with credit tokens.
 
@@ -28,6 +28,7 @@ from typing import Any
 from aipusim.arch import Arch
 from aipusim.base.errors import ConfigError
 from aipusim.compiler.backend.attention import head_mapping
+from aipusim.compiler.backend.exchange import host_read_tensors, l1_exchange_tensors
 from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
@@ -123,11 +124,22 @@ def core_layout(
         return CoreLayout(cores, mode, replicate=True, weight_fetch_bw=fetch_bw)
     if mode == "cooperative":
         opts = ImcOptions.from_config(config)
-        splits = {
+        choices = {
             i: _cooperative_split(layer, tiles.tilings[i], cores, arch, opts, fetch_bw)
             for i, layer in enumerate(layers)
         }
-        return CoreLayout(cores, mode, cooperative=True, splits=splits, weight_fetch_bw=fetch_bw)
+        splits = {i: split for i, (split, _) in choices.items()}
+        split_cycles = {i: cycles for i, (_, cycles) in choices.items() if cycles}
+        host_read = host_read_tensors(layers, graph.outputs)
+        return CoreLayout(
+            cores,
+            mode,
+            cooperative=True,
+            splits=splits,
+            split_cycles=split_cycles,
+            weight_fetch_bw=fetch_bw,
+            l1_exchange=l1_exchange_tensors(layers, host_read),
+        )
     if mode == "pipeline":
         assert work is not None, "pipeline stage cuts need the layers' estimated work"
         return _pipeline(layers, tiles.groups, cores, graph, work)
@@ -144,19 +156,20 @@ def _cooperative_split(
     arch: Arch,
     opts: ImcOptions,
     fetch_bw: float | None,
-) -> Split:
-    """How one layer is shared by ``cores``. MVM layers take the cheaper of the two per core:
-    output channels (each core loads a quarter of the weights, but streams every input
-    vector, and narrower blocks may allow more ICR) or rows (a quarter of the vectors, but
-    every core loads all weights). With weights streamed every frame (``fetch_bw``), each
-    core's fetch of its weights counts too."""
+) -> tuple[Split, dict[str, int]]:
+    """How one layer is shared by ``cores``, and the estimated cycles per core of each
+    split the cost model weighed (empty: none was weighed). MVM layers take the cheaper of
+    the two per core: output channels (each core loads a quarter of the weights, but
+    streams every input vector, and narrower blocks may allow more ICR) or rows (a quarter
+    of the vectors, but every core loads all weights). With weights streamed every frame
+    (``fetch_bw``), each core's fetch of its weights counts too."""
     geo = layer.geometry
     can_rows = splittable_rows(layer) and out_rows(layer) >= cores * tiling.h_tiles
     if layer.unit is LayerUnit.MVM and is_runtime(layer):
         can_rows = geo is not None and geo.out_h >= cores * tiling.h_tiles
-        return Split.ROWS if can_rows else Split.NONE  # heads: each core loads its own
+        return (Split.ROWS if can_rows else Split.NONE), {}  # heads: each core loads its own
     if layer.unit is LayerUnit.MVM and geo is not None:
-        options = {}
+        options: dict[Split, int] = {}
         for split, sub_geo, ok in (
             (Split.CHANNELS, replace(geo, cout=-(-geo.cout // cores)), geo.cout >= cores),
             (Split.ROWS, replace(geo, out_h=-(-geo.out_h // cores)), can_rows),
@@ -164,14 +177,15 @@ def _cooperative_split(
             if ok:
                 sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
                 options[split] = frame_cycles(sub, arch, fetch_bw, opts.mvm_utilization_limit)
-        return min(options, key=options.__getitem__) if options else Split.NONE
+        best = min(options, key=options.__getitem__) if options else Split.NONE
+        return best, {str(k): v for k, v in options.items()}
     if layer.unit is LayerUnit.DWPU and geo is not None:
         if geo.cout >= cores * arch.dwpu.channels:
-            return Split.CHANNELS
-        return Split.ROWS if can_rows else Split.NONE
+            return Split.CHANNELS, {}
+        return (Split.ROWS if can_rows else Split.NONE), {}
     if layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
-        return Split.ROWS if can_rows and tiling.h_tiles == 1 else Split.NONE
-    return Split.NONE
+        return (Split.ROWS if can_rows and tiling.h_tiles == 1 else Split.NONE), {}
+    return Split.NONE, {}
 
 
 def weight_sets(layers: Sequence[LayerPlan], arch: Arch, opts: ImcOptions) -> int:

@@ -43,9 +43,15 @@ from aipusim.compiler.backend.constants import LayerConstants
 from aipusim.compiler.backend.estimate import plan_cost
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
-from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
+from aipusim.compiler.backend.lower import (
+    LayerPlan,
+    LayerUnit,
+    activation_bytes,
+    is_runtime,
+    is_shortcut,
+)
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS, Buffer, MemPlan, const_buffer
-from aipusim.compiler.backend.regions import group_rows
+from aipusim.compiler.backend.regions import group_rows, input_rows, out_rows
 from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
@@ -180,6 +186,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.deferred: dict[int, list[Any]] = defaultdict(list)  # held-back output stores
         self.flushed: dict[int, list[int]] = defaultdict(list)
         self.init_copies: dict[str, int] = {}  # constant buffer -> its INIT copy on chip
+        self.needs: dict[str, list[list[tuple[int, int]]]] = {}  # `exchange_needs`
+        self.group_of = {g.index: g for g in groups}
         self.init_compute()
 
     def tiling_of(self, layer: LayerPlan) -> Tiling:
@@ -242,8 +250,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         # scheduler ranks steps by it)
         cycles = self.cost.task(kind(unit=unit, layer=layer, **fields)).cycles
         self.steps.append(
-            Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, cycles))
-        )
+            Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, cycles),
+                 self.current_group)
+        )  # fmt: skip
         for name in touches:
             self.buf_access[name].append(sid)
         if phase is Phase.FRAME:
@@ -486,20 +495,23 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         slot_key = (stage.name, slot)
         deps = set(self.slot_user[slot_key])
         self.pending_slot = (slot_key, None)
-        if self.layout.replicate:
+        shared = self.layout.replicate or self.shares_weights(layer, phase)
+        if shared:
             for c in self.layout.all_cores:
                 deps |= set(self.slot_user[(f"wstage:{layer.name}@{c}", slot)])
             if core != self.layout.all_cores[0]:
-                # batch: the first core's request made the one multicast fetch
-                return dst, {self.last_fetch[(layer.name, offset, tile)]}
+                # the first core's request made the one multicast fetch
+                fetch = self.last_fetch[(layer.name, offset, tile)]
+                assert self.steps[fetch].fields["dst_addr"] == dst, f"{layer.name}: staging"
+                return dst, {fetch}
         mask = 0
-        if self.layout.replicate and self.layout.cores > 1:
+        if shared and self.layout.cores > 1:
             mask = (1 << self.layout.cores) - 1
         src = (wbuf.pool, wbuf.addr + offset)
         l2stage = self.plan.buffers.get(f"l2stage:{layer.name}")
         hop_via_l2 = self.cfg.use_sysdma and wbuf.pool is Pool.DDR and l2stage is not None
         fetch_core = core
-        if mask and phase is Phase.FRAME:
+        if mask and phase is Phase.FRAME and self.layout.replicate:
             if self.spread_fetches and not hop_via_l2:  # (a hop's L2 copy: one core's)
                 fetch_core = self.fetch_core_for(src[0], nbytes)
             # it serves every core: it waits for its slot, not for one core's layer input
@@ -551,6 +563,17 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             self.slot_user[(l2stage.name, offset)] = [sid]  # the L2 copy has been read
         self.pending_slot = (slot_key, None)
         return dst, {sid}
+
+    def shares_weights(self, layer: LayerPlan, phase: Phase) -> bool:
+        """Cooperative: every core of a row split loads the same weight blocks, so the first
+        core's fetch of a streamed block is multicast into every core's staging slot, as
+        in a batch. The cores meet at a barrier after each layer group, which orders the
+        fetch after the other cores' earlier uses of the slot; within the group each core's
+        load of it waits for the multicast, and the next multicast into the slot for the
+        loads (global tokens)."""
+        if not self.layout.cooperative or self.layout.cores < 2 or phase is not Phase.FRAME:
+            return False
+        return self.part_of(self.index[layer.name], self.layout.all_cores[0])[2] is Split.ROWS
 
     def fetch_core_for(self, src_pool: Pool, nbytes: int) -> int:
         """The core whose weight DMA issues a batch's multicast fetch: the one with the
@@ -680,6 +703,46 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             return 0, 1, split
         return self.layout.all_cores.index(core), self.layout.cores, split
 
+    def exchange_needs(self, tensor: str) -> list[list[tuple[int, int]]]:
+        """For every read of a cooperative L1 tensor (`exchange`), the rows of it each core
+        reads (``(0, 0)``: none): a row split's windows over its tiles, a channel split all
+        rows, a layer not split all rows on the first core only."""
+        if tensor not in self.needs:
+            self.needs[tensor] = [
+                [self.rows_read(li, k, c) for c in self.layout.all_cores]
+                for li, layer in enumerate(self.layers)
+                for k, t in enumerate(layer.inputs)
+                if t == tensor
+            ]
+        return self.needs[tensor]
+
+    def rows_read(self, li: int, k: int, core: int) -> tuple[int, int]:
+        """The rows of input ``k`` of layer ``li`` that ``core`` reads (`exchange_needs`)."""
+        layer = self.layers[li]
+        total = self.rows_of(layer, layer.inputs[k], k)[0]
+        group = self.group_of[self.tilings[li].group]
+        part, parts, split = self.part_of(group.layers[-1], core)
+        if split is Split.NONE:
+            return (0, total) if core == self.layout.all_cores[0] else (0, 0)
+        if split is not Split.ROWS:
+            return 0, total
+        window = layer.geometry is not None and layer.runtime is None and k == 0
+        own_rows = is_shortcut(layer, k) or (layer.geometry is None and total == out_rows(layer))
+        if not (window or own_rows):
+            return 0, total
+        layers = [self.layers[i] for i in group.layers]
+        at = group.layers.index(li)
+        lo, hi = total, 0
+        for tile in range(group.h_tiles):
+            span = group_rows(layers, tile, group.h_tiles, part, parts)[at]
+            if span[1] <= span[0]:
+                continue
+            if window:
+                need = input_rows(layer, *span)
+                span = (need.lo, need.hi)
+            lo, hi = min(lo, span[0]), max(hi, span[1])
+        return (lo, hi) if lo < hi else (0, 0)
+
     # -- layout layers ---------------------------------------------------------------------
     def emit_dma_layer(self, core: int, layer: LayerPlan, deps: set[int]) -> list[int]:
         """Concat/Split/Slice/Transpose/Pad (and a reshape that reorders bytes): the copies
@@ -743,6 +806,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
     # -- the frame -------------------------------------------------------------------------
     def emit_frame(self) -> None:
         cores = self.layout.all_cores
+        self.current_group = -1  # the input transfers come before every group
         for core in cores if self.layout.replicate else [0]:
             for name in self.g.inputs:
                 buf = self.buffer(name, core)
@@ -761,7 +825,6 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 )
                 self.produced[(self.copy_key(core), name)].append(sid)
         if self.layout.cooperative and len(cores) > 1:
-            self.current_group = -1
             self.emit_barriers(None)
         prev_by_core: dict[int, list[int]] = {}
         for g in self.groups:
@@ -770,6 +833,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 self.emit_group(g, core, prev_by_core)
             if self.layout.cooperative and len(cores) > 1:
                 self.emit_barriers(g)
+        self.current_group = len(self.groups)  # the output transfers: after the last barrier
         for core in cores:
             if self.layout.pipeline and core != self.layout.core_of_group.get(
                 self.groups[-1].index, 0

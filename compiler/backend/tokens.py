@@ -50,6 +50,9 @@ class Step:
     frame_slot: int
     deps: set[int] = field(default_factory=set)
     cycles: int = 1
+    #: the fusion group it belongs to (-1: before the first); cooperative cores meet at a
+    #: barrier between groups
+    group: int = -1
 
 
 @dataclass
@@ -169,8 +172,8 @@ class TokenMixin:
                 dep = self.steps[d]
                 if dep.phase is not step.phase:
                     continue  # INIT completes before the first frame
-                if dep.core != core and self.layout.cooperative:
-                    continue  # a barrier separates every layer
+                if dep.core != core and self.layout.cooperative and dep.group != step.group:
+                    continue  # a barrier separates every layer group
                 key = (dep.core, dep.unit)
                 if clock.get(key, -1) >= pos[d]:
                     continue
