@@ -27,14 +27,15 @@ LANES = 4
 def _bin_index(v, lo32, per_unit, last):  # pragma: no cover - jitted
     """The bin of ``v``: float32 operations, rounded as numpy's float32 subtract and
     multiply round them, truncated like numpy's float32 -> intp cast; past the last bin
-    (a value on or just past hi after rounding) is the last bin."""
-    return min(np.intp((np.float32(v) - lo32) * per_unit), last)
+    (a value on or just past hi after rounding) is the last bin. Unsigned, since v >= lo:
+    numba then skips the wrap-around of negative indices (a third faster)."""
+    return min(np.uintp(np.intp((np.float32(v) - lo32) * per_unit)), last)
 
 
 @numba.njit(cache=True, nogil=True)
 def _bin_lanes(flat, lo32, per_unit, lanes):  # pragma: no cover - jitted
     """Add the bin of value i to ``lanes[i % LANES]``."""
-    last = lanes.shape[1] - 1
+    last = np.uintp(lanes.shape[1] - 1)
     a, b, c, d = lanes[0], lanes[1], lanes[2], lanes[3]
     n = flat.size
     body = n - n % LANES
