@@ -67,6 +67,42 @@ def _finite_minmax(flat: np.ndarray) -> tuple[float, float]:
     return float(flat.min()), float(flat.max())
 
 
+#: Values binned per step of `_accumulate` (its scratch arrays stay in the CPU's cache).
+ACCUMULATE_CHUNK = 1 << 18
+
+
+def _accumulate(flat: np.ndarray, lo: float, hi: float, counts: np.ndarray) -> None:
+    """Add the values of ``flat`` (all in [lo, hi]) to the bins of ``counts``.
+
+    A value's bin is ``int(float32(v - lo) * float32(nbins / (hi - lo)))``, the last bin
+    taking the values that land on or just past ``hi``:
+
+    >>> counts = np.zeros(4)
+    >>> _accumulate(np.array([0.0, 0.3, 0.5, 1.0], np.float32), 0.0, 1.0, counts)
+    >>> counts.tolist()
+    [1.0, 1.0, 1.0, 1.0]
+    """
+    nbins = counts.shape[0]
+    # float32 arithmetic: half the memory traffic of float64 on tensors of millions of
+    # values; lo is a float32 value of the data, so v - lo >= 0 exactly.
+    lo32, per_unit = np.float32(lo), np.float32(nbins / (hi - lo))
+    step = max(min(flat.size, ACCUMULATE_CHUNK), 1)
+    pos = np.empty(step, np.float32)
+    index = np.empty(step, np.intp)
+    total = np.zeros(nbins + 1, np.int64)
+    for start in range(0, flat.size, step):
+        part = flat[start : start + step]
+        n = part.size
+        np.subtract(part, lo32, out=pos[:n], dtype=np.float32)
+        # the product is rounded to float32, then truncated into the index (one pass)
+        np.multiply(pos[:n], per_unit, out=index[:n], dtype=np.float32, casting="unsafe")
+        found = np.bincount(index[:n], minlength=nbins)
+        total[:nbins] += found[:nbins]
+        total[nbins] += found[nbins:].sum()  # rounding put them on (or past) hi
+    total[nbins - 1] += total[nbins]
+    counts += total[:nbins]
+
+
 def _check_finite(lo: float, hi: float) -> None:
     if not (np.isfinite(lo) and np.isfinite(hi)):
         # Calibration data or weights produced inf/nan: no int8 grid can represent that.
@@ -126,10 +162,7 @@ class HistogramObserver:
                 self.hi = lo + max(abs(lo), 1.0) * 1e-6
         elif lo < self.lo or hi > self.hi:
             self._widen(min(lo, self.lo), max(hi, self.hi))
-        # imported here: numba's compiler loads only when a histogram is filled
-        from aipusim.compiler.quant.binning import bin_counts
-
-        self.counts += bin_counts(flat, self.lo, self.hi, self.bins)
+        _accumulate(flat, self.lo, self.hi, self.counts)
 
     def _widen(self, lo: float, hi: float) -> None:
         old_edges = np.linspace(self.lo, self.hi, self.bins + 1)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from aipusim.base.errors import QuantizationError
-from aipusim.compiler.quant.binning import bin_counts
+from aipusim.compiler.quant import observers
 from aipusim.compiler.quant.observers import (
     HistogramObserver,
     MinMaxObserver,
@@ -95,32 +95,21 @@ def _bins_oracle(flat: np.ndarray, lo: float, hi: float, nbins: int) -> np.ndarr
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_bin_counts_count_exactly_as_the_plain_formula(dtype: type) -> None:
-    """The compiled binning loop: the same counts to the last value, for values on lo and
-    hi themselves, a length that is no multiple of its lanes, and float64 input (binned in
-    float32 like float32 input)."""
+def test_accumulate_counts_exactly_as_the_plain_formula(
+    dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunked, fused binning: the same counts to the last value, across chunk borders,
+    for values on hi itself and float64 input (binned in float32 like float32 input)."""
+    monkeypatch.setattr(observers, "ACCUMULATE_CHUNK", 1000)
     rng = np.random.default_rng(3)
     normal = rng.standard_normal(4321).astype(dtype)
     relu = np.maximum(normal, 0)  # many zeros: lo itself
     cases = [(x, float(x.min()), float(x.max())) for x in (normal, relu)]
     for x, a, b in [*cases, (np.full(7, 1.5, dtype), 1.5, 1.5 + 1.5e-6)]:
-        got = bin_counts(x, a, b, 2048)
-        assert got.dtype == np.int64
-        np.testing.assert_array_equal(got, _bins_oracle(x, a, b, 2048))
+        counts = np.zeros(2048)
+        observers._accumulate(x, a, b, counts)
+        np.testing.assert_array_equal(counts, _bins_oracle(x, a, b, 2048))
     assert _bins_oracle(relu, 0.0, float(relu.max()), 2048)[-1] > 0  # the maximum is on hi
-
-
-def test_bin_counts_match_np_histogram_on_exact_edges() -> None:
-    """On [0, 8] in 8 bins every edge and value is exact in float32, so the bins are
-    numpy's own: a value on an inner edge opens the bin above it, hi closes the last."""
-    x = np.array([0.0, 0.5, 1.0, 2.999, 3.0, 7.0, 7.5, 8.0, 8.0, 4.25], np.float32)
-    want, _ = np.histogram(x, bins=8, range=(0.0, 8.0))
-    np.testing.assert_array_equal(bin_counts(x, 0.0, 8.0, 8), want)
-    assert bin_counts(x, 0.0, 8.0, 8).tolist() == [2, 1, 1, 1, 1, 0, 0, 4]
-
-
-def test_bin_counts_of_no_values_are_zero() -> None:
-    assert bin_counts(np.zeros(0, np.float32), 0.0, 1.0, 3).tolist() == [0, 0, 0]
 
 
 def test_histogram_observer_over_widening_batches_matches_the_plain_formula() -> None:
