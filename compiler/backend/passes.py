@@ -56,6 +56,7 @@ from aipusim.compiler.backend.placement import placement_summary
 from aipusim.compiler.backend.residual import fuse_residual_adds
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
+from aipusim.compiler.backend.tokens import Residency, residency_of
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.cost import CostModel, cost_model
@@ -203,7 +204,7 @@ def estimate(ir: Scheduled, ctx: Any) -> Estimated:
     planned = tuple(
         _planned(
             ir, i, m.whole if m is not None else None,
-            resident=residency.get(ir.layers[i].name, "").startswith("resident"),
+            resident=residency_of(residency, ir.layers[i].name) is Residency.RESIDENT,
         )
         for i, m in enumerate(ir.mappings)
     )  # fmt: skip
