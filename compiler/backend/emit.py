@@ -165,7 +165,7 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
                 "array_macs": est.macs,
                 "weight_bytes": imc.weight_bytes if imc else layer.weight_bytes,
                 # "resident: ..." (loaded once in INIT) or "streamed: ..." (every frame), why
-                "weights": state.schedule.weight_residency.get(layer.name, ""),
+                "weights": str(state.schedule.weight_residency.get(layer.name, "")),
                 # planned on one core: its unit's work and the weight traffic not hidden
                 "estimated_cycles": plan.cycles,
                 "estimated_compute_cycles": plan.compute_cycles,

@@ -81,7 +81,7 @@ def map_tiles(
     ``residual``: a residual add is fused on its output stream, `imc.map_layer`)."""
     split = layout.splits.get(layer_index, Split.NONE)
     parts = layout.cores if split is not Split.NONE else 1
-    fetch_bw = layout.weight_fetch_bw
+    fetch_bw = layout.fetch_bw(split)
     out = []
     for part in range(parts):
         cout = geo.cout
@@ -116,12 +116,12 @@ def map_whole(
     computing a share of the rows still fetches all of it."""
     geo = layer.geometry
     assert geo is not None, layer.name
-    fetch_bw = layout.weight_fetch_bw
+    split = layout.splits.get(layer_index, Split.NONE)
+    fetch_bw = layout.fetch_bw(split)
     residual = bool(layer.residual)
     whole = map_layer(
         geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw, residual=residual
     )
-    split = layout.splits.get(layer_index, Split.NONE)
     narrow = layout.cooperative and fetch_bw and split is Split.ROWS
     if not narrow or opts.icrx_force != -1 or whole.icr == 1:
         return whole

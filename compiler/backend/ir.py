@@ -148,7 +148,8 @@ class Distributed(Tiled):
         lines = [
             super().dump(),
             f"# multicore: {lay.mode} on {lay.cores} core(s)"
-            + (f", weight fetch {lay.weight_fetch_bw:.1f} B/cycle" if lay.weight_fetch_bw else ""),
+            + (f", weight fetch {lay.weight_fetch_bw:.1f} B/cycle" if lay.weight_fetch_bw else "")
+            + (f" ({lay.multicast_fetch_bw:.1f} multicast)" if lay.multicast_fetch_bw else ""),
         ]
         if lay.cooperative:
             for i, layer in enumerate(self.layers):

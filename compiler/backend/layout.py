@@ -44,6 +44,24 @@ class CoreLayout:
     #: Bytes per cycle of one core's per-frame weight fetch when the cores share streamed
     #: weights (`multicore.weight_fetch_bw`); None when no such fetch exists.
     weight_fetch_bw: float | None = None
+    #: Bytes per cycle of one per-frame weight fetch multicast into every core's L1 (a
+    #: cooperative row split's; `multicore.multicast_fetch_bw`); None when no such fetch
+    #: exists.
+    multicast_fetch_bw: float | None = None
+
+    def fetch_bw(self, split: Split) -> float | None:
+        """Bytes per cycle of the per-frame fetch of a layer split ``split`` (None: its
+        weights are not streamed): a cooperative row split's cores load the same weights,
+        fetched once and multicast, so that one fetch has the path to itself; otherwise
+        each core fetches its own weights (`weight_fetch_bw`).
+
+        >>> CoreLayout(4, cooperative=True, weight_fetch_bw=16.0, multicast_fetch_bw=64.0
+        ...            ).fetch_bw(Split.ROWS)
+        64.0
+        """
+        if self.cooperative and split is Split.ROWS:
+            return self.multicast_fetch_bw
+        return self.weight_fetch_bw
 
     def group_cores(self, group: int) -> list[int]:
         """Cores that execute (part of) fusion group ``group``."""

@@ -280,28 +280,18 @@ def pool_capacities(config: Any, arch: Arch) -> dict[Pool, int]:
 class _Builder:
     """Collects the buffers of one instance from the layers, tilings and core layout."""
 
-    def __init__(
-        self,
-        layers: Sequence[LayerPlan],
-        tilings: Sequence[Tiling],
-        groups: Sequence[FusionGroup],
-        mappings: Sequence[LayerMapping | None],
-        constants: Sequence[LayerConstants],
-        graph: Any,
-        config: Any,
-        layout: CoreLayout,
-        tasklist_bytes: int,
-        spared: frozenset[str] = frozenset(),
-    ) -> None:
-        self.layers, self.groups, self.g, self.cfg = layers, groups, graph, config
+    def __init__(self, inputs: PlanInputs, spared: frozenset[str] = frozenset()) -> None:
+        self.layers, self.groups = inputs.layers, inputs.groups
+        self.g, self.cfg = inputs.graph, inputs.config
         self.spared = spared
-        self.tilings, self.mappings, self.constants = tilings, mappings, constants
-        self.layout = layout
-        self.tasklist_bytes = tasklist_bytes
+        self.tilings, self.mappings = inputs.tilings, inputs.mappings
+        self.constants = inputs.constants
+        self.layout = inputs.layout
+        self.tasklist_bytes = inputs.tasklist_bytes
         self.buffers: dict[str, Buffer] = {}
         self.tensor_buffer: dict[tuple[int, str], str] = {}
-        self.step_of_layer = {li: g.index for g in groups for li in g.layers}
-        self.last = max(len(groups) - 1, 0)
+        self.step_of_layer = {li: g.index for g in inputs.groups for li in g.layers}
+        self.last = max(len(inputs.groups) - 1, 0)
 
     def add(self, buf: Buffer) -> Buffer:
         assert buf.name not in self.buffers, f"duplicate buffer {buf.name}"
@@ -714,39 +704,47 @@ class UnplacedTiles(MemoryPlanError):
         self.layers = layers
 
 
-def plan_memory(
-    layers: Sequence[LayerPlan],
-    tilings: Sequence[Tiling],
-    groups: Sequence[FusionGroup],
-    mappings: Sequence[LayerMapping | None],
-    constants: Sequence[LayerConstants],
-    graph: Any,
-    config: Any,
-    arch: Arch,
-    *,
-    layout: CoreLayout | None = None,
-    tasklist_bytes: int = 0,
-    attempt: int = 1,
-) -> MemPlan:
+@dataclass(frozen=True)
+class PlanInputs:
+    """What one memory plan is made from: the packed IR's layers, tilings, fusion groups,
+    IMC mappings and constants, the graph, configuration, architecture and core layout,
+    the tasklist image's estimated size and which try this is (`plan_memory`).
+
+    >>> PlanInputs([], [], [], [], [], None, None, None).attempt
+    1
+    """
+
+    layers: Sequence[LayerPlan]
+    tilings: Sequence[Tiling]
+    groups: Sequence[FusionGroup]
+    mappings: Sequence[LayerMapping | None]
+    constants: Sequence[LayerConstants]
+    graph: Any
+    config: Any
+    arch: Arch
+    layout: CoreLayout = field(default_factory=CoreLayout)
+    tasklist_bytes: int = 0
+    attempt: int = 1
+
+
+def plan_memory(inputs: PlanInputs) -> MemPlan:
     """Place every buffer (see the module docstring). Raises `UnplacedTiles` when only tile
-    buffers did not fit (the caller may re-tile and try again: ``attempt`` counts the
+    buffers did not fit (the caller may re-tile and try again: ``inputs.attempt`` counts the
     tries), `MemoryPlanError` when anything else did not."""
-    layout = layout or CoreLayout()
-    args = (layers, tilings, groups, mappings, constants, graph, config, arch, layout)
-    plan = _place(*args, tasklist_bytes, attempt, frozenset())
+    plan = _place(inputs, frozenset())
     # Cooperative: a tensor in every core's L1 is read and written in place, so the tile
     # slots the tiler gave its reads and writes hold nothing: plan again without them,
     # which may make room for activations that fell back to L2 (`_in_l1`). A plan is kept
     # only while every tensor whose slots it left out still lands in L1.
     for _ in range(_SPARE_ROUNDS):
-        spared = _in_l1(plan, layout)
+        spared = _in_l1(plan, inputs.layout)
         if spared == plan.spared:
             break
         try:
-            again = _place(*args, tasklist_bytes, attempt, spared)
+            again = _place(inputs, spared)
         except MemoryPlanError:
             break
-        if not spared <= _in_l1(again, layout):
+        if not spared <= _in_l1(again, inputs.layout):
             break
         plan = again
     return plan
@@ -763,27 +761,12 @@ def _in_l1(plan: MemPlan, layout: CoreLayout) -> frozenset[str]:
     )
 
 
-def _place(
-    layers: Sequence[LayerPlan],
-    tilings: Sequence[Tiling],
-    groups: Sequence[FusionGroup],
-    mappings: Sequence[LayerMapping | None],
-    constants: Sequence[LayerConstants],
-    graph: Any,
-    config: Any,
-    arch: Arch,
-    layout: CoreLayout,
-    tasklist_bytes: int,
-    attempt: int,
-    spared: frozenset[str],
-) -> MemPlan:
+def _place(inputs: PlanInputs, spared: frozenset[str]) -> MemPlan:
     """One placement of every buffer, without the tile slots of the tensors in ``spared``
     (`plan_memory`)."""
-    buffers, tensor_buffer = _Builder(
-        layers, tilings, groups, mappings, constants, graph, config, layout, tasklist_bytes,
-        spared,
-    ).build()  # fmt: skip
-    planner = Planner(buffers, config, arch, layout.all_cores, len(groups))
+    config, layout, n_groups = inputs.config, inputs.layout, len(inputs.groups)
+    buffers, tensor_buffer = _Builder(inputs, spared).build()
+    planner = Planner(buffers, config, inputs.arch, layout.all_cores, n_groups)
     failures = planner.place_mandatory()
     if failures:
         error = planner.error(failures[0])
@@ -793,10 +776,10 @@ def _place(
     if config.enable_buffer_promotion:
         planner.promote()
     planner.drop_idle_tiles()
-    planner.place_image_sources(max(len(groups) - 1, 0))
+    planner.place_image_sources(max(n_groups - 1, 0))
     plan = MemPlan(
-        buffers, planner.pools, len(groups), tensor_buffer, attempt, io_slots(config, layout),
-        spared,
+        buffers, planner.pools, n_groups, tensor_buffer, inputs.attempt,
+        io_slots(config, layout), spared,
     )  # fmt: skip
     verify_memplan(plan)
     return plan
@@ -836,6 +819,7 @@ __all__ = [
     "BufKind",
     "Buffer",
     "MemPlan",
+    "PlanInputs",
     "PoolState",
     "UnplacedTiles",
     "const_buffer",

@@ -120,12 +120,15 @@ def core_layout(
     if cores == 1:
         return CoreLayout(1, str(config.multicore_mode))
     fetch_bw = weight_fetch_bw(config, arch, layers)
+    multicast_bw = multicast_fetch_bw(config, arch, layers)
     if mode == "batch":
         return CoreLayout(cores, mode, replicate=True, weight_fetch_bw=fetch_bw)
     if mode == "cooperative":
         opts = ImcOptions.from_config(config)
         choices = {
-            i: _cooperative_split(layer, tiles.tilings[i], cores, arch, opts, fetch_bw)
+            i: _cooperative_split(
+                layer, tiles.tilings[i], cores, arch, opts, (fetch_bw, multicast_bw)
+            )
             for i, layer in enumerate(layers)
         }
         splits = {i: split for i, (split, _) in choices.items()}
@@ -138,6 +141,7 @@ def core_layout(
             splits=splits,
             split_cycles=split_cycles,
             weight_fetch_bw=fetch_bw,
+            multicast_fetch_bw=multicast_bw,
             l1_exchange=l1_exchange_tensors(layers, host_read),
         )
     if mode == "pipeline":
@@ -155,14 +159,18 @@ def _cooperative_split(
     cores: int,
     arch: Arch,
     opts: ImcOptions,
-    fetch_bw: float | None,
+    fetch_bws: tuple[float | None, float | None],
 ) -> tuple[Split, dict[str, int]]:
     """How one layer is shared by ``cores``, and the estimated cycles per core of each
     split the cost model weighed (empty: none was weighed). MVM layers take the cheaper of
     the two per core: output channels (each core loads a quarter of the weights, but
     streams every input vector, and narrower blocks may allow more ICR) or rows (a quarter
     of the vectors, but every core loads all weights). With weights streamed every frame
-    (``fetch_bw``), each core's fetch of its weights counts too."""
+    (``fetch_bws``: `weight_fetch_bw`, `multicast_fetch_bw`), the fetch a core waits for
+    counts too: its own part of a channel split, at its share of the source, or a row
+    split's one multicast of all the weights, at the whole source (`CoreLayout.fetch_bw`).
+    """
+    fetch_bw, multicast_bw = fetch_bws
     geo = layer.geometry
     can_rows = splittable_rows(layer) and out_rows(layer) >= cores * tiling.h_tiles
     if layer.unit is LayerUnit.MVM and is_runtime(layer):
@@ -170,13 +178,13 @@ def _cooperative_split(
         return (Split.ROWS if can_rows else Split.NONE), {}  # heads: each core loads its own
     if layer.unit is LayerUnit.MVM and geo is not None:
         options: dict[Split, int] = {}
-        for split, sub_geo, ok in (
-            (Split.CHANNELS, replace(geo, cout=-(-geo.cout // cores)), geo.cout >= cores),
-            (Split.ROWS, replace(geo, out_h=-(-geo.out_h // cores)), can_rows),
+        for split, sub_geo, ok, bw in (
+            (Split.CHANNELS, replace(geo, cout=-(-geo.cout // cores)), geo.cout >= cores, fetch_bw),
+            (Split.ROWS, replace(geo, out_h=-(-geo.out_h // cores)), can_rows, multicast_bw),
         ):
             if ok:
-                sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw)
-                options[split] = frame_cycles(sub, arch, fetch_bw, opts.mvm_utilization_limit)
+                sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=bw)
+                options[split] = frame_cycles(sub, arch, bw, opts.mvm_utilization_limit)
         best = min(options, key=options.__getitem__) if options else Split.NONE
         return best, {str(k): v for k, v in options.items()}
     if layer.unit is LayerUnit.DWPU and geo is not None:
@@ -207,13 +215,35 @@ def weight_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> flo
     they stream into L1 every frame; None when no per-frame fetch is shared (one core, a
     pipeline, or every weight set stays in the IMC, loaded once in INIT).
 
-    Shared weights live in L2 or DDR (memplan): DDR when that is their home and promotion
-    cannot lift them, and DDR data crosses the L2 port too. A batch fetches once and
-    multicasts; in cooperative mode every core fetches its own, all at once.
+    A batch fetches once and multicasts (`multicast_fetch_bw`); in cooperative mode the
+    cores of a channel split each fetch their own part, all at once, sharing the source.
     """
-    cores = config.aipu_cores_used
-    mode = effective_mode(config)
-    if cores == 1 or mode not in ("batch", "cooperative"):
+    path = _fetch_path(config, arch, layers)
+    if path is None:
+        return None
+    channel_bw, source = path
+    if effective_mode(config) == "cooperative":
+        source /= config.aipu_cores_used
+    return max(1.0, min(channel_bw, source))
+
+
+def multicast_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> float | None:
+    """Bytes per cycle of one per-frame weight fetch multicast into every core's L1 (a batch
+    layer's, a cooperative row split's), None when no per-frame fetch is shared
+    (`weight_fetch_bw`). The cost model charges a multicast as one transfer over its path
+    (`isa.cost.CostModel.dma_transfer`: the NoC once, whatever the mask), so it gets the
+    whole source, up to one channel, and its cycles are counted once, not once per core.
+    """
+    path = _fetch_path(config, arch, layers)
+    return None if path is None else max(1.0, min(*path))
+
+
+def _fetch_path(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> tuple[float, float] | None:
+    """(one DMA channel's, the weights' source link's) bytes per cycle of the per-frame
+    weight fetch shared by several cores, None without one (`weight_fetch_bw`). Shared
+    weights live in L2 or DDR (memplan): DDR when that is their home and promotion cannot
+    lift them, and DDR data crosses the L2 port too."""
+    if config.aipu_cores_used == 1 or effective_mode(config) not in ("batch", "cooperative"):
         return None
     if weight_sets(layers, arch, ImcOptions.from_config(config)) <= arch.mvm.weight_sets:
         return None
@@ -221,9 +251,7 @@ def weight_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> flo
     source = cost.link_bw(Link.L2)
     if config.constant_memory_pool == "global.ddr" and not config.enable_buffer_promotion:
         source = min(source, cost.link_bw(Link.DDR))
-    if mode == "cooperative":
-        source /= cores
-    return max(1.0, min(cost.channel_bw, source))
+    return cost.channel_bw, source
 
 
 def _pipeline(
@@ -289,6 +317,7 @@ __all__ = [
     "check_resources",
     "core_layout",
     "effective_mode",
+    "multicast_fetch_bw",
     "plan_cascade",
     "weight_fetch_bw",
     "weight_sets",

@@ -50,12 +50,13 @@ from aipusim.compiler.backend.ir import (
 )
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
-from aipusim.compiler.backend.memplan import UnplacedTiles, plan_memory
+from aipusim.compiler.backend.memplan import PlanInputs, UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore import core_layout
 from aipusim.compiler.backend.placement import placement_summary
 from aipusim.compiler.backend.residual import fuse_residual_adds
 from aipusim.compiler.backend.schedule import build_schedule
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
+from aipusim.compiler.backend.tokens import Residency, residency_of
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.cost import CostModel, cost_model
@@ -139,19 +140,11 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
     tiler = Tiler(ir.layers, config, ir.arch, ir.graph)
     for attempt in range(1, config.max_memplan_attempts + 1):
         try:
-            plan = plan_memory(
-                ir.layers,
-                ir.tilings,
-                ir.groups,
-                ir.mappings,
-                ir.constants,
-                ir.graph,
-                config,
-                ir.arch,
-                layout=ir.layout,
-                tasklist_bytes=_tasklist_estimate(ir),
-                attempt=attempt,
-            )
+            inputs = PlanInputs(
+                ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants, ir.graph, config,
+                ir.arch, ir.layout, _tasklist_estimate(ir), attempt,
+            )  # fmt: skip
+            plan = plan_memory(inputs)
             log.info("%s", placement_summary(plan, config)["summary"])
             return Placed(**_fields(ir), memory=plan)
         except UnplacedTiles as failed:
@@ -211,7 +204,7 @@ def estimate(ir: Scheduled, ctx: Any) -> Estimated:
     planned = tuple(
         _planned(
             ir, i, m.whole if m is not None else None,
-            resident=residency.get(ir.layers[i].name, "").startswith("resident"),
+            resident=residency_of(residency, ir.layers[i].name) is Residency.RESIDENT,
         )
         for i, m in enumerate(ir.mappings)
     )  # fmt: skip

@@ -54,7 +54,14 @@ from aipusim.compiler.backend.memplan import CONSTANT_KINDS, Buffer, MemPlan, co
 from aipusim.compiler.backend.regions import group_rows, input_rows, out_rows
 from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
-from aipusim.compiler.backend.tokens import Schedule, Step, TokenMixin
+from aipusim.compiler.backend.tokens import (
+    Residency,
+    Schedule,
+    Step,
+    TokenMixin,
+    WeightResidency,
+    residency_of,
+)
 from aipusim.compiler.ir import DType
 from aipusim.isa.cost import cost_model
 from aipusim.isa.tasks import (
@@ -323,7 +330,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             keys[layer.name] = sorted(mine)
         return keys
 
-    def plan_weights(self) -> dict[str, str]:
+    def plan_weights(self) -> dict[str, WeightResidency]:
         """Per MVM layer with constant weights, whether its weight sets stay in the IMC
         across frames (loaded once in INIT) or stream every frame, and why: every layer
         stays when all sets fit; else, on one core or in batch (where core 0 issues every
@@ -337,19 +344,20 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         # streamed weights do
         runtime = any(is_runtime(layer) for layer in self.layers)
         if need + (STREAM_SETS if runtime else 0) <= have:
-            return {name: f"resident: {sizes}" for name in keys}
+            return {name: WeightResidency(Residency.RESIDENT, sizes) for name in keys}
         if self.layout.cores > 1 and not self.layout.replicate:
             # INIT does not order another core's fetch after core 0's copy of the weights
             # into L2 (nor, cooperative, through tokens at all): all or nothing there
-            return {name: f"streamed: {sizes}" for name in keys}
+            return {name: WeightResidency(Residency.STREAMED, sizes) for name in keys}
         free = max(0, have - STREAM_SETS)
         sets_bytes = {name: (len(k), self.frame_weight_bytes(name, k)) for name, k in keys.items()}
         chosen = choose_resident(sets_bytes, free)
         left = f"{sizes}, {STREAM_SETS} kept for streaming"
+        kept = f"the most bytes per set of the {free} sets left ({left})"
         return {
-            name: f"resident: the most bytes per set of the {free} sets left ({left})"
+            name: WeightResidency(Residency.RESIDENT, kept)
             if name in chosen
-            else f"streamed: {left}"
+            else WeightResidency(Residency.STREAMED, left)
             for name in keys
         }
 
@@ -361,7 +369,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                   for b, blk in enumerate(tm.mapping.blocks)}  # fmt: skip
         return sum(blocks[(oi, b)].weight_bytes for _, oi, b in keys if (oi, b) in blocks)
 
-    def emit_init(self, residency: dict[str, str]) -> None:
+    def emit_init(self, residency: dict[str, WeightResidency]) -> None:
         """INIT: the constants brought on chip, the resident layers' weight sets loaded."""
         self.spread_fetches = self.spread_fetches and self.fetch_bound(residency)
         for buf in self.plan.buffers.values():
@@ -387,7 +395,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         # into the same bytes waits for those loads: (core, first byte, end, load)
         staged_reads: list[tuple[int, int, int, int]] = []
         for li, layer in enumerate(self.layers):
-            if not residency.get(layer.name, "").startswith("resident"):
+            if residency_of(residency, layer.name) is not Residency.RESIDENT:
                 continue
             for key in keys[layer.name]:
                 _, oi, b = key
@@ -586,7 +594,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.fetch_cycles[core] += self.cost.dma_cycles(self.wt_dma, src_pool, Pool.L1, nbytes)
         return core
 
-    def fetch_bound(self, residency: dict[str, str]) -> bool:
+    def fetch_bound(self, residency: dict[str, WeightResidency]) -> bool:
         """Batch: whether the cores share the weight multicasts (`fetch_core_for`): when one
         core's weight channel would take longer to fetch a frame's streamed weights than a
         core takes to compute the frame (both by the cost model), and a second multicast
@@ -604,7 +612,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                              weights_double_buffered=False)  # fmt: skip
             compute += plan.compute_cycles
             wbuf = self.plan.buffers.get(const_buffer("weights", layer.name))
-            if residency.get(layer.name, "").startswith("streamed") and wbuf is not None:
+            streamed = residency_of(residency, layer.name) is Residency.STREAMED
+            if streamed and wbuf is not None:
                 fetch += max(1, tiling.h_tiles) * sum(
                     self.cost.dma_cycles(self.wt_dma, wbuf.pool, Pool.L1, b.weight_bytes)
                     for b in mapping.whole.blocks
@@ -1016,7 +1025,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         schedule = self.tokens(self.order())
         schedule.incomplete = dict(self.incomplete)
         schedule.weight_residency = residency
-        schedule.resident_weights = all(r.startswith("resident") for r in residency.values())
+        schedule.resident_weights = all(
+            r.residency is Residency.RESIDENT for r in residency.values()
+        )
         return schedule
 
     def anchor_frames(self) -> None:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from aipusim.base.errors import TasklistError
@@ -55,6 +57,38 @@ class Step:
     group: int = -1
 
 
+class Residency(StrEnum):
+    """Where an MVM layer's constant weight sets live across frames."""
+
+    RESIDENT = "resident"  # loaded into the IMC once, in INIT
+    STREAMED = "streamed"  # fetched and loaded every frame
+
+
+@dataclass(frozen=True)
+class WeightResidency:
+    """A layer's `Residency` and why it was chosen; the report shows ``"<residency>: why"``.
+
+    >>> str(WeightResidency(Residency.STREAMED, "weight sets: 9 needed, 8 in the array"))
+    'streamed: weight sets: 9 needed, 8 in the array'
+    """
+
+    residency: Residency
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.residency}: {self.why}"
+
+
+def residency_of(residency: Mapping[str, WeightResidency], layer: str) -> Residency | None:
+    """The `Residency` of ``layer``'s weights (None: no constant MVM weights).
+
+    >>> residency_of({"c": WeightResidency(Residency.RESIDENT, "fits")}, "c")
+    <Residency.RESIDENT: 'resident'>
+    """
+    entry = residency.get(layer)
+    return entry.residency if entry is not None else None
+
+
 @dataclass
 class Schedule:
     """Per-core task streams plus what the report needs."""
@@ -68,7 +102,7 @@ class Schedule:
     #: not executed bit-exactly by the functional simulator.
     incomplete: dict[str, str] = field(default_factory=dict)
     #: MVM layer -> whether its weights stay in the IMC across frames or stream, and why.
-    weight_residency: dict[str, str] = field(default_factory=dict)
+    weight_residency: dict[str, WeightResidency] = field(default_factory=dict)
 
     def task_count(self) -> int:
         return sum(len(t) for t in self.tasks.values())
@@ -393,4 +427,11 @@ class TokenMixin:
         return out
 
 
-__all__ = ["Schedule", "Step", "TokenMixin"]
+__all__ = [
+    "Residency",
+    "Schedule",
+    "Step",
+    "TokenMixin",
+    "WeightResidency",
+    "residency_of",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from backend_helpers import ARCH, compile_backend
 
 from aipusim.compiler.backend.lower import LayerUnit
+from aipusim.compiler.backend.tokens import Residency
 from aipusim.isa.cost import cost_model
 
 
@@ -14,7 +15,7 @@ def test_resident_weights_cost_no_load_per_frame() -> None:
     # in INIT; those load nothing per frame, the streamed ones load every block each frame
     r = compile_backend("resnet18", 64, multicore_mode="batch", aipu_cores_used=4)
     residency = r.schedule.weight_residency
-    resident = {n for n, why in residency.items() if why.startswith("resident")}
+    resident = {n for n, w in residency.items() if w.residency is Residency.RESIDENT}
     assert resident and len(resident) < len(residency)
     cost = cost_model(ARCH)
     for layer, planned, m in zip(r.layers, r.planned, r.mappings, strict=True):

@@ -11,6 +11,7 @@ from aipusim.compiler.backend.exchange import l1_exchange_tensors, part_destinat
 from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.backend.tokens import Residency
 from aipusim.compiler.ir import Graph, Node, Op, Tensor
 from aipusim.isa.tasks import DmaCopy, Phase, Pool
 
@@ -113,7 +114,9 @@ def test_a_row_split_fetches_streamed_weights_once_for_every_core() -> None:
     )
     check_ok(r)
     rows = {r.layers[i].name for i, s in r.layout.splits.items() if s is Split.ROWS}
-    streamed = {n for n, why in r.schedule.weight_residency.items() if why.startswith("streamed")}
+    streamed = {
+        n for n, w in r.schedule.weight_residency.items() if w.residency is Residency.STREAMED
+    }
     shared = rows & streamed
     assert shared
 

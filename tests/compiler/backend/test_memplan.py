@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from backend_helpers import ARCH, compile_backend, conv_chain
 
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend.layout import CoreLayout
 from aipusim.compiler.backend.memplan import (
     Buffer,
     BufKind,
     MemPlan,
+    PlanInputs,
     PoolState,
+    plan_memory,
     pool_capacities,
     verify_memplan,
 )
+from aipusim.compiler.backend.passes import _tasklist_estimate
 from aipusim.compiler.backend.run import run_backend
 from aipusim.isa.tasks import DmaCopy, Phase, Pool, Unit
 
@@ -129,3 +135,22 @@ def test_resnet50_residual_branches_stay_in_l1_in_batch_and_on_one_core() -> Non
         assert [b.name for b in acts if b.pool is not Pool.L1] == []
         branch = r.memory.buffer_of("/layer1/0/downsample/1/BatchNormalization_output_0", 0)
         assert branch is not None and branch.size_bytes == 802_816
+
+
+def test_plan_inputs_carry_everything_a_plan_is_made_from() -> None:
+    # the plan the memplan pass kept, made again from its inputs alone, lands every buffer
+    # at the same pool and address; the inputs cannot be changed under a plan
+    r = compile_backend("tiny_cnn", 32, aipu_cores_used=4, multicore_mode="cooperative")
+    inputs = PlanInputs(
+        r.layers, r.tilings, r.groups, r.mappings, r.constants, r.graph, r.config, r.arch,
+        r.layout, _tasklist_estimate(r), r.memory.attempts,
+    )  # fmt: skip
+    again = plan_memory(inputs)
+    assert again.attempts == r.memory.attempts
+    assert again.spared == r.memory.spared
+    assert {n: (b.pool, b.core, b.addr) for n, b in again.buffers.items()} == {
+        n: (b.pool, b.core, b.addr) for n, b in r.memory.buffers.items()
+    }
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inputs.attempt = 2  # type: ignore[misc]
+    assert PlanInputs([], [], [], [], [], None, None, ARCH).layout == CoreLayout()

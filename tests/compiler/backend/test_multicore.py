@@ -11,9 +11,17 @@ from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
 from aipusim.arch import Arch
 from aipusim.base.errors import ConfigError
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend.multicore import check_cascade, check_resources, effective_mode
+from aipusim.compiler.backend.imc import ImcOptions
+from aipusim.compiler.backend.layout import CoreLayout, Split
+from aipusim.compiler.backend.multicore import (
+    _cooperative_split,
+    check_cascade,
+    check_resources,
+    effective_mode,
+)
 from aipusim.compiler.backend.run import run_backend
-from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope, WeightLoad
+from aipusim.isa.cost import Link, cost_model
+from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, Pool, TokenScope, Unit, WeightLoad
 
 MODES = ("multiprocess", "multithread", "batch", "cooperative", "pipeline")
 ZOO = ("tiny_cnn", "resnet18", "resnet50", "mobilenetv2", "efficientnet_b0", "yolov5s", "yolov8n")
@@ -205,3 +213,41 @@ def test_cooperative_with_depth_first_fusion_unfuses_mixed_split_groups() -> Non
     check_ok(result)
     assert result.config.tiling_depth == 1
     assert all(len(g.layers) == 1 for g in result.groups)
+
+
+def test_a_row_split_is_charged_one_multicast_fetch_for_all_its_cores() -> None:
+    # one 1x1 conv, 64 -> 64 channels on 8 x 8 pixels, no ICR, on 4 cores; a core's fetch
+    # of its own weights gets 16 B/cycle (its share of the source), the one multicast of a
+    # row split 64 B/cycle. Rows: every core loads the whole block, 64 rows x 64 columns =
+    # 4096 bytes, fetched once at 64 B/cycle: 64 cycles (at 16 B/cycle each, as before,
+    # 256). Channels: a core's 16 columns, 64 x 16 = 1024 bytes at 16 B/cycle: 64 cycles.
+    r = run_backend(conv_chain([64, 64], 8), CompilerConfig(enable_icr=False), ARCH)
+    opts = ImcOptions(enable_icr=False)
+    layer, tiling = r.layers[0], r.tilings[0]
+    assert r.mappings[0].whole.weight_bytes == 4096
+    _, alone = _cooperative_split(layer, tiling, 4, ARCH, opts, (None, None))
+    _, streamed = _cooperative_split(layer, tiling, 4, ARCH, opts, (16.0, 64.0))
+    assert {s: streamed[s] - alone[s] for s in alone} == {"channels": 64, "rows": 64}
+
+
+def test_the_multicast_fetch_rate_is_the_cost_models_multicast() -> None:
+    # five 1x1 convs need 5 weight sets, the array has 4: the weights stream every frame
+    def layout(**kw: object) -> CoreLayout:
+        config = CompilerConfig(multicore_mode="cooperative", aipu_cores_used=4, **kw)
+        graph = conv_chain([64, 64, 64, 512, 64, 64], 8)
+        return run_backend(graph, config, ARCH).layout
+
+    cost = cost_model(ARCH)
+    # from L2 one channel (64 B/cycle) is the bound of a multicast: a 16 KiB burst of a
+    # multicast DmaCopy into the 4 cores' L1 lasts 16384 / 64 = 256 cycles besides setup
+    # and latency, as long as one core's own fetch at a quarter of L2's 256 B/cycle
+    tr = cost.dma_transfer(Unit.DMA1, Pool.L2, Pool.L1, 16384, 0b1111)
+    assert cost.transfer_cycles(tr) - tr.setup_cycles - tr.latency_cycles == 256
+    default = layout()
+    assert (default.weight_fetch_bw, default.multicast_fetch_bw) == (64.0, 64.0)
+    # weights left in DDR: the multicast gets all of DDR, a core's own fetch a quarter
+    ddr = layout(enable_buffer_promotion=False)
+    assert ddr.multicast_fetch_bw == cost.link_bw(Link.DDR)
+    assert ddr.weight_fetch_bw == cost.link_bw(Link.DDR) / 4
+    assert ddr.fetch_bw(Split.ROWS) == ddr.multicast_fetch_bw
+    assert ddr.fetch_bw(Split.CHANNELS) == ddr.fetch_bw(Split.NONE) == ddr.weight_fetch_bw

@@ -5,8 +5,10 @@ from __future__ import annotations
 from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
 
 from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend.emit import build_report
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.backend.schedule import choose_resident
+from aipusim.compiler.backend.tokens import Residency, WeightResidency
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
     DmaCopy,
@@ -77,7 +79,11 @@ def test_a_model_whose_weights_fit_the_imc_loads_them_once() -> None:
     r = run_backend(g, CompilerConfig(), ARCH)
     check_ok(r)
     assert r.schedule.resident_weights
-    assert r.schedule.weight_residency == {"c": "resident: weight sets: 1 needed, 4 in the array"}
+    assert r.schedule.weight_residency == {
+        "c": WeightResidency(Residency.RESIDENT, "weight sets: 1 needed, 4 in the array")
+    }
+    layer = next(x for x in build_report(r)["layers"] if x["name"] == "c")
+    assert layer["weights"] == "resident: weight sets: 1 needed, 4 in the array"
     tasks = r.tasks[0]
     assert [t.phase for t in tasks if isinstance(t, WeightLoad)] == [Phase.INIT]
 
@@ -130,5 +136,12 @@ def test_the_sets_left_beside_streaming_keep_the_biggest_layers_resident() -> No
     assert not r.schedule.resident_weights  # not every layer
     why = r.schedule.weight_residency
     left = "weight sets: 5 needed, 4 in the array, 2 kept for streaming"
-    assert why["c2"] == f"resident: the most bytes per set of the 2 sets left ({left})"
-    assert why["c0"] == f"streamed: {left}"
+    kept = f"the most bytes per set of the 2 sets left ({left})"
+    assert {n: (w.residency, w.why) for n, w in why.items()} == {
+        "c0": (Residency.STREAMED, left),
+        "c1": (Residency.STREAMED, left),
+        "c2": (Residency.RESIDENT, kept),
+        "c3": (Residency.RESIDENT, kept),
+        "c4": (Residency.STREAMED, left),
+    }
+    assert str(why["c2"]) == f"resident: {kept}"
