@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.base.errors import TasklistError
 from aipusim.compiler.backend.barriers import choose_barriers, cross_core_spans
 from aipusim.compiler.backend.compute import ComputeMixin
 from aipusim.compiler.backend.constants import LayerConstants
@@ -111,6 +112,10 @@ class _WeightState:
 #: Weight sets kept for the weights that stream every frame: the one computing and the one
 #: loading beside it.
 STREAM_SETS = 2
+
+#: Cooperative: the tries at keeping more token pairs than every cross-core dependency
+#: leaves room for (`build_schedule`); each builds the schedule once more.
+COOPERATIVE_TOKEN_STEPS = 4
 
 #: L1 write ports a batch needs before its cores share the weight multicasts
 #: (`ScheduleBuilder.fetch_bound`): one for the MVM's results, one for the multicast that
@@ -1087,17 +1092,36 @@ def build_schedule(
     layout = layout or CoreLayout()
     args = (layers, tilings, groups, mappings, constants, plan, graph, config, arch, layout,
             program)  # fmt: skip
-    barriers: frozenset[int] = frozenset()
-    if layout.cooperative and layout.cores > 1:
-        # the dependencies between cores with no barrier between groups decide where
-        # barriers stay (`barriers.choose_barriers`); the schedule is then built again
-        probe = ScheduleBuilder(*args)
-        probe.build()
-        barriers = choose_barriers(cross_core_spans(probe.steps), arch.tokens.global_count)
-    return ScheduleBuilder(*args, barrier_after=barriers).run()
+    if not (layout.cooperative and layout.cores > 1):
+        return ScheduleBuilder(*args).run()
+    # the dependencies between cores with no barrier between groups decide where barriers
+    # stay (`barriers.choose_barriers`); the schedule is then built again with them
+    probe = ScheduleBuilder(*args)
+    probe.build()
+    spans = cross_core_spans(probe.steps)
+    count = arch.tokens.global_count
+    barriers = choose_barriers(spans, count)
+    best = ScheduleBuilder(*args, barrier_after=barriers).run()  # fits: every pair counted
+    # the token pass drops the waits other tokens imply, so more pairs usually fit: keep
+    # more as tokens, half the instance's tokens a step, while the tokens fit
+    budget = count
+    for _ in range(COOPERATIVE_TOKEN_STEPS):
+        if not barriers or budget >= len(spans):
+            break
+        budget += max(1, count // 2)
+        more = choose_barriers(spans, budget)
+        if len(more) >= len(barriers):
+            continue
+        try:
+            best = ScheduleBuilder(*args, barrier_after=more).run()
+        except TasklistError:
+            break  # more token pairs than the instance has
+        barriers = more
+    return best
 
 
 __all__ = [
+    "COOPERATIVE_TOKEN_STEPS",
     "SHARED_FETCH_WRITE_PORTS",
     "STREAM_SETS",
     "Schedule",
