@@ -588,10 +588,10 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
     def shares_weights(self, layer: LayerPlan, phase: Phase) -> bool:
         """Cooperative: every core of a row split loads the same weight blocks, so the first
         core's fetch of a streamed block is multicast into every core's staging slot, as
-        in a batch. The cores meet at a barrier after each layer group, which orders the
-        fetch after the other cores' earlier uses of the slot; within the group each core's
-        load of it waits for the multicast, and the next multicast into the slot for the
-        loads (global tokens)."""
+        in a batch. Each core's load of it waits for the multicast, and the next multicast
+        into the slot for the loads, through global tokens; the other cores' earlier
+        accesses of the bytes it overwrites through tokens or a barrier
+        (`add_memory_war`, `barriers.choose_barriers`)."""
         if not self.layout.cooperative or self.layout.cores < 2 or phase is not Phase.FRAME:
             return False
         return self.part_of(self.index[layer.name], self.layout.all_cores[0])[2] is Split.ROWS
