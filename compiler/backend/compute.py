@@ -112,6 +112,7 @@ class ComputeMixin:
     consts_of: Any
     mapping_of: Any
     copy_key: Any
+    lands_on: Any
     part_of: Any
     ensure_weights: Any
     emit_runtime_mvm: Any
@@ -203,6 +204,8 @@ class ComputeMixin:
         buf = self.buffer(tensor, core)
         producers = set(self.produced.get((self.copy_key(core), tensor), ()))
         if buf.pool is Pool.L1:
+            if buf.l1_cores:  # this core's copy: its own part and what others multicast in
+                producers = {s for s in producers if self.lands_on(s, core)}
             reads.append((buf.name, -1))  # read in place: the computes access the tensor
             base = buf.addr + window.lo * row_bytes + c_lo * e
             return Place(base, pixel, row_bytes), producers

@@ -201,7 +201,8 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "tasks_per_core": {str(c): len(t) for c, t in sched.tasks.items()},
         "local_tokens_used": {str(c): n for c, n in sched.local_tokens_used.items()},
         "global_tokens_used": sched.global_tokens_used,
-        # the barriers every core meets in a frame (cooperative: one per layer group)
+        # the barriers every core meets in a frame (cooperative: after the input transfer
+        # and where tokens cannot order the cores, `barriers.choose_barriers`)
         "barriers_per_frame": sum(
             isinstance(t, Barrier) and t.phase is Phase.FRAME for t in sched.tasks.get(0, [])
         ),

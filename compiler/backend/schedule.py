@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch import Arch
+from aipusim.base.errors import TasklistError
+from aipusim.compiler.backend.barriers import choose_barriers, cross_core_spans
 from aipusim.compiler.backend.compute import ComputeMixin
 from aipusim.compiler.backend.constants import LayerConstants
 from aipusim.compiler.backend.estimate import plan_cost
@@ -118,6 +120,10 @@ class _WeightState:
 #: loading beside it.
 STREAM_SETS = 2
 
+#: Cooperative: the tries at keeping more token pairs than every cross-core dependency
+#: leaves room for (`build_schedule`); each builds the schedule once more.
+COOPERATIVE_TOKEN_STEPS = 4
+
 #: L1 write ports a batch needs before its cores share the weight multicasts
 #: (`ScheduleBuilder.fetch_bound`): one for the MVM's results, one for the multicast that
 #: streams the weights, one for a second multicast beside it. With fewer, the concurrent
@@ -157,8 +163,12 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         arch: Arch,
         layout: CoreLayout,
         program: Any = None,
+        barrier_after: frozenset[int] = frozenset(),
     ) -> None:
         self.layers, self.groups, self.plan = layers, groups, plan
+        # cooperative: the groups after which every core meets at a barrier
+        # (`barriers.choose_barriers`); the input transfer is always followed by one
+        self.barrier_after = barrier_after
         self.tilings, self.mappings, self.constants = tilings, mappings, constants
         self.program = program
         self.index = {layer.name: i for i, layer in enumerate(layers)}
@@ -171,7 +181,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.weights: dict[int, _WeightState] = {}
         self.resident: dict[Any, int] = {}
         self.stage_counter: dict[tuple[int, str], int] = defaultdict(int)
-        self.group_steps: dict[tuple[int, int], list[int]] = defaultdict(list)
+        # (core, epoch) -> the core's FRAME steps since its last barrier (`emit_barriers`)
+        self.epoch_steps: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.fence: dict[int, set[int]] = defaultdict(set)
         self.current_group = 0
         self.act_dma = Unit.DMA0
@@ -180,6 +191,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.spread_fetches = layout.replicate and layout.cores > 1 and config.dma_dual_channel
         self.dconst_loaded: set[tuple[int, str]] = set()
         self.barrier_id = 0
+        self.epoch = 0  # barriers emitted so far (`Step.epoch`)
         self.last_mvm: dict[int, int | None] = {}  # newest Mvm step per core
         self.last_fetch: dict[Any, int] = {}  # batch: the multicast fetch of a weight block
         self.slot_fetches: dict[tuple[str, int], list[int]] = defaultdict(list)
@@ -258,13 +270,22 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         cycles = self.cost.task(kind(unit=unit, layer=layer, **fields)).cycles
         self.steps.append(
             Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, cycles),
-                 self.current_group)
+                 self.current_group, self.epoch)
         )  # fmt: skip
         for name in touches:
             self.buf_access[name].append(sid)
         if phase is Phase.FRAME:
-            self.group_steps[(core, self.current_group)].append(sid)
+            self.epoch_steps[(core, self.epoch)].append(sid)
         return sid
+
+    def lands_on(self, sid: int, core: int) -> bool:
+        """Whether step ``sid`` may access ``core``'s L1: a step of that core or a
+        multicast into it."""
+        step = self.steps[sid]
+        if step.core == core:
+            return True
+        mask = int(step.fields.get("dst_core_mask", 0)) if step.kind is DmaCopy else 0
+        return bool(mask >> core & 1)
 
     def copy_key(self, core: int) -> int:
         return core if self.layout.replicate else -1
@@ -575,10 +596,10 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
     def shares_weights(self, layer: LayerPlan, phase: Phase) -> bool:
         """Cooperative: every core of a row split loads the same weight blocks, so the first
         core's fetch of a streamed block is multicast into every core's staging slot, as
-        in a batch. The cores meet at a barrier after each layer group, which orders the
-        fetch after the other cores' earlier uses of the slot; within the group each core's
-        load of it waits for the multicast, and the next multicast into the slot for the
-        loads (global tokens)."""
+        in a batch. Each core's load of it waits for the multicast, and the next multicast
+        into the slot for the loads, through global tokens; the other cores' earlier
+        accesses of the bytes it overwrites through tokens or a barrier
+        (`add_memory_war`, `barriers.choose_barriers`)."""
         if not self.layout.cooperative or self.layout.cores < 2 or phase is not Phase.FRAME:
             return False
         return self.part_of(self.index[layer.name], self.layout.all_cores[0])[2] is Split.ROWS
@@ -840,9 +861,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             self.current_group = g.index
             for core in self.layout.group_cores(g.index):
                 self.emit_group(g, core, prev_by_core)
-            if self.layout.cooperative and len(cores) > 1:
+            if self.layout.cooperative and len(cores) > 1 and g.index in self.barrier_after:
                 self.emit_barriers(g)
-        self.current_group = len(self.groups)  # the output transfers: after the last barrier
+        self.current_group = len(self.groups)  # the output transfers, after every group
         for core in cores:
             if self.layout.pipeline and core != self.layout.core_of_group.get(
                 self.groups[-1].index, 0
@@ -900,14 +921,14 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.fence[core] = set()
 
     def emit_barriers(self, g: FusionGroup | None) -> None:
-        """Cooperative: every core reaches the barrier after its part of group ``g`` (None:
-        the input transfer); the next group's tasks wait for it."""
+        """Cooperative: every core reaches the barrier after its steps since its last one,
+        up to its part of group ``g`` (None: the input transfer); the later tasks wait for
+        it."""
         self.barrier_id += 1
         mask = (1 << self.layout.cores) - 1
-        index = g.index if g is not None else -1
         name = self.layers[g.layers[-1]].name if g is not None else "input"
         for core in self.layout.all_cores:
-            mine = self.group_steps.get((core, index), [])
+            mine = self.epoch_steps.get((core, self.epoch), [])
             sid = self.add(
                 core,
                 Unit.CTRL,
@@ -917,6 +938,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 deps=set(mine),
             )
             self.fence[core] = {sid}
+        self.epoch += 1
 
     # -- tokens --------------------------------------------------------------------------
     def add_memory_war(self) -> None:
@@ -924,14 +946,20 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         only after the earlier one's last accesses: by the same core in L2/DDR (each core's
         copies follow its own frame), by any core in one core's L1 (a batch's weight fetch
         multicasts into every core's L1; the core's own units learn that the multicast is
-        done from their core's load of it, `_seen_by`)."""
+        done from their core's load of it, `_seen_by`). Cooperative cores share one frame
+        and meet at no barrier between layer groups, so there every core's accesses count,
+        each queue's last one (`_per_unit`), and in one core's L1 only the accesses of that
+        L1 (`_in_pool`)."""
         steps, fetch_loads, gates = self.steps, self.fetch_loads, self.gates
+        coop = self.layout.cooperative and self.layout.cores > 1
         for st in self.plan.pools.values():
-            any_core = st.pool is Pool.L1
+            any_core = st.pool is Pool.L1 or coop
             bufs = sorted(st.placed, key=lambda b: b.addr)
             for i, a in enumerate(bufs):
                 a_acc = [
-                    s for s in self.buf_access.get(a.name, ()) if self.steps[s].phase is Phase.FRAME
+                    s
+                    for s in self.buf_access.get(a.name, ())
+                    if self.steps[s].phase is Phase.FRAME and (not coop or self._in_pool(s, st))
                 ]
                 if not a_acc:
                     continue
@@ -945,7 +973,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         continue
                     for sid in self.buf_access.get(b.name, ()):
                         step = steps[sid]
-                        if step.phase is not Phase.FRAME:
+                        if step.phase is not Phase.FRAME or (coop and not self._in_pool(sid, st)):
                             continue
                         deps, core = step.deps, step.core
                         key = None if any_core else step.core
@@ -953,7 +981,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                             last = after_all[(key, step.core)]
                         else:
                             if key not in by_unit:
-                                by_unit[key] = self._per_unit(a_acc, key)
+                                by_unit[key] = self._per_unit(a_acc, key, by_core=coop)
                             last = self._last_before(by_unit[key], sid)
                             if sid > a_last:
                                 after_all[(key, step.core)] = last
@@ -984,18 +1012,25 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         # the fetch waits on it itself, over the same pair (weight load -> weight DMA)
         self.steps[sid if seen > gate else gate].deps.add(seen)
 
-    def _per_unit(self, sids: list[int], core: int | None) -> dict[Unit, list[int]]:
-        """``sids`` (ascending) of ``core`` (None: of any core) by unit, the units in the
-        order of their first step."""
-        out: dict[Unit, list[int]] = {}
+    def _per_unit(
+        self, sids: list[int], core: int | None, *, by_core: bool = False
+    ) -> dict[Any, list[int]]:
+        """``sids`` (ascending) of ``core`` (None: of any core) by unit (``by_core``: by
+        core and unit, each queue apart), the units in the order of their first step."""
+        out: dict[Any, list[int]] = {}
         for s in sids:
             step = self.steps[s]
             if core is None or step.core == core:
-                out.setdefault(step.unit, []).append(s)
+                out.setdefault((step.core, step.unit) if by_core else step.unit, []).append(s)
         return out
 
+    def _in_pool(self, sid: int, st: Any) -> bool:
+        """Whether step ``sid`` accesses pool ``st``: L2/DDR any step, one core's L1 that
+        core's steps and the multicasts into it (`lands_on`)."""
+        return st.pool is not Pool.L1 or self.lands_on(sid, st.core)
+
     @staticmethod
-    def _last_before(per_unit: dict[Unit, list[int]], sid: int) -> set[int]:
+    def _last_before(per_unit: dict[Any, list[int]], sid: int) -> set[int]:
         """Every unit's last step before ``sid`` (the set built as the unit order gives it,
         the latest step first, so that the dependencies iterate in a fixed order)."""
         found = [steps[k - 1] for steps in per_unit.values() if (k := bisect_left(steps, sid))]
@@ -1012,6 +1047,18 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         return sid
 
     def run(self) -> Schedule:
+        residency = self.build()
+        schedule = self.tokens(self.order())
+        schedule.incomplete = dict(self.incomplete)
+        schedule.weight_residency = residency
+        schedule.resident_weights = all(
+            r.residency is Residency.RESIDENT for r in residency.values()
+        )
+        return schedule
+
+    def build(self) -> dict[str, WeightResidency]:
+        """Every step with its dependencies (no order, no tokens yet); returns the weight
+        residency (`plan_weights`)."""
         residency = self.plan_weights()
         for core in self.layout.all_cores:
             n = self.arch.mvm.weight_sets
@@ -1022,13 +1069,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.emit_frame()
         self.add_memory_war()
         self.anchor_frames()
-        schedule = self.tokens(self.order())
-        schedule.incomplete = dict(self.incomplete)
-        schedule.weight_residency = residency
-        schedule.resident_weights = all(
-            r.residency is Residency.RESIDENT for r in residency.values()
-        )
-        return schedule
+        return residency
 
     def anchor_frames(self) -> None:
         """Tie every FRAME step that depends on nothing to its core's first FRAME step (the
@@ -1059,14 +1100,39 @@ def build_schedule(
 ) -> Schedule:
     """Per-core tasks with tokens for a tiled, mapped, packed, memory-planned layer list
     (``program``: the integer program, for zero points)."""
-    builder = ScheduleBuilder(
-        layers, tilings, groups, mappings, constants, plan, graph, config, arch,
-        layout or CoreLayout(), program,
-    )  # fmt: skip
-    return builder.run()
+    layout = layout or CoreLayout()
+    args = (layers, tilings, groups, mappings, constants, plan, graph, config, arch, layout,
+            program)  # fmt: skip
+    if not (layout.cooperative and layout.cores > 1):
+        return ScheduleBuilder(*args).run()
+    # the dependencies between cores with no barrier between groups decide where barriers
+    # stay (`barriers.choose_barriers`); the schedule is then built again with them
+    probe = ScheduleBuilder(*args)
+    probe.build()
+    spans = cross_core_spans(probe.steps)
+    count = arch.tokens.global_count
+    barriers = choose_barriers(spans, count)
+    best = ScheduleBuilder(*args, barrier_after=barriers).run()  # fits: every pair counted
+    # the token pass drops the waits other tokens imply, so more pairs usually fit: keep
+    # more as tokens, half the instance's tokens a step, while the tokens fit
+    budget = count
+    for _ in range(COOPERATIVE_TOKEN_STEPS):
+        if not barriers or budget >= len(spans):
+            break
+        budget += max(1, count // 2)
+        more = choose_barriers(spans, budget)
+        if len(more) >= len(barriers):
+            continue
+        try:
+            best = ScheduleBuilder(*args, barrier_after=more).run()
+        except TasklistError:
+            break  # more token pairs than the instance has
+        barriers = more
+    return best
 
 
 __all__ = [
+    "COOPERATIVE_TOKEN_STEPS",
     "SHARED_FETCH_WRITE_PORTS",
     "STREAM_SETS",
     "Schedule",

@@ -52,9 +52,11 @@ class Step:
     frame_slot: int
     deps: set[int] = field(default_factory=set)
     cycles: int = 1
-    #: the fusion group it belongs to (-1: before the first); cooperative cores meet at a
-    #: barrier between groups
+    #: the fusion group it belongs to (-1: before the first)
     group: int = -1
+    #: the barriers its core has passed in the frame before it: a cooperative step on
+    #: another core with a lower epoch is ordered before it by the barrier between
+    epoch: int = 0
 
 
 class Residency(StrEnum):
@@ -206,8 +208,8 @@ class TokenMixin:
                 dep = self.steps[d]
                 if dep.phase is not step.phase:
                     continue  # INIT completes before the first frame
-                if dep.core != core and self.layout.cooperative and dep.group != step.group:
-                    continue  # a barrier separates every layer group
+                if dep.core != core and dep.epoch != step.epoch:
+                    continue  # a barrier of every core separates them
                 key = (dep.core, dep.unit)
                 if clock.get(key, -1) >= pos[d]:
                     continue

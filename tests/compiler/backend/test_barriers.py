@@ -1,0 +1,76 @@
+"""Cooperative barriers: the intervals of groups a cross-core dependency spans, the fewest
+barriers that order them, which token pairs stay tokens, and a halo swap with no barrier."""
+
+from __future__ import annotations
+
+from backend_helpers import ARCH, check_ok
+from test_exchange import halo_graph
+
+from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend.barriers import choose_barriers, cross_core_spans, stabbing
+from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.backend.tokens import Step
+from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope, Unit
+
+
+def test_the_fewest_barriers_order_every_interval() -> None:
+    # (0, 2) and (1, 3) share the barrier after group 1; (3, 4) needs its own after 3
+    assert stabbing([(0, 2), (1, 3), (3, 4)]) == [1, 3]
+    # an interval inside one group (or backwards) no barrier orders: left out
+    assert stabbing([(2, 2), (3, 1)]) == []
+    assert stabbing([]) == []
+
+
+def test_the_pairs_that_force_most_barriers_stay_tokens() -> None:
+    spans = {
+        "halo": {(0, 1), (2, 3), (4, 5)},  # alone, barriers after 0, 2 and 4
+        "war": {(1, 2)},  # after 1
+        "gather": {(0, 5)},  # one barrier anywhere in 0..4
+        "weights": {(3, 3)},  # inside group 3: a token whatever it costs
+    }
+    # one token: only the forced pair; barriers after 0, 2, 4 (gather too) and 1
+    assert choose_barriers(spans, 1) == frozenset({0, 1, 2, 4})
+    # two: the halo too; the war's barrier after 1 also orders the gather
+    assert choose_barriers(spans, 2) == frozenset({1})
+    assert choose_barriers(spans, 3) == frozenset({1})
+    assert choose_barriers(spans, 4) == frozenset()
+    # no token at all still keeps the forced pair (the token pass reports the overflow)
+    assert choose_barriers(spans, 0) == frozenset({0, 1, 2, 4})
+
+
+def _step(sid: int, core: int, unit: Unit, group: int, deps: set[int], **kw: object) -> Step:
+    return Step(sid, core, unit, Mvm, {}, "l", 0, kw.get("phase", Phase.FRAME), 0, deps,
+                group=group, epoch=int(kw.get("epoch", 1)))  # fmt: skip
+
+
+def test_only_frame_dependencies_across_cores_no_barrier_orders_count() -> None:
+    steps = [
+        _step(0, 0, Unit.DMA0, 0, set()),
+        _step(1, 1, Unit.MVM, 2, {0}),  # core 0's group 0 -> core 1's group 2
+        _step(2, 1, Unit.DMA0, 2, {1}),  # same core: no token
+        _step(3, 0, Unit.DMA0, -1, set(), epoch=0),
+        _step(4, 1, Unit.MVM, 3, {3}),  # the input barrier orders it already
+        _step(5, 0, Unit.DMA1, 0, set(), phase=Phase.INIT, epoch=0),
+        _step(6, 1, Unit.WLOAD, 3, {5, 0}),  # INIT comes before the frame
+    ]
+    assert cross_core_spans(steps) == {
+        (0, Unit.DMA0, 1, Unit.MVM): {(0, 2)},
+        (0, Unit.DMA0, 1, Unit.WLOAD): {(0, 3)},
+    }
+
+
+def test_two_cores_swap_halo_rows_through_tokens_not_barriers() -> None:
+    cfg = CompilerConfig(multicore_mode="cooperative", aipu_cores_used=2, resources_used=0.5,
+                         tiling_depth=1)  # fmt: skip
+    r = run_backend(halo_graph(8, 8), cfg, ARCH)
+    check_ok(r)
+    # one barrier a frame: after the input transfer, none between the two convs
+    for tasks in r.tasks.values():
+        assert sum(isinstance(t, Barrier) and t.phase is Phase.FRAME for t in tasks) == 1
+    # each core's c1 compute waits for the other core's halo multicast on a global token
+    for core in (0, 1):
+        halo = [t for t in r.tasks[1 - core] if isinstance(t, DmaCopy) and t.dst_core_mask]
+        assert len(halo) == 1
+        sent = {s for s in halo[0].signals if s.scope is TokenScope.GLOBAL}
+        c1 = [t for t in r.tasks[core] if isinstance(t, Mvm) and t.layer == "c1"]
+        assert sent and sent <= {w for t in c1 for w in t.waits}
