@@ -6,9 +6,10 @@ phases, host transfers, tokens, barriers), as vector clocks: one component per t
 in the run order. ``a`` happens before ``b`` iff ``b``'s clock has seen ``a``'s position.
 
 The check sweeps the accesses in run order with a shadow of every address space (the
-last writer of each byte, numba), which costs one pass over the bytes touched instead of
-all pairs: forward, every read and every write must be ordered after the last write of its
-bytes (a read of data not yet written, two unordered writes); backward (from the end, the
+last writer of each byte, numba; held once per 64-byte block while the block's bytes
+agree, `Shadow`), which costs one pass over the blocks touched instead of all pairs:
+forward, every read and every write must be ordered after the last write of its bytes (a
+read of data not yet written, two unordered writes); backward (from the end, the
 *next* writer of each byte), every read must be ordered before the next write of its bytes
 (an overwrite of data an unfinished reader still needs). Any pair of conflicting unordered
 accesses shows up as one of these. The IMC weight sets are a space of their own (a
