@@ -6,9 +6,10 @@ phases, host transfers, tokens, barriers), as vector clocks: one component per t
 in the run order. ``a`` happens before ``b`` iff ``b``'s clock has seen ``a``'s position.
 
 The check sweeps the accesses in run order with a shadow of every address space (the
-last writer of each byte, numba), which costs one pass over the bytes touched instead of
-all pairs: forward, every read and every write must be ordered after the last write of its
-bytes (a read of data not yet written, two unordered writes); backward (from the end, the
+last writer of each byte, numba; held once per 64-byte block while the block's bytes
+agree, `Shadow`), which costs one pass over the blocks touched instead of all pairs:
+forward, every read and every write must be ordered after the last write of its bytes (a
+read of data not yet written, two unordered writes); backward (from the end, the
 *next* writer of each byte), every read must be ordered before the next write of its bytes
 (an overwrite of data an unfinished reader still needs). Any pair of conflicting unordered
 accesses shows up as one of these. The IMC weight sets are a space of their own (a
@@ -31,6 +32,12 @@ from aipusim.simulator.functional.order import Schedule
 
 #: Distinct writers one access reports before it falls back to numpy.
 _MAX_DISTINCT = 64
+
+#: A shadow block is ``2**BLOCK_SHIFT`` bytes; most runs are kilobytes long, so a run costs
+#: one step per block it covers instead of one per byte.
+BLOCK_SHIFT = 6
+#: A block whose bytes do not all hold one node: its bytes are in the per-byte array.
+MIXED = -1
 
 
 class HappensBefore:
@@ -68,68 +75,133 @@ class HappensBefore:
 
 
 @numba.njit(cache=True)
-def _distinct(shadow, starts, ends, vals, where):  # pragma: no cover - jitted
-    """Distinct nonzero values of ``shadow`` over the runs and the first address of each,
-    into ``vals``/``where``; returns their count, or -1 when there are more."""
+def _distinct(shadow, blocks, starts, ends, vals, where):  # pragma: no cover - jitted
+    """Distinct nonzero values over the runs and the first address of each, into
+    ``vals``/``where``; returns their count, or -1 when there are more. A block that is
+    not `MIXED` holds its value at every byte, so it counts once, at the first of its
+    bytes a run covers."""
     count = 0
     last = 0
     for i in range(len(starts)):
-        for a in range(starts[i], ends[i]):
-            v = shadow[a]
-            if v == last or v == 0:
-                last = v
+        s, e = starts[i], ends[i]
+        while s < e:
+            b = s >> BLOCK_SHIFT
+            stop = min(e, (b + 1) << BLOCK_SHIFT)
+            held = blocks[b]
+            first = s
+            if held == MIXED:
+                held = shadow[s]
+            elif held == last:
+                s = stop
                 continue
-            last = v
-            found = False
-            for k in range(count):
-                if vals[k] == v:
-                    found = True
+            a = first
+            while True:
+                if held != last and held != 0:
+                    found = False
+                    for k in range(count):
+                        if vals[k] == held:
+                            found = True
+                            break
+                    if not found:
+                        if count == len(vals):
+                            return -1
+                        vals[count] = held
+                        where[count] = a
+                        count += 1
+                last = held
+                if blocks[b] != MIXED:
                     break
-            if not found:
-                if count == len(vals):
-                    return -1
-                vals[count] = v
-                where[count] = a
-                count += 1
+                a += 1
+                if a >= stop:
+                    break
+                held = shadow[a]
+            s = stop
     return count
 
 
 @numba.njit(cache=True)
-def _fill(shadow, starts, ends, value):  # pragma: no cover - jitted
+def _fill(shadow, blocks, starts, ends, value):  # pragma: no cover - jitted
+    """Set the runs to ``value``: whole blocks in ``blocks`` alone; a block written in
+    part first spells its value out into ``shadow`` and becomes `MIXED`."""
     for i in range(len(starts)):
-        shadow[starts[i] : ends[i]] = value
+        s, e = starts[i], ends[i]
+        while s < e:
+            b = s >> BLOCK_SHIFT
+            lo = b << BLOCK_SHIFT
+            hi = lo + (1 << BLOCK_SHIFT)
+            if s == lo and e >= hi:
+                n = (e - s) >> BLOCK_SHIFT
+                blocks[b : b + n] = value
+                s += n << BLOCK_SHIFT
+                continue
+            stop = min(e, hi)
+            held = blocks[b]
+            if held != value:
+                if held != MIXED:
+                    shadow[lo:hi] = held
+                    blocks[b] = MIXED
+                shadow[s:stop] = value
+            s = stop
+
+
+@numba.njit(cache=True)
+def _values(shadow, blocks, lo, hi, out):  # pragma: no cover - jitted
+    """The value of every byte of ``[lo, hi)`` into ``out``."""
+    for a in range(lo, hi):
+        held = blocks[a >> BLOCK_SHIFT]
+        out[a - lo] = shadow[a] if held == MIXED else held
 
 
 class Shadow:
-    """A node per byte of every address space, stored as node + 1 (0: nobody yet), so an
-    untouched stretch stays unmapped zero pages."""
+    """A node per byte of every address space, stored as node + 1 (0: nobody yet), kept
+    per block where a block's bytes agree (`BLOCK_SHIFT`, `MIXED`) and per byte only in
+    blocks written in part; untouched stretches stay unmapped zero pages.
+
+    >>> from types import SimpleNamespace
+    >>> mem = SimpleNamespace(spaces=SimpleNamespace(count=1), data=[np.zeros(256, np.uint8)])
+    >>> sh = Shadow(mem)
+    >>> sh.fill(Access(0, np.array([0]), np.array([200]), True), 4)
+    >>> sh.fill(Access(0, np.array([70]), np.array([72]), True), 9)
+    >>> sh.distinct(Access(0, np.array([60]), np.array([256]), False))
+    [(4, 60), (9, 70)]
+    >>> sh.values(0, 68, 74).tolist(), sh.values(0, 250, 251).tolist()
+    ([4, 4, 9, 9, 4, 4], [-1])
+    """
 
     def __init__(self, mem: Memory) -> None:
         self.mem = mem
         self.arrays = [np.zeros(0, np.int32) for _ in range(mem.spaces.count)]
+        self.blocks = [np.zeros(0, np.int32) for _ in range(mem.spaces.count)]
         self._vals = np.zeros(_MAX_DISTINCT, np.int64)
         self._where = np.zeros(_MAX_DISTINCT, np.int64)
 
-    def array(self, space: int, end: int) -> np.ndarray:
+    def array(self, space: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """The per-byte and per-block arrays of ``space``, grown to hold byte ``end - 1``."""
         arr = self.arrays[space]
         if end > len(arr):
             size = max(end, len(self.mem.data[space]), 2 * len(arr))
+            size = -(-size >> BLOCK_SHIFT) << BLOCK_SHIFT
             grown = np.zeros(size, np.int32)
             grown[: len(arr)] = arr
             self.arrays[space] = arr = grown
-        return arr
+            blocks = np.zeros(size >> BLOCK_SHIFT, np.int32)
+            blocks[: len(self.blocks[space])] = self.blocks[space]
+            self.blocks[space] = blocks
+        return arr, self.blocks[space]
 
     def distinct(self, acc: Access) -> list[tuple[int, int]]:
         """(node, first address) of every node the shadow holds over ``acc``'s runs."""
         if not len(acc.starts):
             return []
-        arr = self.array(acc.space, acc.hi)
-        n = _distinct(arr, acc.starts, acc.ends, self._vals, self._where)
-        if n >= 0:
+        arr, blocks = self.array(acc.space, acc.hi)
+        n = _distinct(arr, blocks, acc.starts, acc.ends, self._vals, self._where)
+        if n == 0:
+            return []
+        if n > 0:
             return list(zip((self._vals[:n] - 1).tolist(), self._where[:n].tolist(), strict=True))
         seen: dict[int, int] = {}
         for s, e in zip(acc.starts.tolist(), acc.ends.tolist(), strict=True):
-            vals, first = np.unique(arr[s:e], return_index=True)
+            vals, first = np.unique(self.values(acc.space, s, e) + 1, return_index=True)
             for v, f in zip(vals.tolist(), first.tolist(), strict=True):
                 if v:
                     seen.setdefault(v - 1, s + f)
@@ -137,10 +209,14 @@ class Shadow:
 
     def fill(self, acc: Access, node: int) -> None:
         if len(acc.starts):
-            _fill(self.array(acc.space, acc.hi), acc.starts, acc.ends, node + 1)
+            arr, blocks = self.array(acc.space, acc.hi)
+            _fill(arr, blocks, acc.starts, acc.ends, node + 1)
 
-    def node_at(self, space: int, addr: int) -> int:
-        return int(self.array(space, addr + 1)[addr]) - 1
+    def values(self, space: int, lo: int, hi: int) -> np.ndarray:
+        """The node of every byte of ``[lo, hi)`` (-1: nobody)."""
+        out = np.empty(max(hi - lo, 0), np.int64)
+        _values(*self.array(space, hi), lo, hi, out)
+        return out - 1
 
 
 class HazardCheck:
@@ -195,7 +271,7 @@ class HazardCheck:
 
     def writer_of(self, space: int, lo: int, hi: int) -> np.ndarray:
         """The last writer of each byte of ``[lo, hi)`` (-1: the constants image or nobody)."""
-        return self.last.array(space, hi)[lo:hi].astype(np.int64) - 1
+        return self.last.values(space, lo, hi)
 
     # -- messages ------------------------------------------------------------------------
     def _error(
@@ -205,9 +281,8 @@ class HazardCheck:
         """``node`` ``verb`` ``other`` ``did`` at the bytes from ``addr`` where ``shadow``
         holds ``held``, within the run of ``acc`` that contains ``addr``."""
         run_end = int(acc.ends[np.searchsorted(acc.starts, addr, side="right") - 1])
-        end = addr
-        while end < run_end and shadow.node_at(acc.space, end) == held:
-            end += 1
+        other_at = np.flatnonzero(shadow.values(acc.space, addr, run_end) != held)
+        end = addr + int(other_at[0]) if len(other_at) else run_end
         sched = self.sched
         where = f"{self.spaces.name(acc.space)} {addr:#x}..{end:#x}{self._buffer(acc, addr)}"
         return HazardError(
