@@ -171,6 +171,8 @@ class ComputeMixin:
             nbytes = activation_bytes(self.g, tensor)  # every head: one row)
             if runtime_shared(layer, k, nbytes):
                 return 1, nbytes, e
+            if interleaved(self.g.shape(tensor)):  # heads are the channels of one row
+                return 1, nbytes, geo.in_h * e
             return geo.in_h, -(-nbytes // geo.in_h), e
         rows = memory_rows(self.g.shape(tensor))
         nbytes = activation_bytes(self.g, tensor)
@@ -849,49 +851,68 @@ class ComputeMixin:
         return broadcast_pattern(out_shape, tuple(shape)) or (1, records)
 
     def runtime_tile(self, w: TileWork) -> list[int]:
-        """An MVM layer with run-time weights over heads ``rows``: its operands' heads lie
-        ``matrices``' strides apart (interleaved as channels, or one after another)."""
-        li, layer, core, tile_no, rows, prologue = w
+        """An MVM layer with run-time weights over heads ``heads``: its operands' heads lie
+        ``matrices``' strides apart. Heads interleaved as channels are the channels of one
+        memory row: some of them (a tile, a core's share) are gathered into the tile slot
+        and stored from it by strided DMA rows, packed there as that many interleaved heads
+        (`fetch_input`, `out_place` with ``chans``)."""
+        li, layer, core, tile_no, heads, prologue = w
         del li
         reads: list[tuple[str, int]] = []
-        addrs, deps = [], set(prologue)
+        places, deps = [], set(prologue)
         for k, tensor in enumerate(layer.inputs):
-            shared = runtime_shared(layer, k, activation_bytes(self.g, tensor))
-            window = RowWindow(0, 1, 0) if shared else RowWindow(*rows, 0)
-            place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
-            addrs.append(place.addr)
+            if runtime_shared(layer, k, activation_bytes(self.g, tensor)):
+                window, chans = RowWindow(0, 1, 0), None
+            else:
+                window, chans = self.head_cut(tensor, heads)
+            place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads, chans)
+            places.append(place)
             deps |= in_deps
         params, _, cdeps = self.const_addrs(core, layer)
         lut, table = self.lut_of(layer)
-        dst, store, war, slot = self.out_place(core, layer, rows, None, tile_no)
+        window, chans = self.head_cut(layer.outputs[0], heads)
+        dst, store, war, slot = self.out_place(core, layer, (window.lo, window.hi), chans, tile_no)
+        places.append(dst)
         psum = self.tile_buffer("psum", layer, core)
-        strides = self.runtime_head_strides(layer, rows)
-        places = RuntimePlaces(
-            *addrs, dst.addr, *strides, psum.addr if psum is not None else 0, params,
+        strides = self.runtime_head_strides(layer, [p.pitch for p in places])
+        runtime = RuntimePlaces(
+            *(p.addr for p in places), *strides, *(p.pitch for p in places),
+            psum.addr if psum is not None else 0, params,
             params + table if table >= 0 else 0, lut, self.zero_point(layer.inputs[0]),
         )  # fmt: skip
-        computes = self.emit_runtime_mvm(core, layer, rows, tile_no, places, deps | war | cdeps)
+        computes = self.emit_runtime_mvm(core, layer, heads, tile_no, runtime, deps | war | cdeps)
         return self.finish(core, layer, computes, reads, store, slot, dst, tile_no)
 
-    def runtime_head_strides(self, layer: LayerPlan, heads: tuple[int, int]) -> tuple[int, ...]:
-        """Bytes from one head to the next of A, B and the output (B shared: 0). A tile of
-        some of the heads holds whole heads only when they lie one after another; cut from
-        interleaved heads it is timed only (`mark_incomplete`)."""
-        mm = layer.runtime
+    def head_cut(
+        self, tensor: str, heads: tuple[int, int]
+    ) -> tuple[RowWindow, tuple[int, int] | None]:
+        """The rows and channels of a run-time MVM operand that hold heads ``heads``: rows
+        where each head's matrix is contiguous, channels where the heads are interleaved."""
+        if interleaved(self.g.shape(tensor)):
+            return RowWindow(0, 1, 0), heads
+        return RowWindow(*heads, 0), None
+
+    def runtime_head_strides(self, layer: LayerPlan, pitches: list[int]) -> tuple[int, ...]:
+        """Bytes from one head to the next of A, B and the output in their tiles (B shared:
+        0); ``pitches``: the bytes between neighbouring elements there."""
         tensors = (*layer.inputs[:2], layer.outputs[0])
         found = [matrices(tuple(self.g.shape(t))) for t in tensors]
         if any(f is None for f in found):
             self.mark_incomplete(layer, "run-time weights whose operands are not matrices")
             return (0, 0, 0)
-        if max(mm.steps) > MAX_CHAN_PITCH:
+        if max(pitches) > MAX_CHAN_PITCH:
             self.mark_incomplete(layer, f"run-time weights over more than {MAX_CHAN_PITCH} heads")
-        whole = heads == (0, mm.heads)
-        if not whole and any(f.step > 1 for f in found if f is not None):
-            self.mark_incomplete(layer, "run-time weights over some of interleaved heads")
         imc = self.mapping_of(layer).whole
         if imc.icr > 1 and imc.row_blocks > 1:
             self.mark_incomplete(layer, "run-time weights with ICR over several row blocks")
+        # interleaved heads lie one element apart however many of them a tile holds
         return tuple(f.head_stride * self.elem(t) for f, t in zip(found, tensors, strict=True) if f)
+
+
+def interleaved(shape: tuple[int, ...] | list[int]) -> bool:
+    """Whether a tensor's matrices are interleaved as channels (`matrices` step > 1)."""
+    found = matrices(tuple(shape))
+    return found is not None and found.step > 1
 
 
 __all__ = ["ComputeMixin", "Store"]

@@ -59,7 +59,9 @@ class RuntimeMvmMixin:
             self.cfg.imc_double_buffer_pipeline if tiled else self.cfg.imc_double_buffer_sequential
         )
         one = ConvGeometry(mm.k, mm.n, 1, 1, 1, 1, 1, mm.m, 1, mm.m)
-        a_step, b_step, o_step = (min(s, MAX_CHAN_PITCH) for s in mm.steps)
+        a_step, b_step, o_step = (
+            min(s, MAX_CHAN_PITCH) for s in (places.a_pitch, places.b_pitch, places.out_pitch)
+        )
         st = self.weights[core]
         computes: list[int] = []
         for i in range(heads[1] - heads[0]):
@@ -130,8 +132,10 @@ MAX_CHAN_PITCH = 255
 @dataclass(frozen=True)
 class RuntimePlaces:
     """L1 addresses of a run-time MVM tile: its first head's A, B and output, the bytes
-    from one head to the next of each (0: B shared by every head), the partial sums, the
-    requantize records and table (``lut_kind``); ``zero_a``: A's zero point."""
+    from one head to the next of each (0: B shared by every head), the bytes between a
+    head's neighbouring elements of each (the heads in the tile where they are interleaved,
+    1 byte where each head's matrix is contiguous), the partial sums, the requantize
+    records and table (``lut_kind``); ``zero_a``: A's zero point."""
 
     a: int
     b: int
@@ -139,6 +143,9 @@ class RuntimePlaces:
     a_head: int
     b_head: int
     out_head: int
+    a_pitch: int
+    b_pitch: int
+    out_pitch: int
     psum: int
     params: int
     lut: int

@@ -25,7 +25,7 @@ from transformer_models import OP_GRAPHS, encoder
 import aipusim
 from aipusim.functional_check import chip_inputs, compare
 from aipusim.isa.program import load_program
-from aipusim.isa.tasks import WeightLoad
+from aipusim.isa.tasks import DmaCopy, Mvm, WeightLoad
 from aipusim.simulator import simulate
 
 #: The graphs without a mask (still timed only); ``einsum_qk``'s product of two activations
@@ -70,3 +70,42 @@ def test_a_two_layer_encoder_with_attention_on_the_mvm_is_bit_exact(tmp_path: Pa
     _, tasklists = load_program(tmp_path / "compiled_model")
     loads = [t for t in tasklists[0] if isinstance(t, WeightLoad) and t.src_rows]
     assert len(loads) == 2 * 2 * 2  # 2 layers x 2 products x 2 heads, one block each
+
+
+def test_cooperative_attention_with_some_interleaved_heads_per_core_is_bit_exact(
+    tmp_path: Path,
+) -> None:
+    # ViT-B/16's case at a small size: 12 heads of 16 interleaved as the channels of
+    # channels-last tensors, cut over 4 cores (3 heads each: not a cut of memory rows)
+    model = encoder(tokens=32, d=192, heads=12, ln_forms=("op",), gelu_forms=("erf",))
+    config = {"multicore_mode": "cooperative", "aipu_cores_used": 4, "resources_used": 1.0}
+    folder = aipusim.compile(model, config, output_dir=tmp_path).compiled_dir()
+    extra = json.loads((folder / "model.json").read_text())["extra"]
+    assert extra["functional_gaps"] == {}
+    chip, how = chip_inputs(folder)
+    check = compare(simulate(folder, frames=1, functional=True, inputs=chip), folder, chip, how)
+    assert check.bit_exact, check.text()
+    _, tasklists = load_program(folder)
+    moves = {}
+    for core, tasks in tasklists.items():
+        loads = [t for t in tasks if isinstance(t, WeightLoad) and t.src_rows]
+        # 2 products x 3 heads, each head's operand read with the 3 heads of the tile
+        assert [t.src_pitch for t in loads] == [3] * 6, core
+        mvms = [t for t in tasks if isinstance(t, Mvm) and t.offset_fill]
+        assert {(t.in_chan_pitch, t.out_chan_pitch) for t in mvms} == {(3, 3)}, core
+        products = {t.layer for t in loads}
+        moves[core] = [
+            (t.rows, t.bytes, t.src_stride, t.dst_stride, t.src_addr, t.dst_addr)
+            for t in tasks
+            if isinstance(t, DmaCopy) and t.layer in products and t.rows > 1  # (not constants)
+        ]
+    # per product: two operands gathered (runs of 3 of the 12 heads), the result stored back
+    # into its 3 of 12 heads; Q, K^T and V: 32 x 16 elements, the scores 32 x 32
+    shapes = [(512, 12, 3), (512, 12, 3), (1024, 3, 12), (1024, 12, 3), (512, 12, 3), (512, 3, 12)]
+    assert [(r, s, d) for r, _, s, d, _, _ in moves[0]] == shapes
+    assert [n for _, n, *_ in moves[0]] == [3 * r for r, _, _ in shapes]
+    for core in (1, 2, 3):  # each core's heads start 3 bytes after the previous core's
+        for mine, first in zip(moves[core], moves[0], strict=True):
+            gathered = mine[2] == 12
+            at = 4 if gathered else 5
+            assert mine[:4] == first[:4] and mine[at] - first[at] == 3 * core
