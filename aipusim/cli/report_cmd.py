@@ -11,7 +11,7 @@ import click
 from aipusim.base.errors import ConfigError
 from aipusim.cli.options import json_option
 
-STUDY_NAMES = ("multicore", "power", "layers", "sensitivity", "validation")
+STUDY_NAMES = ("multicore", "power", "layers", "sensitivity", "validation", "functional")
 
 
 def _split_list(values: tuple[str, ...]) -> list[str]:
@@ -48,9 +48,15 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     multiple=True,
     help="Models (zoo names or ONNX files), comma-separated or repeated "
     "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers every zoo "
-    "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n].",
+    "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n; functional every "
+    "zoo model].",
 )
-@click.option("--frames", type=int, default=8, show_default=True, help="Frames per replica.")
+@click.option(
+    "--frames",
+    type=int,
+    default=None,
+    help="Frames per replica [default: 8; functional 4, a whole start in batch mode].",
+)
 @click.option(
     "--input-size", type=int, default=None, help="Input side for zoo models (quick small runs)."
 )
@@ -79,7 +85,7 @@ def report(
     study: str,
     output_dir: Path,
     models: tuple[str, ...],
-    frames: int,
+    frames: int | None,
     input_size: int | None,
     limits: tuple[str, ...],
     keys: tuple[str, ...],
@@ -88,7 +94,8 @@ def report(
     resume: bool,
     as_json: bool,
 ) -> None:
-    """Run STUDY (multicore, power, layers, sensitivity or validation) and write its report.
+    """Run STUDY (multicore, power, layers, sensitivity, validation or functional) and write
+    its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures; validation writes docs/validation.md (published silicon figures against
@@ -98,6 +105,8 @@ def report(
     from aipusim.studies import STUDIES
 
     check_output(output_dir, folder=True)
+    if frames is None:
+        frames = 4 if study == "functional" else 8
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
     from aipusim.simulator.budget import check_frames_bound

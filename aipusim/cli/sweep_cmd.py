@@ -87,6 +87,12 @@ from aipusim.cli.options import (
 )
 @click.option("--no-progress", is_flag=True, help="Do not show the progress bar.")
 @click.option(
+    "--check",
+    is_flag=True,
+    help="Also run every point on data (a seeded input) and compare its outputs with the "
+    "int8 reference: columns bit_exact, mismatches, check. Slower: every task executes.",
+)
+@click.option(
     "--resume",
     is_flag=True,
     help="Go on from a damaged DIR: unreadable part-*.parquet files are set aside (*.bad) "
@@ -109,6 +115,7 @@ def sweep(
     scheduler: str | None,
     flush_every: int,
     no_progress: bool,
+    check: bool,
     resume: bool,
     conf_path: Path | None,
     overrides: tuple[str, ...],
@@ -151,6 +158,7 @@ def sweep(
         input_size=input_size,
         base=base,
         arch_path=arch_path,
+        check=check,
     )
     summary = run_sweep(
         space,

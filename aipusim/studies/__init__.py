@@ -4,6 +4,8 @@
 - `run_power_study`: the ``mvm_utilization_limit`` trade-off (FPS, power, FPS/W, Pareto);
 - `run_layers_study`: per-layer latency of the zoo models, split by unit;
 - `run_sensitivity_study`: every inferred arch number moved across its plausible range;
+- `run_functional_study`: every model x multicore mode x tiling depth run on data against
+  the int8 reference;
 - `run_validation`: the model against the published silicon figures (``docs/validation.md``).
 
 Each writes ``README.md`` (what was run, conclusions computed from its tables, the tables,
@@ -12,10 +14,11 @@ runs them.
 
 >>> from aipusim.studies import STUDIES
 >>> sorted(STUDIES)
-['layers', 'multicore', 'power', 'sensitivity', 'validation']
+['functional', 'layers', 'multicore', 'power', 'sensitivity', 'validation']
 """
 
 from aipusim.studies.common import StudyResult
+from aipusim.studies.functional import run_functional_study
 from aipusim.studies.layers import run_layers_study
 from aipusim.studies.multicore import run_multicore_study
 from aipusim.studies.power import run_power_study
@@ -29,11 +32,13 @@ STUDIES = {
     "layers": run_layers_study,
     "sensitivity": run_sensitivity_study,
     "validation": run_validation,
+    "functional": run_functional_study,
 }
 
 __all__ = [
     "STUDIES",
     "StudyResult",
+    "run_functional_study",
     "run_layers_study",
     "run_multicore_study",
     "run_power_study",

@@ -214,8 +214,10 @@ def design_point(
     frames: int,
     input_size: int | None,
     context_digest: str,
+    check: bool = False,
 ) -> Any:
-    """A sweep point of ``model`` with ``params`` on top of the model's built-in config."""
+    """A sweep point of ``model`` with ``params`` on top of the model's built-in config
+    (``check``: also run on data against the int8 reference)."""
     from aipusim.sweep import SweepPoint
 
     base_json = json.dumps(base_config(model).to_dict(only_changed=True), sort_keys=True)
@@ -227,6 +229,7 @@ def design_point(
         input_size=input_size,
         base_config_json=base_json,
         context_digest=context_digest,
+        check=check,
     )
 
 

@@ -51,6 +51,13 @@ class Mode:
     resources: float
     multicore_mode: str
 
+    def text(self) -> str:
+        """The label and the properties, as a study's what-was-run section shows them."""
+        return (
+            f"{self.label} (`aipu_cores_used={self.cores}`, `resources_used={self.resources}`, "
+            f"`multicore_mode={self.multicore_mode}`)"
+        )
+
     def params(self) -> tuple[tuple[str, object], ...]:
         return (
             ("aipu_cores_used", self.cores),
@@ -264,12 +271,7 @@ def run_multicore_study(
         input_size=input_size,
         frames=frames,
         config_changes={m: config_changes(m) for m in models},
-        swept="mode: "
-        + "; ".join(
-            f"{m.label} (`aipu_cores_used={m.cores}`, `resources_used={m.resources}`, "
-            f"`multicore_mode={m.multicore_mode}`)"
-            for m in MODES
-        ),
+        swept="mode: " + "; ".join(m.text() for m in MODES),
         extra=[
             "- FPS is the steady-state system throughput (host link included), summed over "
             "replicas; the first start of each instance (in batch mode 4 frames) is warm-up "

@@ -60,6 +60,7 @@ def evaluate_point(point: SweepPoint) -> dict[str, Any]:
     Example: ``evaluate_point(build_space(["tiny_cnn"], frames=2).points[0])["fps"]``.
     """
     import aipusim
+    from aipusim.functional_check import chip_inputs, compare
 
     config = point.config()
     with tempfile.TemporaryDirectory(prefix="aipusim-sweep-") as tmp:
@@ -71,9 +72,24 @@ def evaluate_point(point: SweepPoint) -> dict[str, Any]:
         compiled = time.perf_counter()
         # The trace levels of the compiled program (each trace line costs control-core cycles,
         # so a point measures exactly what its config asks for).
-        result = model.simulate(point.frames, levels=list(config.profiling_levels))
+        levels = list(config.profiling_levels)
+        compiled_dir = model.compiled_dir()
+        inputs, how = chip_inputs(compiled_dir) if point.check else (None, "")
+        result = model.simulate(point.frames, levels=levels, functional=point.check, inputs=inputs)
         simulated = time.perf_counter()
-        return metrics(result) | {"compile_s": compiled - start, "simulate_s": simulated - compiled}
+        row = metrics(result) | {"compile_s": compiled - start, "simulate_s": simulated - compiled}
+        if point.check:
+            row |= check_columns(compare(result, compiled_dir, inputs, how))
+        return row
+
+
+def check_columns(verdict: Any) -> dict[str, Any]:
+    """The functional check's columns of a sweep row from a `FunctionalCheck`."""
+    return {
+        "bit_exact": verdict.bit_exact,
+        "mismatches": sum(v["mismatches"] for v in verdict.outputs.values()),
+        "check": verdict.text(),
+    }
 
 
 def metrics(result: Any) -> dict[str, Any]:
@@ -96,4 +112,4 @@ def metrics(result: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["evaluate_point", "metrics"]
+__all__ = ["check_columns", "evaluate_point", "metrics"]

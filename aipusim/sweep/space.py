@@ -80,6 +80,8 @@ class SweepPoint:
     arch_path: str | None = None
     #: Digest of the base config and the arch file; part of the id.
     context_digest: str = ""
+    #: Also execute the point on data and compare with the int8 reference (``--check``).
+    check: bool = False
 
     @property
     def point_id(self) -> str:
@@ -92,6 +94,8 @@ class SweepPoint:
             "frames": self.frames,
             "context": self.context_digest,
         }
+        if self.check:  # (unchecked points keep the ids they had before checks existed)
+            identity["check"] = True
         text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -284,10 +288,12 @@ def build_space(
     input_size: int | None = None,
     base: CompilerConfig | None = None,
     arch_path: str | Path | None = None,
+    check: bool = False,
 ) -> SweepSpace:
     """Parse and check the swept keys, then list the Cartesian product of the points.
 
     Order: models outermost, then the keys in the order given, values in the order given.
+    ``check``: every point also runs on data against the int8 reference.
     """
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"--frames must be a positive integer, not {frames!r}")
@@ -312,6 +318,8 @@ def build_space(
         "arch_path": str(arch_path) if arch_path is not None else None,
         "arch_sha256": _digest_file(arch_path),
     }
+    if check:  # one folder holds checked or unchecked points, never both
+        context["check"] = True
     context_digest = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).hexdigest()[:16]
 
     points = []
@@ -330,6 +338,7 @@ def build_space(
                     base_config_json=base_json,
                     arch_path=str(arch_path) if arch_path is not None else None,
                     context_digest=context_digest,
+                    check=check,
                 )
             )
     return SweepSpace(

@@ -68,6 +68,10 @@ METRIC_COLUMNS: dict[str, pa.DataType] = {
     "total_cycles": pa.int64(),
     "compile_s": pa.float64(),
     "simulate_s": pa.float64(),
+    # a point run on data (``--check``); null otherwise
+    "bit_exact": pa.bool_(),
+    "mismatches": pa.int64(),
+    "check": pa.string(),
 }
 #: Wall-time columns: they differ between runs of the same point.
 WALL_TIME_COLUMNS = ("compile_s", "simulate_s")
@@ -82,8 +86,9 @@ _ARROW_TYPES = {
 }
 _CONTEXT_FILE = "sweep.json"
 #: Version of the result columns; 2: the steady-state metrics of `aipusim.isa.metrics`
-#: (a folder of format 1 holds figures with other definitions and is not resumed).
-STORE_FORMAT = 2
+#: (a folder of format 1 holds figures with other definitions and is not resumed); 3: the
+#: functional check's columns (``bit_exact``, ``mismatches``, ``check``).
+STORE_FORMAT = 3
 _PART_GLOB = "part-*.parquet"
 #: Suffix a part that cannot be read gets when ``--resume`` sets it aside.
 BAD_SUFFIX = ".bad"
@@ -166,8 +171,8 @@ class ResultStore:
             if stored.get("format") != STORE_FORMAT:
                 raise ConfigError(
                     f"-o {str(self.directory)!r} must hold a sweep of result format "
-                    f"{STORE_FORMAT} (steady-state metrics), not {stored.get('format')!r}; "
-                    "use another folder"
+                    f"{STORE_FORMAT} (steady-state metrics, check columns), not "
+                    f"{stored.get('format')!r}; use another folder"
                 )
             if stored.get("context") != wanted:
                 raise ConfigError(

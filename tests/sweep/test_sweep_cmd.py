@@ -108,3 +108,14 @@ def test_a_damaged_sweep_folder_is_one_line_with_a_hint(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "part-0001.parquet cannot be read" in err
         assert "--resume" in err
+
+
+def test_check_stores_the_verdict_of_every_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = ["sweep", "tiny_cnn", "--input-size", "16", "--frames", "1", "--workers", "1"]
+    assert main([*args, "--check", "--no-progress", "-o", str(out)]) == 0, capsys.readouterr()
+    table = ResultStore(out).read()
+    assert table["bit_exact"].tolist() == [True]
+    assert table["mismatches"].tolist() == [0]

@@ -30,3 +30,38 @@ def test_a_zoo_model_is_built_at_the_point_input_size(tmp_path: Path) -> None:
     model = onnx.load(_write_model(point, tmp_path))
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     assert dims[-2:] == [16, 16]
+
+
+def test_a_checked_point_runs_on_data_against_the_reference() -> None:
+    from aipusim.sweep.evaluate import evaluate_point
+
+    point = build_space(["tiny_cnn"], input_size=16, frames=1, check=True).points[0]
+    row = evaluate_point(point)
+    assert (row["bit_exact"], row["mismatches"]) == (True, 0)
+    assert row["check"].startswith("bit-exact vs int8 reference (seeded random int8")
+
+
+def test_a_checked_point_has_its_own_id_and_an_unchecked_one_has_no_check_columns() -> None:
+    checked = build_space(["tiny_cnn"], input_size=16, frames=1, check=True).points[0]
+    plain = build_space(["tiny_cnn"], input_size=16, frames=1).points[0]
+    assert checked.point_id != plain.point_id
+    from aipusim.sweep.evaluate import evaluate_point
+
+    assert "bit_exact" not in evaluate_point(plain)
+
+
+def test_check_columns_sum_the_mismatches_of_every_output() -> None:
+    from aipusim.functional_check import FunctionalCheck
+    from aipusim.sweep.evaluate import check_columns
+
+    verdict = FunctionalCheck(
+        False,
+        "given",
+        {"a": {"shape": [4], "mismatches": 3}, "b": {"shape": [2], "mismatches": 1}},
+        {},
+    )
+    assert check_columns(verdict) == {
+        "bit_exact": False,
+        "mismatches": 4,
+        "check": "differs from the int8 reference (given input): a 3 of 4, b 1 of 2",
+    }

@@ -63,14 +63,16 @@ def test_a_folder_keeps_one_context(tmp_path: Path) -> None:
         ResultStore(tmp_path).open({"base_config": {}, "arch_sha256": "x"})
 
 
-def test_a_folder_of_the_old_result_format_is_not_resumed(tmp_path: Path) -> None:
-    # Format 1 held fps and energy with the warm-up in them: mixing rows would mislead.
-    (tmp_path / "sweep.json").write_text('{"format": 1, "context": {}}')
+@pytest.mark.parametrize("old", [1, 2])
+def test_a_folder_of_an_old_result_format_is_not_resumed(tmp_path: Path, old: int) -> None:
+    # Format 1 held fps and energy with the warm-up in them, format 2 had no check columns:
+    # mixing rows would mislead.
+    (tmp_path / "sweep.json").write_text(f'{{"format": {old}, "context": {{}}}}')
     with pytest.raises(ConfigError) as err:
         ResultStore(tmp_path).open({})
     assert str(err.value) == (
-        f"-o {str(tmp_path)!r} must hold a sweep of result format 2 (steady-state metrics), "
-        "not 1; use another folder"
+        f"-o {str(tmp_path)!r} must hold a sweep of result format 3 (steady-state metrics, "
+        f"check columns), not {old}; use another folder"
     )
 
 
