@@ -37,7 +37,7 @@ from aipusim.studies.common import (
     write_readme,
 )
 from aipusim.studies.multicore import MODES as MULTICORE_MODES
-from aipusim.studies.multicore import Mode
+from aipusim.studies.multicore import Mode, mode_keys
 
 STUDY = "functional"
 #: The multicore study's four ways to use the chip, plus multithread (one instance on four
@@ -60,6 +60,7 @@ def depths_of(model: str) -> tuple[int, ...]:
 
 
 def verdict(row: pd.Series) -> str:
+    """A cell's result: bit-exact, differs, or failed (no run to compare)."""
     if row["status"] != "ok":
         return FAILED
     return BIT_EXACT if bool(row["bit_exact"]) else DIFFERS
@@ -83,18 +84,15 @@ def measure(
     """Every (model, mode, tiling depth) cell run on data; one row per cell."""
     digest = context_digest(STUDY)
     points = [
-        design_point(m, (*mode.params(), ("tiling_depth", d)), frames, input_size, digest, True)
+        design_point(
+            m, (*mode.params(), ("tiling_depth", d)), frames, input_size, digest, check=True
+        )
         for m in models
         for mode in MODES
         for d in depths_of(m)
     ]
     depths = sorted({d for m in models for d in depths_of(m)})
-    keys = [
-        ("aipu_cores_used", tuple(dict.fromkeys(m.cores for m in MODES))),
-        ("resources_used", tuple(dict.fromkeys(m.resources for m in MODES))),
-        ("multicore_mode", tuple(m.multicore_mode for m in MODES)),
-        ("tiling_depth", tuple(depths)),
-    ]
+    keys = [*mode_keys(MODES), ("tiling_depth", tuple(depths))]
     rows = run_points(STUDY, points, keys, directory, workers, progress)
     label = {m.multicore_mode: m.label for m in MODES}
     table = pd.DataFrame(

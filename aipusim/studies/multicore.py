@@ -66,6 +66,15 @@ class Mode:
         )
 
 
+def mode_keys(modes: Sequence[Mode]) -> list[tuple[str, tuple[object, ...]]]:
+    """The swept config keys of ``modes`` with their values, for `run_points`."""
+    return [
+        ("aipu_cores_used", tuple(dict.fromkeys(m.cores for m in modes))),
+        ("resources_used", tuple(dict.fromkeys(m.resources for m in modes))),
+        ("multicore_mode", tuple(m.multicore_mode for m in modes)),
+    ]
+
+
 MODES = (
     Mode("4 x Batch-1", 1, 0.25, "multiprocess"),
     Mode("batch", 4, 1.0, "batch"),
@@ -100,12 +109,7 @@ def measure(
     points = [
         design_point(m, mode.params(), frames, input_size, digest) for m in models for mode in MODES
     ]
-    keys = [
-        ("aipu_cores_used", tuple(dict.fromkeys(m.cores for m in MODES))),
-        ("resources_used", tuple(dict.fromkeys(m.resources for m in MODES))),
-        ("multicore_mode", tuple(m.multicore_mode for m in MODES)),
-    ]
-    rows = run_points(STUDY, points, keys, directory, workers, progress)
+    rows = run_points(STUDY, points, mode_keys(MODES), directory, workers, progress)
     label = {m.multicore_mode: m.label for m in MODES}
     rows = rows.assign(mode=rows["multicore_mode"].map(label))
     table = pd.DataFrame(
