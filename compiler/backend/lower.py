@@ -49,7 +49,7 @@ from aipusim.compiler.ir import (
     is_depthwise,
 )
 from aipusim.compiler.quant import opsupport as S
-from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
+from aipusim.isa.tasks import DpuKind, DpuThen, DwpuKind, LutKind
 
 
 class LayerUnit(StrEnum):
@@ -200,6 +200,9 @@ class LayerPlan:
     #: The residual Add fused on an MVM layer's output stream (`residual`): its second
     #: input is the Add's other operand.
     residual: str = ""
+    #: A second element-wise layer (``fused[0]``) computed on this DPU layer's result in
+    #: the same pass (`dpu_chain`): its kind; its other operand is an input or a constant.
+    then: DpuThen = DpuThen.NONE
 
     @property
     def lut_before_add(self) -> bool:
