@@ -762,9 +762,11 @@ class ComputeMixin:
         )  # fmt: skip
 
     def concat_tile(self, w: TileWork) -> list[int]:
-        """A Concat with constant parts, whole: per part a ``rescale`` onto the output's
-        grid (its `SCALAR` in part order), written into its rows of the output (runs of
-        the part's share of the axis and what follows it in memory order)."""
+        """A Concat's output rows ``rows``: per part a ``rescale`` onto the output's grid
+        (its `SCALAR` in part order), written into its share of the output (runs of the
+        part's share of the axis and what follows it in memory order; channels-last, a
+        channel slice of every pixel). A placed channel Concat runs by row tiles, reading
+        each part's same rows; one with a constant part whole."""
         _, layer, core, tile_no, rows, prologue = w
         node = self.g.node(layer.name)
         out_t = layer.outputs[0]
@@ -773,6 +775,10 @@ class ComputeMixin:
         at = order.index(int(node.attr("axis", 0)) % len(out_shape))
         outer = math.prod(out_shape[a] for a in order[:at])
         row_elems = math.prod(out_shape) // max(1, outer)  # of the output, per outer row
+        tile_outer, first_outer = outer, 0
+        if layer.rowwise:  # the tile's outer rows (pixels): its memory rows' share
+            per_row = outer // layer.rows
+            tile_outer, first_outer = (rows[1] - rows[0]) * per_row, rows[0] * per_row
         params, operand_addr, cdeps = self.const_addrs(core, layer)
         reads: list[tuple[str, int]] = []
         deps = set(cdeps) | prologue
@@ -783,18 +789,20 @@ class ComputeMixin:
         for j, name in enumerate(node.present_inputs):
             shape = tuple(self.g.shape(name))
             part = math.prod(shape) // max(1, outer)  # the part's elements per outer row
+            e_in = self.elem(name)
             if self.g.is_constant(name):
-                src, in_deps = operand_addr + const_offset, set()
+                src, in_deps = operand_addr + const_offset + first_outer * part * e_in, set()
                 const_offset += math.prod(shape)
             else:
                 k = layer.inputs.index(name)
-                window = RowWindow(0, memory_rows(shape), 0)
+                window = (
+                    RowWindow(*rows, 0) if layer.rowwise else RowWindow(0, memory_rows(shape), 0)
+                )
                 place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
                 src = place.addr
-            e_in = self.elem(name)
             fields = dict(
                 kind=DpuKind.RESCALE, in_addr0=src, out_addr=dst.addr + offset * e_out,
-                elements=math.prod(shape), param_addr=params + j * P.SCALAR.itemsize,
+                elements=tile_outer * part, param_addr=params + j * P.SCALAR.itemsize,
                 in_elem=e_in, out_elem=e_out,
             )  # fmt: skip
             if outer > 1:

@@ -484,11 +484,12 @@ class _Packer:
                 for name, m in zip(node.present_inputs, mults, strict=True)
             ]  # fmt: skip
             blob = np.concatenate([
-                np.ascontiguousarray(
+                np.zeros(0, np.int8),  # (a placed Concat has no constant part)
+                *(np.ascontiguousarray(
                     np.asarray(self.g.const(n)).reshape(self.g.shape(n))
                     .transpose(physical_axes(self.g.shape(n)))
                 ).astype(np.int8).reshape(-1)
-                for n in node.present_inputs if self.g.is_constant(n)
+                for n in node.present_inputs if self.g.is_constant(n)),
             ])  # fmt: skip
             return LayerConstants(params=_bytes(np.concatenate(recs)), operand=blob.view(np.uint8))
         if kind in ("rescale", "mul"):
