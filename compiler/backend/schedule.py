@@ -1029,25 +1029,36 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         them; None: the same ids). Each event's steps are a set built as their first
         build built it, so that the edges are added in the order that build added them
         and every dependency set iterates as it did."""
-        steps, fetch_loads, gates = self.steps, self.fetch_loads, self.gates
+        steps, gates = self.steps, self.gates
+        # an event's targets by (its steps, the accessing core): most events share their
+        # steps (every later access of a buffer follows the same last accesses)
+        memo: dict[tuple[int, int], tuple[int, ...]] = {}
         for sid, found, l1 in events:
             if ids is not None:
                 sid = ids[sid]
-                found = tuple(ids[x] for x in found)
             step = steps[sid]
-            deps, core = step.deps, step.core
+            core = step.core
             gate = gates.get((sid, l1)) if l1 is not None else None
-            for x in {max(found)} | set(found):
-                if gate is not None and steps[x].core != core:
+            if gate is None:  # the hot path: about 110 k events for cooperative ResNet-50
+                key = (id(found), core)
+                targets = memo.get(key)
+                if targets is None:
+                    xs = self._war_set(found, ids)
+                    targets = memo[key] = tuple(self._seen_by(x, core) for x in xs)
+                step.deps.update(targets)  # adds them in this order
+                continue
+            for x in self._war_set(found, ids):
+                if steps[x].core != core:
                     self._war_edge(sid, x, l1)
-                    continue
-                # the rest of `_war_edge` inlined: the hot path of a compile
-                # (cooperative ResNet-50 adds about 260 k of these edges)
-                loads = fetch_loads.get(x)
-                if loads and steps[x].core != core and core in loads:
-                    deps.add(loads[core])
                 else:
-                    deps.add(x)
+                    step.deps.add(x)
+
+    @staticmethod
+    def _war_set(found: tuple[int, ...], ids: Sequence[int] | None) -> set[int]:
+        """The set of an event's steps (in this build's ids), built as it always was: its
+        order of iteration is the order the edges are added in."""
+        xs = found if ids is None else [ids[x] for x in found]
+        return {max(xs)} | set(xs)
 
     def _war_edge(self, sid: int, x: int, l1_core: int | None) -> None:
         """Step ``sid`` follows step ``x`` (an earlier access of bytes it overwrites, in
@@ -1167,9 +1178,10 @@ def build_schedule(
     spans = cross_core_spans(probe.steps)
     count = arch.tokens.global_count
     barriers = choose_barriers(spans, count)
-    best = ScheduleBuilder(*args, barrier_after=barriers).run(war)  # fits: every pair counted
     # the token pass drops the waits other tokens imply, so more pairs usually fit: keep
-    # more as tokens, half the instance's tokens a step, while the tokens fit
+    # more as tokens, half the instance's tokens a step, while the tokens fit; the
+    # schedule with every pair counted (whose tokens fit) is built only if no try fits
+    best: Schedule | None = None
     budget = count
     for _ in range(COOPERATIVE_TOKEN_STEPS):
         if not barriers or budget >= len(spans):
@@ -1183,7 +1195,7 @@ def build_schedule(
         except TasklistError:
             break  # more token pairs than the instance has
         barriers = more
-    return best
+    return best or ScheduleBuilder(*args, barrier_after=barriers).run(war)
 
 
 __all__ = [
