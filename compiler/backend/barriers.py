@@ -27,7 +27,6 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from aipusim.compiler.backend.tokens import Step
-from aipusim.isa.tasks import Phase
 
 Pair = Hashable
 
@@ -62,14 +61,14 @@ def choose_barriers(spans: Mapping[Pair, set[tuple[int, int]]], budget: int) -> 
 
 def cross_core_spans(steps: Sequence[Step]) -> dict[Pair, set[tuple[int, int]]]:
     """(producing core, unit, consuming core, unit) -> the (producer's group, consumer's
-    group) of every FRAME dependency between two cores that no barrier orders yet."""
+    group) of every dependency between two cores of one phase that no barrier orders yet.
+    INIT has no barrier (its steps share one group), so its dependencies between cores
+    (another core's fetch of weights core 0 copied into L2) are always tokens."""
     spans: dict[Pair, set[tuple[int, int]]] = defaultdict(set)
     for step in steps:
-        if step.phase is not Phase.FRAME:
-            continue
         for d in step.deps:
             dep = steps[d]
-            if dep.core != step.core and dep.phase is Phase.FRAME and dep.epoch == step.epoch:
+            if dep.core != step.core and dep.phase is step.phase and dep.epoch == step.epoch:
                 spans[(dep.core, dep.unit, step.core, step.unit)].add((dep.group, step.group))
     return dict(spans)
 

@@ -564,6 +564,11 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             deps |= self.fetch_gates(layer, fetch_core, tile)
         else:
             deps |= extra
+        copy = self.init_copies.get(wbuf.name)
+        if phase is Phase.INIT and copy is not None:
+            # the INIT copy that brought the weights into L2 is core 0's; a cooperative core
+            # fetching its own part reads it in the same phase, so it waits for it (a token)
+            deps.add(copy)
         if hop_via_l2:
             assert l2stage is not None
             hop = self.dma(

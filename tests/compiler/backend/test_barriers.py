@@ -65,6 +65,19 @@ def test_only_frame_dependencies_across_cores_no_barrier_orders_count() -> None:
     }
 
 
+def test_an_init_dependency_across_cores_is_always_a_token() -> None:
+    # INIT has no barrier: core 1's fetch of weights core 0 copied into L2 (both in INIT's
+    # one group) is an interval no barrier cuts, so its pair stays a token at any budget
+    steps = [
+        _step(0, 0, Unit.DMA1, 0, set(), phase=Phase.INIT, epoch=0),
+        _step(1, 1, Unit.DMA1, 0, {0}, phase=Phase.INIT, epoch=0),
+        _step(2, 0, Unit.DMA1, 0, {0}, phase=Phase.INIT, epoch=0),  # same core: no token
+    ]
+    spans = cross_core_spans(steps)
+    assert spans == {(0, Unit.DMA1, 1, Unit.DMA1): {(0, 0)}}
+    assert choose_barriers(spans, 0) == frozenset()
+
+
 def test_two_cores_swap_halo_rows_through_tokens_not_barriers() -> None:
     cfg = CompilerConfig(multicore_mode="cooperative", aipu_cores_used=2, resources_used=0.5,
                          tiling_depth=1)  # fmt: skip

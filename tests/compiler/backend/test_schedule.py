@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
-from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
+from pathlib import Path
 
+import pytest
+from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
+from test_dpu_chain import chain_model
+
+import aipusim
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.emit import build_report
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.backend.schedule import choose_resident
 from aipusim.compiler.backend.tokens import Residency, WeightResidency
+from aipusim.functional_check import chip_inputs, compare
+from aipusim.isa.program import load_program
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
     DmaCopy,
     HostTransfer,
     Mvm,
     Phase,
+    Pool,
     TokenScope,
     TokenWait,
     Unit,
     WeightLoad,
 )
+from aipusim.simulator import simulate
 
 
 def test_zoo_schedules_pass_the_isa_checker() -> None:
@@ -145,3 +154,46 @@ def test_the_sets_left_beside_streaming_keep_the_biggest_layers_resident() -> No
         "c4": (Residency.STREAMED, left),
     }
     assert str(why["c2"]) == f"resident: {kept}"
+
+
+@pytest.fixture(scope="module")
+def chain_cooperative(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`chain_model` at 8 px compiled cooperatively on 4 cores: its four convs' weights
+    fit the IMC, so they stay from INIT, and each layer's weights are kept in L2."""
+    config = {"multicore_mode": "cooperative", "aipu_cores_used": 4, "resources_used": 1.0}
+    out = tmp_path_factory.mktemp("chain_coop")
+    return aipusim.compile(chain_model(8), config, output_dir=out).compiled_dir()
+
+
+def test_cooperative_init_fetches_wait_for_core_0s_copy_into_l2(chain_cooperative) -> None:
+    # core 0 copies each layer's weights DDR -> L2 in INIT, and every core fetches its part
+    # L2 -> L1 staging in INIT too: cores 1-3 read those bytes only after the copy, through
+    # one global token per core (core 0's weight DMA -> the core's weight DMA) that each
+    # copy signals and each fetch waits for, in the same order
+    _, tasklists = load_program(chain_cooperative)
+
+    def init_dma(core: int) -> list[DmaCopy]:
+        return [t for t in tasklists[core] if isinstance(t, DmaCopy) and t.phase is Phase.INIT]
+
+    fetched = [t.src_addr for t in init_dma(1) if t.src_pool is Pool.L2]
+    copies = [t for t in init_dma(0) if t.dst_pool is Pool.L2 and t.dst_addr in fetched]
+    layers = ["Conv_0", "Conv_3", "Conv_10", "Conv_15"]
+    assert [(t.layer, t.src_pool) for t in copies] == [(n, Pool.DDR) for n in layers]
+    tokens = []
+    for core in (1, 2, 3):
+        fetches = [t for t in init_dma(core) if t.src_pool is Pool.L2]
+        assert [(t.layer, t.src_addr) for t in fetches] == [(t.layer, t.dst_addr) for t in copies]
+        (token,) = {w for t in fetches for w in t.waits if w.scope is TokenScope.GLOBAL}
+        assert all(token in t.waits for t in fetches), core
+        assert all(token in t.signals for t in copies), core
+        tokens.append(token)
+    assert len(set(tokens)) == 3
+
+
+def test_cooperative_init_weights_run_bit_exact_without_a_hazard(chain_cooperative) -> None:
+    # before, core 1's INIT fetch of Conv_0's weights read L2 with nothing ordering it
+    # after core 0's copy: the functional run raised HazardError
+    chip, how = chip_inputs(chain_cooperative)
+    result = simulate(chain_cooperative, frames=2, functional=True, inputs=chip)
+    check = compare(result, chain_cooperative, chip, how)
+    assert check.bit_exact, check.text()
