@@ -383,8 +383,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         if need + (STREAM_SETS if runtime else 0) <= have:
             return {name: WeightResidency(Residency.RESIDENT, sizes) for name in keys}
         if self.layout.cores > 1 and not self.layout.replicate:
-            # INIT does not order another core's fetch after core 0's copy of the weights
-            # into L2 (nor, cooperative, through tokens at all): all or nothing there
+            # all or nothing on several cores: a partial residency, whose INIT fetches and
+            # frame streams would share the cores' weight DMA, is not planned (a cooperative
+            # core's INIT fetch waits for core 0's copy into L2 by a token, note 48)
             return {name: WeightResidency(Residency.STREAMED, sizes) for name in keys}
         free = max(0, have - STREAM_SETS)
         sets_bytes = {name: (len(k), self.frame_weight_bytes(name, k)) for name, k in keys.items()}
