@@ -169,6 +169,9 @@ INTERNAL_DOMAIN = "aipusim"
 #: Attribute of a node a rewrite made from another op (a Gemm lowered to a 1x1 conv): that
 #: op's type, the layer's label in reports and traces (``aipu_`` attributes are not exported).
 SOURCE_OP_ATTR = "aipu_source_op"
+#: Attribute of a channel Concat whose parts the DPU places into their channel slices of the
+#: output (`aipusim.compiler.passes.rewrite.place_concat`), row tile by row tile.
+PLACE_PARTS_ATTR = "aipu_place_parts"
 INTERNAL_OPS: frozenset[Op] = frozenset({Op.SILU, Op.GELU, Op.MASKED_SOFTMAX})
 
 #: Ops that map to the D-IMC matrix-vector array (grouped convs with groups > 1 and
@@ -998,6 +1001,7 @@ __all__ = [
     "LAYOUT_OPS",
     "LUT_OPS",
     "MVM_OPS",
+    "PLACE_PARTS_ATTR",
     "SHAPE_OPS",
     "SOURCE_OP_ATTR",
     "Attrs",

@@ -114,7 +114,11 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.GLOBAL_AVERAGE_POOL: (("mean",), ""),
     Op.RESIZE: (("share", "resize_linear"), "nearest or linear; opset < 11 coordinates kept"),
     Op.UPSAMPLE: (("share", "resize_linear"), "opsets 7-9 (upgraded to Resize)"),
-    Op.CONCAT: (("rescale",), ""),
+    Op.CONCAT: (
+        ("rescale",),
+        "channels of 4-D activations, or a constant part: DPU, one rescale per part into its "
+        "slice of the output (place_concat)",
+    ),
     Op.GATHER: (
         ("share", "gather"),
         "constant indices; a lookup by the input's indices runs on the host (graph cleaner)",

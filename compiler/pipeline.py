@@ -40,6 +40,7 @@ from aipusim.compiler.passes.rewrite import (
     concat_to_resadd,
     dense_to_conv2d,
     mac_around_lut,
+    place_concat,
     pword_padding,
 )
 from aipusim.compiler.passes.simplify import fold_constants
@@ -123,6 +124,8 @@ FRONT: tuple[Pass, ...] = (
     Pass("check_operators", validate_operators, Stage.SIMPLIFY, "validate_operators"),
     Pass("quantize", quantize_pass, Stage.QUANTIZE),
     Pass("rewrite_dense_to_conv2d", dense_to_conv2d, Stage.REWRITE, "rewrite_dense_to_conv2d"),
+    # before the pad-and-add rewrite, which then takes only the Concats placement cannot
+    Pass("place_concat", place_concat, Stage.REWRITE),
     Pass("rewrite_concat_to_resadd", concat_to_resadd, Stage.REWRITE, "rewrite_concat_to_resadd"),
     Pass("apply_pword_padding", pword_padding, Stage.REWRITE, "apply_pword_padding"),
     Pass(

@@ -40,6 +40,7 @@ from aipusim.isa.tasks import (
     KINDS,
     DmaCopy,
     DpuOp,
+    DpuThen,
     DwpuOp,
     HostTransfer,
     Mvm,
@@ -115,7 +116,7 @@ def _accesses(table: TaskTable) -> Iterator[tuple[type, str, np.ndarray, np.ndar
     for kind, fields in ((Mvm, mvm_fields), (DwpuOp, ("in_addr", "out_addr"))):
         for field in fields:
             yield kind, field, l1, one
-    for field in ("in_addr0", "in_addr1", "out_addr"):
+    for field in ("in_addr0", "in_addr1", "in_addr2", "out_addr"):
         yield DpuOp, field, l1, one
 
 
@@ -133,6 +134,8 @@ def find_violations(table: TaskTable, arch: Arch) -> list[Violation]:
         rows = opcode == kind.OPCODE
         if kind is DpuOp and field == "in_addr1":
             rows &= table["operands"] >= 2  # the second operand, when there is one
+        if kind is DpuOp and field == "in_addr2":  # a second step's operand, when there is one
+            rows &= table["then"] != list(DpuThen).index(DpuThen.NONE)
         if kind is Mvm and field == "add_addr":  # the residual operand, when there is one
             rows &= np.isin(table["post"], [_POSTS.index(p) for p in ADD_POSTS])
         if not rows.any():

@@ -36,6 +36,11 @@ Timing rules (first order, DESIGN.md §4/§5):
   over the ports), plus the pipeline. An element-wise kind with a table after it (an
   activation fused, `aipusim.isa.tasks.table_after`) is one pass: one more lane operation
   per element and the energy of a ``lut`` element, its L1 bytes those of the op alone.
+  A second element-wise step after the op (``then``: two element-wise layers fused) is
+  one pass too: the lane operations and energy of both steps, the reads of the first
+  step's operands and of the second step's other operand, one output write; the first
+  step's result stays in the lane (its L1 write and read, and a second pipeline fill,
+  vanish).
 - ``DwpuOp``: channel groups of ``dwpu.channels`` x output pixels x windows of
   ``macs_per_channel_per_cycle`` MACs (or its L1 bytes over the ports), plus the pipeline.
 - ``DmaCopy``: setup, then bursts of ``dma.burst_bytes``, each as long as its slowest link
@@ -80,6 +85,7 @@ from aipusim.isa.tasks import (
     DmaCopy,
     DpuKind,
     DpuOp,
+    DpuThen,
     DwpuOp,
     HostTransfer,
     Mvm,
@@ -413,14 +419,23 @@ class CostModel:
         return max(wl, self.l1_port_cycles(nbytes if read_bytes is None else read_bytes, 0))
 
     def dpu_cycles(
-        self, kind: DpuKind, elements: int, operands: int, *, table: bool = False
+        self,
+        kind: DpuKind,
+        elements: int,
+        operands: int,
+        *,
+        table: bool = False,
+        then: bool = False,
     ) -> int:
         """One `DpuOp`: its lane operations over the lanes (or its L1 bytes over the
         ports), plus the pipeline. ``table``: an element-wise kind with an activation's
-        table after it (one pass: the intermediate is neither written nor read again)."""
+        table after it (one pass: the intermediate is neither written nor read again);
+        ``then``: a second element-wise step after it (`DpuOp.then`, the same)."""
         dpu = self.arch.dpu
-        ops = dpu_lane_ops(kind, elements, operands, self.arch, table=table)
-        read = dpu_read_bytes(kind, elements, operands, self.arch)
+        ops = dpu_lane_ops(kind, elements, operands, self.arch, table=table, then=then)
+        # why: the first step's result feeds the second step inside the lane, so the
+        # port sees only the operands of both steps and the one result of the second
+        read = dpu_read_bytes(kind, elements, operands, self.arch, then=then)
         port = self.l1_port_cycles(read, elements)
         return max(math.ceil(ops / dpu.lanes), port) + dpu.pipeline_latency_cycles
 
@@ -558,14 +573,16 @@ class CostModel:
     def _dpu(self, t: DpuOp, energy: list[float]) -> TaskCost:
         e = self.arch.energy
         per = e.dpu_requant_act_pj if t.kind in (DpuKind.REQUANT, DpuKind.LUT) else e.dpu_lane_op_pj
-        energy[C[Component.DPU]] += dpu_charged_ops(t.kind, t.elements, t.operands, self.arch) * per
+        then = t.then is not DpuThen.NONE
+        ops = dpu_charged_ops(t.kind, t.elements, t.operands, self.arch, then=then)
+        energy[C[Component.DPU]] += ops * per
         table = table_after(t.kind, t.lut)
         if table:  # the fused activation: what a stand-alone lut task charges per element
             energy[C[Component.DPU]] += t.elements * e.dpu_requant_act_pj
-        read = dpu_read_bytes(t.kind, t.elements, t.operands, self.arch)
-        write = t.elements
+        read = dpu_read_bytes(t.kind, t.elements, t.operands, self.arch, then=then)
+        write = t.elements  # the second step's result only: the first is never stored
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
-        cycles = self.dpu_cycles(t.kind, t.elements, t.operands, table=table)
+        cycles = self.dpu_cycles(t.kind, t.elements, t.operands, table=table, then=then)
         return TaskCost(cycles, 0, Traffic(l1_read=read, l1_write=write), tuple(energy))
 
     def _dwpu(self, t: DwpuOp, energy: list[float]) -> TaskCost:

@@ -22,6 +22,10 @@ follow their int8 kernels (`aipusim.isa.fp_kernels`):
 200
 >>> dpu_lane_ops(DpuKind.ADD, 100, 2, load_arch(), table=True)
 300
+>>> dpu_lane_ops(DpuKind.MUL, 100, 2, load_arch(), then=True)  # Mul then Add: 2 + 2 a result
+400
+>>> dpu_read_bytes(DpuKind.MUL, 100, 2, then=True)  # the Mul's operands, the Add's other one
+300
 """
 
 from __future__ import annotations
@@ -34,14 +38,24 @@ from aipusim.isa.tasks import DpuKind
 LAYERNORM_OPS_PER_ELEMENT = 7
 POW_OPS_PER_ELEMENT = 6
 MATMUL_OPS_PER_MAC = 2
+#: Lane operations per element of a second element-wise step (`DpuOp.then`): one per
+#: operand, as the step would cost as a task of its own.
+THEN_OPS_PER_ELEMENT = 2
 
 
 def dpu_lane_ops(
-    kind: DpuKind, elements: int, operands: int, arch: Any, *, table: bool = False
+    kind: DpuKind,
+    elements: int,
+    operands: int,
+    arch: Any,
+    *,
+    table: bool = False,
+    then: bool = False,
 ) -> int:
     """Lane operations of a DPU task of ``kind`` over ``elements`` with ``operands`` inputs;
     ``table``: an element-wise kind then looks every result up in a table (an activation
-    fused after it, `aipusim.isa.tasks.table_after`), one more operation per element."""
+    fused after it, `aipusim.isa.tasks.table_after`), one more operation per element;
+    ``then``: a second element-wise step follows (`DpuOp.then`), two more."""
     if kind == DpuKind.LAYERNORM:
         return elements * LAYERNORM_OPS_PER_ELEMENT
     if kind == DpuKind.POW:
@@ -50,7 +64,7 @@ def dpu_lane_ops(
         return elements * MATMUL_OPS_PER_MAC
     if kind == DpuKind.DIV:
         return elements * (arch.dpu.float_div_sqrt_cycles + 1)
-    return elements * (max(1, operands) + int(table))
+    return elements * (max(1, operands) + int(table) + THEN_OPS_PER_ELEMENT * int(then))
 
 
 #: The kinds with their own lane-operation count (the others: one per element and operand).
@@ -59,12 +73,15 @@ def dpu_lane_ops(
 TRANSFORMER_DPU_KINDS = frozenset({DpuKind.LAYERNORM, DpuKind.POW, DpuKind.MATMUL, DpuKind.DIV})
 
 
-def dpu_charged_ops(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
+def dpu_charged_ops(
+    kind: DpuKind, elements: int, operands: int, arch: Any, *, then: bool = False
+) -> int:
     """Operations the energy table charges ``dpu_lane_op_pj`` for: one per output element
-    for the element-wise kinds, every lane operation for the transformer kinds."""
+    for the element-wise kinds (two with a second step, ``then``), every lane operation
+    for the transformer kinds."""
     if kind in TRANSFORMER_DPU_KINDS:
         return dpu_lane_ops(kind, elements, operands, arch)
-    return elements
+    return elements * (1 + int(then))
 
 
 #: Passes over the input a kind makes (LayerNorm reads its row once for the statistics and
@@ -72,19 +89,23 @@ def dpu_charged_ops(kind: DpuKind, elements: int, operands: int, arch: Any) -> i
 _READ_PASSES = {DpuKind.LAYERNORM: 2}
 
 
-def dpu_read_bytes(kind: DpuKind, elements: int, operands: int, arch: Any) -> int:
+def dpu_read_bytes(
+    kind: DpuKind, elements: int, operands: int, arch: Any = None, *, then: bool = False
+) -> int:
     """Bytes a DPU task reads from L1: each operand once per element and pass (``matmul``:
-    both factors of every multiply-accumulate)."""
+    both factors of every multiply-accumulate); ``then``: the second step's other operand
+    too (its first operand is the first step's result, kept in the lane: never read)."""
     del arch  # operands are int8 (a wide tensor's task counts its elements twice)
     if kind == DpuKind.MATMUL:
         return elements * MATMUL_OPS_PER_MAC
-    return elements * max(1, operands) * _READ_PASSES.get(kind, 1)
+    return elements * (max(1, operands) * _READ_PASSES.get(kind, 1) + int(then))
 
 
 __all__ = [
     "LAYERNORM_OPS_PER_ELEMENT",
     "MATMUL_OPS_PER_MAC",
     "POW_OPS_PER_ELEMENT",
+    "THEN_OPS_PER_ELEMENT",
     "TRANSFORMER_DPU_KINDS",
     "dpu_charged_ops",
     "dpu_lane_ops",

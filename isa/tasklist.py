@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from aipusim.arch import Arch
 
 MAGIC = b"AIPUTL\0\0"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 _HEADER = struct.Struct("<8sHHHHIIII")
 HEADER_BYTES = _HEADER.size
 _COUNT = struct.Struct("<I")

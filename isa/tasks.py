@@ -132,6 +132,16 @@ TABLE_AFTER_KINDS = frozenset(
 )
 
 
+class DpuThen(enum.StrEnum):
+    """A second element-wise step a `DpuOp` computes on its own result in the same pass
+    (`compiler.backend.dpu_chain`): ``none``, or the binary kind of that step."""
+
+    NONE = "none"
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+
+
 def table_after(kind: DpuKind, lut: LutKind) -> bool:
     """True when a `DpuOp` of ``kind`` looks its result up in the table at ``lut_addr``
     after its own record (an activation fused after an element-wise op).
@@ -433,6 +443,13 @@ class DpuOp(Task):
     that (an activation fused after the op, one pass); relu and clip are the record's
     clamp.
 
+    **A second step** (``then`` other than none; ``add``, ``sub`` or ``mul`` with two
+    operands): the op's result, clamped to its record's ``[lo, hi]`` and to int8, is
+    operand a of a second step of kind ``then`` whose operand b is element ``(e // c_div)
+    % c_mod`` at ``in_addr2`` (``in2_elem`` bytes) and whose `SCALAR` record follows the
+    op's ``p_mod`` records at ``param_addr``; its result (then the table, if any) is
+    written (two element-wise layers in one pass: the first result is never stored).
+
     **Reductions** (``reduce``, ``reduce_max``, ``softmax``, ``layernorm``): ``outer`` x
     ``groups`` independent groups of ``n`` elements; group ``(o, g)`` element ``k`` lies at
     ``in_addr0 + (o * o_stride + g * g_stride + k * k_stride) * in_elem``. ``reduce``
@@ -472,6 +489,11 @@ class DpuOp(Task):
     o_stride: int = where(32)
     g_stride: int = where(32)
     k_stride: int = where(32)
+    then: DpuThen = bits(8, enum_type=DpuThen, default=DpuThen.NONE)
+    in_addr2: int = address(default=0)
+    in2_elem: int = where(8, default=1)
+    c_div: int = where(32, default=1)
+    c_mod: int = where(32, default=1)
 
 
 @dataclass(frozen=True, kw_only=True)

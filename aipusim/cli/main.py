@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module of this package (``aipusim/cli/<name>_cmd.py``) and
 is imported only when used, so ``aipusim --help`` stays fast and a heavy dependency of one
-command (numba, matplotlib) never slows the others.
+command (numba, matplotlib, pandas) never slows the others: the command list of
+``aipusim --help`` comes from `SUMMARIES`, not from the commands themselves.
 """
 
 from __future__ import annotations
@@ -34,12 +35,60 @@ COMMANDS: dict[str, str] = {
     "zoo": "aipusim.cli.zoo_cmd:zoo",
 }
 
+#: subcommand name -> its one-line summary (`click.Command.get_short_help_str` of the
+#: command, which ``tests/cli/test_main.py`` checks), so that listing the commands imports
+#: none of them: ``bench`` alone loads pandas (1.7 s of every ``aipusim --help``).
+SUMMARIES: dict[str, str] = {
+    "arch": "Show or validate the hardware description (arch TOML).",
+    "bench": (
+        "Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the "
+        "compile time, simulation wall time, simulated tasks/s and peak RSS of each, then the "
+        "seconds of every compiler pass per model (and of the compile's reading, checking and "
+        "writing outside the passes), naming the slowest pass of each model and over all."
+    ),
+    "compile": "Compile an ONNX model into per-core tasklists and artifacts.",
+    "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
+    "isa": "Tasklists (``core<N>.tasklist``): text form, static checks, size and contents.",
+    "profile": "Reduce TRACE (text or Parquet) to a table; optionally plot and export it.",
+    "report": (
+        "Run STUDY (multicore, power, layers, sensitivity, validation or functional) and "
+        "write its report."
+    ),
+    "run": "Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.",
+    "simulate": (
+        "Simulate COMPILED_DIR (model.json + core<N>.tasklist) and print FPS, latency, "
+        "utilization, energy and power."
+    ),
+    "sweep": "Compile and simulate MODEL(s) at every combination of the swept values.",
+    "sweep-report": (
+        "Draw the Pareto fronts of a sweep (FPS vs FPS/W, latency vs power) and a table."
+    ),
+    "zoo": (
+        "Built-in models (ResNet, MobileNetV2, EfficientNet-B0, YOLOv5s/v8n, DeiT-Tiny, "
+        "ViT-B/16, a tiny CNN) with seeded random weights, exported the way torch.onnx "
+        "exports them."
+    ),
+}
+
 
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when it is invoked."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``--help`` as `click.Group.format_commands` writes it, from
+        `SUMMARIES` (no command module is imported)."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        # shortened by click's own rule, through a stand-in command with that help
+        rows = [
+            (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)

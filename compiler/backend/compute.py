@@ -50,6 +50,7 @@ from aipusim.isa.tasks import (
     CLAMP_LUTS,
     DpuKind,
     DpuOp,
+    DpuThen,
     DwpuKind,
     DwpuOp,
     LutKind,
@@ -657,7 +658,6 @@ class ComputeMixin:
         row_elems = row_bytes // e_out
         e0, n = rows[0] * row_elems, (rows[1] - rows[0]) * row_elems
         out_shape = tuple(self.g.shape(out_t))
-        total = math.prod(out_shape)
         params, operand_addr, cdeps = self.const_addrs(core, layer)
         lut, table = self.lut_of(layer)
         lut = table_lut or lut
@@ -667,41 +667,14 @@ class ComputeMixin:
         deps = set(cdeps) | prologue
         b_div, b_mod = 1, max(1, n)
         for j, name in enumerate(names or list(layer.inputs)):
-            shape = tuple(self.g.shape(name))
-            e_in = self.elem(name)
-            elems.append(e_in)
-            if name in layer.inputs and not layer.rowwise:  # whole tensors (timed only)
-                k = layer.inputs.index(name)
-                window = RowWindow(0, memory_rows(shape), 0)
-                place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
-                addrs.append(place.addr)
-                deps |= in_deps
-                continue
-            if name in layer.inputs and shape == out_shape:
-                k = layer.inputs.index(name)
-                place, in_deps = self.fetch_input(
-                    core, layer, k, RowWindow(*rows, 0), tile_no, reads
-                )
-                addrs.append(place.addr)
-                deps |= in_deps
-                continue
-            if name in layer.inputs:  # an activation broadcast over the output
-                k = layer.inputs.index(name)
-                window = RowWindow(0, memory_rows(shape), 0)
-                place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
-                base = place.addr
-                deps |= in_deps
-                pattern = broadcast_pattern(out_shape, shape)
-            else:  # the constant operand, whole (spread to the output when it must be)
-                base = operand_addr
-                pattern = broadcast_pattern(out_shape, shape) or (1, total)
-            if pattern is None or (j == 0 and pattern[1] != total):
-                self.mark_incomplete(layer, f"operand {name} is broadcast unlike (e // d) % m")
-                pattern = (1, total)
-            first = self.broadcast_offset(layer, pattern, e0, n)
-            addrs.append(base + first * e_in)
+            elems.append(self.elem(name))
+            addr, pattern, in_deps = self.dpu_operand(w, name, j == 0, (e0, n), operand_addr, reads)
+            addrs.append(addr)
+            deps |= in_deps
             if j == 1:
-                b_div, b_mod = pattern[0], pattern[1] - first
+                b_div, b_mod = pattern
+        if layer.then is not DpuThen.NONE:
+            geometry = self.then_fields(w, (e0, n), operand_addr, reads, deps)
         p_div, p_mod = self.param_pattern(layer, out_shape)
         dst, store, war, slot = self.out_place(core, layer, rows, None, tile_no)
         if not layer.rowwise:
@@ -731,10 +704,69 @@ class ComputeMixin:
         self.touch([sid], *self.const_names(layer, core))
         return self.finish(core, layer, [sid], reads, store, slot, dst, tile_no)
 
+    def dpu_operand(
+        self,
+        w: TileWork,
+        name: str,
+        first_operand: bool,
+        elements: tuple[int, int],
+        const_addr: int,
+        reads: list[tuple[str, int]],
+    ) -> tuple[int, tuple[int, int], set[int]]:
+        """(L1 address, ``(div, mod)`` broadcast, steps it waits for) of operand ``name`` of
+        a DPU tile over output ``elements`` ``(e0, n)``: an input's rows (fetched), or the
+        constant operand at ``const_addr``, whole."""
+        _, layer, core, tile_no, rows, _ = w
+        e0, n = elements
+        out_shape = tuple(self.g.shape(layer.outputs[0]))
+        total = math.prod(out_shape)
+        shape = tuple(self.g.shape(name))
+        if name in layer.inputs:
+            k = layer.inputs.index(name)
+            whole = not layer.rowwise or shape != out_shape
+            window = RowWindow(0, memory_rows(shape), 0) if whole else RowWindow(*rows, 0)
+            place, deps = self.fetch_input(core, layer, k, window, tile_no, reads)
+            if not layer.rowwise or shape == out_shape:  # (whole tensors: timed only)
+                return place.addr, (1, max(1, n)), deps
+            base = place.addr  # an activation broadcast over the output
+            pattern = broadcast_pattern(out_shape, shape)
+        else:  # the constant operand, whole (spread to the output when it must be)
+            base, deps = const_addr, set()
+            pattern = broadcast_pattern(out_shape, shape) or (1, total)
+        if pattern is None or (first_operand and pattern[1] != total):
+            self.mark_incomplete(layer, f"operand {name} is broadcast unlike (e // d) % m")
+            pattern = (1, total)
+        first = self.broadcast_offset(layer, pattern, e0, n)
+        return base + first * self.elem(name), (pattern[0], pattern[1] - first), deps
+
+    def then_fields(
+        self,
+        w: TileWork,
+        elements: tuple[int, int],
+        operand_addr: int,
+        reads: list[tuple[str, int]],
+        deps: set[int],
+    ) -> dict[str, int]:
+        """The fields of a second element-wise step (`dpu_chain`): its other operand, an
+        input or the constant after the first step's in the operand blob. Adds the steps
+        that fetch it to ``deps``."""
+        layer = w.layer
+        mid = self.g.node(layer.name).outputs[0]
+        other = next(t for t in self.g.node(layer.fused[0]).present_inputs if t != mid)
+        at = operand_addr + max(0, self.consts_of(layer).then_offset)
+        addr, (c_div, c_mod), in_deps = self.dpu_operand(w, other, False, elements, at, reads)
+        deps |= in_deps
+        return dict(
+            then=layer.then, in_addr2=addr, in2_elem=self.elem(other), c_div=c_div,
+            c_mod=max(1, c_mod),
+        )  # fmt: skip
+
     def concat_tile(self, w: TileWork) -> list[int]:
-        """A Concat with constant parts, whole: per part a ``rescale`` onto the output's
-        grid (its `SCALAR` in part order), written into its rows of the output (runs of
-        the part's share of the axis and what follows it in memory order)."""
+        """A Concat's output rows ``rows``: per part a ``rescale`` onto the output's grid
+        (its `SCALAR` in part order), written into its share of the output (runs of the
+        part's share of the axis and what follows it in memory order; channels-last, a
+        channel slice of every pixel). A placed channel Concat runs by row tiles, reading
+        each part's same rows; one with a constant part whole."""
         _, layer, core, tile_no, rows, prologue = w
         node = self.g.node(layer.name)
         out_t = layer.outputs[0]
@@ -743,6 +775,10 @@ class ComputeMixin:
         at = order.index(int(node.attr("axis", 0)) % len(out_shape))
         outer = math.prod(out_shape[a] for a in order[:at])
         row_elems = math.prod(out_shape) // max(1, outer)  # of the output, per outer row
+        tile_outer, first_outer = outer, 0
+        if layer.rowwise:  # the tile's outer rows (pixels): its memory rows' share
+            per_row = outer // layer.rows
+            tile_outer, first_outer = (rows[1] - rows[0]) * per_row, rows[0] * per_row
         params, operand_addr, cdeps = self.const_addrs(core, layer)
         reads: list[tuple[str, int]] = []
         deps = set(cdeps) | prologue
@@ -753,18 +789,20 @@ class ComputeMixin:
         for j, name in enumerate(node.present_inputs):
             shape = tuple(self.g.shape(name))
             part = math.prod(shape) // max(1, outer)  # the part's elements per outer row
+            e_in = self.elem(name)
             if self.g.is_constant(name):
-                src, in_deps = operand_addr + const_offset, set()
+                src, in_deps = operand_addr + const_offset + first_outer * part * e_in, set()
                 const_offset += math.prod(shape)
             else:
                 k = layer.inputs.index(name)
-                window = RowWindow(0, memory_rows(shape), 0)
+                window = (
+                    RowWindow(*rows, 0) if layer.rowwise else RowWindow(0, memory_rows(shape), 0)
+                )
                 place, in_deps = self.fetch_input(core, layer, k, window, tile_no, reads)
                 src = place.addr
-            e_in = self.elem(name)
             fields = dict(
                 kind=DpuKind.RESCALE, in_addr0=src, out_addr=dst.addr + offset * e_out,
-                elements=math.prod(shape), param_addr=params + j * P.SCALAR.itemsize,
+                elements=tile_outer * part, param_addr=params + j * P.SCALAR.itemsize,
                 in_elem=e_in, out_elem=e_out,
             )  # fmt: skip
             if outer > 1:

@@ -43,7 +43,7 @@ from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph
 from aipusim.isa import params as P
 from aipusim.isa.float18 import FloatFormat
-from aipusim.isa.tasks import DpuKind, DwpuKind
+from aipusim.isa.tasks import DpuKind, DpuThen, DwpuKind
 
 #: The integer program's float step kinds -> their parameter block (`isa.params.FLOAT_PARAMS`).
 _FLOAT_KIND = {"layernorm": "layernorm", "div_fp": "div", "pow_fp": "pow"}
@@ -76,6 +76,9 @@ class LayerConstants:
     table_offset: int = -1
     #: Byte offset of a fused residual add's `SCALAR` record in ``params`` (-1: none).
     add_offset: int = -1
+    #: Byte offset of a second element-wise step's constant operand in ``operand``
+    #: (`dpu_chain`; -1: none).
+    then_offset: int = -1
     #: Byte offset of a pool's COUNT records in ``params`` (-1: none).
     count_offset: int = -1
     #: Byte offset of the output columns' coordinate table in ``weights`` (resize; -1: none).
@@ -481,39 +484,32 @@ class _Packer:
                 for name, m in zip(node.present_inputs, mults, strict=True)
             ]  # fmt: skip
             blob = np.concatenate([
-                np.ascontiguousarray(
+                np.zeros(0, np.int8),  # (a placed Concat has no constant part)
+                *(np.ascontiguousarray(
                     np.asarray(self.g.const(n)).reshape(self.g.shape(n))
                     .transpose(physical_axes(self.g.shape(n)))
                 ).astype(np.int8).reshape(-1)
-                for n in node.present_inputs if self.g.is_constant(n)
+                for n in node.present_inputs if self.g.is_constant(n)),
             ])  # fmt: skip
             return LayerConstants(params=_bytes(np.concatenate(recs)), operand=blob.view(np.uint8))
         if kind in ("rescale", "mul"):
             if len(names) == 2 and swapped and layer.dpu_kind is DpuKind.SUB:
                 why = "a subtraction whose first operand is broadcast"
                 return LayerConstants(params=np.zeros(P.SCALAR.itemsize, np.uint8), incomplete=why)
-            za, zb = (int(_zp(self.program, n)[0]) for n in (*names, names[0])[:2])
             lo, hi, table = self.chained_activation(layer, lo, hi)
-            if kind == "rescale":
-                mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
-                if swapped:
-                    mults = mults[::-1]
-                m1 = abs(mults[1]) if len(mults) > 1 else 0
-                rec = P.scalar_record(m0=mults[0], m1=m1, shift=int(step.params["shift"]),
-                                      za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi)  # fmt: skip
-            else:
-                rec = P.scalar_record(
-                    m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
-                    shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
-                    za=za, zb=zb, zo=int(zo[0]), lo=lo, hi=hi,
-                )  # fmt: skip
+            rec = _bytes(self.binary_record(step, names, swapped, int(zo[0]), lo, hi))
+            then_offset = -1
+            if layer.then is not DpuThen.NONE:  # the second step's record and operand next
+                rec2, operand2 = self.then_step(node, self.g.node(layer.fused[0]))
+                rec, then_offset = np.concatenate([rec, rec2]), len(operand)
+                operand = np.concatenate([operand, operand2])
             if len(table):  # the fused activation's table right after the record
                 return LayerConstants(
-                    params=np.concatenate([_bytes(rec), table]),
+                    params=np.concatenate([rec, table]),
                     operand=operand,
                     table_offset=P.SCALAR.itemsize,
                 )
-            return LayerConstants(params=_bytes(rec), operand=operand)
+            return LayerConstants(params=rec, operand=operand, then_offset=then_offset)
         if kind == "mean":
             rec = P.scalar_record(
                 m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
@@ -566,11 +562,44 @@ class _Packer:
             incomplete=f"DPU step {kind} has no functional parameters yet",
         )
 
+    def binary_record(
+        self, step: QStep, names: Sequence[str], swapped: bool, zo: int, lo: int, hi: int
+    ) -> np.ndarray:
+        """The `SCALAR` record of an element-wise ``rescale`` or ``mul`` step whose task reads
+        ``names`` (``swapped``: in the reverse of the node's order)."""
+        assert self.program is not None
+        za, zb = (int(_zp(self.program, n)[0]) for n in (*names, names[0])[:2])
+        if step.kind == "rescale":
+            mults = [int(m) for m in np.asarray(step.params["mults"], np.int64)]
+            if swapped:
+                mults = mults[::-1]
+            m1 = abs(mults[1]) if len(mults) > 1 else 0
+            return P.scalar_record(m0=mults[0], m1=m1, shift=int(step.params["shift"]),
+                                   za=za, zb=zb, zo=zo, lo=lo, hi=hi)  # fmt: skip
+        return P.scalar_record(
+            m0=int(np.asarray(step.params["mult"]).reshape(-1)[0]),
+            shift=int(np.asarray(step.params["shift"]).reshape(-1)[0]),
+            za=za, zb=zb, zo=zo, lo=lo, hi=hi,
+        )  # fmt: skip
+
+    def then_step(self, first: Any, second: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The record bytes and constant operand of a second element-wise step
+        (`dpu_chain`): its operand a is the first node's result, b the other input."""
+        mid = first.outputs[0]
+        other = next(t for t in second.present_inputs if t != mid)
+        step = self.step(second.name)
+        assert self.program is not None and step is not None, second.name
+        zo = int(_zp(self.program, second.outputs[0])[0])
+        swapped = second.present_inputs[0] != mid
+        rec = self.binary_record(step, [mid, other], swapped, zo, -128, 127)
+        return _bytes(rec), self.const_operand(second, [other])
+
     def chained_activation(self, layer: LayerPlan, lo: int, hi: int) -> tuple[int, int, np.ndarray]:
         """(lo, hi, table) of an element-wise layer with its activation fused
         (`dpu_chain`): a one-range clamp narrows the record's range, a table follows the
         record."""
-        act = self.step(layer.fused[-1]) if layer.fused else None
+        chained = layer.fused and layer.then is DpuThen.NONE
+        act = self.step(layer.fused[-1]) if chained else None
         if act is None:
             return lo, hi, np.zeros(0, np.uint8)
         if act.kind == "lut":

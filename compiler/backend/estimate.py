@@ -35,7 +35,7 @@ from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.tile import Tiling
 from aipusim.isa.cost import CostModel, TaskCost, Traffic
 from aipusim.isa.metrics import bytes_per_frame
-from aipusim.isa.tasks import Phase, Pool, Task, Unit, table_after
+from aipusim.isa.tasks import DpuThen, Phase, Pool, Task, Unit, table_after
 from aipusim.isa.units import UnitRole, spec
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
@@ -225,8 +225,10 @@ def plan_cost(
         assert kind is not None
         operands = max(1, min(2, len(layer.inputs)))
         table = table_after(kind, layer.lut)  # an activation fused after it (`dpu_chain`)
+        then = layer.then is not DpuThen.NONE  # a second element-wise step (`dpu_chain`)
         compute = sum(
-            cost.dpu_cycles(kind, n, operands, table=table) for n in _split(layer.elements, h_tiles)
+            cost.dpu_cycles(kind, n, operands, table=table, then=then)
+            for n in _split(layer.elements, h_tiles)
         )
         return PlanCost(compute, 0, 0, 0)
     if layer.unit is LayerUnit.DMA:

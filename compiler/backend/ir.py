@@ -79,6 +79,8 @@ class Lowered:
                 detail.append(f"fused={list(layer.fused)}")
             if layer.residual:
                 detail.append(f"residual add {layer.residual} of {layer.inputs[1]}")
+            if layer.then.value != "none":
+                detail.append(f"then {layer.then.value} {layer.fused[0]}")
             if layer.runtime is not None:
                 rt = layer.runtime
                 detail.append(f"run-time weights: {rt.heads} x ({rt.m}x{rt.k} @ {rt.k}x{rt.n})")

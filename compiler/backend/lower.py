@@ -4,7 +4,8 @@ Conv (dense or grouped), ConvTranspose, Gemm/MatMul with constant weights -> MVM
 two activations -> MVM with run-time weights or the DPU (`attention`);
 depthwise conv, pooling, Resize/Upsample -> DWPU; element-wise arithmetic, activations
 (LUT), reductions, BatchNorm -> DPU; Reshape/Flatten/Squeeze/Unsqueeze/Identity/Cast ->
-an alias of their input (no task); Concat/Split/Slice/Transpose/Pad -> DMA copies.
+an alias of their input (no task); Concat/Split/Slice/Transpose/Pad -> DMA copies, except
+a Concat marked for placement or with a constant part -> DPU (a rescale per part).
 
 A unary activation whose only producer is an MVM or DWPU layer is fused into that layer
 (the DPU applies it as the outputs stream out, ``PostOp.REQUANT_LUT``), as the hardware does.
@@ -41,6 +42,7 @@ from aipusim.compiler.ir import (
     DWPU_OPS,
     LAYOUT_OPS,
     LUT_OPS,
+    PLACE_PARTS_ATTR,
     SOURCE_OP_ATTR,
     DType,
     Graph,
@@ -49,7 +51,7 @@ from aipusim.compiler.ir import (
     is_depthwise,
 )
 from aipusim.compiler.quant import opsupport as S
-from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
+from aipusim.isa.tasks import DpuKind, DpuThen, DwpuKind, LutKind
 
 
 class LayerUnit(StrEnum):
@@ -200,6 +202,9 @@ class LayerPlan:
     #: The residual Add fused on an MVM layer's output stream (`residual`): its second
     #: input is the Add's other operand.
     residual: str = ""
+    #: A second element-wise layer (``fused[0]``) computed on this DPU layer's result in
+    #: the same pass (`dpu_chain`): its kind; its other operand is an input or a constant.
+    then: DpuThen = DpuThen.NONE
 
     @property
     def lut_before_add(self) -> bool:
@@ -570,11 +575,15 @@ class _Lowerer:
         if self.is_pword_pad(node):
             self.pword_source[node.outputs[0]] = node.inputs[0]
             return self.base(node, LayerUnit.ALIAS)
-        if op is Op.CONCAT and len(self.act_inputs(node)) != len(node.present_inputs):
-            # a constant part (a class token): each part moved onto the output's grid by
-            # the DPU, which reads the constant from the constants image
+        placed = op is Op.CONCAT and bool(node.attr(PLACE_PARTS_ATTR))
+        if placed or (op is Op.CONCAT and len(self.act_inputs(node)) != len(node.present_inputs)):
+            # each part moved onto the output's grid by the DPU: a placed channel Concat
+            # into its channel slice of each row tile; one with a constant part (a class
+            # token) whole, the constant read from the constants image
             consts = self.consts(node, weight_index=None)
-            return self.base(node, LayerUnit.DPU, consts=consts, dpu_kind=DpuKind.RESCALE)
+            return self.base(
+                node, LayerUnit.DPU, consts=consts, dpu_kind=DpuKind.RESCALE, rowwise=placed
+            )
         if op in LAYOUT_OPS:
             return self.base(node, LayerUnit.DMA)
         self.unsupported.append(f"{node.name} ({node.op_type})")

@@ -124,6 +124,20 @@ STREAM_SETS = 2
 #: leaves room for (`build_schedule`); each builds the schedule once more.
 COOPERATIVE_TOKEN_STEPS = 4
 
+#: One access's write-after-read dependencies (`ScheduleBuilder.war_events`): its step, the
+#: last earlier access of the overwritten bytes on each queue, and the core whose L1 it is
+#: when a multicast's gate may stand in (None: a shared pool, or one core's own copies).
+WarEvent = tuple[int, tuple[int, ...], int | None]
+
+
+@dataclass(frozen=True)
+class WarPlan:
+    """The write-after-read analysis of a build and how many steps that build had."""
+
+    events: list[WarEvent]
+    steps: int
+
+
 #: L1 write ports a batch needs before its cores share the weight multicasts
 #: (`ScheduleBuilder.fetch_bound`): one for the MVM's results, one for the multicast that
 #: streams the weights, one for a second multicast beside it. With fewer, the concurrent
@@ -191,6 +205,8 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.spread_fetches = layout.replicate and layout.cores > 1 and config.dma_dual_channel
         self.dconst_loaded: set[tuple[int, str]] = set()
         self.barrier_id = 0
+        self.group_barriers: set[int] = set()  # the Barrier steps after a group
+        self.war: WarPlan | None = None  # the write-after-read analysis (`build`)
         self.epoch = 0  # barriers emitted so far (`Step.epoch`)
         self.last_mvm: dict[int, int | None] = {}  # newest Mvm step per core
         self.last_fetch: dict[Any, int] = {}  # batch: the multicast fetch of a weight block
@@ -937,23 +953,43 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                 layer=name,
                 deps=set(mine),
             )
+            if g is not None:
+                self.group_barriers.add(sid)
             self.fence[core] = {sid}
         self.epoch += 1
 
     # -- tokens --------------------------------------------------------------------------
-    def add_memory_war(self) -> None:
+    def add_memory_war(self, war: WarPlan | None = None) -> WarPlan:
         """A buffer that reuses the address range of an earlier, dead buffer is accessed
-        only after the earlier one's last accesses: by the same core in L2/DDR (each core's
-        copies follow its own frame), by any core in one core's L1 (a batch's weight fetch
-        multicasts into every core's L1; the core's own units learn that the multicast is
-        done from their core's load of it, `_seen_by`). Cooperative cores share one frame
-        and meet at no barrier between layer groups, so there every core's accesses count,
-        each queue's last one (`_per_unit`), and in one core's L1 only the accesses of that
-        L1 (`_in_pool`)."""
-        steps, fetch_loads, gates = self.steps, self.fetch_loads, self.gates
+        only after the earlier one's last accesses (`war_events`). ``war``: the analysis of
+        a build of the same layers with no barrier after any group, whose steps are this
+        build's but for its barriers (where the barriers go changes no access, so the
+        analysis is the same, its step ids shifted past the barriers); returns the
+        analysis used."""
+        if war is None:
+            war = WarPlan(self.war_events(), len(self.steps))
+            self.apply_war(war.events, None)
+            return war
+        ids = [s for s in range(len(self.steps)) if s not in self.group_barriers]
+        assert len(ids) == war.steps, "the probe's steps are not this build's"
+        self.apply_war(war.events, ids)
+        return war
+
+    def war_events(self) -> list[WarEvent]:
+        """Which earlier accesses each access of a reused address range follows: by the
+        same core in L2/DDR (each core's copies follow its own frame), by any core in one
+        core's L1 (a batch's weight fetch multicasts into every core's L1; the core's own
+        units learn that the multicast is done from their core's load of it, `_seen_by`).
+        Cooperative cores share one frame and meet at no barrier between layer groups, so
+        there every core's accesses count, each queue's last one (`_per_unit`), and in one
+        core's L1 only the accesses of that L1 (`_in_pool`). Reads no dependency, so that
+        `apply_war` may add the edges to another build's steps."""
+        steps = self.steps
         coop = self.layout.cooperative and self.layout.cores > 1
+        events: list[WarEvent] = []
         for st in self.plan.pools.values():
             any_core = st.pool is Pool.L1 or coop
+            l1 = st.core if any_core else None
             bufs = sorted(st.placed, key=lambda b: b.addr)
             for i, a in enumerate(bufs):
                 a_acc = [
@@ -965,7 +1001,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                     continue
                 by_unit: dict[int | None, dict[Unit, list[int]]] = {}
                 # a later step's dependencies on all of a's accesses, by (key, its core)
-                after_all: dict[tuple[int | None, int], set[int]] = {}
+                after_all: dict[tuple[int | None, int], tuple[int, ...]] = {}
                 a_last = a_acc[-1]
                 a_end = a.addr + a.size_bytes
                 for b in bufs[i + 1 :] + bufs[:i]:
@@ -975,7 +1011,6 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                         step = steps[sid]
                         if step.phase is not Phase.FRAME or (coop and not self._in_pool(sid, st)):
                             continue
-                        deps, core = step.deps, step.core
                         key = None if any_core else step.core
                         if sid > a_last and (key, step.core) in after_all:
                             last = after_all[(key, step.core)]
@@ -985,18 +1020,45 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
                             last = self._last_before(by_unit[key], sid)
                             if sid > a_last:
                                 after_all[(key, step.core)] = last
-                        gate = gates.get((sid, st.core)) if any_core else None
-                        for x in last:
-                            if gate is not None and steps[x].core != core:
-                                self._war_edge(sid, x, st.core)
-                                continue
-                            # the rest of `_war_edge` inlined: the hot path of a compile
-                            # (cooperative ResNet-50 adds about 260 k of these edges)
-                            loads = fetch_loads.get(x)
-                            if loads and steps[x].core != core and core in loads:
-                                deps.add(loads[core])
-                            else:
-                                deps.add(x)
+                        if last:
+                            events.append((sid, last, l1))
+        return events
+
+    def apply_war(self, events: list[WarEvent], ids: Sequence[int] | None) -> None:
+        """Add the edges of `war_events` (``ids``: this build's id of each step id in
+        them; None: the same ids). Each event's steps are a set built as their first
+        build built it, so that the edges are added in the order that build added them
+        and every dependency set iterates as it did."""
+        steps, gates = self.steps, self.gates
+        # an event's targets by (its steps, the accessing core): most events share their
+        # steps (every later access of a buffer follows the same last accesses)
+        memo: dict[tuple[int, int], tuple[int, ...]] = {}
+        for sid, found, l1 in events:
+            if ids is not None:
+                sid = ids[sid]
+            step = steps[sid]
+            core = step.core
+            gate = gates.get((sid, l1)) if l1 is not None else None
+            if gate is None:  # the hot path: about 110 k events for cooperative ResNet-50
+                key = (id(found), core)
+                targets = memo.get(key)
+                if targets is None:
+                    xs = self._war_set(found, ids)
+                    targets = memo[key] = tuple(self._seen_by(x, core) for x in xs)
+                step.deps.update(targets)  # adds them in this order
+                continue
+            for x in self._war_set(found, ids):
+                if steps[x].core != core:
+                    self._war_edge(sid, x, l1)
+                else:
+                    step.deps.add(x)
+
+    @staticmethod
+    def _war_set(found: tuple[int, ...], ids: Sequence[int] | None) -> set[int]:
+        """The set of an event's steps (in this build's ids), built as it always was: its
+        order of iteration is the order the edges are added in."""
+        xs = found if ids is None else [ids[x] for x in found]
+        return {max(xs)} | set(xs)
 
     def _war_edge(self, sid: int, x: int, l1_core: int | None) -> None:
         """Step ``sid`` follows step ``x`` (an earlier access of bytes it overwrites, in
@@ -1030,11 +1092,10 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         return st.pool is not Pool.L1 or self.lands_on(sid, st.core)
 
     @staticmethod
-    def _last_before(per_unit: dict[Any, list[int]], sid: int) -> set[int]:
-        """Every unit's last step before ``sid`` (the set built as the unit order gives it,
-        the latest step first, so that the dependencies iterate in a fixed order)."""
-        found = [steps[k - 1] for steps in per_unit.values() if (k := bisect_left(steps, sid))]
-        return {max(found)} | set(found) if found else set()
+    def _last_before(per_unit: dict[Any, list[int]], sid: int) -> tuple[int, ...]:
+        """Every unit's last step before ``sid``, in the unit order (`apply_war` makes the
+        set of them)."""
+        return tuple(steps[k - 1] for steps in per_unit.values() if (k := bisect_left(steps, sid)))
 
     def _seen_by(self, sid: int, core: int) -> int:
         """The step ``core`` waits on to know step ``sid`` is done: for another core's
@@ -1046,8 +1107,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
             return loads[core]
         return sid
 
-    def run(self) -> Schedule:
-        residency = self.build()
+    def run(self, war: WarPlan | None = None) -> Schedule:
+        """Build (``war``: as `build`), order and assign tokens."""
+        residency = self.build(war)
         schedule = self.tokens(self.order())
         schedule.incomplete = dict(self.incomplete)
         schedule.weight_residency = residency
@@ -1056,9 +1118,11 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         )
         return schedule
 
-    def build(self) -> dict[str, WeightResidency]:
+    def build(self, war: WarPlan | None = None) -> dict[str, WeightResidency]:
         """Every step with its dependencies (no order, no tokens yet); returns the weight
-        residency (`plan_weights`)."""
+        residency (`plan_weights`). ``war``: the write-after-read analysis of a build with
+        no barrier after any group, reused (`add_memory_war`); the analysis used is kept
+        in ``self.war``."""
         residency = self.plan_weights()
         for core in self.layout.all_cores:
             n = self.arch.mvm.weight_sets
@@ -1067,7 +1131,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         for st in self.weights.values():  # frame loads (run-time weights) use the others
             st.lru = [x for x in st.lru if x not in set(self.resident.values())]
         self.emit_frame()
-        self.add_memory_war()
+        self.war = self.add_memory_war(war)
         self.anchor_frames()
         return residency
 
@@ -1106,15 +1170,18 @@ def build_schedule(
     if not (layout.cooperative and layout.cores > 1):
         return ScheduleBuilder(*args).run()
     # the dependencies between cores with no barrier between groups decide where barriers
-    # stay (`barriers.choose_barriers`); the schedule is then built again with them
+    # stay (`barriers.choose_barriers`); the schedule is then built again with them, each
+    # time with the probe's write-after-read analysis (most of a build's time)
     probe = ScheduleBuilder(*args)
     probe.build()
+    war = probe.war
     spans = cross_core_spans(probe.steps)
     count = arch.tokens.global_count
     barriers = choose_barriers(spans, count)
-    best = ScheduleBuilder(*args, barrier_after=barriers).run()  # fits: every pair counted
     # the token pass drops the waits other tokens imply, so more pairs usually fit: keep
-    # more as tokens, half the instance's tokens a step, while the tokens fit
+    # more as tokens, half the instance's tokens a step, while the tokens fit; the
+    # schedule with every pair counted (whose tokens fit) is built only if no try fits
+    best: Schedule | None = None
     budget = count
     for _ in range(COOPERATIVE_TOKEN_STEPS):
         if not barriers or budget >= len(spans):
@@ -1124,11 +1191,11 @@ def build_schedule(
         if len(more) >= len(barriers):
             continue
         try:
-            best = ScheduleBuilder(*args, barrier_after=more).run()
+            best = ScheduleBuilder(*args, barrier_after=more).run(war)
         except TasklistError:
             break  # more token pairs than the instance has
         barriers = more
-    return best
+    return best or ScheduleBuilder(*args, barrier_after=barriers).run(war)
 
 
 __all__ = [
@@ -1138,6 +1205,8 @@ __all__ = [
     "Schedule",
     "ScheduleBuilder",
     "Step",
+    "WarEvent",
+    "WarPlan",
     "build_schedule",
     "choose_resident",
 ]

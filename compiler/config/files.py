@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-import yaml
 
 from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import write_text
@@ -70,6 +69,9 @@ def parse_json(text: str, path: Path) -> Any:
 
 def parse_yaml(text: str, path: Path) -> Any:
     """Parse YAML text with the safe loader (no object construction); errors carry the line."""
+    # imported here: every command that builds a config loads this module, few read YAML
+    import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

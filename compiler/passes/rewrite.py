@@ -2,8 +2,12 @@
 
 - `dense_to_conv2d` (``rewrite_dense_to_conv2d``): Gemm / MatMul with constant weights ->
   Reshape [P, K, 1, 1] -> 1x1 Conv -> Reshape; a following per-column bias Add joins the conv.
-- `concat_to_resadd` (``rewrite_concat_to_resadd``): a channel Concat of 4-D tensors ->
-  each input zero-padded to the full channel count at its offset, then summed with Adds.
+- `place_concat` (``place_concat``, always on): a channel Concat of 4-D activations stays
+  one node, marked (`PLACE_PARTS_ATTR`) for the back end to lower as placement: per part one
+  DPU rescale written into its channel slice of the output, row tile by row tile.
+- `concat_to_resadd` (``rewrite_concat_to_resadd``): a channel Concat of 4-D tensors that
+  placement did not take (one with a constant part) -> each input zero-padded to the full
+  channel count at its offset, then summed with Adds.
 - `pword_padding` (``apply_pword_padding``): input channels of groups=1 convolutions padded
   with zeros to a multiple of PWORD (``arch.mvm.pword_channels``): zero weights and a channel
   Pad of the activation (shared by all convs reading it).
@@ -33,6 +37,7 @@ import numpy as np
 
 from aipusim.compiler.ir import (
     LUT_OPS,
+    PLACE_PARTS_ATTR,
     SOURCE_OP_ATTR,
     Graph,
     GraphEditor,
@@ -188,16 +193,47 @@ dense_to_conv2d = _keeping_program(_dense_to_conv2d)
 # ----------------------------------------------------------------------------- concat
 
 
+def _channel_concat(graph: Graph, node: Node) -> bool:
+    """True for a Concat of two or more 4-D tensors along the channel axis."""
+    if node.op is not Op.CONCAT or len(node.inputs) < 2:
+        return False
+    return graph.tensor(node.outputs[0]).rank == 4 and int(node.attr("axis", 0)) % 4 == 1
+
+
+def _place_concat(graph: Graph, ctx: PassContext | None, steps: Steps) -> Graph:
+    """Channel Concat of activations -> the same node, marked for placement.
+
+    Channels-last, a part's channels are a strided slice of every output pixel, which the
+    DPU writes directly (its rescale onto the output's grid on the way): no zero-padded
+    full-width copy per part and no chain of full-width Adds (`concat_to_resadd`). The
+    node keeps its integer step (one multiplier per part, one shift). A Concat with a
+    constant part is left to `concat_to_resadd`.
+    """
+    del ctx, steps  # the node and its step stay as they are
+    nodes = [
+        node.with_(attrs=node.attrs.with_(**{PLACE_PARTS_ATTR: 1}))
+        if _channel_concat(graph, node) and not any(graph.is_constant(i) for i in node.inputs)
+        else node
+        for node in graph.nodes
+    ]
+    changed = any(a is not b for a, b in zip(nodes, graph.nodes, strict=True))
+    return graph.with_nodes(nodes) if changed else graph
+
+
+place_concat = _keeping_program(_place_concat)
+
+
 def _concat_to_resadd(graph: Graph, ctx: PassContext | None, steps: Steps) -> Graph:
-    """Channel Concat -> zero-pad each input to the full width and add them up."""
+    """Channel Concat -> zero-pad each input to the full width and add them up.
+
+    Only the Concats `place_concat` did not mark: those with a constant part (placement
+    reads its parts as activations, by row tiles)."""
     ed = graph.edit()
     changed = False
     for node in graph.nodes:
-        if node.op is not Op.CONCAT or len(node.inputs) < 2:
+        if not _channel_concat(graph, node) or node.attr(PLACE_PARTS_ATTR):
             continue
         out = graph.tensor(node.outputs[0])
-        if out.rank != 4 or int(node.attr("axis", 0)) % 4 != 1:
-            continue
         total = out.shape[1]
         offset = 0
         padded: list[str] = []
@@ -406,4 +442,10 @@ def _mac_around_lut(graph: Graph, ctx: PassContext | None, steps: Steps) -> Grap
 mac_around_lut = _keeping_program(_mac_around_lut)
 
 
-__all__ = ["concat_to_resadd", "dense_to_conv2d", "mac_around_lut", "pword_padding"]
+__all__ = [
+    "concat_to_resadd",
+    "dense_to_conv2d",
+    "mac_around_lut",
+    "place_concat",
+    "pword_padding",
+]

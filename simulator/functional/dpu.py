@@ -15,6 +15,9 @@ Readings the ISA leaves open:
 - results are clamped to the record's ``[lo, hi]`` and then to the range of ``out_elem``;
   a `SCALAR` kind with a ``lut`` other than none, relu or clip then looks its clamped
   result up in the table at ``lut_addr`` (an activation fused after it);
+- a second step (``then``) takes the first step's result clamped to its record's
+  ``[lo, hi]`` and to int8 as its operand a and runs the binary kernel of its kind with
+  the `SCALAR` record after the first step's ``p_mod`` records, operand b at ``in_addr2``;
   a shift of 0 rounds nothing; a table lookup clamps its index to the int8 range;
 - ``softmax`` gives ``zo`` to a group whose exponentials sum to 0;
 - ``matmul`` strides are in elements, as a reduction's: head ``o`` of A starts at element
@@ -33,7 +36,7 @@ import numpy as np
 
 from aipusim.isa import fp_kernels as FK
 from aipusim.isa import params as P
-from aipusim.isa.tasks import CLAMP_LUTS, DpuKind, DpuOp, LutKind, Pool, table_after
+from aipusim.isa.tasks import CLAMP_LUTS, DpuKind, DpuOp, DpuThen, LutKind, Pool, table_after
 from aipusim.simulator.functional.context import TaskRun
 from aipusim.simulator.functional.footprint import merge, runs, span
 
@@ -50,6 +53,8 @@ _ELEMENTWISE = {
     DpuKind.COPY: 9,
 }
 _CLAMP = 8
+#: Kinds a second step (`DpuOp.then`) may follow: binary steps ending in one SCALAR record.
+_THEN_FIRST = frozenset({DpuKind.ADD, DpuKind.SUB, DpuKind.MUL})
 _TWO_OPERANDS = frozenset(
     {DpuKind.ADD, DpuKind.SUB, DpuKind.MUL, DpuKind.MIN, DpuKind.MAX, DpuKind.DIV, DpuKind.POW}
 )
@@ -97,18 +102,40 @@ def _rshift(v, s):  # pragma: no cover - jitted
 # ----------------------------------------------------------------------- kernels
 
 
+@numba.njit(cache=True, inline="always")
+def _binary(code, a, b, m0, m1, s, za, zb, zo, lo, hi):  # pragma: no cover - jitted
+    """A SCALAR kind's step on ``a`` and ``b`` (add 1, sub 2, mul 3, rescale 6, min 4,
+    max 5), clamped to ``[lo, hi]``."""
+    if code == 1:
+        r = _rshift(m0 * (a - za) + m1 * (b - zb), s) + zo
+    elif code == 2:
+        r = _rshift(m0 * (a - za) - m1 * (b - zb), s) + zo
+    elif code == 3:
+        r = _rshift((a - za) * (b - zb) * m0, s) + zo
+    elif code == 6:
+        r = _rshift(m0 * (a - za), s) + zo
+    else:
+        ra = min(max(_rshift(m0 * (a - za), s) + zo, lo), hi)
+        rb = min(max(_rshift(m1 * (b - zb), s) + zo, lo), hi)
+        r = min(ra, rb) if code == 4 else max(ra, rb)
+    return min(max(r, lo), hi)
+
+
 @numba.njit(cache=True)
-def _elementwise(mem, geo, code, prm, lut, then_table):  # pragma: no cover - jitted
+def _elementwise(mem, geo, code, prm, lut, then_table, then, q):  # pragma: no cover - jitted
     """Integer element-wise kinds. ``geo``: elements, a base, a elem, row_len,
     in_row_pitch, b base, b elem, b_div, b_mod, out base, out elem, out_row_pitch, p_div,
-    p_mod. ``prm`` rows: CHANNEL fields (codes 0, 8) or SCALAR fields (the others).
-    ``then_table``: a SCALAR kind's clamped result is then looked up in ``lut``."""
+    p_mod, c base, c elem, c_div, c_mod. ``prm`` rows: CHANNEL fields (codes 0, 8) or
+    SCALAR fields (the others). ``then``: the code of a second step (0: none) with the
+    SCALAR fields ``q``, operand b at c. ``then_table``: a SCALAR kind's clamped result
+    is then looked up in ``lut``."""
     n, a0, ae, row_len, a_pitch = geo[0], geo[1], geo[2], geo[3], geo[4]
     b0, be, b_div, b_mod = geo[5], geo[6], geo[7], geo[8]
     o0, oe, o_pitch, p_div, p_mod = geo[9], geo[10], geo[11], geo[12], geo[13]
+    c0, ce, c_div, c_mod = geo[14], geo[15], geo[16], geo[17]
     # the element's indices, stepped instead of divided: (e // p_div) % p_mod, (e // b_div)
-    # % b_mod, and e's row and column in rows of row_len
-    pc = pk = bc = bk = col = row = 0
+    # % b_mod, (e // c_div) % c_mod, and e's row and column in rows of row_len
+    pc = pk = bc = bk = cc = ck = col = row = 0
     for e in range(n):
         if row_len > 0:
             a = _load(mem, a0 + row * a_pitch + col * ae, ae)
@@ -128,21 +155,12 @@ def _elementwise(mem, geo, code, prm, lut, then_table):  # pragma: no cover - ji
         elif code == 9:
             r = a
         else:  # m0, m1, shift, za, zb, zo, lo, hi
-            m0, m1, s, za = prm[pk, 0], prm[pk, 1], prm[pk, 2], prm[pk, 3]
-            zb, zo, lo, hi = prm[pk, 4], prm[pk, 5], prm[pk, 6], prm[pk, 7]
-            if code == 1:
-                r = _rshift(m0 * (a - za) + m1 * (b - zb), s) + zo
-            elif code == 2:
-                r = _rshift(m0 * (a - za) - m1 * (b - zb), s) + zo
-            elif code == 3:
-                r = _rshift((a - za) * (b - zb) * m0, s) + zo
-            elif code == 6:
-                r = _rshift(m0 * (a - za), s) + zo
-            else:
-                ra = min(max(_rshift(m0 * (a - za), s) + zo, lo), hi)
-                rb = min(max(_rshift(m1 * (b - zb), s) + zo, lo), hi)
-                r = min(ra, rb) if code == 4 else max(ra, rb)
-            r = min(max(r, lo), hi)
+            p = prm[pk]
+            r = _binary(code, a, b, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7])
+            if then > 0:  # the second step, on the first's int8 result (never stored)
+                c = _load(mem, c0 + ck * ce, ce)
+                r = min(max(r, -128), 127)
+                r = _binary(then, r, c, q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7])
             if then_table:
                 r = lut[min(max(r, -128), 127) + 128]
         _store(mem, at, oe, r)
@@ -154,6 +172,10 @@ def _elementwise(mem, geo, code, prm, lut, then_table):  # pragma: no cover - ji
         if bc == b_div:
             bc = 0
             bk = bk + 1 if bk + 1 < b_mod else 0
+        cc += 1
+        if cc == c_div:
+            cc = 0
+            ck = ck + 1 if ck + 1 < c_mod else 0
         col += 1
         if col == row_len:
             col = 0
@@ -245,8 +267,8 @@ def _store_np(data: np.ndarray, addrs: np.ndarray, elem: int, values: np.ndarray
 # ----------------------------------------------------------------------- kinds
 
 
-def _scalar_rows(run: TaskRun, t: DpuOp, count: int) -> np.ndarray:
-    rec = run.records(t.param_addr, P.SCALAR, count)
+def _scalar_rows(run: TaskRun, addr: int, count: int) -> np.ndarray:
+    rec = run.records(addr, P.SCALAR, count)
     return np.stack([rec[f].astype(np.int64) for f in _SCALAR_FIELDS], axis=1)
 
 
@@ -267,7 +289,7 @@ def _elementwise_kind(run: TaskRun, t: DpuOp) -> None:
                 raise run.fail("a lut task needs a lut other than none")
             lut = run.table(t.lut_addr)
     else:
-        prm = _scalar_rows(run, t, count)
+        prm = _scalar_rows(run, t.param_addr, count)
     # an element-wise op with its activation fused (`compiler.backend.dpu_chain`): the
     # table after the record (relu/clip: the record's clamp did it)
     then_table = table_after(t.kind, t.lut)
@@ -281,14 +303,31 @@ def _elementwise_kind(run: TaskRun, t: DpuOp) -> None:
         s, e = span(t.in_addr1, reach * t.in1_elem)
         _, d1 = run.operand(Pool.L1, s, e, write=False)
         b_base, b_elem = t.in_addr1 + d1, t.in1_elem
+    then, q, c_base = _then_step(run, t, n)
     s, e = _linear(t.out_addr, n, t.out_elem, t.row_len, t.out_row_pitch)
     _, d_out = run.operand(Pool.L1, s, e, write=True)
     geo = np.array(
         [n, t.in_addr0 + d0, t.in_elem, t.row_len, t.in_row_pitch, b_base, b_elem, t.b_div,
-         t.b_mod, t.out_addr + d_out, t.out_elem, t.out_row_pitch, t.p_div, len(prm)],
+         t.b_mod, t.out_addr + d_out, t.out_elem, t.out_row_pitch, t.p_div, len(prm),
+         c_base, t.in2_elem, t.c_div, t.c_mod],
         np.int64,
     )  # fmt: skip
-    _elementwise(data, geo, code, prm, lut, then_table)
+    _elementwise(data, geo, code, prm, lut, then_table, then, q)
+
+
+def _then_step(run: TaskRun, t: DpuOp, n: int) -> tuple[int, np.ndarray, int]:
+    """(kernel code, SCALAR fields, operand b's base) of a second step (code 0: none)."""
+    if t.then is DpuThen.NONE:
+        return 0, np.zeros(8, np.int64), 0
+    if t.kind not in _THEN_FIRST or t.operands != 2:
+        raise run.fail(
+            f"then must be none after a {t.kind.value} of {t.operands} operands, not {t.then.value}"
+        )
+    q = _scalar_rows(run, t.param_addr + t.p_mod * P.SCALAR.itemsize, 1)[0]
+    reach = min(t.c_mod, (n - 1) // t.c_div + 1)
+    s, e = span(t.in_addr2, reach * t.in2_elem)
+    _, d2 = run.operand(Pool.L1, s, e, write=False)
+    return _ELEMENTWISE[DpuKind(t.then.value)], q, t.in_addr2 + d2
 
 
 def _float_elementwise(run: TaskRun, t: DpuOp) -> None:
@@ -324,7 +363,9 @@ def _addresses(base: int, e: np.ndarray, elem: int, row_len: int, pitch: int) ->
 
 def _reduction(run: TaskRun, t: DpuOp) -> None:
     offsets = _offsets(t)
-    p = _scalar_rows(run, t, 1)[0] if t.kind is not DpuKind.REDUCE_MAX else np.zeros(8, np.int64)
+    p = np.zeros(8, np.int64)
+    if t.kind is not DpuKind.REDUCE_MAX:
+        p = _scalar_rows(run, t.param_addr, 1)[0]
     table = np.zeros(1, np.int64)
     if t.kind is DpuKind.SOFTMAX:
         data, at = run.block(t.lut_addr, P.SOFTMAX_TABLE_BYTES)
@@ -374,7 +415,7 @@ def _matmul_offsets(t: DpuOp) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _matmul(run: TaskRun, t: DpuOp) -> None:
-    p = _scalar_rows(run, t, 1)[0]
+    p = _scalar_rows(run, t.param_addr, 1)[0]
     ie, be, oe = t.in_elem, t.in1_elem, t.out_elem
     a_off, b_off, o_off = _matmul_offsets(t)
     s, e = _elements_runs(t.in_addr0, a_off, ie)
@@ -420,10 +461,10 @@ def _gather(run: TaskRun, t: DpuOp) -> None:
 
 
 def _check(run: TaskRun, t: DpuOp) -> None:
-    for name in ("in_elem", "in1_elem", "out_elem"):
+    for name in ("in_elem", "in1_elem", "in2_elem", "out_elem"):
         if getattr(t, name) not in _ELEM_BYTES:
             raise run.fail(f"{name} must be 1, 2 or 4, not {getattr(t, name)}")
-    for name in ("b_div", "b_mod", "p_div", "p_mod", "outer", "groups", "n"):
+    for name in ("b_div", "b_mod", "c_div", "c_mod", "p_div", "p_mod", "outer", "groups", "n"):
         if getattr(t, name) < 1:
             raise run.fail(f"{name} must be >= 1, not {getattr(t, name)}")
     if t.elements < 1 and t.kind not in (*_REDUCTIONS, DpuKind.LAYERNORM, DpuKind.GATHER):

@@ -7,6 +7,7 @@ The compiler driver is replaced by a recorder so these tests see exactly the
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -307,3 +308,23 @@ def test_help_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
                  "--arch", "--json"):  # fmt: skip
         assert flag in out
     assert "It is RUN" in out
+
+
+def test_a_compile_loads_no_analysis_library_simulator_or_profiler(tmp_path: Path) -> None:
+    # Their imports cost seconds (pandas alone 1.7 s); a compile needs none of them.
+    import onnx
+
+    from aipusim import zoo
+
+    model = tmp_path / "tiny.onnx"
+    onnx.save(zoo.build("tiny_cnn"), model)
+    code = (
+        "import sys; from aipusim.cli.main import main; "
+        f"status = main(['compile', '-i', {str(model)!r}, '-o', {str(tmp_path / 'out')!r}]); "
+        "heavy = ('pandas', 'matplotlib', 'numba', 'scipy', 'pyarrow', 'simpy', 'yaml'); "
+        "print(status, sorted(m for m in sys.modules if m.split('.')[0] in heavy "
+        "or m.startswith(('aipusim.simulator', 'aipusim.profiler', 'aipusim.studies'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "0 []"
+    assert (tmp_path / "out" / "compiled_model" / "model.json").is_file()

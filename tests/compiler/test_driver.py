@@ -74,7 +74,7 @@ def test_front_half_artifacts(onnx_models, tmp_path: Path) -> None:
         "postprocess.onnx",
         "core.onnx",
         "ir/00_import.txt",
-        "ir/14_validate_operators.txt",  # (no quantize in this list)
+        "ir/15_validate_operators.txt",  # (no quantize in this list)
         "pass_dependency_graph.json",
         REPORT_NAME,
         LOG_NAME,

@@ -127,6 +127,19 @@ def test_checker_failure_is_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(err.value)
 
 
+def test_a_whole_model_file_is_checked_once_on_the_bytes_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "relu.onnx"
+    onnx.save(_relu_model(17), path)
+    seen: list[object] = []
+    check = onnx.checker.check_model
+    monkeypatch.setattr(onnx.checker, "check_model", lambda m: (seen.append(m), check(m)))
+    model = load_model(path)
+    assert seen == [path.read_bytes()]
+    assert model.SerializeToString() == path.read_bytes()
+
+
 def _relu_model(opset: int) -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])

@@ -38,6 +38,7 @@ def test_front_order_is_the_design_order() -> None:
         "check_operators",
         "quantize",
         "rewrite_dense_to_conv2d",
+        "place_concat",
         "rewrite_concat_to_resadd",
         "apply_pword_padding",
         "simplify_mac_before_after_lut",

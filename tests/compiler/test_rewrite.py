@@ -10,12 +10,13 @@ from onnx import TensorProto, helper
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.export import run_graph, to_onnx
 from aipusim.compiler.importer import import_model
-from aipusim.compiler.ir import Op, is_depthwise, verify
+from aipusim.compiler.ir import PLACE_PARTS_ATTR, Op, is_depthwise, verify
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.passes.rewrite import (
     concat_to_resadd,
     dense_to_conv2d,
     mac_around_lut,
+    place_concat,
     pword_padding,
 )
 
@@ -90,6 +91,34 @@ def test_concat_on_other_axes_stays() -> None:
     m = model([node("Concat", ["x", "x"], "y", axis=2)], {})
     before, after = check(m, concat_to_resadd)
     assert after is before
+    assert place_concat(before, CTX) is before
+
+
+def test_channel_concat_of_activations_is_placed_not_padded_and_added() -> None:
+    m = model(
+        [
+            node("Relu", ["x"], "a"),
+            node("Conv", ["x", "w"], "b"),
+            node("Concat", ["a", "b", "a"], "y", axis=-3),
+        ],
+        {"w": w(3, 4, 1, 1)},
+    )
+    _, placed = check(m, place_concat)
+    assert placed.ops() == {"Relu": 1, "Conv": 1, "Concat": 1}
+    cat = placed.producer("y")
+    assert cat.attr(PLACE_PARTS_ATTR) == 1 and cat.inputs == ("a", "b", "a")
+    # the pad-and-add rewrite leaves a placed Concat alone
+    assert concat_to_resadd(placed, CTX) is placed
+
+
+def test_a_concat_with_a_constant_part_is_left_to_pads_and_adds() -> None:
+    m = model(
+        [node("Relu", ["x"], "a"), node("Concat", ["a", "k"], "y", axis=1)],
+        {"k": w(1, 2, 6, 6)},
+    )
+    before, placed = check(m, place_concat)
+    assert placed is before
+    assert concat_to_resadd(placed, CTX).ops() == {"Relu": 1, "Pad": 1, "Add": 1}
 
 
 def test_pword_padding_pads_group1_convs(onnx_models) -> None:

@@ -11,6 +11,7 @@ import pytest
 from zoo_compiles import zoo_model
 
 from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.ir import PLACE_PARTS_ATTR, Op
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
 from aipusim.compiler.quant import run_int8
@@ -18,7 +19,12 @@ from aipusim.compiler.quant.quantize import QuantizedGraph
 
 SIDE = {"yolov5s": 64, "yolov8n": 64}
 #: the rewrites that must not change one int8 value
-EXACT = ("rewrite_dense_to_conv2d", "rewrite_concat_to_resadd", "apply_pword_padding")
+EXACT = (
+    "rewrite_dense_to_conv2d",
+    "place_concat",
+    "rewrite_concat_to_resadd",
+    "apply_pword_padding",
+)
 
 
 @functools.cache  # two tests read the same models' programs; each costs a calibration
@@ -48,7 +54,10 @@ def test_exact_rewrites_keep_every_int8_output(name: str) -> None:
 def test_every_exact_rewrite_ran_on_these_models() -> None:
     _, after = _programs("yolov5s", simplify_mac_before_after_lut=False)
     ops = after.graph.ops()
-    assert "Concat" not in ops and "Pad" in ops  # concat -> pads + adds; pword pads
+    pads = [n.name for n in after.graph.nodes if n.op is Op.PAD]
+    assert pads and all(p.endswith("/pword_pad") for p in pads)  # no concat pads; pword pads
+    concats = [n for n in after.graph.nodes if n.op is Op.CONCAT]
+    assert len(concats) == ops["Concat"] and all(n.attr(PLACE_PARTS_ATTR) for n in concats)
     _, dense = _programs("deit_tiny", simplify_mac_before_after_lut=False)
     assert "MatMul" in dense.graph.ops() and "Conv" in dense.graph.ops()  # dense -> 1x1 conv
 

@@ -3,13 +3,19 @@ barriers that order them, which token pairs stay tokens, and a halo swap with no
 
 from __future__ import annotations
 
-from backend_helpers import ARCH, check_ok
+from typing import Any
+
+import pytest
+from backend_helpers import ARCH, check_ok, front_graph
 from test_exchange import halo_graph
 
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.barriers import choose_barriers, cross_core_spans, stabbing
 from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.backend.schedule import ScheduleBuilder, WarPlan
 from aipusim.compiler.backend.tokens import Step
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.pipeline import BACK
 from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope, Unit
 
 
@@ -74,3 +80,51 @@ def test_two_cores_swap_halo_rows_through_tokens_not_barriers() -> None:
         sent = {s for s in halo[0].signals if s.scope is TokenScope.GLOBAL}
         c1 = [t for t in r.tasks[core] if isinstance(t, Mvm) and t.layer == "c1"]
         assert sent and sent <= {w for t in c1 for w in t.waits}
+
+
+def test_a_rebuild_adds_the_probes_write_after_read_edges_past_its_barriers() -> None:
+    # the probe's steps 0..3; the rebuild has a barrier on each core after group 0 (its
+    # steps 2 and 3), so the probe's steps are the rebuild's 0, 1, 4, 5
+    rebuild = object.__new__(ScheduleBuilder)
+    rebuild.steps = [
+        _step(0, 0, Unit.DMA0, 0, set()),
+        _step(1, 0, Unit.DMA1, 0, set()),  # multicasts into core 1's L1
+        _step(2, 0, Unit.CTRL, 0, set()),
+        _step(3, 1, Unit.CTRL, 0, set()),
+        _step(4, 1, Unit.WLOAD, 1, {1}),  # core 1's load of the multicast
+        _step(5, 1, Unit.MVM, 1, set()),
+    ]
+    rebuild.group_barriers = {2, 3}
+    rebuild.gates, rebuild.fetch_loads = {}, {1: {1: 4}}
+    # the probe's step 3 (core 1) overwrites bytes its steps 0 and 1 accessed
+    war = WarPlan([(3, (0, 1), None)], 4)
+    assert rebuild.add_memory_war(war) is war
+    # core 1 learns the multicast is done from its own load of it
+    assert [s.deps for s in rebuild.steps] == [set(), set(), set(), set(), {1}, {0, 4}]
+    rebuild.group_barriers = {2}  # a rebuild whose steps are not the probe's
+    with pytest.raises(AssertionError, match="not this build's"):
+        rebuild.add_memory_war(war)
+
+
+def test_a_rebuild_with_the_probes_analysis_is_the_full_rebuild() -> None:
+    cfg = CompilerConfig(multicore_mode="cooperative", aipu_cores_used=4)
+    ctx = PassContext(cfg, arch=ARCH)
+    ir: Any = front_graph("resnet18", 64)
+    for p in BACK[: [p.name for p in BACK].index("schedule")]:
+        ir = p.run(ir, ctx)
+    args = (ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants, ir.memory, ir.graph,
+            ir.config, ir.arch, ir.layout, ir.program)  # fmt: skip
+    probe = ScheduleBuilder(*args)
+    probe.build()
+    barriers = choose_barriers(cross_core_spans(probe.steps), ARCH.tokens.global_count)
+    assert barriers
+    full, reused = (
+        ScheduleBuilder(*args, barrier_after=barriers),
+        ScheduleBuilder(*args, barrier_after=barriers),
+    )
+    a, b = full.run(), reused.run(probe.war)
+    # the same steps, every dependency set iterating in the same order, the same tasks
+    assert [(s.kind, s.fields, list(s.deps)) for s in full.steps] == [
+        (s.kind, s.fields, list(s.deps)) for s in reused.steps
+    ]
+    assert a.tasks == b.tasks

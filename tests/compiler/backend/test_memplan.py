@@ -46,6 +46,21 @@ def test_verifier_accepts_reuse_after_death_and_rejects_overlap() -> None:
         verify_memplan(_plan(_buf("a", 950, 100, 0, 1)))
 
 
+def test_a_pool_keeps_its_buffers_in_placing_order_and_removes_by_identity() -> None:
+    st = PoolState(Pool.L2, 0, 1000, 1)
+    a, b, c = _buf("a", 0, 10, 0, 0), _buf("b", 10, 10, 0, 0), _buf("c", 20, 10, 0, 0)
+    twin = dataclasses.replace(b)  # equal to b, but another buffer
+    assert twin == b
+    for buf in (a, b, c, twin):
+        st.place(buf, buf.addr)
+    st.remove(b)
+    assert [x is y for x, y in zip(st.placed, (a, c, twin), strict=True)] == [True] * 3
+    assert (b.pool, b.addr) == (None, -1)
+    st.place(b, 40)  # put back: now last
+    assert [x.name for x in st.placed] == ["a", "c", "b", "b"] and st.placed[3] is b
+    assert st.busy(_buf("q", 0, 1, 0, 0)) == [(0, 10), (20, 30), (10, 20), (40, 50)]
+
+
 def test_zoo_plans_verify_and_stay_within_capacity() -> None:
     for name, size in (("resnet18", 224), ("yolov8n", 320)):
         r = compile_backend(name, size)

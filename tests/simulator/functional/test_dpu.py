@@ -25,7 +25,7 @@ from aipusim.compiler.quant import kernels as K
 from aipusim.isa import fp_kernels as FK
 from aipusim.isa import params as P
 from aipusim.isa.float18 import FloatFormat
-from aipusim.isa.tasks import DpuKind, DpuOp, LutKind, Pool, Unit
+from aipusim.isa.tasks import DpuKind, DpuOp, DpuThen, LutKind, Pool, Unit
 
 A, B, OUT, PRM, LUT = 0, 0x40000, 0x80000, 0xC0000, 0xD0000
 X, Y = 0x100000, 0x200000
@@ -158,6 +158,38 @@ def test_a_table_after_is_the_op_then_the_lut_task(kind: DpuKind) -> None:
     op = dpu_on_sim(a, a.shape, params=rec, kind=kind, **kw)
     got = dpu_on_sim(a, a.shape, params=rec, table=table, kind=kind, lut=LutKind.SILU, **kw)
     assert np.array_equal(got, K.apply_lut(op, table))
+
+
+def test_a_second_step_by_hand() -> None:
+    # (a - 0) * (b - 0) clamped to int8, then + c (c at LUT: the helper's third buffer)
+    a = np.array([[100, -3, 4, 2]], np.int8)
+    b = np.array([[2, -1, 3, -1]], np.int8)
+    c = np.array([-100, 2, -20, 4], np.int8)
+    rec = np.concatenate([P.scalar_record(m0=1), P.scalar_record(m0=1, m1=1)])
+    got = dpu_on_sim(a, a.shape, b=b, params=rec, table=c, kind=DpuKind.MUL, b_mod=a.size,
+                     then=DpuThen.ADD, in_addr2=LUT, c_mod=c.size)  # fmt: skip
+    # products 200 (clamped to 127), 3, 12, -2; plus c
+    assert got.tolist() == [[27, 5, -8, 2]]
+
+
+@pytest.mark.parametrize("kind", [DpuKind.ADD, DpuKind.SUB, DpuKind.MUL])
+@pytest.mark.parametrize("then", [DpuThen.ADD, DpuThen.SUB, DpuThen.MUL])
+def test_a_second_step_is_the_two_tasks_one_after_the_other(kind: DpuKind, then: DpuThen) -> None:
+    a, b = int8(6, 32), int8(6, 32)
+    c = int8(32)  # per channel: c_div 1, c_mod 32 over 6 pixels of 32 channels
+    rec = P.scalar_record(m0=3 << 27, m1=5 << 26, shift=30, za=2, zb=-6, zo=1)
+    rec2 = P.scalar_record(m0=7 << 26, m1=3 << 27, shift=29, za=-3, zb=4, zo=-2, lo=-90, hi=100)
+    first = dpu_on_sim(a, a.shape, b=b, params=rec, kind=kind, b_mod=a.size)
+    second = dpu_on_sim(first, a.shape, b=c, params=rec2, kind=DpuKind(then.value), b_mod=32)
+    got = dpu_on_sim(a, a.shape, b=b, params=np.concatenate([rec, rec2]), table=c, kind=kind,
+                     b_mod=a.size, then=then, in_addr2=LUT, c_mod=32)  # fmt: skip
+    assert np.array_equal(got, second)
+
+
+def test_a_second_step_follows_only_a_binary_op() -> None:
+    rec = np.concatenate([P.scalar_record(m0=1), P.scalar_record(m0=1)])
+    with pytest.raises(SimulationError, match=r"then must be none after a rescale of 1 operands"):
+        dpu_on_sim(int8(8), (8,), params=rec, kind=DpuKind.RESCALE, then=DpuThen.ADD)
 
 
 def test_copy_a_channel_slice_of_every_pixel() -> None:
