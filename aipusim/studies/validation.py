@@ -111,6 +111,13 @@ GRID = {
 }
 #: Weight of the pull towards the pre-fit values (per number, in units of its range).
 PRIOR_WEIGHT = 0.01
+#: What `fit` minimises, in words (recorded with each fit).
+OBJECTIVE = (
+    "sum of the squared relative errors of ResNet-50's FPS and FPS/W at 800 MHz and of its "
+    "FPS/W at the lower clock (the clock at which it makes 1430 FPS), plus "
+    f"{PRIOR_WEIGHT:g} times the squared move of each fitted number from its pre-fit value "
+    "in units of its range"
+)
 #: Compass search: first step (share of each range), last step, evaluations at most.
 FIRST_STEP, LAST_STEP, MAX_EVALS = 0.25, 1 / 64, 160
 #: The supply the D-IMC efficiency is published at.
@@ -210,13 +217,18 @@ def fit(
     start: dict[str, Any],
     ranges: dict[str, tuple[float, float]],
     log: Callable[[str], None] = print,
+    reason: str = "",
 ) -> dict[str, Any]:
     """Compass search over `FIT_KEYS` in units of their ranges: from ``start``, try each
     number one step up and down, keep a move that lowers the objective (squared relative
     errors of `TARGETS` plus `PRIOR_WEIGHT` times the squared moves from ``start``), halve
     the step when none does. Values are rounded to their `GRID` step (integers to whole
     numbers); every value stays in its range. The V-f supplies not fitted follow the fitted
-    ones (`consistent_overrides`)."""
+    ones (`consistent_overrides`). The record also holds every (I) number after the fit
+    (``"inferred"``, which `aipusim.arch.frozen` holds the arch file to), the measured
+    figures fitted to, the objective, the commit and ``reason``."""
+    from aipusim.arch import load_arch
+    from aipusim.arch.frozen import inferred_values
 
     def to_unit(key: str, value: float) -> float:
         lo, hi = ranges[key]
@@ -261,7 +273,17 @@ def fit(
                     break
         if not moved:
             step /= 2
+    revision, dirty = source_state()
     return {
+        "reason": reason,
+        "commit": revision + (" (with uncommitted changes)" if dirty else ""),
+        "data": [
+            {"key": p.key, "what": p.what, "value": p.value, "unit": p.unit, "source": SOURCE}
+            for p in PUBLISHED
+            if p.use != "input"
+        ],
+        "objective": OBJECTIVE,
+        "inferred": {**inferred_values(load_arch()), **_followers(best), **best},
         "keys": list(FIT_KEYS),
         "ranges": {k: list(ranges[k]) for k in FIT_KEYS},
         "start": {k: start[k] for k in FIT_KEYS},
@@ -432,6 +454,7 @@ def run_validation(
     out: Path,
     *,
     fit_first: bool = False,
+    reason: str = "",
     progress: bool = True,
     command: str = "aipusim report validation",
     **_: Any,
@@ -454,7 +477,7 @@ def run_validation(
     record_path = out / RECORD
     record = json.loads(record_path.read_text()) if record_path.is_file() else None
     if fit_first:
-        record = fit(evaluator, current, ranges, log=_printer(progress))
+        record = fit(evaluator, current, ranges, log=_printer(progress), reason=reason)
         record_path.write_text(json.dumps(record, indent=2) + "\n")
         values = record["fitted"]
     else:
