@@ -489,6 +489,7 @@ class CompiledModel:
         functional: bool = False,
         inputs: Mapping[str, Any] | None = None,
         energy_model: str = "cycles",
+        uncertainty: int | None = None,
         **overrides: Any,
     ) -> Any:
         """Simulate ``frames`` frames of the compiled tasklists; returns a `SimResult`.
@@ -504,9 +505,13 @@ class CompiledModel:
         compiler decision such as ``multicore_mode`` is refused with a hint to recompile.
         ``input_shapes`` picks another compiled shape (compiled once); ``levels`` are the
         trace tags (default: frames, layers, compute and memory tasks, which the profile
-        needs).
+        needs). ``uncertainty=N`` adds ``bands`` (`aipusim.uncertainty`): FPS, energy per
+        frame and average power as p5-p95 over N joint samples of the inferred arch numbers.
         """
-        if arch is None and self._arch is not None:
+        if arch is None and uncertainty is not None:
+            # the samples are drawn from the arch file's ranges: hand over its path
+            arch = self._arch
+        elif arch is None and self._arch is not None:
             from aipusim.arch import load_arch
 
             arch = load_arch(self._arch)
@@ -518,6 +523,7 @@ class CompiledModel:
             functional=functional,
             inputs=inputs,
             energy_model=energy_model,
+            uncertainty=uncertainty,
             **overrides,
         )
 
@@ -578,12 +584,15 @@ def simulate(
     functional: bool = False,
     inputs: Mapping[str, Any] | None = None,
     energy_model: str = "cycles",
+    uncertainty: int | None = None,
     **overrides: Any,
 ) -> Any:
     """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that
     holds one; returns a `SimResult` (a `aipusim.results.TracedResult`) whose trace (frames,
     layers, compute and memory tasks by default) feeds its profile. ``functional``,
-    ``inputs`` and ``energy_model`` as in `CompiledModel.simulate`.
+    ``inputs``, ``energy_model`` and ``uncertainty`` as in `CompiledModel.simulate`; ``arch``
+    is an `Arch`, or an arch file's path (which ``uncertainty`` needs for other than the
+    bundled file).
 
     >>> import aipusim
     >>> r = aipusim.simulate(aipusim.compile("tiny_cnn"), frames=2, frequency=400_000_000)
@@ -603,6 +612,7 @@ def simulate(
             functional=functional,
             inputs=inputs,
             energy_model=energy_model,
+            uncertainty=uncertainty,
             **overrides,
         )
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
@@ -611,6 +621,20 @@ def simulate(
     if (compiled / COMPILED_DIR).is_dir():
         # a whole output folder (of `compile`, `save` or ``aipusim compile -o``)
         compiled = compiled / COMPILED_DIR
+    arch_path = None
+    if isinstance(arch, str | os.PathLike):
+        from aipusim.arch import load_arch
+
+        arch_path, arch = arch, load_arch(arch)
+    if uncertainty is not None:
+        from aipusim.uncertainty import check_samples
+
+        check_samples(uncertainty, "uncertainty")
+        if arch is not None and arch_path is None:
+            raise ConfigError(
+                "uncertainty samples an arch file's inferred numbers: arch must be the file's "
+                "path (or None for the bundled one), not an Arch object"
+            )
     chip, how = None, ""
     if functional is True:
         from aipusim.functional_check import chip_inputs
@@ -638,6 +662,12 @@ def simulate(
         from aipusim.functional_check import attach_check
 
         attach_check(result, compiled, chip, how)
+    if uncertainty is not None:
+        from aipusim.uncertainty import bands
+
+        result.bands = bands(
+            compiled, uncertainty, frames=frames, arch_path=arch_path, progress=False, **overrides
+        )
     return result
 
 

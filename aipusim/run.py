@@ -133,6 +133,7 @@ def run_model(
     input_shape: tuple[int, ...] | None = None,
     keep_input_model: bool = False,
     check: bool = False,
+    uncertainty: int | None = None,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
@@ -142,7 +143,9 @@ def run_model(
     the ONNX model (``compile/input_model/source.json`` and ``run.json`` say which it was:
     path, size and SHA-256, or the zoo name) unless ``keep_input_model``. ``check`` also
     executes the run on data (a seeded input; the same cycles) and compares the outputs
-    with the int8 reference (`RunResult.check`, report.md, ``run.json``).
+    with the int8 reference (`RunResult.check`, report.md, ``run.json``). ``uncertainty``:
+    the bands of the headline figures over that many samples of the inferred arch numbers
+    (`aipusim.uncertainty`).
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -204,6 +207,16 @@ def run_model(
         )
         simulate_s = time.perf_counter() - t0
         verdict = attach_check(sim, compiled, inputs, how) if check else None
+        if uncertainty is not None:
+            from aipusim.uncertainty import bands
+
+            sim.bands = bands(
+                tmp / "compile",
+                uncertainty,
+                frames=frames,
+                arch_path=arch_path,
+                on_sample=hook("uncertainty", uncertainty),
+            )
 
         step = hook("profile", 3)
         percent = config.profiling_drop_percentile if drop_percentile is None else drop_percentile

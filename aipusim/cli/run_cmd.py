@@ -63,6 +63,15 @@ if TYPE_CHECKING:
     help="Also execute the run on data (seeded input, same cycles) and compare the outputs "
     "with the int8 reference; exit 1 with FUNCTIONAL_MISMATCH unless bit-exact.",
 )
+@click.option(
+    "--uncertainty",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Also recompile and simulate N joint samples of the inferred (I) hardware numbers "
+    "within their ranges: the printout, report.md and run.json give the p5-p95 band of "
+    "FPS, energy per frame and average power.",
+)
 @json_option
 def run(
     model: str,
@@ -76,6 +85,7 @@ def run(
     input_shape: str | None,
     keep_input_model: bool,
     check: bool,
+    uncertainty: int | None,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
@@ -91,6 +101,10 @@ def run(
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model
 
+    if uncertainty is not None:
+        from aipusim.uncertainty import check_samples
+
+        check_samples(uncertainty)
     source = resolve_model(model, input_size)
     shape = parse_input_shape(input_shape) if input_shape is not None else None
     if shape is not None and source.path is None:
@@ -116,6 +130,7 @@ def run(
             input_shape=shape,
             keep_input_model=keep_input_model,
             check=check,
+            uncertainty=uncertainty,
         )
     finally:
         progress.close()

@@ -90,6 +90,15 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     help="value_aware (with --functional): also charge each Mvm by the activity of its data "
     "and report the energy both ways.",
 )
+@click.option(
+    "--uncertainty",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Also recompile and simulate N joint samples of the inferred (I) hardware numbers "
+    "within their ranges, and give the p5-p95 band of FPS, energy per frame and average "
+    "power (about a back-end compile and a simulation per sample).",
+)
 @arch_option
 @json_option
 def simulate(
@@ -103,6 +112,7 @@ def simulate(
     check: bool,
     outputs_dir: Path | None,
     energy_model: str,
+    uncertainty: int | None,
     arch_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -122,6 +132,10 @@ def simulate(
 
     overrides = check_overrides(_parse_sets(sets), compiled_dir)
     arch = load_arch_option(arch_path)
+    if uncertainty is not None:
+        from aipusim.uncertainty import check_samples
+
+        check_samples(uncertainty)
     _check_functional_options(functional, input_files, check, outputs_dir, energy_model)
     program, tasklists = load_program_tables(compiled_dir)
     inputs, how = None, ""
@@ -156,6 +170,12 @@ def simulate(
         verdict = attach_check(result, compiled_dir, inputs, how)
         if outputs_dir is not None:
             _write_outputs(outputs_dir, result.outputs)
+    if uncertainty is not None:
+        from aipusim.uncertainty import bands
+
+        result.bands = bands(
+            compiled_dir, uncertainty, frames=frames, arch_path=arch_path, **overrides
+        )
     if as_json:
         click.echo(result.to_json())
     else:
@@ -281,6 +301,8 @@ def summary_text(result: SimResult) -> str:
     ]
     for comp, mj in result.energy_mj_per_frame.items():
         lines.append(f"    {comp:<8} {mj:10.5f}")
+    if result.bands is not None and result.bands.failed:
+        lines += ["", result.bands.failure_line()]
     aware = result.energy_value_aware
     if aware is not None:
         lines += [
