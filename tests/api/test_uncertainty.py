@@ -10,7 +10,7 @@ import pytest
 
 import aipusim
 from aipusim.arch import load_arch
-from aipusim.base.errors import MemoryPlanError, ConfigError
+from aipusim.base.errors import ConfigError, MemoryPlanError
 from aipusim.cli.main import main
 from aipusim.retarget import Retargeter
 from aipusim.uncertainty import bands, sample_overrides
