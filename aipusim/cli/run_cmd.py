@@ -17,6 +17,7 @@ from aipusim.cli.options import (
     conf_option,
     json_option,
     set_option,
+    uncertainty_option,
 )
 from aipusim.progress import Progress
 
@@ -63,15 +64,7 @@ if TYPE_CHECKING:
     help="Also execute the run on data (seeded input, same cycles) and compare the outputs "
     "with the int8 reference; exit 1 with FUNCTIONAL_MISMATCH unless bit-exact.",
 )
-@click.option(
-    "--uncertainty",
-    type=int,
-    default=None,
-    metavar="N",
-    help="Also recompile and simulate N joint samples of the inferred (I) hardware numbers "
-    "within their ranges: the printout, report.md and run.json give the p5-p95 band of "
-    "FPS, energy per frame and average power.",
-)
+@uncertainty_option
 @json_option
 def run(
     model: str,
@@ -101,10 +94,6 @@ def run(
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model
 
-    if uncertainty is not None:
-        from aipusim.uncertainty import check_samples
-
-        check_samples(uncertainty)
     source = resolve_model(model, input_size)
     shape = parse_input_shape(input_shape) if input_shape is not None else None
     if shape is not None and source.path is None:

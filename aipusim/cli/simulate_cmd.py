@@ -14,6 +14,7 @@ from aipusim.cli.options import (
     json_option,
     load_arch_option,
     require_dir,
+    uncertainty_option,
 )
 from aipusim.progress import Progress
 
@@ -90,15 +91,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     help="value_aware (with --functional): also charge each Mvm by the activity of its data "
     "and report the energy both ways.",
 )
-@click.option(
-    "--uncertainty",
-    type=int,
-    default=None,
-    metavar="N",
-    help="Also recompile and simulate N joint samples of the inferred (I) hardware numbers "
-    "within their ranges, and give the p5-p95 band of FPS, energy per frame and average "
-    "power (about a back-end compile and a simulation per sample).",
-)
+@uncertainty_option
 @arch_option
 @json_option
 def simulate(
@@ -132,10 +125,6 @@ def simulate(
 
     overrides = check_overrides(_parse_sets(sets), compiled_dir)
     arch = load_arch_option(arch_path)
-    if uncertainty is not None:
-        from aipusim.uncertainty import check_samples
-
-        check_samples(uncertainty)
     _check_functional_options(functional, input_files, check, outputs_dir, energy_model)
     program, tasklists = load_program_tables(compiled_dir)
     inputs, how = None, ""
