@@ -118,8 +118,8 @@ OBJECTIVE = (
     f"{PRIOR_WEIGHT:g} times the squared move of each fitted number from its pre-fit value "
     "in units of its range"
 )
-#: Compass search: first step (share of each range), last step, evaluations at most.
-FIRST_STEP, LAST_STEP, MAX_EVALS = 0.25, 1 / 64, 160
+#: Compass search (`aipusim.calibrate.compass_search`): evaluations at most.
+MAX_EVALS = 160
 #: The supply the D-IMC efficiency is published at.
 DIMC_VOLTAGE_V = 0.68
 
@@ -176,21 +176,10 @@ class Evaluator:
         """The clock (whole MHz) at which ResNet-50 makes the published lower-clock FPS,
         and that run: FPS follows the clock nearly in proportion, so a few corrections
         from the proportional guess land on it."""
+        from aipusim.calibrate import solve_clock
+
         target = BY_KEY["fps_low"].value
-        lo, hi = arch.clock.min_hz, arch.clock.max_hz
-        freq = int(min(hi, max(lo, arch.clock.default_hz * target / fps_full)))
-        best: tuple[float, int, Any] | None = None
-        for _ in range(6):
-            freq = round(freq / 1e6) * 1_000_000
-            res = run(freq)
-            miss = abs(res.fps / target - 1)
-            if best is None or miss < best[0]:
-                best = (miss, freq, res)
-            if miss < 1e-3:
-                break
-            freq = int(min(hi, max(lo, freq * target / res.fps)))
-        assert best is not None
-        return best[1], best[2]
+        return solve_clock(run, arch, target, arch.clock.default_hz * target / fps_full)
 
 
 def dimc_tops_per_w(arch: Any) -> float:
@@ -229,50 +218,25 @@ def fit(
     figures fitted to, the objective, the commit and ``reason``."""
     from aipusim.arch import load_arch
     from aipusim.arch.frozen import inferred_values
+    from aipusim.calibrate import FIRST_STEP, LAST_STEP, compass_search
 
-    def to_unit(key: str, value: float) -> float:
-        lo, hi = ranges[key]
-        return (value - lo) / (hi - lo)
-
-    def from_unit(key: str, u: float) -> Any:
-        lo, hi = ranges[key]
-        value = lo + min(1.0, max(0.0, u)) * (hi - lo)
-        grid = GRID.get(key, 1 if isinstance(start[key], int) else 0)
-        if grid:
-            value = min(hi, max(lo, round(value / grid) * grid))
-        return round(value) if isinstance(start[key], int) else round(value, 6)
-
+    spans = {k: ranges[k][1] - ranges[k][0] for k in FIT_KEYS}
     seen: dict[tuple, tuple[float, dict[str, float]]] = {}
 
-    def objective(values: dict[str, Any]) -> tuple[float, dict[str, float]]:
-        key = tuple(values[k] for k in FIT_KEYS)
-        if key not in seen:
-            figs = evaluator.figures(values)
-            err = residuals(figs)
-            prior = sum((to_unit(k, values[k]) - to_unit(k, start[k])) ** 2 for k in FIT_KEYS)
-            seen[key] = (sum(e * e for e in err.values()) + PRIOR_WEIGHT * prior, figs)
-        return seen[key]
+    def objective(values: dict[str, Any]) -> float:
+        figs = evaluator.figures(values)
+        err = residuals(figs)
+        prior = sum(((values[k] - start[k]) / spans[k]) ** 2 for k in FIT_KEYS)
+        obj = sum(e * e for e in err.values()) + PRIOR_WEIGHT * prior
+        seen[tuple(values[k] for k in FIT_KEYS)] = (obj, figs)
+        return obj
 
     started = time.perf_counter()
-    best = dict(start)
-    best_obj, best_figs = objective(best)
-    first = (best_obj, best_figs)
-    step = FIRST_STEP
-    while step >= LAST_STEP and len(seen) < MAX_EVALS:
-        moved = False
-        for key in FIT_KEYS:
-            for sign in (1, -1):
-                trial = dict(best)
-                trial[key] = from_unit(key, to_unit(key, best[key]) + sign * step)
-                if trial[key] == best[key]:
-                    continue
-                obj, figs = objective(trial)
-                if obj < best_obj - 1e-12:
-                    best, best_obj, best_figs, moved = trial, obj, figs, True
-                    log(f"fit: {key} = {trial[key]} -> objective {obj:.5f}")
-                    break
-        if not moved:
-            step /= 2
+    best, best_obj, evaluations = compass_search(
+        objective, start, {k: ranges[k] for k in FIT_KEYS}, GRID, log=log, max_evals=MAX_EVALS
+    )
+    first = seen[tuple(start[k] for k in FIT_KEYS)]
+    best_figs = seen[tuple(best[k] for k in FIT_KEYS)][1]
     revision, dirty = source_state()
     return {
         "reason": reason,
@@ -295,7 +259,7 @@ def fit(
         "figures_fitted": best_figs,
         "residuals_start": residuals(first[1]),
         "residuals_fitted": residuals(best_figs),
-        "evaluations": len(seen),
+        "evaluations": evaluations,
         "seconds": round(time.perf_counter() - started, 1),
         "prior_weight": PRIOR_WEIGHT,
         "method": f"compass search, steps {FIRST_STEP:g} to {LAST_STEP:g} of each range, "
