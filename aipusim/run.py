@@ -134,6 +134,8 @@ def run_model(
     keep_input_model: bool = False,
     check: bool = False,
     uncertainty: int | None = None,
+    top: int | None = None,
+    sort: str | None = None,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
@@ -145,7 +147,9 @@ def run_model(
     executes the run on data (a seeded input; the same cycles) and compares the outputs
     with the int8 reference (`RunResult.check`, report.md, ``run.json``). ``uncertainty``:
     the bands of the headline figures over that many samples of the inferred arch numbers
-    (`aipusim.uncertainty`).
+    (`aipusim.uncertainty`). ``top``/``sort``: the slowest-layers table shows the ``top``
+    layers (default 10) by ``sort`` (busy or span time); ``plots/layers.png`` shows every
+    layer in network order, or with either given, the ``top`` (default all) by ``sort``.
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -233,6 +237,8 @@ def run_model(
             peak_macs_per_cycle=arch.mvm.macs_per_cycle,
             ddr_bytes_per_cycle=arch.ddr_bw_bytes_per_cycle(program.frequency_hz),
             table=layers,
+            layer_top=top,
+            layer_sort=sort,
         )
         step(1)
         result = RunResult(
@@ -245,6 +251,8 @@ def run_model(
             units,
             [output_dir / p.relative_to(tmp) for p in plots],
             check=verdict,
+            top=top if top is not None else 10,
+            sort=sort or "busy",
         )
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
         summary = {**run_summary(result), "input_model": input_record(source, tmp / "compile")}

@@ -65,6 +65,21 @@ if TYPE_CHECKING:
     "with the int8 reference; exit 1 with FUNCTIONAL_MISMATCH unless bit-exact.",
 )
 @uncertainty_option
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The slowest-layers table (and plots/layers.png) shows the N slowest layers "
+    "[default: 10 in the table; every layer, in network order, in the plot].",
+)
+@click.option(
+    "--sort",
+    type=click.Choice(["busy", "span"]),
+    default=None,
+    help="Rank layers by exclusive busy time or by span (start of the first task to end of "
+    "the last, waits included) [default: busy]; the plot is then ranked too.",
+)
 @json_option
 def run(
     model: str,
@@ -79,11 +94,13 @@ def run(
     keep_input_model: bool,
     check: bool,
     uncertainty: int | None,
+    top: int | None,
+    sort: str | None,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
 
-    Prints FPS, latency, energy, power and the ten slowest layers, and writes the output
+    Prints FPS, latency, energy, power and the slowest layers (--top, --sort), and writes the output
     folder: compile artifacts, trace.txt, report.md, layers.csv, units.csv, plots/*.png.
 
     Example: ``aipusim run resnet50 --set aipu_cores_used=4 --set multicore_mode=batch``
@@ -120,6 +137,8 @@ def run(
             keep_input_model=keep_input_model,
             check=check,
             uncertainty=uncertainty,
+            top=top,
+            sort=sort,
         )
     finally:
         progress.close()
@@ -138,7 +157,7 @@ def _print_run(result: RunResult, out: Path) -> None:
     from aipusim.cli.simulate_cmd import summary_text
 
     click.echo(summary_text(result.sim))
-    click.echo("\n  ten slowest layers (busy: exclusive time, each instant of a core once):")
+    click.echo(f"\n  {result.slowest_heading()}:")
     click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
     click.echo(
         f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
