@@ -133,6 +133,7 @@ def run_model(
     input_shape: tuple[int, ...] | None = None,
     keep_input_model: bool = False,
     check: bool = False,
+    quantization_cache: bool = True,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
@@ -143,6 +144,8 @@ def run_model(
     path, size and SHA-256, or the zoo name) unless ``keep_input_model``. ``check`` also
     executes the run on data (a seeded input; the same cycles) and compares the outputs
     with the int8 reference (`RunResult.check`, report.md, ``run.json``).
+    ``quantization_cache=False`` calibrates again instead of reusing the quantization
+    cache (``--no-cache``).
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -179,6 +182,7 @@ def run_model(
                 input_shape=input_shape,
                 cli_args={"input": str(model_path), "output": str(output_dir)},
                 keep_input_model=keep_input_model,
+                quantization_cache=quantization_cache,
             ),
             after_pass=lambda name, _graph: _passed(stage, step, name),
         )

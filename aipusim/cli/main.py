@@ -23,6 +23,7 @@ from aipusim.base.errors import AipuSimError
 COMMANDS: dict[str, str] = {
     "arch": "aipusim.cli.arch_cmd:arch",
     "bench": "aipusim.cli.bench_cmd:bench",
+    "cache": "aipusim.cli.cache_cmd:cache",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
     "isa": "aipusim.cli.isa_cmd:isa",
@@ -46,6 +47,7 @@ SUMMARIES: dict[str, str] = {
         "seconds of every compiler pass per model (and of the compile's reading, checking and "
         "writing outside the passes), naming the slowest pass of each model and over all."
     ),
+    "cache": "The quantization cache: calibrations that later compiles reuse.",
     "compile": "Compile an ONNX model into per-core tasklists and artifacts.",
     "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
     "isa": "Tasklists (``core<N>.tasklist``): text form, static checks, size and contents.",

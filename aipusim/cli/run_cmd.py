@@ -16,6 +16,7 @@ from aipusim.cli.options import (
     build_config,
     conf_option,
     json_option,
+    no_cache_option,
     set_option,
 )
 from aipusim.progress import Progress
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     help="Also execute the run on data (seeded input, same cycles) and compare the outputs "
     "with the int8 reference; exit 1 with FUNCTIONAL_MISMATCH unless bit-exact.",
 )
+@no_cache_option
 @json_option
 def run(
     model: str,
@@ -76,6 +78,7 @@ def run(
     input_shape: str | None,
     keep_input_model: bool,
     check: bool,
+    no_cache: bool,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
@@ -116,6 +119,7 @@ def run(
             input_shape=shape,
             keep_input_model=keep_input_model,
             check=check,
+            quantization_cache=not no_cache,
         )
     finally:
         progress.close()
