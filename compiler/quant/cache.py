@@ -12,7 +12,8 @@ and its result depends on few things. The key of an entry is the SHA-256 of:
 3. the config properties marked ``quant=True`` in the property table (`key_properties`:
    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``);
 4. the DPU float format of the arch (the only hardware number quantization reads);
-5. the aipusim version and the entry format.
+5. the versions of aipusim, onnxruntime (calibration's forward passes) and numpy, and the
+   entry format.
 
 The multicore mode, the core count, utilization limits and the other hardware numbers are
 not in the key: a sweep over them calibrates once.
@@ -162,7 +163,7 @@ def cache_key(
 
     fmt = float_format or FloatFormat()
     h = _Hasher()
-    h.value((MAGIC.decode(), __version__))
+    h.value((MAGIC.decode(), __version__, _version("onnxruntime"), np.__version__))
     try:
         h.graph(graph)
         h.text(calibration.source)
@@ -174,6 +175,16 @@ def cache_key(
     h.text(json.dumps(options, sort_keys=True))
     h.value((fmt.exponent_bits, fmt.fraction_bits))
     return h.h.hexdigest()
+
+
+def _version(package: str) -> str:
+    """The installed version of ``package`` (read from its metadata: not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "absent"
 
 
 # --------------------------------------------------------------------------- the store
@@ -425,7 +436,8 @@ def quantize_cached(
         files = cache.get(key)
         if files is not None:
             try:
-                qgraph = quantized_graph_from_files(files, f"cache entry {cache.path(key)}")
+                where = f"cache entry {cache.path(key)}"
+                qgraph = quantized_graph_from_files(files, where, checked=True)
             except QuantizationError as exc:
                 # (an entry of this version that does not rebuild: a bug, not bad input)
                 log.warning("%s; computing again", exc)
