@@ -39,6 +39,7 @@ from aipusim.compiler.quant.accuracy import (
 )
 from aipusim.compiler.quant.advice import advise
 from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantized_model
+from aipusim.compiler.quant.cache import quantize_cached
 from aipusim.compiler.quant.data import (
     CalibrationData,
     imageset_calibration,
@@ -268,15 +269,15 @@ def quantize_pass(graph: Graph, ctx: Any) -> QuantizedGraph:
     ``{"qgraph", "calibration", "float_graph", "files", "cache"}`` (this pass's result
     before the rewrites, its serialized core files, and ``cached`` or ``computed``) for the
     accuracy report and the ``quantized_model/`` artifact."""
-    from aipusim.compiler.quant.cache import quantize_cached
-
     request = getattr(ctx, "request", None)
     calibration = calibration_for(graph, request)
+    arch = _arch_of(ctx)
     found = quantize_cached(
         graph,
         ctx.config,
         calibration,
-        arch=_arch_of(ctx),
+        lambda: calibrate_and_quantize(graph, ctx.config, calibration, arch=arch),
+        arch=arch,
         use_cache=bool(getattr(request, "quantization_cache", True)),
     )
     ctx.results["quantize"] = {

@@ -42,7 +42,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -418,13 +418,14 @@ def quantize_cached(
     graph: Graph,
     config: Any,
     calibration: CalibrationData,
+    compute: Callable[[], QuantizedGraph],
     *,
     arch: Any = None,
     use_cache: bool = True,
 ) -> CachedQuantization:
-    """`calibrate_and_quantize` through the cache: the stored result of the same key when
-    there is one, else computed (and stored, with ``use_cache``)."""
-    from aipusim.compiler.quant import calibrate_and_quantize
+    """The quantized graph of ``graph`` through the cache: the stored result of the same
+    key when there is one, else ``compute()`` (`calibrate_and_quantize` of the same
+    arguments), stored with ``use_cache``."""
     from aipusim.isa.float18 import FloatFormat
 
     cache = key = None
@@ -444,7 +445,7 @@ def quantize_cached(
             else:
                 log.info("quantization: cached (%s)", cache.path(key))
                 return CachedQuantization(qgraph, files, CACHED)
-    qgraph = calibrate_and_quantize(graph, config, calibration, arch=arch)
+    qgraph = compute()
     files = quantized_graph_files(qgraph)
     if cache is not None and key is not None:
         cache.put(key, files)

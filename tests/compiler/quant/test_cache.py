@@ -18,7 +18,7 @@ import aipusim.zoo as zoo
 from aipusim.cli.main import main
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.importer import import_model
-from aipusim.compiler.quant import random_calibration
+from aipusim.compiler.quant import calibrate_and_quantize, random_calibration
 from aipusim.compiler.quant.artifacts import CORE_FILES
 from aipusim.compiler.quant.cache import (
     CACHED,
@@ -167,10 +167,14 @@ def test_an_unusable_cache_folder_warns_once_and_the_compile_goes_on(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv(DIR_ENV, str(blocker))
-    graph = small_cnn()
+    graph, config, data = small_cnn(), CompilerConfig(), _data(small_cnn())
+
+    def compute():
+        return calibrate_and_quantize(graph, config, data)
+
     with caplog.at_level(logging.WARNING, LOGGER):
-        first = quantize_cached(graph, CompilerConfig(), _data(graph))
-        second = quantize_cached(graph, CompilerConfig(), _data(graph))
+        first = quantize_cached(graph, config, data, compute)
+        second = quantize_cached(graph, config, data, compute)
     assert first.source == second.source == COMPUTED
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "compiling without it" in warnings[0].getMessage()
