@@ -63,6 +63,32 @@ FIGURES = {
 COLUMNS = ("model", "conf", "set", "clock_mhz", "frames", *FIGURES, "source")
 #: Frames simulated per instance unless a row says otherwise (several steady starts).
 FRAMES = 16
+#: The inferred numbers fitted by default (and by `aipusim.studies.validation`): of those
+#: that move ResNet-50's figures in the sensitivity study (reports/sensitivity), the four
+#: that can raise its FPS (the L1 port width, the NoC, the weight-load path, the DPU's
+#: lanes), the largest term of its power (the clocked-idle power of a core), and the
+#: supplies of the two V-f points the published clocks run at (800 MHz, and the point that
+#: covers the lower clock).
+FIT_KEYS = (
+    "l1.port_bytes_per_cycle",
+    "noc.bw_bytes_per_cycle",
+    "mvm.weight_load_bw_bytes_per_cycle",
+    "dpu.lanes",
+    "static_power.core_clocked_idle_w",
+    "clock.vf_points[0].voltage_v",
+    "clock.vf_points[1].voltage_v",
+)
+#: The step each fitted number takes (a port or path is a whole number of 32-byte words;
+#: lanes come in 16s; a supply is set in 5 mV steps; powers in 10 mW).
+GRID = {
+    "l1.port_bytes_per_cycle": 32,
+    "noc.bw_bytes_per_cycle": 8,
+    "mvm.weight_load_bw_bytes_per_cycle": 32,
+    "dpu.lanes": 16,
+    "static_power.core_clocked_idle_w": 0.01,
+    "clock.vf_points[0].voltage_v": 0.005,
+    "clock.vf_points[1].voltage_v": 0.005,
+}
 #: Weight of the pull of each number towards its prior (per number, in units of its range).
 PRIOR_WEIGHT = 0.01
 #: Compass search: first step and last step (shares of each range), evaluations at most.
@@ -385,7 +411,6 @@ def calibrate(
     data rows), and judge the fit (module doc)."""
     from aipusim.arch import load_arch
     from aipusim.arch.loader import arch_value
-    from aipusim.studies.validation import FIT_KEYS, GRID
 
     started = time.perf_counter()
     log = _printer(progress)

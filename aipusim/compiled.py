@@ -103,6 +103,7 @@ def _run_compile(
     shapes: Mapping[str, tuple[int, ...]],
     model_id: str | None = None,
     arch: Path | None = None,
+    cache: bool = True,
 ) -> None:
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.request import CompileRequest
@@ -121,6 +122,7 @@ def _run_compile(
             cli_args={"input": str(model_path), "output": str(out)},
             model_id=model_id,
             arch_path=arch,
+            quantization_cache=cache,
         )
     )
 
@@ -134,6 +136,7 @@ def compile_with(
     optimization_level: int = 3,
     options: BuildOptions | None = None,
     arch: str | os.PathLike[str] | None = None,
+    cache: bool = True,
 ) -> CompiledModel:
     """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.leip.compile_`)."""
     import onnx
@@ -171,7 +174,7 @@ def compile_with(
         source = Path(tmp) / f"{stem}.onnx"
         onnx.save(bound, str(source))
         try:
-            _run_compile(source, root, cfg, opt, options.model_id, arch_path)
+            _run_compile(source, root, cfg, opt, options.model_id, arch_path, cache)
         except BaseException:
             if owned:
                 shutil.rmtree(root.parent, ignore_errors=True)
@@ -194,6 +197,7 @@ def compile_with(
         shutil.copyfile(arch_path, root / ARCH_FILE)
         meta["arch"] = ARCH_FILE
     compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
+    compiled.quantization_cache = cache
     if options.legacy_artifacts:
         from aipusim.legacy import write_legacy_artifacts
 
@@ -210,6 +214,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     output_dir: str | os.PathLike[str] | None = None,
     optimization_level: int = 3,
     arch: str | os.PathLike[str] | None = None,
+    cache: bool = True,
 ) -> CompiledModel:
     """Compile ``model`` for the AIPU.
 
@@ -221,7 +226,8 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     preset of the scheduling knobs (`aipusim.optlevels`). ``output_dir``: where the
     artifacts go (default: a temporary folder that lives as long as the model). ``arch``:
     a hardware TOML (default: the bundled ``arch/metis.toml``); the model keeps a copy and
-    `simulate` runs on it.
+    `simulate` runs on it. ``cache=False`` calibrates again instead of reusing the
+    quantization cache (`aipusim.compiler.quant.cache`; the CLI's ``--no-cache``).
 
     >>> import aipusim, numpy as np
     >>> m = aipusim.compile("tiny_cnn", optimization_level=1)
@@ -235,6 +241,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
         output_dir=output_dir,
         optimization_level=optimization_level,
         arch=arch,
+        cache=cache,
     )
 
 
@@ -308,6 +315,8 @@ class CompiledModel:
         self._inputs = {n: InputInfo.from_dict(d) for n, d in meta["inputs"].items()}
         # compile output folder -> its loaded int8 reference
         self._runtimes: dict[str, _Runtime] = {}
+        #: Whether compiles of other input shapes use the quantization cache.
+        self.quantization_cache = True
         if owned is not None:
             weakref.finalize(self, shutil.rmtree, owned, True)
 
@@ -474,7 +483,15 @@ class CompiledModel:
         folder = self._root / SHAPES_DIR / key
         if key not in self._meta["shapes"] or not folder.is_dir():
             # the source already takes the chosen layout (its Transpose is in the graph)
-            _run_compile(self._root / SOURCE_MODEL, folder, self.config, shapes, None, self._arch)
+            _run_compile(
+                self._root / SOURCE_MODEL,
+                folder,
+                self.config,
+                shapes,
+                None,
+                self._arch,
+                self.quantization_cache,
+            )
             self._meta["shapes"][key] = {n: list(s) for n, s in shapes.items()}
             self._write_meta()
         return folder

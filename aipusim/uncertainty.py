@@ -160,9 +160,10 @@ def bands(
     of the arch file ``arch_path`` (default: the bundled one). ``overrides`` are the runtime knobs
     `aipusim.simulate` takes (frequency, voltage, ...). ``on_sample(1)`` is called after
     each sample (a progress bar's step; else ``progress`` prints a line per sample)."""
-    import aipusim
     from aipusim.arch import load_arch
+    from aipusim.overrides import check_overrides
     from aipusim.retarget import Retargeter
+    from aipusim.simulator import simulate
 
     check_samples(n)
     base = load_arch(arch_path)
@@ -176,7 +177,9 @@ def bands(
                 moved = load_arch(arch_path, overrides=sample)
                 out = Path(tmp) / f"s{i}"
                 front.compile(moved, out)
-                res = aipusim.simulate(out, frames, levels=(), arch=moved, **overrides)
+                compiled_dir = out / "compiled_model"
+                knobs = check_overrides(overrides, compiled_dir)
+                res = simulate(compiled_dir, arch=moved, frames=frames, levels=[], overrides=knobs)
                 rows.append((res.fps, res.energy_mj_per_frame_total, res.avg_power_w))
             except AipuSimError as exc:
                 failed.append({"overrides": sample, "error": f"{type(exc).__name__}: {exc}"})

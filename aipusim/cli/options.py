@@ -199,6 +199,18 @@ def uncertainty_option(func: F) -> F:
     )(func)
 
 
+def no_cache_option(func: F) -> F:
+    """``--no-cache``: calibrate again, without the quantization cache (``no_cache``)."""
+    return click.option(
+        "--no-cache",
+        "no_cache",
+        is_flag=True,
+        help="Calibrate again instead of reusing the quantized model of an earlier compile "
+        "with the same model, calibration data and quantization options (see "
+        "'aipusim cache info').",
+    )(func)
+
+
 def load_arch_option(arch_path: Path | None) -> Arch:
     """The `Arch` an ``--arch`` value names (the bundled one for None); `ArchError` if bad."""
     from aipusim.arch import load_arch
@@ -253,7 +265,9 @@ __all__ = [
     "conf_option",
     "json_option",
     "load_arch_option",
+    "no_cache_option",
     "require_dir",
     "require_file",
     "set_option",
+    "uncertainty_option",
 ]

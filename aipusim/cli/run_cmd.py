@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,7 @@ from aipusim.cli.options import (
     build_config,
     conf_option,
     json_option,
+    no_cache_option,
     set_option,
     uncertainty_option,
 )
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     help="Rank layers by exclusive busy time or by span (start of the first task to end of "
     "the last, waits included) [default: busy]; the plot is then ranked too.",
 )
+@no_cache_option
 @json_option
 def run(
     model: str,
@@ -96,6 +98,7 @@ def run(
     uncertainty: int | None,
     top: int | None,
     sort: str | None,
+    no_cache: bool,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
@@ -136,9 +139,10 @@ def run(
             input_shape=shape,
             keep_input_model=keep_input_model,
             check=check,
-            uncertainty=uncertainty,
+            bands=_bands(uncertainty, frames, arch_path),
             top=top,
             sort=sort,
+            quantization_cache=not no_cache,
         )
     finally:
         progress.close()
@@ -150,6 +154,18 @@ def run(
         _print_run(result, out)
     if result.check is not None and not result.check.bit_exact:
         raise result.check.error()
+
+
+def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
+    """``--uncertainty N``: what `run_model` calls for the bands of the headline figures."""
+    if uncertainty is None:
+        return None
+    from aipusim.uncertainty import bands
+
+    def sample(compiled: Path, step: Any) -> Any:
+        return bands(compiled, uncertainty, frames=frames, arch_path=arch_path, on_sample=step)
+
+    return sample
 
 
 def _print_run(result: RunResult, out: Path) -> None:

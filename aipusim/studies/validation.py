@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
+from aipusim.calibrate import FIRST_STEP, FIT_KEYS, GRID, LAST_STEP, compass_search, solve_clock
 from aipusim.studies.common import StudyResult, consistent_overrides, md_table, source_state
 
 STUDY = "validation"
@@ -84,31 +85,6 @@ PUBLISHED = (
 BY_KEY = {p.key: p for p in PUBLISHED}
 #: The published figures the fit minimises the relative error of.
 TARGETS = ("fps", "fps_w", "fps_w_low")
-#: The inferred numbers the calibration moves: of those that move ResNet-50's figures in the
-#: sensitivity study (reports/sensitivity), the four that can raise its FPS (the L1 port
-#: width, the NoC, the weight-load path, the DPU's lanes), the largest term of its power
-#: (the clocked-idle power of a core), and the supplies of the two V-f points the
-#: published clocks run at (800 MHz, and the point that covers the lower clock).
-FIT_KEYS = (
-    "l1.port_bytes_per_cycle",
-    "noc.bw_bytes_per_cycle",
-    "mvm.weight_load_bw_bytes_per_cycle",
-    "dpu.lanes",
-    "static_power.core_clocked_idle_w",
-    "clock.vf_points[0].voltage_v",
-    "clock.vf_points[1].voltage_v",
-)
-#: The step each fitted number takes (a port or path is a whole number of 32-byte words;
-#: lanes come in 16s; a supply is set in 5 mV steps; powers in 10 mW).
-GRID = {
-    "l1.port_bytes_per_cycle": 32,
-    "noc.bw_bytes_per_cycle": 8,
-    "mvm.weight_load_bw_bytes_per_cycle": 32,
-    "dpu.lanes": 16,
-    "static_power.core_clocked_idle_w": 0.01,
-    "clock.vf_points[0].voltage_v": 0.005,
-    "clock.vf_points[1].voltage_v": 0.005,
-}
 #: Weight of the pull towards the pre-fit values (per number, in units of its range).
 PRIOR_WEIGHT = 0.01
 #: What `fit` minimises, in words (recorded with each fit).
@@ -176,8 +152,6 @@ class Evaluator:
         """The clock (whole MHz) at which ResNet-50 makes the published lower-clock FPS,
         and that run: FPS follows the clock nearly in proportion, so a few corrections
         from the proportional guess land on it."""
-        from aipusim.calibrate import solve_clock
-
         target = BY_KEY["fps_low"].value
         return solve_clock(run, arch, target, arch.clock.default_hz * target / fps_full)
 
@@ -218,7 +192,6 @@ def fit(
     figures fitted to, the objective, the commit and ``reason``."""
     from aipusim.arch import load_arch
     from aipusim.arch.frozen import inferred_values
-    from aipusim.calibrate import FIRST_STEP, LAST_STEP, compass_search
 
     spans = {k: ranges[k][1] - ranges[k][0] for k in FIT_KEYS}
     seen: dict[tuple, tuple[float, dict[str, float]]] = {}
