@@ -89,7 +89,11 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.BATCH_NORM: (("mac",), "when not folded into the conv before it"),
     Op.RELU: (("clamp", "lut"), ""),
     Op.CLIP: (("clamp", "lut"), ""),
-    Op.PRELU: ((), "no int8 kernel yet: quantization names it"),
+    Op.PRELU: (
+        (),
+        "constant slopes (decompose_prelu): one slope -> LeakyRelu (a table); per-channel "
+        "-> Relu + Min(x, 0) * slope; a slope computed at run time is refused",
+    ),
     Op.MUL: (("lut", "mul"), "a scalar constant operand makes it a table"),
     Op.ADD: (("lut", "rescale"), "outputs read only by adders / LayerNorm are 16-bit"),
     Op.SUB: (("lut", "rescale"), "outputs read only by adders / LayerNorm are 16-bit"),

@@ -36,6 +36,7 @@ from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.passes.einsum import einsum_to_matmul
 from aipusim.compiler.passes.gelu import fuse_gelu
 from aipusim.compiler.passes.layernorm import fuse_layernorm
+from aipusim.compiler.passes.prelu import decompose_prelu
 from aipusim.compiler.passes.rewrite import (
     concat_to_resadd,
     dense_to_conv2d,
@@ -119,6 +120,8 @@ FRONT: tuple[Pass, ...] = (
         Stage.SIMPLIFY,
         "apply_arithmetic_simplification",
     ),
+    # before the operator check: a PRelu with constant slopes becomes ops with int8 kernels
+    Pass("decompose_prelu", decompose_prelu, Stage.SIMPLIFY),
     # the operator check also runs before calibration, so that a model with several
     # unsupported ops gets them all named at once instead of the quantizer's first complaint
     Pass("check_operators", validate_operators, Stage.SIMPLIFY, "validate_operators"),

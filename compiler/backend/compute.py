@@ -868,6 +868,8 @@ class ComputeMixin:
         """Operand-1 element the tile starting at output element ``e0`` reads first; the
         tile must not wrap around the operand (`mark_incomplete` otherwise)."""
         div, mod = pattern
+        if mod == 1:
+            return 0  # one operand value for every element: any tile reads element 0
         if e0 % div:
             self.mark_incomplete(layer, "a row tile starts inside a broadcast period")
             return 0
