@@ -49,9 +49,7 @@ def decompose_prelu(graph: Graph, ctx: PassContext | None) -> Graph:
         zero = ed.add_constant(f"{node.name}/zero", np.zeros((), np.float32))
         ed.replace(node, Node(f"{node.name}/Relu", Op.RELU, (x,), (positive,)))
         ed.add(Node(ed.unique_name(f"{node.name}/Min"), Op.MIN, (x, zero), (negative,)))
-        ed.add(
-            Node(ed.unique_name(f"{node.name}/Mul"), Op.MUL, (negative, slope_name), (scaled,))
-        )
+        ed.add(Node(ed.unique_name(f"{node.name}/Mul"), Op.MUL, (negative, slope_name), (scaled,)))
         ed.add(Node(ed.unique_name(f"{node.name}/Add"), Op.ADD, (positive, scaled), (out,)))
         split += 1
     if ed is None:
