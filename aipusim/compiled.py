@@ -39,7 +39,7 @@ from aipusim.arguments import path_argument
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
 from aipusim.base.fileio import check_name, check_output, folder_error, reporting
-from aipusim.inputs import InputInfo
+from aipusim.inputs import InputInfo, check_finite
 from aipusim.modelfiles import (
     API_FORMAT,
     API_VERSION,
@@ -294,6 +294,27 @@ class _Runtime:
         return [np.asarray(env[o]) for o in outputs]
 
 
+def _numeric_input(name: str, value: Any, info: InputInfo) -> np.ndarray:
+    """``value`` as an array of the input's dtype; NaN and infinity are refused before the
+    cast, which would turn them into arbitrary integers with a numpy warning."""
+
+    def bad() -> InvalidArgument:
+        return InvalidArgument(
+            f"input `{name}` must be a numeric array of shape {info.shape_bounds.opt}, "
+            f"not {type(value).__name__} {value!r:.60}"
+        )
+
+    try:
+        given = np.asarray(value)
+    except (TypeError, ValueError):
+        raise bad() from None
+    check_finite(name, given)
+    try:
+        return given.astype(info.dtype, copy=False)
+    except (TypeError, ValueError):
+        raise bad() from None
+
+
 class CompiledModel:
     """A model compiled for the AIPU (made by `compile` or `load`).
 
@@ -438,13 +459,7 @@ class CompiledModel:
         for n in names:
             info = self._inputs[n]
             value = given[n]
-            try:
-                array = np.asarray(value, dtype=info.dtype)
-            except (TypeError, ValueError):
-                raise InvalidArgument(
-                    f"input `{n}` must be a numeric array of shape {info.shape_bounds.opt}, "
-                    f"not {type(value).__name__} {value!r:.60}"
-                ) from None
+            array = _numeric_input(n, value, info)
             info.check(n, array.shape)
             feeds[n] = array
         return feeds

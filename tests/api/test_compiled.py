@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from api_models import two_input_model
 
 import aipusim
-from aipusim.base.errors import ConfigError, TasklistError, ZooError
+from aipusim.base.errors import ConfigError, InvalidArgument, TasklistError, ZooError
 from aipusim.compiled import SHAPES_DIR
 from aipusim.compiler.export import run_onnx
 from aipusim.compiler.quant import sqnr_db
@@ -83,6 +84,24 @@ def test_inputs_are_checked_by_count_and_name(tiny: aipusim.CompiledModel) -> No
         tiny()
     with pytest.raises(ConfigError, match=r"input `input` is given twice"):
         tiny(x, input=x)
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (np.nan, r"not NaN \(3 NaN values\)"),
+        (np.inf, r"not inf \(3 inf values\)"),
+    ],
+)
+def test_non_finite_inputs_are_refused_by_name(
+    tiny: aipusim.CompiledModel, bad: float, words: str
+) -> None:
+    x = _batch(2)
+    x.flat[[0, 7, 99]] = bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning before the refusal
+        with pytest.raises(InvalidArgument, match=rf"^input `input` must be finite, {words}$"):
+            tiny(x)
 
 
 def test_report_is_the_compilers_per_layer_estimate(tiny: aipusim.CompiledModel) -> None:
