@@ -188,12 +188,22 @@ def _warn_lines(trace) -> None:
         click.echo(
             f"{trace.source}: {trace.unknown_count} line(s) of unknown tag kept as [?]", err=True
         )
-    if trace.malformed_count:
-        lines = ", ".join(str(n) for n in trace.malformed["line"].head(10))
-        more = " ..." if trace.malformed_count > 10 else ""
-        first = trace.malformed["reason"].iloc[0]
+    cut = trace.cut_line
+    if cut is not None:
         click.echo(
-            f"{trace.source}: {trace.malformed_count} malformed line(s) skipped "
+            f"{trace.source}: line {cut} (the last) was cut short: the file ends mid-line, "
+            "so the trace is incomplete; that line is left out, the rest reduced",
+            err=True,
+        )
+    malformed = trace.malformed
+    if cut is not None:
+        malformed = malformed[malformed["line"] != cut]
+    if len(malformed):
+        lines = ", ".join(str(n) for n in malformed["line"].head(10))
+        more = " ..." if len(malformed) > 10 else ""
+        first = malformed["reason"].iloc[0]
+        click.echo(
+            f"{trace.source}: {len(malformed)} malformed line(s) skipped "
             f"(lines {lines}{more}; first: {first})",
             err=True,
         )
