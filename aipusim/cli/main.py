@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         # flushed here, so a full disk or a closed pipe on stdout is reported like the rest
         sys.stdout.flush()
     except AipuSimError as exc:
-        return _fail(str(exc), exc.exit_code)
+        # notes added on the way (where a failed compile left its report) on the same line
+        return _fail("; ".join([str(exc), *getattr(exc, "__notes__", ())]), exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         return _fail("interrupted", 130, prefix="aipusim: ")
     except click.exceptions.NoArgsIsHelpError as exc:
