@@ -45,7 +45,8 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     "--levels",
     default=None,
     metavar="B,PB,PE,K,M,T",
-    help=LEVELS_HELP + " Default: the program's profiling_levels.",
+    help=LEVELS_HELP + " Default: the program's profiling_levels; with --trace and none "
+    "compiled in, those `aipusim run` records (said on stderr).",
 )
 @click.option(
     "--set",
@@ -124,6 +125,8 @@ def simulate(
     arch = load_arch_option(arch_path)
     _check_functional_options(functional, input_files, check, outputs_dir, energy_model)
     program, tasklists = load_program_tables(compiled_dir)
+    if trace_path is not None:
+        levels = _trace_levels(levels, overrides, program.profiling_levels)
     inputs, how = None, ""
     if functional:
         from aipusim.functional_check import chip_inputs
@@ -168,6 +171,25 @@ def simulate(
                 )
     if check and verdict is not None and not verdict.bit_exact:
         raise verdict.error()
+
+
+def _trace_levels(
+    levels: str | None, overrides: dict[str, object], compiled: tuple[str, ...]
+) -> str | None:
+    """The levels of a trace asked for with ``--trace``: those given, else the program's;
+    when neither names any, the levels `run` records (a trace with no level would be empty
+    and its profile a table of nothing), said on stderr."""
+    if levels is not None or "profiling_levels" in overrides or compiled:
+        return levels
+    from aipusim.run import DEFAULT_RUN_LEVELS
+
+    chosen = ",".join(DEFAULT_RUN_LEVELS)
+    click.echo(
+        f"aipusim: simulate: --trace without --levels: recording levels {chosen} (frames, "
+        "layers, compute and memory tasks, as `run` does; --levels to choose)",
+        err=True,
+    )
+    return chosen
 
 
 def _check_functional_options(
