@@ -150,18 +150,11 @@ def compile_command(ctx: click.Context, **flags: Any) -> None:
     request = _build_request(ctx, flags)
     # Imported here: the driver pulls in onnx/numpy, which --help and bad input never need.
     from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.pipeline import pass_names
-    from aipusim.progress import Progress
+    from aipusim.progress import Progress, compile_stage
 
     progress = Progress()
-    step = progress.stage("compile", len(pass_names()))
-
-    def after_pass(name: str, _graph: object) -> None:
-        progress.note(f"after {name}")
-        step(1)
-
     try:
-        result = compile_model(request, after_pass=after_pass)
+        result = compile_model(request, after_pass=compile_stage(progress))
     finally:
         progress.close()
     if flags["as_json"]:
