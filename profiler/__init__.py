@@ -19,6 +19,8 @@ from aipusim.profiler.layers import (
     slowest_layers,
 )
 from aipusim.profiler.plots import (
+    gantt_figure,
+    layer_bars_figure,
     plot_all,
     plot_bandwidth,
     plot_gantt,
@@ -26,6 +28,7 @@ from aipusim.profiler.plots import (
     plot_power,
     plot_roofline,
     plot_utilisation,
+    save_figure,
 )
 from aipusim.profiler.reduce import (
     UNIT_CLASSES,
@@ -56,7 +59,9 @@ __all__ = [
     "drop_frames",
     "frame_summary",
     "frame_table",
+    "gantt_figure",
     "kept_frames",
+    "layer_bars_figure",
     "layer_breakdown",
     "layer_samples",
     "layer_table",
@@ -70,6 +75,7 @@ __all__ = [
     "plot_roofline",
     "plot_utilisation",
     "power_table",
+    "save_figure",
     "slowest_layers",
     "tasks",
     "to_markdown",

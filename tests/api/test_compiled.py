@@ -154,6 +154,22 @@ def test_load_without_crc_check_does_not_read_every_file(
     assert aipusim.load(saved).name == "tiny_cnn"
 
 
+def test_load_opens_a_folder_the_cli_compiled(tmp_path: Path) -> None:
+    from aipusim.cli.main import main
+
+    onnx.save(aipusim.zoo.build("tiny_cnn", input_size=16), tmp_path / "t.onnx")
+    out = tmp_path / "out"
+    assert main(["compile", "-i", str(tmp_path / "t.onnx"), "-o", str(out)]) == 0
+    m = aipusim.load(out)
+    assert (m.input_names, m.output_names) == (("input",), ("logits",))
+    assert m.inputs["input"].shape_bounds.opt == (1, 3, 16, 16)
+    x = _batch(1, side=16)
+    ref = run_onnx(onnx.load(out / "input_model" / "fp32_model.onnx"), {"input": x})
+    assert 20 < sqnr_db(ref["logits"], m(x)) < np.inf
+    assert m.simulate(frames=1).fps > 0
+    assert not (out / API_FILE).exists()  # loading leaves the CLI's folder as it was
+
+
 def test_load_refuses_a_folder_that_is_no_model(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=rf"must hold {API_FILE}"):
         aipusim.load(tmp_path)
