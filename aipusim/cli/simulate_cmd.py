@@ -125,8 +125,10 @@ def simulate(
     arch = load_arch_option(arch_path)
     _check_functional_options(functional, input_files, check, outputs_dir, energy_model)
     program, tasklists = load_program_tables(compiled_dir)
+    chosen_levels = None
     if trace_path is not None:
-        levels = _trace_levels(levels, overrides, program.profiling_levels)
+        chosen_levels = _default_trace_levels(levels, overrides, program.profiling_levels)
+        levels = chosen_levels or levels
     inputs, how = None, ""
     if functional:
         from aipusim.functional_check import chip_inputs
@@ -152,6 +154,13 @@ def simulate(
         )
     finally:
         progress.close()
+    if chosen_levels is not None:
+        # (said once the trace is written: a run that fails says only why)
+        click.echo(
+            f"aipusim: simulate: --trace without --levels: recorded levels {chosen_levels} "
+            "(frames, layers, compute and memory tasks, as `run` does; --levels to choose)",
+            err=True,
+        )
     verdict = None
     if functional:
         from aipusim.functional_check import attach_check
@@ -173,23 +182,17 @@ def simulate(
         raise verdict.error()
 
 
-def _trace_levels(
+def _default_trace_levels(
     levels: str | None, overrides: dict[str, object], compiled: tuple[str, ...]
 ) -> str | None:
-    """The levels of a trace asked for with ``--trace``: those given, else the program's;
-    when neither names any, the levels `run` records (a trace with no level would be empty
-    and its profile a table of nothing), said on stderr."""
+    """The levels for ``--trace`` when neither ``--levels``, ``--set profiling_levels`` nor
+    the program names any: those `run` records (a trace with no level would be empty and
+    its profile a table of nothing). None when the levels are given."""
     if levels is not None or "profiling_levels" in overrides or compiled:
-        return levels
+        return None
     from aipusim.run import DEFAULT_RUN_LEVELS
 
-    chosen = ",".join(DEFAULT_RUN_LEVELS)
-    click.echo(
-        f"aipusim: simulate: --trace without --levels: recording levels {chosen} (frames, "
-        "layers, compute and memory tasks, as `run` does; --levels to choose)",
-        err=True,
-    )
-    return chosen
+    return ",".join(DEFAULT_RUN_LEVELS)
 
 
 def _check_functional_options(

@@ -23,7 +23,7 @@ def test_trace_without_levels_records_the_run_levels_and_says_so(
     assert main(["simulate", str(compiled), "--frames", "2", "--trace", str(trace)]) == 0
     err = capsys.readouterr().err
     levels = ",".join(DEFAULT_RUN_LEVELS)
-    assert f"recording levels {levels}" in err
+    assert f"recorded levels {levels}" in err
     loaded = load_trace(trace)
     assert loaded.header.levels == DEFAULT_RUN_LEVELS
     assert all(len(loaded[tag]) > 0 for tag in DEFAULT_RUN_LEVELS)
@@ -37,5 +37,5 @@ def test_levels_given_are_recorded_without_a_note(
     trace = tmp_path / "t.txt"
     args = ["simulate", str(compiled), "--frames", "1", "--trace", str(trace), "--levels", "B"]
     assert main(args) == 0
-    assert "recording levels" not in capsys.readouterr().err
+    assert "recorded levels" not in capsys.readouterr().err
     assert load_trace(trace).header.levels == ("B",)
