@@ -154,6 +154,14 @@ def profile(
     if as_json:
         click.echo(json.dumps(prof.to_records(table), indent=1))
         return
+    if compare_path is not None:
+        from aipusim.profiler.compare import run_line
+
+        click.echo(f"a: {run_line(trace, drop_percentile, drop_by)}")
+        click.echo(f"b: {run_line(other, drop_percentile, drop_by)}")
+        click.echo("per layer and frame (core-µs: mean per sample x samples per frame), b - a:\n")
+        click.echo(prof.to_markdown(table))
+        return
     summary = prof.frame_summary(trace, drop_percentile, drop_by)
     h = trace.header
     ran = len(prof.cores_that_ran(trace))
