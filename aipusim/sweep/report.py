@@ -104,15 +104,34 @@ def point_labels(
     ]
 
 
+def _label_inward(ax: Any, labels: list[tuple[float, float, str]]) -> None:
+    """Write each label beside its point on the side facing the middle of the axes, so a
+    label of a point at the edge stays inside the figure."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for px, py, text in labels:
+        right = px > (x0 + x1) / 2
+        top = py > (y0 + y1) / 2
+        ax.annotate(
+            text,
+            (px, py),
+            xytext=(-8 if right else 8, -8 if top else 8),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="top" if top else "bottom",
+            fontsize=7,
+        )
+
+
 def _plot(ok: pd.DataFrame, front: Front, path: Path, keys: Sequence[str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     flag = f"front_{front.name}"
+    labelled: list[tuple[float, float, str]] = []
     for i, (model, group) in enumerate(ok.groupby("model", sort=False)):
         color = colors[i % len(colors)]
         rest = group[~group[flag]]
@@ -128,13 +147,14 @@ def _plot(ok: pd.DataFrame, front: Front, path: Path, keys: Sequence[str]) -> No
             label=f"{model} (front: {len(best)} of {len(group)})",
             zorder=3,
         )
-        for px, py, text in point_labels(best, front.x, front.y, keys):
-            ax.annotate(text, (px, py), xytext=(6, 6), textcoords="offset points", fontsize=7)
+        labelled += point_labels(best, front.x, front.y, keys)
         for px, py, text in point_labels(rest, front.x, front.y, keys):
             if "\n" in text:  # several points behind one marker: say how many
                 count = text.count("\n") + 1
                 ax.annotate(f"x{count}", (px, py), xytext=(4, -10), textcoords="offset points",
                             fontsize=7, color=color)  # fmt: skip
+    ax.margins(0.08)
+    _label_inward(ax, labelled)
     ax.set_xlabel(front.x_label)
     ax.set_ylabel(front.y_label)
     ax.ticklabel_format(style="plain", useOffset=False)
