@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     )
     from aipusim.optlevels import OPTIMIZATION_LEVELS
     from aipusim.profiler import load_trace
-    from aipusim.simulator import SimResult
+    from aipusim.results import SimResult
     from aipusim.sources import config_for
 
 #: Public name -> module that defines it (imported on first access).
@@ -65,7 +65,7 @@ _LAZY = {
     "compile_": "aipusim.leip",
     "OPTIMIZATION_LEVELS": "aipusim.optlevels",
     "load_trace": "aipusim.profiler",
-    "SimResult": "aipusim.simulator",
+    "SimResult": "aipusim.results",
 }
 
 

@@ -21,6 +21,7 @@ CRC32 of every file) and ``shapes/<key>/`` for each extra input shape compiled o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -39,8 +40,9 @@ from aipusim.arguments import path_argument
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
 from aipusim.base.fileio import check_name, check_output, folder_error, reporting
-from aipusim.inputs import InputInfo
+from aipusim.inputs import InputInfo, check_finite
 from aipusim.modelfiles import (
+    API_FILE,
     API_FORMAT,
     API_VERSION,
     COMPILED_DIR,
@@ -48,7 +50,7 @@ from aipusim.modelfiles import (
     report_table,
     write_meta,
 )
-from aipusim.optlevels import apply_optimization_level, check_level
+from aipusim.optlevels import apply_optimization_level, check_level, level_of
 from aipusim.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
 
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
@@ -301,6 +303,27 @@ class _Runtime:
         return [np.asarray(env[o]) for o in outputs]
 
 
+def _numeric_input(name: str, value: Any, info: InputInfo) -> np.ndarray:
+    """``value`` as an array of the input's dtype; NaN and infinity are refused before the
+    cast, which would turn them into arbitrary integers with a numpy warning."""
+
+    def bad() -> InvalidArgument:
+        return InvalidArgument(
+            f"input `{name}` must be a numeric array of shape {info.shape_bounds.opt}, "
+            f"not {type(value).__name__} {value!r:.60}"
+        )
+
+    try:
+        given = np.asarray(value)
+    except (TypeError, ValueError):
+        raise bad() from None
+    check_finite(name, given)
+    try:
+        return given.astype(info.dtype, copy=False)
+    except (TypeError, ValueError):
+        raise bad() from None
+
+
 class CompiledModel:
     """A model compiled for the AIPU (made by `compile` or `load`).
 
@@ -350,8 +373,10 @@ class CompiledModel:
         return self._root / name if name else None
 
     @property
-    def optimization_level(self) -> int:
-        return int(self._meta["optimization_level"])
+    def optimization_level(self) -> int | None:
+        """The level (1-4) compiled with; None for a CLI compile whose knobs match none."""
+        level = self._meta["optimization_level"]
+        return None if level is None else int(level)
 
     @property
     def config(self) -> Any:
@@ -447,13 +472,7 @@ class CompiledModel:
         for n in names:
             info = self._inputs[n]
             value = given[n]
-            try:
-                array = np.asarray(value, dtype=info.dtype)
-            except (TypeError, ValueError):
-                raise InvalidArgument(
-                    f"input `{n}` must be a numeric array of shape {info.shape_bounds.opt}, "
-                    f"not {type(value).__name__} {value!r:.60}"
-                ) from None
+            array = _numeric_input(n, value, info)
             info.check(n, array.shape)
             feeds[n] = array
         return feeds
@@ -582,11 +601,70 @@ class CompiledModel:
 
 
 def load(path: str | os.PathLike[str]) -> CompiledModel:
-    """A `CompiledModel` saved with `CompiledModel.save` (or an ``output_dir`` of
-    `compile`). When it was saved with ``crc_check``, every file's CRC32 is verified and a
-    changed, missing or added file is refused by name (`TasklistError`)."""
+    """A `CompiledModel` saved with `CompiledModel.save`, an ``output_dir`` of `compile`,
+    or a folder of ``aipusim compile -o DIR``. When it was saved with ``crc_check``, every
+    file's CRC32 is verified and a changed, missing or added file is refused by name
+    (`TasklistError`); a CLI folder's ``compiled_model/`` is checked when it is simulated."""
     root = path_argument(path, "path")
+    if not (root / API_FILE).is_file() and (root / COMPILED_DIR).is_dir():
+        return CompiledModel(root, _cli_meta(root))
     return CompiledModel(root, read_meta(root))
+
+
+def _cli_meta(root: Path) -> dict[str, Any]:
+    """What ``aipusim_model.json`` would say of a folder ``aipusim compile`` wrote: the
+    signature of the float model it compiled (fixed shapes), its config's level, no
+    extra shapes yet. Nothing is written into the folder until a new shape is compiled."""
+    import onnx
+
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.driver import REPORT_NAME
+
+    report = root / REPORT_NAME
+    try:
+        status = json.loads(report.read_text(encoding="utf-8")).get("status")
+    except (OSError, ValueError, AttributeError):
+        status = None
+    if status != "SUCCEEDED":
+        raise ConfigError(
+            f"model folder must hold a whole compile ({REPORT_NAME} status SUCCEEDED), not "
+            f"status {status!r}: {root}"
+        )
+    source = root / SOURCE_MODEL
+    if not source.is_file():
+        raise ConfigError(
+            f"model folder must hold {SOURCE_MODEL} (the float model, kept unless the compile "
+            f"left it out, as `aipusim run` does), not be without it: {root}"
+        )
+    proto = onnx.load(str(source), load_external_data=False)
+    cli_args: Any = {}
+    with contextlib.suppress(OSError, ValueError):
+        cli_args = json.loads((root / "cli_args.json").read_text(encoding="utf-8"))
+    if not isinstance(cli_args, dict):
+        cli_args = {}
+    given = None
+    if cli_args.get("input_shape"):
+        # (``--input-shape`` fixed the dynamic dims of the model's one input)
+        shape = cli_args["input_shape"]
+        dims = [int(d) for d in shape.split(",")] if isinstance(shape, str) else list(shape)
+        given = {real_inputs(proto)[0]: InputInfo(dims)}
+    _, signature = bind_inputs(proto, given)
+    arch = cli_args.get("arch")
+    config = CompilerConfig.from_dict(json.loads((root / "conf.json").read_text()))
+    return {
+        "format": API_FORMAT,
+        "version": API_VERSION,
+        "model": proto.graph.name or root.name,
+        "inputs": {n: info.to_dict() for n, info in signature.items()},
+        "outputs": [o.name for o in proto.graph.output],
+        "constants": [],
+        "optimization_level": level_of(config),
+        "options": BuildOptions().to_dict(),
+        "crc_check": False,
+        "shapes": {},
+        # (an absolute path stays itself when joined to the root)
+        "arch": str(Path(arch).resolve()) if arch else None,
+    }
 
 
 # ------------------------------------------------------------------------- simulating
@@ -605,7 +683,7 @@ def simulate(
     **overrides: Any,
 ) -> Any:
     """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that
-    holds one; returns a `SimResult` (a `aipusim.results.TracedResult`) whose trace (frames,
+    holds one; returns an `aipusim.SimResult` whose trace (frames,
     layers, compute and memory tasks by default) feeds its profile. ``functional``,
     ``inputs``, ``energy_model`` and ``uncertainty`` as in `CompiledModel.simulate`; ``arch``
     is an `Arch`, or an arch file's path (which ``uncertainty`` needs for other than the
@@ -617,7 +695,7 @@ def simulate(
     400000000
     """
     from aipusim.overrides import check_overrides
-    from aipusim.results import TracedResult, temporary_trace_dir
+    from aipusim.results import SimResult, temporary_trace_dir
     from aipusim.run import DEFAULT_RUN_LEVELS, TRACE_NAME
     from aipusim.simulator import simulate as run_simulation
 
@@ -674,7 +752,7 @@ def simulate(
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    result = TracedResult.of(sim, owned_dir=folder)
+    result = SimResult.of(sim, owned_dir=folder)
     if chip is not None:
         from aipusim.functional_check import attach_check
 

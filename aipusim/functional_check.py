@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import ConfigError, FunctionalMismatch, SimulationError
+from aipusim.inputs import check_finite
 
 #: The integer program a compiled folder was built from (its reference), in that folder.
 REFERENCE_DIR = "reference"
@@ -149,6 +150,7 @@ def chip_inputs(
         arr = np.asarray(value)
         quant = graph.tensor(name).quant if name in graph.inputs else None
         if arr.dtype.kind == "f" and quant is not None:
+            check_finite(name, arr)
             if tuple(arr.shape) != tuple(graph.shape(name)):
                 raise ConfigError(
                     f"input {name} must have shape {list(graph.shape(name))}, not {list(arr.shape)}"

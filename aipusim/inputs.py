@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.base.errors import ConfigError
+from aipusim.base.errors import ConfigError, InvalidArgument
 
 Dim = int | tuple[int, int, int]
 
@@ -140,4 +140,24 @@ class InputInfo:
         return f"InputInfo(shape={self._text()}, dtype={self.dtype.name})"
 
 
-__all__ = ["InputInfo", "ShapeBounds"]
+def check_finite(name: str, array: np.ndarray) -> None:
+    """Refuse a float input holding NaN or infinity: quantizing one casts it to an
+    arbitrary int8 (numpy warns of an invalid cast), and the output would look valid.
+
+    >>> check_finite("x", np.array([1.0, np.nan, np.nan], np.float32))
+    Traceback (most recent call last):
+    ...
+    aipusim.base.errors.InvalidArgument: input `x` must be finite, not NaN (2 NaN values)
+    """
+    if array.dtype.kind not in "fc":
+        return
+    bad = {"NaN": int(np.isnan(array).sum()), "inf": int(np.isinf(array).sum())}
+    found = {word: count for word, count in bad.items() if count}
+    if found:
+        counts = ", ".join(f"{count} {word} values" for word, count in found.items())
+        raise InvalidArgument(
+            f"input `{name}` must be finite, not {' and '.join(found)} ({counts})"
+        )
+
+
+__all__ = ["InputInfo", "ShapeBounds", "check_finite"]

@@ -86,4 +86,18 @@ def apply_optimization_level(config: Any, level: int) -> Any:
     return config.replace(**preset)
 
 
-__all__ = ["OPTIMIZATION_LEVELS", "apply_optimization_level", "check_level"]
+def level_of(config: Any) -> int | None:
+    """The level whose preset ``config`` (a `CompilerConfig`) holds knob for knob, or None
+    when it holds none (a config compiled outside the API with its own knobs).
+
+    >>> from aipusim.compiler.config import CompilerConfig
+    >>> level_of(CompilerConfig()), level_of(apply_optimization_level(CompilerConfig(), 1))
+    (3, 1)
+    """
+    for level, preset in OPTIMIZATION_LEVELS.items():
+        if all(getattr(config, k) == v for k, v in preset.items()):
+            return level
+    return None
+
+
+__all__ = ["OPTIMIZATION_LEVELS", "apply_optimization_level", "check_level", "level_of"]

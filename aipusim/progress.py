@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO
+from typing import IO, Any
 
 #: Seconds between two plain progress lines of an advancing stage.
 EVERY_S = 5.0
@@ -140,4 +140,40 @@ class Progress:
                     )
 
 
-__all__ = ["EVERY_S", "QUIET_S", "Progress"]
+#: A stage hook: ``hook(name, total)`` starts a stage and returns its ``step(n)``.
+StageHook = Callable[[str, int | None], Callable[[int], None]]
+
+
+def compile_stage(hook: StageHook) -> Callable[[str, Any], None]:
+    """Start the ``compile`` stage on ``hook`` with its total fixed (the import and every
+    pass of the pipeline) and return the compiler's ``after_pass``. The count is the
+    position of the pass just done, so a pass switched off is stepped over and the count
+    never passes the total; a hook with ``note`` is told the pass's name.
+
+    >>> import io
+    >>> out = io.StringIO()
+    >>> after_pass = compile_stage(Progress(out, terminal=False, every_s=0.0))
+    >>> after_pass("emit", None)
+    >>> out.getvalue().split(" (")[0]
+    'aipusim: compile 29/29'
+    """
+    from aipusim.compiler.pipeline import pass_names
+
+    names = pass_names()
+    step = hook("compile", len(names))
+    note = getattr(hook, "note", None)
+    done = 0
+
+    def after_pass(name: str, _ir: Any) -> None:
+        nonlocal done
+        if note is not None:
+            note(f"after {name}")
+        position = names.index(name) + 1 if name in names else done
+        if position > done:
+            step(position - done)
+            done = position
+
+    return after_pass
+
+
+__all__ = ["EVERY_S", "QUIET_S", "Progress", "StageHook", "compile_stage"]

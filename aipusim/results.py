@@ -1,14 +1,16 @@
-"""`TracedResult`: a `SimResult` whose run wrote a trace, with the profiler's views of it.
+"""`SimResult`: the result of the API's simulations, the simulator's result (every figure
+as an attribute) with the profiler's views of its trace.
 
-There is one result type, ``aipusim.SimResult`` (the simulator's, with every figure as an
-attribute). `aipusim.simulate` returns this subclass of it, which adds the views that need
-the profiler: `profile` tables, `plot_layers`, `plot_timeline`, `to_chrome_trace`. The
-simulator never imports the profiler; this module is where the two meet.
+``aipusim.SimResult`` is this class, the one `aipusim.simulate` and
+`CompiledModel.simulate` return: a subclass of the simulator's own
+(`aipusim.simulator.SimResult`) that adds the views that need the profiler: `profile`
+tables, `plot_layers`, `plot_timeline`, `to_chrome_trace`. The simulator never imports
+the profiler; this module is where the two meet.
 
 >>> import aipusim, numpy as np
 >>> m = aipusim.compile("tiny_cnn")
 >>> r = m.simulate(frames=2)
->>> isinstance(r, aipusim.SimResult), r.fps > 0, r.latency_us_p50 > 0
+>>> type(r) is aipusim.SimResult, r.fps > 0, r.latency_us_p50 > 0
 (True, True, True)
 >>> list(r.profile().columns[:3])
 ['layer', 'op', 'samples']
@@ -22,17 +24,20 @@ import weakref
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from aipusim.arguments import path_argument
 from aipusim.base.errors import ConfigError
-from aipusim.simulator.result import SimResult
+from aipusim.simulator.result import SimResult as SimulatorResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 class ProfileTable(StrEnum):
-    """Which profiler table `TracedResult.profile` returns."""
+    """Which profiler table `SimResult.profile` returns."""
 
     LAYERS = "layers"
     UNITS = "units"
@@ -41,8 +46,8 @@ class ProfileTable(StrEnum):
 
 
 @dataclass(repr=False)
-class TracedResult(SimResult):
-    """A `SimResult` with its trace as tables, plots and Chrome JSON.
+class SimResult(SimulatorResult):
+    """The simulator's result with its trace as tables, plots and Chrome JSON.
 
     When the result owns a temporary folder for the trace, the folder goes away with it.
     """
@@ -50,8 +55,8 @@ class TracedResult(SimResult):
     _trace: Any = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, result: SimResult, owned_dir: Path | None = None) -> TracedResult:
-        """``result`` (which wrote a trace) as a `TracedResult`; ``owned_dir`` is removed
+    def of(cls, result: SimulatorResult, owned_dir: Path | None = None) -> SimResult:
+        """``result`` (which wrote a trace) as a `SimResult`; ``owned_dir`` is removed
         when the new object is."""
         if result.trace_path is None:
             raise ConfigError("a traced result needs a run that wrote a trace, not none")
@@ -73,9 +78,6 @@ class TracedResult(SimResult):
     def _path(self) -> Path:
         assert self.trace_path is not None  # `of` only makes results that wrote one
         return self.trace_path
-
-    def _default(self, name: str) -> Path:
-        return self._path.with_name(name)
 
     def profile(
         self, drop_percentile: float = 0.0, by: str = "value", table: str = "layers"
@@ -105,26 +107,26 @@ class TracedResult(SimResult):
 
     def plot_layers(
         self, path: str | Path | None = None, drop_percentile: float = 0.0, by: str = "value"
-    ) -> Path:
-        """Stacked bars of each layer's span by unit and waiting; returns the PNG written
-        (``layers.png`` beside the trace unless ``path`` is given)."""
-        from aipusim.profiler import plot_layer_bars
+    ) -> Figure:
+        """Stacked bars of each layer's span by unit and waiting; returns the matplotlib
+        figure, written to ``path`` too when one is given (format by suffix)."""
+        from aipusim.profiler import layer_bars_figure
 
-        target = path_argument(path, "path") if path is not None else self._default("layers.png")
-        return plot_layer_bars(self.trace, target, drop_percentile, _drop_by(by))
+        target = path_argument(path, "path") if path is not None else None
+        return _written(layer_bars_figure(self.trace, drop_percentile, _drop_by(by)), target)
 
     def plot_timeline(
         self,
         path: str | Path | None = None,
         start_us: float | None = None,
         end_us: float | None = None,
-    ) -> Path:
-        """Gantt chart of the tasks, one row per core and unit; returns the PNG written
-        (``timeline.png`` beside the trace unless ``path`` is given)."""
-        from aipusim.profiler import plot_gantt
+    ) -> Figure:
+        """Gantt chart of the tasks, one row per core and unit; returns the matplotlib
+        figure, written to ``path`` too when one is given (format by suffix)."""
+        from aipusim.profiler import gantt_figure
 
-        target = path_argument(path, "path") if path is not None else self._default("timeline.png")
-        return plot_gantt(self.trace, target, start_us, end_us)
+        target = path_argument(path, "path") if path is not None else None
+        return _written(gantt_figure(self.trace, start_us, end_us), target)
 
     def to_chrome_trace(self, path: str | Path) -> Path:
         """Write the run as Chrome/Perfetto JSON (open in ui.perfetto.dev); returns ``path``."""
@@ -133,6 +135,15 @@ class TracedResult(SimResult):
         target = path_argument(path, "path")
         write_chrome_trace(self.trace, target)
         return target
+
+
+def _written(fig: Figure, path: Path | None) -> Figure:
+    """``fig``, after writing it to ``path`` (when given)."""
+    if path is not None:
+        from aipusim.profiler import save_figure
+
+        save_figure(fig, path)
+    return fig
 
 
 def _drop_by(by: str) -> str:
@@ -146,8 +157,8 @@ def _drop_by(by: str) -> str:
 
 
 def temporary_trace_dir() -> Path:
-    """A fresh folder for a run's trace (owned by the `TracedResult` made from it)."""
+    """A fresh folder for a run's trace (owned by the `SimResult` made from it)."""
     return Path(tempfile.mkdtemp(prefix="aipusim-sim-"))
 
 
-__all__ = ["ProfileTable", "TracedResult", "temporary_trace_dir"]
+__all__ = ["ProfileTable", "SimResult", "temporary_trace_dir"]

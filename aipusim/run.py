@@ -26,6 +26,7 @@ from typing import Any
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, ZooError
 from aipusim.base.fileio import check_output, folder_error, reporting
+from aipusim.progress import StageHook, compile_stage
 from aipusim.run_result import RunResult
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
@@ -117,9 +118,6 @@ def prepare_output_dir(out: Path) -> None:
     check_replaceable(out)
 
 
-StageHook = Callable[[str, int], Callable[[int], None]]
-
-
 def run_model(
     source: ModelSource,
     config: Any,
@@ -157,7 +155,6 @@ def run_model(
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.pipeline import PIPELINE
     from aipusim.compiler.request import CompileRequest
     from aipusim.functional_check import attach_check, chip_inputs
     from aipusim.isa.program import load_program_tables
@@ -179,7 +176,6 @@ def run_model(
         # a zoo model is built outside the output folder: only --keep-input-model keeps a copy
         scratch = Path(tempfile.mkdtemp(prefix="aipusim-model-"))
         model_path = source.materialize(scratch)
-        step = hook("compile", len(PIPELINE))
         t0 = time.perf_counter()
         compile_model(
             CompileRequest(
@@ -192,7 +188,7 @@ def run_model(
                 keep_input_model=keep_input_model,
                 quantization_cache=quantization_cache,
             ),
-            after_pass=lambda name, _graph: _passed(stage, step, name),
+            after_pass=compile_stage(hook),
         )
         compile_s = time.perf_counter() - t0
         shutil.rmtree(scratch, ignore_errors=True)
@@ -278,14 +274,6 @@ def input_record(source: ModelSource, compiled: Path) -> dict[str, Any]:
     if ref.is_file():
         return json.loads(ref.read_text())
     return {"path": str(source.path), "copy": "compile/input_model/fp32_model.onnx"}
-
-
-def _passed(stage: Any, step: Callable[[int], None], name: str) -> None:
-    """One more pass of the compile done: its name to the stage hook if it takes notes."""
-    note = getattr(stage, "note", None)
-    if note is not None:
-        note(f"after {name}")
-    step(1)
 
 
 def run_summary(result: RunResult) -> dict[str, Any]:

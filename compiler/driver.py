@@ -3,7 +3,10 @@
 The output folder is written completely or not at all: everything goes into a temporary
 folder beside it, which is renamed into place at the end. On failure the temporary folder
 is removed and only ``compilation_report.json`` (status code, failing stage, message) and
-``compilation_log.txt`` are written to the output folder, if it can be written.
+``compilation_log.txt`` are written to the output folder, if it can be written; when the
+output folder holds an earlier good compile, that compile is kept untouched and the
+failure's report and log go to ``<output>.failed/`` beside it (`failure_dir`; the
+exception carries a note saying so), which the next successful compile removes.
 
 Artifacts (reference ``compiler-cli.txt``): ``cli_args.json``, ``conf.json``,
 ``input_model/fp32_model.onnx``, ``quantized_model/`` (when the quantizer ran),
@@ -393,6 +396,8 @@ def compile_model(
         files = _files_under(tmp)
         stage = "swap"
         swap_into_place(tmp, out)
+        # (a failure report kept beside the earlier compile describes a superseded attempt)
+        shutil.rmtree(failure_dir(out), ignore_errors=True)
     except BaseException as caught:
         exc = caught
         if isinstance(caught, OSError) and not isinstance(caught, AipuSimError):
@@ -424,13 +429,21 @@ def compile_model(
         if config.save_error_artifact:
             artifact = _error_artifact(tmp, ctx, report, bool(config.randomize_onnx_model))
             report["error_artifact"] = ERROR_ARTIFACT
-        _write_failure(tmp, out, report, artifact)
+        kept = _holds_good_compile(out)
+        where = _write_failure(tmp, failure_dir(out) if kept else out, report, artifact)
+        if kept and where is not None:
+            exc.add_note(
+                f"the earlier compile in {out} is kept; this failure's report is in {where}"
+            )
         if exc is not caught:
             raise exc from None
         if isinstance(exc, Exception) and not isinstance(exc, AipuSimError):
             # A bug, not bad input: one line for the user (exit status 1), the
             # traceback in the compile log; never a silent success.
-            raise CompilerInternalError(message) from exc
+            internal = CompilerInternalError(message)
+            for note in getattr(exc, "__notes__", ()):
+                internal.add_note(note)
+            raise internal from exc
         raise
     finally:
         compile_log.close()
@@ -573,28 +586,47 @@ def _error_artifact(
     return buf.getvalue()
 
 
+def failure_dir(out: Path) -> Path:
+    """Where a failed compile into ``out`` writes its report when ``out`` holds an earlier
+    good compile, which it keeps: ``<out>.failed/`` beside it."""
+    return out.with_name(f"{out.name}.failed")
+
+
+def _holds_good_compile(out: Path) -> bool:
+    """Whether ``out`` holds a compile that ended as asked (SUCCEEDED or STOPPED): a failed
+    recompile keeps it rather than replace the user's last good build with a report."""
+    try:
+        data = json.loads((out / REPORT_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("status") in (SUCCEEDED, STOPPED)
+
+
 def _write_failure(
-    tmp: Path, out: Path, report: dict[str, Any], artifact: bytes | None = None
-) -> None:
-    """Replace ``out`` with a folder holding only the report and the log (and the error
+    tmp: Path, target: Path, report: dict[str, Any], artifact: bytes | None = None
+) -> Path | None:
+    """Replace ``target`` with a folder holding only the report and the log (and the error
     artifact when asked for), built aside and swapped in like a success: no file of an
-    earlier compile stays beside the failure. The half-built folder is dropped."""
+    earlier failure stays beside this one. The half-built folder is dropped. Returns
+    ``target``, or None when it cannot be written (a warning says why)."""
     log_text = ""
     with contextlib.suppress(OSError):
         log_text = (tmp / LOG_NAME).read_text(encoding="utf-8")
     shutil.rmtree(tmp, ignore_errors=True)
     failed = None
     try:
-        failed = temp_folder_beside(out)
+        failed = temp_folder_beside(target)
         _write_json(failed / REPORT_NAME, report)
         (failed / LOG_NAME).write_text(log_text, encoding="utf-8")
         if artifact is not None:
             (failed / ERROR_ARTIFACT).write_bytes(artifact)
-        swap_into_place(failed, out)
+        swap_into_place(failed, target)
     except OSError as exc:
         if failed is not None:
             shutil.rmtree(failed, ignore_errors=True)
-        log.warning("cannot write the failure report to %s: %s", out, exc.strerror or exc)
+        log.warning("cannot write the failure report to %s: %s", target, exc.strerror or exc)
+        return None
+    return target
 
 
 __all__ = [
@@ -607,5 +639,6 @@ __all__ = [
     "SUCCEEDED",
     "CompileResult",
     "compile_model",
+    "failure_dir",
     "randomized",
 ]

@@ -275,10 +275,29 @@ class Program:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{source}: must be JSON, not malformed text ({exc})") from None
+            raise ConfigError(
+                f"{source} is corrupt: it must be JSON, not malformed text ({exc})"
+            ) from None
         if not isinstance(data, dict):
-            raise ConfigError(f"{source}: must be a JSON object, not {type(data).__name__}")
+            raise ConfigError(
+                f"{source} is corrupt: it must be a JSON object, not {type(data).__name__}"
+            )
         return cls.from_dict(data, source)
+
+
+def read_program(path: str | Path) -> Program:
+    """Read a ``model.json`` file; bytes that are not UTF-8 JSON make a `ConfigError` that
+    names the file as corrupt (a flipped byte must not surface as a decoding traceback)."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is corrupt: it must be UTF-8 JSON, not undecodable bytes "
+            f"(byte {exc.start} is {data[exc.start]:#04x})"
+        ) from None
+    return Program.from_json(text, str(path))
 
 
 def save_program(program: Program, compiled_dir: str | Path) -> Path:
@@ -296,7 +315,7 @@ def record_crc(file: str | Path) -> Path | None:
     path = file.parent / PROGRAM_FILE
     if not path.is_file():
         return None
-    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    program = read_program(path)
     crcs = dict(program.extra.get("crc32", {}))
     if file.name not in crcs:
         return None
@@ -328,7 +347,7 @@ def _tasklist_files(compiled_dir: str | Path) -> tuple[Program, dict[int, Path]]
     path = folder / PROGRAM_FILE
     if not path.is_file():
         raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
-    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    program = read_program(path)
     if program.extra.get("crc_check"):
         verify_crcs(folder, program)
     files: dict[int, Path] = {}

@@ -21,6 +21,8 @@ from aipusim.profiler.layers import (
     slowest_layers,
 )
 from aipusim.profiler.plots import (
+    gantt_figure,
+    layer_bars_figure,
     plot_all,
     plot_bandwidth,
     plot_gantt,
@@ -28,6 +30,7 @@ from aipusim.profiler.plots import (
     plot_power,
     plot_roofline,
     plot_utilisation,
+    save_figure,
 )
 from aipusim.profiler.reduce import (
     UNIT_CLASSES,
@@ -59,7 +62,9 @@ __all__ = [
     "drop_frames",
     "frame_summary",
     "frame_table",
+    "gantt_figure",
     "kept_frames",
+    "layer_bars_figure",
     "layer_breakdown",
     "layer_samples",
     "layer_table",
@@ -74,6 +79,7 @@ __all__ = [
     "plot_utilisation",
     "power_table",
     "ranked_layers",
+    "save_figure",
     "slowest_layers",
     "tasks",
     "to_markdown",

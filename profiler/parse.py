@@ -12,7 +12,9 @@ malformed with its number.
 Rules: line 1 is the header (`TraceHeader`); blank lines and ``#`` comment lines are
 skipped; a line whose ``[TAG]`` is unknown is kept in the ``[?]`` table; any other line
 that cannot be read is malformed (``strict=True`` raises `TraceFormatError` on the first
-one). Parquet rows are numbered from 1 in place of line numbers.
+one). A last line without its newline is malformed too (`CUT_REASON`): the writer ends every
+line, so the file was cut there, and the line may read as a valid event with a cut number
+(``end=10`` of ``end=105``). Parquet rows are numbered from 1 in place of line numbers.
 
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.trace"
@@ -54,6 +56,10 @@ from aipusim.profiler.scan import (
     gather_strings,
     slots,
 )
+
+#: The ``reason`` of `ParsedTables.malformed` for the last line of a trace that ends
+#: without a newline (left out: its writer stopped mid-line).
+CUT_REASON = "the last line was cut short: the file ends mid-line"
 
 #: Bytes read per chunk: large enough that Arrow's per-call overhead vanishes, small
 #: enough that a chunk's temporary columns stay well under the memory target.
@@ -281,22 +287,33 @@ def _parse_chunk(col: _Collector, lines: _Lines, first_line_no: int) -> None:
 
 
 def _chunks(fh, first: bytes) -> Iterator[bytes | memoryview]:
-    """Yield buffers of whole lines, each ending in a newline (one is added at the end of
-    the file when missing)."""
+    """Yield buffers of whole lines, each ending in a newline; a last line without one (the
+    file was cut mid-line) comes alone as the final buffer, without a newline."""
     carry = first
     while True:
         data = fh.read(CHUNK_BYTES)
         buf = carry + data if carry else data
-        if not data:
-            if buf:
-                yield buf if buf.endswith(b"\n") else buf + b"\n"
-            return
         cut = buf.rfind(b"\n") + 1
+        if not data:
+            if cut:
+                yield memoryview(buf)[:cut]
+            if buf[cut:]:
+                yield buf[cut:]
+            return
         if cut == 0:
             carry = buf
             continue
         carry = buf[cut:]
         yield memoryview(buf)[:cut]  # a view: no copy of the chunk
+
+
+def _cut_line(col: _Collector, buf: bytes, line_no: int) -> None:
+    """Record the last line of a file that ends without a newline: its writer stopped
+    mid-line, so even a line that parses may hold a cut number (``end=10`` of ``end=105``)."""
+    text = buf.decode("utf-8", "replace")
+    if text.strip() and not text.strip().startswith("#"):
+        col.bad(line_no, text, CUT_REASON)
+        col.end_chunk()
 
 
 def _read_header(fh, source: str) -> tuple[TraceHeader, bytes]:
@@ -344,6 +361,10 @@ def parse_text(path: str | Path, strict: bool = False, progress: bool = False) -
         col = _Collector(header, source, strict)
         line_no = 2
         for buf in _chunks(fh, rest):
+            if buf[-1:] != b"\n":
+                _cut_line(col, bytes(buf), line_no)
+                bar.update(len(buf))
+                break
             lines = _Lines(buf)
             _parse_chunk(col, lines, line_no)
             line_no += len(lines.ends)

@@ -58,16 +58,22 @@ _DPI = 120
 _ROOFLINE_NAMED = 8
 
 
-def _save(fig: plt.Figure, path: str | Path) -> Path:
+def save_figure(fig: plt.Figure, path: str | Path) -> Path:
+    """Write ``fig`` to ``path`` whole or not at all (format by suffix, PNG without one);
+    the figure stays open for its caller."""
     p = Path(path)
+    with reporting(p.parent, "create"):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    with output_path(p) as tmp:
+        fig.savefig(tmp, dpi=_DPI, bbox_inches="tight", format=p.suffix.lstrip(".") or "png")
+    return p
+
+
+def _save(fig: plt.Figure, path: str | Path) -> Path:
     try:
-        with reporting(p.parent, "create"):
-            p.parent.mkdir(parents=True, exist_ok=True)
-        with output_path(p) as tmp:
-            fig.savefig(tmp, dpi=_DPI, bbox_inches="tight", format=p.suffix.lstrip(".") or "png")
+        return save_figure(fig, path)
     finally:
         plt.close(fig)
-    return p
 
 
 def _title(trace: Trace, what: str) -> str:
@@ -84,6 +90,18 @@ def plot_layer_bars(
     top: int | None = None,
     sort: LayerSort | str | None = None,
 ) -> Path:
+    """`layer_bars_figure` written to ``path``; returns ``path``."""
+    return _save(layer_bars_figure(trace, drop_percentile, drop_by, table, top, sort), path)
+
+
+def layer_bars_figure(
+    trace: Trace,
+    drop_percentile: float = 0.0,
+    drop_by: DropBy | str = DropBy.VALUE,
+    table: pd.DataFrame | None = None,
+    top: int | None = None,
+    sort: LayerSort | str | None = None,
+) -> plt.Figure:
     """Horizontal stacked bars, layers in topological order (or the ``top`` layers by
     ``sort``, largest first: `ranked_layers`): each layer's mean span split into its busy
     time by unit class (exclusive: each instant of a core counted once) and its wait
@@ -111,7 +129,7 @@ def plot_layer_bars(
     ax.grid(axis="x", alpha=0.3)
     if not len(bd):
         ax.text(0.5, 0.5, "no layer events in trace", ha="center", transform=ax.transAxes)
-    return _save(fig, path)
+    return fig
 
 
 def plot_gantt(
@@ -121,6 +139,16 @@ def plot_gantt(
     end_us: float | None = None,
     max_tasks: int = 20_000,
 ) -> Path:
+    """`gantt_figure` written to ``path``; returns ``path``."""
+    return _save(gantt_figure(trace, start_us, end_us, max_tasks), path)
+
+
+def gantt_figure(
+    trace: Trace,
+    start_us: float | None = None,
+    end_us: float | None = None,
+    max_tasks: int = 20_000,
+) -> plt.Figure:
     """Tasks on a timeline, one row per core and unit, coloured by layer group (the first
     part of the layer names, `aipusim.profiler.groups`).
 
@@ -178,7 +206,7 @@ def plot_gantt(
         )
     else:
         ax.text(0.5, 0.5, "no tasks in window", ha="center", transform=ax.transAxes)
-    return _save(fig, path)
+    return fig
 
 
 def _network_order(trace: Trace) -> list[str]:
@@ -491,6 +519,8 @@ def plot_all(
 
 
 __all__ = [
+    "gantt_figure",
+    "layer_bars_figure",
     "plot_all",
     "plot_bandwidth",
     "plot_gantt",
@@ -498,4 +528,5 @@ __all__ = [
     "plot_power",
     "plot_roofline",
     "plot_utilisation",
+    "save_figure",
 ]

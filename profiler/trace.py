@@ -77,6 +77,15 @@ class Trace:
         return len(self.malformed)
 
     @property
+    def cut_line(self) -> int | None:
+        """The number of the last line when the file ends mid-line (that line is left out
+        and listed in ``malformed``): a trace whose writer stopped early. None otherwise."""
+        from aipusim.profiler.parse import CUT_REASON
+
+        cut = self.malformed[self.malformed["reason"] == CUT_REASON]
+        return int(cut["line"].iloc[-1]) if len(cut) else None
+
+    @property
     def us_per_cycle(self) -> float:
         return 1e6 / self.header.freq_hz
 

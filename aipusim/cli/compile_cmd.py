@@ -52,7 +52,8 @@ DEFAULT_CONF_NAME = "default_conf.json"
     "input_path",
     type=click.Path(path_type=Path),
     metavar="MODEL",
-    help="ONNX model, or quantized_model_manifest.json of a --quantize-only run.",
+    help="ONNX model, a zoo model name (aipusim zoo list), or quantized_model_manifest.json "
+    "of a --quantize-only run.",
 )
 @click.option(
     "-o",
@@ -146,41 +147,48 @@ def compile_command(ctx: click.Context, **flags: Any) -> None:
       aipusim compile --generate-config out/
       aipusim compile -i model.onnx --conf out/default_conf.json -o out/
       aipusim compile -i model.onnx -o out/ --aipu-cores 4 --set multicore_mode=batch
+      aipusim compile -i tiny_cnn -o out/
     """
     if flags["generate_dir"] is not None:
         _generate_config(flags["generate_dir"], flags["as_json"])
         return
-    request = _build_request(ctx, flags)
+    import shutil
+    import tempfile
+
+    # a zoo model is built here for the compile; the compile keeps its own copy
+    scratch = Path(tempfile.mkdtemp(prefix="aipusim-model-"))
+    try:
+        _compile(ctx, flags, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
+    """The compile of `compile_command`; a zoo model given by name is built in ``scratch``."""
+    request = _build_request(ctx, flags, scratch)
     # Imported here: the driver pulls in onnx/numpy, which --help and bad input never need.
     from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.pipeline import pass_names
-    from aipusim.progress import Progress
+    from aipusim.progress import Progress, compile_stage
 
     progress = Progress()
-    step = progress.stage("compile", len(pass_names()))
-
-    def after_pass(name: str, _graph: object) -> None:
-        progress.note(f"after {name}")
-        step(1)
-
     try:
-        result = compile_model(request, after_pass=after_pass)
+        result = compile_model(request, after_pass=compile_stage(progress))
     finally:
         progress.close()
     if flags["as_json"]:
         summary = {
-            "input": str(request.model_path),
+            "input": str(request.cli_args["input"]),
             "output_dir": str(request.output_dir),
             "status": result.status,
         }
         click.echo(json.dumps(summary))
     elif request.stop_after is not None and result.status == "STOPPED":
         click.echo(
-            f"stopped after {request.stop_after} as asked: {request.model_path} -> "
+            f"stopped after {request.stop_after} as asked: {request.cli_args['input']} -> "
             f"{request.output_dir}"
         )
     else:
-        click.echo(f"compiled {request.model_path} -> {request.output_dir}")
+        click.echo(f"compiled {request.cli_args['input']} -> {request.output_dir}")
         line = _placement_line(Path(request.output_dir))
         if line:
             click.echo(line)
@@ -216,7 +224,7 @@ def _explicit(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
 
-def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
+def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> CompileRequest:
     """Merge flags over ``--cli-args``, check them all, and build the `CompileRequest`."""
     from aipusim.compiler.config import check_against_arch
     from aipusim.compiler.request import (
@@ -246,7 +254,7 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
     input_path = pick_path("input_path", "input")
     if input_path is None:
         raise ConfigError("-i/--input is required (an ONNX model), unless --generate-config")
-    require_file(input_path, "-i/--input", MODEL_SUFFIXES)
+    model_path = _model_file(input_path, scratch)
     output_dir = pick_path("output_dir", "output")
     if output_dir is None and config.output_dir is not None:
         output_dir = Path(config.output_dir)
@@ -289,7 +297,7 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
         "arch": str(arch_path) if arch_path else None,
     }
     return CompileRequest(
-        model_path=input_path,
+        model_path=model_path,
         output_dir=output_dir,
         config=config,
         input_shape=parse_input_shape(shape_text) if shape_text else None,
@@ -306,6 +314,25 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
         else None,
         quantization_cache=not flags["no_cache"],
     )
+
+
+def _model_file(given: Path, scratch: Path) -> Path:
+    """The model file ``-i`` names: an ONNX model or quantized manifest, or a zoo model
+    built into ``scratch`` when ``given`` is a zoo name and no such file exists."""
+    from aipusim import zoo
+
+    if given.is_file() or given.suffix.lower() in MODEL_SUFFIXES:
+        return require_file(given, "-i/--input", MODEL_SUFFIXES)
+    if str(given) not in zoo.names():
+        raise ConfigError(
+            f"-i/--input must be an existing file or a zoo model ({', '.join(zoo.names())}), "
+            f"not {str(given)!r}"
+        )
+    import onnx
+
+    path = scratch / f"{given}.onnx"
+    onnx.save(zoo.build(str(given)), path)
+    return path
 
 
 def _pass_list(text: str | None, flag: str, *, single: bool = False) -> tuple[str, ...]:

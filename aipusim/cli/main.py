@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Sequence
 
 import click
 
@@ -79,22 +80,52 @@ SUMMARIES: dict[str, str] = {
 }
 
 
+class PlainHelpFormatter(click.HelpFormatter):
+    """Help text without the reStructuredText markup of the docstrings it comes from:
+    ````aipusim run X```` reads ``aipusim run X`` in a terminal."""
+
+    def write_text(self, text: str) -> None:
+        super().write_text(_plain(text))
+
+    def write_dl(
+        self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2
+    ) -> None:
+        super().write_dl([(_plain(a), _plain(b)) for a, b in rows], col_max, col_spacing)
+
+
+def _plain(text: str) -> str:
+    return text.replace("``", "")
+
+
+class PlainContext(click.Context):
+    """The context of every aipusim command: plain help text."""
+
+    formatter_class = PlainHelpFormatter
+
+
+def _plain_help(command: click.Command) -> click.Command:
+    """``command`` (and the subcommands of a group) with `PlainContext`."""
+    command.context_class = PlainContext
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+    return command
+
+
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when it is invoked."""
+
+    context_class = PlainContext
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list of ``--help`` as `click.Group.format_commands` writes it, from
-        `SUMMARIES` (no command module is imported)."""
+        `SUMMARIES` (no command module is imported), each summary whole."""
         names = self.list_commands(ctx)
-        limit = formatter.width - 6 - max(len(name) for name in names)
-        # shortened by click's own rule, through a stand-in command with that help
-        rows = [
-            (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
-            for name in names
-        ]
+        # whole, wrapped: a summary cut at the terminal's width ("...") leaves out what the
+        # command is for
+        rows = [(name, SUMMARIES[name]) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -103,10 +134,16 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target.split(":")
-        return getattr(importlib.import_module(module_name), attr)
+        command = _plain_help(getattr(importlib.import_module(module_name), attr))
+        # the whole summary, as the command list shows it (click would cut it with "...")
+        command.short_help = SUMMARIES[cmd_name]
+        return command
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="aipusim")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 def cli(verbose: int) -> None:
@@ -135,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         # flushed here, so a full disk or a closed pipe on stdout is reported like the rest
         sys.stdout.flush()
     except AipuSimError as exc:
-        return _fail(str(exc), exc.exit_code)
+        # notes added on the way (where a failed compile left its report) on the same line
+        return _fail("; ".join([str(exc), *getattr(exc, "__notes__", ())]), exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         return _fail("interrupted", 130, prefix="aipusim: ")
     except click.exceptions.NoArgsIsHelpError as exc:

@@ -154,6 +154,14 @@ def profile(
     if as_json:
         click.echo(json.dumps(prof.to_records(table), indent=1))
         return
+    if compare_path is not None:
+        from aipusim.profiler.compare import run_line
+
+        click.echo(f"a: {run_line(trace, drop_percentile, drop_by)}")
+        click.echo(f"b: {run_line(other, drop_percentile, drop_by)}")
+        click.echo("per layer and frame (core-µs: mean per sample x samples per frame), b - a:\n")
+        click.echo(prof.to_markdown(table))
+        return
     summary = prof.frame_summary(trace, drop_percentile, drop_by)
     h = trace.header
     ran = len(prof.cores_that_ran(trace))
@@ -188,12 +196,22 @@ def _warn_lines(trace) -> None:
         click.echo(
             f"{trace.source}: {trace.unknown_count} line(s) of unknown tag kept as [?]", err=True
         )
-    if trace.malformed_count:
-        lines = ", ".join(str(n) for n in trace.malformed["line"].head(10))
-        more = " ..." if trace.malformed_count > 10 else ""
-        first = trace.malformed["reason"].iloc[0]
+    cut = trace.cut_line
+    if cut is not None:
         click.echo(
-            f"{trace.source}: {trace.malformed_count} malformed line(s) skipped "
+            f"{trace.source}: line {cut} (the last) was cut short: the file ends mid-line, "
+            "so the trace is incomplete; that line is left out, the rest reduced",
+            err=True,
+        )
+    malformed = trace.malformed
+    if cut is not None:
+        malformed = malformed[malformed["line"] != cut]
+    if len(malformed):
+        lines = ", ".join(str(n) for n in malformed["line"].head(10))
+        more = " ..." if len(malformed) > 10 else ""
+        first = malformed["reason"].iloc[0]
+        click.echo(
+            f"{trace.source}: {len(malformed)} malformed line(s) skipped "
             f"(lines {lines}{more}; first: {first})",
             err=True,
         )

@@ -46,7 +46,8 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     "--levels",
     default=None,
     metavar="B,PB,PE,K,M,T",
-    help=LEVELS_HELP + " Default: the program's profiling_levels.",
+    help=LEVELS_HELP + " Default: the program's profiling_levels; with --trace and none "
+    "compiled in, those `aipusim run` records (said on stderr).",
 )
 @click.option(
     "--set",
@@ -127,6 +128,10 @@ def simulate(
     arch = load_arch_option(arch_path)
     _check_functional_options(functional, input_files, check, outputs_dir, energy_model)
     program, tasklists = load_program_tables(compiled_dir)
+    chosen_levels = None
+    if trace_path is not None:
+        chosen_levels = _default_trace_levels(levels, overrides, program.profiling_levels)
+        levels = chosen_levels or levels
     inputs, how = None, ""
     if functional:
         from aipusim.functional_check import chip_inputs
@@ -152,6 +157,13 @@ def simulate(
         )
     finally:
         progress.close()
+    if chosen_levels is not None:
+        # (said once the trace is written: a run that fails says only why)
+        click.echo(
+            f"aipusim: simulate: --trace without --levels: recorded levels {chosen_levels} "
+            "(frames, layers, compute and memory tasks, as `run` does; --levels to choose)",
+            err=True,
+        )
     verdict = None
     if functional:
         from aipusim.functional_check import attach_check
@@ -177,6 +189,19 @@ def simulate(
                 )
     if check and verdict is not None and not verdict.bit_exact:
         raise verdict.error()
+
+
+def _default_trace_levels(
+    levels: str | None, overrides: dict[str, object], compiled: tuple[str, ...]
+) -> str | None:
+    """The levels for ``--trace`` when neither ``--levels``, ``--set profiling_levels`` nor
+    the program names any: those `run` records (a trace with no level would be empty and
+    its profile a table of nothing). None when the levels are given."""
+    if levels is not None or "profiling_levels" in overrides or compiled:
+        return None
+    from aipusim.run import DEFAULT_RUN_LEVELS
+
+    return ",".join(DEFAULT_RUN_LEVELS)
 
 
 def _check_functional_options(

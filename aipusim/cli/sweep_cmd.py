@@ -97,7 +97,7 @@ from aipusim.cli.options import (
     "--resume",
     is_flag=True,
     help="Go on from a damaged DIR: unreadable part-*.parquet files are set aside (*.bad) "
-    "and their points run again; a broken sweep.json is rewritten. (An intact DIR is "
+    "and their points run again; a broken _sweep.json is rewritten. (An intact DIR is "
     "always resumed.)",
 )
 @conf_option
@@ -175,6 +175,10 @@ def sweep(
     if as_json:
         click.echo(json.dumps(summary.to_dict()))
     else:
+        from aipusim.sweep import ResultStore
+        from aipusim.sweep.report import result_table
+
+        click.echo(result_table(ResultStore(output).read()) + "\n")
         click.echo(
             f"sweep: {summary.total} points ({summary.skipped} already done, {summary.ran} run, "
             f"{summary.failed} failed) -> {summary.directory}"
@@ -190,13 +194,14 @@ def sweep(
     type=click.Path(path_type=Path),
     default=None,
     metavar="DIR",
-    help="Where to write report.md and the plots (default: DIR).",
+    help="Where to write report.md and the plots, outside DIR (default: DIR_report beside "
+    "it, so DIR stays a Parquet dataset pandas can read).",
 )
 @json_option
 def sweep_report(directory: Path, output: Path | None, as_json: bool) -> None:
     """Draw the Pareto fronts of a sweep (FPS vs FPS/W, latency vs power) and a table.
 
-    Writes report.md, pareto_fps.png and pareto_latency.png.
+    Writes report.md, pareto_fps.png and pareto_latency.png to DIR_report/ beside DIR.
     """
     from aipusim.cli.options import require_dir
     from aipusim.sweep.report import write_report

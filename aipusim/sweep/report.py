@@ -78,15 +78,60 @@ def front_flags(ok: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _plot(ok: pd.DataFrame, front: Front, path: Path) -> None:
+def plain_number(value: float) -> str:
+    """``value`` with four significant digits in plain notation (the integer part whole):
+    a reader compares 193312 with 1933 at a glance, not 1.933e+05 with 1933. NaN: empty."""
+    if pd.isna(value):
+        return ""
+    value = float(value)
+    digits = int(np.floor(np.log10(abs(value)))) + 1 if value else 1
+    return f"{value:.{max(0, 4 - digits)}f}"
+
+
+def point_labels(
+    points: pd.DataFrame, x: str, y: str, keys: Sequence[str]
+) -> list[tuple[float, float, str]]:
+    """One label per distinct (x, y) of ``points``: the swept values of each point there,
+    one line each, so points with the same figures are named together rather than drawn
+    over one another unseen."""
+    labels: dict[tuple[float, float], list[str]] = {}
+    for _, row in points.iterrows():
+        text = " ".join(f"{k}={row[k]}" for k in keys) or str(row.get("model", ""))
+        labels.setdefault((float(row[x]), float(row[y])), []).append(text)
+    return [
+        (px, py, "\n".join(texts) + (" (same figures)" if len(texts) > 1 else ""))
+        for (px, py), texts in labels.items()
+    ]
+
+
+def _label_inward(ax: Any, labels: list[tuple[float, float, str]]) -> None:
+    """Write each label beside its point on the side facing the middle of the axes, so a
+    label of a point at the edge stays inside the figure."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    for px, py, text in labels:
+        right = px > (x0 + x1) / 2
+        top = py > (y0 + y1) / 2
+        ax.annotate(
+            text,
+            (px, py),
+            xytext=(-8 if right else 8, -8 if top else 8),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="top" if top else "bottom",
+            fontsize=7,
+        )
+
+
+def _plot(ok: pd.DataFrame, front: Front, path: Path, keys: Sequence[str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     flag = f"front_{front.name}"
+    labelled: list[tuple[float, float, str]] = []
     for i, (model, group) in enumerate(ok.groupby("model", sort=False)):
         color = colors[i % len(colors)]
         rest = group[~group[flag]]
@@ -102,8 +147,17 @@ def _plot(ok: pd.DataFrame, front: Front, path: Path) -> None:
             label=f"{model} (front: {len(best)} of {len(group)})",
             zorder=3,
         )
+        labelled += point_labels(best, front.x, front.y, keys)
+        for px, py, text in point_labels(rest, front.x, front.y, keys):
+            if "\n" in text:  # several points behind one marker: say how many
+                count = text.count("\n") + 1
+                ax.annotate(f"x{count}", (px, py), xytext=(4, -10), textcoords="offset points",
+                            fontsize=7, color=color)  # fmt: skip
+    ax.margins(0.08)
+    _label_inward(ax, labelled)
     ax.set_xlabel(front.x_label)
     ax.set_ylabel(front.y_label)
+    ax.ticklabel_format(style="plain", useOffset=False)
     better = "higher" if front.maximize[0] else "lower"
     ax.set_title(f"{front.title} (Pareto front highlighted; {better} is better)")
     ax.grid(True, alpha=0.3)
@@ -134,7 +188,7 @@ def _table(frame: pd.DataFrame, columns: list[str]) -> str:
     shown = frame[columns].copy()
     for column in shown.columns:
         if pd.api.types.is_float_dtype(shown[column]):
-            shown[column] = [f"{v:.4g}" if pd.notna(v) else "" for v in shown[column]]
+            shown[column] = [plain_number(v) for v in shown[column]]
     # No number parsing: swept values stay as written ("1.0", not 1).
     return shown.to_markdown(index=False, disable_numparse=True)
 
@@ -171,20 +225,52 @@ def markdown_report(table: pd.DataFrame, keys: list[str], plots: dict[str, str])
     return "\n".join(lines)
 
 
+#: The figures `result_table` prints per point.
+RESULT_COLUMNS = ["status", "fps", "latency_us_p50", "energy_mj_per_frame", "avg_power_w"]
+
+
+def result_table(table: pd.DataFrame) -> str:
+    """Every point of a sweep as a Markdown table: the swept values, status, FPS, p50
+    latency, energy per frame and average power (what ``aipusim sweep`` prints)."""
+    keys = swept_columns(table.columns)
+    order = table.sort_values(["model", *keys], kind="stable")
+    return _table(order, ["model", *keys, *RESULT_COLUMNS])
+
+
+def report_dir(directory: str | Path) -> Path:
+    """Where `write_report` writes by default: ``<DIR>_report`` beside the sweep folder,
+    never inside it (any file there would stop ``pd.read_parquet(DIR)`` reading it).
+
+    >>> report_dir("runs/sw/").as_posix()
+    'runs/sw_report'
+    """
+    directory = Path(directory)
+    return directory.with_name(f"{directory.name}_report")
+
+
 def write_report(directory: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Read the sweep in ``directory``; write ``report.md`` and the two front plots.
+    """Read the sweep in ``directory``; write ``report.md`` and the two front plots to
+    ``out_dir`` (default: `report_dir`), which must lie outside ``directory``.
 
     Returns a summary: counts, the files written, and the ids of the points on each front.
     """
+    from aipusim.base.errors import ConfigError
+
     table = ResultStore(directory).read()
-    target = Path(out_dir) if out_dir is not None else Path(directory)
+    target = Path(out_dir) if out_dir is not None else report_dir(directory)
+    inside = Path(directory).resolve()
+    if target.resolve() == inside or inside in target.resolve().parents:
+        raise ConfigError(
+            f"the report folder must lie outside the sweep's dataset folder {directory} "
+            f"(a file in it stops pd.read_parquet reading it), not {target}"
+        )
     with reporting(target, "create"):
         target.mkdir(parents=True, exist_ok=True)
     keys = swept_columns(table.columns)
     ok = front_flags(table[table["status"] == STATUS_OK])
     plots = {f.name: f"pareto_{f.name}.png" for f in FRONTS}
     for front in FRONTS:
-        _plot(ok, front, target / plots[front.name])
+        _plot(ok, front, target / plots[front.name], keys)
     report = target / "report.md"
     write_text(report, markdown_report(table, keys, plots))
     return {
@@ -197,4 +283,16 @@ def write_report(directory: str | Path, out_dir: str | Path | None = None) -> di
     }
 
 
-__all__ = ["FRONTS", "Front", "front_flags", "markdown_report", "pareto_mask", "write_report"]
+__all__ = [
+    "FRONTS",
+    "RESULT_COLUMNS",
+    "Front",
+    "front_flags",
+    "markdown_report",
+    "pareto_mask",
+    "plain_number",
+    "point_labels",
+    "report_dir",
+    "result_table",
+    "write_report",
+]

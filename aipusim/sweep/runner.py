@@ -318,7 +318,7 @@ def run_sweep(
     ``evaluator`` defaults to `aipusim.sweep.evaluate.evaluate_point` (compile + simulate).
     It must be picklable by reference (a module-level function) for the local pool.
     ``resume`` goes on from a damaged folder: unreadable parts are set aside (``*.bad``)
-    and their points run again; a broken ``sweep.json`` is rewritten.
+    and their points run again; a broken ``_sweep.json`` is rewritten.
     """
     if evaluator is None:
         from aipusim.sweep.evaluate import evaluate_point

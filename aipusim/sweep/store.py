@@ -2,16 +2,16 @@
 
 Layout of ``DIR``::
 
-    sweep.json            the sweep's context (base config, arch file digest)
+    _sweep.json           the sweep's context (base config, arch file digest)
     part-0000.parquet     one file per flushed batch of finished points
     part-0001.parquet     ...
 
 A part is written to a temporary name and then linked to its final name, so a reader never
 sees half a file and an interrupted write leaves only a ``.tmp`` file (ignored, and removed
-by the next run once its writer is gone). A part or ``sweep.json`` that cannot be read
+by the next run once its writer is gone). A part or ``_sweep.json`` that cannot be read
 (truncated by a full disk, edited by hand) is a `SweepStoreError` naming the file, with the
 way out: ``--resume`` sets the unreadable parts aside (``*.bad``) so that their points run
-again and rewrites a broken ``sweep.json``, or another folder starts afresh. Resuming
+again and rewrites a broken ``_sweep.json``, or another folder starts afresh. Resuming
 reads the ``point_id`` column of every part and skips those points; since ids are unique per
 point and done points are never submitted again, no row is written twice. `read` drops
 duplicate ids anyway (keeping the first), so even two sweeps racing into one folder give one
@@ -84,7 +84,10 @@ _ARROW_TYPES = {
     "float": pa.float64(),
     "string": pa.string(),
 }
-_CONTEXT_FILE = "sweep.json"
+#: (The leading "_" makes Parquet readers skip it: ``pd.read_parquet(DIR)`` reads the parts.)
+_CONTEXT_FILE = "_sweep.json"
+#: Its name in folders written before: renamed on the next open.
+_OLD_CONTEXT_FILE = "sweep.json"
 #: Version of the result columns; 2: the steady-state metrics of `aipusim.isa.metrics`
 #: (a folder of format 1 holds figures with other definitions and is not resumed); 3: the
 #: functional check's columns (``bit_exact``, ``mismatches``, ``check``).
@@ -155,7 +158,7 @@ class ResultStore:
     def open(self, context: Mapping[str, Any], *, resume: bool = False) -> None:
         """Create the folder, or check that it holds a sweep of the same ``context``;
         remove what killed runs left (temporary parts, worker scratch). With ``resume``, a
-        broken ``sweep.json`` is rewritten.
+        broken ``_sweep.json`` is rewritten.
 
         Points of different base configs or arch files would be indistinguishable in one
         table, so a folder keeps one context.
@@ -165,6 +168,9 @@ class ResultStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.clean_stale()
         path = self.directory / _CONTEXT_FILE
+        old = self.directory / _OLD_CONTEXT_FILE
+        if old.is_file() and not path.exists():
+            os.replace(old, path)
         wanted = json.loads(json.dumps(dict(context), sort_keys=True))
         stored = self._read_context(path, resume)
         if stored is not None:
@@ -187,7 +193,7 @@ class ResultStore:
             os.replace(tmp, path)
 
     def _read_context(self, path: Path, resume: bool) -> dict[str, Any] | None:
-        """The stored ``sweep.json`` (None: there is none, or ``resume`` rewrites it)."""
+        """The stored ``_sweep.json`` (None: there is none, or ``resume`` rewrites it)."""
         if not path.is_file():
             return None
         try:
@@ -278,7 +284,7 @@ class ResultStore:
 
 def _difference(stored: Any, wanted: Mapping[str, Any]) -> str:
     if not isinstance(stored, dict):
-        return "its sweep.json has no context"
+        return "its _sweep.json has no context"
     keys = sorted(k for k in set(stored) | set(wanted) if stored.get(k) != wanted.get(k))
     return "differs in " + ", ".join(keys)
 

@@ -49,6 +49,7 @@ from aipusim.isa.program import (
     Instance,
     Program,
     frames_per_start,
+    read_program,
     tasklist_file_name,
 )
 from aipusim.isa.program import verify_crcs as check_file_crcs
@@ -387,7 +388,7 @@ def verify_crcs(compiled_dir: str | Path) -> Program:
     path = folder / PROGRAM_FILE
     if not path.is_file():
         raise ConfigError(f"compiled_dir must contain {PROGRAM_FILE}, not be without it: {folder}")
-    program = Program.from_json(path.read_text(encoding="utf-8"), str(path))
+    program = read_program(path)
     check_file_crcs(folder, program)
     return program
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from api_models import two_input_model
 
 import aipusim
-from aipusim.base.errors import ConfigError, TasklistError, ZooError
+from aipusim.base.errors import ConfigError, InvalidArgument, TasklistError, ZooError
 from aipusim.compiled import SHAPES_DIR
 from aipusim.compiler.export import run_onnx
 from aipusim.compiler.quant import sqnr_db
@@ -85,6 +86,24 @@ def test_inputs_are_checked_by_count_and_name(tiny: aipusim.CompiledModel) -> No
         tiny(x, input=x)
 
 
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (np.nan, r"not NaN \(3 NaN values\)"),
+        (np.inf, r"not inf \(3 inf values\)"),
+    ],
+)
+def test_non_finite_inputs_are_refused_by_name(
+    tiny: aipusim.CompiledModel, bad: float, words: str
+) -> None:
+    x = _batch(2)
+    x.flat[[0, 7, 99]] = bad
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning before the refusal
+        with pytest.raises(InvalidArgument, match=rf"^input `input` must be finite, {words}$"):
+            tiny(x)
+
+
 def test_report_is_the_compilers_per_layer_estimate(tiny: aipusim.CompiledModel) -> None:
     report = tiny.report
     assert {"layer", "op", "unit", "macs", "estimated_cycles", "estimated_us"} <= set(report)
@@ -133,6 +152,22 @@ def test_load_without_crc_check_does_not_read_every_file(
     saved = tiny.save(tmp_path / "m", crc_check=False)
     (saved / "compilation_log.txt").write_text("edited\n")
     assert aipusim.load(saved).name == "tiny_cnn"
+
+
+def test_load_opens_a_folder_the_cli_compiled(tmp_path: Path) -> None:
+    from aipusim.cli.main import main
+
+    onnx.save(aipusim.zoo.build("tiny_cnn", input_size=16), tmp_path / "t.onnx")
+    out = tmp_path / "out"
+    assert main(["compile", "-i", str(tmp_path / "t.onnx"), "-o", str(out)]) == 0
+    m = aipusim.load(out)
+    assert (m.input_names, m.output_names) == (("input",), ("logits",))
+    assert m.inputs["input"].shape_bounds.opt == (1, 3, 16, 16)
+    x = _batch(1, side=16)
+    ref = run_onnx(onnx.load(out / "input_model" / "fp32_model.onnx"), {"input": x})
+    assert 20 < sqnr_db(ref["logits"], m(x)) < np.inf
+    assert m.simulate(frames=1).fps > 0
+    assert not (out / API_FILE).exists()  # loading leaves the CLI's folder as it was
 
 
 def test_load_refuses_a_folder_that_is_no_model(tmp_path: Path) -> None:

@@ -10,10 +10,14 @@ from aipusim.base.errors import ConfigError
 
 
 def test_one_result_type(tiny_sim: aipusim.SimResult) -> None:
-    # The API's result is the simulator's SimResult (with its trace views), not a wrapper.
+    # The exported SimResult is the class users get, with its documented trace views; it
+    # is the simulator's SimResult with them added, not a wrapper.
     from aipusim.simulator import SimResult
 
-    assert aipusim.SimResult is SimResult and isinstance(tiny_sim, SimResult)
+    assert type(tiny_sim) is aipusim.SimResult and issubclass(aipusim.SimResult, SimResult)
+    for view in ("profile", "plot_layers", "plot_timeline", "to_chrome_trace"):
+        assert callable(getattr(aipusim.SimResult, view)), view
+    assert aipusim.SimResult.__name__ == "SimResult"
     assert tiny_sim.fps > 0
     assert tiny_sim.latency_us_p99 >= tiny_sim.latency_us_p50 > 0
     assert json.loads(tiny_sim.to_json())["fps"] == pytest.approx(tiny_sim.fps)
@@ -62,17 +66,25 @@ def test_bad_profile_arguments(tiny_sim: aipusim.SimResult, kwargs: dict, messag
 
 
 def test_plots_and_chrome_trace(tiny_sim: aipusim.SimResult, tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
     bars = tiny_sim.plot_layers(tmp_path / "bars.png")
     gantt = tiny_sim.plot_timeline(tmp_path / "gantt.png")
-    for png in (bars, gantt):
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for fig, png in ((bars, "bars.png"), (gantt, "gantt.png")):
+        assert isinstance(fig, Figure) and fig.axes
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     chrome = tiny_sim.to_chrome_trace(tmp_path / "run.json")
     events = json.loads(chrome.read_text())["traceEvents"]
     assert any(e.get("ph") == "X" for e in events)
 
 
-def test_default_plot_paths_are_beside_the_trace(tiny_sim: aipusim.SimResult) -> None:
-    assert tiny_sim.plot_layers() == tiny_sim.trace_path.with_name("layers.png")
+def test_a_plot_without_a_path_writes_nothing(tiny_sim: aipusim.SimResult) -> None:
+    """The figure is the result; a file appears only where the caller asks (never in the
+    result's temporary trace folder, which goes away with it)."""
+    before = sorted(tiny_sim.trace_path.parent.iterdir())
+    fig = tiny_sim.plot_layers()
+    assert fig.axes[0].get_title().endswith("per-layer busy and wait time")
+    assert sorted(tiny_sim.trace_path.parent.iterdir()) == before
 
 
 def test_overrides_reach_the_simulator(tiny: aipusim.CompiledModel) -> None:

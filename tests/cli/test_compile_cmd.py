@@ -328,3 +328,19 @@ def test_a_compile_loads_no_analysis_library_simulator_or_profiler(tmp_path: Pat
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "0 []"
     assert (tmp_path / "out" / "compiled_model" / "model.json").is_file()
+
+
+def test_a_zoo_name_compiles_as_help_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["compile", "-i", "tiny_cnn", "-o", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(f"compiled tiny_cnn -> {out}\n")
+    assert (out / "compiled_model" / "model.json").is_file()
+    assert json.loads((out / "cli_args.json").read_text())["input"] == "tiny_cnn"
+    assert (out / "input_model" / "fp32_model.onnx").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert main(["compile", "-i", "lenet", "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must be an existing file or a zoo model (" in err
+    assert "tiny_cnn" in err and "not 'lenet'" in err

@@ -38,3 +38,19 @@ def test_choices_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profile", "--help"]) == 0
     out = capsys.readouterr().out
     assert "[layer|unit|frame|core|bandwidth|power]" in out and "[value|time]" in out
+
+
+def test_help_is_plain_text_and_the_command_list_is_whole(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from aipusim.cli.main import COMMANDS, SUMMARIES
+
+    for command in sorted(COMMANDS):
+        assert main([command, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "``" not in out, command  # no RST markup
+    assert main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split("Commands:")[1].split())
+    assert "..." not in out
+    for summary in SUMMARIES.values():
+        assert " ".join(summary.replace("``", "").split()) in out

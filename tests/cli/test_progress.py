@@ -49,3 +49,32 @@ def test_compile_reports_its_passes_on_a_non_terminal_stderr(
     assert err[0].startswith("aipusim: compile 1/") and "(after import)" in err[0]
     assert any("(after emit)" in line for line in err)
     assert err[-1].startswith("aipusim: compile done in ")
+
+
+@pytest.mark.parametrize("command", ["compile", "run"])
+def test_the_compile_count_has_one_total_and_never_passes_it(
+    command: str, tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    from aipusim.cli.main import main
+    from aipusim.compiler.pipeline import pass_names
+
+    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
+    assert main(["zoo", "export", "tiny_cnn", "-o", str(tmp_path / "t.onnx")]) == 0
+    capsys.readouterr()
+    model = str(tmp_path / "t.onnx")
+    args = (
+        ["compile", "-i", model, "-o", str(tmp_path / "out")]
+        if command == "compile"
+        else ["run", model, "--frames", "1", "-o", str(tmp_path / "out")]
+    )
+    assert main(args) == 0
+    counts = [
+        (int(m[1]), int(m[2]))
+        for m in re.finditer(r"aipusim: compile (\d+)/(\d+)", capsys.readouterr().err)
+    ]
+    assert counts, "no compile progress line"
+    assert {total for _, total in counts} == {len(pass_names())}
+    assert all(done <= total for done, total in counts)
+    assert counts[-1][0] == counts[-1][1]  # after emit: all of it

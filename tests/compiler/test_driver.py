@@ -318,26 +318,46 @@ def test_error_artifact(onnx_models, tmp_path: Path, randomize: bool) -> None:
     assert np.array_equal(weights[conv_w], original[conv_w]) is not randomize
 
 
-def test_failed_compile_over_a_good_folder_leaves_only_the_failure(
+def test_failed_compile_over_a_good_folder_keeps_it_and_reports_beside_it(
     onnx_models, tmp_path: Path, capsys
 ) -> None:
+    """A failed recompile must not cost the last good compile: it stays whole and
+    untouched, and the failure's report and log go to ``out.failed/`` beside it; the next
+    successful compile into ``out`` removes that stale report."""
     from aipusim.cli.main import main
 
     good = save(onnx_models.classifier(), tmp_path, "good.onnx")
     bad = save(_unknown_domain_model(), tmp_path, "bad.onnx")
     out = tmp_path / "out"
     compile_model(request(good, out, stop=None))  # the whole compile
-    assert (out / "compiled_model" / "model.json").is_file()
-    with pytest.raises(UnsupportedOperatorError, match=r"unknown domain `com\.acme`"):
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(UnsupportedOperatorError, match=r"unknown domain `com\.acme`") as info:
         compile_model(request(bad, out))
-    # no cli_args.json, conf.json or compiled_model/ of the good compile stays beside it
-    assert sorted(p.name for p in out.iterdir()) == [LOG_NAME, REPORT_NAME]
-    assert report(out)["status"] == "LOWER_FRONTEND_ERROR"
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    failed = tmp_path / "out.failed"
+    assert sorted(p.name for p in failed.iterdir()) == [LOG_NAME, REPORT_NAME]
+    assert report(failed)["status"] == "LOWER_FRONTEND_ERROR"
     assert leftovers(tmp_path) == []
+    assert info.value.__notes__ == [
+        f"the earlier compile in {out} is kept; this failure's report is in {failed}"
+    ]
     capsys.readouterr()
-    assert main(["simulate", str(out / "compiled_model")]) == 2
+    assert main(["simulate", str(out), "--frames", "1"]) == 0  # the kept compile runs
+    assert main(["compile", "-i", str(bad), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "is the output of a failed compile" in err
+    assert len(err.splitlines()) == 1 and f"this failure's report is in {failed}" in err
+    compile_model(request(good, out, stop=None))
+    assert not failed.exists()
+
+
+def test_failed_compile_over_a_failed_folder_replaces_it(onnx_models, tmp_path: Path) -> None:
+    bad = save(_unknown_domain_model(), tmp_path, "bad.onnx")
+    out = tmp_path / "out"
+    for _ in range(2):
+        with pytest.raises(UnsupportedOperatorError):
+            compile_model(request(bad, out))
+        assert sorted(p.name for p in out.iterdir()) == [LOG_NAME, REPORT_NAME]
+    assert not (tmp_path / "out.failed").exists() and leftovers(tmp_path) == []
 
 
 def _unknown_domain_model() -> onnx.ModelProto:

@@ -68,3 +68,20 @@ def test_simulate_refuses_a_corrupted_folder_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "report.json must exist in" in err
+
+
+@pytest.mark.parametrize(
+    ("position", "mask"), [(40, 0xFF), (0, 0x01)], ids=["not-utf8", "not-json"]
+)
+def test_a_flipped_byte_in_model_json_is_named_corrupt(
+    compiled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], position: int, mask: int
+) -> None:
+    """model.json holds the CRCs of the others: a flip in it is named, not a traceback."""
+    folder = _copy(compiled, tmp_path)
+    data = bytearray((folder / "model.json").read_bytes())
+    data[position] ^= mask
+    (folder / "model.json").write_bytes(bytes(data))
+    assert main(["simulate", str(folder.parent / "compiled_model"), "--frames", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "model.json" in err and "corrupt" in err

@@ -87,7 +87,7 @@ def test_noncanonical_layouts_are_still_read(write_trace, header):
         f"{header}\r\n"
         "[B]  frame=0 inst=0 start=0 end=10\r\n"  # CRLF
         "[K] end=5 start=1 core=1 unit=dpu frame=0 layer=c task=1 tile=0 macs=7 extra=1\n"
-        "[PB]\tt=1\tcore=1\tframe=0\tlayer=c\top=Conv"  # tabs, no final newline
+        "[PB]\tt=1\tcore=1\tframe=0\tlayer=c\top=Conv\n"  # tabs
     )
     tr = load_trace(write_trace(text))
     assert tr.malformed_count == 0
@@ -95,6 +95,16 @@ def test_noncanonical_layouts_are_still_read(write_trace, header):
     assert (k["core"], k["unit"], k["start"], k["end"], k["macs"]) == (1, "dpu", 1, 5, 7)
     assert tr[Tag.B]["end"].tolist() == [10]
     assert tr[Tag.PB]["op"].tolist() == ["Conv"]
+
+
+def test_a_last_line_without_newline_is_left_out_as_cut(write_trace, header):
+    """The writer ends every line; one without its newline may hold a cut number."""
+    tr = load_trace(write_trace(f"{header}\n[B]  frame=0 inst=0 start=0 end=10\n[B]  frame=1"))
+    assert tr.cut_line == 3 and tr.malformed_count == 1
+    assert tr[Tag.B]["end"].tolist() == [10]
+    assert (
+        load_trace(write_trace(f"{header}\n[B]  frame=0 inst=0 start=0 end=1\n")).cut_line is None
+    )
 
 
 def test_key_mismatch_in_canonical_layout_is_malformed(write_trace, header):

@@ -94,3 +94,21 @@ def test_bins_are_checked_before_reading(tmp_path, capsys) -> None:
     for bins in ("0", "999999999999"):
         assert main(["profile", str(tmp_path / "none.trace"), "--bins", bins]) == 2
         assert "--bins must be an integer 1-100000" in capsys.readouterr().err
+
+
+def test_a_trace_cut_mid_line_says_so_and_reduces_the_rest(write_trace, tiny_text, capsys):
+    """A trace whose writer stopped mid-line: the cut line is named and left out (``end=10``
+    of ``end=105`` would read as a valid, wrong event), the lines before it are reduced."""
+    whole = tiny_text.rstrip("\n").splitlines()[:-1]  # up to the last [K] line
+    cut_text = "\n".join(whole[:-1]) + "\n" + whole[-1][: whole[-1].index("end=") + 6]
+    assert cut_text.endswith("start=100 end=10")
+    cut = write_trace(cut_text, "cut.trace")
+    line = len(whole)
+    assert main(["profile", str(cut), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert f"{cut}: line {line} (the last) was cut short" in captured.err
+    assert "malformed" not in captured.err
+    recs = json.loads(captured.out)
+    assert [r["layer"] for r in recs] == ["conv", "add"]
+    assert main(["profile", str(cut), "--strict"]) == 2
+    assert f"line {line}" in capsys.readouterr().err

@@ -73,7 +73,8 @@ def test_sweep_report_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["sweep-report", str(tmp_path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["points"], summary["ok"], summary["failed"]) == (2, 2, 0)
-    assert (tmp_path / "report.md").is_file()
+    assert Path(summary["report"]) == tmp_path.with_name(f"{tmp_path.name}_report") / "report.md"
+    assert Path(summary["report"]).is_file()
     assert main(["sweep-report", str(tmp_path)]) == 0
     assert "sweep-report: 2 points (2 ok, 0 failed)" in capsys.readouterr().out
 
@@ -119,3 +120,52 @@ def test_check_stores_the_verdict_of_every_point(
     table = ResultStore(out).read()
     assert table["bit_exact"].tolist() == [True]
     assert table["mismatches"].tolist() == [0]
+
+
+def test_sweep_report_writes_beside_the_dataset_never_into_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pandas as pd
+
+    data = tmp_path / "sw"
+    space = build_space(["tiny_cnn"], ["mvm_utilization_limit=0.5,1"], frames=2)
+    run_sweep(
+        space, data, evaluator=ev.arch_figures, backend=parse_backend(workers=1), progress=False
+    )
+    assert main(["sweep-report", str(data)]) == 0
+    assert f"-> {tmp_path / 'sw_report' / 'report.md'}" in capsys.readouterr().out
+    assert {p.name for p in (tmp_path / "sw_report").iterdir()} == {
+        "report.md",
+        "pareto_fps.png",
+        "pareto_latency.png",
+    }
+    # (names starting with "." or "_" are skipped by Parquet readers)
+    others = {p.name for p in data.iterdir() if p.suffix != ".parquet"}
+    assert {n for n in others if n[0] not in "._"} == set()
+    assert len(pd.read_parquet(data)) == 2
+    assert main(["sweep-report", str(data), "-o", str(data / "plots")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must lie outside the sweep's dataset folder" in err
+
+
+def test_sweep_prints_the_result_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["sweep", "tiny_cnn", "--input-size", "16", "--frames", "2", "--workers", "1",
+            "--param", "mvm_utilization_limit=0.5,1", "--no-progress",
+            "-o", str(tmp_path)]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = next(line for line in lines if line.startswith("| model"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns == [
+        "model",
+        "mvm_utilization_limit",
+        "status",
+        "fps",
+        "latency_us_p50",
+        "energy_mj_per_frame",
+        "avg_power_w",
+    ]
+    rows = [line for line in lines if line.startswith("| tiny_cnn")]
+    assert len(rows) == 2 and "e+" not in out
+    assert lines[-1].startswith("sweep: 2 points")

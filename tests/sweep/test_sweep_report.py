@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aipusim.sweep import build_space, parse_backend, run_sweep
-from aipusim.sweep.report import front_flags, pareto_mask, write_report
+from aipusim.sweep.report import (
+    front_flags,
+    pareto_mask,
+    plain_number,
+    point_labels,
+    write_report,
+)
 
 
 def _dominated(i: int, xs: list[float], ys: list[float]) -> bool:
@@ -63,12 +69,12 @@ def test_the_report_has_plots_fronts_and_failures(tmp_path: Path) -> None:
     )
     run_sweep(
         space,
-        tmp_path,
+        tmp_path / "sw",
         evaluator=ev.fails_for_resnet,
         backend=parse_backend(workers=2),
         progress=False,
     )
-    summary = write_report(tmp_path, tmp_path / "report")
+    summary = write_report(tmp_path / "sw", tmp_path / "report")
     assert (summary["points"], summary["ok"], summary["failed"]) == (12, 6, 6)
     for plot in summary["plots"]:
         assert Path(plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -88,4 +94,30 @@ def test_the_report_has_plots_fronts_and_failures(tmp_path: Path) -> None:
         "model",
         "mvm_utilization_limit",
         "aipu_cores_used",
+    ]
+
+
+def test_figures_print_in_plain_notation() -> None:
+    assert [plain_number(v) for v in (193312.4, 1933.04, 2.6676, 0.001234)] == [
+        "193312",
+        "1933",
+        "2.668",
+        "0.001234",
+    ]
+    assert plain_number(float("nan")) == ""
+
+
+def test_front_points_are_labelled_and_coincident_points_share_one_label() -> None:
+    ok = pd.DataFrame(
+        {
+            "model": ["m"] * 3,
+            "mvm_utilization_limit": ["0.5", "1.0", "0.25"],
+            "fps": [193312.4, 193312.4, 1000.0],
+            "fps_per_w": [50.0, 50.0, 10.0],
+        }
+    )
+    labels = point_labels(ok, "fps", "fps_per_w", ["mvm_utilization_limit"])
+    assert labels == [
+        (193312.4, 50.0, "mvm_utilization_limit=0.5\nmvm_utilization_limit=1.0 (same figures)"),
+        (1000.0, 10.0, "mvm_utilization_limit=0.25"),
     ]

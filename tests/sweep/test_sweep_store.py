@@ -34,9 +34,9 @@ def test_parts_are_numbered_and_leave_no_temporary_files(tmp_path: Path) -> None
     assert store.write_part([_row("a"), _row("b")], SCHEMA).name == "part-0000.parquet"
     assert store.write_part([_row("c", None, "failed")], SCHEMA).name == "part-0001.parquet"
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "_sweep.json",
         "part-0000.parquet",
         "part-0001.parquet",
-        "sweep.json",
     ]
     assert store.done_ids() == {"a", "b", "c"}
     schema = pq.read_schema(tmp_path / "part-0001.parquet")
@@ -67,7 +67,7 @@ def test_a_folder_keeps_one_context(tmp_path: Path) -> None:
 def test_a_folder_of_an_old_result_format_is_not_resumed(tmp_path: Path, old: int) -> None:
     # Format 1 held fps and energy with the warm-up in them, format 2 had no check columns:
     # mixing rows would mislead.
-    (tmp_path / "sweep.json").write_text(f'{{"format": {old}, "context": {{}}}}')
+    (tmp_path / "_sweep.json").write_text(f'{{"format": {old}, "context": {{}}}}')
     with pytest.raises(ConfigError) as err:
         ResultStore(tmp_path).open({})
     assert str(err.value) == (
@@ -114,11 +114,19 @@ def test_an_unreadable_part_is_named_with_the_way_out(tmp_path: Path) -> None:
 def test_a_broken_sweep_json_is_named_and_rewritten_with_resume(tmp_path: Path) -> None:
     from aipusim.sweep.store import SweepStoreError
 
-    (tmp_path / "sweep.json").write_text('{"format": 2, "cont')
-    with pytest.raises(SweepStoreError, match=r"sweep\.json cannot be read.*--resume"):
+    (tmp_path / "_sweep.json").write_text('{"format": 2, "cont')
+    with pytest.raises(SweepStoreError, match=r"_sweep\.json cannot be read.*--resume"):
         ResultStore(tmp_path).open({"x": 1})
     ResultStore(tmp_path).open({"x": 1}, resume=True)
     ResultStore(tmp_path).open({"x": 1})  # intact again
+
+
+def test_a_folder_of_the_old_layout_keeps_its_context_under_the_new_name(tmp_path: Path) -> None:
+    ResultStore(tmp_path).open({"x": 1})
+    (tmp_path / "_sweep.json").rename(tmp_path / "sweep.json")
+    with pytest.raises(ConfigError, match="same --conf"):
+        ResultStore(tmp_path).open({"x": 2})
+    assert [p.name for p in tmp_path.iterdir() if "sweep" in p.name] == ["_sweep.json"]
 
 
 def test_temporary_files_of_dead_writers_are_removed(tmp_path: Path) -> None:
@@ -127,5 +135,5 @@ def test_temporary_files_of_dead_writers_are_removed(tmp_path: Path) -> None:
     (tmp_path / ".scratch" / f"worker-{dead}-abc").mkdir(parents=True)
     (tmp_path / ".scratch" / f"worker-{dead}-abc" / "model.onnx").write_bytes(b"x")
     ResultStore(tmp_path).open({})
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".scratch", "sweep.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".scratch", "_sweep.json"]
     assert list((tmp_path / ".scratch").iterdir()) == []
