@@ -101,6 +101,8 @@ class Prop:
     doc: str
     #: True when the property changes the simulated time or energy (sweep candidates).
     perf: bool = False
+    #: True for an aipusim-only property (not in the vendor's config reference).
+    extension: bool = False
     #: True when ``None`` (JSON null; absent in TOML) is a valid value.
     nullable: bool = False
     minimum: float | None = None

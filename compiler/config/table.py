@@ -5,9 +5,11 @@ profiling), so there are 93 distinct properties. Defaults are the reference's; p
 reference shows without a default (the paths) default to ``None``. Ranges not stated by the
 reference are the smallest that make sense (sizes and attempt counts >= 1) and say so in
 their ``doc``. ``perf=True`` marks the properties that change simulated time or energy.
+``extension=True`` marks the aipusim-only properties (not in the reference; each says so in
+its ``doc``): ``histogram_range_method`` and ``histogram_percentile``.
 
->>> len(PROPERTIES)
-93
+>>> sum(not p.extension for p in PROPERTIES.values()), len(PROPERTIES)
+(93, 95)
 >>> PROPERTIES["aipu_cores_used"].valid_text()
 'an integer 1-4'
 """
@@ -21,6 +23,7 @@ from aipusim.compiler.config.enums import (
     DPUAllocationAlgorithm,
     GraphCleanerCondition,
     GraphCleanerNode,
+    HistogramRangeMethod,
     MulticoreMode,
     ProfilingLevel,
     QuantizationScheme,
@@ -50,6 +53,14 @@ _ROWS: tuple[Prop, ...] = (
     Prop("quantization_scheme", _E, QuantizationScheme.PER_TENSOR_HISTOGRAM,
          Section.QUANTIZATION, "Observer used to pick activation scales.",
          enum=QuantizationScheme),
+    Prop("histogram_range_method", _E, HistogramRangeMethod.MSE, Section.QUANTIZATION,
+         "aipusim extension: how histogram observers (the histogram and hybrid schemes) "
+         "pick an activation's range: lowest estimated MSE, percentile or entropy (KL).",
+         enum=HistogramRangeMethod, extension=True),
+    Prop("histogram_percentile", _F, 99.99, Section.QUANTIZATION,
+         "aipusim extension: percent of an activation's values kept inside its range on "
+         "each side when histogram_range_method is percentile.",
+         minimum=50, maximum=100, exclusive_minimum=True, extension=True),
     Prop("quantize_dw_channel_wise", _B, False, Section.QUANTIZATION,
          "Give depthwise convolutions one scale per channel instead of one per tensor."),
     Prop("onnx_opset_version", _I, 17, Section.QUANTIZATION,

@@ -44,6 +44,7 @@ from aipusim.compiler.quant.data import (
     imageset_calibration,
     random_calibration,
 )
+from aipusim.compiler.quant.observers import HistogramRange
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
 from aipusim.compiler.quant.scheme import Scheme, dequantize_values, quantize_values
 from aipusim.isa.float18 import FloatFormat
@@ -73,8 +74,9 @@ def calibrate_and_quantize(
     arch: Any = None,
 ) -> QuantizedGraph:
     """Quantize ``graph`` with the knobs of a `CompilerConfig` (reference property names:
-    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``);
-    the DPU's float format comes from ``arch`` (default: the bundled Metis)."""
+    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``; the
+    aipusim extensions ``histogram_range_method`` and ``histogram_percentile``); the DPU's
+    float format comes from ``arch`` (default: the bundled Metis)."""
     return quantize_graph(
         graph,
         calibration,
@@ -83,6 +85,7 @@ def calibrate_and_quantize(
         remove_io_quantization=bool(config.remove_io_quantization),
         progress=progress,
         float_format=FloatFormat.of(arch) if arch is not None else None,
+        histogram=HistogramRange(config.histogram_range_method, float(config.histogram_percentile)),
     )
 
 

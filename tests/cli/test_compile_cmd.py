@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from aipusim.cli.main import main
-from aipusim.compiler.config import CompilerConfig, CompilerMode, MulticoreMode, load_config
+from aipusim.compiler.config import (
+    PROPERTIES,
+    CompilerConfig,
+    CompilerMode,
+    MulticoreMode,
+    load_config,
+)
 from aipusim.compiler.request import ColorFormat, CompileRequest, ImreaderBackend, InputDataLayout
 
 
@@ -57,7 +63,7 @@ def test_generate_config_writes_every_property_at_its_default(
     path = tmp_path / "new" / "dir" / "default_conf.json"
     assert out.strip() == f"wrote {path}"
     data = json.loads(path.read_text())
-    assert len(data) == 93
+    assert len(data) == len(PROPERTIES)
     assert data == CompilerConfig().to_dict()
     assert load_config(path) == CompilerConfig()
 
