@@ -3,8 +3,9 @@
 The flags are those of the vendor compiler CLI (``-i``, ``-o``, ``--conf``,
 ``--generate-config``, ``--quantize-only``, ``--input-shape``, ``--imageset``, ``--transform``,
 ``--input-data-layout``, ``--color-format``, ``--imreader-backend``, ``--cli-args``) plus
-``--aipu-cores``, ``--set KEY=VALUE``, ``--arch`` and the calibration choices
-``--calibration auto|images|random``, ``--image-mean`` and ``--image-std``.
+``--aipu-cores``, ``--set KEY=VALUE``, ``--arch``, ``--no-cache`` (calibrate again instead
+of reusing the quantization cache) and the calibration choices ``--calibration
+auto|images|random``, ``--image-mean`` and ``--image-std``.
 
 Config precedence, highest first: ``--aipu-cores``/``--quantize-only``/``--set`` given on
 this command line, the ``--conf`` file, the values of a ``--cli-args`` file, the defaults.
@@ -30,6 +31,7 @@ from aipusim.cli.options import (
     conf_option,
     json_option,
     load_arch_option,
+    no_cache_option,
     require_dir,
     require_file,
     set_option,
@@ -155,6 +157,7 @@ DEFAULT_CONF_NAME = "default_conf.json"
 )
 @set_option
 @arch_option
+@no_cache_option
 @json_option
 @click.pass_context
 def compile_command(ctx: click.Context, **flags: Any) -> None:
@@ -339,6 +342,7 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
         stop_after=_pass_list(flags["stop_after"], "--stop-after", single=True)[0]
         if flags["stop_after"]
         else None,
+        quantization_cache=not flags["no_cache"],
     )
 
 

@@ -74,6 +74,12 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
 @click.option(
     "--fit", "fit", is_flag=True, help="validation: re-run the calibration first (minutes)."
 )
+@click.option(
+    "--reason",
+    default="",
+    help="validation --fit: why the fit is re-run (new calibration data or a changed model of "
+    "a unit; never a compiler change). Recorded in the fit record.",
+)
 @click.option("--workers", type=int, default=2, show_default=True, help="Runs at once (processes).")
 @click.option(
     "--resume",
@@ -90,6 +96,7 @@ def report(
     limits: tuple[str, ...],
     keys: tuple[str, ...],
     fit: bool,
+    reason: str,
     workers: int,
     resume: bool,
     as_json: bool,
@@ -128,6 +135,14 @@ def report(
         raise ConfigError(f"--keys applies to the sensitivity study only, not {study}")
     if fit and study != "validation":
         raise ConfigError(f"--fit applies to the validation study only, not {study}")
+    if reason and not fit:
+        raise ConfigError("--reason goes with --fit (it is recorded with the fit)")
+    if fit and not reason.strip():
+        # Hardware numbers are frozen between fits (aipusim.arch.frozen): a re-fit must say why.
+        raise ConfigError(
+            "--reason must say why the calibration is re-run (new calibration data or a "
+            "changed model of a unit), not be empty"
+        )
     if study == "validation" and (chosen or input_size is not None):
         raise ConfigError("validation compares ResNet-50 at its published size: no --models, "
                           "no --input-size")  # fmt: skip
@@ -149,7 +164,12 @@ def report(
     if chosen_keys:
         kwargs["keys"] = chosen_keys
     if study == "validation":
-        kwargs = {"fit_first": fit, "command": kwargs["command"], "progress": True}
+        kwargs = {
+            "fit_first": fit,
+            "reason": reason,
+            "command": kwargs["command"],
+            "progress": True,
+        }
     result = STUDIES[study](output_dir, **kwargs)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))

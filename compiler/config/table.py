@@ -4,7 +4,8 @@ The reference lists 94 rows; ``quantization_debug`` appears twice (quantization 
 profiling), so there are 93 distinct properties. Defaults are the reference's; properties the
 reference shows without a default (the paths) default to ``None``. Ranges not stated by the
 reference are the smallest that make sense (sizes and attempt counts >= 1) and say so in
-their ``doc``. ``perf=True`` marks the properties that change simulated time or energy.
+their ``doc``. ``perf=True`` marks the properties that change simulated time or energy;
+``quant=True`` those that change the quantized model (the quantization cache's key).
 ``extension=True`` marks the aipusim-only properties (not in the reference; each says so in
 its ``doc``): ``histogram_range_method`` and ``histogram_percentile``.
 
@@ -52,23 +53,25 @@ _ROWS: tuple[Prop, ...] = (
          enum=CompilerMode),
     Prop("quantization_scheme", _E, QuantizationScheme.PER_TENSOR_HISTOGRAM,
          Section.QUANTIZATION, "Observer used to pick activation scales.",
-         enum=QuantizationScheme),
+         enum=QuantizationScheme, quant=True),
     Prop("histogram_range_method", _E, HistogramRangeMethod.MSE, Section.QUANTIZATION,
          "aipusim extension: how histogram observers (the histogram and hybrid schemes) "
          "pick an activation's range: lowest estimated MSE, percentile or entropy (KL).",
-         enum=HistogramRangeMethod, extension=True),
+         enum=HistogramRangeMethod, extension=True, quant=True),
     Prop("histogram_percentile", _F, 99.99, Section.QUANTIZATION,
          "aipusim extension: percent of an activation's values kept inside its range on "
          "each side when histogram_range_method is percentile.",
-         minimum=50, maximum=100, exclusive_minimum=True, extension=True),
+         minimum=50, maximum=100, exclusive_minimum=True, extension=True, quant=True),
     Prop("quantize_dw_channel_wise", _B, False, Section.QUANTIZATION,
-         "Give depthwise convolutions one scale per channel instead of one per tensor."),
+         "Give depthwise convolutions one scale per channel instead of one per tensor.",
+         quant=True),
     Prop("onnx_opset_version", _I, 17, Section.QUANTIZATION,
          "Opset the model is converted to before import.", minimum=17),
     Prop("quantization_debug", _B, False, Section.QUANTIZATION,
          "Write the quantized model out so its accuracy can be inspected."),
     Prop("remove_io_quantization", _B, False, Section.QUANTIZATION,
-         "Drop the quantize/dequantize steps at the model inputs and outputs.", perf=True),
+         "Drop the quantize/dequantize steps at the model inputs and outputs.", perf=True,
+         quant=True),
     Prop("quantized_graph_export", _B, True, Section.QUANTIZATION,
          "Write the quantized graph as JSON next to the quantized model."),
     # -- graph transformations -----------------------------------------------------------
