@@ -37,6 +37,14 @@ class ColorFormat(StrEnum):
     GRAY = "GRAY"
 
 
+class CalibrationMode(StrEnum):
+    """What the calibration data is (``--calibration``)."""
+
+    AUTO = "auto"  # images for an image input (bundled ones unless --imageset), else random
+    IMAGES = "images"  # images; an error for an input that is no image
+    RANDOM = "random"  # seeded random tensors
+
+
 class ImreaderBackend(StrEnum):
     """Library that decodes calibration images."""
 
@@ -56,6 +64,9 @@ CLI_ARG_TYPES: Mapping[str, tuple[type, ...]] = {
     "input_data_layout": (str,),
     "color_format": (str,),
     "imreader_backend": (str,),
+    "calibration": (str,),
+    "image_mean": (str,),
+    "image_std": (str,),
     "aipu_cores": (int,),
     "set": (list,),
     "arch": (str,),
@@ -81,6 +92,11 @@ class CompileRequest:
     input_data_layout: InputDataLayout | None = None
     color_format: ColorFormat = ColorFormat.RGB
     imreader_backend: ImreaderBackend = ImreaderBackend.PIL
+    #: Calibration data: images where the input is one (auto), images, or random.
+    calibration: CalibrationMode = CalibrationMode.AUTO
+    #: Per-channel mean and std of the built-in image preprocessing (None: 0 and 1).
+    image_mean: tuple[float, ...] | None = None
+    image_std: tuple[float, ...] | None = None
     arch_path: Path | None = None
     cli_args: Mapping[str, Any] = field(default_factory=dict)
     #: Passes (or ``all``) whose output IR is written to ``ir/<NN>_<pass>.txt``.
@@ -136,6 +152,7 @@ def load_cli_args(path: Path) -> dict[str, Any]:
 
 __all__ = [
     "CLI_ARG_TYPES",
+    "CalibrationMode",
     "ColorFormat",
     "CompileRequest",
     "ImreaderBackend",

@@ -87,7 +87,7 @@ def file_hashes(folder: Path, ignored: frozenset[str] = RUN_DEPENDENT_KEYS) -> d
 
 def int8_outputs_hash(manifest: Path, onnx_path: Path) -> str:
     """SHA-256 of the int8 reference outputs on the held-aside samples of the default
-    (seeded random) calibration data."""
+    calibration data (the bundled photographs for an image input, else seeded random)."""
     import onnx
 
     from aipusim.compiler.importer import import_model

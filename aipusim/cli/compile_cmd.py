@@ -3,8 +3,9 @@
 The flags are those of the vendor compiler CLI (``-i``, ``-o``, ``--conf``,
 ``--generate-config``, ``--quantize-only``, ``--input-shape``, ``--imageset``, ``--transform``,
 ``--input-data-layout``, ``--color-format``, ``--imreader-backend``, ``--cli-args``) plus
-``--aipu-cores``, ``--set KEY=VALUE``, ``--arch`` and ``--no-cache`` (calibrate again instead
-of reusing the quantization cache).
+``--aipu-cores``, ``--set KEY=VALUE``, ``--arch``, ``--no-cache`` (calibrate again instead
+of reusing the quantization cache) and the calibration choices ``--calibration
+auto|images|random``, ``--image-mean`` and ``--image-std``.
 
 Config precedence, highest first: ``--aipu-cores``/``--quantize-only``/``--set`` given on
 this command line, the ``--conf`` file, the values of a ``--cli-args`` file, the defaults.
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
-from aipusim.base.errors import ConfigError
+from aipusim.base.errors import ConfigError, QuantizationError
 from aipusim.base.fileio import check_name, check_output
 from aipusim.cli.options import (
     DefaultsConfigHelp,
@@ -83,14 +84,35 @@ DEFAULT_CONF_NAME = "default_conf.json"
     "--imageset",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Folder of calibration images (default: random data).",
+    help="Folder of calibration images (default: scikit-image's sample photographs for an "
+    "image input, random data otherwise; see --calibration).",
 )
 @click.option(
     "--transform",
     type=click.Path(path_type=Path),
     metavar="FILE.py",
     help="Python file defining get_preprocess_transform(image). It is RUN as code: "
-    "pass only files you trust.",
+    "pass only files you trust. Without --imageset it preprocesses the bundled images.",
+)
+@click.option(
+    "--calibration",
+    type=StrictChoice(["auto", "images", "random"], "--calibration"),
+    default="auto",
+    show_default=True,
+    help="Calibration data: auto = images when the input is an image (1 or 3 channels, "
+    "NCHW or NHWC, H and W >= 16), else seeded random data; images; random.",
+)
+@click.option(
+    "--image-mean",
+    metavar="M[,M,M]",
+    help="Per-channel mean subtracted from images scaled to [0, 1] by the built-in "
+    "preprocessing (default 0; ImageNet: 0.485,0.456,0.406).",
+)
+@click.option(
+    "--image-std",
+    metavar="S[,S,S]",
+    help="Per-channel std the built-in preprocessing divides by (default 1; ImageNet: "
+    "0.229,0.224,0.225).",
 )
 @click.option(
     "--input-data-layout",
@@ -227,7 +249,9 @@ def _explicit(ctx: click.Context, name: str) -> bool:
 def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> CompileRequest:
     """Merge flags over ``--cli-args``, check them all, and build the `CompileRequest`."""
     from aipusim.compiler.config import check_against_arch
+    from aipusim.compiler.quant.data import parse_channel_values
     from aipusim.compiler.request import (
+        CalibrationMode,
         ColorFormat,
         CompileRequest,
         ImreaderBackend,
@@ -276,6 +300,14 @@ def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> 
     layout = pick("input_data_layout", "input_data_layout")
     color = pick("color_format", "color_format")
     backend = pick("imreader_backend", "imreader_backend")
+    calibration = pick("calibration", "calibration")
+    mean_text = pick("image_mean", "image_mean")
+    std_text = pick("image_std", "image_std")
+    try:
+        mean = parse_channel_values(mean_text, "--image-mean") if mean_text else None
+        std = parse_channel_values(std_text, "--image-std") if std_text else None
+    except QuantizationError as exc:
+        raise ConfigError(str(exc)) from None
 
     arch_path = pick_path("arch_path", "arch")
     check_against_arch(config, load_arch_option(arch_path))
@@ -292,6 +324,9 @@ def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> 
         "input_data_layout": str(layout) if layout else None,
         "color_format": str(color),
         "imreader_backend": str(backend),
+        "calibration": str(calibration),
+        "image_mean": mean_text,
+        "image_std": std_text,
         "aipu_cores": config.aipu_cores_used,
         "set": sets,
         "arch": str(arch_path) if arch_path else None,
@@ -306,6 +341,9 @@ def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> 
         input_data_layout=_member(InputDataLayout, layout, "--input-data-layout"),
         color_format=_member(ColorFormat, color, "--color-format"),
         imreader_backend=_member(ImreaderBackend, backend, "--imreader-backend"),
+        calibration=_member(CalibrationMode, calibration, "--calibration"),
+        image_mean=mean,
+        image_std=std,
         arch_path=arch_path,
         cli_args=cli_args,
         dump_after=_pass_list(flags["dump_after"], "--dump-after"),

@@ -31,6 +31,15 @@ class QuantizationScheme(StrEnum):
     HYBRID_PER_TENSOR_PER_CHANNEL = "hybrid_per_tensor_per_channel"
 
 
+class HistogramRangeMethod(StrEnum):
+    """How a histogram observer picks an activation's range (aipusim extension property
+    ``histogram_range_method``; `aipusim.compiler.quant.observers` has the details)."""
+
+    MSE = "mse"  # the lowest estimated int8 MSE
+    PERCENTILE = "percentile"  # two-sided percentile (``histogram_percentile``)
+    ENTROPY = "entropy"  # KL-divergence search over clipping ranges, TensorRT-style
+
+
 class DPUAllocationAlgorithm(StrEnum):
     """Register allocator used when lowering DPU (vector unit) programs."""
 
@@ -72,6 +81,7 @@ __all__ = [
     "DPUAllocationAlgorithm",
     "GraphCleanerCondition",
     "GraphCleanerNode",
+    "HistogramRangeMethod",
     "MulticoreMode",
     "ProfilingLevel",
     "QuantizationScheme",

@@ -105,6 +105,8 @@ class Prop:
     #: quantization cache (`aipusim.compiler.quant.cache`), so a compile that differs from
     #: a cached one in this property calibrates again.
     quant: bool = False
+    #: True for an aipusim-only property (not in the vendor's config reference).
+    extension: bool = False
     #: True when ``None`` (JSON null; absent in TOML) is a valid value.
     nullable: bool = False
     minimum: float | None = None

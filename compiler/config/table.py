@@ -6,9 +6,11 @@ reference shows without a default (the paths) default to ``None``. Ranges not st
 reference are the smallest that make sense (sizes and attempt counts >= 1) and say so in
 their ``doc``. ``perf=True`` marks the properties that change simulated time or energy;
 ``quant=True`` those that change the quantized model (the quantization cache's key).
+``extension=True`` marks the aipusim-only properties (not in the reference; each says so in
+its ``doc``): ``histogram_range_method`` and ``histogram_percentile``.
 
->>> len(PROPERTIES)
-93
+>>> sum(not p.extension for p in PROPERTIES.values()), len(PROPERTIES)
+(93, 95)
 >>> PROPERTIES["aipu_cores_used"].valid_text()
 'an integer 1-4'
 """
@@ -22,6 +24,7 @@ from aipusim.compiler.config.enums import (
     DPUAllocationAlgorithm,
     GraphCleanerCondition,
     GraphCleanerNode,
+    HistogramRangeMethod,
     MulticoreMode,
     ProfilingLevel,
     QuantizationScheme,
@@ -51,6 +54,14 @@ _ROWS: tuple[Prop, ...] = (
     Prop("quantization_scheme", _E, QuantizationScheme.PER_TENSOR_HISTOGRAM,
          Section.QUANTIZATION, "Observer used to pick activation scales.",
          enum=QuantizationScheme, quant=True),
+    Prop("histogram_range_method", _E, HistogramRangeMethod.MSE, Section.QUANTIZATION,
+         "aipusim extension: how histogram observers (the histogram and hybrid schemes) "
+         "pick an activation's range: lowest estimated MSE, percentile or entropy (KL).",
+         enum=HistogramRangeMethod, extension=True, quant=True),
+    Prop("histogram_percentile", _F, 99.99, Section.QUANTIZATION,
+         "aipusim extension: percent of an activation's values kept inside its range on "
+         "each side when histogram_range_method is percentile.",
+         minimum=50, maximum=100, exclusive_minimum=True, extension=True, quant=True),
     Prop("quantize_dw_channel_wise", _B, False, Section.QUANTIZATION,
          "Give depthwise convolutions one scale per channel instead of one per tensor.",
          quant=True),

@@ -7,6 +7,7 @@ Entry points:
 - `evaluate(graph, qgraph, calibration, debug=...)` -> the accuracy report (dict)
 - `write_quantized_model(dir, qgraph, report)` / `read_quantized_model(manifest_path)`
 - `calibration_for(graph, request)`: the calibration data a `CompileRequest` asks for
+  (bundled photographs for an image input by default, see `data`)
 - `quantize_pass(graph, ctx)`: the pipeline pass (Graph -> quantized Graph; the
   `QuantizedGraph` is left in ``ctx.results["quantize"]``)
 
@@ -42,11 +43,17 @@ from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantiz
 from aipusim.compiler.quant.cache import quantize_cached
 from aipusim.compiler.quant.data import (
     CalibrationData,
+    Normalization,
+    bundled_image_calibration,
+    image_input,
+    image_rule_text,
     imageset_calibration,
     random_calibration,
 )
+from aipusim.compiler.quant.observers import HistogramRange
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph, quantize_graph
 from aipusim.compiler.quant.scheme import Scheme, dequantize_values, quantize_values
+from aipusim.compiler.request import CalibrationMode
 from aipusim.isa.float18 import FloatFormat
 
 #: Names loaded on first use: the executors import numba's compiler (about a second), which
@@ -74,8 +81,9 @@ def calibrate_and_quantize(
     arch: Any = None,
 ) -> QuantizedGraph:
     """Quantize ``graph`` with the knobs of a `CompilerConfig` (reference property names:
-    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``);
-    the DPU's float format comes from ``arch`` (default: the bundled Metis)."""
+    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``; the
+    aipusim extensions ``histogram_range_method`` and ``histogram_percentile``); the DPU's
+    float format comes from ``arch`` (default: the bundled Metis)."""
     return quantize_graph(
         graph,
         calibration,
@@ -84,6 +92,7 @@ def calibrate_and_quantize(
         remove_io_quantization=bool(config.remove_io_quantization),
         progress=progress,
         float_format=FloatFormat.of(arch) if arch is not None else None,
+        histogram=HistogramRange(config.histogram_range_method, float(config.histogram_percentile)),
     )
 
 
@@ -231,30 +240,82 @@ def index_ranges(graph: Graph) -> dict[str, int]:
 
 
 def calibration_for(graph: Graph, request: Any = None, *, seed: int = 0) -> CalibrationData:
-    """Seeded random data, or the request's ``imageset`` + ``transform`` (the CLI flags)."""
+    """The calibration data a request (the CLI flags) asks for; with none: ``auto``.
+
+    - ``--calibration random``: seeded random data (no ``--imageset``/``--transform``).
+    - ``--imageset DIR``: its images, through ``--transform`` or the built-in preprocessing.
+    - ``--transform`` alone: the bundled images through the script.
+    - otherwise, an image input (`data.image_input`) calibrates on the bundled images with
+      the built-in preprocessing; any other graph gets random data (``auto``) or an error
+      (``images``).
+    """
+    mode = CalibrationMode(str(getattr(request, "calibration", None) or "auto"))
     imageset = getattr(request, "imageset", None)
     transform = getattr(request, "transform", None)
-    if imageset is None and transform is None:
-        shapes = {n: graph.shape(n) for n in graph.inputs}
-        return random_calibration(shapes, seed=seed, index_ranges=index_ranges(graph))
-    if imageset is None or transform is None:
-        missing = "--imageset" if imageset is None else "--transform"
-        raise QuantizationError(f"{missing} is required when calibrating on images")
-    if len(graph.inputs) != 1:
-        raise QuantizationError(
-            f"calibration images need a model with one input, not {len(graph.inputs)}"
+    mean, std = getattr(request, "image_mean", None), getattr(request, "image_std", None)
+    layout = getattr(request, "input_data_layout", None)
+    flags = {"--imageset": imageset, "--transform": transform}
+    flags |= {"--image-mean": mean, "--image-std": std}
+    given = [flag for flag, value in flags.items() if value]
+    if mode is CalibrationMode.RANDOM:
+        if given:
+            raise QuantizationError(
+                f"--calibration must be images or auto with {', '.join(given)}, not random"
+            )
+        return random_calibration(
+            {n: graph.shape(n) for n in graph.inputs},
+            seed=seed,
+            index_ranges=index_ranges(graph),
         )
-    name = graph.inputs[0]
-    layout = getattr(request, "input_data_layout", None) or "NCHW"
+    if transform is not None and (mean or std):
+        raise QuantizationError(
+            "--image-mean/--image-std must be left out with --transform (the script "
+            "normalises), not given"
+        )
+    floats = [n for n in graph.inputs if graph.tensor(n).dtype.np.kind not in "iu"]
+    single = floats[0] if len(graph.inputs) == 1 and floats else None
+    image = image_input(graph.shape(single), layout) if single is not None else None
+    if single is None or (image is None and transform is None):
+        if not given and mode is CalibrationMode.AUTO:
+            return calibration_for(graph, _RandomRequest(), seed=seed)
+        what = (
+            f"{single} of shape {graph.shape(single)}"
+            if single is not None
+            else f"{len(graph.inputs)} inputs ({len(floats)} float)"
+        )
+        raise QuantizationError(
+            f"calibration images need one image input ({image_rule_text()}), not {what}"
+        )
+    assert single is not None
+    norm = Normalization(mean or (0.0,), std or (1.0,))
+    color = str(getattr(request, "color_format", "RGB"))
+    backend = str(getattr(request, "imreader_backend", "PIL"))
+    if imageset is None:
+        return bundled_image_calibration(
+            single,
+            graph.shape(single),
+            layout=layout,
+            color=color,
+            normalization=norm,
+            transform=transform,
+            backend=backend,
+        )
     return imageset_calibration(
         imageset,
         transform,
-        name,
-        graph.shape(name),
-        layout=str(layout),
-        color=str(getattr(request, "color_format", "RGB")),
-        backend=str(getattr(request, "imreader_backend", "PIL")),
+        single,
+        graph.shape(single),
+        layout=str(layout or (image.layout if image else "NCHW")),
+        color=color,
+        backend=backend,
+        normalization=norm,
     )
+
+
+class _RandomRequest:
+    """A request for seeded random calibration data."""
+
+    calibration = CalibrationMode.RANDOM
 
 
 def _arch_of(ctx: Any) -> Any:
@@ -296,6 +357,7 @@ __all__ = [
     "QuantizedGraph",
     "accuracy_report",
     "accuracy_with_advice",
+    "bundled_image_calibration",
     "calibrate_and_quantize",
     "calibration_for",
     "evaluate",

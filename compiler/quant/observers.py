@@ -1,6 +1,7 @@
 """Range observers: they watch float tensors during calibration and pick a clipping range.
 
-Two observers, as the `QuantizationScheme` enum of the config reference names them:
+Two observers, as the `QuantizationScheme` enum of the config reference names them (the
+histogram one with several ways, `HistogramRangeMethod`, of choosing its range):
 
 - `MinMaxObserver`: the range is the smallest and largest value ever seen (per tensor, or per
   channel along an axis). Nothing is clipped; one outlier widens the step for everyone.
@@ -18,6 +19,25 @@ Two observers, as the `QuantizationScheme` enum of the config reference names th
   edge near the best one) is searched exhaustively; the range with the lowest cost wins.
   Being an MSE criterion, it clips long tails with real mass but keeps a lone far outlier
   (its squared clipping error outweighs the rounding noise of 256 levels).
+
+The same histogram serves the other range choosers of `HistogramRangeMethod` (the aipusim
+extension property ``histogram_range_method``; ``mse`` above is the default):
+
+- ``percentile``: the two-sided percentile range: lo is the (100 - p) % quantile, hi the p %
+  quantile of the histogram (p = ``histogram_percentile``, 99.99 by default), read off the
+  cumulative count with linear interpolation inside a bin. It clips a fixed share of each
+  tail whatever the step costs.
+- ``entropy``: the TensorRT-style KL-divergence search, made asymmetric. For a candidate
+  [lo, hi] (bin edges, lo <= 0 <= hi, at least 256 bins wide) the reference distribution P
+  is the histogram inside it with the clipped tails added to its end bins; Q merges P into
+  256 equal groups (the int8 levels) and spreads each group's count evenly over its
+  non-empty bins. The candidate with the smallest KL(P || Q) wins. The two ends are searched
+  in turn (hi with lo fixed, then lo, then hi again: three 1-D searches on every
+  `SEARCH_STRIDE`-th edge, then on every edge near the best one), so a one-sided tensor
+  (after a Relu) is TensorRT's 1-D search exactly.
+
+`range_cost` estimates the int8 MSE of any range from the histogram, and
+`estimated_sqnr_db` turns it into an SQNR, so the choosers can be compared tensor by tensor.
 
 When a later batch falls outside the current histogram range, the range widens and the old
 counts are redistributed into the new bins in proportion to overlap (the cumulative count is
@@ -38,11 +58,13 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
+from aipusim.compiler.config.enums import HistogramRangeMethod
 
 #: Bins of the histogram observer.
 HISTOGRAM_BINS = 2048
@@ -50,6 +72,48 @@ HISTOGRAM_BINS = 2048
 SEARCH_STRIDE = 8
 #: Levels of an int8 grid minus one (the step of a range [lo, hi] is (hi - lo) / 255).
 INT8_STEPS = 255
+#: Levels of an int8 grid (the groups the entropy search merges the histogram into).
+INT8_LEVELS = INT8_STEPS + 1
+#: Default of the ``histogram_percentile`` property (two-sided: 0.01 % clipped per tail).
+DEFAULT_PERCENTILE = 99.99
+
+
+@dataclass(frozen=True)
+class HistogramRange:
+    """The range chooser of histogram observers: a `HistogramRangeMethod` and its percentile.
+
+    >>> HistogramRange("percentile", 99.9).method
+    <HistogramRangeMethod.PERCENTILE: 'percentile'>
+    >>> HistogramRange("percentile", 40.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    aipusim.base.errors.QuantizationError: histogram percentile must be ... not 40.0
+    """
+
+    method: HistogramRangeMethod = HistogramRangeMethod.MSE
+    #: Percent of the values kept inside the range on each side (``percentile`` only).
+    percentile: float = DEFAULT_PERCENTILE
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "method", HistogramRangeMethod(self.method))
+        except ValueError:
+            valid = ", ".join(m.value for m in HistogramRangeMethod)
+            raise QuantizationError(
+                f"histogram range method must be one of {valid}, not {self.method!r}"
+            ) from None
+        if not 50.0 < float(self.percentile) <= 100.0:
+            raise QuantizationError(
+                f"histogram percentile must be a number in (50, 100], not {self.percentile!r}"
+            )
+
+    def choose(self, counts: np.ndarray, edges: np.ndarray) -> tuple[float, float]:
+        """The range this chooser picks for a histogram."""
+        if self.method is HistogramRangeMethod.PERCENTILE:
+            return percentile_range(counts, edges, self.percentile)
+        if self.method is HistogramRangeMethod.ENTROPY:
+            return entropy_range(counts, edges)
+        return mse_optimal_range(counts, edges)
 
 
 class Observer(Protocol):
@@ -142,10 +206,12 @@ class MinMaxObserver:
 
 
 class HistogramObserver:
-    """2048-bin histogram with an MSE-optimal clipping range (see the module docstring)."""
+    """2048-bin histogram; its clipping range is chosen by ``chooser`` (default: MSE-optimal;
+    see the module docstring)."""
 
-    def __init__(self, bins: int = HISTOGRAM_BINS) -> None:
+    def __init__(self, bins: int = HISTOGRAM_BINS, chooser: HistogramRange | None = None) -> None:
         self.bins = bins
+        self.chooser = chooser or HistogramRange()
         self.counts = np.zeros(bins, dtype=np.float64)
         self.lo = np.inf
         self.hi = -np.inf
@@ -175,7 +241,7 @@ class HistogramObserver:
     def range(self) -> tuple[float, float]:
         if self.counts.sum() == 0:
             return 0.0, 0.0
-        return mse_optimal_range(self.counts, self.edges())
+        return self.chooser.choose(self.counts, self.edges())
 
     def edges(self) -> np.ndarray:
         """The bin edges of the histogram."""
@@ -252,6 +318,135 @@ def _cost(p: _Prefix, lo_cand: np.ndarray, hi_cand: np.ndarray) -> np.ndarray:
     step = (hi_v - lo_v) / INT8_STEPS
     cost = np.maximum(left, 0) + np.maximum(right, 0) + inside * step**2 / 12
     return np.where(hi_v > lo_v, cost, np.inf)
+
+
+def estimated_sqnr_db(counts: np.ndarray, edges: np.ndarray, lo: float, hi: float) -> float:
+    """SQNR (dB) of int8 quantization on [lo, hi] as the histogram predicts it: the signal
+    power over `range_cost` (bin centres stand for their values).
+
+    >>> x = np.random.default_rng(0).standard_normal(100_000)
+    >>> counts, edges = np.histogram(x, bins=2048)
+    >>> round(estimated_sqnr_db(counts.astype(float), edges, -4.0, 4.0))
+    40
+    """
+    centres = (edges[:-1] + edges[1:]) / 2
+    signal = float((np.asarray(counts, np.float64) * centres * centres).sum())
+    noise = range_cost(counts, edges, lo, hi)
+    if noise <= 0:
+        return float("inf")
+    return 10.0 * float(np.log10(signal / noise)) if signal > 0 else float("-inf")
+
+
+def percentile_range(
+    counts: np.ndarray, edges: np.ndarray, percentile: float = DEFAULT_PERCENTILE
+) -> tuple[float, float]:
+    """The two-sided ``percentile`` range of a histogram: (100 - p) % of the values lie
+    below lo and as many above hi (linear inside a bin).
+
+    >>> counts, edges = np.ones(100), np.linspace(0.0, 100.0, 101)
+    >>> percentile_range(counts, edges, 99.0)
+    (1.0, 99.0)
+    """
+    cdf = np.concatenate([[0.0], np.cumsum(np.asarray(counts, np.float64))])
+    total = cdf[-1]
+    tail = total * (100.0 - float(percentile)) / 100.0
+    # np.interp needs increasing x: an empty bin repeats a cdf value, so only the edges
+    # that start or end a non-empty bin are kept
+    rising = np.diff(cdf) > 0
+    keep = np.concatenate([rising, [False]]) | np.concatenate([[False], rising])
+    lo = float(np.interp(tail, cdf[keep], edges[keep]))
+    hi = float(np.interp(total - tail, cdf[keep], edges[keep]))
+    return lo, hi
+
+
+def entropy_range(counts: np.ndarray, edges: np.ndarray) -> tuple[float, float]:
+    """The [lo, hi] (lo <= 0 <= hi, bin edges) whose int8 quantization loses the least
+    information: the smallest KL(P || Q) (see the module docstring).
+
+    >>> x = np.random.default_rng(0).standard_normal(200_000)
+    >>> counts, edges = np.histogram(x, bins=2048)
+    >>> lo, hi = entropy_range(counts.astype(float), edges)
+    >>> bool(x.min() < lo < -2 and 2 < hi < x.max())
+    True
+    """
+    counts = np.asarray(counts, np.float64)
+    n = counts.size
+    if n < INT8_LEVELS:
+        # too few bins to tell a clipped range from the full one
+        return float(min(edges[0], 0.0)), float(max(edges[-1], 0.0))
+    zero = int(np.clip(np.searchsorted(edges, 0.0), 0, n))
+    zero_bin = int(np.clip(np.searchsorted(edges, 0.0, side="right") - 1, 0, n - 1))
+    a, b = 0, n  # the bins of the range: [a, b)
+    for side in ("hi", "lo", "hi"):
+        a, b = _entropy_search(counts, a, b, (zero, zero_bin), side)
+    return float(min(edges[a], 0.0)), float(max(edges[b], 0.0))
+
+
+def _entropy_search(
+    counts: np.ndarray, a: int, b: int, zero: tuple[int, int], side: str
+) -> tuple[int, int]:
+    """Best end ``side`` of the bin range [a, b) with the other end fixed: every
+    `SEARCH_STRIDE`-th candidate, then every one near the best. ``zero``: the first edge
+    >= 0 (hi ends at or after it, lo starts at or before it) and the bin holding 0."""
+    n = counts.size
+    zero_edge, zero_bin = zero
+
+    def ends(lo_i: int, hi_i: int, stride: int) -> np.ndarray:
+        if side == "hi":
+            return np.arange(max(lo_i, zero_edge, a + INT8_LEVELS), min(hi_i, n) + 1, stride)
+        return np.arange(max(lo_i, 0), min(hi_i, zero_edge, b - INT8_LEVELS) + 1, stride)
+
+    def best(cand: np.ndarray) -> int | None:
+        if cand.size == 0:
+            return None
+        starts = np.full(cand.size, a) if side == "hi" else cand
+        stops = cand if side == "hi" else np.full(cand.size, b)
+        return int(cand[int(np.argmin(_kl_divergences(counts, starts, stops, zero_bin)))])
+
+    coarse = best(ends(0, n, SEARCH_STRIDE))
+    if coarse is None:
+        return a, b
+    fine = best(ends(coarse - SEARCH_STRIDE, coarse + SEARCH_STRIDE, 1))
+    end = coarse if fine is None else fine
+    return (a, end) if side == "hi" else (end, b)
+
+
+def _kl_divergences(
+    counts: np.ndarray, starts: np.ndarray, stops: np.ndarray, zero_bin: int
+) -> np.ndarray:
+    """KL(P || Q) of the histogram clipped to bins [start, stop) for each candidate (see
+    the module docstring; ``zero_bin`` is the bin holding 0). One row per candidate."""
+    n = counts.size
+    k = starts.size
+    j = np.arange(n)[None, :]
+    a, b = starts[:, None], stops[:, None]
+    inside_mask = (j >= a) & (j < b)
+    inside = np.where(inside_mask, counts[None, :], 0.0)
+    cdf = np.concatenate([[0.0], np.cumsum(counts)])
+    p = inside.copy()
+    rows = np.arange(k)
+    p[rows, starts] += cdf[starts]  # values left of the range land on its first bin
+    p[rows, stops - 1] += cdf[-1] - cdf[stops]  # and those right of it on its last
+    # bin -> int8 level; 0 is a level of every grid, so the bin holding it (the spike after
+    # a Relu, the padding) is a group of its own (INT8_LEVELS) instead of being spread
+    # over its neighbours; bins outside the range go to a discarded group
+    group = ((j - a) * INT8_LEVELS) // (b - a)
+    group = np.where(j == zero_bin, INT8_LEVELS, group)
+    group = np.where(inside_mask, group, INT8_LEVELS + 1)
+    nonzero = p > 0
+    flat = (rows[:, None] * (INT8_LEVELS + 2) + group).ravel()
+    size = k * (INT8_LEVELS + 2)
+    # Q is built from the values inside the range only: what clipping loses shows up as
+    # P's heavier end bins
+    group_sum = np.bincount(flat, weights=inside.ravel(), minlength=size)
+    group_n = np.bincount(flat, weights=nonzero.ravel(), minlength=size)
+    q = np.where(nonzero, (group_sum / np.maximum(group_n, 1))[flat].reshape(k, n), 0.0)
+    pn = p / p.sum(axis=1, keepdims=True)
+    qn = q / np.maximum(q.sum(axis=1, keepdims=True), 1e-300)
+    # a bin with P > 0 but no Q (an end bin holding only clipped values) costs as if it
+    # held a tiny share: the usual smoothing of this search
+    terms = np.where(nonzero, pn * np.log(np.maximum(pn, 1e-300) / np.maximum(qn, 1e-12)), 0.0)
+    return terms.sum(axis=1)
 
 
 def weight_ranges_per_channel(w: np.ndarray, axis: int = 0) -> np.ndarray:

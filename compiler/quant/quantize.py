@@ -41,7 +41,12 @@ from aipusim.compiler.quant import fixedpoint as K
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import CalibrationData
 from aipusim.compiler.quant.elementwise import scalar_operand, unary_function
-from aipusim.compiler.quant.observers import MinMaxObserver, Observer, weight_ranges_per_channel
+from aipusim.compiler.quant.observers import (
+    HistogramRange,
+    MinMaxObserver,
+    Observer,
+    weight_ranges_per_channel,
+)
 from aipusim.compiler.quant.ort_exec import OrtFloatSession
 from aipusim.compiler.quant.scheme import (
     Scheme,
@@ -252,9 +257,11 @@ def observe_ranges(
     *,
     progress: Any = None,
     executor: FloatExecutor | str = FloatExecutor.ONNXRUNTIME,
+    histogram: HistogramRange | None = None,
 ) -> tuple[dict[str, str], dict[str, ObservedRange]]:
     """Run the float graph on the calibration samples; (the share plan: activation -> the
     tensor whose range sets its parameters, and the range of each such tensor).
+    ``histogram`` chooses the range of the histogram observers (default: MSE-optimal).
 
     ``executor`` runs the float forward passes: onnxruntime (fast; the default) or the
     numpy executor (`run_fp32`, the oracle the tests compare with; also the fallback when
@@ -265,7 +272,7 @@ def observe_ranges(
         _per_channel_groups(graph, src) if scheme is Scheme.HYBRID_PER_TENSOR_PER_CHANNEL else set()
     )
     observers: dict[str, Observer] = {
-        s: make_observer(scheme, s in per_channel) for s in set(src.values())
+        s: make_observer(scheme, s in per_channel, histogram) for s in set(src.values())
     }
 
     def observe(name: str, value: np.ndarray) -> None:
@@ -303,10 +310,13 @@ def calibrate(
     *,
     progress: Any = None,
     executor: FloatExecutor | str = FloatExecutor.ONNXRUNTIME,
+    histogram: HistogramRange | None = None,
 ) -> tuple[dict[str, str], dict[str, QuantParams]]:
     """Run the float graph on the calibration samples and derive every activation's params
     (`observe_ranges`, then `ObservedRange.qparams`)."""
-    src, ranges = observe_ranges(graph, calibration, scheme, progress=progress, executor=executor)
+    src, ranges = observe_ranges(
+        graph, calibration, scheme, progress=progress, executor=executor, histogram=histogram
+    )
     params = {s: r.qparams() for s, r in ranges.items()}
     return src, {t: params[s] for t, s in src.items()}
 
@@ -803,10 +813,12 @@ def quantize_graph(
     progress: Any = None,
     executor: FloatExecutor | str = FloatExecutor.ONNXRUNTIME,
     float_format: FloatFormat | None = None,
+    histogram: HistogramRange | None = None,
 ) -> QuantizedGraph:
     """Calibrate ``graph`` and quantize it (see the module docstring); ``executor`` runs
     the float forward passes of calibration (see `calibrate`); ``float_format`` is the DPU's
-    float (`FloatFormat.of(arch)`; default: the Metis float18)."""
+    float (`FloatFormat.of(arch)`; default: the Metis float18); ``histogram`` chooses the
+    range of histogram observers (default: MSE-optimal)."""
     scheme = Scheme(str(scheme))
     for name in graph.inputs:
         for sample in calibration.samples:
@@ -814,7 +826,9 @@ def quantize_graph(
                 raise QuantizationError(
                     f"calibration sample has no value for input {name} (it has {sorted(sample)})"
                 )
-    _, qp = calibrate(graph, calibration, scheme, progress=progress, executor=executor)
+    _, qp = calibrate(
+        graph, calibration, scheme, progress=progress, executor=executor, histogram=histogram
+    )
     builder = _Builder(graph, dict(qp), quantize_dw_channel_wise, float_format or FloatFormat())
     qgraph = builder.build(io_quantized=not remove_io_quantization)
     return QuantizedGraph(

@@ -3,11 +3,28 @@
 =============================== ========================================= ==================
 `QuantizationScheme`            activations                               weights
 =============================== ========================================= ==================
-per_tensor_histogram (default)  per tensor, `HistogramObserver` (MSE)     per channel min-max
+per_tensor_histogram (default)  per tensor, `HistogramObserver` (range:   per channel min-max
+                                ``histogram_range_method``)
 per_tensor_min_max              per tensor, `MinMaxObserver`              per channel min-max
 hybrid_per_tensor_per_channel   per tensor (histogram), except inputs of  per channel min-max
                                 depthwise convs: per channel min-max
 =============================== ========================================= ==================
+
+The range of a histogram observer comes from the aipusim extension properties
+(`observers.HistogramRange`):
+
+=============================== ==========================================================
+``histogram_range_method``      range of each histogram-observed activation
+=============================== ==========================================================
+mse (default)                   lowest estimated int8 MSE (`observers.mse_optimal_range`)
+percentile                      two-sided ``histogram_percentile`` (99.99 by default)
+                                quantiles (`observers.percentile_range`)
+entropy                         smallest KL divergence between the clipped histogram and
+                                its 256-level quantization, TensorRT-style
+                                (`observers.entropy_range`)
+=============================== ==========================================================
+
+``per_tensor_min_max`` has no histogram: the method does not apply to it.
 
 Activations are asymmetric int8 (a zero point, 0.0 exactly representable); weights are
 symmetric int8 in [-127, 127] (zero point 0); biases are int32 with scale ``s_in * s_w``.
@@ -28,7 +45,12 @@ from enum import StrEnum
 
 import numpy as np
 
-from aipusim.compiler.quant.observers import HistogramObserver, MinMaxObserver, Observer
+from aipusim.compiler.quant.observers import (
+    HistogramObserver,
+    HistogramRange,
+    MinMaxObserver,
+    Observer,
+)
 
 QMIN, QMAX = -128, 127
 #: The 16-bit grid of the DPU-only tensors kept wide (see `quantize.wide_tensors`).
@@ -46,14 +68,17 @@ class Scheme(StrEnum):
     HYBRID_PER_TENSOR_PER_CHANNEL = "hybrid_per_tensor_per_channel"
 
 
-def make_observer(scheme: Scheme, per_channel: bool) -> Observer:
-    """The activation observer a scheme uses (``per_channel``: a hybrid depthwise input)."""
+def make_observer(
+    scheme: Scheme, per_channel: bool, histogram: HistogramRange | None = None
+) -> Observer:
+    """The activation observer a scheme uses (``per_channel``: a hybrid depthwise input);
+    ``histogram`` chooses the range of histogram observers (default: MSE-optimal)."""
     if per_channel:
         assert scheme is Scheme.HYBRID_PER_TENSOR_PER_CHANNEL
         return MinMaxObserver(axis=1)
     if scheme is Scheme.PER_TENSOR_MIN_MAX:
         return MinMaxObserver()
-    return HistogramObserver()
+    return HistogramObserver(chooser=histogram)
 
 
 #: Significant bits an activation range keeps (`snap_range`).

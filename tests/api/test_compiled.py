@@ -18,7 +18,9 @@ from aipusim.modelfiles import API_FILE
 
 
 def _batch(n: int, side: int = 32, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((n, 3, side, side)).astype(np.float32)
+    """Image-like inputs: pixels in [0, 1], the range the default calibration photographs
+    give an image input (N(0, 1) data would be clipped at 0 by the int8 input grid)."""
+    return np.random.default_rng(seed).uniform(0.0, 1.0, (n, 3, side, side)).astype(np.float32)
 
 
 def test_signature_and_folder(tiny: aipusim.CompiledModel) -> None:

@@ -15,8 +15,20 @@ from pathlib import Path
 import pytest
 
 from aipusim.cli.main import main
-from aipusim.compiler.config import CompilerConfig, CompilerMode, MulticoreMode, load_config
-from aipusim.compiler.request import ColorFormat, CompileRequest, ImreaderBackend, InputDataLayout
+from aipusim.compiler.config import (
+    PROPERTIES,
+    CompilerConfig,
+    CompilerMode,
+    MulticoreMode,
+    load_config,
+)
+from aipusim.compiler.request import (
+    CalibrationMode,
+    ColorFormat,
+    CompileRequest,
+    ImreaderBackend,
+    InputDataLayout,
+)
 
 
 @pytest.fixture
@@ -57,7 +69,7 @@ def test_generate_config_writes_every_property_at_its_default(
     path = tmp_path / "new" / "dir" / "default_conf.json"
     assert out.strip() == f"wrote {path}"
     data = json.loads(path.read_text())
-    assert len(data) == 93
+    assert len(data) == len(PROPERTIES)
     assert data == CompilerConfig().to_dict()
     assert load_config(path) == CompilerConfig()
 
@@ -128,6 +140,9 @@ def test_bad_conf_is_one_line_naming_the_property_and_never_compiles(
             "--set: resources_used must be at least 0.25 per core",
         ),
         (["--color-format", "CMYK"], "--color-format must be one of RGB, BGR, GRAY, not 'CMYK'"),
+        (["--calibration", "rand"], "--calibration must be one of auto, images, random, not 'ra"),
+        (["--image-mean", "1,2"], "--image-mean must be 1 or 3 numbers separated by commas"),
+        (["--image-std", "x"], "--image-std must be 1 or 3 numbers separated by commas, not 'x'"),
         (["--imreader-backend", "cv2"], "--imreader-backend must be one of PIL, OPENCV"),
         (["--input-data-layout", "NC"], "--input-data-layout must be one of NCHW, NHWC"),
         (["--input-shape", "1,3,0,4"], "--input-shape must be 1-6 positive integers"),
@@ -207,6 +222,22 @@ def test_defaults_and_json_output(
     assert request.color_format is ColorFormat.RGB
     assert request.imreader_backend is ImreaderBackend.PIL
     assert request.input_shape is None and request.input_data_layout is None
+    assert request.calibration is CalibrationMode.AUTO and request.image_mean is None
+
+
+def test_calibration_flags_reach_the_request_and_cli_args(
+    driver: list[CompileRequest], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, _ = run(
+        capsys, "-i", "m.onnx", "-o", "out", "--calibration", "images",
+        "--image-mean", "0.485,0.456,0.406", "--image-std", "0.25",
+    )  # fmt: skip
+    assert code == 0
+    (request,) = driver
+    assert request.calibration is CalibrationMode.IMAGES
+    assert request.image_mean == (0.485, 0.456, 0.406) and request.image_std == (0.25,)
+    assert request.cli_args["calibration"] == "images"
+    assert request.cli_args["image_mean"] == "0.485,0.456,0.406"
 
 
 def test_output_dir_may_come_from_the_config(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aipusim.cli.main import main
-from aipusim.compiler.config import load_config
+from aipusim.compiler.config import PROPERTIES, load_config
 from aipusim.compiler.modelcard import builtin_configs
 
 CARD = """\
@@ -61,7 +61,7 @@ def test_show_builtin_file_card_and_defaults(
     assert (code, out) == (0, "")
     code, out, _ = run(capsys, "show", "--all", "--json", "--set", "tiling_depth=2")
     data = json.loads(out)
-    assert len(data) == 93 and data["tiling_depth"] == 2
+    assert len(data) == len(PROPERTIES) and data["tiling_depth"] == 2
     card = tmp_path / "card.yaml"
     card.write_text(CARD)
     code, out, _ = run(capsys, "show", str(card), "--model", "det-a")

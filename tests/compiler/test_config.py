@@ -120,10 +120,33 @@ REFERENCE_DEFAULTS: dict[str, object] = {
 }
 
 
+#: The aipusim-only properties (not in the reference) and their defaults.
+EXTENSION_DEFAULTS = {"histogram_range_method": "mse", "histogram_percentile": 99.99}
+
+
 def test_the_table_has_the_93_reference_properties_with_their_defaults() -> None:
-    assert len(PROPERTIES) == 93
-    assert CompilerConfig().to_dict() == REFERENCE_DEFAULTS
-    assert list(CompilerConfig().to_dict()) == list(REFERENCE_DEFAULTS)  # reference order
+    reference = {k: v for k, v in CompilerConfig().to_dict().items() if k in REFERENCE_DEFAULTS}
+    assert reference == REFERENCE_DEFAULTS
+    assert list(reference) == list(REFERENCE_DEFAULTS)  # reference order
+    extensions = {n: p.default for n, p in PROPERTIES.items() if p.extension}
+    assert extensions == EXTENSION_DEFAULTS
+    assert len(PROPERTIES) == 93 + len(EXTENSION_DEFAULTS)
+
+
+def test_extension_properties_say_so_and_are_checked() -> None:
+    for name in EXTENSION_DEFAULTS:
+        assert PROPERTIES[name].doc.startswith("aipusim extension:")
+    config = CompilerConfig(histogram_range_method="entropy", histogram_percentile=99.9)
+    assert config.histogram_range_method == "entropy"
+    with pytest.raises(
+        ConfigError, match=r"histogram_percentile must be a number in \(50\.0, 100\.0\], not 120"
+    ):
+        config.histogram_percentile = 120
+    with pytest.raises(
+        ConfigError,
+        match="histogram_range_method must be one of mse, percentile, entropy, not 'kl'",
+    ):
+        config.histogram_range_method = "kl"
 
 
 def test_every_property_is_documented_and_its_default_is_valid() -> None:

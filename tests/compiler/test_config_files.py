@@ -11,6 +11,7 @@ import pytest
 from aipusim.arch import load_arch
 from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import (
+    PROPERTIES,
     CompilerConfig,
     check_against_arch,
     dumps_toml,
@@ -40,7 +41,7 @@ def test_full_json_has_every_property_and_nulls(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     save_config(CompilerConfig(), path)
     data = json.loads(path.read_text())
-    assert len(data) == 93
+    assert len(data) == len(PROPERTIES)
     assert data["output_dir"] is None and data["profiling_levels"] == []
 
 
@@ -48,7 +49,9 @@ def test_toml_leaves_out_nulls_and_writes_a_header() -> None:
     text = dumps_toml(CompilerConfig(), only_changed=False, header="made by a test\n\nline 3")
     assert text.startswith("# made by a test\n#\n# line 3\n")
     data = tomllib.loads(text)
-    assert len(data) == 93 - sum(v is None for v in CompilerConfig().to_dict().values())
+    assert len(data) == len(PROPERTIES) - sum(
+        v is None for v in CompilerConfig().to_dict().values()
+    )
     assert "output_dir" not in data
 
 

@@ -61,6 +61,7 @@ def test_the_key_properties_are_the_quantization_options() -> None:
     assert {"quantization_scheme", "quantize_dw_channel_wise", "remove_io_quantization"} <= set(
         props
     )
+    assert {"histogram_range_method", "histogram_percentile"} <= set(props)
     assert not {"multicore_mode", "aipu_cores_used", "mvm_utilization_limit"} & set(props)
 
 

@@ -1,4 +1,5 @@
-"""Observers: min-max ranges, histogram bookkeeping and the MSE range search."""
+"""Observers: min-max ranges, histogram bookkeeping and the range choosers (MSE, percentile,
+entropy)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from aipusim.base.errors import QuantizationError
 from aipusim.compiler.quant import observers
 from aipusim.compiler.quant.observers import (
     HistogramObserver,
+    HistogramRange,
     MinMaxObserver,
+    estimated_sqnr_db,
     mse_optimal_range,
+    percentile_range,
     range_cost,
     weight_ranges_per_channel,
 )
@@ -131,3 +135,82 @@ def test_histogram_observer_over_widening_batches_matches_the_plain_formula() ->
         want += _bins_oracle(x, lo, hi, obs.bins)
     assert (obs.lo, obs.hi) == (lo, hi)
     np.testing.assert_array_equal(obs.counts, want)
+
+
+def _quant_mse(x: np.ndarray, lo: float, hi: float) -> float:
+    """The true int8 MSE of ``x`` on the asymmetric grid [lo, hi] (clipped outside)."""
+    step = (hi - lo) / 255
+    q = np.clip(np.round((x - lo) / step), 0, 255) * step + lo
+    return float(((q - x) ** 2).mean())
+
+
+def _observed(x: np.ndarray, method: str, percentile: float = 99.99) -> HistogramObserver:
+    obs = HistogramObserver(chooser=HistogramRange(method, percentile))
+    obs.update(x.astype(np.float32))
+    return obs
+
+
+def test_percentile_clips_a_laplacian_tail_at_the_quantiles() -> None:
+    x = np.random.default_rng(5).laplace(size=400_000)
+    lo, hi = _observed(x, "percentile", 99.9).range()
+    # each tail keeps 0.1 % of the values outside (within a bin of the histogram)
+    assert np.mean(x < lo) == pytest.approx(0.001, abs=2e-4)
+    assert np.mean(x > hi) == pytest.approx(0.001, abs=2e-4)
+    assert x.min() < lo < 0 < hi < x.max()
+    # a higher percentile clips less
+    lo2, hi2 = _observed(x, "percentile", 99.999).range()
+    assert lo2 < lo and hi2 > hi
+    assert _observed(x, "percentile", 100.0).range() == pytest.approx((x.min(), x.max()))
+
+
+def test_percentile_range_reads_quantiles_inside_bins() -> None:
+    counts = np.array([0.0, 10.0, 0.0, 10.0, 0.0])
+    edges = np.linspace(0.0, 5.0, 6)
+    assert percentile_range(counts, edges, 75.0) == pytest.approx((1.5, 3.5))
+
+
+def test_entropy_on_a_gaussian_is_a_sane_range() -> None:
+    x = np.random.default_rng(6).standard_normal(400_000)
+    lo, hi = _observed(x, "entropy").range()
+    # KL clips a little of the Gaussian's tails, never to less than 3 sigma
+    assert x.min() <= lo <= -3.0 and 3.0 <= hi <= x.max()
+    assert max(-lo, hi) < x.max() - x.min()
+
+
+def test_entropy_keeps_the_relu_range_despite_the_spike_at_zero() -> None:
+    """Half the values are exactly 0 (a Relu); 0 is on every grid, so the spike must not
+    pull the range in."""
+    x = np.maximum(np.random.default_rng(7).standard_normal(400_000), 0.0)
+    lo, hi = _observed(x, "entropy").range()
+    assert lo == 0.0 and 3.0 < hi <= x.max()
+
+
+def test_entropy_clips_a_lone_outlier_that_mse_keeps() -> None:
+    x = np.append(np.random.default_rng(8).standard_normal(100_000), 60.0)
+    assert _observed(x, "mse").range()[1] > 30  # MSE pays for the outlier's squared error
+    assert _observed(x, "entropy").range()[1] < 6
+
+
+@pytest.mark.parametrize("method", ["mse", "percentile", "entropy"])
+def test_estimated_error_matches_the_true_int8_error(method: str) -> None:
+    """`range_cost` (the error estimate every chooser can be compared by) is within 10 % of
+    the real int8 MSE, and MSE's range has the lowest estimate."""
+    x = np.random.default_rng(9).laplace(size=200_000)
+    obs = _observed(x, method)
+    counts, edges = obs.counts, obs.edges()
+    lo, hi = obs.range()
+    estimate = range_cost(counts, edges, lo, hi) / x.size
+    assert estimate == pytest.approx(_quant_mse(x, lo, hi), rel=0.1)
+    mse_lo, mse_hi = mse_optimal_range(counts, edges)
+    assert range_cost(counts, edges, mse_lo, mse_hi) <= range_cost(counts, edges, lo, hi)
+    sqnr = estimated_sqnr_db(counts, edges, lo, hi)
+    true_sqnr = 10 * np.log10((x**2).mean() / _quant_mse(x, lo, hi))
+    assert sqnr == pytest.approx(true_sqnr, abs=0.5)
+
+
+def test_bad_range_method_and_percentile_are_one_line_errors() -> None:
+    valid = "must be one of mse, percentile, entropy, not 'kl'"
+    with pytest.raises(QuantizationError, match=valid):
+        HistogramRange("kl")
+    with pytest.raises(QuantizationError, match=r"must be a number in \(50, 100\], not 101"):
+        HistogramRange("percentile", 101)

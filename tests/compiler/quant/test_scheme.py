@@ -76,3 +76,22 @@ def test_snapped_range_contains_the_range_and_is_at_most_one_step_wider(
 def test_snap_range_is_per_channel_and_keeps_exact_bounds() -> None:
     lo, hi = snap_range(np.array([-1.0, 0.0]), np.array([6.0, 3.0000001]))
     assert lo.tolist() == [-1.0, 0.0] and hi.tolist() == [6.0, 3.015625]
+
+
+def test_the_config_picks_the_histogram_range_method(cnn) -> None:
+    """histogram_range_method/histogram_percentile reach every histogram observer: a low
+    percentile clips the input range; min-max schemes have no histogram to choose from."""
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.compiler.quant import calibrate_and_quantize, random_calibration
+
+    data = random_calibration({"input": (1, 3, 16, 16)}, samples=4)
+
+    def input_scale(**props: object) -> float:
+        q = calibrate_and_quantize(cnn, CompilerConfig(**props), data)
+        return float(q.qparams("input").scale)
+
+    mse = input_scale()
+    assert input_scale(histogram_range_method="percentile", histogram_percentile=90) < mse / 2
+    assert input_scale(histogram_range_method="entropy") != mse
+    minmax = {"quantization_scheme": "per_tensor_min_max"}
+    assert input_scale(**minmax, histogram_range_method="percentile") == input_scale(**minmax)
