@@ -26,47 +26,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.accuracy import LIMITING_COUNT, finite_value, limiting_layers
 
 log = logging.getLogger(__name__)
 
 #: The output SQNR an int8 model should reach (issue 18's target for the zoo transformers).
 SQNR_TARGET_DB = 20.0
-#: Layers named per output, and the least drop (dB) that makes a layer limiting.
-LIMITING_COUNT = 3
-MIN_DROP_DB = 1.0
-
-
-def _finite(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def limiting_layers(
-    graph: Graph, per_layer: Mapping[str, Any], count: int = LIMITING_COUNT
-) -> list[tuple[str, float, float]]:
-    """(node name, its output SQNR, drop below its inputs' SQNR) of the ``count`` nodes
-    that lose the most, largest drop first (drops under `MIN_DROP_DB` left out)."""
-    found = []
-    for node in graph.nodes:
-        outs = [o for o in node.outputs if o and _finite(per_layer.get(o)) is not None]
-        ins = [_finite(per_layer.get(i)) for i in node.present_inputs if not graph.is_constant(i)]
-        ins = [v for v in ins if v is not None]
-        if not outs:
-            continue
-        own = min(float(per_layer[o]) for o in outs)
-        drop = (min(ins) - own) if ins else 0.0
-        if drop >= MIN_DROP_DB:
-            found.append((node.name, round(own, 1), round(drop, 1)))
-    found.sort(key=lambda t: -t[2])
-    return found[:count]
 
 
 def _weakest(per_layer: Mapping[str, Any]) -> str:
     """``; weakest tensor `t` (x dB)`` over the per-layer SQNRs ('' without them)."""
-    values = {k: v for k, v in ((k, _finite(v)) for k, v in per_layer.items()) if v is not None}
+    values = {k: finite_value(v) for k, v in per_layer.items()}
+    values = {k: v for k, v in values.items() if v is not None}
     if not values:
         return ""
     name = min(values, key=values.__getitem__)
@@ -86,9 +57,9 @@ def advise(
     quantizes and evaluates with another scheme and returns output -> SQNR.
     """
     low = {
-        name: _finite(out.get("sqnr_db"))
+        name: finite_value(out.get("sqnr_db"))
         for name, out in report.get("outputs", {}).items()
-        if (_finite(out.get("sqnr_db")) or -math.inf) < SQNR_TARGET_DB
+        if (finite_value(out.get("sqnr_db")) or -math.inf) < SQNR_TARGET_DB
     }
     per_layer = report.get("per_layer_sqnr_db", {})
     for name, out in report.get("outputs", {}).items():
@@ -106,7 +77,7 @@ def advise(
     advice = {}
     for name, sqnr in low.items():
         layers = limiting_layers(graph, per_layer)
-        alternatives = {s: _finite(r.get(name)) for s, r in tried.items()}
+        alternatives = {s: finite_value(r.get(name)) for s, r in tried.items()}
         best = max(
             (s for s, v in alternatives.items() if v is not None),
             key=lambda s: alternatives[s] or -math.inf,
