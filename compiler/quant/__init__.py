@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
-from aipusim.compiler.ir import Graph, Op
+from aipusim.compiler.ir import Graph, Op, is_depthwise
 from aipusim.compiler.quant.accuracy import (
     accuracy_report,
     layer_sqnr,
@@ -39,7 +39,7 @@ from aipusim.compiler.quant.accuracy import (
     sqnr_db,
     tensor_sqnr,
 )
-from aipusim.compiler.quant.advice import advise
+from aipusim.compiler.quant.advice import DW_CHANNEL_WISE, advise
 from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantized_model
 from aipusim.compiler.quant.cache import quantize_cached
 from aipusim.compiler.quant.data import (
@@ -168,18 +168,25 @@ def accuracy_with_advice(
     debug: bool = True,
 ) -> dict:
     """`evaluate` (per-layer with ``debug``), then, for outputs below the SQNR target,
-    the limiting layers and the scheme that helps (`advice.advise`)."""
+    the limiting layers and the setting that helps (`advice.advise`): another scheme, or
+    per-channel depthwise weights when they are per tensor."""
     ref = fp32_reference(graph, calibration)
     report = evaluate(graph, qgraph, calibration, debug=debug, reference=ref)
 
-    def try_scheme(scheme: str) -> dict[str, float]:
+    def try_scheme(alternative: str) -> dict[str, float]:
         cfg = config.copy()
-        cfg.quantization_scheme = scheme
+        if alternative == DW_CHANNEL_WISE:
+            cfg.quantize_dw_channel_wise = True
+        else:
+            cfg.quantization_scheme = alternative
         other = calibrate_and_quantize(graph, cfg, calibration, arch=arch)
         result = evaluate(graph, other, calibration, reference=ref)
         return {k: v["sqnr_db"] for k, v in result["outputs"].items()}
 
-    return advise(qgraph.graph, report, qgraph.scheme, try_scheme, [s.value for s in Scheme])
+    alternatives = [s.value for s in Scheme]
+    if not qgraph.quantize_dw_channel_wise and any(is_depthwise(n, graph) for n in graph.nodes):
+        alternatives.append(DW_CHANNEL_WISE)
+    return advise(qgraph.graph, report, qgraph.scheme, try_scheme, alternatives)
 
 
 def _round_inputs(qgraph: QuantizedGraph, sample: dict) -> dict[str, np.ndarray]:
