@@ -16,7 +16,12 @@ from aipusim.cli.main import main
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.quant import calibrate_and_quantize, random_calibration
-from aipusim.compiler.quant.accuracy import layer_sqnr, limiting_layers, tensor_sqnr
+from aipusim.compiler.quant.accuracy import (
+    layer_sqnr,
+    limiting_layers,
+    rounding_sensitivity,
+    tensor_sqnr,
+)
 from aipusim.compiler.quant.advice import DW_CHANNEL_WISE
 from aipusim.compiler.quant.ort_baseline import ort_static_sqnr
 
@@ -72,6 +77,18 @@ def test_per_channel_depthwise_weights_recover_the_small_channels() -> None:
     low = layer_sqnr(graph, per_tensor, data.held_aside)["y"]
     high = layer_sqnr(graph, per_channel, data.held_aside)["y"]
     assert high > low + 10
+
+
+def test_rounding_sensitivity_names_the_grid_the_error_enters_through() -> None:
+    graph, q, data = _quantized(_dw_spread())
+    db = rounding_sensitivity(graph, q, data.held_aside)
+    # the depthwise output's one grid spans channel 0's values, which are 15 times the
+    # others': rounding it alone costs the most; the graph input's own grid the least
+    assert list(db) == ["a", "p", "x", "y"]
+    assert db["a"] < 25 < db["x"]
+    # weights stay in float: the depthwise weight setting changes nothing here
+    _, per_channel, _ = _quantized(_dw_spread(), quantize_dw_channel_wise=True)
+    assert rounding_sensitivity(graph, per_channel, data.held_aside, ["a"]) == {"a": db["a"]}
 
 
 def test_quantize_only_advises_per_channel_depthwise_weights(tmp_path: Path) -> None:
