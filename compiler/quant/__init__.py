@@ -31,14 +31,16 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
-from aipusim.compiler.ir import Graph, Op
+from aipusim.compiler.ir import Graph, Op, is_depthwise
 from aipusim.compiler.quant.accuracy import (
-    SqnrAccumulator,
     accuracy_report,
+    layer_sqnr,
+    limiting_layers,
     output_report,
     sqnr_db,
+    tensor_sqnr,
 )
-from aipusim.compiler.quant.advice import advise
+from aipusim.compiler.quant.advice import DW_CHANNEL_WISE, advise
 from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantized_model
 from aipusim.compiler.quant.cache import quantize_cached
 from aipusim.compiler.quant.data import (
@@ -128,7 +130,6 @@ def evaluate(
     a small input error (random-weight networks amplify a lot), i.e. a ceiling that no
     int8 model of this network can beat by much.
     """
-    from aipusim.compiler.quant.float_exec import run_fp32
     from aipusim.compiler.quant.reference import run_int8
 
     samples = held_samples(calibration)
@@ -137,18 +138,7 @@ def evaluate(
     t1 = time.perf_counter()
     got = [run_int8(qgraph, s) for s in samples]
     t2 = time.perf_counter()
-    layers = None
-    if debug:
-        fused = _fused_preactivations(qgraph)
-        acc = SqnrAccumulator()
-        for s in samples:  # one sample at a time: a big model's activations are large
-            q_all = run_int8(qgraph, s, keep_all=True)
-            acc.add(
-                run_fp32(graph, s, keep_all=True),
-                {k: v for k, v in q_all.items() if k not in fused},
-            )
-        order = {n: i for i, n in enumerate(o for node in qgraph.graph.nodes for o in node.outputs)}
-        layers = dict(sorted(acc.result().items(), key=lambda kv: order.get(kv[0], -1)))
+    layers = tensor_sqnr(graph, qgraph, samples) if debug else None
     report = accuracy_report(
         ref,
         got,
@@ -187,18 +177,25 @@ def accuracy_with_advice(
     debug: bool = True,
 ) -> dict:
     """`evaluate` (per-layer with ``debug``), then, for outputs below the SQNR target,
-    the limiting layers and the scheme that helps (`advice.advise`)."""
+    the limiting layers and the setting that helps (`advice.advise`): another scheme, or
+    per-channel depthwise weights when they are per tensor."""
     ref = fp32_reference(graph, calibration)
     report = evaluate(graph, qgraph, calibration, debug=debug, reference=ref)
 
-    def try_scheme(scheme: str) -> dict[str, float]:
+    def try_scheme(alternative: str) -> dict[str, float]:
         cfg = config.copy()
-        cfg.quantization_scheme = scheme
+        if alternative == DW_CHANNEL_WISE:
+            cfg.quantize_dw_channel_wise = True
+        else:
+            cfg.quantization_scheme = alternative
         other = calibrate_and_quantize(graph, cfg, calibration, arch=arch)
         result = evaluate(graph, other, calibration, reference=ref)
         return {k: v["sqnr_db"] for k, v in result["outputs"].items()}
 
-    return advise(qgraph.graph, report, qgraph.scheme, try_scheme, [s.value for s in Scheme])
+    alternatives = [s.value for s in Scheme]
+    if not qgraph.quantize_dw_channel_wise and any(is_depthwise(n, graph) for n in graph.nodes):
+        alternatives.append(DW_CHANNEL_WISE)
+    return advise(qgraph.graph, report, qgraph.scheme, try_scheme, alternatives)
 
 
 def _round_inputs(qgraph: QuantizedGraph, sample: dict) -> dict[str, np.ndarray]:
@@ -209,18 +206,6 @@ def _round_inputs(qgraph: QuantizedGraph, sample: dict) -> dict[str, np.ndarray]
         xq = quantize_values(np.asarray(x, np.float64), q.scale, q.zero_point, q.axis)
         out[name] = dequantize_values(xq, q.scale, q.zero_point, q.axis)
     return out
-
-
-def _fused_preactivations(qgraph: QuantizedGraph) -> set[str]:
-    """Inputs of Relu/Clip nodes fused into their producer: their int8 value is already
-    clipped, so comparing it with the unclipped fp32 value would say nothing."""
-    g = qgraph.graph
-    return {
-        n.inputs[0]
-        for n in g.nodes
-        if qgraph.steps[n.name].kind == "clamp"
-        and g.tensor(n.inputs[0]).quant is g.tensor(n.outputs[0]).quant
-    }
 
 
 def index_ranges(graph: Graph) -> dict[str, int]:
@@ -364,6 +349,8 @@ __all__ = [
     "fp32_reference",
     "held_samples",
     "imageset_calibration",
+    "layer_sqnr",
+    "limiting_layers",
     "quantize_pass",
     "random_calibration",
     "read_quantized_model",

@@ -1,12 +1,14 @@
-"""When the int8 model falls short: which layers limit it, and which scheme helps.
+"""When the int8 model falls short: which layers limit it, and which setting helps.
 
 After an accuracy run (`aipusim.compiler.quant.evaluate` with per-layer SQNR), every output
 below `SQNR_TARGET_DB` gets:
 
 - its limiting layers: the nodes whose output SQNR drops most below the SQNR of their
   inputs (the layers that lose the precision, rather than pass on a loss from earlier);
-- a suggestion found by measurement: the other quantization schemes are tried on the same
-  calibration data, and the best one is named if it does better than the default.
+- a suggestion found by measurement: the other quantization schemes (and, for a model
+  with depthwise convs quantized per tensor, `DW_CHANNEL_WISE`: per-channel depthwise
+  weights) are tried on the same calibration data, and the best one is named if it does
+  better than the current setting.
 
 Both go to the accuracy report (``advice``) and, as one line per output, to the compile log.
 Outputs that reach the target get one line too: their SQNR and the weakest tensor.
@@ -26,51 +28,39 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from aipusim.compiler.ir import Graph
+from aipusim.compiler.quant.accuracy import LIMITING_COUNT, finite_value, limiting_layers
 
 log = logging.getLogger(__name__)
 
 #: The output SQNR an int8 model should reach (issue 18's target for the zoo transformers).
 SQNR_TARGET_DB = 20.0
-#: Layers named per output, and the least drop (dB) that makes a layer limiting.
-LIMITING_COUNT = 3
-MIN_DROP_DB = 1.0
-
-
-def _finite(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def limiting_layers(
-    graph: Graph, per_layer: Mapping[str, Any], count: int = LIMITING_COUNT
-) -> list[tuple[str, float, float]]:
-    """(node name, its output SQNR, drop below its inputs' SQNR) of the ``count`` nodes
-    that lose the most, largest drop first (drops under `MIN_DROP_DB` left out)."""
-    found = []
-    for node in graph.nodes:
-        outs = [o for o in node.outputs if o and _finite(per_layer.get(o)) is not None]
-        ins = [_finite(per_layer.get(i)) for i in node.present_inputs if not graph.is_constant(i)]
-        ins = [v for v in ins if v is not None]
-        if not outs:
-            continue
-        own = min(float(per_layer[o]) for o in outs)
-        drop = (min(ins) - own) if ins else 0.0
-        if drop >= MIN_DROP_DB:
-            found.append((node.name, round(own, 1), round(drop, 1)))
-    found.sort(key=lambda t: -t[2])
-    return found[:count]
 
 
 def _weakest(per_layer: Mapping[str, Any]) -> str:
     """``; weakest tensor `t` (x dB)`` over the per-layer SQNRs ('' without them)."""
-    values = {k: v for k, v in ((k, _finite(v)) for k, v in per_layer.items()) if v is not None}
+    values = {k: finite_value(v) for k, v in per_layer.items()}
+    values = {k: v for k, v in values.items() if v is not None}
     if not values:
         return ""
     name = min(values, key=values.__getitem__)
     return f"; weakest tensor `{name}` ({values[name]:.1f} dB)"
+
+
+#: The alternative that turns on per-channel depthwise weights. Trained depthwise kernels
+#: differ by 100x and more between channels; one scale for all of them rounds the small
+#: channels' weights to a few levels (PP-LCNet's weights alone, every activation in
+#: float, reach 2.5 dB at the logits per tensor and 25.1 dB per channel).
+DW_CHANNEL_WISE = "quantize_dw_channel_wise=true"
+
+
+def setting_text(alternative: str) -> str:
+    """The config line of an alternative: a scheme name or a ``key=value`` setting.
+
+    >>> setting_text("per_tensor_min_max"), setting_text(DW_CHANNEL_WISE)
+    ('quantization_scheme = per_tensor_min_max', 'quantize_dw_channel_wise = true')
+    """
+    key, sep, value = alternative.partition("=")
+    return f"{key} = {value}" if sep else f"quantization_scheme = {alternative}"
 
 
 def advise(
@@ -83,12 +73,13 @@ def advise(
     """Add ``advice`` to ``report`` for outputs below the target and log one line each.
 
     ``graph`` is the quantized graph (names match ``per_layer_sqnr_db``); ``try_scheme``
-    quantizes and evaluates with another scheme and returns output -> SQNR.
+    quantizes and evaluates with another alternative of ``schemes`` (a scheme name, or a
+    ``key=value`` setting such as `DW_CHANNEL_WISE`) and returns output -> SQNR.
     """
     low = {
-        name: _finite(out.get("sqnr_db"))
+        name: finite_value(out.get("sqnr_db"))
         for name, out in report.get("outputs", {}).items()
-        if (_finite(out.get("sqnr_db")) or -math.inf) < SQNR_TARGET_DB
+        if (finite_value(out.get("sqnr_db")) or -math.inf) < SQNR_TARGET_DB
     }
     per_layer = report.get("per_layer_sqnr_db", {})
     for name, out in report.get("outputs", {}).items():
@@ -106,7 +97,7 @@ def advise(
     advice = {}
     for name, sqnr in low.items():
         layers = limiting_layers(graph, per_layer)
-        alternatives = {s: _finite(r.get(name)) for s, r in tried.items()}
+        alternatives = {s: finite_value(r.get(name)) for s, r in tried.items()}
         best = max(
             (s for s, v in alternatives.items() if v is not None),
             key=lambda s: alternatives[s] or -math.inf,
@@ -118,14 +109,15 @@ def advise(
             "target_db": SQNR_TARGET_DB,
             "limiting_layers": [{"node": n, "sqnr_db": v, "drop_db": d} for n, v, d in layers],
             "alternatives_db": alternatives,
-            "suggested_scheme": best if helps else None,
+            "suggested_scheme": best if helps and "=" not in best else None,
+            "suggested_setting": setting_text(best) if helps and best is not None else None,
         }
         named = ", ".join(f"`{n}` ({v:.1f} dB, -{d:.1f} dB)" for n, v, d in layers) or "none"
         if helps:
-            tip = f"quantization_scheme = {best} gives {alternatives[best]:.1f} dB"
+            tip = f"{setting_text(best)} gives {alternatives[best]:.1f} dB"
         else:
             tip = (
-                "no other quantization_scheme does better ("
+                "no other setting does better ("
                 + ", ".join(f"{s}: {v:.1f} dB" for s, v in alternatives.items() if v is not None)
                 + ")"
             )
@@ -142,4 +134,11 @@ def advise(
     return report
 
 
-__all__ = ["LIMITING_COUNT", "SQNR_TARGET_DB", "advise", "limiting_layers"]
+__all__ = [
+    "DW_CHANNEL_WISE",
+    "LIMITING_COUNT",
+    "SQNR_TARGET_DB",
+    "advise",
+    "limiting_layers",
+    "setting_text",
+]

@@ -239,9 +239,17 @@ def run_fp32(
     *,
     on_tensor: TensorCallback | None = None,
     keep_all: bool = False,
+    replace: Callable[[str, Array], Array] | None = None,
 ) -> dict[str, Array]:
-    """Run ``graph`` in float32; returns its outputs (every tensor with ``keep_all``)."""
+    """Run ``graph`` in float32; returns its outputs (every tensor with ``keep_all``).
+
+    ``replace(name, value)`` may change each input and activation as it is produced (the
+    later nodes read what it returns): e.g. round one tensor to its int8 grid to see what
+    that alone does to the outputs (`accuracy.rounding_sensitivity`).
+    """
     values: dict[str, Array] = float_inputs(graph, inputs)
+    if replace:
+        values = {name: replace(name, arr) for name, arr in values.items()}
     if on_tensor:
         for name, arr in values.items():
             on_tensor(name, arr)
@@ -251,6 +259,8 @@ def run_fp32(
         args = [_value(graph, values, i) for i in node.present_inputs]
         results = run_node(node, graph, args)
         for name, arr in zip([o for o in node.outputs if o], results, strict=False):
+            if replace:
+                arr = replace(name, arr)
             values[name] = arr
             if on_tensor:
                 on_tensor(name, arr)
