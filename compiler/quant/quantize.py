@@ -781,12 +781,19 @@ def saturate_bias(
     warning. The weight scale floor (`weight_scale_floor`) makes this rare: it is left for
     fan-ins beyond ~66,000 products."""
     limit = INT32_MAX - zp_max * np.asarray(abs_sums, np.int64)
+    if np.any(limit < 0):
+        c = int(np.argmin(limit))
+        raise S.unsupported(
+            node,
+            f"input zero point x weights of channel {c} must fit int32, not "
+            f"{zp_max} x {int(abs_sums[c])} (too many products for the accumulator)",
+        )
     with np.errstate(over="ignore", invalid="ignore"):
         q = np.rint(np.asarray(bias, np.float64) / bias_scale)
     if not np.all(np.isfinite(q)):
         bad = [int(c) for c in np.flatnonzero(~np.isfinite(q))]
         raise QuantizationError(
-            f"layer `{node.name}` ({node.op}): bias of channel {bad[0]} must be finite, "
+            f"layer `{node.name}` ({node.op_type}): bias of channel {bad[0]} must be finite, "
             f"not {float(bias[bad[0]])}"
         )
     over = np.abs(q) > limit
@@ -802,7 +809,7 @@ def saturate_bias(
             "quantization: layer `%s` (%s): int32 bias saturated in %s%s; the output of the "
             "channel is off by the difference",
             node.name,
-            node.op,
+            node.op_type,
             named,
             more,
         )
