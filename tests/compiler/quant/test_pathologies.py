@@ -224,3 +224,21 @@ def test_depthwise_weights_follow_quantize_dw_channel_wise(
     scales = np.atleast_1d(q.graph.tensor(q.graph.node("y").inputs[1]).quant.scale)
     # the vendor default (false): one scale for the depthwise conv; true: one per channel
     assert (len(set(scales.tolist())) > 1) == dw_channel_wise
+
+
+def test_a_channel_its_relu_clamps_next_to_one_of_1e_20_compiles_bit_exact(
+    tmp_path: Path,
+) -> None:
+    # The output grid spans 1e-20 (channel 1) while channel 0's bias (-100) sets its weight
+    # scale: its requantize multiplier is ~1e15, which saturates every nonzero sum (the
+    # Relu clamps the channel to 0 anyway); it is capped, no longer refused as degenerate.
+    wt = RNG.normal(0, 0.3, (2, 3, 3, 3)).astype(np.float32)
+    wt[1] *= 1e-20
+    m = model(
+        [node("Conv", ["x", "w", "b"], "c", pads=[1] * 4), node("Relu", ["c"], "y")],
+        {"w": wt, "b": np.array([-100.0, 0.0], np.float32)},
+        shape=(1, 3, 8, 8),
+    )
+    q = compile_bit_exact(m, tmp_path / "out")
+    conv = next(n for n in q.graph.nodes if n.op is Op.CONV)
+    assert int(np.asarray(q.steps[conv.name].params["shift"])[0]) == 1
