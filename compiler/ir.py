@@ -563,12 +563,13 @@ class Graph:
 
 
 def is_depthwise(node: Node, graph: Graph) -> bool:
-    """True for a Conv whose every group has one input channel (a DWPU op)."""
+    """True for a Conv whose every group has one input and one output channel (a DWPU op;
+    a channel multiplier above 1 is a grouped conv on the MVM)."""
     if node.op is not Op.CONV:
         return False
     group = int(node.attr("group", 1))
     in_channels = graph.shape(node.inputs[0])[1]
-    return group > 1 and group == in_channels
+    return group > 1 and group == in_channels == graph.shape(node.outputs[0])[1]
 
 
 # ----------------------------------------------------------------------------- editing

@@ -77,7 +77,7 @@ def _unit(op: Op) -> str:
 
 #: op -> (step kinds, note). Kinds are in the order the quantizer tries them.
 _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
-    Op.CONV: (("mac",), "groups = channels (depthwise) runs on the DWPU"),
+    Op.CONV: (("mac",), "groups = input = output channels (depthwise) runs on the DWPU"),
     Op.CONV_TRANSPOSE: (("mac",), "as a stride-1 conv over the zero-upsampled input"),
     Op.GEMM: (("mac",), "constant weights"),
     Op.MATMUL: (

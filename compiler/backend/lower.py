@@ -529,6 +529,7 @@ class _Lowerer:
             or producer.outputs != (src,)
             or len(self.g.consumers(src)) != 1
             or self.g.is_output(src)
+            or not self.pool_keeps(producer, node)
         ):
             return False
         out = node.outputs[0]
@@ -545,6 +546,26 @@ class _Lowerer:
         self.by_output.pop(src)
         self.by_output[out] = fused
         return True
+
+    def pool_keeps(self, producer: LayerPlan, node: Node) -> bool:
+        """Whether a DWPU pool or resize can carry activation ``node`` on its output. Their
+        parameter blocks hold no table and no clamp record (only a depthwise conv's
+        `CHANNEL` records do), so only an activation that is no arithmetic at all on the int8
+        output fuses: a Relu/Clip whose grid is the pool's and whose clamp is the whole int8
+        range (the requantize's own saturation). Anything else stays a DPU table layer."""
+        if producer.unit is not LayerUnit.DWPU or producer.dwpu_kind is DwpuKind.DWCONV:
+            return True
+        qi, qo = self.g.tensor(node.inputs[0]).quant, self.g.tensor(node.outputs[0]).quant
+        if qi is None or qo is None:  # a float graph (timing only): nothing to compute
+            return True
+        if node.op not in (Op.RELU, Op.CLIP):
+            return False
+        from aipusim.compiler.quant.quantize import lut_step  # the quantizer's own decision
+
+        step = lut_step(node, self.g, qi, qo)
+        return step.kind == "clamp" and bool(
+            np.all(step.params["lo"] <= -128) and np.all(step.params["hi"] >= 127)
+        )
 
     def lower(self, node: Node) -> LayerPlan | None:
         op = node.op

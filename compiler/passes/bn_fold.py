@@ -4,6 +4,10 @@ goes into the weights and bias; a BN without such a producer becomes a per-chann
 
 With s = gamma / sqrt(var + eps): W' = W * s (per output channel), b' = (b - mean) * s + beta.
 Exact up to float32 rounding.
+
+A channel with zero variance and ``var + eps == 0`` (epsilon 0, as some exporters write)
+has no finite scale: during training its input always equalled its mean, so its normalised
+value is taken as 0 and the channel outputs ``beta`` (scale 0) instead of inf/nan.
 """
 
 from __future__ import annotations
@@ -15,15 +19,32 @@ from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.passes.util import sole_consumer
 
 
+def bn_scale_shift(
+    gamma: np.ndarray, beta: np.ndarray, mean: np.ndarray, var: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(scale, shift) per channel of an inference BatchNormalization, in float64; a channel
+    with ``var + eps == 0`` gets scale 0 (it outputs beta; see the module doc).
+
+    >>> one, var = np.ones(2), np.array([3.0, 0.0])
+    >>> s, t = bn_scale_shift(one, np.array([0.5, 2.0]), one, var, 1.0)
+    >>> [float(v) for v in s], [float(v) for v in t]
+    ([0.5, 1.0], [0.0, 1.0])
+    >>> s, t = bn_scale_shift(one, np.array([0.5, 2.0]), one, var + [1, 0], 0.0)  # 0/0 -> beta
+    >>> [float(v) for v in s], [float(v) for v in t]
+    ([0.5, 0.0], [0.0, 2.0])
+    """
+    g, b, m = (np.asarray(a, np.float64) for a in (gamma, beta, mean))
+    denom = np.sqrt(np.maximum(np.asarray(var, np.float64), 0.0) + float(eps))
+    scale = np.divide(g, denom, out=np.zeros(np.broadcast(g, denom).shape), where=denom > 0)
+    return scale, b - m * scale
+
+
 def _bn_params(graph: Graph, bn: Node) -> tuple[np.ndarray, np.ndarray] | None:
     """(scale, shift) per channel of an inference BN with constant parameters."""
     arrays = [graph.const(i) for i in bn.inputs[1:5]]
     if any(a is None for a in arrays) or int(bn.attr("training_mode", 0)):
         return None
-    gamma, beta, mean, var = (np.asarray(a, np.float64) for a in arrays)  # type: ignore[arg-type]
-    eps = float(bn.attr("epsilon", 1e-5))
-    scale = gamma / np.sqrt(var + eps)
-    return scale, beta - mean * scale
+    return bn_scale_shift(*arrays, float(bn.attr("epsilon", 1e-5)))  # type: ignore[arg-type]
 
 
 def _scaled(weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -131,4 +152,4 @@ def fold_batchnorm(graph: Graph, ctx: PassContext | None) -> Graph:
     return ed.build() if changed else graph
 
 
-__all__ = ["fold_batchnorm"]
+__all__ = ["bn_scale_shift", "fold_batchnorm"]

@@ -23,6 +23,11 @@ QMAX = 127
 MULT_BITS = 31
 #: Largest right shift the requantize unit applies (the int64 product keeps 63 bits).
 MAX_SHIFT = 62
+#: Largest multiplier kept as it is. Requantize multiplies integers (sums, products): from
+#: 2**16 up, every nonzero one leaves even the 16-bit grid and saturates, so a larger
+#: multiplier (an output range far below the input's steps, e.g. a channel clamped by its
+#: Relu next to ones of 1e-20) gives the same outputs capped here.
+MAX_MULTIPLIER = 2.0**29
 #: Fraction bits of the linear-resize interpolation weights (per axis).
 RESIZE_WEIGHT_BITS = 10
 #: Fraction bits of the softmax exp table.
@@ -35,26 +40,27 @@ def quantize_multiplier(real: np.ndarray | float) -> tuple[np.ndarray, np.ndarra
     """Fixed-point form (m, n) of positive real multipliers: ``real ~= m * 2**-n``.
 
     m is in [2**30, 2**31) (31 significant bits) unless the multiplier is so small that
-    the shift would exceed `MAX_SHIFT`, where m shrinks instead (down to 0).
+    the shift would exceed `MAX_SHIFT`, where m shrinks instead (down to 0). Multipliers
+    above `MAX_MULTIPLIER` are capped to it (the same saturated outputs).
 
     >>> m, n = quantize_multiplier(0.75)
     >>> float(m[0] * 2.0 ** -n[0])
     0.75
+    >>> m, n = quantize_multiplier(1e15)
+    >>> float(m[0] * 2.0 ** -n[0]) == MAX_MULTIPLIER
+    True
     """
     r = np.atleast_1d(np.asarray(real, dtype=np.float64))
     if np.any(r < 0) or not np.all(np.isfinite(r)):
         raise QuantizationError(f"requantize multipliers must be finite and >= 0, not {r}")
+    r = np.minimum(r, MAX_MULTIPLIER)
     frac, exp = np.frexp(r)  # r = frac * 2**exp, frac in [0.5, 1)
     m = np.rint(frac * (1 << MULT_BITS)).astype(np.int64)
     carry = m == (1 << MULT_BITS)
     m[carry] //= 2
     exp = exp + carry
     n = MULT_BITS - exp.astype(np.int64)
-    if np.any(n < 1):
-        raise QuantizationError(
-            f"requantize multiplier must be below 2**30, not {float(r.max()):g} "
-            "(a scale is degenerate)"
-        )
+    assert np.all(n >= 1), "MAX_MULTIPLIER keeps the shift positive"
     big = n > MAX_SHIFT
     m[big] = np.rint(r[big] * 2.0**MAX_SHIFT).astype(np.int64)
     n[big] = MAX_SHIFT
@@ -85,6 +91,7 @@ def build_lut(
 
 
 __all__ = [
+    "MAX_MULTIPLIER",
     "MAX_SHIFT",
     "MULT_BITS",
     "QMAX",

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from aipusim.compiler.ir import Graph, Node, Op
+from aipusim.compiler.passes.bn_fold import bn_scale_shift
 from aipusim.compiler.quant import kernels as K
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import float_inputs
@@ -84,11 +85,9 @@ def _gemm(node: Node, graph: Graph, x: list[Array]) -> Array:
 
 
 def _batch_norm(node: Node, graph: Graph, x: list[Array]) -> Array:
-    scale, bias, mean, var = x[1:5]
-    eps = float(node.attr("epsilon", 1e-5))
-    k = scale / np.sqrt(var + eps)
+    k, shift = bn_scale_shift(*x[1:5], float(node.attr("epsilon", 1e-5)))
     shape = (1, -1) + (1,) * (x[0].ndim - 2)
-    return x[0] * k.reshape(shape) + (bias - mean * k).reshape(shape)
+    return (x[0] * k.reshape(shape) + shift.reshape(shape)).astype(x[0].dtype)
 
 
 def _pool(node: Node, graph: Graph, x: list[Array]) -> Array:

@@ -37,6 +37,7 @@ import numpy as np
 
 from aipusim.base.errors import QuantizationError
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
+from aipusim.compiler.passes.bn_fold import bn_scale_shift
 from aipusim.compiler.quant import fixedpoint as K
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import CalibrationData
@@ -49,15 +50,16 @@ from aipusim.compiler.quant.observers import (
 )
 from aipusim.compiler.quant.ort_exec import OrtFloatSession
 from aipusim.compiler.quant.scheme import (
+    INT32_MAX,
     Scheme,
     activation_qparams,
+    floored_weight_scales,
     make_observer,
-    quantize_bias,
     quantize_values,
     quantize_weights,
     snap_range,
     symmetric_qparams,
-    weight_scales,
+    weight_scale_floor,
 )
 from aipusim.isa import fp_kernels as FK
 from aipusim.isa.float18 import FloatFormat
@@ -468,6 +470,10 @@ class _Builder:
         q = self.qp[t]
         return q.scale.astype(np.float64), q.zero_point.astype(np.int64)
 
+    def zp_max(self, t: str) -> int:
+        """Largest |zero point| of activation ``t``."""
+        return int(np.abs(self.qp[t].zero_point.astype(np.int64)).max())
+
     def scalar(self, t: str, node: Node) -> tuple[float, int]:
         q = self.qp[t]
         if q.per_channel:
@@ -496,12 +502,11 @@ class _Builder:
         s_in, _ = self.scales(x)
         s_out, _zp_out = self.scales(out)
         if node.op is Op.BATCH_NORM:
-            scale, bias, mean, var = (np.asarray(g.const(i), np.float64) for i in node.inputs[1:5])
             if any(g.const(i) is None for i in node.inputs[1:5]):
                 raise S.unsupported(node, "BatchNormalization parameters must be constants")
-            k = scale / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
+            k, b = bn_scale_shift(*(g.const(i) for i in node.inputs[1:5]),  # type: ignore[misc]
+                                  float(node.attr("epsilon", 1e-5)))  # fmt: skip
             w = k.reshape(-1, 1)
-            b = bias - mean * k
             axis, per_channel = 0, True
         else:
             w = g.const(node.inputs[1])
@@ -528,34 +533,41 @@ class _Builder:
             else:
                 axis = 0
             per_channel = not (is_depthwise(node, g) and not self.dw_channel_wise)
+        group = int(node.attr("group", 1))
+        n_out = w.shape[1] * group if node.op is Op.CONV_TRANSPOSE else w.shape[axis]
+        has_bias = b is not None
+        b = np.broadcast_to(
+            np.asarray(b, np.float64).reshape(-1) if has_bias else np.zeros(1), (n_out,)
+        )
+        # The input scale of each output channel (per-channel inputs: depthwise only).
+        s_in_c = np.broadcast_to(s_in if s_in.size == 1 else np.repeat(s_in, n_out // s_in.size),
+                                 (n_out,))  # fmt: skip
+        floors = weight_scale_floor(w.size // n_out, s_in_c, np.broadcast_to(s_out, (n_out,)), b)
         if node.op is Op.CONV_TRANSPOSE:
-            s_w, s_w_out, axis = _conv_transpose_weight_scales(w, int(node.attr("group", 1)))
+            s_w, s_w_out, axis = _conv_transpose_weight_scales(w, group, *floors)
         else:
             amax = weight_ranges_per_channel(w, axis)
-            s_w = weight_scales(amax if per_channel else np.full(w.shape[axis], amax.max()))
+            if per_channel:
+                s_w = floored_weight_scales(amax, *floors)
+            else:  # one scale: the finest resolution and the largest bias any channel needs
+                one = floored_weight_scales(amax.max(keepdims=True), floors[0].min(keepdims=True),
+                                            floors[1].max(keepdims=True))  # fmt: skip
+                s_w = np.repeat(one, n_out)
             s_w_out = s_w
-        n_out = s_w_out.size
-        if b is not None:
-            b = np.asarray(b, np.float64).reshape(-1)
-            if b.size != n_out:
-                b = np.broadcast_to(b, (n_out,))
         w_q = quantize_weights(w, s_w, axis)
-        # The input scale of each output channel (per-channel inputs: depthwise only).
-        s_in_c = s_in if s_in.size == 1 else np.repeat(s_in, n_out // s_in.size)
         bias_scale = (s_in_c * s_w_out.astype(np.float64)).astype(np.float64)
+        bq = saturate_bias(node, b, bias_scale, _channel_abs_sums(node, w_q, axis), self.zp_max(x))
         w_qp = QuantParams(s_w, np.zeros(s_w.size, np.int32), axis=axis)
         extra: dict[str, Any] = {}
         if node.op is Op.BATCH_NORM:
             # BN keeps its float parameters in the graph (lowering sizes them); its integer
             # per-channel multiplier and bias live in the step.
             wname = ""
-            bq = quantize_bias(b, bias_scale)
             extra["weight_q"] = w_q.reshape(-1)
         else:
             wname = node.inputs[1]
             self.set_const(wname, w_q, w_qp)
-            bq = quantize_bias(b, bias_scale) if b is not None else np.zeros(n_out, np.int32)
-            bname = node.inputs[2] if b is not None and len(node.inputs) > 2 else ""
+            bname = node.inputs[2] if has_bias and len(node.inputs) > 2 else ""
             if bname:
                 self.set_const(
                     bname,
@@ -770,7 +782,71 @@ class _Builder:
         return self.editor.build(prune=True)
 
 
-def _conv_transpose_weight_scales(w: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray, int]:
+def saturate_bias(
+    node: Node, bias: np.ndarray, bias_scale: np.ndarray, abs_sums: np.ndarray, zp_max: int
+) -> np.ndarray:
+    """int32 biases ``round(b / bias_scale)`` of ``node``'s output channels, saturated where
+    they would not fit int32 once the back end folds the input zero point in (``-zp *
+    sum(w_q)``, bounded by ``zp_max * abs_sums``); each saturated channel is named in one
+    warning. The weight scale floor (`weight_scale_floor`) makes this rare: it is left for
+    fan-ins beyond ~66,000 products."""
+    limit = INT32_MAX - zp_max * np.asarray(abs_sums, np.int64)
+    if np.any(limit < 0):
+        c = int(np.argmin(limit))
+        raise S.unsupported(
+            node,
+            f"input zero point x weights of channel {c} must fit int32, not "
+            f"{zp_max} x {int(abs_sums[c])} (too many products for the accumulator)",
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = np.rint(np.asarray(bias, np.float64) / bias_scale)
+    if not np.all(np.isfinite(q)):
+        bad = [int(c) for c in np.flatnonzero(~np.isfinite(q))]
+        raise QuantizationError(
+            f"layer `{node.name}` ({node.op_type}): bias of channel {bad[0]} must be finite, "
+            f"not {float(bias[bad[0]])}"
+        )
+    over = np.abs(q) > limit
+    if np.any(over):
+        chans = np.flatnonzero(over)
+        named = ", ".join(
+            f"channel {c} (bias {float(bias[c]):.6g} = {float(q[c]):.4g} steps of "
+            f"{float(bias_scale[c]):.3g}, kept {int(np.sign(q[c]) * limit[c])})"
+            for c in chans[:_SATURATED_NAMED]
+        )
+        more = f" and {chans.size - _SATURATED_NAMED} more" if chans.size > _SATURATED_NAMED else ""
+        log.warning(
+            "quantization: layer `%s` (%s): int32 bias saturated in %s%s; the output of the "
+            "channel is off by the difference",
+            node.name,
+            node.op_type,
+            named,
+            more,
+        )
+        q = np.clip(q, -limit, limit)
+    return q.astype(np.int32)
+
+
+#: Saturated channels a warning names one by one.
+_SATURATED_NAMED = 8
+
+
+def _channel_abs_sums(node: Node, w_q: np.ndarray, axis: int) -> np.ndarray:
+    """sum |w_q| of the weights each output channel reads (int64)."""
+    w = np.abs(w_q.astype(np.int64))
+    if node.op is Op.BATCH_NORM:
+        return w.reshape(-1)
+    if node.op is Op.CONV_TRANSPOSE:  # [Cin, Cout/group, k...]: see the function below
+        group = int(node.attr("group", 1))
+        c_in, opg = w.shape[0], w.shape[1]
+        per = w.reshape(group, c_in // group, opg, -1).sum(axis=(1, 3))
+        return per.reshape(-1)
+    return np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1).sum(axis=1)
+
+
+def _conv_transpose_weight_scales(
+    w: np.ndarray, group: int, resolution: np.ndarray, bias_floor: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
     """(scales along the weight axis, scale of each output channel, axis) of ConvTranspose
     weights, laid out (Cin, Cout/group, kh, kw).
 
@@ -781,10 +857,15 @@ def _conv_transpose_weight_scales(w: np.ndarray, group: int) -> tuple[np.ndarray
     per output channel.
     """
     if group == 1:
-        s_w = weight_scales(weight_ranges_per_channel(w, 1))
+        s_w = floored_weight_scales(weight_ranges_per_channel(w, 1), resolution, bias_floor)
         return s_w, s_w, 1
     c_in, opg = w.shape[0], w.shape[1]
-    s_g = weight_scales(weight_ranges_per_channel(w.reshape(group, -1), 0))
+    # a group shares one scale: the finest resolution and the largest bias its channels need
+    s_g = floored_weight_scales(
+        weight_ranges_per_channel(w.reshape(group, -1), 0),
+        resolution.reshape(group, opg).min(axis=1),
+        bias_floor.reshape(group, opg).max(axis=1),
+    )
     return np.repeat(s_g, c_in // group), np.repeat(s_g, opg), 0
 
 
@@ -853,5 +934,6 @@ __all__ = [
     "lut_step",
     "observe_ranges",
     "quantize_graph",
+    "saturate_bias",
     "wide_tensors",
 ]

@@ -28,6 +28,22 @@ entropy                         smallest KL divergence between the clipped histo
 
 Activations are asymmetric int8 (a zero point, 0.0 exactly representable); weights are
 symmetric int8 in [-127, 127] (zero point 0); biases are int32 with scale ``s_in * s_w``.
+
+Trained weights (`weight_scale_floor`): a channel's weight scale ``max|w| / 127`` is raised
+to a floor, the larger of
+
+- the *resolution floor* ``s_out / (2**RESOLUTION_BITS * 255 * K * s_in)`` (K products per
+  output, each input at most 255 input steps from its zero point): with it, rounding the
+  channel's weights moves its output by at most ``2**-(RESOLUTION_BITS + 1)`` of an output
+  step even in the worst case, which the int8 output cannot show, and the requantize shift
+  stays bounded;
+- the *bias floor* ``|b| / (s_in * bias_limit(K))``: the int32 bias ``b / (s_in * s_w)``
+  fits with room for the input zero point the back end folds into it.
+
+Near-dead channels (pruned, or BN-folded to weights ~1e-9) would otherwise get scales so
+small that the int32 bias overflows. The rule for them: a channel whose max|w| is below half
+its floor quantizes to all-zero weights, and its output is its bias requantized. A bias that
+even so does not fit is saturated to int32 with a warning naming the layer and channel.
 Depthwise conv weights are per tensor unless ``quantize_dw_channel_wise`` (the reference's
 knob; their output channels are then scaled one by one). In the hybrid scheme, an input of
 depthwise convs gets per-channel parameters only when every consumer is a depthwise conv and
@@ -144,6 +160,66 @@ def weight_scales(amax: np.ndarray) -> np.ndarray:
     return np.where(amax > 0, amax / WEIGHT_QMAX, 1.0).astype(np.float32)
 
 
+#: Bits of output resolution kept below one output step by the weight rounding of a channel
+#: whose scale is at the resolution floor (one int8 grid's worth, see the module doc).
+RESOLUTION_BITS = 8
+
+
+def bias_limit(fan_in: int) -> int:
+    """Largest |int32 bias| of a channel summing ``fan_in`` products that leaves room for
+    the input zero point the back end folds into it (``-zp_in * sum(w_q)``, at most 128 x
+    127 per product). Beyond ~66,000 products half the int32 range is kept (the exact check
+    of `quantize.saturate_bias` catches what is left).
+
+    >>> bias_limit(9) == 2**31 - 1 - 128 * 127 * 9
+    True
+    """
+    headroom = -QMIN * WEIGHT_QMAX * int(fan_in)
+    return max(INT32_MAX - headroom, INT32_MAX // 2)
+
+
+def weight_scale_floor(
+    fan_in: int,
+    s_in: np.ndarray | float,
+    s_out: np.ndarray | float,
+    bias: np.ndarray | float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(resolution floor, bias floor) of the weight scale of each output channel (see the
+    module doc): ``s_in``, ``s_out``, ``bias`` per channel or scalar, ``fan_in`` the
+    products one output sums.
+
+    >>> res, b = weight_scale_floor(9, 0.02, 0.05, np.array([0.0, 1e3]))
+    >>> float(res[0]) == 0.05 / (256 * 255 * 9 * 0.02), float(b[0]), float(b[1]) > 2e-5
+    (True, 0.0, True)
+    """
+    s_in = np.asarray(s_in, np.float64)
+    s_out = np.asarray(s_out, np.float64)
+    bias = np.abs(np.asarray(bias, np.float64))
+    products = (QMAX - QMIN) * max(int(fan_in), 1) * 2.0**RESOLUTION_BITS
+    resolution = np.broadcast_to(s_out / (products * s_in), bias.shape if bias.ndim else ())
+    return np.asarray(resolution, np.float64), bias / (s_in * bias_limit(fan_in))
+
+
+def floored_weight_scales(
+    amax: np.ndarray, resolution: np.ndarray, bias_floor: np.ndarray
+) -> np.ndarray:
+    """Symmetric weight scales (float32) of channels with max |w| ``amax``, raised to the
+    floors of `weight_scale_floor` (all three arrays per channel).
+
+    >>> s = floored_weight_scales(np.array([127.0, 1e-9, 0.0]), np.full(3, 1e-6),
+    ...                           np.array([0.0, 0.0, 0.5]))
+    >>> [float(v) for v in s], bool(s[1] >= 1e-6)
+    ([1.0, 1.0000001111620804e-06, 0.5], True)
+    """
+    s = np.maximum(np.asarray(amax, np.float64) / WEIGHT_QMAX, resolution)
+    s = np.maximum(s, bias_floor)
+    # float32 rounds to nearest: step up where that fell below a floor
+    s32 = s.astype(np.float32)
+    low = s32.astype(np.float64) < s
+    s32[low] = np.nextafter(s32[low], np.float32(np.inf))
+    return s32
+
+
 def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray:
     """int8 weights ``round(w / s)`` with ``scales`` along ``axis`` (a scalar: per tensor)."""
     shape = [1] * w.ndim
@@ -156,12 +232,6 @@ def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray
     np.rint(q, out=q)
     np.clip(q, -WEIGHT_QMAX, WEIGHT_QMAX, out=q)
     return q.astype(np.int8)
-
-
-def quantize_bias(b: np.ndarray, bias_scales: np.ndarray) -> np.ndarray:
-    """int32 biases ``round(b / (s_in * s_w))`` (saturated to int32)."""
-    q = np.rint(np.asarray(b, np.float64) / np.asarray(bias_scales, np.float64))
-    return np.clip(q, INT32_MIN, INT32_MAX).astype(np.int32)
 
 
 def quantize_values(x: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int | None = None):
@@ -191,12 +261,14 @@ __all__ = [
     "WIDE_QMIN",
     "Scheme",
     "activation_qparams",
+    "bias_limit",
     "dequantize_values",
+    "floored_weight_scales",
     "make_observer",
-    "quantize_bias",
     "quantize_values",
     "quantize_weights",
     "snap_range",
     "symmetric_qparams",
+    "weight_scale_floor",
     "weight_scales",
 ]

@@ -6,13 +6,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from aipusim.compiler.ir import Node, Op
 from aipusim.compiler.quant.observers import HistogramObserver, MinMaxObserver
+from aipusim.compiler.quant.quantize import saturate_bias
 from aipusim.compiler.quant.scheme import (
     Scheme,
     activation_qparams,
     dequantize_values,
     make_observer,
-    quantize_bias,
     quantize_values,
     quantize_weights,
     snap_range,
@@ -50,7 +51,8 @@ def test_weights_symmetric_per_channel_error_bound() -> None:
 
 def test_bias_int32_uses_input_times_weight_scale() -> None:
     b = np.array([0.5, -0.25])
-    q = quantize_bias(b, np.array([0.01 * 0.02, 0.01 * 0.05]))
+    node = Node("c", Op.CONV, ("x", "w", "b"), ("y",))
+    q = saturate_bias(node, b, np.array([0.01 * 0.02, 0.01 * 0.05]), np.zeros(2, np.int64), 0)
     assert q.dtype == np.int32 and q.tolist() == [2500, -500]
 
 
