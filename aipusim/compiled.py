@@ -294,6 +294,14 @@ class _Runtime:
         return [np.asarray(env[o]) for o in outputs]
 
 
+def run_reference(
+    folder: str | os.PathLike[str], feeds: Mapping[str, np.ndarray], outputs: Sequence[str]
+) -> list[np.ndarray]:
+    """The int8 reference of a compiler output ``folder`` (its host graphs around the
+    quantized core; a quantize-only compile is enough) on ``feeds``: ``outputs`` in order."""
+    return _Runtime.load(Path(folder)).run(feeds, outputs)
+
+
 class CompiledModel:
     """A model compiled for the AIPU (made by `compile` or `load`).
 

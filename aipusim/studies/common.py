@@ -42,6 +42,7 @@ FORMATS: dict[str, str] = {
     "share_pct": ".1f",
     "us": ".1f",
     "limit": ".3f",
+    "db": ".1f",
 }
 
 
