@@ -220,7 +220,7 @@ def compile_corpus_model(
     e.g. a multicore mode or ``compiler_mode=quantize_only``); returns ``out``."""
     from aipusim.compiler.config import CompilerConfig
     from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest
+    from aipusim.compiler.request import CompileRequest, InputDataLayout
 
     config = CompilerConfig()
     for key, value in settings:
@@ -233,7 +233,7 @@ def compile_corpus_model(
             input_shape=prep.model.input_shape,
             imageset=prep.imageset,
             transform=prep.transform,
-            input_data_layout=prep.model.layout,  # type: ignore[arg-type]  # a StrEnum value
+            input_data_layout=InputDataLayout(prep.model.layout),
             cli_args={"input": str(prep.onnx_path), "output": str(out)},
             keep_input_model=False,
         )
@@ -244,14 +244,14 @@ def compile_corpus_model(
 def calibration_inputs(prep: Prepared) -> list[dict[str, np.ndarray]]:
     """The samples the compiler calibrates on (read the way it reads them), for the ORT
     baseline to calibrate on the very same inputs."""
-    from aipusim.compiler.quant.data import imageset_calibration
+    from aipusim.compiler.quant.data import DataLayout, imageset_calibration
 
     data = imageset_calibration(
         prep.imageset,
         prep.transform,
         prep.input_name,
         prep.model.input_shape,
-        layout=prep.model.layout,  # type: ignore[arg-type]  # a StrEnum value
+        layout=DataLayout(prep.model.layout),
     )
     return [dict(s) for s in data.samples]
 
@@ -326,7 +326,9 @@ def ort_quantize(
     return target
 
 
-def int8_outputs(folder: Path, feeds: Sequence[Mapping[str, np.ndarray]], outputs: Sequence[str]):
+def int8_outputs(
+    folder: Path, feeds: Sequence[Mapping[str, np.ndarray]], outputs: Sequence[str]
+) -> list[dict[str, np.ndarray]]:
     """The compiler's int8 reference (host graphs around the quantized core) of the
     compiler output ``folder`` on every feed."""
     from aipusim.compiled import run_reference
