@@ -178,18 +178,19 @@ class Prepared:
 
 TRANSFORM_SCRIPT = '''"""Input preprocessing of corpus model {name} (by aipusim report corpus)."""
 
-from aipusim.corpus import load_manifest
+from aipusim.corpus import Preprocess
 
-_MODEL = load_manifest({manifest!r})[{name!r}]
+_PREPROCESS = {preprocess!r}
 
 
 def get_preprocess_transform(image):
-    return _MODEL.preprocess(image, _MODEL.input_shape, _MODEL.layout)
+    return _PREPROCESS(image, {shape!r}, {layout!r})
 '''
 
 
-def prepare(model: CorpusModel, onnx_path: Path, manifest: Path, work: Path) -> Prepared:
-    """Write the calibration half of the images and the model's transform script into
+def prepare(model: CorpusModel, onnx_path: Path, work: Path) -> Prepared:
+    """Write the calibration half of the images and the model's transform script (its
+    preprocessing written out, so the script does not depend on any other file) into
     ``work``; preprocess the evaluation half."""
     import onnx
     from PIL import Image
@@ -207,8 +208,11 @@ def prepare(model: CorpusModel, onnx_path: Path, manifest: Path, work: Path) -> 
     for i, (name, rgb) in enumerate(calibration):
         Image.fromarray(rgb).save(imageset / f"{i:02d}_{name}.png")
     transform = work / "transform.py"
-    write_text(transform, TRANSFORM_SCRIPT.format(name=model.name, manifest=str(manifest)))
     pre = model.preprocess
+    script = TRANSFORM_SCRIPT.format(
+        name=model.name, preprocess=pre, shape=model.input_shape, layout=model.layout
+    )
+    write_text(transform, script)
     feeds = [{inputs[0]: pre(rgb, model.input_shape, model.layout)} for _, rgb in evaluation]
     return Prepared(model, onnx_path, imageset, transform, inputs[0], feeds)
 
@@ -642,13 +646,12 @@ def run_corpus_study(
     ``corpus_dir``: where they were fetched (default: `aipusim.corpus.default_dir`)."""
     import tempfile
 
-    from aipusim.corpus import MANIFEST_PATH, default_dir
+    from aipusim.corpus import default_dir
     from aipusim.progress import Progress
 
     if frames < 2:
         raise ConfigError(f"--frames must be an integer >= 2 (one warm-up start), not {frames}")
     chosen, files = check_study_models(models, manifest, corpus_dir)
-    manifest_path = Path(manifest) if manifest is not None else MANIFEST_PATH
     prepare_study_dir(out)
     clear_outputs(out, keep_results=False)
     records: list[dict[str, Any]] = []
@@ -662,7 +665,7 @@ def run_corpus_study(
             start = time.perf_counter()
             with tempfile.TemporaryDirectory(prefix=f"aipusim-corpus-{model.name}-") as tmp:
                 work = Path(tmp)
-                prep = prepare(model, files[model.name], manifest_path, work)
+                prep = prepare(model, files[model.name], work)
                 if bar:
                     bar.note(f"{model.name}: accuracy")
                 accuracy = measure_accuracy(prep, work)
