@@ -43,6 +43,8 @@ RESIZES = ("stretch", "short", "fit_height")
 #: Resampling filters by the name the manifest uses (``area``: box averaging, what OpenCV's
 #: INTER_AREA does when shrinking).
 RESAMPLES = ("lanczos", "bilinear", "area")
+#: Image sets (`aipusim.corpus.images`): sample photographs, or face and non-face crops.
+IMAGE_SETS = ("photos", "faces")
 _REQUIRED = ("name", "what", "package", "path", "sha256", "input_shape", "layout", "kind")
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -135,6 +137,8 @@ class CorpusModel:
     preprocess: Preprocess | None = None
     #: A classifier's class-score output (top-1 agreement is measured on it).
     class_output: str | None = None
+    #: The real images it is calibrated and evaluated on (`aipusim.corpus.images`).
+    images: str = "photos"
 
     @property
     def input_shape_text(self) -> str:
@@ -232,6 +236,7 @@ def _model(entry: Any, where: str) -> CorpusModel:
             f"not {class_output!r}"
         )
     pre = entry.get("preprocess")
+    images = _field(entry, "images", where, (str,)) if "images" in entry else "photos"
     return CorpusModel(
         name=name,
         what=_field(entry, "what", where, (str,)),
@@ -243,6 +248,7 @@ def _model(entry: Any, where: str) -> CorpusModel:
         kind=kind,
         preprocess=_preprocess(pre, where) if isinstance(pre, dict) else None,
         class_output=class_output if kind == "classifier" else None,
+        images=_choice(images, "images", where, IMAGE_SETS),
     )
 
 

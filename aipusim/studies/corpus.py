@@ -23,16 +23,16 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from aipusim.base.errors import AipuSimError, ConfigError, CorpusError
+from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import write_text
 from aipusim.corpus import CorpusModel, load_manifest, model_file, select
+from aipusim.corpus.measure import OK, measure_accuracy, measure_mode, prepare
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
@@ -44,7 +44,7 @@ from aipusim.studies.common import (
     save_figure,
     write_readme,
 )
-from aipusim.studies.multicore import MODES, Mode
+from aipusim.studies.multicore import MODES
 
 STUDY = "corpus"
 #: Frames the functional check runs: a whole start in batch mode (four frames at once),
@@ -68,9 +68,6 @@ RECORD_KEYS = (
     "limiting_layer",
     "accuracy_error",
 )
-OK, COMPILE_ERROR, RUN_ERROR = "ok", "compile error", "run error"
-#: The opset onnxruntime's per-channel QDQ output needs (older models are converted first).
-ORT_MIN_OPSET = 13
 #: Kinds of figure for `fmt`, by table column.
 KINDS = {
     "FPS": "fps",
@@ -81,372 +78,6 @@ KINDS = {
     "top-1 agreement": "ratio",
     "ORT top-1 agreement": "ratio",
 }
-
-
-# ------------------------------------------------------------------ images (calibration)
-
-#: scikit-image's sample photographs (shipped in its wheel): natural scenes, documents,
-#: microscopy, astronomy; grey ones are given three equal channels.
-PHOTOS = (
-    "astronaut",
-    "brick",
-    "camera",
-    "cell",
-    "chelsea",
-    "clock",
-    "coffee",
-    "coins",
-    "colorwheel",
-    "grass",
-    "gravel",
-    "horse",
-    "hubble_deep_field",
-    "immunohistochemistry",
-    "logo",
-    "moon",
-    "page",
-    "retina",
-    "rocket",
-    "text",
-)
-#: Face crops for the MTCNN refinement and output nets: faces and non-faces of scikit-image's
-#: LFW subset (its first 100 images are faces, the next 100 are not), alternating.
-FACES = 10
-
-
-def _rgb(image: np.ndarray) -> np.ndarray:
-    a = np.asarray(image)
-    if a.dtype == bool:
-        a = a.astype(np.uint8) * 255
-    elif a.dtype.kind == "f":
-        a = np.clip(np.round(a * 255.0), 0, 255).astype(np.uint8)
-    if a.ndim == 2:
-        a = np.repeat(a[:, :, None], 3, axis=2)
-    return np.ascontiguousarray(a[:, :, :3], dtype=np.uint8)
-
-
-def study_images(kind: str = "photos") -> list[tuple[str, np.ndarray]]:
-    """The real images of the study as (name, HxWx3 uint8 RGB), in a fixed order.
-
-    ``photos``: `PHOTOS`; ``faces``: `FACES` face and as many non-face crops, alternating.
-    """
-    try:
-        import skimage.data as data
-    except ImportError:
-        raise CorpusError(
-            "the corpus study needs scikit-image for its real images, not a missing package: "
-            "pip install scikit-image"
-        ) from None
-    if kind == "faces":
-        lfw = data.lfw_subset()
-        out = []
-        for i in range(FACES):
-            out += [(f"face_{i:02d}", _rgb(lfw[i])), (f"nonface_{i:02d}", _rgb(lfw[100 + i]))]
-        return out
-    return [(name, _rgb(getattr(data, name)())) for name in PHOTOS]
-
-
-def split_images(images: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-    """Calibrate on one half, evaluate on the other: even positions, odd positions.
-
-    >>> split_images([0, 1, 2, 3, 4])
-    ([0, 2, 4], [1, 3])
-    """
-    return list(images[0::2]), list(images[1::2])
-
-
-def image_kind(model: CorpusModel) -> str:
-    """Which images a model sees: face crops for the MTCNN nets that classify crops."""
-    return "faces" if model.name in ("mtcnn_rnet", "mtcnn_onet") else "photos"
-
-
-# ------------------------------------------------------------------ one model
-
-
-@dataclass
-class Prepared:
-    """A corpus model ready to compile: its file, calibration folder and transform, and
-    the evaluation inputs (model input name -> array) with their fp32 outputs."""
-
-    model: CorpusModel
-    onnx_path: Path
-    imageset: Path
-    transform: Path
-    input_name: str
-    evaluation: list[dict[str, np.ndarray]]
-
-
-TRANSFORM_SCRIPT = '''"""Input preprocessing of corpus model {name} (by aipusim report corpus)."""
-
-from aipusim.corpus import Preprocess
-
-_PREPROCESS = {preprocess!r}
-
-
-def get_preprocess_transform(image):
-    return _PREPROCESS(image, {shape!r}, {layout!r})
-'''
-
-
-def prepare(model: CorpusModel, onnx_path: Path, work: Path) -> Prepared:
-    """Write the calibration half of the images and the model's transform script (its
-    preprocessing written out, so the script does not depend on any other file) into
-    ``work``; preprocess the evaluation half."""
-    import onnx
-    from PIL import Image
-
-    if model.preprocess is None:
-        raise CorpusError(f"corpus model `{model.name}` must have a [model.preprocess] table")
-    proto = onnx.load(str(onnx_path), load_external_data=False)
-    constants = {i.name for i in proto.graph.initializer}
-    inputs = [i.name for i in proto.graph.input if i.name not in constants]
-    if len(inputs) != 1:
-        raise CorpusError(f"corpus model `{model.name}` must have one input, not {len(inputs)}")
-    calibration, evaluation = split_images(study_images(image_kind(model)))
-    imageset = work / "images"
-    imageset.mkdir(parents=True, exist_ok=True)
-    for i, (name, rgb) in enumerate(calibration):
-        Image.fromarray(rgb).save(imageset / f"{i:02d}_{name}.png")
-    transform = work / "transform.py"
-    pre = model.preprocess
-    script = TRANSFORM_SCRIPT.format(
-        name=model.name, preprocess=pre, shape=model.input_shape, layout=model.layout
-    )
-    write_text(transform, script)
-    feeds = [{inputs[0]: pre(rgb, model.input_shape, model.layout)} for _, rgb in evaluation]
-    return Prepared(model, onnx_path, imageset, transform, inputs[0], feeds)
-
-
-def compile_corpus_model(
-    prep: Prepared, out: Path, settings: Sequence[tuple[str, Any]] = ()
-) -> Path:
-    """Compile with the calibration images into ``out`` (``settings``: config properties,
-    e.g. a multicore mode or ``compiler_mode=quantize_only``); returns ``out``."""
-    from aipusim.compiler.config import CompilerConfig
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest, InputDataLayout
-
-    config = CompilerConfig()
-    for key, value in settings:
-        setattr(config, key, value)
-    compile_model(
-        CompileRequest(
-            model_path=prep.onnx_path,
-            output_dir=out,
-            config=config,
-            input_shape=prep.model.input_shape,
-            imageset=prep.imageset,
-            transform=prep.transform,
-            input_data_layout=InputDataLayout(prep.model.layout),
-            cli_args={"input": str(prep.onnx_path), "output": str(out)},
-            keep_input_model=False,
-        )
-    )
-    return out
-
-
-def calibration_inputs(prep: Prepared) -> list[dict[str, np.ndarray]]:
-    """The samples the compiler calibrates on (read the way it reads them), for the ORT
-    baseline to calibrate on the very same inputs."""
-    from aipusim.compiler.quant.data import DataLayout, imageset_calibration
-
-    data = imageset_calibration(
-        prep.imageset,
-        prep.transform,
-        prep.input_name,
-        prep.model.input_shape,
-        layout=DataLayout(prep.model.layout),
-    )
-    return [dict(s) for s in data.samples]
-
-
-def _session(path: Path) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    # one thread: the machines this runs on are shared, and results stay reproducible
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def ort_outputs(path: Path, feeds: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, Any]]:
-    """onnxruntime's outputs of the ONNX file ``path`` on every feed (by output name)."""
-    session = _session(path)
-    names = [o.name for o in session.get_outputs()]
-    return [dict(zip(names, session.run(names, dict(f)), strict=True)) for f in feeds]
-
-
-def ort_quantize(
-    source: Path, target: Path, calibration: Sequence[Mapping[str, np.ndarray]]
-) -> Path:
-    """onnxruntime's static int8 quantization of ``source`` written to ``target``: its
-    documented flow (``quant_pre_process``, then ``quantize_static``) with QDQ nodes,
-    per-channel int8 weights, int8 activations and min-max calibration on ``calibration``."""
-    import logging
-
-    import onnx
-    from onnx import version_converter
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.items = iter(calibration)
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            item = next(self.items, None)
-            return None if item is None else dict(item)
-
-    proto = onnx.load(str(source))
-    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
-    if opset < ORT_MIN_OPSET:
-        # per-channel DequantizeLinear (its ``axis``) needs opset 13
-        proto = version_converter.convert_version(proto, ORT_MIN_OPSET)
-    upgraded = target.with_name(f"{target.stem}_fp32.onnx")
-    prepared = target.with_name(f"{target.stem}_pre.onnx")
-    onnx.save(proto, str(upgraded))
-    # onnxruntime logs its advice on the root logger; the study's output is its report
-    logging.disable(logging.WARNING)
-    try:
-        # symbolic shape inference would need sympy; every corpus input shape is known
-        quant_pre_process(str(upgraded), str(prepared), skip_symbolic_shape=True)
-        quantize_static(
-            str(prepared),
-            str(target),
-            Reader(),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-        )
-    finally:
-        logging.disable(logging.NOTSET)
-    return target
-
-
-def int8_outputs(
-    folder: Path, feeds: Sequence[Mapping[str, np.ndarray]], outputs: Sequence[str]
-) -> list[dict[str, np.ndarray]]:
-    """The compiler's int8 reference (host graphs around the quantized core) of the
-    compiler output ``folder`` on every feed."""
-    from aipusim.compiled import run_reference
-
-    return [dict(zip(outputs, run_reference(folder, f, outputs), strict=True)) for f in feeds]
-
-
-def agreement(
-    fp32: Sequence[Mapping[str, np.ndarray]],
-    test: Sequence[Mapping[str, np.ndarray]],
-    class_output: str | None,
-) -> tuple[float, float | None]:
-    """(SQNR of the weakest output in dB, top-1 agreement of ``class_output`` or None).
-
-    >>> ref = [{"y": np.array([[1.0, 2.0]]), "b": np.array([3.0])}]
-    >>> sqnr, top1 = agreement(ref, [{"y": np.array([[1.0, 2.5]]), "b": np.array([3.0])}], "y")
-    >>> round(sqnr, 2), top1
-    (13.01, 1.0)
-    """
-    from aipusim.compiler.quant.accuracy import sqnr_db
-
-    worst = math.inf
-    for name in fp32[0]:
-        ref = np.stack([np.asarray(f[name], np.float64) for f in fp32])
-        got = np.stack([np.asarray(t[name], np.float64).reshape(ref.shape[1:]) for t in test])
-        worst = min(worst, sqnr_db(ref, got))
-    if class_output is None:
-        return worst, None
-    ref_cls = [np.asarray(f[class_output]).reshape(-1).argmax() for f in fp32]
-    got_cls = [np.asarray(t[class_output]).reshape(-1).argmax() for t in test]
-    return worst, float(np.mean([r == g for r, g in zip(ref_cls, got_cls, strict=True)]))
-
-
-def limiting_layer(folder: Path) -> str:
-    """The layer that loses the most precision, by the compiler's own per-layer SQNR of its
-    quantize-only accuracy run (`aipusim.compiler.quant.advice.limiting_layers`), as
-    ``node (SQNR dB, -drop dB)``; empty when the report has none."""
-    from aipusim.compiler.quant import read_quantized_model
-    from aipusim.compiler.quant.advice import limiting_layers
-    from aipusim.compiler.quant.artifacts import MANIFEST
-
-    report_path = folder / "compilation_report.json"
-    if not report_path.is_file():
-        return ""
-    per_layer = json.loads(report_path.read_text()).get("accuracy", {}).get("per_layer_sqnr_db")
-    if not per_layer:
-        return ""
-    graph = read_quantized_model(folder / "quantized_model" / MANIFEST).graph
-    values = {k: float(v) for k, v in per_layer.items()}
-    found = limiting_layers(graph, values, count=1)
-    if not found:
-        return ""
-    node, sqnr, drop = found[0]
-    return f"{node} ({sqnr:.1f} dB, -{drop:.1f} dB)"
-
-
-def measure_accuracy(prep: Prepared, work: Path) -> dict[str, Any]:
-    """The accuracy columns of a model: aipusim's int8 and ORT's int8 against ORT fp32."""
-    out: dict[str, Any] = dict.fromkeys(
-        ("sqnr_db", "top1_agreement", "ort_sqnr_db", "ort_top1_agreement"), None
-    )
-    out |= {"limiting_layer": "", "accuracy_error": ""}
-    fp32 = ort_outputs(prep.onnx_path, prep.evaluation)
-    names = list(fp32[0])
-    cls = prep.model.class_output
-    try:
-        folder = compile_corpus_model(
-            prep, work / "quantized", [("compiler_mode", "quantize_only")]
-        )
-        int8 = int8_outputs(folder, prep.evaluation, names)
-        out["sqnr_db"], out["top1_agreement"] = agreement(fp32, int8, cls)
-        out["limiting_layer"] = limiting_layer(folder)
-    except AipuSimError as exc:
-        out["accuracy_error"] = one_line(exc)
-    try:
-        ort_int8 = ort_quantize(prep.onnx_path, work / "ort_int8.onnx", calibration_inputs(prep))
-        out["ort_sqnr_db"], out["ort_top1_agreement"] = agreement(
-            fp32, ort_outputs(ort_int8, prep.evaluation), cls
-        )
-    except Exception as exc:  # onnxruntime's own errors have no common base class
-        note = f"onnxruntime baseline: {one_line(exc)}"
-        out["accuracy_error"] = "; ".join(e for e in (out["accuracy_error"], note) if e)
-    return out
-
-
-def one_line(exc: BaseException) -> str:
-    """An error as one line (its first), the way the tables show it."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-def measure_mode(prep: Prepared, mode: Mode, frames: int, work: Path) -> dict[str, Any]:
-    """Compile ``prep`` in ``mode``, time it over ``frames`` frames, check it on data."""
-    import aipusim
-    from aipusim.functional_check import chip_inputs, compare
-    from aipusim.sweep.evaluate import check_columns, metrics
-
-    row: dict[str, Any] = {"status": OK, "error": ""}
-    folder = work / mode.multicore_mode
-    try:
-        compile_corpus_model(prep, folder, mode.params())
-    except AipuSimError as exc:
-        return {"status": COMPILE_ERROR, "error": one_line(exc)}
-    compiled = folder / "compiled_model"
-    try:
-        timed = aipusim.simulate(compiled, frames=frames)
-        row |= metrics(timed)
-        inputs, how = chip_inputs(compiled)
-        check_frames = CHECK_FRAMES_BATCH if mode.multicore_mode == "batch" else 1
-        run = aipusim.simulate(compiled, frames=check_frames, functional=True, inputs=inputs)
-        row |= check_columns(compare(run, compiled, inputs, how))
-    except AipuSimError as exc:
-        return {"status": RUN_ERROR, "error": one_line(exc)}
-    return row
 
 
 # ------------------------------------------------------------------ the table
@@ -674,7 +305,10 @@ def run_corpus_study(
                 for mode in MODES:
                     if bar:
                         bar.note(f"{model.name}: {mode.label}")
-                    rows[mode.label] = measure_mode(prep, mode, frames, work)
+                    batch = mode.multicore_mode == "batch"
+                    check = CHECK_FRAMES_BATCH if batch else 1
+                    folder = work / mode.multicore_mode
+                    rows[mode.label] = measure_mode(prep, mode.params(), frames, check, folder)
                     step(1)
             records += records_of(model.name, accuracy, rows)
             timings[model.name] = time.perf_counter() - start
@@ -768,11 +402,9 @@ __all__ = [
     "MODES",
     "RECORD_KEYS",
     "accuracy_table",
-    "agreement",
     "conclusions",
     "mode_table",
     "records_of",
     "run_corpus_study",
-    "split_images",
-    "study_images",
+    "write_study",
 ]

