@@ -32,7 +32,7 @@ import pandas as pd
 from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import write_text
 from aipusim.corpus import CorpusModel, load_manifest, model_file, select
-from aipusim.corpus.measure import OK, measure_accuracy, measure_mode, prepare
+from aipusim.corpus.measure import ACCURACY_KEYS, OK, measure_accuracy, measure_mode, prepare
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
@@ -61,12 +61,7 @@ RECORD_KEYS = (
     "energy_mj_per_frame",
     "bit_exact",
     "mismatches",
-    "sqnr_db",
-    "top1_agreement",
-    "ort_sqnr_db",
-    "ort_top1_agreement",
-    "limiting_layer",
-    "accuracy_error",
+    *ACCURACY_KEYS,
 )
 #: Kinds of figure for `fmt`, by table column.
 KINDS = {
