@@ -43,8 +43,8 @@ ACCURACY_KEYS = (
 
 @dataclass
 class Prepared:
-    """A corpus model ready to compile: its file, calibration folder and transform, and
-    the evaluation inputs (model input name -> array) with their fp32 outputs."""
+    """A corpus model ready to compile: its file, calibration folder and transform script,
+    and the evaluation inputs (model input name -> preprocessed array, one per image)."""
 
     model: CorpusModel
     onnx_path: Path
