@@ -28,6 +28,8 @@ from aipusim.corpus.manifest import CorpusModel
 
 #: A cell's status: measured, or stopped by the compiler or the simulator.
 OK, COMPILE_ERROR, RUN_ERROR = "ok", "compile error", "run error"
+#: Longest error text a table cell shows (a compiler error may quote a whole array).
+ERROR_CHARS = 160
 #: The opset onnxruntime's per-channel QDQ output needs (older models are converted first).
 ORT_MIN_OPSET = 13
 #: The accuracy columns, one value per model.
@@ -297,9 +299,16 @@ def measure_accuracy(prep: Prepared, work: Path) -> dict[str, Any]:
 
 
 def one_line(exc: BaseException) -> str:
-    """An error as one line (its first), the way the tables show it."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    """An error as the tables show it: its first line, at most `ERROR_CHARS` characters.
+
+    >>> one_line(ValueError("bias must fit int32, not [1\\n 2]"))
+    'bias must fit int32, not [1 ...'
+    """
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    if len(lines) > 1 or len(text) > ERROR_CHARS:
+        text = text[:ERROR_CHARS].rstrip() + " ..."
+    return text
 
 
 def measure_mode(

@@ -220,15 +220,21 @@ def plot_accuracy(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
 
 
 def plot_fps(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    """FPS per mode for every model (failed cells marked)."""
+    """FPS per mode for every model, three models a row (failed cells marked)."""
     plt = pyplot()
     table = mode_table(records)
     models = list(dict.fromkeys(table["model"]))
     labels = list(dict.fromkeys(table["mode"]))
     colors = ["#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e"]
-    fig, axes = plt.subplots(1, len(models), figsize=(3.6 * len(models), 3.8), squeeze=False)
+    columns = min(3, len(models))
+    rows = math.ceil(len(models) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
     x = np.arange(len(labels))
-    for ax, model in zip(axes[0], models, strict=True):
+    for i, ax in enumerate(axes.flat):
+        if i >= len(models):
+            ax.set_visible(False)
+            continue
+        model = models[i]
         group = table[table["model"] == model].set_index("mode").reindex(labels)
         values = group["FPS"].to_numpy(dtype=float)
         bars = ax.bar(x, np.nan_to_num(values), color=colors[: len(labels)])
@@ -237,10 +243,11 @@ def plot_fps(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
             ax.annotate("failed", (xi, 0), xytext=(0, 4), textcoords="offset points",
                         ha="center", rotation=90, fontsize=8, color="#d62728")  # fmt: skip
         ax.set_xticks(x, labels, rotation=20, fontsize=8)
+        ax.set_ylim(bottom=0, top=None if np.isfinite(values).any() else 1)
         ax.set_title(model, fontsize=9)
+        ax.set_ylabel("steady-state FPS", fontsize=8)
         ax.grid(axis="y", alpha=0.3)
         ax.margins(y=0.15)
-    axes[0][0].set_ylabel("steady-state FPS")
     fig.suptitle("Corpus models on 4 cores, per multicore mode")
     fig.tight_layout()
     return save_figure(fig, path)
@@ -344,7 +351,10 @@ def write_study(
             "calibrate, odd positions evaluate; each model's own preprocessing from the "
             "manifest. fp32 reference: onnxruntime on the original ONNX file. Baseline: "
             "`onnxruntime.quantization.quantize_static` (QDQ, per-channel, int8 activations "
-            "and weights, min-max) on the same calibration inputs.",
+            "and weights, min-max) on the same calibration inputs. Limiting layer: the "
+            "compiler's own per-layer SQNR of its quantize-only accuracy run (on the images "
+            "it holds aside from the calibration folder), the node that drops most below its "
+            "inputs.",
             f"- bit-exact: the functional simulator on a seeded input against the int8 "
             f"reference, {CHECK_FRAMES_BATCH} frames in batch mode and 1 in the others; "
             "FPS, latency and energy from a timing run of the frames above (as the "
