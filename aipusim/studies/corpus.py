@@ -343,12 +343,15 @@ def write_study(
         frames=frames,
         config_changes={},
         swept="mode: " + "; ".join(m.text() for m in MODES),
+        input_labels={m.name: f"{m.input_shape_text} {m.layout}, {m.kind}" for m in models},
         extra=[
-            f"- corpus: `{corpus_dir}` (models checked against the manifest's sha256); "
-            "inputs: " + ", ".join(f"`{m.name}` {m.input_shape_text} {m.layout}" for m in models),
+            f"- corpus: `{corpus_dir}` (models checked against the manifest's sha256), "
+            "each compiled with the default config plus the mode",
             "- calibration and evaluation: real images (scikit-image's sample photographs; "
-            "LFW face and non-face crops for `mtcnn_rnet`/`mtcnn_onet`), even positions "
-            "calibrate, odd positions evaluate; each model's own preprocessing from the "
+            "LFW face and non-face crops for "
+            + (", ".join(f"`{m.name}`" for m in models if m.images == "faces") or "none")
+            + "), even positions calibrate, odd positions evaluate; each model's own "
+            "preprocessing from the "
             "manifest. fp32 reference: onnxruntime on the original ONNX file. Baseline: "
             "`onnxruntime.quantization.quantize_static` (QDQ, per-channel, int8 activations "
             "and weights, min-max) on the same calibration inputs. Limiting layer: the "
