@@ -89,7 +89,13 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     help="corpus: where `aipusim corpus fetch` put the models [default: $AIPUSIM_CORPUS_DIR, "
     "else the user cache folder].",
 )
-@click.option("--workers", type=int, default=2, show_default=True, help="Runs at once (processes).")
+@click.option(
+    "--workers",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Runs at once (processes; the corpus study runs its models one after another).",
+)
 @click.option(
     "--resume",
     is_flag=True,
