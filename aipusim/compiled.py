@@ -103,6 +103,7 @@ def _run_compile(
     shapes: Mapping[str, tuple[int, ...]],
     model_id: str | None = None,
     arch: Path | None = None,
+    cache: bool = True,
 ) -> None:
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.request import CompileRequest
@@ -121,6 +122,7 @@ def _run_compile(
             cli_args={"input": str(model_path), "output": str(out)},
             model_id=model_id,
             arch_path=arch,
+            quantization_cache=cache,
         )
     )
 
@@ -134,6 +136,7 @@ def compile_with(
     optimization_level: int = 3,
     options: BuildOptions | None = None,
     arch: str | os.PathLike[str] | None = None,
+    cache: bool = True,
 ) -> CompiledModel:
     """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.leip.compile_`)."""
     import onnx
@@ -171,7 +174,7 @@ def compile_with(
         source = Path(tmp) / f"{stem}.onnx"
         onnx.save(bound, str(source))
         try:
-            _run_compile(source, root, cfg, opt, options.model_id, arch_path)
+            _run_compile(source, root, cfg, opt, options.model_id, arch_path, cache)
         except BaseException:
             if owned:
                 shutil.rmtree(root.parent, ignore_errors=True)
@@ -194,6 +197,7 @@ def compile_with(
         shutil.copyfile(arch_path, root / ARCH_FILE)
         meta["arch"] = ARCH_FILE
     compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
+    compiled.quantization_cache = cache
     if options.legacy_artifacts:
         from aipusim.legacy import write_legacy_artifacts
 
@@ -210,6 +214,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     output_dir: str | os.PathLike[str] | None = None,
     optimization_level: int = 3,
     arch: str | os.PathLike[str] | None = None,
+    cache: bool = True,
 ) -> CompiledModel:
     """Compile ``model`` for the AIPU.
 
@@ -221,7 +226,8 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     preset of the scheduling knobs (`aipusim.optlevels`). ``output_dir``: where the
     artifacts go (default: a temporary folder that lives as long as the model). ``arch``:
     a hardware TOML (default: the bundled ``arch/metis.toml``); the model keeps a copy and
-    `simulate` runs on it.
+    `simulate` runs on it. ``cache=False`` calibrates again instead of reusing the
+    quantization cache (`aipusim.compiler.quant.cache`; the CLI's ``--no-cache``).
 
     >>> import aipusim, numpy as np
     >>> m = aipusim.compile("tiny_cnn", optimization_level=1)
@@ -235,6 +241,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
         output_dir=output_dir,
         optimization_level=optimization_level,
         arch=arch,
+        cache=cache,
     )
 
 
@@ -316,6 +323,8 @@ class CompiledModel:
         self._inputs = {n: InputInfo.from_dict(d) for n, d in meta["inputs"].items()}
         # compile output folder -> its loaded int8 reference
         self._runtimes: dict[str, _Runtime] = {}
+        #: Whether compiles of other input shapes use the quantization cache.
+        self.quantization_cache = True
         if owned is not None:
             weakref.finalize(self, shutil.rmtree, owned, True)
 
@@ -482,7 +491,15 @@ class CompiledModel:
         folder = self._root / SHAPES_DIR / key
         if key not in self._meta["shapes"] or not folder.is_dir():
             # the source already takes the chosen layout (its Transpose is in the graph)
-            _run_compile(self._root / SOURCE_MODEL, folder, self.config, shapes, None, self._arch)
+            _run_compile(
+                self._root / SOURCE_MODEL,
+                folder,
+                self.config,
+                shapes,
+                None,
+                self._arch,
+                self.quantization_cache,
+            )
             self._meta["shapes"][key] = {n: list(s) for n, s in shapes.items()}
             self._write_meta()
         return folder
@@ -497,6 +514,7 @@ class CompiledModel:
         functional: bool = False,
         inputs: Mapping[str, Any] | None = None,
         energy_model: str = "cycles",
+        uncertainty: int | None = None,
         **overrides: Any,
     ) -> Any:
         """Simulate ``frames`` frames of the compiled tasklists; returns a `SimResult`.
@@ -512,9 +530,13 @@ class CompiledModel:
         compiler decision such as ``multicore_mode`` is refused with a hint to recompile.
         ``input_shapes`` picks another compiled shape (compiled once); ``levels`` are the
         trace tags (default: frames, layers, compute and memory tasks, which the profile
-        needs).
+        needs). ``uncertainty=N`` adds ``bands`` (`aipusim.uncertainty`): FPS, energy per
+        frame and average power as p5-p95 over N joint samples of the inferred arch numbers.
         """
-        if arch is None and self._arch is not None:
+        if arch is None and uncertainty is not None:
+            # the samples are drawn from the arch file's ranges: hand over its path
+            arch = self._arch
+        elif arch is None and self._arch is not None:
             from aipusim.arch import load_arch
 
             arch = load_arch(self._arch)
@@ -526,6 +548,7 @@ class CompiledModel:
             functional=functional,
             inputs=inputs,
             energy_model=energy_model,
+            uncertainty=uncertainty,
             **overrides,
         )
 
@@ -586,12 +609,15 @@ def simulate(
     functional: bool = False,
     inputs: Mapping[str, Any] | None = None,
     energy_model: str = "cycles",
+    uncertainty: int | None = None,
     **overrides: Any,
 ) -> Any:
     """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that
     holds one; returns a `SimResult` (a `aipusim.results.TracedResult`) whose trace (frames,
     layers, compute and memory tasks by default) feeds its profile. ``functional``,
-    ``inputs`` and ``energy_model`` as in `CompiledModel.simulate`.
+    ``inputs``, ``energy_model`` and ``uncertainty`` as in `CompiledModel.simulate`; ``arch``
+    is an `Arch`, or an arch file's path (which ``uncertainty`` needs for other than the
+    bundled file).
 
     >>> import aipusim
     >>> r = aipusim.simulate(aipusim.compile("tiny_cnn"), frames=2, frequency=400_000_000)
@@ -611,6 +637,7 @@ def simulate(
             functional=functional,
             inputs=inputs,
             energy_model=energy_model,
+            uncertainty=uncertainty,
             **overrides,
         )
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
@@ -619,6 +646,20 @@ def simulate(
     if (compiled / COMPILED_DIR).is_dir():
         # a whole output folder (of `compile`, `save` or ``aipusim compile -o``)
         compiled = compiled / COMPILED_DIR
+    arch_path = None
+    if isinstance(arch, str | os.PathLike):
+        from aipusim.arch import load_arch
+
+        arch_path, arch = arch, load_arch(arch)
+    if uncertainty is not None:
+        from aipusim.uncertainty import check_samples
+
+        check_samples(uncertainty, "uncertainty")
+        if arch is not None and arch_path is None:
+            raise ConfigError(
+                "uncertainty samples an arch file's inferred numbers: arch must be the file's "
+                "path (or None for the bundled one), not an Arch object"
+            )
     chip, how = None, ""
     if functional is True:
         from aipusim.functional_check import chip_inputs
@@ -646,6 +687,12 @@ def simulate(
         from aipusim.functional_check import attach_check
 
         attach_check(result, compiled, chip, how)
+    if uncertainty is not None:
+        from aipusim.uncertainty import bands
+
+        result.bands = bands(
+            compiled, uncertainty, frames=frames, arch_path=arch_path, progress=False, **overrides
+        )
     return result
 
 

@@ -29,8 +29,20 @@ def headline(result: Any) -> list[tuple[str, str, str]]:
     else:
         steady = "no steady state: only the warm-up start ran (run more frames)"
     peaks = result.peak_power_w
+    bands = getattr(result, "bands", None)
+
+    def band(name: str, digits: int) -> str:
+        # the spread over the inferred hardware numbers, when the run sampled them
+        if bands is None:
+            return ""
+        b = getattr(bands, name)
+        return (
+            f"; p5-p95 {b.p5:.{digits}f}-{b.p95:.{digits}f} over {bands.samples} samples of "
+            "the (I) numbers"
+        )
+
     return [
-        ("system FPS", f"{result.fps:.1f}", f"{steady}; host link included"),
+        ("system FPS", f"{result.fps:.1f}", f"{steady}; host link included{band('fps', 0)}"),
         ("device FPS", f"{result.device_fps:.1f}", "the same, device only"),
         (
             "latency unloaded",
@@ -47,7 +59,7 @@ def headline(result: Any) -> list[tuple[str, str, str]]:
             f"{result.cold_start_us:.1f} us",
             f"INIT ({result.init_us:.1f} us) plus the first result back",
         ),
-        ("average power", f"{result.avg_power_w:.3f} W", "steady state"),
+        ("average power", f"{result.avg_power_w:.3f} W", f"steady state{band('avg_power_w', 3)}"),
         (
             "peak power " + " / ".join(peaks),
             " / ".join(f"{w:.3f}" for w in peaks.values()) + " W",
@@ -56,7 +68,8 @@ def headline(result: Any) -> list[tuple[str, str, str]]:
         (
             "energy per frame",
             f"{result.energy_mj_per_frame_total:.4f} mJ",
-            "steady state: a frame's own work plus static power over one frame period",
+            "steady state: a frame's own work plus static power over one frame period"
+            + band("energy_mj_per_frame", 4),
         ),
         ("energy of INIT", f"{result.energy_mj_init:.4f} mJ", "once per instance, on its own"),
         (

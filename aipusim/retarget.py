@@ -56,6 +56,37 @@ class Retargeter:
         ctx = PassContext(self.config, arch=arch)
         self.graph = run_pipeline(proto, ctx, passes=FRONT).graph
 
+    @classmethod
+    def from_compiled(cls, compiled: str | Path, *, arch: Any = None) -> Retargeter:
+        """The front end of an earlier compile: the output folder of `aipusim compile` (or
+        its ``compiled_model/``), from its quantized model and ``conf.json``; the passes up
+        to quantization are not run again."""
+        from aipusim.arch import load_arch
+        from aipusim.base.errors import ConfigError
+        from aipusim.compiler.config.files import load_config
+        from aipusim.compiler.passes.context import PassContext
+        from aipusim.compiler.pipeline import FRONT, run_pipeline
+        from aipusim.compiler.quant import read_quantized_model
+
+        root = Path(compiled)
+        if root.name == "compiled_model":
+            root = root.parent
+        manifest = root / "compiled_model" / "reference" / "quantized_model_manifest.json"
+        conf = root / "conf.json"
+        for needed in (manifest, conf):
+            if not needed.is_file():
+                raise ConfigError(
+                    f"{str(root)!r} must be the output folder of a compile (with "
+                    f"{needed.relative_to(root)}), not a folder without it"
+                )
+        self = cls.__new__(cls)
+        self.config = load_config(conf)
+        qgraph = read_quantized_model(manifest)
+        self.model = qgraph.graph.name
+        ctx = PassContext(self.config, arch=arch if arch is not None else load_arch())
+        self.graph = run_pipeline(qgraph, ctx, passes=FRONT, start_after="quantize").graph
+        return self
+
     def compile(self, arch: Any, out_dir: str | Path, config: Any = None) -> dict[str, bytes]:
         """Run the back end on ``arch`` (with ``config``, default: the front end's; it may
         change what only the back end reads, such as the multicore mode) and write

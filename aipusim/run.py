@@ -133,6 +133,10 @@ def run_model(
     input_shape: tuple[int, ...] | None = None,
     keep_input_model: bool = False,
     check: bool = False,
+    bands: Callable[[Path, Callable[[int], None]], Any] | None = None,
+    top: int | None = None,
+    sort: str | None = None,
+    quantization_cache: bool = True,
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
@@ -142,7 +146,14 @@ def run_model(
     the ONNX model (``compile/input_model/source.json`` and ``run.json`` say which it was:
     path, size and SHA-256, or the zoo name) unless ``keep_input_model``. ``check`` also
     executes the run on data (a seeded input; the same cycles) and compares the outputs
-    with the int8 reference (`RunResult.check`, report.md, ``run.json``).
+    with the int8 reference (`RunResult.check`, report.md, ``run.json``). ``bands(compiled_dir,
+    step)``: the spread of the headline figures, attached to the result as ``sim.bands``
+    (``run --uncertainty N`` passes `aipusim.uncertainty.bands`; ``step(1)`` per sample).
+    ``top``/``sort``: the slowest-layers table shows the ``top``
+    layers (default 10) by ``sort`` (busy or span time); ``plots/layers.png`` shows every
+    layer in network order, or with either given, the ``top`` (default all) by ``sort``.
+    ``quantization_cache=False`` calibrates again instead of reusing the quantization
+    cache (``--no-cache``).
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -179,6 +190,7 @@ def run_model(
                 input_shape=input_shape,
                 cli_args={"input": str(model_path), "output": str(output_dir)},
                 keep_input_model=keep_input_model,
+                quantization_cache=quantization_cache,
             ),
             after_pass=lambda name, _graph: _passed(stage, step, name),
         )
@@ -204,6 +216,8 @@ def run_model(
         )
         simulate_s = time.perf_counter() - t0
         verdict = attach_check(sim, compiled, inputs, how) if check else None
+        if bands is not None:
+            sim.bands = bands(tmp / "compile", hook("uncertainty", None))
 
         step = hook("profile", 3)
         percent = config.profiling_drop_percentile if drop_percentile is None else drop_percentile
@@ -220,6 +234,8 @@ def run_model(
             peak_macs_per_cycle=arch.mvm.macs_per_cycle,
             ddr_bytes_per_cycle=arch.ddr_bw_bytes_per_cycle(program.frequency_hz),
             table=layers,
+            layer_top=top,
+            layer_sort=sort,
         )
         step(1)
         result = RunResult(
@@ -232,6 +248,8 @@ def run_model(
             units,
             [output_dir / p.relative_to(tmp) for p in plots],
             check=verdict,
+            top=top if top is not None else 10,
+            sort=sort or "busy",
         )
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
         summary = {**run_summary(result), "input_model": input_record(source, tmp / "compile")}

@@ -121,7 +121,7 @@ def write_run_report(
         "",
         _md(busy, ".1f"),
         "",
-        "## The ten slowest layers",
+        f"## {result.slowest_heading()[0].upper()}{result.slowest_heading()[1:]}",
         "",
         LAYER_DEFINITIONS,
         "",

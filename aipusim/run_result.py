@@ -28,10 +28,23 @@ class RunResult:
     #: ``run --check``: the functional run against the int8 reference
     #: (`aipusim.functional_check.FunctionalCheck`), else None.
     check: Any = None
+    #: ``run --top N --sort busy|span``: how many layers the slowest-layers table shows
+    #: and what ranks them.
+    top: int = 10
+    sort: str = "busy"
 
-    def slowest_layers(self, n: int = 10) -> pd.DataFrame:
-        """The ``n`` layers with the most busy time (`slowest_layers`)."""
-        return slowest_layers(self.layers, n)
+    def slowest_layers(self, n: int | None = None) -> pd.DataFrame:
+        """The ``n`` (default: ``top``) layers with the most busy time or span, as ``sort``
+        says (`slowest_layers`)."""
+        return slowest_layers(self.layers, self.top if n is None else n, self.sort)
+
+    def slowest_heading(self) -> str:
+        """What the slowest-layers table shows, e.g. ``the 10 slowest layers by busy time``."""
+        by = {
+            "busy": "busy time (exclusive: each instant of a core once)",
+            "span": "span (first task's start to last task's end, waits included)",
+        }[self.sort]
+        return f"the {self.top} slowest layers by {by}"
 
 
 #: Columns of the slowest-layers table (printout, report.md, ``run --json``).
@@ -48,13 +61,13 @@ SLOWEST_COLUMNS = [
 ]
 
 
-def slowest_layers(layers: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+def slowest_layers(layers: pd.DataFrame, n: int = 10, sort: str = "busy") -> pd.DataFrame:
     """Top ``n`` rows of a profiler layer table by busy time (exclusive: each instant of a
-    core counted once), with the unit class that holds most of it and the unit or link the
-    layer waited on (`aipusim.profiler.layers`)."""
+    core counted once) or by span (``sort``), with the unit class that holds most of it and
+    the unit or link the layer waited on (`aipusim.profiler.layers`)."""
     from aipusim.profiler import slowest_layers as ranked
 
-    return ranked(layers, n)[SLOWEST_COLUMNS]
+    return ranked(layers, n, sort)[SLOWEST_COLUMNS]
 
 
 __all__ = ["SLOWEST_COLUMNS", "RunResult", "slowest_layers"]

@@ -184,7 +184,9 @@ def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
             "evaluated": False,
             "reason": "accuracy is measured with compiler_mode quantize_only or quantization_debug",
         }
-    manifest = write_quantized_model(tmp / "quantized_model", found["qgraph"], report)
+    manifest = write_quantized_model(
+        tmp / "quantized_model", found["qgraph"], report, core=found.get("files")
+    )
     return str(manifest.relative_to(tmp))
 
 
@@ -377,6 +379,9 @@ def compile_model(
         report["host_graphs"] = {k: _graph_summary(g) for k, g in ctx.host_graphs.items()}
         if quant_manifest:
             report["quantized_model"] = quant_manifest
+        if "quantize" in ctx.results:
+            # "cached" or "computed" (calibrated in this compile), see compiler.quant.cache
+            report["quantization"] = ctx.results["quantize"]["cache"]
         if "accuracy" in ctx.results:
             report["accuracy"] = ctx.results["accuracy"]
         _write_json(tmp / REPORT_NAME, report)

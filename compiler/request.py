@@ -91,6 +91,10 @@ class CompileRequest:
     #: record only its path, size and SHA-256 in ``input_model/source.json`` (``run``,
     #: which need not keep a second copy of a 100 MB model).
     keep_input_model: bool = True
+    #: Reuse (and store) the quantized model of an earlier compile with the same model,
+    #: calibration data and quantization options (`aipusim.compiler.quant.cache`); False
+    #: calibrates every time (``--no-cache``).
+    quantization_cache: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", self.config.copy())

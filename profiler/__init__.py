@@ -13,9 +13,11 @@ from aipusim.profiler.compare import compare_layers
 from aipusim.profiler.drop import DropBy, drop_by_value, drop_frames, kept_frames
 from aipusim.profiler.layers import (
     PARTS,
+    LayerSort,
     layer_breakdown,
     layer_samples,
     layer_table,
+    ranked_layers,
     slowest_layers,
 )
 from aipusim.profiler.plots import (
@@ -47,6 +49,7 @@ __all__ = [
     "PARTS",
     "UNIT_CLASSES",
     "DropBy",
+    "LayerSort",
     "Trace",
     "bandwidth_table",
     "compare_layers",
@@ -70,6 +73,7 @@ __all__ = [
     "plot_roofline",
     "plot_utilisation",
     "power_table",
+    "ranked_layers",
     "slowest_layers",
     "tasks",
     "to_markdown",

@@ -34,6 +34,8 @@ layer's first task on the lowest core that runs it), with the mean over its samp
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import numpy as np
 import pandas as pd
 
@@ -306,24 +308,54 @@ def _sum_dicts(dicts: pd.Series) -> dict[str, float]:
     return total
 
 
+class LayerSort(StrEnum):
+    """What ranks layers (``run --sort``): exclusive busy time, or span (first task's start
+    to last task's end, waits included)."""
+
+    BUSY = "busy"
+    SPAN = "span"
+
+
+def ranked_layers(
+    table: pd.DataFrame, top: int | None = None, sort: LayerSort | str | None = None
+) -> pd.DataFrame:
+    """The rows of a `layer_table` in network order, or, with ``sort`` or ``top``, the ``top``
+    layers (default: all) with the most busy time (or span), largest first.
+
+    >>> t = pd.DataFrame({"layer": ["a", "b", "c"], "busy_us": [1.0, 3.0, 2.0],
+    ...                   "span_us": [9.0, 3.0, 2.0]})
+    >>> ranked_layers(t, 2)["layer"].tolist(), ranked_layers(t, sort="span")["layer"].tolist()
+    (['b', 'c'], ['a', 'b', 'c'])
+    """
+    if top is None and sort is None:
+        return table
+    key = f"{LayerSort(sort or LayerSort.BUSY).value}_us"
+    return table.nlargest(len(table) if top is None else top, key).reset_index(drop=True)
+
+
 def layer_breakdown(
     trace: Trace,
     drop_percentile: float = 0.0,
     drop_by: DropBy | str = DropBy.VALUE,
     table: pd.DataFrame | None = None,
+    top: int | None = None,
+    sort: LayerSort | str | None = None,
 ) -> pd.DataFrame:
     """Each layer's mean span split into parts (µs) that add up to it: busy by unit class,
     then ``wait``; for stacked bars. Rows as in `layer_table` (``table``, if given, is
-    the trace's layer table with these drop settings)."""
+    the trace's layer table with these drop settings), or as `ranked_layers` picks them."""
     if table is None:
         table = layer_table(trace, drop_percentile, drop_by)
+    table = ranked_layers(table, top, sort)
     parts = table[["layer", *[f"{c}_us" for c in UNIT_CLASSES], "wait_us"]]
     return parts.rename(columns={f"{c}_us": c for c in PARTS})
 
 
-def slowest_layers(table: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """The ``n`` layers of a `layer_table` with the most busy time, with the unit class
-    that holds most of it (``-`` when none).
+def slowest_layers(
+    table: pd.DataFrame, n: int = 10, sort: LayerSort | str = LayerSort.BUSY
+) -> pd.DataFrame:
+    """The ``n`` layers of a `layer_table` with the most busy time (or span, by ``sort``),
+    with the unit class that holds most of it (``-`` when none).
 
     >>> t = pd.DataFrame({"layer": ["a", "b"], "busy_us": [1.0, 3.0], "mvm_us": [1.0, 0.0],
     ...                   **{f"{c}_us": [0.0, 0.0] for c in UNIT_CLASSES[1:]}})
@@ -334,7 +366,7 @@ def slowest_layers(table: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     busy = table[[f"{c}_us" for c in UNIT_CLASSES]]
     top = table.assign(unit=busy.idxmax(axis=1).str.removesuffix("_us"))
     top.loc[busy.max(axis=1) <= 0, "unit"] = "-"
-    return top.nlargest(n, "busy_us").reset_index(drop=True)
+    return ranked_layers(top, n, sort)
 
 
 __all__ = [

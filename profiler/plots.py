@@ -38,7 +38,7 @@ from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
 from aipusim.isa.units import BY_RANK, UNIT_CLASSES, UNITS
 from aipusim.profiler.drop import DropBy
 from aipusim.profiler.groups import NO_LAYER, layer_groups
-from aipusim.profiler.layers import PARTS, layer_breakdown, layer_table
+from aipusim.profiler.layers import PARTS, LayerSort, layer_breakdown, layer_table
 from aipusim.profiler.reduce import (
     bandwidth_table,
     power_table,
@@ -81,12 +81,15 @@ def plot_layer_bars(
     drop_percentile: float = 0.0,
     drop_by: DropBy | str = DropBy.VALUE,
     table: pd.DataFrame | None = None,
+    top: int | None = None,
+    sort: LayerSort | str | None = None,
 ) -> Path:
-    """Horizontal stacked bars, layers in topological order: each layer's mean span split
-    into its busy time by unit class (exclusive: each instant of a core counted once) and
-    its wait (`aipusim.profiler.layers`). ``table``: the trace's `layer_table` with these
-    drop settings, when the caller has it already."""
-    bd = layer_breakdown(trace, drop_percentile, drop_by, table)
+    """Horizontal stacked bars, layers in topological order (or the ``top`` layers by
+    ``sort``, largest first: `ranked_layers`): each layer's mean span split into its busy
+    time by unit class (exclusive: each instant of a core counted once) and its wait
+    (`aipusim.profiler.layers`). ``table``: the trace's `layer_table` with these drop
+    settings, when the caller has it already."""
+    bd = layer_breakdown(trace, drop_percentile, drop_by, table, top, sort)
     parts = [p for p in PARTS if bd[p].sum() > 0] if len(bd) else list(PARTS)
     height = max(2.5, 0.28 * len(bd) + 1.5)
     fig, ax = plt.subplots(figsize=(9, height))
@@ -99,7 +102,11 @@ def plot_layer_bars(
     ax.set_yticks(y, bd["layer"], fontsize=8 if len(bd) > 30 else 9)
     ax.set_ylim(max(len(bd), 1) - 0.5, -0.5)
     ax.set_xlabel("mean span per layer sample (µs): busy by unit (exclusive), then wait")
-    ax.set_title(_title(trace, "per-layer busy and wait time"))
+    which = "per-layer busy and wait time"
+    if top is not None or sort is not None:
+        key = LayerSort(sort or LayerSort.BUSY).value
+        which += f", {'top ' + str(top) if top is not None else 'all layers'} by {key} time"
+    ax.set_title(_title(trace, which))
     ax.legend(loc="lower right", fontsize=8, ncols=len(parts) if len(parts) < 8 else 4)
     ax.grid(axis="x", alpha=0.3)
     if not len(bd):
@@ -452,14 +459,19 @@ def plot_all(
     ddr_bytes_per_cycle: float | None = None,
     bins: int = 100,
     table: pd.DataFrame | None = None,
+    layer_top: int | None = None,
+    layer_sort: LayerSort | str | None = None,
 ) -> list[Path]:
     """Every plot that the trace has data for, as ``<out_dir>/<name>.png``; ``table`` is
-    the trace's `layer_table` with these drop settings if the caller has it."""
+    the trace's `layer_table` with these drop settings if the caller has it; ``layer_top``
+    and ``layer_sort`` pick the layers of ``layers.png`` (`plot_layer_bars`)."""
     d = Path(out_dir)
     if table is None:
         table = layer_table(trace, drop_percentile, drop_by)
     out = [
-        plot_layer_bars(trace, d / "layers.png", drop_percentile, drop_by, table),
+        plot_layer_bars(
+            trace, d / "layers.png", drop_percentile, drop_by, table, layer_top, layer_sort
+        ),
         plot_gantt(trace, d / "gantt.png"),
         plot_roofline(
             trace,

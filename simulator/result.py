@@ -167,6 +167,10 @@ class SimResult:
     #: activity of its data (`aipusim.simulator.functional.energy`), beside the cycle
     #: model's figures above, which stay as they are.
     energy_value_aware: dict[str, Any] | None = None
+    #: ``simulate(..., uncertainty=N)``: the p5-p95 bands of FPS, energy per frame and
+    #: average power over N joint samples of the inferred arch numbers
+    #: (`aipusim.uncertainty.Bands`), else None.
+    bands: Any = None
 
     @property
     def task_log(self) -> pd.DataFrame:
@@ -285,6 +289,7 @@ class SimResult:
                 if self.energy_value_aware is not None
                 else {}
             ),
+            **(self.bands.to_dict() if self.bands is not None else {}),
         }
 
     def to_json(self) -> str:

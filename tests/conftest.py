@@ -2,8 +2,39 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
 import pytest
 from zoo_compiles import ZooCompiles
+
+#: `aipusim.compiler.quant.cache.DIR_ENV` (spelled out: conftest imports no compiler module;
+#: tests/compiler/quant/test_cache.py checks that the two agree).
+DIR_ENV = "AIPUSIM_CACHE_DIR"
+
+#: The session's quantization cache folder (the user's own cache is never used): set before
+#: any fixture compiles, so session-scoped compiles use it too.
+_SESSION_CACHE = tempfile.mkdtemp(prefix="aipusim-test-cache-")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ[DIR_ENV] = _SESSION_CACHE
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _private_quantization_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Each test starts with an empty quantization cache of its own (tests stay
+    independent: none sees what another one calibrated)."""
+    monkeypatch.setenv(DIR_ENV, str(tmp_path_factory.mktemp("quant-cache")))
+    yield
 
 
 @pytest.fixture(scope="session")

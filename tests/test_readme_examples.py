@@ -1,4 +1,5 @@
-"""The worked examples of README.md run as written, in order, in an empty folder.
+"""The worked examples of README.md (and of docs/cli.md, the CLI reference) run as written,
+in order, each file's in an empty folder.
 
 Every ``$ command`` line of the README's ``console`` blocks (with its ``\\`` continuation
 lines) runs in bash with the installed ``aipusim`` first on PATH, as a newcomer would type
@@ -17,13 +18,15 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+CLI_REFERENCE = ROOT / "docs" / "cli.md"
 BIN = Path(sys.executable).parent
 
 
-def examples() -> list[tuple[str, list[str]]]:
-    """(command, output lines shown under it) of every console block, in order."""
-    text = README.read_text(encoding="utf-8")
+def examples(path: Path = README) -> list[tuple[str, list[str]]]:
+    """(command, output lines shown under it) of every console block of ``path``, in order."""
+    text = path.read_text(encoding="utf-8")
     found: list[tuple[str, list[str]]] = []
     for block in re.findall(r"```console\n(.*?)```", text, flags=re.S):
         lines = block.splitlines()
@@ -53,10 +56,15 @@ def test_the_readme_has_worked_examples() -> None:
     assert any("zoo export mobilenetv2" in c for c in commands[:quantize])
 
 
+def test_the_cli_reference_has_worked_examples() -> None:
+    assert len(examples(CLI_REFERENCE)) >= 10
+
+
 @pytest.mark.slow
-def test_every_worked_example_runs_as_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("path", [README, CLI_REFERENCE], ids=["README", "cli"])
+def test_every_worked_example_runs_as_written(tmp_path: Path, path: Path) -> None:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    for command, shown in examples():
+    for command, shown in examples(path):
         done = subprocess.run(
             ["bash", "-c", command],
             cwd=tmp_path,

@@ -7,7 +7,7 @@ import json
 import click
 import pandas as pd
 
-from aipusim.cli.options import json_option
+from aipusim.cli.options import json_option, no_cache_option
 
 
 @click.command()
@@ -22,12 +22,14 @@ from aipusim.cli.options import json_option
     help="Time one functional frame of MODELS (default: resnet50) compiled cooperative on 4 "
     "cores, next to onnxruntime fp32 and the int8 reference.",
 )
+@no_cache_option
 @json_option
 def bench(
     models: tuple[str, ...],
     frames: int,
     input_size: int | None,
     functional: bool,
+    no_cache: bool,
     as_json: bool,
 ) -> None:
     """Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the
@@ -50,11 +52,11 @@ def bench(
     if unknown:
         raise ZooError(f"model must be one of {', '.join(zoo.names())}, not {unknown[0]!r}")
     if functional:
-        _functional(chosen, input_size, as_json)
+        _functional(chosen, input_size, as_json, not no_cache)
         return
     if frames < 0:
         raise ConfigError(f"--frames must be an integer >= 0, not {frames}")
-    rows = run_bench(tuple(chosen), frames, input_size)
+    rows = run_bench(tuple(chosen), frames, input_size, quantization_cache=not no_cache)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -69,11 +71,16 @@ def bench(
     )
 
 
-def _functional(models: tuple[str, ...], input_size: int | None, as_json: bool) -> None:
+def _functional(
+    models: tuple[str, ...], input_size: int | None, as_json: bool, quantization_cache: bool
+) -> None:
     """``--functional``: one row per model, the seconds and the two ratios."""
     from aipusim.bench_functional import functional_bench
 
-    rows = [functional_bench(m, input_size=input_size) for m in models]
+    rows = [
+        functional_bench(m, input_size=input_size, quantization_cache=quantization_cache)
+        for m in models
+    ]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -3,7 +3,8 @@
 The flags are those of the vendor compiler CLI (``-i``, ``-o``, ``--conf``,
 ``--generate-config``, ``--quantize-only``, ``--input-shape``, ``--imageset``, ``--transform``,
 ``--input-data-layout``, ``--color-format``, ``--imreader-backend``, ``--cli-args``) plus
-``--aipu-cores``, ``--set KEY=VALUE`` and ``--arch``.
+``--aipu-cores``, ``--set KEY=VALUE``, ``--arch`` and ``--no-cache`` (calibrate again instead
+of reusing the quantization cache).
 
 Config precedence, highest first: ``--aipu-cores``/``--quantize-only``/``--set`` given on
 this command line, the ``--conf`` file, the values of a ``--cli-args`` file, the defaults.
@@ -29,6 +30,7 @@ from aipusim.cli.options import (
     conf_option,
     json_option,
     load_arch_option,
+    no_cache_option,
     require_dir,
     require_file,
     set_option,
@@ -133,6 +135,7 @@ DEFAULT_CONF_NAME = "default_conf.json"
 )
 @set_option
 @arch_option
+@no_cache_option
 @json_option
 @click.pass_context
 def compile_command(ctx: click.Context, **flags: Any) -> None:
@@ -301,6 +304,7 @@ def _build_request(ctx: click.Context, flags: dict[str, Any]) -> CompileRequest:
         stop_after=_pass_list(flags["stop_after"], "--stop-after", single=True)[0]
         if flags["stop_after"]
         else None,
+        quantization_cache=not flags["no_cache"],
     )
 
 

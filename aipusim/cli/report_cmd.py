@@ -90,6 +90,12 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     "else the user cache folder].",
 )
 @click.option(
+    "--reason",
+    default="",
+    help="validation --fit: why the fit is re-run (new calibration data or a changed model of "
+    "a unit; never a compiler change). Recorded in the fit record.",
+)
+@click.option(
     "--workers",
     type=int,
     default=2,
@@ -112,6 +118,7 @@ def report(
     keys: tuple[str, ...],
     fit: bool,
     corpus_dir: Path | None,
+    reason: str,
     workers: int,
     resume: bool,
     as_json: bool,
@@ -155,6 +162,14 @@ def report(
     if study == "corpus" and input_size is not None:
         raise ConfigError("--input-size applies to zoo models; the corpus study compiles each "
                           "model at its manifest's input shape")  # fmt: skip
+    if reason and not fit:
+        raise ConfigError("--reason goes with --fit (it is recorded with the fit)")
+    if fit and not reason.strip():
+        # Hardware numbers are frozen between fits (aipusim.arch.frozen): a re-fit must say why.
+        raise ConfigError(
+            "--reason must say why the calibration is re-run (new calibration data or a "
+            "changed model of a unit), not be empty"
+        )
     if study == "validation" and (chosen or input_size is not None):
         raise ConfigError("validation compares ResNet-50 at its published size: no --models, "
                           "no --input-size")  # fmt: skip
@@ -187,7 +202,12 @@ def report(
         kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers")}
         kwargs["corpus_dir"] = corpus_dir
     if study == "validation":
-        kwargs = {"fit_first": fit, "command": kwargs["command"], "progress": True}
+        kwargs = {
+            "fit_first": fit,
+            "reason": reason,
+            "command": kwargs["command"],
+            "progress": True,
+        }
     result = STUDIES[study](output_dir, **kwargs)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))

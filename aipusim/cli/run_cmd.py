@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,7 +16,9 @@ from aipusim.cli.options import (
     build_config,
     conf_option,
     json_option,
+    no_cache_option,
     set_option,
+    uncertainty_option,
 )
 from aipusim.progress import Progress
 
@@ -63,6 +65,23 @@ if TYPE_CHECKING:
     help="Also execute the run on data (seeded input, same cycles) and compare the outputs "
     "with the int8 reference; exit 1 with FUNCTIONAL_MISMATCH unless bit-exact.",
 )
+@uncertainty_option
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The slowest-layers table (and plots/layers.png) shows the N slowest layers "
+    "[default: 10 in the table; every layer, in network order, in the plot].",
+)
+@click.option(
+    "--sort",
+    type=click.Choice(["busy", "span"]),
+    default=None,
+    help="Rank layers by exclusive busy time or by span (start of the first task to end of "
+    "the last, waits included) [default: busy]; the plot is then ranked too.",
+)
+@no_cache_option
 @json_option
 def run(
     model: str,
@@ -76,11 +95,15 @@ def run(
     input_shape: str | None,
     keep_input_model: bool,
     check: bool,
+    uncertainty: int | None,
+    top: int | None,
+    sort: str | None,
+    no_cache: bool,
     as_json: bool,
 ) -> None:
     """Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.
 
-    Prints FPS, latency, energy, power and the ten slowest layers, and writes the output
+    Prints FPS, latency, energy, power and the slowest layers (--top, --sort), and writes the output
     folder: compile artifacts, trace.txt, report.md, layers.csv, units.csv, plots/*.png.
 
     Example: ``aipusim run resnet50 --set aipu_cores_used=4 --set multicore_mode=batch``
@@ -116,6 +139,10 @@ def run(
             input_shape=shape,
             keep_input_model=keep_input_model,
             check=check,
+            bands=_bands(uncertainty, frames, arch_path),
+            top=top,
+            sort=sort,
+            quantization_cache=not no_cache,
         )
     finally:
         progress.close()
@@ -129,12 +156,24 @@ def run(
         raise result.check.error()
 
 
+def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
+    """``--uncertainty N``: what `run_model` calls for the bands of the headline figures."""
+    if uncertainty is None:
+        return None
+    from aipusim.uncertainty import bands
+
+    def sample(compiled: Path, step: Any) -> Any:
+        return bands(compiled, uncertainty, frames=frames, arch_path=arch_path, on_sample=step)
+
+    return sample
+
+
 def _print_run(result: RunResult, out: Path) -> None:
     """The run's summary, slowest layers and (with --check) the functional verdict."""
     from aipusim.cli.simulate_cmd import summary_text
 
     click.echo(summary_text(result.sim))
-    click.echo("\n  ten slowest layers (busy: exclusive time, each instant of a core once):")
+    click.echo(f"\n  {result.slowest_heading()}:")
     click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
     click.echo(
         f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "

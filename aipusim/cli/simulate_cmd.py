@@ -14,6 +14,7 @@ from aipusim.cli.options import (
     json_option,
     load_arch_option,
     require_dir,
+    uncertainty_option,
 )
 from aipusim.progress import Progress
 
@@ -90,6 +91,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     help="value_aware (with --functional): also charge each Mvm by the activity of its data "
     "and report the energy both ways.",
 )
+@uncertainty_option
 @arch_option
 @json_option
 def simulate(
@@ -103,6 +105,7 @@ def simulate(
     check: bool,
     outputs_dir: Path | None,
     energy_model: str,
+    uncertainty: int | None,
     arch_path: Path | None,
     as_json: bool,
 ) -> None:
@@ -156,6 +159,12 @@ def simulate(
         verdict = attach_check(result, compiled_dir, inputs, how)
         if outputs_dir is not None:
             _write_outputs(outputs_dir, result.outputs)
+    if uncertainty is not None:
+        from aipusim.uncertainty import bands
+
+        result.bands = bands(
+            compiled_dir, uncertainty, frames=frames, arch_path=arch_path, **overrides
+        )
     if as_json:
         click.echo(result.to_json())
     else:
@@ -281,6 +290,8 @@ def summary_text(result: SimResult) -> str:
     ]
     for comp, mj in result.energy_mj_per_frame.items():
         lines.append(f"    {comp:<8} {mj:10.5f}")
+    if result.bands is not None and result.bands.failed:
+        lines += ["", result.bands.failure_line()]
     aware = result.energy_value_aware
     if aware is not None:
         lines += [

@@ -15,6 +15,7 @@ from aipusim.cli.options import (
     build_config,
     conf_option,
     json_option,
+    no_cache_option,
     set_option,
 )
 
@@ -102,6 +103,7 @@ from aipusim.cli.options import (
 @conf_option
 @set_option
 @arch_option
+@no_cache_option
 @json_option
 def sweep(
     models: tuple[str, ...],
@@ -120,6 +122,7 @@ def sweep(
     conf_path: Path | None,
     overrides: tuple[str, ...],
     arch_path: Path | None,
+    no_cache: bool,
     as_json: bool,
 ) -> None:
     """Compile and simulate MODEL(s) at every combination of the swept values.
@@ -159,6 +162,7 @@ def sweep(
         base=base,
         arch_path=arch_path,
         check=check,
+        quantization_cache=not no_cache,
     )
     summary = run_sweep(
         space,

@@ -296,14 +296,15 @@ layout_cdla, mtcnn_pnet, mtcnn_rnet, mtcnn_onet, ocr_text_direction, not 'nope'
 
 
 def default_dir() -> Path:
-    """Where the fetched models live: ``$AIPUSIM_CORPUS_DIR``, else the user cache folder
-    (``$XDG_CACHE_HOME/aipusim/corpus``, default ``~/.cache/aipusim/corpus``); never the
+    """Where the fetched models live: ``$AIPUSIM_CORPUS_DIR``, else ``corpus`` in the user
+    cache folder (``platformdirs``, e.g. ``~/.cache/aipusim/corpus``); never the
     repository."""
     env = os.environ.get(DIR_ENV)
     if env:
         return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "aipusim" / "corpus"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("aipusim", appauthor=False)) / "corpus"
 
 
 def sha256_of(path: Path) -> str:

@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
+from aipusim.calibrate import FIRST_STEP, FIT_KEYS, GRID, LAST_STEP, compass_search, solve_clock
 from aipusim.studies.common import StudyResult, consistent_overrides, md_table, source_state
 
 STUDY = "validation"
@@ -84,35 +85,17 @@ PUBLISHED = (
 BY_KEY = {p.key: p for p in PUBLISHED}
 #: The published figures the fit minimises the relative error of.
 TARGETS = ("fps", "fps_w", "fps_w_low")
-#: The inferred numbers the calibration moves: of those that move ResNet-50's figures in the
-#: sensitivity study (reports/sensitivity), the four that can raise its FPS (the L1 port
-#: width, the NoC, the weight-load path, the DPU's lanes), the largest term of its power
-#: (the clocked-idle power of a core), and the supplies of the two V-f points the
-#: published clocks run at (800 MHz, and the point that covers the lower clock).
-FIT_KEYS = (
-    "l1.port_bytes_per_cycle",
-    "noc.bw_bytes_per_cycle",
-    "mvm.weight_load_bw_bytes_per_cycle",
-    "dpu.lanes",
-    "static_power.core_clocked_idle_w",
-    "clock.vf_points[0].voltage_v",
-    "clock.vf_points[1].voltage_v",
-)
-#: The step each fitted number takes (a port or path is a whole number of 32-byte words;
-#: lanes come in 16s; a supply is set in 5 mV steps; powers in 10 mW).
-GRID = {
-    "l1.port_bytes_per_cycle": 32,
-    "noc.bw_bytes_per_cycle": 8,
-    "mvm.weight_load_bw_bytes_per_cycle": 32,
-    "dpu.lanes": 16,
-    "static_power.core_clocked_idle_w": 0.01,
-    "clock.vf_points[0].voltage_v": 0.005,
-    "clock.vf_points[1].voltage_v": 0.005,
-}
 #: Weight of the pull towards the pre-fit values (per number, in units of its range).
 PRIOR_WEIGHT = 0.01
-#: Compass search: first step (share of each range), last step, evaluations at most.
-FIRST_STEP, LAST_STEP, MAX_EVALS = 0.25, 1 / 64, 160
+#: What `fit` minimises, in words (recorded with each fit).
+OBJECTIVE = (
+    "sum of the squared relative errors of ResNet-50's FPS and FPS/W at 800 MHz and of its "
+    "FPS/W at the lower clock (the clock at which it makes 1430 FPS), plus "
+    f"{PRIOR_WEIGHT:g} times the squared move of each fitted number from its pre-fit value "
+    "in units of its range"
+)
+#: Compass search (`aipusim.calibrate.compass_search`): evaluations at most.
+MAX_EVALS = 160
 #: The supply the D-IMC efficiency is published at.
 DIMC_VOLTAGE_V = 0.68
 
@@ -170,20 +153,7 @@ class Evaluator:
         and that run: FPS follows the clock nearly in proportion, so a few corrections
         from the proportional guess land on it."""
         target = BY_KEY["fps_low"].value
-        lo, hi = arch.clock.min_hz, arch.clock.max_hz
-        freq = int(min(hi, max(lo, arch.clock.default_hz * target / fps_full)))
-        best: tuple[float, int, Any] | None = None
-        for _ in range(6):
-            freq = round(freq / 1e6) * 1_000_000
-            res = run(freq)
-            miss = abs(res.fps / target - 1)
-            if best is None or miss < best[0]:
-                best = (miss, freq, res)
-            if miss < 1e-3:
-                break
-            freq = int(min(hi, max(lo, freq * target / res.fps)))
-        assert best is not None
-        return best[1], best[2]
+        return solve_clock(run, arch, target, arch.clock.default_hz * target / fps_full)
 
 
 def dimc_tops_per_w(arch: Any) -> float:
@@ -210,58 +180,47 @@ def fit(
     start: dict[str, Any],
     ranges: dict[str, tuple[float, float]],
     log: Callable[[str], None] = print,
+    reason: str = "",
 ) -> dict[str, Any]:
     """Compass search over `FIT_KEYS` in units of their ranges: from ``start``, try each
     number one step up and down, keep a move that lowers the objective (squared relative
     errors of `TARGETS` plus `PRIOR_WEIGHT` times the squared moves from ``start``), halve
     the step when none does. Values are rounded to their `GRID` step (integers to whole
     numbers); every value stays in its range. The V-f supplies not fitted follow the fitted
-    ones (`consistent_overrides`)."""
+    ones (`consistent_overrides`). The record also holds every (I) number after the fit
+    (``"inferred"``, which `aipusim.arch.frozen` holds the arch file to), the measured
+    figures fitted to, the objective, the commit and ``reason``."""
+    from aipusim.arch import load_arch
+    from aipusim.arch.frozen import inferred_values
 
-    def to_unit(key: str, value: float) -> float:
-        lo, hi = ranges[key]
-        return (value - lo) / (hi - lo)
-
-    def from_unit(key: str, u: float) -> Any:
-        lo, hi = ranges[key]
-        value = lo + min(1.0, max(0.0, u)) * (hi - lo)
-        grid = GRID.get(key, 1 if isinstance(start[key], int) else 0)
-        if grid:
-            value = min(hi, max(lo, round(value / grid) * grid))
-        return round(value) if isinstance(start[key], int) else round(value, 6)
-
+    spans = {k: ranges[k][1] - ranges[k][0] for k in FIT_KEYS}
     seen: dict[tuple, tuple[float, dict[str, float]]] = {}
 
-    def objective(values: dict[str, Any]) -> tuple[float, dict[str, float]]:
-        key = tuple(values[k] for k in FIT_KEYS)
-        if key not in seen:
-            figs = evaluator.figures(values)
-            err = residuals(figs)
-            prior = sum((to_unit(k, values[k]) - to_unit(k, start[k])) ** 2 for k in FIT_KEYS)
-            seen[key] = (sum(e * e for e in err.values()) + PRIOR_WEIGHT * prior, figs)
-        return seen[key]
+    def objective(values: dict[str, Any]) -> float:
+        figs = evaluator.figures(values)
+        err = residuals(figs)
+        prior = sum(((values[k] - start[k]) / spans[k]) ** 2 for k in FIT_KEYS)
+        obj = sum(e * e for e in err.values()) + PRIOR_WEIGHT * prior
+        seen[tuple(values[k] for k in FIT_KEYS)] = (obj, figs)
+        return obj
 
     started = time.perf_counter()
-    best = dict(start)
-    best_obj, best_figs = objective(best)
-    first = (best_obj, best_figs)
-    step = FIRST_STEP
-    while step >= LAST_STEP and len(seen) < MAX_EVALS:
-        moved = False
-        for key in FIT_KEYS:
-            for sign in (1, -1):
-                trial = dict(best)
-                trial[key] = from_unit(key, to_unit(key, best[key]) + sign * step)
-                if trial[key] == best[key]:
-                    continue
-                obj, figs = objective(trial)
-                if obj < best_obj - 1e-12:
-                    best, best_obj, best_figs, moved = trial, obj, figs, True
-                    log(f"fit: {key} = {trial[key]} -> objective {obj:.5f}")
-                    break
-        if not moved:
-            step /= 2
+    best, best_obj, evaluations = compass_search(
+        objective, start, {k: ranges[k] for k in FIT_KEYS}, GRID, log=log, max_evals=MAX_EVALS
+    )
+    first = seen[tuple(start[k] for k in FIT_KEYS)]
+    best_figs = seen[tuple(best[k] for k in FIT_KEYS)][1]
+    revision, dirty = source_state()
     return {
+        "reason": reason,
+        "commit": revision + (" (with uncommitted changes)" if dirty else ""),
+        "data": [
+            {"key": p.key, "what": p.what, "value": p.value, "unit": p.unit, "source": SOURCE}
+            for p in PUBLISHED
+            if p.use != "input"
+        ],
+        "objective": OBJECTIVE,
+        "inferred": {**inferred_values(load_arch()), **_followers(best), **best},
         "keys": list(FIT_KEYS),
         "ranges": {k: list(ranges[k]) for k in FIT_KEYS},
         "start": {k: start[k] for k in FIT_KEYS},
@@ -273,7 +232,7 @@ def fit(
         "figures_fitted": best_figs,
         "residuals_start": residuals(first[1]),
         "residuals_fitted": residuals(best_figs),
-        "evaluations": len(seen),
+        "evaluations": evaluations,
         "seconds": round(time.perf_counter() - started, 1),
         "prior_weight": PRIOR_WEIGHT,
         "method": f"compass search, steps {FIRST_STEP:g} to {LAST_STEP:g} of each range, "
@@ -432,6 +391,7 @@ def run_validation(
     out: Path,
     *,
     fit_first: bool = False,
+    reason: str = "",
     progress: bool = True,
     command: str = "aipusim report validation",
     **_: Any,
@@ -454,7 +414,7 @@ def run_validation(
     record_path = out / RECORD
     record = json.loads(record_path.read_text()) if record_path.is_file() else None
     if fit_first:
-        record = fit(evaluator, current, ranges, log=_printer(progress))
+        record = fit(evaluator, current, ranges, log=_printer(progress), reason=reason)
         record_path.write_text(json.dumps(record, indent=2) + "\n")
         values = record["fitted"]
     else:

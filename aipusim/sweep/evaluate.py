@@ -68,7 +68,13 @@ def evaluate_point(point: SweepPoint) -> dict[str, Any]:
         arch_path = _write_arch(point, folder)
         model_path = _write_model(point, folder)
         start = time.perf_counter()
-        model = aipusim.compile(model_path, config, output_dir=folder / "compiled", arch=arch_path)
+        model = aipusim.compile(
+            model_path,
+            config,
+            output_dir=folder / "compiled",
+            arch=arch_path,
+            cache=point.quantization_cache,
+        )
         compiled = time.perf_counter()
         # The trace levels of the compiled program (each trace line costs control-core cycles,
         # so a point measures exactly what its config asks for).

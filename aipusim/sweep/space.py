@@ -82,6 +82,9 @@ class SweepPoint:
     context_digest: str = ""
     #: Also execute the point on data and compare with the int8 reference (``--check``).
     check: bool = False
+    #: Reuse calibrations through the quantization cache (False: ``--no-cache``). Not part
+    #: of the id: the cache never changes a result.
+    quantization_cache: bool = True
 
     @property
     def point_id(self) -> str:
@@ -289,11 +292,13 @@ def build_space(
     base: CompilerConfig | None = None,
     arch_path: str | Path | None = None,
     check: bool = False,
+    quantization_cache: bool = True,
 ) -> SweepSpace:
     """Parse and check the swept keys, then list the Cartesian product of the points.
 
     Order: models outermost, then the keys in the order given, values in the order given.
     ``check``: every point also runs on data against the int8 reference.
+    ``quantization_cache=False``: every point calibrates again (``--no-cache``).
     """
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"--frames must be a positive integer, not {frames!r}")
@@ -339,6 +344,7 @@ def build_space(
                     arch_path=str(arch_path) if arch_path is not None else None,
                     context_digest=context_digest,
                     check=check,
+                    quantization_cache=quantization_cache,
                 )
             )
     return SweepSpace(

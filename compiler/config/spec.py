@@ -101,6 +101,10 @@ class Prop:
     doc: str
     #: True when the property changes the simulated time or energy (sweep candidates).
     perf: bool = False
+    #: True when the property changes the quantized model: it is part of the key of the
+    #: quantization cache (`aipusim.compiler.quant.cache`), so a compile that differs from
+    #: a cached one in this property calibrates again.
+    quant: bool = False
     #: True when ``None`` (JSON null; absent in TOML) is a valid value.
     nullable: bool = False
     minimum: float | None = None

@@ -4,7 +4,8 @@ The reference lists 94 rows; ``quantization_debug`` appears twice (quantization 
 profiling), so there are 93 distinct properties. Defaults are the reference's; properties the
 reference shows without a default (the paths) default to ``None``. Ranges not stated by the
 reference are the smallest that make sense (sizes and attempt counts >= 1) and say so in
-their ``doc``. ``perf=True`` marks the properties that change simulated time or energy.
+their ``doc``. ``perf=True`` marks the properties that change simulated time or energy;
+``quant=True`` those that change the quantized model (the quantization cache's key).
 
 >>> len(PROPERTIES)
 93
@@ -49,15 +50,17 @@ _ROWS: tuple[Prop, ...] = (
          enum=CompilerMode),
     Prop("quantization_scheme", _E, QuantizationScheme.PER_TENSOR_HISTOGRAM,
          Section.QUANTIZATION, "Observer used to pick activation scales.",
-         enum=QuantizationScheme),
+         enum=QuantizationScheme, quant=True),
     Prop("quantize_dw_channel_wise", _B, False, Section.QUANTIZATION,
-         "Give depthwise convolutions one scale per channel instead of one per tensor."),
+         "Give depthwise convolutions one scale per channel instead of one per tensor.",
+         quant=True),
     Prop("onnx_opset_version", _I, 17, Section.QUANTIZATION,
          "Opset the model is converted to before import.", minimum=17),
     Prop("quantization_debug", _B, False, Section.QUANTIZATION,
          "Write the quantized model out so its accuracy can be inspected."),
     Prop("remove_io_quantization", _B, False, Section.QUANTIZATION,
-         "Drop the quantize/dequantize steps at the model inputs and outputs.", perf=True),
+         "Drop the quantize/dequantize steps at the model inputs and outputs.", perf=True,
+         quant=True),
     Prop("quantized_graph_export", _B, True, Section.QUANTIZATION,
          "Write the quantized graph as JSON next to the quantized model."),
     # -- graph transformations -----------------------------------------------------------

@@ -39,6 +39,7 @@ from aipusim.compiler.quant.accuracy import (
 )
 from aipusim.compiler.quant.advice import advise
 from aipusim.compiler.quant.artifacts import read_quantized_model, write_quantized_model
+from aipusim.compiler.quant.cache import quantize_cached
 from aipusim.compiler.quant.data import (
     CalibrationData,
     imageset_calibration,
@@ -262,18 +263,31 @@ def _arch_of(ctx: Any) -> Any:
 
 
 def quantize_pass(graph: Graph, ctx: Any) -> QuantizedGraph:
-    """Pipeline pass: calibrate + quantize. The quantized graph with its integer program
-    goes on down the pipeline; ``ctx.results["quantize"]`` keeps
-    ``{"qgraph", "calibration", "float_graph"}`` (this pass's result, before the rewrites)
-    for the accuracy report and the ``quantized_model/`` artifact."""
-    calibration = calibration_for(graph, getattr(ctx, "request", None))
-    qgraph = calibrate_and_quantize(graph, ctx.config, calibration, arch=_arch_of(ctx))
+    """Pipeline pass: calibrate + quantize, through the quantization cache (`cache`) unless
+    the request's ``quantization_cache`` is False. The quantized graph with its integer
+    program goes on down the pipeline; ``ctx.results["quantize"]`` keeps
+    ``{"qgraph", "calibration", "float_graph", "files", "cache"}`` (this pass's result
+    before the rewrites, its serialized core files, and ``cached`` or ``computed``) for the
+    accuracy report and the ``quantized_model/`` artifact."""
+    request = getattr(ctx, "request", None)
+    calibration = calibration_for(graph, request)
+    arch = _arch_of(ctx)
+    found = quantize_cached(
+        graph,
+        ctx.config,
+        calibration,
+        lambda: calibrate_and_quantize(graph, ctx.config, calibration, arch=arch),
+        arch=arch,
+        use_cache=bool(getattr(request, "quantization_cache", True)),
+    )
     ctx.results["quantize"] = {
-        "qgraph": qgraph,
+        "qgraph": found.qgraph,
         "calibration": calibration,
         "float_graph": graph,
+        "files": found.files,
+        "cache": found.source,
     }
-    return qgraph
+    return found.qgraph
 
 
 __all__ = [

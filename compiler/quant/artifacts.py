@@ -129,8 +129,13 @@ def _structure(qg: QuantizedGraph, arrays: _Arrays) -> dict:
     }
 
 
-def quantized_model_files(qgraph: QuantizedGraph, report: Mapping[str, Any]) -> dict[str, bytes]:
-    """The files of a ``quantized_model/`` folder, by name, as bytes."""
+#: The files `quantized_graph_from_files` rebuilds a `QuantizedGraph` from (the others of
+#: the folder, the text dump and the accuracy report, are for people).
+CORE_FILES = (ARRAYS, GRAPH_JSON, MANIFEST)
+
+
+def quantized_graph_files(qgraph: QuantizedGraph) -> dict[str, bytes]:
+    """The `CORE_FILES` of ``qgraph`` (arrays, graph structure, manifest), by name."""
     arrays = _Arrays()
     structure = _structure(qgraph, arrays)
     buf = io.BytesIO()
@@ -163,21 +168,39 @@ def quantized_model_files(qgraph: QuantizedGraph, report: Mapping[str, Any]) -> 
         # compact: with an indent, json falls back to its pure-Python encoder (MBs here)
         GRAPH_JSON: json.dumps(structure, separators=(",", ":")).encode(),
         MANIFEST: json.dumps(manifest, indent=2).encode(),
+    }
+
+
+def quantized_model_files(
+    qgraph: QuantizedGraph,
+    report: Mapping[str, Any],
+    core: Mapping[str, bytes] | None = None,
+) -> dict[str, bytes]:
+    """The files of a ``quantized_model/`` folder, by name, as bytes; ``core`` gives its
+    `CORE_FILES` when they are already serialized (the quantization cache holds them)."""
+    files = dict(quantized_graph_files(qgraph) if core is None else core)
+    return {
+        **files,
         DUMP_TXT: text_dump(qgraph).encode(),
         REPORT: json.dumps(report, indent=2).encode(),
     }
 
 
 def write_quantized_model(
-    directory: str | os.PathLike[str], qgraph: QuantizedGraph, report: Mapping[str, Any]
+    directory: str | os.PathLike[str],
+    qgraph: QuantizedGraph,
+    report: Mapping[str, Any],
+    *,
+    core: Mapping[str, bytes] | None = None,
 ) -> Path:
-    """Write the ``quantized_model/`` folder (atomically: aside, then renamed into place).
+    """Write the ``quantized_model/`` folder (atomically: aside, then renamed into place);
+    ``core`` as in `quantized_model_files`.
 
     Returns the manifest path.
     """
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
-    files = quantized_model_files(qgraph, report)
+    files = quantized_model_files(qgraph, report, core)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         for name, data in files.items():
@@ -224,27 +247,37 @@ def text_dump(qgraph: QuantizedGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _json_object(text: bytes | str, what: str) -> dict:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise QuantizationError(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise QuantizationError(f"{what} must hold a JSON object")
+    return data
+
+
 def _load_json(path: Path, what: str) -> dict:
     try:
-        data = json.loads(path.read_text())
+        text = path.read_bytes()
     except FileNotFoundError:
         raise QuantizationError(f"{what} {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise QuantizationError(f"{what} {path} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise QuantizationError(f"{what} {path} must hold a JSON object")
-    return data
+    return _json_object(text, f"{what} {path}")
+
+
+def _check_format(manifest: dict, where: object) -> None:
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        raise QuantizationError(
+            f"quantized model manifest {where} must have format {FORMAT} version "
+            f"{FORMAT_VERSION}, not {manifest.get('format')} {manifest.get('format_version')}"
+        )
 
 
 def read_quantized_model(manifest_path: str | os.PathLike[str]) -> QuantizedGraph:
     """Load a quantized model written by `write_quantized_model` (checksum verified)."""
     mpath = Path(manifest_path)
     manifest = _load_json(mpath, "quantized model manifest")
-    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
-        raise QuantizationError(
-            f"quantized model manifest {mpath} must have format {FORMAT} version "
-            f"{FORMAT_VERSION}, not {manifest.get('format')} {manifest.get('format_version')}"
-        )
+    _check_format(manifest, mpath)
     folder = mpath.parent
     try:
         blob = (folder / manifest["arrays"]["file"]).read_bytes()
@@ -257,13 +290,38 @@ def read_quantized_model(manifest_path: str | os.PathLike[str]) -> QuantizedGrap
             f"quantized model arrays {folder / manifest['arrays']['file']} do not match the "
             "checksum in the manifest (file changed or corrupted)"
         )
+    structure = _load_json(folder / manifest["graph"], "quantized graph")
+    return _from_parts(manifest, blob, structure, mpath)
+
+
+def quantized_graph_from_files(
+    files: Mapping[str, bytes], where: str, *, checked: bool = False
+) -> QuantizedGraph:
+    """The `QuantizedGraph` whose `quantized_graph_files` are ``files`` (``where`` names
+    their place in error messages); `QuantizationError` if they are not such files.
+    ``checked``: the caller verified the bytes with a checksum of its own, so the arrays'
+    checksum in the manifest is not computed again."""
+    missing = [name for name in CORE_FILES if name not in files]
+    if missing:
+        raise QuantizationError(f"quantized model {where} lacks {', '.join(missing)}")
+    manifest = _json_object(files[MANIFEST], f"quantized model manifest in {where}")
+    _check_format(manifest, f"in {where}")
+    blob = files[ARRAYS]
+    if not checked and hashlib.sha256(blob).hexdigest() != manifest.get("arrays", {}).get("sha256"):
+        raise QuantizationError(
+            f"quantized model arrays in {where} do not match the checksum in the manifest"
+        )
+    structure = _json_object(files[GRAPH_JSON], f"quantized graph in {where}")
+    return _from_parts(manifest, blob, structure, where)
+
+
+def _from_parts(manifest: dict, blob: bytes, structure: dict, where: object) -> QuantizedGraph:
     with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
         arrays = {k: npz[k] for k in npz.files}
-    s = _load_json(folder / manifest["graph"], "quantized graph")
     try:
-        return _rebuild(s, arrays, manifest)
+        return _rebuild(structure, arrays, manifest)
     except (KeyError, TypeError, ValueError) as exc:
-        raise QuantizationError(f"quantized graph next to {mpath} is malformed: {exc}") from None
+        raise QuantizationError(f"quantized graph of {where} is malformed: {exc}") from None
 
 
 def _rebuild(s: dict, arrays: Mapping[str, np.ndarray], manifest: dict) -> QuantizedGraph:
@@ -318,7 +376,10 @@ def _dec_param(value: Any, arrays: Mapping[str, np.ndarray]) -> Any:
 
 
 __all__ = [
+    "CORE_FILES",
     "MANIFEST",
+    "quantized_graph_files",
+    "quantized_graph_from_files",
     "quantized_model_files",
     "read_quantized_model",
     "text_dump",

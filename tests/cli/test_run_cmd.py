@@ -39,7 +39,7 @@ def test_run_writes_the_whole_folder(tiny_run: tuple[Path, dict]) -> None:
     assert {"layers.png", "gantt.png", "power.png"} <= set(pngs)
     assert all((out / "plots" / p).stat().st_size > 1000 for p in pngs)
     report = (out / "report.md").read_text()
-    assert "## The ten slowest layers" in report
+    assert "## The 10 slowest layers by busy time" in report
     assert "![layers](plots/layers.png)" in report
     # a Gemm lowered to a 1x1 conv is still labelled Gemm; macs are the network's MACs
     # per layer, array_macs what the arrays ran (padded)

@@ -134,8 +134,10 @@ def test_the_folder_is_the_environment_variable_else_the_user_cache(
     monkeypatch.setenv(DIR_ENV, str(tmp_path))
     assert default_dir() == tmp_path
     monkeypatch.delenv(DIR_ENV)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    assert default_dir() == tmp_path / "cache" / "aipusim" / "corpus"
+    import platformdirs
+
+    cache = Path(platformdirs.user_cache_dir("aipusim", appauthor=False))
+    assert default_dir() == cache / "corpus"
 
 
 def test_a_missing_or_altered_model_says_how_to_fetch_it(tmp_path: Path) -> None:

@@ -87,8 +87,12 @@ def test_the_fit_finds_a_known_optimum_on_the_grid_within_the_ranges() -> None:
     arch = load_arch()
     start = {k: arch_value(arch, k) for k in v.FIT_KEYS}
     ranges = {r.key: (r.low, r.high) for r in arch.ranges}
-    record = v.fit(Stub(), start, ranges, log=lambda _: None)
+    record = v.fit(Stub(), start, ranges, log=lambda _: None, reason="a stub")
     fitted = record["fitted"]
+    # the record holds every (I) number after the fit, and says why and against what
+    assert record["reason"] == "a stub" and record["objective"] == v.OBJECTIVE
+    assert {r.key for r in arch.ranges} == set(record["inferred"])
+    assert all(record["inferred"][k] == value for k, value in fitted.items())
     assert fitted["l1.port_bytes_per_cycle"] == 160  # a whole number of 32-byte words
     assert fitted["static_power.core_clocked_idle_w"] == pytest.approx(0.4)
     assert fitted["clock.vf_points[1].voltage_v"] == pytest.approx(0.7)
@@ -104,6 +108,8 @@ def test_the_fit_finds_a_known_optimum_on_the_grid_within_the_ranges() -> None:
     [
         (["validation", "--models", "resnet18"], "validation compares ResNet-50"),
         (["multicore", "--fit"], "--fit applies to the validation study only, not multicore"),
+        (["validation", "--fit"], "--reason must say why the calibration is re-run"),
+        (["validation", "--reason", "new data"], "--reason goes with --fit"),
         (["power", "--keys", "l1.latency_cycles"], "--keys applies to the sensitivity study"),
         (["sensitivity", "--resume"], "--resume applies to the multicore and power studies"),
     ],

@@ -16,6 +16,7 @@ from aipusim.compiler.quant import (
     write_quantized_model,
 )
 from aipusim.compiler.quant.accuracy import accuracy_report, sqnr_db
+from aipusim.compiler.quant.artifacts import MANIFEST
 from aipusim.compiler.quant.data import random_calibration
 from aipusim.compiler.quant.quantize import quantize_graph
 
@@ -57,6 +58,27 @@ def test_corrupted_arrays_fail_the_checksum(cnn, tmp_path: Path) -> None:
     npz.write_bytes(npz.read_bytes()[:-10] + b"0123456789")
     with pytest.raises(QuantizationError, match="do not match the checksum"):
         read_quantized_model(manifest)
+
+
+def test_the_core_files_rebuild_the_graph_in_memory(cnn) -> None:
+    from aipusim.compiler.quant.artifacts import (
+        ARRAYS,
+        quantized_graph_files,
+        quantized_graph_from_files,
+    )
+
+    q, data = _quantized(cnn)
+    files = quantized_graph_files(q)
+    back = quantized_graph_from_files(files, "memory")
+    assert quantized_graph_files(back)[MANIFEST] == files[MANIFEST]
+    x = data.held_aside[0]
+    a, b = run_int8(q, x, raw=True), run_int8(back, x, raw=True)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    bad = {**files, ARRAYS: files[ARRAYS][:-1] + b"?"}
+    with pytest.raises(QuantizationError, match="arrays in memory do not match the checksum"):
+        quantized_graph_from_files(bad, "memory")
+    with pytest.raises(QuantizationError, match="quantized model memory lacks"):
+        quantized_graph_from_files({ARRAYS: files[ARRAYS]}, "memory")
 
 
 def test_not_a_manifest(tmp_path: Path) -> None:
