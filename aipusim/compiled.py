@@ -324,6 +324,14 @@ def _numeric_input(name: str, value: Any, info: InputInfo) -> np.ndarray:
         raise bad() from None
 
 
+def run_reference(
+    folder: str | os.PathLike[str], feeds: Mapping[str, np.ndarray], outputs: Sequence[str]
+) -> list[np.ndarray]:
+    """The int8 reference of a compiler output ``folder`` (its host graphs around the
+    quantized core; a quantize-only compile is enough) on ``feeds``: ``outputs`` in order."""
+    return _Runtime.load(Path(folder)).run(feeds, outputs)
+
+
 class CompiledModel:
     """A model compiled for the AIPU (made by `compile` or `load`).
 

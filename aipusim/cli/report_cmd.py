@@ -11,7 +11,15 @@ import click
 from aipusim.base.errors import ConfigError
 from aipusim.cli.options import json_option
 
-STUDY_NAMES = ("multicore", "power", "layers", "sensitivity", "validation", "functional")
+STUDY_NAMES = (
+    "multicore",
+    "power",
+    "layers",
+    "sensitivity",
+    "validation",
+    "functional",
+    "corpus",
+)
 
 
 def _split_list(values: tuple[str, ...]) -> list[str]:
@@ -49,7 +57,7 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     help="Models (zoo names or ONNX files), comma-separated or repeated "
     "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers every zoo "
     "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n; functional every "
-    "zoo model].",
+    "zoo model; corpus every model of the corpus manifest (`aipusim corpus list`)].",
 )
 @click.option(
     "--frames",
@@ -75,12 +83,25 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     "--fit", "fit", is_flag=True, help="validation: re-run the calibration first (minutes)."
 )
 @click.option(
+    "--corpus-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="corpus: where `aipusim corpus fetch` put the models [default: $AIPUSIM_CORPUS_DIR, "
+    "else the user cache folder].",
+)
+@click.option(
     "--reason",
     default="",
     help="validation --fit: why the fit is re-run (new calibration data or a changed model of "
     "a unit; never a compiler change). Recorded in the fit record.",
 )
-@click.option("--workers", type=int, default=2, show_default=True, help="Runs at once (processes).")
+@click.option(
+    "--workers",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Runs at once (processes; the corpus study runs its models one after another).",
+)
 @click.option(
     "--resume",
     is_flag=True,
@@ -96,13 +117,14 @@ def report(
     limits: tuple[str, ...],
     keys: tuple[str, ...],
     fit: bool,
+    corpus_dir: Path | None,
     reason: str,
     workers: int,
     resume: bool,
     as_json: bool,
 ) -> None:
-    """Run STUDY (multicore, power, layers, sensitivity, validation or functional) and write
-    its report.
+    """Run STUDY (multicore, power, layers, sensitivity, validation, functional or corpus)
+    and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures; validation writes docs/validation.md (published silicon figures against
@@ -135,6 +157,11 @@ def report(
         raise ConfigError(f"--keys applies to the sensitivity study only, not {study}")
     if fit and study != "validation":
         raise ConfigError(f"--fit applies to the validation study only, not {study}")
+    if corpus_dir is not None and study != "corpus":
+        raise ConfigError(f"--corpus-dir applies to the corpus study only, not {study}")
+    if study == "corpus" and input_size is not None:
+        raise ConfigError("--input-size applies to zoo models; the corpus study compiles each "
+                          "model at its manifest's input shape")  # fmt: skip
     if reason and not fit:
         raise ConfigError("--reason goes with --fit (it is recorded with the fit)")
     if fit and not reason.strip():
@@ -151,7 +178,15 @@ def report(
         "input_size": input_size,
         "workers": workers,
         "command": command_line(
-            study, output_dir, chosen, frames, input_size, limit_values, _split_list(keys), fit
+            study,
+            output_dir,
+            chosen,
+            frames,
+            input_size,
+            limit_values,
+            _split_list(keys),
+            fit,
+            corpus_dir,
         ),
         "progress": True,
     }
@@ -163,6 +198,9 @@ def report(
         kwargs["resume"] = resume
     if chosen_keys:
         kwargs["keys"] = chosen_keys
+    if study == "corpus":
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers")}
+        kwargs["corpus_dir"] = corpus_dir
     if study == "validation":
         kwargs = {
             "fit_first": fit,
@@ -188,6 +226,7 @@ def command_line(
     limits: list[float] | None,
     keys: list[str] | None = None,
     fit: bool = False,
+    corpus_dir: Path | None = None,
 ) -> str:
     """The command that reproduces this report (for its what-was-run section)."""
     args = ["aipusim", "report", study, "-o", str(output_dir)]
@@ -202,4 +241,6 @@ def command_line(
         args += ["--limits", ",".join(f"{v:g}" for v in limits)]
     if keys:
         args += ["--keys", ",".join(keys)]
+    if corpus_dir is not None:
+        args += ["--corpus-dir", str(corpus_dir)]
     return shlex.join(args)

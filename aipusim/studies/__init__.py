@@ -6,6 +6,8 @@
 - `run_sensitivity_study`: every inferred arch number moved across its plausible range;
 - `run_functional_study`: every model x multicore mode x tiling depth run on data against
   the int8 reference;
+- `run_corpus_study`: the corpus of trained third-party models in every multicore mode:
+  compile status, FPS, latency, energy, bit-exactness, int8 accuracy against onnxruntime;
 - `run_validation`: the model against the published silicon figures (``docs/validation.md``).
 
 Each writes ``README.md`` (what was run, conclusions computed from its tables, the tables,
@@ -14,10 +16,11 @@ runs them.
 
 >>> from aipusim.studies import STUDIES
 >>> sorted(STUDIES)
-['functional', 'layers', 'multicore', 'power', 'sensitivity', 'validation']
+['corpus', 'functional', 'layers', 'multicore', 'power', 'sensitivity', 'validation']
 """
 
 from aipusim.studies.common import StudyResult
+from aipusim.studies.corpus import run_corpus_study
 from aipusim.studies.functional import run_functional_study
 from aipusim.studies.layers import run_layers_study
 from aipusim.studies.multicore import run_multicore_study
@@ -33,11 +36,13 @@ STUDIES = {
     "sensitivity": run_sensitivity_study,
     "validation": run_validation,
     "functional": run_functional_study,
+    "corpus": run_corpus_study,
 }
 
 __all__ = [
     "STUDIES",
     "StudyResult",
+    "run_corpus_study",
     "run_functional_study",
     "run_layers_study",
     "run_multicore_study",

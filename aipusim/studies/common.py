@@ -42,6 +42,7 @@ FORMATS: dict[str, str] = {
     "share_pct": ".1f",
     "us": ".1f",
     "limit": ".3f",
+    "db": ".1f",
 }
 
 
@@ -155,6 +156,8 @@ class RunInfo:
     config_changes: dict[str, dict[str, Any]]
     swept: str
     extra: list[str] = field(default_factory=list)
+    #: What each model's input is, when not a zoo model's or an ONNX file's (`input_label`).
+    input_labels: dict[str, str] = field(default_factory=dict)
 
     def markdown(self) -> list[str]:
         from aipusim.arch import load_arch
@@ -168,7 +171,10 @@ class RunInfo:
             "",
             f"- command: `{self.command}`",
             "- models (input): "
-            + ", ".join(f"`{m}` ({input_label(m, self.input_size)})" for m in self.models),
+            + ", ".join(
+                f"`{m}` ({self.input_labels.get(m) or input_label(m, self.input_size)})"
+                for m in self.models
+            ),
             f"- swept: {self.swept}",
             f"- frames per replica: {self.frames}",
             "- base config of each model (built-in zoo config; changes from the defaults):",

