@@ -32,7 +32,15 @@ import pandas as pd
 from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import write_text
 from aipusim.corpus import CorpusModel, load_manifest, model_file, select
-from aipusim.corpus.measure import ACCURACY_KEYS, OK, measure_accuracy, measure_mode, prepare
+from aipusim.corpus.measure import (
+    ACCURACY_KEYS,
+    CLASSIFIER_TARGET_DB,
+    OK,
+    SETTINGS_TRIED,
+    measure_accuracy,
+    measure_mode,
+    prepare,
+)
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
@@ -132,6 +140,33 @@ def accuracy_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
+def settings_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per classifier: its output SQNR (dB) with each of `SETTINGS_TRIED`, the best
+    setting and whether it reaches `CLASSIFIER_TARGET_DB`."""
+    rows = []
+    for record in (
+        pd.DataFrame(list(records), columns=list(RECORD_KEYS))
+        .drop_duplicates("model")
+        .to_dict("records")
+    ):
+        tried = record.get("settings_sqnr_db")
+        if not isinstance(tried, Mapping):
+            continue
+        row: dict[str, Any] = {"model": record["model"]}
+        row |= {label: tried.get(label, np.nan) for label in SETTINGS_TRIED}
+        valid = {k: v for k, v in tried.items() if v is not None and not pd.isna(v)}
+        best = max(valid, key=valid.__getitem__) if valid else ""
+        row["best setting"] = best
+        row["best SQNR (dB)"] = valid.get(best, np.nan)
+        row[f">= {CLASSIFIER_TARGET_DB:g} dB"] = (
+            "yes" if valid and valid[best] >= CLASSIFIER_TARGET_DB else "no"
+        )
+        rows.append(row)
+    columns = ["model", *SETTINGS_TRIED, "best setting", "best SQNR (dB)",
+               f">= {CLASSIFIER_TARGET_DB:g} dB"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
 def conclusions(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """Statements computed from the tables: where each model compiles and runs bit-exact,
     its best mode, and how its int8 accuracy compares with onnxruntime's."""
@@ -193,6 +228,21 @@ def conclusions(records: Sequence[Mapping[str, Any]]) -> list[str]:
             if row["limiting layer"]:
                 text += f"; the layer that loses most is {row['limiting layer']}"
         out.append(text + ".")
+    for _, row in settings_table(records).iterrows():
+        target = f"{CLASSIFIER_TARGET_DB:g} dB"
+        text = (
+            f"`{row['model']}` (classifier): the best quantization setting tried is "
+            f"**{row['best setting']}** at {fmt(row['best SQNR (dB)'], 'db')} dB"
+        )
+        if row[f">= {target}"] == "yes":
+            out.append(text + f", at or above the {target} target.")
+            continue
+        layer = acc.loc[acc["model"] == row["model"], "limiting layer"]
+        out.append(
+            text + f", **below the {target} target**"
+            + (f"; the limiting layer is {layer.iloc[0]}" if len(layer) and layer.iloc[0] else "")
+            + "."
+        )  # fmt: skip
     return out
 
 
@@ -367,12 +417,22 @@ def write_study(
     )
     modes = mode_table(records)
     acc = accuracy_table(records)
+    tried = settings_table(records)
     body = [
         "## Accuracy (once per model: it does not depend on the mode)",
         "",
         md_table(acc, KINDS),
         "",
         f"![accuracy]({acc_png.name})",
+        "",
+        f"## Classifiers: output SQNR (dB) with each quantization setting (target "
+        f"{CLASSIFIER_TARGET_DB:g} dB)",
+        "",
+        "Each histogram range method (`histogram_range_method`), with depthwise weights per "
+        "tensor (the vendor default of `quantize_dw_channel_wise`) and per channel; the "
+        "first column is the default the tables above use.",
+        "",
+        md_table(tried, {c: "db" for c in [*SETTINGS_TRIED, "best SQNR (dB)"]}),
         "",
         "## Per model and mode",
         "",

@@ -175,3 +175,28 @@ def test_the_study_on_one_corpus_model(tmp_path: Path) -> None:
         else:
             assert record["error"]
     assert "## Per model and mode" in readme_of(result)
+
+
+def test_classifier_settings_name_the_best_and_the_target() -> None:
+    from aipusim.corpus.measure import SETTINGS_TRIED
+    from aipusim.studies.corpus import settings_table
+
+    labels = list(SETTINGS_TRIED)
+    tried = dict.fromkeys(labels, 10.0) | {labels[4]: 26.5, labels[2]: None}
+    low = dict.fromkeys(labels, 6.0) | {labels[3]: 9.5}
+    good = dict(zip(LABELS, [timed(100.0)] * 4, strict=True))
+    records = records_of("cls_a", ACCURATE | {"settings_sqnr_db": tried}, good)
+    records += records_of("cls_b", LOSSY | {"settings_sqnr_db": low}, good)
+    records += records_of("det", ACCURATE | {"settings_sqnr_db": None}, good)
+    table = settings_table(records)
+    assert table["model"].tolist() == ["cls_a", "cls_b"]  # detectors are not tried
+    assert table["best setting"].tolist() == [labels[4], labels[3]]
+    assert table[">= 25 dB"].tolist() == ["yes", "no"]
+    assert math.isnan(table.loc[0, labels[2]])  # a setting that did not quantize
+    found = conclusions(records)
+    assert any(f"**{labels[4]}** at 26.5 dB, at or above the 25 dB target" in c for c in found)
+    assert any(
+        f"**{labels[3]}** at 9.5 dB, **below the 25 dB target**; the limiting layer is "
+        "conv_7 (12.0 dB, -9.5 dB)" in c
+        for c in found
+    )
