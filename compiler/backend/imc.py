@@ -244,7 +244,15 @@ def map_layer(
     nc = math.ceil(geo.cout / active)
     block_cols = math.ceil(geo.cout / nc)
     feasible = [1]
-    if opts.enable_icr and nr * nc <= opts.icrx_parallel_block_threshold and nc == 1:
+    # ICR lays the windows of neighbouring output pixels side by side, stride_w apart, as
+    # one wider window of consecutive taps: a dilated window's taps are not consecutive.
+    dilated = geo.dilation_h != 1 or geo.dilation_w != 1
+    if (
+        opts.enable_icr
+        and not dilated
+        and nr * nc <= opts.icrx_parallel_block_threshold
+        and nc == 1
+    ):
         limit = opts.icrx_force if opts.icrx_force != -1 else opts.icrx_max_factor
         for r in range(2, limit + 1):
             width = geo.kw + (r - 1) * geo.stride_w

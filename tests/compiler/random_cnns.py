@@ -193,6 +193,13 @@ def _pool(op: str) -> Callable[[Model, Act], Act]:
     return layer
 
 
+def prelu(m: Model, x: Act) -> Act:
+    """PRelu with trained-looking per-channel slopes, or one slope for all channels."""
+    shape = m.draw(st.sampled_from([(x.c, 1, 1), (1,)]))
+    slope = m.const("slope", m.rng.uniform(-0.1, 0.4, shape))
+    return Act(m.node("PRelu", [x.name, slope]), x.c, x.h, x.w)
+
+
 def global_pool(m: Model, x: Act) -> Act:
     return Act(m.node("GlobalAveragePool", [x.name]), x.c, 1, 1)
 
@@ -208,6 +215,7 @@ LAYERS: dict[str, Callable[[Model, Act], Act]] = {
     "hardswish": _unary("HardSwish"),
     "hardsigmoid": _unary("HardSigmoid"),
     "leakyrelu": _unary("LeakyRelu", alpha=0.1),
+    "prelu": prelu,
     "tanh": _unary("Tanh"),
     "add_branch": add_branch,
     "add_constant": add_constant,

@@ -98,3 +98,17 @@ def test_an_activation_table_after_a_pool_is_bit_exact(tmp_path: Path, pool: str
         shape=(1, 8, 9, 13),
     )
     compile_bit_exact(m, tmp_path / "out")
+
+
+@pytest.mark.parametrize(("cin", "side"), [(1, 4), (2, 4), (2, 6), (3, 4)])
+def test_a_dilated_conv_maps_without_icr_and_is_bit_exact(
+    tmp_path: Path, cin: int, side: int
+) -> None:
+    # ICR's wider window holds consecutive taps; a dilated window's are not (found with
+    # PRelu added to the layer table: a 2x2 conv, dilation 2, 2 input channels)
+    m = model(
+        [node("Conv", ["x", "w", "b"], "y", kernel_shape=[2, 2], dilations=[2, 2])],
+        {"w": w(2, cin, 2, 2), "b": w(2)},
+        shape=(1, cin, side, side),
+    )
+    compile_bit_exact(m, tmp_path / "out")
