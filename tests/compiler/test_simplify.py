@@ -167,7 +167,8 @@ def test_folded_weights_are_the_float64_product_rounded_once(op: str, group: int
     after = fold_batchnorm(before, None)
     (conv,) = after.nodes
     gamma, var = (before.const(k).astype(np.float64) for k in "gv")
-    s = gamma / np.sqrt(var + 1e-3)
+    # the epsilon attribute is a float32 in the ONNX file: 1e-3 rounded to float32
+    s = gamma / np.sqrt(var + float(np.float32(1e-3)))
     if op == "Conv":
         want = weights.astype(np.float64) * s.reshape(-1, 1, 1, 1)
     else:  # [Cin, Cout/group, k, k]: output channel g * (Cout/group) + o

@@ -21,6 +21,7 @@ from transformer_models import OP_GRAPHS, cnn_opset9, encoder
 import aipusim
 from aipusim.compiler.quant.accuracy import sqnr_db
 from aipusim.compiler.quant.advice import SQNR_TARGET_DB
+from aipusim.compiler.quant.data import bundled_image_calibration, image_input
 from aipusim.isa.check import check_paths
 
 #: (multicore_mode, aipu_cores_used, resources_used): 4 x Batch-1 (processes or threads of
@@ -45,12 +46,17 @@ def fp32_onnxruntime(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def random_input(model: onnx.ModelProto, seed: int) -> np.ndarray:
-    """A sample for the model's one input: N(0, 1) floats, or token ids below 50."""
+    """A sample for the model's one input like its calibration data: token ids below 50, a
+    held-aside photograph for an image input (which calibrates on the bundled
+    photographs), else N(0, 1) floats."""
     info = model.graph.input[0].type.tensor_type
     shape = [d.dim_value for d in info.shape.dim]
     rng = np.random.default_rng(seed)
     if info.elem_type == onnx.TensorProto.INT64:
         return rng.integers(0, 50, shape).astype(np.int64)
+    if image_input(shape) is not None:
+        held = bundled_image_calibration("x", tuple(shape)).held_aside
+        return held[seed % len(held)]["x"]
     return rng.standard_normal(shape).astype(np.float32)
 
 
