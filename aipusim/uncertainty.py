@@ -176,9 +176,7 @@ def run_samples(
                 res = simulate(
                     compiled_dir, arch=moved, frames=frames, levels=levels or [], overrides=knobs
                 )
-                row.update(
-                    fps=res.fps, energy=res.energy_mj_per_frame_total, power=res.avg_power_w
-                )
+                row.update(fps=res.fps, energy=res.energy_mj_per_frame_total, power=res.avg_power_w)
             except AipuSimError as exc:
                 row.update(fps=np.nan, energy=np.nan, power=np.nan)
                 row["error"] = f"{type(exc).__name__}: {exc}"
@@ -205,9 +203,7 @@ def bands(
     `aipusim.simulate` takes (frequency, voltage, ...). ``on_sample(1)`` is called after
     each sample (a progress bar's step; else ``progress`` prints a line per sample)."""
     from aipusim.arch import load_arch
-    from aipusim.overrides import check_overrides
     from aipusim.retarget import Retargeter
-    from aipusim.simulator import simulate
 
     check_samples(n)
     base = load_arch(arch_path)

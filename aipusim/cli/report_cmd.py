@@ -57,7 +57,8 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     multiple=True,
     help="Models (zoo names or ONNX files), comma-separated or repeated "
     "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers every zoo "
-    "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n; uncertainty the sensitivity's and deit_tiny; functional every "
+    "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n; uncertainty "
+    "those and deit_tiny; functional every "
     "zoo model; corpus every model of the corpus manifest (`aipusim corpus list`)].",
 )
 @click.option(

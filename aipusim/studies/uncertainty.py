@@ -34,6 +34,7 @@ import pandas as pd
 
 from aipusim.base.errors import ConfigError
 from aipusim.studies.common import (
+    STUDY_MARKER,
     RunInfo,
     StudyResult,
     check_models,
@@ -206,7 +207,7 @@ def conclusions(bands_: pd.DataFrame, ranked: pd.DataFrame, rows: pd.DataFrame) 
             f"({w['width %']:.1f} % of its p50); narrowest: `{n.model}` "
             f"{FIGURES[n.figure][0]} ({n['width %']:.1f} %)."
         )
-        for name, (label, kind) in FIGURES.items():
+        for name, (label, _) in FIGURES.items():
             part = ok[ok["figure"] == name]
             out.append(
                 f"{label}: the band is {part['width %'].min():.1f}-{part['width %'].max():.1f} % "
@@ -300,7 +301,9 @@ def _band_shown(group: pd.DataFrame) -> pd.DataFrame:
         {
             "figure": [FIGURES[f][0] for f in group["figure"]],
             **{
-                col: [fmt(v, FIGURES[f][1]) for v, f in zip(group[col], group["figure"], strict=True)]
+                col: [
+                    fmt(v, FIGURES[f][1]) for v, f in zip(group[col], group["figure"], strict=True)
+                ]
                 for col in ("file", "p5", "p50", "p95")
             },
             "width % of p50": [f"{v:.1f}" for v in group["width %"]],
@@ -362,7 +365,6 @@ def run_uncertainty_study(
         "drivers": ranked.to_dict(orient="records"),
         "rows": json.loads(rows.to_json(orient="records")),
     }
-    (out / "study.json").write_text(json.dumps(record, indent=1) + "\n")
     figures = [plot_bands(bands_, out / "bands.png")]
     if not ranked.empty:
         figures.append(plot_drivers(ranked, out / "drivers.png"))
@@ -409,8 +411,9 @@ def run_uncertainty_study(
             line = f"- `{r['model']}` sample {r['sample']}: {r['error']}"
             body.append(line + (f" ({shown})" if shown else ""))
         body += ["", "Every sampled value of every failed sample: `study.json` (`rows`)."]
-    body.append("Every sample (one row per model and sample, sampled numbers as `x:` keys): "
-                "`study.json`.")
+    body.append(
+        "Every sample (one row per model and sample, sampled numbers as `x:` keys): `study.json`."
+    )
     readme = write_readme(
         out,
         "Uncertainty: bands from the inferred numbers and what drives them",
@@ -421,6 +424,9 @@ def run_uncertainty_study(
         found,
         body,
     )
+    # study.json is also the folder's marker (what was run, `write_readme`): the rows join it.
+    marker = out / STUDY_MARKER
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), **record}, indent=1) + "\n")
     return StudyResult(STUDY, out, bands_, found, [readme, *figures, out / "study.json"])
 
 
