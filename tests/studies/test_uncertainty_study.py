@@ -80,3 +80,18 @@ def test_failed_samples_are_counted_and_named() -> None:
 def test_a_bad_sample_count_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--samples must be an integer 2-4096"):
         run_uncertainty_study(tmp_path / "u", models=["tiny_cnn"], samples=1, progress=False)
+
+
+def test_the_validation_page_quotes_the_bands_and_drivers() -> None:
+    from aipusim.studies.validation import uncertainty_section
+
+    rows = _rows(32)
+    study = {
+        "samples": 32,
+        "bands": band_table(rows).to_dict(orient="records"),
+        "drivers": drivers(rows).to_dict(orient="records"),
+    }
+    text = "\n".join(uncertainty_section(study))
+    width = band_table(rows).set_index("figure").loc["fps", "width %"]
+    assert f"- FPS: {width:.0f}-{width:.0f} % (widest `m`); measuring `a` (S1" in text
+    assert uncertainty_section(None) == []
