@@ -178,9 +178,13 @@ def drivers(rows: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
             if np.ptp(y) == 0:
                 indices = np.zeros(len(moved))
             else:
-                result = rbd_fast.analyze(
-                    problem, x[:, moved], y, M=harmonics, num_resamples=100, seed=seed
-                )
+                # Its bootstrap of the confidence interval divides by the variance of
+                # resamples, which is 0 when few samples hold a handful of distinct values;
+                # S1 itself rests on the whole sample (its variance checked above).
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    result = rbd_fast.analyze(
+                        problem, x[:, moved], y, M=harmonics, num_resamples=100, seed=seed
+                    )
                 indices = np.asarray(result["S1"], dtype=float)
             for key, s1 in zip(problem["names"], indices, strict=True):
                 out.append({"model": model, "figure": name, "parameter": key, "S1": float(s1)})
