@@ -13,7 +13,8 @@ of compiles per model); RBD-FAST needs no special design: for each number it ord
 samples by that number's value and reads the share of the figure's variance at low
 frequencies of that ordering, so any sample that covers each range evenly serves, which a
 Latin hypercube does by construction. An index is the share of a figure's variance that
-one number explains alone (0-1); with N samples an index below about 1/sqrt(N) is noise.
+one number explains alone (0-1); an index below the noise floor (the same samples with the
+figure shuffled) is indistinguishable from none.
 
 Example: ``run_uncertainty_study(Path("out"), models=["tiny_cnn"], samples=8, input_size=32)``.
 """
@@ -185,16 +186,23 @@ def drivers(rows: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                     result = rbd_fast.analyze(
                         problem, x[:, moved], y, M=harmonics, num_resamples=100, seed=seed
                     )
+                    shuffled = np.random.default_rng(seed).permutation(y)
+                    null = rbd_fast.analyze(
+                        problem, x[:, moved], shuffled, M=harmonics, num_resamples=2, seed=seed
+                    )
                 indices = np.asarray(result["S1"], dtype=float)
+                floor = float(np.nanpercentile(np.asarray(null["S1"], dtype=float), 95))
             for key, s1 in zip(problem["names"], indices, strict=True):
-                out.append({"model": model, "figure": name, "parameter": key, "S1": float(s1)})
-    return pd.DataFrame(out, columns=["model", "figure", "parameter", "S1"])
-
-
-def noise_floor(samples: int) -> float:
-    """The index below which RBD-FAST's estimate is indistinguishable from noise at this
-    many samples (its estimator's spread for an input with no effect is about 1/sqrt(N))."""
-    return 1.0 / np.sqrt(max(samples, 1))
+                out.append(
+                    {
+                        "model": model,
+                        "figure": name,
+                        "parameter": key,
+                        "S1": float(s1),
+                        "noise": floor if np.ptp(y) else 0.0,
+                    }
+                )
+    return pd.DataFrame(out, columns=["model", "figure", "parameter", "S1", "noise"])
 
 
 def conclusions(bands_: pd.DataFrame, ranked: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
@@ -221,9 +229,9 @@ def conclusions(bands_: pd.DataFrame, ranked: pd.DataFrame, rows: pd.DataFrame) 
             )
     if not ranked.empty:
         samples = int(bands_["ok"].min()) if not bands_.empty else 0
-        floor = noise_floor(samples)
         for name, (label, _) in FIGURES.items():
             part = ranked[ranked["figure"] == name]
+            floor = float(part["noise"].mean())
             total = part.groupby("parameter")["S1"].mean().sort_values(ascending=False)
             top = total[total >= floor].head(3)
             if top.empty:
@@ -236,7 +244,8 @@ def conclusions(bands_: pd.DataFrame, ranked: pd.DataFrame, rows: pd.DataFrame) 
                 f"{label}: measuring "
                 + ", ".join(f"`{k}` (mean S1 {v:.2f})" for k, v in top.items())
                 + " would narrow its bands most (first-order RBD-FAST index, mean over the "
-                f"models; {floor:.2f} is the noise floor at {samples} samples)."
+                f"models; {floor:.2f} is the noise floor at {samples} samples: the 95th "
+                "percentile of the indices of the same samples with the figure shuffled)."
             )
     drawn = rows[rows["sample"] != "file"]
     for model, group in drawn.groupby("model", sort=False):
@@ -393,7 +402,9 @@ def run_uncertainty_study(
             "design of N x (2D + 2) runs, thousands at D ~ 70; RBD-FAST works from any sample "
             "that covers each range evenly, as a Latin hypercube does. It ranks by the share "
             "of variance a number explains alone; interactions are not credited. At N "
-            f"samples an index below about 1/sqrt(N) ({noise_floor(samples):.2f} here) is noise.",
+            "samples an index below the noise floor (the 95th percentile of every number's index "
+            "with the figure's values shuffled among the samples; the `noise` key of "
+            "`study.json`) is indistinguishable from none.",
             "- one-at-a-time swings of each number (tornado charts): "
             "[the sensitivity study](../sensitivity/README.md)",
         ],

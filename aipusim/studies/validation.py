@@ -355,10 +355,14 @@ def uncertainty_section(study: dict[str, Any] | None) -> list[str]:
             f"(widest `{widest['model']}`)"
         )
         if not ranked.empty:
-            mean = ranked[ranked["figure"] == name].groupby("parameter")["S1"].mean()
-            top = mean.sort_values(ascending=False).head(3)
-            line += "; measuring " + ", ".join(f"`{k}` (S1 {v:.2f})" for k, v in top.items())
-            line += " would narrow it most"
+            part = ranked[ranked["figure"] == name]
+            mean = part.groupby("parameter")["S1"].mean()
+            # Only indices above the noise floor (same samples, figure shuffled) rank.
+            floor = float(part["noise"].mean()) if "noise" in part else 0.0
+            top = mean[mean >= floor].sort_values(ascending=False).head(3)
+            if not top.empty:
+                line += "; measuring " + ", ".join(f"`{k}` (S1 {v:.2f})" for k, v in top.items())
+                line += f" would narrow it most (noise floor {floor:.2f})"
         lines.append(line + ".")
     return [*lines, ""]
 
