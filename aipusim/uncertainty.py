@@ -144,6 +144,48 @@ def _monotone_supplies(arch: Any, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def run_samples(
+    front: Any,
+    samples: list[dict[str, Any]],
+    *,
+    frames: int = 8,
+    arch_path: str | os.PathLike[str] | None = None,
+    levels: list[str] | None = None,
+    on_sample: Callable[[int], None] | None = None,
+    **overrides: Any,
+) -> list[dict[str, Any]]:
+    """Compile the back end of ``front`` (a `aipusim.retarget.Retargeter`: the front end ran
+    once) at each of ``samples`` (dotted overrides of the arch file ``arch_path``) and
+    simulate it. One row per sample: ``overrides``, ``fps``, ``energy`` (mJ per frame),
+    ``power`` (W) and ``error`` (empty if it compiled and ran; else the figures are NaN).
+    ``on_sample(i)`` is called after sample ``i``."""
+    from aipusim.arch import load_arch
+    from aipusim.overrides import check_overrides
+    from aipusim.simulator import simulate
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="aipusim-uncertainty-") as tmp:
+        for i, sample in enumerate(samples):
+            row: dict[str, Any] = {"overrides": sample, "error": ""}
+            try:
+                moved = load_arch(arch_path, overrides=sample)
+                out = Path(tmp) / f"s{i}"
+                front.compile(moved, out)
+                compiled_dir = out / "compiled_model"
+                knobs = check_overrides(overrides, compiled_dir)
+                res = simulate(
+                    compiled_dir, arch=moved, frames=frames, levels=levels or [], overrides=knobs
+                )
+                row.update(fps=res.fps, energy=res.energy_mj_per_frame_total, power=res.avg_power_w)
+            except AipuSimError as exc:
+                row.update(fps=np.nan, energy=np.nan, power=np.nan)
+                row["error"] = f"{type(exc).__name__}: {exc}"
+            rows.append(row)
+            if on_sample is not None:
+                on_sample(i)
+    return rows
+
+
 def bands(
     compiled: str | os.PathLike[str],
     n: int,
@@ -161,36 +203,33 @@ def bands(
     `aipusim.simulate` takes (frequency, voltage, ...). ``on_sample(1)`` is called after
     each sample (a progress bar's step; else ``progress`` prints a line per sample)."""
     from aipusim.arch import load_arch
-    from aipusim.overrides import check_overrides
     from aipusim.retarget import Retargeter
-    from aipusim.simulator import simulate
 
     check_samples(n)
     base = load_arch(arch_path)
     front = Retargeter.from_compiled(compiled, arch=base)
-    rows: list[tuple[float, float, float]] = []
-    failed: list[dict[str, Any]] = []
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="aipusim-uncertainty-") as tmp:
-        for i, sample in enumerate(sample_overrides(base, n, seed)):
-            try:
-                moved = load_arch(arch_path, overrides=sample)
-                out = Path(tmp) / f"s{i}"
-                front.compile(moved, out)
-                compiled_dir = out / "compiled_model"
-                knobs = check_overrides(overrides, compiled_dir)
-                res = simulate(compiled_dir, arch=moved, frames=frames, levels=[], overrides=knobs)
-                rows.append((res.fps, res.energy_mj_per_frame_total, res.avg_power_w))
-            except AipuSimError as exc:
-                failed.append({"overrides": sample, "error": f"{type(exc).__name__}: {exc}"})
-            if on_sample is not None:
-                on_sample(1)
-            elif progress:
-                print(
-                    f"uncertainty: {i + 1}/{n} samples ({time.perf_counter() - started:.0f} s)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+
+    def step(i: int) -> None:
+        if on_sample is not None:
+            on_sample(1)
+        elif progress:
+            print(
+                f"uncertainty: {i + 1}/{n} samples ({time.perf_counter() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    done = run_samples(
+        front,
+        sample_overrides(base, n, seed),
+        frames=frames,
+        arch_path=arch_path,
+        on_sample=step,
+        **overrides,
+    )
+    rows = [(r["fps"], r["energy"], r["power"]) for r in done if not r["error"]]
+    failed = [{"overrides": r["overrides"], "error": r["error"]} for r in done if r["error"]]
     if len(rows) < 2:
         first = failed[0]["error"] if failed else "none ran"
         raise ConfigError(
@@ -201,4 +240,4 @@ def bands(
     return Bands(len(rows), Band.of(fps), Band.of(energy), Band.of(power), failed, seed)
 
 
-__all__ = ["Band", "Bands", "bands", "check_samples", "sample_overrides"]
+__all__ = ["Band", "Bands", "bands", "check_samples", "run_samples", "sample_overrides"]

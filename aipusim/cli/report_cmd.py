@@ -19,6 +19,7 @@ STUDY_NAMES = (
     "validation",
     "functional",
     "corpus",
+    "uncertainty",
 )
 
 
@@ -56,7 +57,8 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     multiple=True,
     help="Models (zoo names or ONNX files), comma-separated or repeated "
     "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers every zoo "
-    "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n; functional every "
+    "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n; uncertainty "
+    "those and deit_tiny; functional every "
     "zoo model; corpus every model of the corpus manifest (`aipusim corpus list`)].",
 )
 @click.option(
@@ -78,6 +80,12 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     multiple=True,
     help="sensitivity: only these inferred arch numbers (dotted keys) [default: every one "
     "with a range].",
+)
+@click.option(
+    "--samples",
+    type=int,
+    default=None,
+    help="uncertainty: joint samples of the inferred arch numbers per model [default: 64].",
 )
 @click.option(
     "--fit", "fit", is_flag=True, help="validation: re-run the calibration first (minutes)."
@@ -116,6 +124,7 @@ def report(
     input_size: int | None,
     limits: tuple[str, ...],
     keys: tuple[str, ...],
+    samples: int | None,
     fit: bool,
     corpus_dir: Path | None,
     reason: str,
@@ -123,7 +132,8 @@ def report(
     resume: bool,
     as_json: bool,
 ) -> None:
-    """Run STUDY (multicore, power, layers, sensitivity, validation, functional or corpus)
+    """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional or
+    corpus)
     and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
@@ -155,6 +165,8 @@ def report(
     chosen_keys = _split_list(keys)
     if chosen_keys and study != "sensitivity":
         raise ConfigError(f"--keys applies to the sensitivity study only, not {study}")
+    if samples is not None and study != "uncertainty":
+        raise ConfigError(f"--samples applies to the uncertainty study only, not {study}")
     if fit and study != "validation":
         raise ConfigError(f"--fit applies to the validation study only, not {study}")
     if corpus_dir is not None and study != "corpus":
@@ -187,6 +199,7 @@ def report(
             _split_list(keys),
             fit,
             corpus_dir,
+            samples,
         ),
         "progress": True,
     }
@@ -198,6 +211,8 @@ def report(
         kwargs["resume"] = resume
     if chosen_keys:
         kwargs["keys"] = chosen_keys
+    if samples is not None:
+        kwargs["samples"] = samples
     if study == "corpus":
         kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers")}
         kwargs["corpus_dir"] = corpus_dir
@@ -227,6 +242,7 @@ def command_line(
     keys: list[str] | None = None,
     fit: bool = False,
     corpus_dir: Path | None = None,
+    samples: int | None = None,
 ) -> str:
     """The command that reproduces this report (for its what-was-run section)."""
     args = ["aipusim", "report", study, "-o", str(output_dir)]
@@ -243,4 +259,6 @@ def command_line(
         args += ["--keys", ",".join(keys)]
     if corpus_dir is not None:
         args += ["--corpus-dir", str(corpus_dir)]
+    if samples is not None:
+        args += ["--samples", str(samples)]
     return shlex.join(args)

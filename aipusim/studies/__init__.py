@@ -8,6 +8,8 @@
   the int8 reference;
 - `run_corpus_study`: the corpus of trained third-party models in every multicore mode:
   compile status, FPS, latency, energy, bit-exactness, int8 accuracy against onnxruntime;
+- `run_uncertainty_study`: every inferred arch number sampled jointly: p5/p50/p95 bands
+  per model and figure, and the numbers driving them (RBD-FAST indices);
 - `run_validation`: the model against the published silicon figures (``docs/validation.md``).
 
 Each writes ``README.md`` (what was run, conclusions computed from its tables, the tables,
@@ -16,7 +18,7 @@ runs them.
 
 >>> from aipusim.studies import STUDIES
 >>> sorted(STUDIES)
-['corpus', 'functional', 'layers', 'multicore', 'power', 'sensitivity', 'validation']
+['corpus', 'functional', 'layers', 'multicore', 'power', 'sensitivity', 'uncertainty', 'validation']
 """
 
 from aipusim.studies.common import StudyResult
@@ -26,6 +28,7 @@ from aipusim.studies.layers import run_layers_study
 from aipusim.studies.multicore import run_multicore_study
 from aipusim.studies.power import run_power_study
 from aipusim.studies.sensitivity import run_sensitivity_study
+from aipusim.studies.uncertainty import run_uncertainty_study
 from aipusim.studies.validation import run_validation
 
 #: study name -> the function that runs it.
@@ -37,6 +40,7 @@ STUDIES = {
     "validation": run_validation,
     "functional": run_functional_study,
     "corpus": run_corpus_study,
+    "uncertainty": run_uncertainty_study,
 }
 
 __all__ = [
@@ -48,5 +52,6 @@ __all__ = [
     "run_multicore_study",
     "run_power_study",
     "run_sensitivity_study",
+    "run_uncertainty_study",
     "run_validation",
 ]

