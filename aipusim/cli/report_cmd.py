@@ -132,9 +132,8 @@ def report(
     resume: bool,
     as_json: bool,
 ) -> None:
-    """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional or
-    corpus)
-    and write its report.
+    """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional
+    or corpus) and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures; validation writes docs/validation.md (published silicon figures against
