@@ -16,7 +16,7 @@ import itertools
 import json
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,6 +280,36 @@ def run_points(
 def context_digest(study: str) -> str:
     """Part of every point id of a study: the commit, so a new commit means new points."""
     return hashlib.sha256(f"{study}:{source_state()[0]}".encode()).hexdigest()[:16]
+
+
+def rows_per_model(
+    measure_model: Callable[..., list[dict[str, Any]]],
+    args: Sequence[tuple[Any, ...]],
+    workers: int,
+) -> pd.DataFrame:
+    """``measure_model(*a)`` for every model's ``a``, in up to ``workers`` spawned processes
+    (one model a task: each runs its front end once), as one table of all their rows."""
+    if workers <= 1 or len(args) == 1:
+        parts = [measure_model(*a) for a in args]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(workers, len(args)), mp_context=ctx) as pool:
+            parts = list(pool.map(measure_model, *zip(*args, strict=True)))
+    return pd.DataFrame([row for part in parts for row in part])
+
+
+def backend_runs_line(runs: int, seconds: float, workers: int, models: int) -> str:
+    """The what-was-run line of a study that recompiles each model's back end per run."""
+    import os
+
+    return (
+        f"- {runs} compiles of the back end and simulations in {seconds:.0f} s "
+        f"({os.cpu_count()} CPUs, {min(workers, models)} worker(s)); the front end "
+        "(import, quantization) once per model"
+    )
 
 
 def consistent_overrides(arch: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:

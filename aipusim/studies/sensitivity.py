@@ -17,12 +17,10 @@ Example: ``run_sensitivity_study(Path("out"), models=["tiny_cnn"], keys=["l1.lat
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from aipusim.base.errors import AipuSimError, ConfigError
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
+    backend_runs_line,
     check_models,
     clear_outputs,
     config_changes,
@@ -41,6 +40,7 @@ from aipusim.studies.common import (
     md_table,
     prepare_study_dir,
     pyplot,
+    rows_per_model,
     save_figure,
     write_readme,
 )
@@ -151,16 +151,9 @@ def measure(
     progress: bool,
 ) -> pd.DataFrame:
     """One row per (model, variant); the models run in ``workers`` processes."""
-    import multiprocessing
-
-    args = [(m, input_size, frames, keys, progress) for m in models]
-    if workers <= 1 or len(models) == 1:
-        parts = [measure_model(*a) for a in args]
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(models)), mp_context=ctx) as pool:
-            parts = list(pool.map(measure_model, *zip(*args, strict=True)))
-    return pd.DataFrame([row for part in parts for row in part])
+    return rows_per_model(
+        measure_model, [(m, input_size, frames, keys, progress) for m in models], workers
+    )
 
 
 def swings(rows: pd.DataFrame) -> pd.DataFrame:
@@ -337,9 +330,7 @@ def run_sensitivity_study(
         swept=f"each of the {len(moved)} inferred numbers with a range in `arch/metis.toml` "
         "alone, to the low and to the high end of its range",
         extra=[
-            f"- {len(rows)} compiles of the back end and simulations in {seconds:.0f} s "
-            f"({os.cpu_count()} CPUs, {min(workers, len(models))} worker(s)); the front end "
-            "(import, quantization) once per model",
+            backend_runs_line(len(rows), seconds, workers, len(models)),
             "- not moved (a range of one value: structural, no figure depends on them): "
             + (", ".join(f"`{r.key}`" for r in fixed) or "none"),
             "- FPS: steady-state system throughput (the first start of each instance is "

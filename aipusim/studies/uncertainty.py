@@ -22,11 +22,9 @@ Example: ``run_uncertainty_study(Path("out"), models=["tiny_cnn"], samples=8, in
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from aipusim.studies.common import (
     STUDY_MARKER,
     RunInfo,
     StudyResult,
+    backend_runs_line,
     check_models,
     clear_outputs,
     config_changes,
@@ -45,6 +44,7 @@ from aipusim.studies.common import (
     md_table,
     prepare_study_dir,
     pyplot,
+    rows_per_model,
     save_figure,
     write_readme,
 )
@@ -115,16 +115,9 @@ def measure(
     progress: bool,
 ) -> pd.DataFrame:
     """One row per (model, sample); the models run in ``workers`` processes."""
-    import multiprocessing
-
-    args = [(m, input_size, frames, samples, seed, progress) for m in models]
-    if workers <= 1 or len(models) == 1:
-        parts = [measure_model(*a) for a in args]
-    else:
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(models)), mp_context=ctx) as pool:
-            parts = list(pool.map(measure_model, *zip(*args, strict=True)))
-    return pd.DataFrame([row for part in parts for row in part])
+    return rows_per_model(
+        measure_model, [(m, input_size, frames, samples, seed, progress) for m in models], workers
+    )
 
 
 def band_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -392,9 +385,7 @@ def run_uncertainty_study(
         swept=f"{samples} joint samples (Latin hypercube, seed {seed}) of the {len(keys)} "
         "inferred numbers with a range in `arch/metis.toml`",
         extra=[
-            f"- {len(rows)} compiles of the back end and simulations in {seconds:.0f} s "
-            f"({os.cpu_count()} CPUs, {min(workers, len(models))} worker(s)); the front end "
-            "(import, quantization) once per model",
+            backend_runs_line(len(rows), seconds, workers, len(models)),
             "- band: the 5th to 95th percentile over the samples that compiled and ran; "
             "width % = (p95 - p5) / p50",
             "- drivers: first-order variance-based index S1 per number, estimated from the "
