@@ -215,3 +215,19 @@ def test_int8_conv_equals_float_math_on_the_int8_grid(onnx_net, cin, cout, k, st
     real = acc * float(qi.scale) * s_w + bias.reshape(1, -1, 1, 1)
     expect = np.clip(np.rint(real / float(qo.scale)) + int(qo.zero_point), -128, 127)
     assert np.abs(raw[y].astype(np.int64) - expect).max() <= 1
+
+
+@pytest.mark.parametrize("alpha", [0.01, 0.1, 0.3, -0.2])
+def test_leaky_relu_table_is_within_one_step_of_float(onnx_net, alpha: float) -> None:
+    """The int8 LeakyRelu table, read on the int8 input, lands within one output step of the
+    float LeakyRelu of that same (dequantized) input, whatever the slope."""
+    net = onnx_net((1, 3, 8, 8))
+    c = net.conv("input", 3, 4)
+    y = net.op("LeakyRelu", [c], alpha=alpha)
+    g = net.graph([c, y])
+    data = _data(g)
+    q = quantize_graph(g, data)
+    got = run_int8(q, data.samples[0])
+    x = got[c]
+    want = np.where(x >= 0, x, alpha * x)
+    assert np.abs(got[y] - want).max() <= q.qparams(y).scale * 1.0001
