@@ -88,7 +88,11 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     help="uncertainty: joint samples of the inferred arch numbers per model [default: 64].",
 )
 @click.option(
-    "--fit", "fit", is_flag=True, help="validation: re-run the calibration first (minutes)."
+    "--fit",
+    "fit",
+    is_flag=True,
+    help="validation: record the calibration's fit in validation.json (the arch file's (I) "
+    "numbers then follow it; needs --reason).",
 )
 @click.option(
     "--corpus-dir",
@@ -136,8 +140,9 @@ def report(
     or corpus) and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
-    and PNG figures; validation writes docs/validation.md (published silicon figures against
-    the model, and the calibration). Example: ``aipusim report power -o reports/power``.
+    and PNG figures; validation writes docs/validation.md (`aipusim calibrate`'s report on
+    the published silicon figures, arch/metis_measured.csv, against the frozen fit).
+    Example: ``aipusim report power -o reports/power``.
     """
     from aipusim.base.fileio import check_output
     from aipusim.studies import STUDIES
