@@ -40,7 +40,6 @@ import csv
 import hashlib
 import json
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +49,7 @@ from typing import Any
 
 from aipusim.arch.loader import DEFAULT_ARCH_PATH
 from aipusim.base.errors import ConfigError
+from aipusim.progress import stderr_lines
 
 #: The measurements `aipusim calibrate` uses by default: the two published ResNet-50 points.
 DEFAULT_MEASUREMENTS = DEFAULT_ARCH_PATH.parent / "metis_measured.csv"
@@ -423,7 +423,7 @@ def calibrate(
     from aipusim.arch.loader import arch_value
 
     started = time.perf_counter()
-    log = _printer(progress)
+    log = stderr_lines(progress)
     rows = read_measurements(measurements)
     by_row = {m.row: m for m in rows}
     bad = [r for r in holdout if r not in by_row]
@@ -530,14 +530,6 @@ def with_followers(base: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     from aipusim.studies.common import consistent_overrides
 
     return consistent_overrides(base, values)
-
-
-def _printer(progress: bool) -> Callable[[str], None]:
-    def log(line: str) -> None:
-        if progress:
-            print(line, file=sys.stderr, flush=True)
-
-    return log
 
 
 def write_outputs(

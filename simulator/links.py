@@ -175,6 +175,7 @@ class Route:
         "links",
         "one",
         "shared",
+        "side",
         "spans",
         "write",
     )
@@ -189,6 +190,7 @@ class Route:
         ddr_k: int = -1,
         write: bool = False,
         shared: bool = True,
+        side: Sequence[Sequence[tuple[Link, int]]] | None = None,
     ) -> None:
         self.links = list(links)
         #: (a full burst, the last burst) of the transfer (the same one if it has one)
@@ -213,6 +215,10 @@ class Route:
             for b, cases in zip(self.bursts, self.cases, strict=True)
         )
         self.write = write
+        #: per burst of `bursts`, time it draws on links off its path, fitted in where they
+        #: are free without holding the burst back (detailed mode: the other PCIe line's
+        #: DLLPs and read requests, `aipusim.simulator.detail`)
+        self.side = tuple(tuple(s) for s in side) if side is not None else ((), ())
         #: False: private links, each transfer alone on them (DDR: no turnaround, a
         #: fresh row for its first burst only)
         self.shared = shared
@@ -248,6 +254,8 @@ def book(route: Route, i: int, ready: int, now: float, stream: int, first: bool)
     else:
         cycles = route.cases[i][2 * first]
     end = book_burst(route.links, cycles, b.nbytes, ready, now, b.own)
+    for link, d in route.side[i]:
+        link.book(link.fit(max(end - max(b.own, *cycles), int(now)), d), d, now)
     if route.l1:
         d = max(b.own, *cycles) if cycles else b.own
         s = end - d
