@@ -215,8 +215,8 @@ class Route:
             for b, cases in zip(self.bursts, self.cases, strict=True)
         )
         self.write = write
-        #: per burst of `bursts`, time it draws on links off its path, fitted in where they
-        #: are free without holding the burst back (detailed mode: the other PCIe line's
+        #: per burst of `bursts`, time it draws on links off its path, added to what they
+        #: already carry without holding the burst back (detailed mode: the other PCIe line's
         #: DLLPs and read requests, `aipusim.simulator.detail`)
         self.side = tuple(tuple(s) for s in side) if side is not None else ((), ())
         #: False: private links, each transfer alone on them (DDR: no turnaround, a
@@ -255,7 +255,9 @@ def book(route: Route, i: int, ready: int, now: float, stream: int, first: bool)
         cycles = route.cases[i][2 * first]
     end = book_burst(route.links, cycles, b.nbytes, ready, now, b.own)
     for link, d in route.side[i]:
-        link.book(link.fit(max(end - max(b.own, *cycles), int(now)), d), d, now)
+        # appended to what the line already carries (never into a gap, which would split a
+        # free stretch that a whole burst needs): DLLPs slot in between TLPs
+        link.book(max(link.free_at, int(now)), d, now)
     if route.l1:
         d = max(b.own, *cycles) if cycles else b.own
         s = end - d

@@ -35,6 +35,7 @@ from aipusim.studies.common import (
     StudyResult,
     base_config,
     check_models,
+    config_changes,
     md_table,
     prepare_study_dir,
     pyplot,
@@ -228,7 +229,7 @@ def run_fidelity(
         models=chosen,
         input_size=side,
         frames=frames,
-        config_changes={},
+        config_changes={m: config_changes(m) for m in chosen},
         swept="the simulator's detail (fast, cycle)",
         extra=[f"- micro-benchmarks: {', '.join(picked)} (1 core)"],
     )

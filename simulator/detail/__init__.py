@@ -24,8 +24,10 @@ DETAILED_PARTS: dict[str, str] = {
     "pcie": (
         "the other direction's line carries the DLLPs (ACKs, credit updates) that a "
         "transfer's TLPs draw and, for a read of host memory, its request TLPs, competing "
-        "with that direction's own data (`aipusim.isa.cost.pcie_wire_bytes`); the fast model "
-        "charges each direction its own TLP overhead only"
+        "with that direction's own data: their line time is added to what that line carries "
+        "when the burst passes, as DLLPs slot in between TLPs "
+        "(`aipusim.isa.cost.pcie_wire_bytes`); the fast model charges each direction its "
+        "own TLP overhead only"
     ),
 }
 
