@@ -48,6 +48,8 @@ def test_the_report_compares_both_models_and_concludes_from_its_table(tmp_path: 
     result = f.run_fidelity(out, models=["tiny_cnn"], benchmarks=["concat"], progress=False)
     table = result.table
     assert list(table["model"]) == ["concat", "tiny_cnn"]
+    # what each run really exercises, named with its share of the device's busy time
+    assert all(b and b.endswith("%") for b in table["busiest"])
     layers = pd.read_csv(out / "layers.csv")
     assert {"/a/Conv", "/b/Conv", "host h2d", "host d2h"} <= set(layers["layer"])
     assert (layers["cycles_detailed"] > 0).any()
