@@ -121,18 +121,30 @@ class Instance:
                 raise ConfigError(f"instance {name} must be an integer >= 0, not {value!r}")
 
 
+def effective_mode(multicore_mode: str, aipu_cores_used: int) -> MulticoreMode:
+    """The mode an instance really runs in: a Batch-1 mode (multiprocess, multithread) on
+    several cores runs as a batch (each core its own frame slot); any other mode as itself.
+
+    >>> effective_mode("multithread", 4), effective_mode("multiprocess", 1)
+    (<MulticoreMode.BATCH: 'batch'>, <MulticoreMode.MULTIPROCESS: 'multiprocess'>)
+    """
+    mode = MulticoreMode(multicore_mode)
+    batch1 = (MulticoreMode.MULTIPROCESS, MulticoreMode.MULTITHREAD)
+    if mode in batch1 and aipu_cores_used > 1:
+        return MulticoreMode.BATCH
+    return mode
+
+
 def frames_per_start(multicore_mode: str, aipu_cores_used: int) -> int:
-    """Frames one start of an instance processes: a batch runs one per core, and so does a
-    Batch-1 mode (multiprocess, multithread) on several cores, which the compiler runs as a
-    batch (each core its own frame slot).
+    """Frames one start of an instance processes: one per core when it runs as a batch
+    (`effective_mode`), else one.
 
     >>> frames_per_start("batch", 4), frames_per_start("cooperative", 4)
     (4, 1)
     >>> frames_per_start("multithread", 4), frames_per_start("multiprocess", 1)
     (4, 1)
     """
-    batch1 = (MulticoreMode.MULTIPROCESS, MulticoreMode.MULTITHREAD)
-    if multicore_mode == MulticoreMode.BATCH or (multicore_mode in batch1 and aipu_cores_used > 1):
+    if effective_mode(multicore_mode, aipu_cores_used) is MulticoreMode.BATCH:
         return aipu_cores_used
     return 1
 

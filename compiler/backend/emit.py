@@ -105,8 +105,8 @@ def _layer_traffic(state: Any) -> dict[str, dict[str, int]]:
 
 def _frame_bytes(state: Any) -> dict[str, float]:
     """The estimated bytes per frame (`estimate.frame_bytes`), host transfers included."""
-    cfg = state.config
-    cost = cost_model(state.arch, int(cfg.frequency), float(cfg.mvm_utilization_limit))
+    cfg = state.target.knobs
+    cost = cost_model(state.target.arch, int(cfg.frequency), float(cfg.mvm_utilization_limit))
     inst = _instance(state)
     per_start = frames_per_start(str(cfg.multicore_mode), cfg.aipu_cores_used)
     host = [
@@ -177,21 +177,21 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
                 "scheduled_cycles_by_unit": est.by_unit(),
                 # the tensors it writes by pool, those left below L1 and why, and those it
                 # reads back from L2/DDR (`placement.layer_placement`)
-                "placement": layer_placement(state.memory, layer, state.config),
+                "placement": layer_placement(state.memory, layer, state.target.knobs),
                 **_mapping_choice(layer),
                 **_cooperative(state, li, layer),
             }
         )
     sched = state.schedule
-    freq = state.config.frequency
+    freq = state.target.knobs.frequency
     return {
         "format": "aipusim-compile-report",
         "version": REPORT_VERSION,
         "model": state.graph.name,
-        "multicore_mode": str(state.config.multicore_mode),
-        "effective_mode": effective_mode(state.config),
-        "aipu_cores_used": state.config.aipu_cores_used,
-        "resources_used": state.config.resources_used,
+        "multicore_mode": str(state.target.knobs.multicore_mode),
+        "effective_mode": effective_mode(state.target.knobs),
+        "aipu_cores_used": state.target.knobs.aipu_cores_used,
+        "resources_used": state.target.knobs.resources_used,
         "frequency_hz": freq,
         # the layers' planned cycles added up: one core's frame when layers do not overlap
         "estimated_cycles_per_frame_one_core": total_cycles,
@@ -209,7 +209,7 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         ),
         "bytes_per_frame": _frame_bytes(state),
         "memory": state.memory.high_water(),
-        "placement": placement_summary(state.memory, state.config),
+        "placement": placement_summary(state.memory, state.target.knobs),
         "memplan_attempts": state.memory.attempts,
         "pass_seconds": {k: round(v, 4) for k, v in (pass_seconds or {}).items()},
         "layers": layers,
@@ -273,7 +273,7 @@ def build_program(
     crcs: dict[str, int],
     memory: MemoryMap | None = None,
 ) -> Program:
-    cfg = state.config
+    cfg = state.target.knobs
     instance = _instance(state)
     mvm_units = sum(1 for layer in state.layers if layer.unit is LayerUnit.MVM)
     return Program(
@@ -288,7 +288,7 @@ def build_program(
         stream_tasklist=bool(cfg.stream_tasklist),
         mvm_utilization_limit=float(cfg.mvm_utilization_limit),
         profiling_levels=tuple(str(p) for p in cfg.profiling_levels),
-        chip_cores=state.arch.chip.cores,
+        chip_cores=state.target.arch.chip.cores,
         memory=memory,
         extra={
             "model_id": model_id,
@@ -303,7 +303,7 @@ def build_program(
             # The network's MACs of each layer in one frame, for the macs= of [PB] lines.
             "layer_macs": {layer.name: layer.macs for layer in state.layers},
             "memory": state.memory.high_water(),
-            "placement": placement_summary(state.memory, state.config),
+            "placement": placement_summary(state.memory, state.target.knobs),
             # layers whose tasks are timed but not yet complete programs (layer: why)
             "functional_gaps": dict(getattr(state.schedule, "incomplete", {})),
             "reference": REFERENCE_DIR if state.program is not None else None,
@@ -343,7 +343,7 @@ def emit_files(
 ) -> dict[str, bytes]:
     """Every file of ``compiled_model/`` as bytes, keyed by path relative to the output
     folder (``compiled_model/model.json``, ...); ``state`` is an `ir.Estimated`."""
-    name = model_name or state.config.model_name or state.graph.name
+    name = model_name or state.target.knobs.model_name or state.graph.name
     files: dict[str, bytes] = {}
     for core, tasks in sorted(state.schedule.tasks.items()):
         files[tasklist_file_name(core)] = encode_tasklist(Tasklist(core, tuple(tasks)))

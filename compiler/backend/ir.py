@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aipusim.arch import Arch
 from aipusim.compiler.backend.constants import LayerConstants
 from aipusim.compiler.backend.estimate import LayerEstimate, PlanCost
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.memplan import MemPlan, verify_memplan
+from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import Schedule
 from aipusim.compiler.ir import Graph
@@ -44,10 +44,9 @@ class Lowered:
     #: The quantized graph's integer program (its `QStep` per node), None when the back
     #: end runs on a float graph (timing only: no constants image can be built).
     program: QuantizedGraph | None
-    #: The compiler configuration this stage was built under (multicore may lower
-    #: ``tiling_depth``; later passes read it here, not from the context).
-    config: Any
-    arch: Arch
+    #: The arch, knobs, cost model and multicore mode this stage was built for (multicore
+    #: may lower ``tiling_depth``; later passes read it here, not from the context).
+    target: Target
     layers: tuple[LayerPlan, ...]
 
     def index_of(self, name: str) -> int:

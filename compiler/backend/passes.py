@@ -55,26 +55,26 @@ from aipusim.compiler.backend.multicore import core_layout
 from aipusim.compiler.backend.placement import placement_summary
 from aipusim.compiler.backend.residual import fuse_residual_adds
 from aipusim.compiler.backend.schedule import build_schedule
+from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
 from aipusim.compiler.backend.tokens import Residency, residency_of
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.quantize import QuantizedGraph
-from aipusim.isa.cost import CostModel, cost_model
+from aipusim.isa.cost import CostModel
 
 log = logging.getLogger(__name__)
 
 
 def lower(ir: Graph | QuantizedGraph, ctx: Any) -> Lowered:
     """Put every node of the graph on the unit that runs it."""
-    arch = ctx.get_arch()
-    config = ctx.config
+    target = Target.of(ctx.config, ctx.get_arch())
     graph = unwrap_graph(ir)
     program = ir if isinstance(ir, QuantizedGraph) else None
     # (tiles are not cut yet: an untiled layer's weight double buffering decides)
-    double = bool(config.imc_double_buffer_sequential)
-    opts = ImcOptions.from_config(config)
-    layers = assign_units(tuple(lower_graph(graph)), arch, opts, double_buffered=double)
-    return Lowered(graph, program, config, arch, layers)
+    double = bool(target.knobs.imc_double_buffer_sequential)
+    opts = ImcOptions.from_config(target.knobs)
+    layers = assign_units(tuple(lower_graph(graph)), target.arch, opts, double_buffered=double)
+    return Lowered(graph, program, target, layers)
 
 
 def fuse_residual(ir: Lowered, ctx: Any) -> Fused:
@@ -94,39 +94,42 @@ def fuse_dpu_chains(ir: Fused, ctx: Any) -> Fused:
 def tile(ir: Lowered, ctx: Any) -> Tiled:
     """Tile every layer into the L1 budget and group layers depth-first."""
     del ctx
-    plan = Tiler(ir.layers, ir.config, ir.arch, ir.graph).run()
+    plan = Tiler(ir.layers, ir.target.knobs, ir.target.arch, ir.graph).run()
     return Tiled(**_fields(ir), tilings=plan.tilings, groups=plan.groups)
 
 
 def multicore(ir: Tiled, ctx: Any) -> Distributed:
     """Spread the instance over ``aipu_cores_used`` cores (see `multicore.core_layout`)."""
     del ctx
-    layout = core_layout(ir.layers, _tile_plan(ir), ir.config, ir.arch, ir.graph, _work(ir))
+    layout = core_layout(
+        ir.layers, _tile_plan(ir), ir.target.knobs, ir.target.arch, ir.graph, _work(ir)
+    )
     if layout.cooperative and _mixed_split_groups(ir.groups, layout):
         # Depth-first fusion keeps a group's intermediate tiles in one core's L1. When the
         # cooperative split partitions the group's layers otherwise than all by rows, a core
         # would need a tile that another core produced, so the model is tiled without
-        # fusion (tiling_depth 1); later passes see the same depth through the IR's config.
+        # fusion (tiling_depth 1); later passes see the same depth through the IR's target.
         log.info("cooperative split mixes partitions inside fusion groups: tiling_depth -> 1")
-        config = ir.config.copy()
-        config.tiling_depth = 1
-        plan = Tiler(ir.layers, config, ir.arch, ir.graph).run()
-        ir = dataclasses.replace(ir, config=config, tilings=plan.tilings, groups=plan.groups)
-        layout = core_layout(ir.layers, _tile_plan(ir), ir.config, ir.arch, ir.graph, _work(ir))
+        target = ir.target.with_knobs(tiling_depth=1)
+        plan = Tiler(ir.layers, target.knobs, target.arch, ir.graph).run()
+        ir = dataclasses.replace(ir, target=target, tilings=plan.tilings, groups=plan.groups)
+        layout = core_layout(
+            ir.layers, _tile_plan(ir), ir.target.knobs, ir.target.arch, ir.graph, _work(ir)
+        )
     return Distributed(**_fields(ir), layout=layout)
 
 
 def imc(ir: Distributed, ctx: Any) -> Mapped:
     """Decide every MVM layer's IMC mappings (`imc_plan.plan_mappings`)."""
     del ctx
-    mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, ir.config, ir.arch)
+    mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, ir.target.knobs, ir.target.arch)
     return Mapped(**_fields(ir), mappings=mappings)
 
 
 def pack(ir: Mapped, ctx: Any) -> Packed:
     """Every layer's constant bytes, laid out as its tasks read them (`constants`)."""
     del ctx
-    consts = pack_constants(ir.layers, ir.mappings, ir.graph, ir.program, ir.layout, ir.arch)
+    consts = pack_constants(ir.layers, ir.mappings, ir.graph, ir.program, ir.layout, ir.target.arch)
     return Packed(**_fields(ir), constants=consts)
 
 
@@ -135,14 +138,14 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
     (the tiles of a layer twice as many rows, or channels once the rows are exhausted or the
     weight staging is what overflows), at most ``max_memplan_attempts`` tries in all."""
     del ctx
-    config = ir.config
+    config = ir.target.knobs
     at_least: dict[int, tuple[int, int]] = {}
-    tiler = Tiler(ir.layers, config, ir.arch, ir.graph)
+    tiler = Tiler(ir.layers, config, ir.target.arch, ir.graph)
     for attempt in range(1, config.max_memplan_attempts + 1):
         try:
             inputs = PlanInputs(
                 ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants, ir.graph, config,
-                ir.arch, ir.layout, _tasklist_estimate(ir), attempt,
+                ir.target.arch, ir.layout, _tasklist_estimate(ir), attempt,
             )  # fmt: skip
             plan = plan_memory(inputs)
             log.info("%s", placement_summary(plan, config)["summary"])
@@ -161,15 +164,17 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
                     at_least[i] = (t.h_tiles, t.oc_tiles * 2)  # narrower weight blocks
                 else:
                     at_least[i] = (t.h_tiles * 2, min_oc)
-            tiles = Tiler(ir.layers, config, ir.arch, ir.graph, at_least).run()
+            tiles = Tiler(ir.layers, config, ir.target.arch, ir.graph, at_least).run()
             ir = dataclasses.replace(ir, tilings=tiles.tilings, groups=tiles.groups)
             if ir.layout.pipeline:
                 # the stage cuts are made of fusion groups, and the finer tiles group the
                 # layers anew: cut again (stale cuts put groups they did not know on core 0)
-                layout = core_layout(ir.layers, tiles, config, ir.arch, ir.graph, _work(ir))
+                layout = core_layout(ir.layers, tiles, config, ir.target.arch, ir.graph, _work(ir))
                 ir = dataclasses.replace(ir, layout=layout)
-            mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, config, ir.arch)
-            consts = pack_constants(ir.layers, mappings, ir.graph, ir.program, ir.layout, ir.arch)
+            mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, config, ir.target.arch)
+            consts = pack_constants(
+                ir.layers, mappings, ir.graph, ir.program, ir.layout, ir.target.arch
+            )
             ir = dataclasses.replace(ir, mappings=mappings, constants=consts)
     raise AssertionError("unreachable: the loop returns or raises")
 
@@ -185,8 +190,8 @@ def schedule(ir: Placed, ctx: Any) -> Scheduled:
         ir.constants,
         ir.memory,
         ir.graph,
-        ir.config,
-        ir.arch,
+        ir.target.knobs,
+        ir.target.arch,
         ir.layout,
         ir.program,
     )
@@ -236,13 +241,13 @@ def _tile_plan(ir: Tiled) -> Any:
 
 def _cost(ir: Lowered) -> CostModel:
     """The cost model at the compiled clock and MVM utilization limit."""
-    return cost_model(ir.arch, int(ir.config.frequency), float(ir.config.mvm_utilization_limit))
+    return ir.target.cost
 
 
 def _planned(ir: Tiled, i: int, mapping: Any, *, resident: bool = False) -> PlanCost:
     """The planned cost of layer ``i`` on one core (`estimate.plan_cost`; ``resident``:
     its weights stay in the IMC across frames)."""
-    cfg, t = ir.config, ir.tilings[i]
+    cfg, t = ir.target.knobs, ir.tilings[i]
     double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
     return plan_cost(
         ir.layers[i], mapping, t, cfg, _cost(ir),
@@ -253,17 +258,17 @@ def _planned(ir: Tiled, i: int, mapping: Any, *, resident: bool = False) -> Plan
 def _work(ir: Tiled) -> Any:
     """Planned cycles of layer ``i`` on one core, for the pipeline's stage cuts, with its
     IMC mapping queried whole (a pipeline fetches no shared weights every frame)."""
-    opts = ImcOptions.from_config(ir.config)
+    opts = ImcOptions.from_config(ir.target.knobs)
 
     def work(i: int) -> int:
         layer = ir.layers[i]
         mapping = None
         if layer.unit is LayerUnit.MVM and layer.geometry is not None:
             if layer.runtime is not None:
-                mapping = head_mapping(layer.runtime, ir.arch, opts)
+                mapping = head_mapping(layer.runtime, ir.target.arch, opts)
             else:
                 mapping = map_layer(
-                    layer.geometry, ir.arch, opts, first_layer=layer.is_first,
+                    layer.geometry, ir.target.arch, opts, first_layer=layer.is_first,
                     residual=bool(layer.residual),
                 )  # fmt: skip
         return _planned(ir, i, mapping).cycles
@@ -292,7 +297,7 @@ def _tasklist_estimate(ir: Mapped) -> int:
     for t, m in zip(ir.tilings, ir.mappings, strict=True):
         blocks = m.whole.weight_sets if m is not None else 1
         tasks += t.tiles * (3 + 2 * blocks)
-    return tasks * RECORD_BYTES * max(1, ir.config.aipu_cores_used)
+    return tasks * RECORD_BYTES * max(1, ir.target.knobs.aipu_cores_used)
 
 
 __all__ = [

@@ -111,7 +111,7 @@ def _planned_exposed_weight_cycles(r) -> int:
     cost = cost_model(ARCH)
     total = 0
     for layer, t, m in zip(r.layers, r.tilings, r.mappings, strict=True):
-        cfg = r.config
+        cfg = r.target.knobs
         double = cfg.imc_double_buffer_pipeline if t.tiles > 1 else cfg.imc_double_buffer_sequential
         whole = m.whole if m is not None else None
         planned = plan_cost(layer, whole, t, cfg, cost, weights_double_buffered=double)

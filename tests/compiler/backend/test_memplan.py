@@ -157,8 +157,8 @@ def test_plan_inputs_carry_everything_a_plan_is_made_from() -> None:
     # at the same pool and address; the inputs cannot be changed under a plan
     r = compile_backend("tiny_cnn", 32, aipu_cores_used=4, multicore_mode="cooperative")
     inputs = PlanInputs(
-        r.layers, r.tilings, r.groups, r.mappings, r.constants, r.graph, r.config, r.arch,
-        r.layout, _tasklist_estimate(r), r.memory.attempts,
+        r.layers, r.tilings, r.groups, r.mappings, r.constants, r.graph, r.target.knobs,
+        r.target.arch, r.layout, _tasklist_estimate(r), r.memory.attempts,
     )  # fmt: skip
     again = plan_memory(inputs)
     assert again.attempts == r.memory.attempts

@@ -211,7 +211,7 @@ def test_cooperative_with_depth_first_fusion_unfuses_mixed_split_groups() -> Non
         tiling_depth=6,
     )
     check_ok(result)
-    assert result.config.tiling_depth == 1
+    assert result.target.knobs.tiling_depth == 1
     assert all(len(g.layers) == 1 for g in result.groups)
 
 

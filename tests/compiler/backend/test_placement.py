@@ -46,25 +46,25 @@ def test_each_layer_reports_its_bytes_per_pool_spills_and_refills() -> None:
     c0, c1 = r.layers
     off = str(Spill.PROMOTION_OFF)
     entry = {"tensor": "x1", "core": 0, "pool": "ddr", "bytes": 16_384, "reason": off}
-    p0 = layer_placement(r.memory, c0, r.config)
+    p0 = layer_placement(r.memory, c0, r.target.knobs)
     assert p0["written_bytes"] == {"l1": 0, "l2": 0, "ddr": 16_384}
     assert p0["spills"] == [entry]
     assert p0["refills"] == [
         {"tensor": "x0", "core": 0, "pool": "ddr", "bytes": 16_384, "reason": str(Spill.HOST_IO)}
     ]
-    p1 = layer_placement(r.memory, c1, r.config)
+    p1 = layer_placement(r.memory, c1, r.target.knobs)
     assert p1["refills"] == [entry]
     assert p1["written_bytes"] == {"l1": 0, "l2": 0, "ddr": 16_384}
     assert p1["spills"][0]["reason"] == str(Spill.HOST_IO)
-    summary = placement_summary(r.memory, r.config)
+    summary = placement_summary(r.memory, r.target.knobs)
     assert summary["summary"] == (
         "placement: activation buffers 0 in L1, 0 in L2, 1 in DDR (16,384 bytes); "
         f"spilled: 1 ({off})"
     )
     # with promotion x1 goes to L1: nothing spilled, nothing read back but the input
     on = run_backend(g, CompilerConfig(), ARCH)
-    assert layer_placement(on.memory, on.layers[0], on.config)["spills"] == []
-    assert layer_placement(on.memory, on.layers[1], on.config)["refills"] == []
-    assert placement_summary(on.memory, on.config)["summary"] == (
+    assert layer_placement(on.memory, on.layers[0], on.target.knobs)["spills"] == []
+    assert layer_placement(on.memory, on.layers[1], on.target.knobs)["refills"] == []
+    assert placement_summary(on.memory, on.target.knobs)["summary"] == (
         "placement: activation buffers 1 in L1 (16,384 bytes), 0 in L2, 0 in DDR"
     )
