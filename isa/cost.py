@@ -280,6 +280,30 @@ class CostModel:
         """Bytes per cycle of one core DMA channel (its own, never shared)."""
         return float(self.arch.dma.channel_bw_bytes_per_cycle)
 
+    def weight_fetch_bw(self, links: tuple[Link, ...], sharers: int = 1) -> float:
+        """Bytes per cycle a per-frame weight fetch into L1 gets over ``links`` (the weights'
+        path from their home) when ``sharers`` cores fetch at once over them: the slowest
+        link's share, at most one DMA channel, at least a byte per cycle (the compiler's
+        multicore planning figure; a multicast is one fetch).
+
+        >>> from aipusim.arch import load_arch
+        >>> m = cost_model(load_arch())
+        >>> m.weight_fetch_bw((Link.L2,)) == min(m.channel_bw, m.link_bw(Link.L2))
+        True
+        """
+        source = min(self.link_bw(link) for link in links) / sharers
+        return max(1.0, min(self.channel_bw, source))
+
+    def weight_fetch_cycles(self, nbytes: int, fetch_bw: float) -> int:
+        """Whole cycles a per-frame weight fetch of ``nbytes`` takes at ``fetch_bw`` bytes per
+        cycle (`weight_fetch_bw`), the IMC mapper's planning figure.
+
+        >>> from aipusim.arch import load_arch
+        >>> cost_model(load_arch()).weight_fetch_cycles(1000, 64.0)
+        16
+        """
+        return math.ceil(nbytes / fetch_bw)
+
     def stream_bw(self, pool: Pool) -> float:
         """Bytes per cycle a long transfer from ``pool`` into a core's L1 sustains on idle
         links (the planning figure of the compiler's multicore split).

@@ -39,7 +39,6 @@ from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.lower import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.memory_map import constant_blob, constants_image, memory_map
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS
-from aipusim.compiler.backend.multicore import effective_mode
 from aipusim.compiler.backend.placement import layer_placement, placement_summary
 from aipusim.compiler.quant.artifacts import quantized_model_files
 from aipusim.isa.cost import cost_model
@@ -189,7 +188,7 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "version": REPORT_VERSION,
         "model": state.graph.name,
         "multicore_mode": str(state.target.knobs.multicore_mode),
-        "effective_mode": effective_mode(state.target.knobs),
+        "effective_mode": state.target.effective_mode,
         "aipu_cores_used": state.target.knobs.aipu_cores_used,
         "resources_used": state.target.knobs.resources_used,
         "frequency_hz": freq,
@@ -292,7 +291,7 @@ def build_program(
         memory=memory,
         extra={
             "model_id": model_id,
-            "effective_mode": effective_mode(cfg),
+            "effective_mode": state.target.effective_mode,
             "crc32": crcs,
             "crc_check": True,
             "init_before_frame": True,

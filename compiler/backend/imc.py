@@ -184,7 +184,7 @@ def _exposed_fetch_cycles(
     """Cycles of streamed weight fetches not hidden behind compute: the first block's fetch,
     then whatever of each later fetch outlasts the previous block's compute. A fetch gets
     ``fetch_bw`` bytes per cycle: the multicore pass's share of the shared link."""
-    fetches = [math.ceil(b.weight_bytes / fetch_bw) for b in blocks]
+    fetches = [cost.weight_fetch_cycles(b.weight_bytes, fetch_bw) for b in blocks]
     computes = block_cycles(blocks, vectors, cost, residual)
     hidden = zip(fetches[1:], computes, strict=False)
     return fetches[0] + sum(max(0, f - c) for f, c in hidden) if fetches else 0
@@ -205,12 +205,9 @@ def _frame_cycles(
     return compute + load + _exposed_fetch_cycles(blocks, vectors, cost, fetch_bw, residual)
 
 
-def frame_cycles(
-    m: ImcMapping, arch: Arch, fetch_bw: float | None = None, mvm_utilization_limit: float = 1.0
-) -> int:
+def frame_cycles(m: ImcMapping, cost: CostModel, fetch_bw: float | None = None) -> int:
     """What `map_layer` minimises over the ICR factors: compute + weight-load cycles, plus
     the weight fetch not hidden behind compute when the weights stream every frame."""
-    cost = cost_model(arch, None, mvm_utilization_limit)
     return _frame_cycles(m.blocks, m.vectors, m.compute_cycles, m.weight_load_cycles, cost,
                          fetch_bw)  # fmt: skip
 

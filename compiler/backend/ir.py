@@ -162,7 +162,7 @@ class Distributed(Tiled):
 
     def verify(self) -> None:
         super().verify()
-        assert self.layout.cores == self.config.aipu_cores_used, "layout spans the cores"
+        assert self.layout.cores == self.target.cores, "layout spans the cores"
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,7 @@ class Scheduled(Placed):
         from aipusim.isa.tasklist import Tasklist
 
         lists = [Tasklist(c, tuple(t)) for c, t in sorted(self.schedule.tasks.items())]
-        report = check_tasklists(lists, self.arch)
+        report = check_tasklists(lists, self.target.arch)
         assert report.ok, [p.message for p in report.errors][:3]
 
 

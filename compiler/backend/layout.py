@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from aipusim.isa.program import MulticoreMode
+
 
 class Split(StrEnum):
     NONE = "none"
@@ -30,10 +32,8 @@ class Split(StrEnum):
 @dataclass(frozen=True)
 class CoreLayout:
     cores: int = 1
-    mode: str = "multiprocess"
-    replicate: bool = False  # batch: per-core copies of frame data
-    cooperative: bool = False
-    pipeline: bool = False
+    #: The mode the instance runs in (`target.Target.effective_mode`).
+    mode: MulticoreMode = MulticoreMode.MULTIPROCESS
     core_of_group: dict[int, int] = field(default_factory=dict)  # pipeline stages
     shared_tensors: set[str] = field(default_factory=set)  # must live in L2/DDR
     splits: dict[int, Split] = field(default_factory=dict)  # cooperative: per layer index
@@ -55,13 +55,28 @@ class CoreLayout:
         fetched once and multicast, so that one fetch has the path to itself; otherwise
         each core fetches its own weights (`weight_fetch_bw`).
 
-        >>> CoreLayout(4, cooperative=True, weight_fetch_bw=16.0, multicast_fetch_bw=64.0
-        ...            ).fetch_bw(Split.ROWS)
+        >>> CoreLayout(4, MulticoreMode.COOPERATIVE, weight_fetch_bw=16.0,
+        ...            multicast_fetch_bw=64.0).fetch_bw(Split.ROWS)
         64.0
         """
         if self.cooperative and split is Split.ROWS:
             return self.multicast_fetch_bw
         return self.weight_fetch_bw
+
+    @property
+    def replicate(self) -> bool:
+        """Batch on several cores: per-core copies of the frame data."""
+        return self.cores > 1 and self.mode is MulticoreMode.BATCH
+
+    @property
+    def cooperative(self) -> bool:
+        """Cooperative on several cores: every layer split over the cores."""
+        return self.cores > 1 and self.mode is MulticoreMode.COOPERATIVE
+
+    @property
+    def pipeline(self) -> bool:
+        """Pipeline on several cores: one stage of fusion groups per core."""
+        return self.cores > 1 and self.mode is MulticoreMode.PIPELINE
 
     def group_cores(self, group: int) -> list[int]:
         """Cores that execute (part of) fusion group ``group``."""

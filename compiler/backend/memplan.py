@@ -200,18 +200,18 @@ class PoolState:
         return peak
 
 
-def io_slots(config: Any, layout: CoreLayout) -> int:
+def io_slots(double_buffer: bool, layout: CoreLayout) -> int:
     """Slots of an I/O buffer: the starts the runtime keeps in flight through it, two with
     ``double_buffer``, times the stages of a pipeline (each stage works on its own frame,
     so the host feeds as many frames ahead; the simulator's host does the same).
 
-    >>> from types import SimpleNamespace as NS
-    >>> io_slots(NS(double_buffer=True), CoreLayout(4, "pipeline", pipeline=True))
+    >>> from aipusim.isa.program import MulticoreMode
+    >>> io_slots(True, CoreLayout(4, MulticoreMode.PIPELINE))
     8
-    >>> io_slots(NS(double_buffer=False), CoreLayout(4, "batch", replicate=True))
+    >>> io_slots(False, CoreLayout(4, MulticoreMode.BATCH))
     1
     """
-    return (2 if config.double_buffer else 1) * (layout.cores if layout.pipeline else 1)
+    return (2 if double_buffer else 1) * (layout.cores if layout.pipeline else 1)
 
 
 @dataclass
@@ -327,7 +327,7 @@ class _Builder:
         cfg = self.cfg
         io_home = _POOL_OF[cfg.io_memory_pool]
         ws_home = _POOL_OF[cfg.workspace_memory_pool]
-        slots = io_slots(cfg, self.layout)
+        slots = io_slots(cfg.double_buffer, self.layout)
         fused = {t for g in self.groups for t in g.intermediates}
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
         # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
@@ -786,7 +786,7 @@ def _place(inputs: PlanInputs, spared: frozenset[str]) -> MemPlan:
     planner.place_image_sources(max(n_groups - 1, 0))
     plan = MemPlan(
         buffers, planner.pools, n_groups, tensor_buffer, inputs.attempt,
-        io_slots(config, layout), spared,
+        io_slots(config.double_buffer, layout), spared,
     )  # fmt: skip
     verify_memplan(plan)
     return plan

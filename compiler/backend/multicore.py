@@ -33,15 +33,15 @@ from aipusim.compiler.backend.imc import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.regions import out_rows, splittable_rows
+from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, TilePlan, Tiling
-from aipusim.isa.cost import Link, cost_model
-from aipusim.isa.program import check_resources_used
+from aipusim.isa.cost import Link
+from aipusim.isa.program import MulticoreMode, check_resources_used
 
 
-def check_resources(config: Any, arch: Arch) -> None:
-    """``resources_used`` fits the instance's cores and the cores fit ``arch``."""
-    check_resources_used(config.resources_used, config.aipu_cores_used)
-    cores = config.aipu_cores_used
+def check_resources(resources_used: float, cores: int, arch: Arch) -> None:
+    """``resources_used`` fits the instance's ``cores`` and the cores fit ``arch``."""
+    check_resources_used(resources_used, cores)
     if cores > arch.chip.cores:
         raise ConfigError(
             f"aipu_cores_used must be at most the {arch.chip.cores} cores of {arch.chip.name}, "
@@ -96,38 +96,28 @@ def plan_cascade(configs: Sequence[Any], *, chip_cores: int) -> list[CascadeSlot
     return slots
 
 
-def effective_mode(config: Any) -> str:
-    """The mode the instance really runs in (several cores in a Batch-1 mode: batch)."""
-    mode = str(config.multicore_mode)
-    if config.aipu_cores_used > 1 and mode in ("multiprocess", "multithread"):
-        return "batch"
-    return mode
-
-
 def core_layout(
     layers: Sequence[LayerPlan],
     tiles: TilePlan,
-    config: Any,
-    arch: Arch,
+    target: Target,
     graph: Any,
     work: Callable[[int], int] | None = None,
 ) -> CoreLayout:
-    """The `CoreLayout` of the configured mode (see the module docstring); ``work(i)`` is
-    the estimated cycles of layer ``i`` on one core (pipeline stage cuts)."""
-    check_resources(config, arch)
-    cores = config.aipu_cores_used
-    mode = effective_mode(config)
+    """The `CoreLayout` of the target's effective mode (see the module docstring);
+    ``work(i)`` is the estimated cycles of layer ``i`` on one core (pipeline stage cuts)."""
+    arch, cores, mode = target.arch, target.cores, target.effective_mode
+    check_resources(target.knobs.resources_used, cores, arch)
     if cores == 1:
-        return CoreLayout(1, str(config.multicore_mode))
-    fetch_bw = weight_fetch_bw(config, arch, layers)
-    multicast_bw = multicast_fetch_bw(config, arch, layers)
-    if mode == "batch":
-        return CoreLayout(cores, mode, replicate=True, weight_fetch_bw=fetch_bw)
-    if mode == "cooperative":
-        opts = ImcOptions.from_config(config)
+        return CoreLayout(1, mode)
+    fetch_bw = weight_fetch_bw(target, layers)
+    multicast_bw = multicast_fetch_bw(target, layers)
+    if mode is MulticoreMode.BATCH:
+        return CoreLayout(cores, mode, weight_fetch_bw=fetch_bw)
+    if mode is MulticoreMode.COOPERATIVE:
+        opts = ImcOptions.from_config(target.knobs)
         choices = {
             i: _cooperative_split(
-                layer, tiles.tilings[i], cores, arch, opts, (fetch_bw, multicast_bw)
+                layer, tiles.tilings[i], cores, target, opts, (fetch_bw, multicast_bw)
             )
             for i, layer in enumerate(layers)
         }
@@ -137,27 +127,22 @@ def core_layout(
         return CoreLayout(
             cores,
             mode,
-            cooperative=True,
             splits=splits,
             split_cycles=split_cycles,
             weight_fetch_bw=fetch_bw,
             multicast_fetch_bw=multicast_bw,
             l1_exchange=l1_exchange_tensors(layers, host_read),
         )
-    if mode == "pipeline":
-        assert work is not None, "pipeline stage cuts need the layers' estimated work"
-        return _pipeline(layers, tiles.groups, cores, graph, work)
-    raise ConfigError(
-        f"multicore_mode must be one of multiprocess, multithread, batch, cooperative, "
-        f"pipeline, not {mode}"
-    )
+    assert mode is MulticoreMode.PIPELINE, f"no core layout for {mode} on {cores} cores"
+    assert work is not None, "pipeline stage cuts need the layers' estimated work"
+    return _pipeline(layers, tiles.groups, cores, graph, work)
 
 
 def _cooperative_split(
     layer: LayerPlan,
     tiling: Tiling,
     cores: int,
-    arch: Arch,
+    target: Target,
     opts: ImcOptions,
     fetch_bws: tuple[float | None, float | None],
 ) -> tuple[Split, dict[str, int]]:
@@ -171,6 +156,7 @@ def _cooperative_split(
     split's one multicast of all the weights, at the whole source (`CoreLayout.fetch_bw`).
     """
     fetch_bw, multicast_bw = fetch_bws
+    arch = target.arch
     geo = layer.geometry
     can_rows = splittable_rows(layer) and out_rows(layer) >= cores * tiling.h_tiles
     if layer.unit is LayerUnit.MVM and is_runtime(layer):
@@ -184,7 +170,7 @@ def _cooperative_split(
         ):
             if ok:
                 sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=bw)
-                options[split] = frame_cycles(sub, arch, bw, opts.mvm_utilization_limit)
+                options[split] = frame_cycles(sub, target.cost, bw)
         best = min(options, key=options.__getitem__) if options else Split.NONE
         return best, {str(k): v for k, v in options.items()}
     if layer.unit is LayerUnit.DWPU and geo is not None:
@@ -210,7 +196,7 @@ def weight_sets(layers: Sequence[LayerPlan], arch: Arch, opts: ImcOptions) -> in
     return total
 
 
-def weight_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> float | None:
+def weight_fetch_bw(target: Target, layers: Sequence[LayerPlan]) -> float | None:
     """Bytes per cycle one core's weight fetch gets when several cores share the weights and
     they stream into L1 every frame; None when no per-frame fetch is shared (one core, a
     pipeline, or every weight set stays in the IMC, loaded once in INIT).
@@ -218,40 +204,38 @@ def weight_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> flo
     A batch fetches once and multicasts (`multicast_fetch_bw`); in cooperative mode the
     cores of a channel split each fetch their own part, all at once, sharing the source.
     """
-    path = _fetch_path(config, arch, layers)
-    if path is None:
+    links = _fetch_links(target, layers)
+    if links is None:
         return None
-    channel_bw, source = path
-    if effective_mode(config) == "cooperative":
-        source /= config.aipu_cores_used
-    return max(1.0, min(channel_bw, source))
+    sharers = target.cores if target.effective_mode is MulticoreMode.COOPERATIVE else 1
+    return target.cost.weight_fetch_bw(links, sharers)
 
 
-def multicast_fetch_bw(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> float | None:
+def multicast_fetch_bw(target: Target, layers: Sequence[LayerPlan]) -> float | None:
     """Bytes per cycle of one per-frame weight fetch multicast into every core's L1 (a batch
     layer's, a cooperative row split's), None when no per-frame fetch is shared
     (`weight_fetch_bw`). The cost model charges a multicast as one transfer over its path
     (`isa.cost.CostModel.dma_transfer`: the NoC once, whatever the mask), so it gets the
     whole source, up to one channel, and its cycles are counted once, not once per core.
     """
-    path = _fetch_path(config, arch, layers)
-    return None if path is None else max(1.0, min(*path))
+    links = _fetch_links(target, layers)
+    return None if links is None else target.cost.weight_fetch_bw(links)
 
 
-def _fetch_path(config: Any, arch: Arch, layers: Sequence[LayerPlan]) -> tuple[float, float] | None:
-    """(one DMA channel's, the weights' source link's) bytes per cycle of the per-frame
-    weight fetch shared by several cores, None without one (`weight_fetch_bw`). Shared
-    weights live in L2 or DDR (memplan): DDR when that is their home and promotion cannot
-    lift them, and DDR data crosses the L2 port too."""
-    if config.aipu_cores_used == 1 or effective_mode(config) not in ("batch", "cooperative"):
+def _fetch_links(target: Target, layers: Sequence[LayerPlan]) -> tuple[Link, ...] | None:
+    """The links the per-frame weight fetch shared by several cores crosses from the
+    weights' home, None without one (`weight_fetch_bw`). Shared weights live in L2 or DDR
+    (memplan): DDR when that is their home and promotion cannot lift them, and DDR data
+    crosses the L2 port too."""
+    shared = (MulticoreMode.BATCH, MulticoreMode.COOPERATIVE)
+    if target.cores == 1 or target.effective_mode not in shared:
         return None
-    if weight_sets(layers, arch, ImcOptions.from_config(config)) <= arch.mvm.weight_sets:
+    arch, knobs = target.arch, target.knobs
+    if weight_sets(layers, arch, ImcOptions.from_config(knobs)) <= arch.mvm.weight_sets:
         return None
-    cost = cost_model(arch, int(config.frequency), float(config.mvm_utilization_limit))
-    source = cost.link_bw(Link.L2)
-    if config.constant_memory_pool == "global.ddr" and not config.enable_buffer_promotion:
-        source = min(source, cost.link_bw(Link.DDR))
-    return cost.channel_bw, source
+    if knobs.constant_memory_pool == "global.ddr" and not knobs.enable_buffer_promotion:
+        return (Link.L2, Link.DDR)
+    return (Link.L2,)
 
 
 def _pipeline(
@@ -307,7 +291,7 @@ def _pipeline(
     used = sorted(set(core_of_group.values()))
     assert used == list(range(cores)), f"pipeline stages {used} do not cover {cores} cores"
     return CoreLayout(
-        cores, "pipeline", pipeline=True, core_of_group=core_of_group, shared_tensors=shared
+        cores, MulticoreMode.PIPELINE, core_of_group=core_of_group, shared_tensors=shared
     )
 
 
@@ -316,7 +300,6 @@ __all__ = [
     "check_cascade",
     "check_resources",
     "core_layout",
-    "effective_mode",
     "multicast_fetch_bw",
     "plan_cascade",
     "weight_fetch_bw",

@@ -101,9 +101,7 @@ def tile(ir: Lowered, ctx: Any) -> Tiled:
 def multicore(ir: Tiled, ctx: Any) -> Distributed:
     """Spread the instance over ``aipu_cores_used`` cores (see `multicore.core_layout`)."""
     del ctx
-    layout = core_layout(
-        ir.layers, _tile_plan(ir), ir.target.knobs, ir.target.arch, ir.graph, _work(ir)
-    )
+    layout = core_layout(ir.layers, _tile_plan(ir), ir.target, ir.graph, _work(ir))
     if layout.cooperative and _mixed_split_groups(ir.groups, layout):
         # Depth-first fusion keeps a group's intermediate tiles in one core's L1. When the
         # cooperative split partitions the group's layers otherwise than all by rows, a core
@@ -113,9 +111,7 @@ def multicore(ir: Tiled, ctx: Any) -> Distributed:
         target = ir.target.with_knobs(tiling_depth=1)
         plan = Tiler(ir.layers, target.knobs, target.arch, ir.graph).run()
         ir = dataclasses.replace(ir, target=target, tilings=plan.tilings, groups=plan.groups)
-        layout = core_layout(
-            ir.layers, _tile_plan(ir), ir.target.knobs, ir.target.arch, ir.graph, _work(ir)
-        )
+        layout = core_layout(ir.layers, _tile_plan(ir), ir.target, ir.graph, _work(ir))
     return Distributed(**_fields(ir), layout=layout)
 
 
@@ -169,7 +165,7 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
             if ir.layout.pipeline:
                 # the stage cuts are made of fusion groups, and the finer tiles group the
                 # layers anew: cut again (stale cuts put groups they did not know on core 0)
-                layout = core_layout(ir.layers, tiles, config, ir.target.arch, ir.graph, _work(ir))
+                layout = core_layout(ir.layers, tiles, ir.target, ir.graph, _work(ir))
                 ir = dataclasses.replace(ir, layout=layout)
             mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, config, ir.target.arch)
             consts = pack_constants(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 
 import pytest
 from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
@@ -17,9 +16,9 @@ from aipusim.compiler.backend.multicore import (
     _cooperative_split,
     check_cascade,
     check_resources,
-    effective_mode,
 )
 from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.backend.target import Target
 from aipusim.isa.cost import Link, cost_model
 from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, Pool, TokenScope, Unit, WeightLoad
 
@@ -144,8 +143,10 @@ def test_pipeline_retiled_by_memplan_is_cut_again() -> None:
 
 def test_batch1_modes_with_several_cores_run_as_batch() -> None:
     cfg = CompilerConfig(aipu_cores_used=4, resources_used=1.0)
-    assert effective_mode(cfg) == "batch"
-    assert effective_mode(CompilerConfig()) == "multiprocess"
+    four = Target.of(cfg, ARCH)
+    assert (four.mode, four.effective_mode, four.frames_per_start) == ("multiprocess", "batch", 4)
+    one = Target.of(CompilerConfig(), ARCH)
+    assert (one.effective_mode, one.frames_per_start) == ("multiprocess", 1)
 
 
 def test_cascade_resources_must_sum_to_one() -> None:
@@ -160,7 +161,7 @@ def test_cascade_resources_must_sum_to_one() -> None:
 
 def test_impossible_resources_and_core_counts_are_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"resources_used must be a multiple of 0\.25"):
-        check_resources(SimpleNamespace(resources_used=0.3, aipu_cores_used=1), ARCH)
+        check_resources(0.3, 1, ARCH)
     with pytest.raises(ConfigError, match="aipu_cores_used must be at most the 2 layer groups"):
         from aipusim.compiler.backend.run import run_backend
         from aipusim.compiler.ir import Graph, Node, Op, Tensor
@@ -225,8 +226,8 @@ def test_a_row_split_is_charged_one_multicast_fetch_for_all_its_cores() -> None:
     opts = ImcOptions(enable_icr=False)
     layer, tiling = r.layers[0], r.tilings[0]
     assert r.mappings[0].whole.weight_bytes == 4096
-    _, alone = _cooperative_split(layer, tiling, 4, ARCH, opts, (None, None))
-    _, streamed = _cooperative_split(layer, tiling, 4, ARCH, opts, (16.0, 64.0))
+    _, alone = _cooperative_split(layer, tiling, 4, r.target, opts, (None, None))
+    _, streamed = _cooperative_split(layer, tiling, 4, r.target, opts, (16.0, 64.0))
     assert {s: streamed[s] - alone[s] for s in alone} == {"channels": 64, "rows": 64}
 
 
