@@ -25,10 +25,12 @@ and both energies are kept in the layer's ``matmul_choice`` and land in report.j
 
 >>> from aipusim.arch import load_arch
 >>> from aipusim.compiler.backend.imc import ImcOptions
->>> c = choose(RuntimeMatmul(heads=3, m=197, k=64, n=197), load_arch(), ImcOptions())
+>>> from aipusim.isa.cost import cost_model
+>>> cost = cost_model(load_arch())
+>>> c = choose(RuntimeMatmul(heads=3, m=197, k=64, n=197), cost, ImcOptions())
 >>> c.unit, c.mvm_cycles < c.dpu_cycles
 ('mvm', True)
->>> choose(RuntimeMatmul(heads=1, m=1, k=16, n=16), load_arch(), ImcOptions()).unit
+>>> choose(RuntimeMatmul(heads=1, m=1, k=16, n=16), cost, ImcOptions()).unit
 'dpu'
 """
 
@@ -45,24 +47,25 @@ from aipusim.compiler.backend.lower import (
     MatmulChoice,
     RuntimeMatmul,
 )
-from aipusim.isa.cost import cost_model
+from aipusim.isa.cost import CostModel
 from aipusim.isa.tasks import DpuKind, DpuOp, Mvm, PostOp, Task, Unit, WeightLoad
 
 
-def head_mapping(mm: RuntimeMatmul, arch: Arch, opts: ImcOptions) -> ImcMapping:
+def head_mapping(mm: RuntimeMatmul, cost: CostModel, opts: ImcOptions) -> ImcMapping:
     """The IMC mapping of one head (its K x N operand and M vectors): the constant-weight
     mapping of a 1x1 conv, its cycles charged for the operands' strides (``mm.steps``)."""
     one = ConvGeometry(mm.k, mm.n, 1, 1, 1, 1, 1, mm.m, 1, mm.m)
-    m = map_layer(one, arch, opts, first_layer=False)
+    m = map_layer(one, cost, opts, first_layer=False)
     if mm.steps == (1, 1, 1):
         return m
-    cost = cost_model(arch, None, opts.mvm_utilization_limit)
     pitches = (mm.steps[0], mm.steps[2])
     compute = sum(
         cost.mvm_cycles(m.vectors, b.cols_used, b.rows_used, pitches=pitches) for b in m.blocks
     )
     load = sum(
-        cost.weight_load_cycles(b.weight_bytes, operand_block(mm, m, b, arch.mvm.rows).read_bytes)
+        cost.weight_load_cycles(
+            b.weight_bytes, operand_block(mm, m, b, cost.arch.mvm.rows).read_bytes
+        )
         for b in m.blocks
     )
     return replace(m, compute_cycles=compute, weight_load_cycles=load)
@@ -148,13 +151,13 @@ def head_tasks(mm: RuntimeMatmul, head: ImcMapping, arch: Arch) -> list[Task]:
 
 
 def choose(
-    mm: RuntimeMatmul, arch: Arch, opts: ImcOptions, *, double_buffered: bool = False
+    mm: RuntimeMatmul, cost: CostModel, opts: ImcOptions, *, double_buffered: bool = False
 ) -> MatmulChoice:
     """Cost both mappings of ``mm`` (see the module docstring) and pick one; the energies
     are the cost model's for the tasks each mapping emits. ``double_buffered``: the next
     head's operand may load while one head computes."""
-    cost = cost_model(arch, None, opts.mvm_utilization_limit)
-    head = head_mapping(mm, arch, opts)
+    arch = cost.arch
+    head = head_mapping(mm, cost, opts)
     load_bytes = mm.heads * head.weight_bytes
     mvm_cycles = mvm_frame_cycles(mm, head, arch, double_buffered=double_buffered)
     mvm_energy = mm.heads * sum(cost.task(t).energy_total_pj for t in head_tasks(mm, head, arch))
@@ -171,7 +174,11 @@ def choose(
 
 
 def assign_units(
-    layers: tuple[LayerPlan, ...], arch: Arch, opts: ImcOptions, *, double_buffered: bool = False
+    layers: tuple[LayerPlan, ...],
+    cost: CostModel,
+    opts: ImcOptions,
+    *,
+    double_buffered: bool = False,
 ) -> tuple[LayerPlan, ...]:
     """Cost both mappings of every activation x activation MatMul and put it on the faster
     unit: the MVM ones keep their `RuntimeMatmul`, the others become DPU layers. Each keeps
@@ -183,7 +190,7 @@ def assign_units(
         if mm is None:
             out.append(layer)
             continue
-        choice = choose(mm, arch, opts, double_buffered=double_buffered)
+        choice = choose(mm, cost, opts, double_buffered=double_buffered)
         if choice.unit == "dpu":
             layer = replace(
                 layer,

@@ -38,7 +38,8 @@ output stream (`block_posts`), which the L1 ports may make the bound.
 >>> from aipusim.arch import load_arch
 >>> from aipusim.compiler.backend.lower import ConvGeometry
 >>> geo = ConvGeometry(64, 64, 3, 3, 1, 1, 56, 56, 56, 56)
->>> m = map_layer(geo, load_arch(), ImcOptions(), first_layer=False)
+>>> from aipusim.isa.cost import cost_model
+>>> m = map_layer(geo, cost_model(load_arch()), ImcOptions(), first_layer=False)
 >>> m.rows_needed, m.row_blocks, m.col_blocks, m.icr, m.vectors
 (960, 2, 1, 3, 1064)
 """
@@ -48,17 +49,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aipusim.arch import Arch
 from aipusim.compiler.backend.lower import ConvGeometry
-from aipusim.isa.cost import CostModel, cost_model
+from aipusim.isa.cost import CostModel
 from aipusim.isa.tasks import PostOp
 
 
 @dataclass(frozen=True)
 class ImcOptions:
-    """The config knobs the mapping reads (defaults = the reference defaults)."""
+    """The config knobs the mapping reads (defaults = the reference defaults); the
+    ``mvm_utilization_limit`` is the cost model's (`CostModel.active_cols`)."""
 
-    mvm_utilization_limit: float = 1.0
     apply_pword_padding: bool = True
     enable_icr: bool = True
     icrx_force: int = -1
@@ -214,7 +214,7 @@ def frame_cycles(m: ImcMapping, cost: CostModel, fetch_bw: float | None = None) 
 
 def map_layer(
     geo: ConvGeometry,
-    arch: Arch,
+    cost: CostModel,
     opts: ImcOptions,
     *,
     first_layer: bool,
@@ -223,8 +223,9 @@ def map_layer(
 ) -> ImcMapping:
     """The IMC mapping of one MVM layer (see the module docstring); ``fetch_bw``: bytes per
     cycle of the per-frame weight fetch into L1 when the weights stream (None: on chip);
-    ``residual``: a residual add is fused on its output stream."""
-    mvm = arch.mvm
+    ``residual``: a residual add is fused on its output stream; ``cost``: the cost model at
+    the compiled ``mvm_utilization_limit``, whose active columns the mapping may use."""
+    mvm = cost.arch.mvm
     pword = mvm.pword_channels
     cin = geo.cin  # grouped convs: block-diagonal weights use every input channel's rows
     swicr = (
@@ -236,7 +237,7 @@ def map_layer(
     )
     pad = opts.apply_pword_padding
     rows_needed = _rows(geo, cin, pword, swicr, geo.kw, pad)
-    active = mvm.active_cols(opts.mvm_utilization_limit)
+    active = cost.active_cols
     nr = math.ceil(rows_needed / mvm.rows)
     nc = math.ceil(geo.cout / active)
     block_cols = math.ceil(geo.cout / nc)
@@ -258,7 +259,6 @@ def map_layer(
             if not (fits_cols and fits_rows and r <= geo.out_w):
                 break
             feasible.append(r)
-    cost = cost_model(arch, None, opts.mvm_utilization_limit)
     options = [
         _with_icr(geo, cost, r, cin, swicr, pad, nr, nc, block_cols, residual) for r in feasible
     ]

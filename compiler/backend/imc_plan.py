@@ -16,7 +16,8 @@ whole layer's factor, which sizes its weight buffers. An MVM layer with run-time
 >>> from aipusim.compiler.backend.layout import CoreLayout
 >>> from aipusim.arch import load_arch
 >>> geo = ConvGeometry(64, 600, 1, 1, 1, 1, 8, 8, 8, 8)
->>> m = map_tiles(geo, False, 2, 0, CoreLayout(), ImcOptions(), load_arch())
+>>> from aipusim.isa.cost import cost_model
+>>> m = map_tiles(geo, False, 2, 0, CoreLayout(), ImcOptions(), cost_model(load_arch()))
 >>> [(t.oc_tile, t.cout_lo, t.cout_hi, t.mapping.col_blocks) for t in m]
 [(0, 0, 300, 1), (1, 300, 600, 1)]
 """
@@ -25,15 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
-from aipusim.arch import Arch
 from aipusim.compiler.backend.attention import head_mapping
 from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import ConvGeometry, LayerPlan, LayerUnit
 from aipusim.compiler.backend.regions import part_range
+from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import Tiling
+from aipusim.isa.cost import CostModel
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def map_tiles(
     layer_index: int,
     layout: CoreLayout,
     opts: ImcOptions,
-    arch: Arch,
+    cost: CostModel,
     whole: ImcMapping | None = None,
     residual: bool = False,
 ) -> tuple[TileMapping, ...]:
@@ -101,14 +102,14 @@ def map_tiles(
                 continue  # more channel tiles than channels
             sub = replace(geo, cout=hi - lo, out_h=out_h)
             m = map_layer(
-                sub, arch, part_opts, first_layer=first_layer, fetch_bw=fetch_bw, residual=residual
+                sub, cost, part_opts, first_layer=first_layer, fetch_bw=fetch_bw, residual=residual
             )
             out.append(TileMapping(part, oi, lo, hi, m))
     return tuple(out)
 
 
 def map_whole(
-    layer: LayerPlan, layer_index: int, layout: CoreLayout, opts: ImcOptions, arch: Arch
+    layer: LayerPlan, layer_index: int, layout: CoreLayout, opts: ImcOptions, cost: CostModel
 ) -> ImcMapping:
     """The layer mapped whole. A cooperative row split whose weights are fetched every frame
     takes the factor of one core's share of the rows (never wider): the layer was mapped for
@@ -120,38 +121,37 @@ def map_whole(
     fetch_bw = layout.fetch_bw(split)
     residual = bool(layer.residual)
     whole = map_layer(
-        geo, arch, opts, first_layer=layer.is_first, fetch_bw=fetch_bw, residual=residual
+        geo, cost, opts, first_layer=layer.is_first, fetch_bw=fetch_bw, residual=residual
     )
     narrow = layout.cooperative and fetch_bw and split is Split.ROWS
     if not narrow or opts.icrx_force != -1 or whole.icr == 1:
         return whole
     capped = replace(opts, icrx_max_factor=whole.icr)
     share = replace(geo, out_h=-(-geo.out_h // layout.cores))
-    r = map_layer(share, arch, capped, first_layer=layer.is_first, fetch_bw=fetch_bw).icr
+    r = map_layer(share, cost, capped, first_layer=layer.is_first, fetch_bw=fetch_bw).icr
     if r == whole.icr:
         return whole
-    return map_layer(geo, arch, replace(opts, icrx_force=r), first_layer=layer.is_first)
+    return map_layer(geo, cost, replace(opts, icrx_force=r), first_layer=layer.is_first)
 
 
 def plan_mappings(
     layers: Sequence[LayerPlan],
     tilings: Sequence[Tiling],
     layout: CoreLayout,
-    config: Any,
-    arch: Arch,
+    target: Target,
 ) -> tuple[LayerMapping | None, ...]:
     """The `LayerMapping` of every MVM layer (None for the others), index-aligned."""
-    opts = ImcOptions.from_config(config)
+    opts, cost = ImcOptions.from_config(target.knobs), target.cost
     out: list[LayerMapping | None] = []
     for i, (layer, tiling) in enumerate(zip(layers, tilings, strict=True)):
         if layer.unit is not LayerUnit.MVM or layer.geometry is None:
             out.append(None)
         elif layer.runtime is not None:
-            out.append(LayerMapping(head_mapping(layer.runtime, arch, opts), ()))
+            out.append(LayerMapping(head_mapping(layer.runtime, cost, opts), ()))
         else:
-            whole = map_whole(layer, i, layout, opts, arch)
+            whole = map_whole(layer, i, layout, opts, cost)
             tiles = map_tiles(
-                layer.geometry, layer.is_first, tiling.oc_tiles, i, layout, opts, arch, whole,
+                layer.geometry, layer.is_first, tiling.oc_tiles, i, layout, opts, cost, whole,
                 residual=bool(layer.residual),
             )  # fmt: skip
             out.append(LayerMapping(whole, tiles))

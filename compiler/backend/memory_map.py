@@ -125,7 +125,7 @@ def memory_map(state: Any, image: ConstantImage) -> MemoryMap:
         for b in sorted(plan.buffers.values(), key=lambda b: (b.pool.value, b.addr, b.name))
         if b.addr >= 0
     )
-    caps = pool_capacities(state.target.knobs, state.target.arch)
+    caps = pool_capacities(state.target)
     partition = {"l2": int(caps[Pool.L2]), "ddr": int(caps[Pool.DDR])}
     return MemoryMap(image, tuple(io), tuple(tensors), buffers, partition)
 

@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from aipusim.arch import Arch
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.constants import LayerConstants
 from aipusim.compiler.backend.exchange import host_read_tensors
 from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, activation_bytes, is_runtime
+from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, Tiling, budget_of_l1, psum_bytes
 from aipusim.isa.tasks import Pool
 
@@ -267,8 +267,9 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-def pool_capacities(config: Any, arch: Arch) -> dict[Pool, int]:
+def pool_capacities(target: Target) -> dict[Pool, int]:
     """Bytes of each pool one instance may use (L1: per core)."""
+    config, arch = target.knobs, target.arch
     share = config.resources_used
     l2_free = (
         config.l2_size_used
@@ -281,7 +282,7 @@ def pool_capacities(config: Any, arch: Arch) -> dict[Pool, int]:
     ddr = math.floor(share * (config.ddr_size_used - config.ddr_size_reserved))
     if config.ddr_constraint is not None:
         ddr = min(ddr, config.ddr_constraint)
-    return {Pool.L1: budget_of_l1(config, arch), Pool.L2: l2, Pool.DDR: ddr}
+    return {Pool.L1: budget_of_l1(target), Pool.L2: l2, Pool.DDR: ddr}
 
 
 class _Builder:
@@ -289,7 +290,7 @@ class _Builder:
 
     def __init__(self, inputs: PlanInputs, spared: frozenset[str] = frozenset()) -> None:
         self.layers, self.groups = inputs.layers, inputs.groups
-        self.g, self.cfg = inputs.graph, inputs.config
+        self.g, self.cfg = inputs.graph, inputs.target.knobs
         self.spared = spared
         self.tilings, self.mappings = inputs.tilings, inputs.mappings
         self.constants = inputs.constants
@@ -526,13 +527,13 @@ def _sfx(core: int) -> str:
 
 class Planner:
     def __init__(
-        self, buffers: dict[str, Buffer], config: Any, arch: Arch, cores: list[int], steps: int
+        self, buffers: dict[str, Buffer], target: Target, cores: list[int], steps: int
     ) -> None:
         self.buffers = buffers
-        self.cfg = config
-        self.arch = arch
+        config = self.cfg = target.knobs
+        arch = self.arch = target.arch
         self.steps = steps
-        caps = pool_capacities(config, arch)
+        caps = pool_capacities(target)
         page = arch.dma.burst_bytes if config.page_memory else arch.l1.port_bytes_per_cycle
         align = arch.l1.port_bytes_per_cycle
         self.pools: dict[tuple[Pool, int], PoolState] = {
@@ -714,10 +715,10 @@ class UnplacedTiles(MemoryPlanError):
 @dataclass(frozen=True)
 class PlanInputs:
     """What one memory plan is made from: the packed IR's layers, tilings, fusion groups,
-    IMC mappings and constants, the graph, configuration, architecture and core layout,
-    the tasklist image's estimated size and which try this is (`plan_memory`).
+    IMC mappings and constants, the graph, the target and the core layout, the tasklist
+    image's estimated size and which try this is (`plan_memory`).
 
-    >>> PlanInputs([], [], [], [], [], None, None, None).attempt
+    >>> PlanInputs([], [], [], [], [], None, None).attempt
     1
     """
 
@@ -727,8 +728,7 @@ class PlanInputs:
     mappings: Sequence[LayerMapping | None]
     constants: Sequence[LayerConstants]
     graph: Any
-    config: Any
-    arch: Arch
+    target: Target
     layout: CoreLayout = field(default_factory=CoreLayout)
     tasklist_bytes: int = 0
     attempt: int = 1
@@ -771,9 +771,9 @@ def _in_l1(plan: MemPlan, layout: CoreLayout) -> frozenset[str]:
 def _place(inputs: PlanInputs, spared: frozenset[str]) -> MemPlan:
     """One placement of every buffer, without the tile slots of the tensors in ``spared``
     (`plan_memory`)."""
-    config, layout, n_groups = inputs.config, inputs.layout, len(inputs.groups)
+    config, layout, n_groups = inputs.target.knobs, inputs.layout, len(inputs.groups)
     buffers, tensor_buffer = _Builder(inputs, spared).build()
-    planner = Planner(buffers, config, inputs.arch, layout.all_cores, n_groups)
+    planner = Planner(buffers, inputs.target, layout.all_cores, n_groups)
     failures = planner.place_mandatory()
     if failures:
         error = planner.error(failures[0])

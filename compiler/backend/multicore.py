@@ -35,7 +35,7 @@ from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.regions import out_rows, splittable_rows
 from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, TilePlan, Tiling
-from aipusim.isa.cost import Link
+from aipusim.isa.cost import CostModel, Link
 from aipusim.isa.program import MulticoreMode, check_resources_used
 
 
@@ -169,7 +169,7 @@ def _cooperative_split(
             (Split.ROWS, replace(geo, out_h=-(-geo.out_h // cores)), can_rows, multicast_bw),
         ):
             if ok:
-                sub = map_layer(sub_geo, arch, opts, first_layer=layer.is_first, fetch_bw=bw)
+                sub = map_layer(sub_geo, target.cost, opts, first_layer=layer.is_first, fetch_bw=bw)
                 options[split] = frame_cycles(sub, target.cost, bw)
         best = min(options, key=options.__getitem__) if options else Split.NONE
         return best, {str(k): v for k, v in options.items()}
@@ -182,7 +182,7 @@ def _cooperative_split(
     return Split.NONE, {}
 
 
-def weight_sets(layers: Sequence[LayerPlan], arch: Arch, opts: ImcOptions) -> int:
+def weight_sets(layers: Sequence[LayerPlan], cost: CostModel, opts: ImcOptions) -> int:
     """IMC weight sets the MVM layers need in all, each mapped whole (a run-time operand:
     one head's); neither replication nor the per-frame fetch changes the count."""
     total = 0
@@ -190,9 +190,9 @@ def weight_sets(layers: Sequence[LayerPlan], arch: Arch, opts: ImcOptions) -> in
         if layer.unit is not LayerUnit.MVM or layer.geometry is None:
             continue
         if layer.runtime is not None:
-            total += len(head_mapping(layer.runtime, arch, opts).blocks)
+            total += len(head_mapping(layer.runtime, cost, opts).blocks)
         else:
-            total += len(map_layer(layer.geometry, arch, opts, first_layer=layer.is_first).blocks)
+            total += len(map_layer(layer.geometry, cost, opts, first_layer=layer.is_first).blocks)
     return total
 
 
@@ -231,7 +231,7 @@ def _fetch_links(target: Target, layers: Sequence[LayerPlan]) -> tuple[Link, ...
     if target.cores == 1 or target.effective_mode not in shared:
         return None
     arch, knobs = target.arch, target.knobs
-    if weight_sets(layers, arch, ImcOptions.from_config(knobs)) <= arch.mvm.weight_sets:
+    if weight_sets(layers, target.cost, ImcOptions.from_config(knobs)) <= arch.mvm.weight_sets:
         return None
     if knobs.constant_memory_pool == "global.ddr" and not knobs.enable_buffer_promotion:
         return (Link.L2, Link.DDR)

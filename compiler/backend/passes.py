@@ -73,7 +73,7 @@ def lower(ir: Graph | QuantizedGraph, ctx: Any) -> Lowered:
     # (tiles are not cut yet: an untiled layer's weight double buffering decides)
     double = bool(target.knobs.imc_double_buffer_sequential)
     opts = ImcOptions.from_config(target.knobs)
-    layers = assign_units(tuple(lower_graph(graph)), target.arch, opts, double_buffered=double)
+    layers = assign_units(tuple(lower_graph(graph)), target.cost, opts, double_buffered=double)
     return Lowered(graph, program, target, layers)
 
 
@@ -94,7 +94,7 @@ def fuse_dpu_chains(ir: Fused, ctx: Any) -> Fused:
 def tile(ir: Lowered, ctx: Any) -> Tiled:
     """Tile every layer into the L1 budget and group layers depth-first."""
     del ctx
-    plan = Tiler(ir.layers, ir.target.knobs, ir.target.arch, ir.graph).run()
+    plan = Tiler(ir.layers, ir.target, ir.graph).run()
     return Tiled(**_fields(ir), tilings=plan.tilings, groups=plan.groups)
 
 
@@ -109,7 +109,7 @@ def multicore(ir: Tiled, ctx: Any) -> Distributed:
         # fusion (tiling_depth 1); later passes see the same depth through the IR's target.
         log.info("cooperative split mixes partitions inside fusion groups: tiling_depth -> 1")
         target = ir.target.with_knobs(tiling_depth=1)
-        plan = Tiler(ir.layers, target.knobs, target.arch, ir.graph).run()
+        plan = Tiler(ir.layers, target, ir.graph).run()
         ir = dataclasses.replace(ir, target=target, tilings=plan.tilings, groups=plan.groups)
         layout = core_layout(ir.layers, _tile_plan(ir), ir.target, ir.graph, _work(ir))
     return Distributed(**_fields(ir), layout=layout)
@@ -118,7 +118,7 @@ def multicore(ir: Tiled, ctx: Any) -> Distributed:
 def imc(ir: Distributed, ctx: Any) -> Mapped:
     """Decide every MVM layer's IMC mappings (`imc_plan.plan_mappings`)."""
     del ctx
-    mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, ir.target.knobs, ir.target.arch)
+    mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, ir.target)
     return Mapped(**_fields(ir), mappings=mappings)
 
 
@@ -136,12 +136,12 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
     del ctx
     config = ir.target.knobs
     at_least: dict[int, tuple[int, int]] = {}
-    tiler = Tiler(ir.layers, config, ir.target.arch, ir.graph)
+    tiler = Tiler(ir.layers, ir.target, ir.graph)
     for attempt in range(1, config.max_memplan_attempts + 1):
         try:
             inputs = PlanInputs(
-                ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants, ir.graph, config,
-                ir.target.arch, ir.layout, _tasklist_estimate(ir), attempt,
+                ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants, ir.graph, ir.target,
+                ir.layout, _tasklist_estimate(ir), attempt,
             )  # fmt: skip
             plan = plan_memory(inputs)
             log.info("%s", placement_summary(plan, config)["summary"])
@@ -160,14 +160,14 @@ def memplan(ir: Packed, ctx: Any) -> Placed:
                     at_least[i] = (t.h_tiles, t.oc_tiles * 2)  # narrower weight blocks
                 else:
                     at_least[i] = (t.h_tiles * 2, min_oc)
-            tiles = Tiler(ir.layers, config, ir.target.arch, ir.graph, at_least).run()
+            tiles = Tiler(ir.layers, ir.target, ir.graph, at_least).run()
             ir = dataclasses.replace(ir, tilings=tiles.tilings, groups=tiles.groups)
             if ir.layout.pipeline:
                 # the stage cuts are made of fusion groups, and the finer tiles group the
                 # layers anew: cut again (stale cuts put groups they did not know on core 0)
                 layout = core_layout(ir.layers, tiles, ir.target, ir.graph, _work(ir))
                 ir = dataclasses.replace(ir, layout=layout)
-            mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, config, ir.target.arch)
+            mappings = plan_mappings(ir.layers, ir.tilings, ir.layout, ir.target)
             consts = pack_constants(
                 ir.layers, mappings, ir.graph, ir.program, ir.layout, ir.target.arch
             )
@@ -261,10 +261,10 @@ def _work(ir: Tiled) -> Any:
         mapping = None
         if layer.unit is LayerUnit.MVM and layer.geometry is not None:
             if layer.runtime is not None:
-                mapping = head_mapping(layer.runtime, ir.target.arch, opts)
+                mapping = head_mapping(layer.runtime, ir.target.cost, opts)
             else:
                 mapping = map_layer(
-                    layer.geometry, ir.target.arch, opts, first_layer=layer.is_first,
+                    layer.geometry, ir.target.cost, opts, first_layer=layer.is_first,
                     residual=bool(layer.residual),
                 )  # fmt: skip
         return _planned(ir, i, mapping).cycles

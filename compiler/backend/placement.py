@@ -20,6 +20,7 @@ from typing import Any
 
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.memplan import Buffer, BufKind, MemPlan
+from aipusim.compiler.backend.target import Knobs
 from aipusim.isa.tasks import Pool
 
 #: Buffers that hold a frame's tensors (the placement report covers these).
@@ -47,11 +48,11 @@ def l1_free_bytes(plan: MemPlan, buf: Buffer) -> int:
     )
 
 
-def spill_cause(plan: MemPlan, buf: Buffer, config: Any) -> tuple[Spill, str]:
+def spill_cause(plan: MemPlan, buf: Buffer, knobs: Knobs) -> tuple[Spill, str]:
     """Why frame buffer ``buf`` (not in L1) lies where it does, and the detail."""
     if Pool.L1 not in buf.allowed:
         return (Spill.HOST_IO if buf.kind is not BufKind.ACTIVATION else Spill.SHARED), ""
-    if not config.enable_buffer_promotion:
+    if not knobs.enable_buffer_promotion:
         return Spill.PROMOTION_OFF, ""
     free = l1_free_bytes(plan, buf)
     steps = f"steps {buf.start}..{buf.end}"
@@ -60,9 +61,9 @@ def spill_cause(plan: MemPlan, buf: Buffer, config: Any) -> tuple[Spill, str]:
     return Spill.L1_FULL, f"no free range of its bytes through {steps}"
 
 
-def spill_reason(plan: MemPlan, buf: Buffer, config: Any) -> str:
+def spill_reason(plan: MemPlan, buf: Buffer, knobs: Knobs) -> str:
     """`spill_cause` as one sentence."""
-    cause, detail = spill_cause(plan, buf, config)
+    cause, detail = spill_cause(plan, buf, knobs)
     return f"{cause}: {detail}" if detail else str(cause)
 
 
@@ -78,7 +79,7 @@ def _copies(plan: MemPlan, tensors: Iterable[str]) -> list[tuple[str, Buffer]]:
     return out
 
 
-def layer_placement(plan: MemPlan, layer: LayerPlan, config: Any) -> dict[str, Any]:
+def layer_placement(plan: MemPlan, layer: LayerPlan, knobs: Knobs) -> dict[str, Any]:
     """The placement of the tensors layer ``layer`` writes (bytes per pool, spills with
     their reason) and reads back from L2/DDR (refills), every core's copy."""
     written: dict[str, int] = {p.value: 0 for p in (Pool.L1, Pool.L2, Pool.DDR)}
@@ -88,11 +89,11 @@ def layer_placement(plan: MemPlan, layer: LayerPlan, config: Any) -> dict[str, A
             continue  # an alias of another layer's tensor (a Reshape), or fused away
         written[buf.pool.value] += buf.tensor_bytes
         if buf.pool is not Pool.L1:
-            spills.append(_entry(tensor, buf) | {"reason": spill_reason(plan, buf, config)})
+            spills.append(_entry(tensor, buf) | {"reason": spill_reason(plan, buf, knobs)})
     if layer.unit is not LayerUnit.ALIAS:
         for tensor, buf in _copies(plan, layer.inputs):
             if buf.kind in FRAME_KINDS and buf.pool is not None and buf.pool is not Pool.L1:
-                refills.append(_entry(tensor, buf) | {"reason": spill_reason(plan, buf, config)})
+                refills.append(_entry(tensor, buf) | {"reason": spill_reason(plan, buf, knobs)})
     return {"written_bytes": written, "spills": spills, "refills": refills}
 
 
@@ -101,7 +102,7 @@ def _entry(tensor: str, buf: Buffer) -> dict[str, Any]:
     return {"tensor": tensor, "core": buf.core, "pool": buf.pool.value, "bytes": buf.tensor_bytes}
 
 
-def placement_summary(plan: MemPlan, config: Any) -> dict[str, Any]:
+def placement_summary(plan: MemPlan, knobs: Knobs) -> dict[str, Any]:
     """Activation buffers (every core's copy) per pool, the spills by reason, and a line.
 
     The line reads, e.g., ``placement: activation buffers 220 in L1 (45,266,944 bytes), 0
@@ -115,7 +116,7 @@ def placement_summary(plan: MemPlan, config: Any) -> dict[str, Any]:
     reasons: dict[str, int] = {}
     for b in acts:
         if b.pool is not Pool.L1:
-            why = str(spill_cause(plan, b, config)[0])
+            why = str(spill_cause(plan, b, knobs)[0])
             reasons[why] = reasons.get(why, 0) + 1
     parts = [
         f"{pools[p]['buffers']} in {p.upper()}"

@@ -14,7 +14,8 @@ tiles and never travel to L2 or DDR. ``dfs_search_constraint`` caps how many gro
 the search evaluates at each start (1: greedy, take the longest that fits).
 
 >>> from aipusim.arch import load_arch
->>> budget_of_l1(_Cfg(), load_arch())
+>>> from aipusim.compiler import CompilerConfig
+>>> budget_of_l1(Target.of(CompilerConfig(), load_arch()))
 3670016
 """
 
@@ -25,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from aipusim.arch import Arch
 from aipusim.base.errors import TilingError
 from aipusim.compiler.backend.imc import ImcMapping, ImcOptions, map_layer
 from aipusim.compiler.backend.lower import (
@@ -41,6 +41,7 @@ from aipusim.compiler.backend.regions import (
     runtime_shared,
     splittable_rows,
 )
+from aipusim.compiler.backend.target import Target
 
 #: Bytes of one int32 partial sum.
 PSUM_BYTES = 4
@@ -83,22 +84,14 @@ class FusionGroup:
     intermediates: tuple[str, ...] = ()
 
 
-def budget_of_l1(config: Any, arch: Arch) -> int:
+def budget_of_l1(target: Target) -> int:
     """L1 bytes per core the compiler may use: size used minus reserve, capped by the
     ``l1_constraint``; never more than the arch's budget."""
-    budget = min(config.l1_size_used - config.l1_size_reserved, arch.l1.budget_bytes)
-    if config.l1_constraint is not None:
-        budget = min(budget, config.l1_constraint)
+    knobs = target.knobs
+    budget = min(knobs.l1_size_used - knobs.l1_size_reserved, target.arch.l1.budget_bytes)
+    if knobs.l1_constraint is not None:
+        budget = min(budget, knobs.l1_constraint)
     return budget
-
-
-@dataclass(frozen=True)
-class _Cfg:
-    """Defaults of the tiling knobs (for doctests and direct use)."""
-
-    l1_size_used: int = 4_194_304
-    l1_size_reserved: int = 524_288
-    l1_constraint: int | None = None
 
 
 def psum_bytes(rows: int, out_w: int, mapping: ImcMapping) -> int:
@@ -124,17 +117,17 @@ class Tiler:
     def __init__(
         self,
         layers: Sequence[LayerPlan],
-        config: Any,
-        arch: Arch,
+        target: Target,
         graph: Any,
         at_least: Mapping[int, tuple[int, int]] | None = None,
     ) -> None:
         self.layers = layers
-        self.cfg = config
-        self.arch = arch
+        config = self.cfg = target.knobs
+        self.arch = target.arch
+        self.cost = target.cost
         self.graph = graph
         self.at_least = dict(at_least or {})
-        self.budget = budget_of_l1(config, arch)
+        self.budget = budget_of_l1(target)
         self.imc_opts = ImcOptions.from_config(config)
         self.double_buffer_weights = (
             config.imc_double_buffer_pipeline or config.imc_double_buffer_sequential
@@ -179,7 +172,7 @@ class Tiler:
             # (partial sums when there are several) do not depend on the channels
             sub = replace(geo, cout=math.ceil(geo.cout / oc))
             tile_map = map_layer(
-                sub, self.arch, self.imc_opts, first_layer=layer.is_first,
+                sub, self.cost, self.imc_opts, first_layer=layer.is_first,
                 residual=bool(layer.residual),
             )  # fmt: skip
             if tile_map.row_blocks > 1:
@@ -354,9 +347,9 @@ class Tiler:
         return TilePlan(tuple(t for t in tilings if t is not None), tuple(groups))
 
 
-def tile_layers(layers: Sequence[LayerPlan], config: Any, arch: Arch, graph: Any) -> TilePlan:
+def tile_layers(layers: Sequence[LayerPlan], target: Target, graph: Any) -> TilePlan:
     """The tiling of every layer and the fusion groups in order."""
-    return Tiler(layers, config, arch, graph).run()
+    return Tiler(layers, target, graph).run()
 
 
 __all__ = [

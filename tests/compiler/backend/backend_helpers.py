@@ -16,9 +16,12 @@ from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
 from aipusim.isa.check import check_tasklists
+from aipusim.isa.cost import cost_model
 from aipusim.isa.tasklist import Tasklist
 
 ARCH = load_arch()
+#: The cost model at the default clock and utilization limit (what the IMC mapper asks).
+COST = cost_model(ARCH)
 
 
 @functools.cache

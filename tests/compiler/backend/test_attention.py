@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from backend_helpers import ARCH, check_ok
+from backend_helpers import ARCH, COST, check_ok
 
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.attention import choose, head_mapping
@@ -38,11 +38,11 @@ def _backend(**model_kwargs):
     ],
 )
 def test_the_cheaper_mapping_is_chosen(mm: RuntimeMatmul, unit: str) -> None:
-    c = choose(mm, ARCH, ImcOptions())
+    c = choose(mm, COST, ImcOptions())
     assert c.unit == unit
     assert (c.mvm_cycles <= c.dpu_cycles) == (unit == "mvm")
     # the MVM writes every head's operand (its ICR copies and padding included) each frame
-    head = head_mapping(mm, ARCH, ImcOptions())
+    head = head_mapping(mm, COST, ImcOptions())
     assert c.weight_bytes_per_frame == (0 if unit == "dpu" else mm.heads * head.weight_bytes)
     assert head.weight_bytes >= mm.k * mm.n
     # the DPU does two lane operations per MAC over its lanes and reads both factors of
@@ -119,7 +119,7 @@ def test_run_time_operands_are_read_with_the_heads_stride() -> None:
         assert mm.steps == (2, 2, 2)
         loads = [t for t in tasks if isinstance(t, WeightLoad) and t.layer == layer.name]
         mvms = [t for t in tasks if isinstance(t, Mvm) and t.layer == layer.name]
-        head = head_mapping(mm, ARCH, ImcOptions())
+        head = head_mapping(mm, COST, ImcOptions())
         assert {
             (t.src_pitch, t.src_row_pitch, t.src_rows, t.copies, t.col_sums) for t in loads
         } == {(2, 2 * mm.n, mm.k, head.icr, 1)}

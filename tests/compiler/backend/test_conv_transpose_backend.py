@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from backend_helpers import ARCH, check_ok
+from backend_helpers import ARCH, COST, check_ok
 from onnx import TensorProto, helper, numpy_helper
 
 from aipusim.cli.main import main
@@ -87,7 +87,7 @@ def test_lowered_like_a_conv_over_the_upsampled_input(front) -> None:
     assert (geo.stride_h, geo.stride_w, geo.out_h, geo.out_w) == (1, 1, 32, 32)
     assert (geo.in_h, geo.in_w) == (32 + 3, 32 + 3)  # upsampled, bordered for a 4-tap window
     assert plan.macs == 32 * 32 * 8 * 4 * 4 * 16
-    m = map_layer(geo, ARCH, ImcOptions(enable_icr=False), first_layer=False)
+    m = map_layer(geo, COST, ImcOptions(enable_icr=False), first_layer=False)
     pword = ARCH.mvm.pword_channels
     assert m.rows_needed == 4 * 4 * (-(-16 // pword) * pword)  # every tap of every channel
     assert m.vectors == 32 * 32

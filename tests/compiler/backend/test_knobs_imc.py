@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from backend_helpers import ARCH, check_ok, compile_backend
+from backend_helpers import ARCH, COST, check_ok, compile_backend
 
 from aipusim.compiler.backend.estimate import plan_cost
 from aipusim.compiler.backend.imc import ImcOptions, map_layer
@@ -36,10 +36,10 @@ def test_enable_icr_false_gives_no_replication() -> None:
 
 def test_icrx_force_and_max_factor_bound_the_factor() -> None:
     geo = ConvGeometry(64, 32, 1, 1, 1, 1, 28, 28, 28, 28)
-    assert map_layer(geo, ARCH, ImcOptions(icrx_max_factor=2), first_layer=False).icr == 2
-    assert map_layer(geo, ARCH, ImcOptions(icrx_force=3), first_layer=False).icr == 3
-    chosen = map_layer(geo, ARCH, ImcOptions(), first_layer=False)
-    widest = map_layer(geo, ARCH, ImcOptions(icrx_force=8), first_layer=False)
+    assert map_layer(geo, COST, ImcOptions(icrx_max_factor=2), first_layer=False).icr == 2
+    assert map_layer(geo, COST, ImcOptions(icrx_force=3), first_layer=False).icr == 3
+    chosen = map_layer(geo, COST, ImcOptions(), first_layer=False)
+    widest = map_layer(geo, COST, ImcOptions(icrx_force=8), first_layer=False)
     assert widest.icr == 8
     # The automatic factor is the cheapest one: replication multiplies the weight bytes to
     # load, so the widest factor is not the fastest for this small 1x1 layer.
@@ -64,7 +64,7 @@ def test_throttling_the_array_never_lowers_estimated_cycles(geo: ConvGeometry) -
     # Each weight set's load is a whole number of cycles (bytes over the load path's bytes
     # per cycle, rounded up), so another cut into sets may round up to one cycle a set less.
     def cycles(u: float) -> tuple[int, int]:
-        m = map_layer(geo, ARCH, ImcOptions(mvm_utilization_limit=u), first_layer=geo.cin < 64)
+        m = map_layer(geo, cost_model(ARCH, None, u), ImcOptions(), first_layer=geo.cin < 64)
         return m.compute_cycles + m.weight_load_cycles, len(m.blocks)
 
     steps = [cycles(k / 8) for k in range(1, 9)]
@@ -83,19 +83,19 @@ def test_a_per_frame_weight_fetch_never_widens_icr(fetch_bw: int) -> None:
         ConvGeometry(3, 16, 3, 3, 2, 2, 32, 32, 16, 16),
     ]
     for geo in geos:
-        free = map_layer(geo, ARCH, ImcOptions(), first_layer=geo.cin < 64)
-        paid = map_layer(geo, ARCH, ImcOptions(), first_layer=geo.cin < 64, fetch_bw=fetch_bw)
+        free = map_layer(geo, COST, ImcOptions(), first_layer=geo.cin < 64)
+        paid = map_layer(geo, COST, ImcOptions(), first_layer=geo.cin < 64, fetch_bw=fetch_bw)
         assert paid.icr <= free.icr, (geo, fetch_bw)
     small = ConvGeometry(16, 16, 3, 3, 1, 1, 8, 8, 8, 8)
-    assert map_layer(small, ARCH, ImcOptions(), first_layer=False).icr > 1
-    assert map_layer(small, ARCH, ImcOptions(), first_layer=False, fetch_bw=1).icr == 1
+    assert map_layer(small, COST, ImcOptions(), first_layer=False).icr > 1
+    assert map_layer(small, COST, ImcOptions(), first_layer=False, fetch_bw=1).icr == 1
 
 
 def test_icrx_parallel_block_threshold_limits_icr_to_small_layers() -> None:
     geo = ConvGeometry(128, 64, 3, 3, 1, 1, 28, 28, 28, 28)  # 3 row blocks
-    assert map_layer(geo, ARCH, ImcOptions(), first_layer=False).icr > 1
+    assert map_layer(geo, COST, ImcOptions(), first_layer=False).icr > 1
     low = ImcOptions(icrx_parallel_block_threshold=1)
-    assert map_layer(geo, ARCH, low, first_layer=False).icr == 1
+    assert map_layer(geo, COST, low, first_layer=False).icr == 1
 
 
 def test_enable_swicr_changes_the_first_layer_rows() -> None:

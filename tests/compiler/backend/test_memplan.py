@@ -22,6 +22,7 @@ from aipusim.compiler.backend.memplan import (
 )
 from aipusim.compiler.backend.passes import _tasklist_estimate
 from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.backend.target import Target
 from aipusim.isa.tasks import DmaCopy, Phase, Pool, Unit
 
 
@@ -70,12 +71,12 @@ def test_zoo_plans_verify_and_stay_within_capacity() -> None:
 
 
 def test_capacities_follow_resources_and_constraints() -> None:
-    full = pool_capacities(CompilerConfig(), ARCH)
-    quarter = pool_capacities(CompilerConfig(resources_used=0.25), ARCH)
+    full = pool_capacities(Target.of(CompilerConfig(), ARCH))
+    quarter = pool_capacities(Target.of(CompilerConfig(resources_used=0.25), ARCH))
     assert quarter[Pool.L2] == full[Pool.L2] // 4
     assert quarter[Pool.DDR] == full[Pool.DDR] // 4
-    assert pool_capacities(CompilerConfig(l2_constraint=1000), ARCH)[Pool.L2] == 1000
-    assert pool_capacities(CompilerConfig(l1_constraint=5000), ARCH)[Pool.L1] == 5000
+    assert pool_capacities(Target.of(CompilerConfig(l2_constraint=1000), ARCH))[Pool.L2] == 1000
+    assert pool_capacities(Target.of(CompilerConfig(l1_constraint=5000), ARCH))[Pool.L1] == 5000
 
 
 def test_a_model_that_fits_no_memory_names_buffer_size_and_free_space() -> None:
@@ -157,8 +158,8 @@ def test_plan_inputs_carry_everything_a_plan_is_made_from() -> None:
     # at the same pool and address; the inputs cannot be changed under a plan
     r = compile_backend("tiny_cnn", 32, aipu_cores_used=4, multicore_mode="cooperative")
     inputs = PlanInputs(
-        r.layers, r.tilings, r.groups, r.mappings, r.constants, r.graph, r.target.knobs,
-        r.target.arch, r.layout, _tasklist_estimate(r), r.memory.attempts,
+        r.layers, r.tilings, r.groups, r.mappings, r.constants, r.graph, r.target, r.layout,
+        _tasklist_estimate(r), r.memory.attempts,
     )  # fmt: skip
     again = plan_memory(inputs)
     assert again.attempts == r.memory.attempts
@@ -168,4 +169,7 @@ def test_plan_inputs_carry_everything_a_plan_is_made_from() -> None:
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
         inputs.attempt = 2  # type: ignore[misc]
-    assert PlanInputs([], [], [], [], [], None, None, ARCH).layout == CoreLayout()
+    assert (
+        PlanInputs([], [], [], [], [], None, Target.of(CompilerConfig(), ARCH)).layout
+        == CoreLayout()
+    )

@@ -14,6 +14,7 @@ from aipusim.compiler.backend.placement import (
     spill_reason,
 )
 from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.backend.target import Knobs
 from aipusim.isa.tasks import Pool
 
 
@@ -30,11 +31,11 @@ def test_a_tensor_below_l1_names_the_fewest_free_bytes_of_its_steps() -> None:
     plan = MemPlan({b.name: b for b in (*l1.placed, act)}, {(Pool.L1, 0): l1, (Pool.L2, 0): l2},
                    2, {(-1, "a"): "act:a"})  # fmt: skip
     assert l1_free_bytes(plan, act) == 400
-    on = CompilerConfig()
+    on = Knobs.of(CompilerConfig())
     assert spill_reason(plan, act, on) == (
         "L1 has no room while it is live: 400 bytes free at its fullest step (steps 0..1)"
     )
-    off = CompilerConfig(enable_buffer_promotion=False)
+    off = Knobs.of(CompilerConfig(enable_buffer_promotion=False))
     assert spill_reason(plan, act, off) == str(Spill.PROMOTION_OFF)
 
 

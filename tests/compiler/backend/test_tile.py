@@ -8,12 +8,13 @@ from backend_helpers import ARCH, compile_backend
 from aipusim.base.errors import TilingError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.lower import LayerUnit
+from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import budget_of_l1
 
 
 def test_every_working_set_fits_l1() -> None:
     r = compile_backend("yolov8n", 640 // 2)
-    budget = budget_of_l1(CompilerConfig(), ARCH)
+    budget = budget_of_l1(Target.of(CompilerConfig(), ARCH))
     groups: dict[int, int] = {}
     for t in r.tilings:
         groups[t.group] = groups.get(t.group, 0) + t.l1_bytes
