@@ -43,6 +43,7 @@ from aipusim.compiler.backend.reduction import (
 )
 from aipusim.compiler.backend.regions import RowWindow, input_rows, part_range, runtime_shared
 from aipusim.compiler.backend.runtime_mvm import MAX_CHAN_PITCH, RuntimePlaces
+from aipusim.compiler.backend.target import Knobs
 from aipusim.compiler.backend.task_fields import Place, dwpu_fields, mvm_fields
 from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
@@ -87,7 +88,7 @@ class ComputeMixin:
     layers: Any
     g: Any
     program: Any
-    cfg: Any
+    cfg: Knobs
     arch: Any
     layout: Any
     plan: Any

@@ -186,8 +186,7 @@ def schedule(ir: Placed, ctx: Any) -> Scheduled:
         ir.constants,
         ir.memory,
         ir.graph,
-        ir.target.knobs,
-        ir.target.arch,
+        ir.target,
         ir.layout,
         ir.program,
     )

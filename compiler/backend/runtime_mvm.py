@@ -17,6 +17,7 @@ from typing import Any
 from aipusim.compiler.backend.attention import operand_block
 from aipusim.compiler.backend.lower import ConvGeometry
 from aipusim.compiler.backend.regions import RowWindow
+from aipusim.compiler.backend.target import Knobs
 from aipusim.compiler.backend.task_fields import Place, mvm_fields
 from aipusim.isa import params as P
 from aipusim.isa.tasks import LutKind, Mvm, Unit, WeightLoad
@@ -27,7 +28,7 @@ class RuntimeMvmMixin:
 
     weights: dict[int, Any]
     last_mvm: dict[int, int | None]
-    cfg: Any
+    cfg: Knobs
     arch: Any
     tiling_of: Any
     mapping_of: Any

@@ -37,7 +37,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aipusim.arch import Arch
 from aipusim.base.errors import TasklistError
 from aipusim.compiler.backend.barriers import choose_barriers, cross_core_spans
 from aipusim.compiler.backend.compute import ComputeMixin
@@ -55,6 +54,7 @@ from aipusim.compiler.backend.lower import (
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS, Buffer, MemPlan, const_buffer
 from aipusim.compiler.backend.regions import group_rows, input_rows, out_rows
 from aipusim.compiler.backend.runtime_mvm import RuntimeMvmMixin
+from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
 from aipusim.compiler.backend.tokens import (
     Residency,
@@ -65,7 +65,6 @@ from aipusim.compiler.backend.tokens import (
     residency_of,
 )
 from aipusim.compiler.ir import DType
-from aipusim.isa.cost import cost_model
 from aipusim.isa.tasks import (
     Barrier,
     DmaCopy,
@@ -173,8 +172,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         constants: Sequence[LayerConstants],
         plan: MemPlan,
         graph: Any,
-        config: Any,
-        arch: Arch,
+        target: Target,
         layout: CoreLayout,
         program: Any = None,
         barrier_after: frozenset[int] = frozenset(),
@@ -186,8 +184,9 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         self.tilings, self.mappings, self.constants = tilings, mappings, constants
         self.program = program
         self.index = {layer.name: i for i, layer in enumerate(layers)}
-        self.cost = cost_model(arch, int(config.frequency), float(config.mvm_utilization_limit))
-        self.g, self.cfg, self.arch, self.layout = graph, config, arch, layout
+        self.target, self.cost = target, target.cost
+        config = target.knobs
+        self.g, self.cfg, self.arch, self.layout = graph, config, target.arch, layout
         self.steps: list[Step] = []
         self.produced = ProducerMap(layers)
         self.buf_access: dict[str, list[int]] = defaultdict(list)
@@ -1163,16 +1162,14 @@ def build_schedule(
     constants: Sequence[LayerConstants],
     plan: MemPlan,
     graph: Any,
-    config: Any,
-    arch: Arch,
+    target: Target,
     layout: CoreLayout | None = None,
     program: Any = None,
 ) -> Schedule:
     """Per-core tasks with tokens for a tiled, mapped, packed, memory-planned layer list
     (``program``: the integer program, for zero points)."""
     layout = layout or CoreLayout()
-    args = (layers, tilings, groups, mappings, constants, plan, graph, config, arch, layout,
-            program)  # fmt: skip
+    args = (layers, tilings, groups, mappings, constants, plan, graph, target, layout, program)
     if not (layout.cooperative and layout.cores > 1):
         return ScheduleBuilder(*args).run()
     # the dependencies between cores with no barrier between groups decide where barriers
@@ -1182,7 +1179,7 @@ def build_schedule(
     probe.build()
     war = probe.war
     spans = cross_core_spans(probe.steps)
-    count = arch.tokens.global_count
+    count = target.arch.tokens.global_count
     barriers = choose_barriers(spans, count)
     # the token pass drops the waits other tokens imply, so more pairs usually fit: keep
     # more as tokens, half the instance's tokens a step, while the tokens fit; the

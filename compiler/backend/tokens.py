@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from aipusim.base.errors import TasklistError
+from aipusim.compiler.backend.target import Knobs
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
     DmaCopy,
@@ -116,7 +117,7 @@ class TokenMixin:
     ``buf_access`` and ``resident``)."""
 
     steps: list[Step]
-    cfg: Any
+    cfg: Knobs
     arch: Any
     layout: Any
     plan: Any

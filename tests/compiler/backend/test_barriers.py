@@ -126,7 +126,7 @@ def test_a_rebuild_with_the_probes_analysis_is_the_full_rebuild() -> None:
     for p in BACK[: [p.name for p in BACK].index("schedule")]:
         ir = p.run(ir, ctx)
     args = (ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants, ir.memory, ir.graph,
-            ir.target.knobs, ir.target.arch, ir.layout, ir.program)  # fmt: skip
+            ir.target, ir.layout, ir.program)  # fmt: skip
     probe = ScheduleBuilder(*args)
     probe.build()
     barriers = choose_barriers(cross_core_spans(probe.steps), ARCH.tokens.global_count)
