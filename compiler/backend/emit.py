@@ -41,13 +41,11 @@ from aipusim.compiler.backend.memory_map import constant_blob, constants_image, 
 from aipusim.compiler.backend.memplan import CONSTANT_KINDS
 from aipusim.compiler.backend.placement import layer_placement, placement_summary
 from aipusim.compiler.quant.artifacts import quantized_model_files
-from aipusim.isa.cost import cost_model
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
 from aipusim.isa.program import (
     PROGRAM_FILE,
     Instance,
     Program,
-    frames_per_start,
     read_program,
     tasklist_file_name,
 )
@@ -104,10 +102,8 @@ def _layer_traffic(state: Any) -> dict[str, dict[str, int]]:
 
 def _frame_bytes(state: Any) -> dict[str, float]:
     """The estimated bytes per frame (`estimate.frame_bytes`), host transfers included."""
-    cfg = state.target.knobs
-    cost = cost_model(state.target.arch, int(cfg.frequency), float(cfg.mvm_utilization_limit))
+    cost, per_start = state.target.cost, state.target.frames_per_start
     inst = _instance(state)
-    per_start = frames_per_start(str(cfg.multicore_mode), cfg.aipu_cores_used)
     host = [
         cost.host_transfer("h2d", inst.input_pool, inst.input_bytes * per_start),
         cost.host_transfer("d2h", inst.output_pool, inst.output_bytes * per_start),
@@ -182,15 +178,16 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
             }
         )
     sched = state.schedule
-    freq = state.target.knobs.frequency
+    target = state.target
+    freq = target.knobs.frequency
     return {
         "format": "aipusim-compile-report",
         "version": REPORT_VERSION,
         "model": state.graph.name,
-        "multicore_mode": str(state.target.knobs.multicore_mode),
-        "effective_mode": state.target.effective_mode,
-        "aipu_cores_used": state.target.knobs.aipu_cores_used,
-        "resources_used": state.target.knobs.resources_used,
+        "multicore_mode": str(target.mode),
+        "effective_mode": str(target.effective_mode),
+        "aipu_cores_used": target.cores,
+        "resources_used": target.knobs.resources_used,
         "frequency_hz": freq,
         # the layers' planned cycles added up: one core's frame when layers do not overlap
         "estimated_cycles_per_frame_one_core": total_cycles,
@@ -272,26 +269,30 @@ def build_program(
     crcs: dict[str, int],
     memory: MemoryMap | None = None,
 ) -> Program:
-    cfg = state.target.knobs
+    target = state.target
+    cfg = target.knobs
     instance = _instance(state)
     mvm_units = sum(1 for layer in state.layers if layer.unit is LayerUnit.MVM)
     return Program(
         model=model_name,
-        multicore_mode=str(cfg.multicore_mode),
-        aipu_cores_used=cfg.aipu_cores_used,
+        multicore_mode=target.mode,
+        aipu_cores_used=target.cores,
         resources_used=float(cfg.resources_used),
         instance=instance,
-        frequency_hz=int(cfg.frequency),
+        # the clock and utilization limit the one cost model was built at
+        frequency_hz=target.cost.freq_hz,
         use_hw_tokens=bool(cfg.use_hw_tokens),
         double_buffer=bool(cfg.double_buffer),
         stream_tasklist=bool(cfg.stream_tasklist),
-        mvm_utilization_limit=float(cfg.mvm_utilization_limit),
+        mvm_utilization_limit=target.cost.mvm_utilization_limit,
         profiling_levels=tuple(str(p) for p in cfg.profiling_levels),
-        chip_cores=state.target.arch.chip.cores,
+        chip_cores=target.arch.chip.cores,
         memory=memory,
         extra={
             "model_id": model_id,
-            "effective_mode": state.target.effective_mode,
+            # the mode the instance runs in (`Target.effective_mode`), for readers of the
+            # file; the simulator derives it again from multicore_mode and the cores
+            "effective_mode": str(target.effective_mode),
             "crc32": crcs,
             "crc_check": True,
             "init_before_frame": True,

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from aipusim.compiler.backend.attention import runtime_estimate
 from aipusim.compiler.backend.imc import ImcMapping, block_posts
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.target import Knobs
 from aipusim.compiler.backend.tile import Tiling
 from aipusim.isa.cost import CostModel, TaskCost, Traffic
 from aipusim.isa.metrics import bytes_per_frame
@@ -162,7 +163,7 @@ def plan_cost(
     layer: LayerPlan,
     imc: ImcMapping | None,
     tiling: Tiling,
-    config: object,
+    config: Knobs,
     cost: CostModel,
     *,
     weights_double_buffered: bool,

@@ -50,6 +50,7 @@ import math
 from dataclasses import dataclass
 
 from aipusim.compiler.backend.lower import ConvGeometry
+from aipusim.compiler.backend.target import Knobs
 from aipusim.isa.cost import CostModel
 from aipusim.isa.tasks import PostOp
 
@@ -67,7 +68,7 @@ class ImcOptions:
     enable_swicr: bool = True
 
     @classmethod
-    def from_config(cls, config: object) -> ImcOptions:
+    def from_config(cls, config: Knobs) -> ImcOptions:
         return cls(**{name: getattr(config, name) for name in cls.__dataclass_fields__})
 
 

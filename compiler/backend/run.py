@@ -17,12 +17,13 @@ from typing import Any
 
 from aipusim.arch import Arch
 from aipusim.compiler.backend.ir import Emitted
+from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.passes.context import PassContext
 
 
 def run_backend(
     graph_or_qgraph: Any,
-    config: Any,
+    config: CompilerConfig,
     arch: Arch,
     out_dir: str | Path | None = None,
     *,

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aipusim.arch import Arch
 from aipusim.isa.cost import CostModel, cost_model
 from aipusim.isa.program import MulticoreMode, effective_mode, frames_per_start
+
+if TYPE_CHECKING:
+    from aipusim.compiler.config import CompilerConfig
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,8 @@ class Knobs:
     model_name: str
 
     @classmethod
-    def of(cls, config: Any) -> Knobs:
-        """The knobs of a `CompilerConfig` (or anything with the same attributes)."""
+    def of(cls, config: CompilerConfig) -> Knobs:
+        """The knobs of a `CompilerConfig`, read once."""
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls)}
         values["profiling_levels"] = tuple(values["profiling_levels"])
         return cls(**values)
@@ -121,7 +124,7 @@ class Target:
     frames_per_start: int
 
     @classmethod
-    def of(cls, config: Any, arch: Arch) -> Target:
+    def of(cls, config: CompilerConfig | Knobs, arch: Arch) -> Target:
         """The target of ``config`` (a `CompilerConfig` or `Knobs`) on ``arch``."""
         knobs = config if isinstance(config, Knobs) else Knobs.of(config)
         cores = knobs.aipu_cores_used
