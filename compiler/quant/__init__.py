@@ -26,7 +26,7 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,6 +58,9 @@ from aipusim.compiler.quant.scheme import Scheme, dequantize_values, quantize_va
 from aipusim.compiler.request import CalibrationMode
 from aipusim.isa.float18 import FloatFormat
 
+if TYPE_CHECKING:
+    from aipusim.compiler.config import CompilerConfig
+
 #: Names loaded on first use: the executors import numba's compiler (about a second), which
 #: a compile does not need.
 _LAZY = {
@@ -76,7 +79,7 @@ def __getattr__(name: str) -> Any:
 
 def calibrate_and_quantize(
     graph: Graph,
-    config: Any,
+    config: CompilerConfig,
     calibration: CalibrationData,
     *,
     progress: Any = None,
@@ -171,7 +174,7 @@ def accuracy_with_advice(
     graph: Graph,
     qgraph: QuantizedGraph,
     calibration: CalibrationData,
-    config: Any,
+    config: CompilerConfig,
     *,
     arch: Any = None,
     debug: bool = True,

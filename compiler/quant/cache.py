@@ -45,7 +45,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,6 +60,9 @@ from aipusim.compiler.quant.artifacts import (
 )
 from aipusim.compiler.quant.data import CalibrationData
 from aipusim.compiler.quant.quantize import QuantizedGraph
+
+if TYPE_CHECKING:
+    from aipusim.compiler.config import CompilerConfig
 
 log = logging.getLogger("aipusim.compiler.quant.cache")
 
@@ -154,7 +157,7 @@ class _Hasher:
 
 
 def cache_key(
-    graph: Graph, calibration: CalibrationData, config: Any, float_format: Any = None
+    graph: Graph, calibration: CalibrationData, config: CompilerConfig, float_format: Any = None
 ) -> str | None:
     """The key of quantizing ``graph`` with ``calibration`` and ``config`` on a DPU with
     ``float_format`` (None: the default `FloatFormat`), or None when some attribute of the
@@ -416,7 +419,7 @@ class CachedQuantization:
 
 def quantize_cached(
     graph: Graph,
-    config: Any,
+    config: CompilerConfig,
     calibration: CalibrationData,
     compute: Callable[[], QuantizedGraph],
     *,
