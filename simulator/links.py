@@ -27,7 +27,6 @@ stretch it when the core's units keep the ports busy.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from collections.abc import Generator, Sequence
 from typing import Any
@@ -72,9 +71,6 @@ class Link:
         # Free stretches [start, end) before free_at, sorted and disjoint.
         self.gap_starts: list[int] = []
         self.gap_ends: list[int] = []
-
-    def cycles(self, nbytes: int) -> int:
-        return math.ceil(nbytes / self.bw)
 
     def fit(self, s: int, d: int) -> int:
         """The earliest cycle >= ``s`` that starts a free stretch of ``d`` cycles."""
