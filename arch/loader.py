@@ -23,7 +23,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from aipusim.arch.model import Arch, ParamRange
+from aipusim.arch.model import Arbitration, Arch, ParamRange
 from aipusim.arch.ranges import range_of
 from aipusim.base.errors import ArchError
 
@@ -223,6 +223,10 @@ def _validate(arch: Arch) -> None:
         raise ArchError(
             "l2.size_bytes must exceed l2.reserved_bytes plus the tasklist windows of all "
             f"cores ({arch.l2.size_bytes - arch.l2_budget_bytes} bytes), not {arch.l2.size_bytes}"
+        )
+    if arch.l1.arbitration not in set(Arbitration):
+        raise ArchError(
+            f"l1.arbitration must be one of {', '.join(Arbitration)}, not {arch.l1.arbitration!r}"
         )
     mvm = arch.mvm
     if mvm.banks * mvm.bank_cols != mvm.cols:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,14 @@ class DwpuSpec:
         return self.channels * self.macs_per_channel_per_cycle
 
 
+class Arbitration(StrEnum):
+    """Who the detailed L1's crossbar serves first when requesters want the same bank or
+    port: a turning order, or by requester index."""
+
+    ROUND_ROBIN = "round_robin"
+    FIXED = "fixed"
+
+
 @dataclass(frozen=True)
 class L1Spec:
     size_bytes: int
@@ -147,6 +156,11 @@ class L1Spec:
     write_ports: int
     port_bytes_per_cycle: int
     latency_cycles: int
+    #: The detailed mode's L1 (`aipusim.simulator.detail.l1`): banks of ``bank_bytes``
+    #: behind the crossbar, and how its arbiter picks among requesters.
+    banks: int
+    bank_bytes: int
+    arbitration: str
 
     @property
     def budget_bytes(self) -> int:
