@@ -69,7 +69,7 @@ def test_the_fluid_ports_and_the_banks_compared() -> None:
 def test_the_arch_file_gives_the_l1() -> None:
     l1 = BankedL1.of(load_arch())
     assert (l1.banks, l1.bank_bytes, l1.port_bytes) == (16, 16, 64)
-    with pytest.raises(ArchError, match="l1.arbitration must be one of round_robin, fixed"):
+    with pytest.raises(ArchError, match=r"l1\.arbitration must be one of round_robin, fixed"):
         load_arch(overrides={"l1.arbitration": "lottery"})
 
 
