@@ -186,7 +186,7 @@ def compare(model: Any, config: Any, frames: int = FRAMES) -> tuple[pd.DataFrame
     return table, totals
 
 
-#: Access patterns of the L1 alone (name -> (requester, start, bytes, address, rate, write)
+#: L1Access patterns of the L1 alone (name -> (requester, start, bytes, address, rate, write)
 #: per stream): the MVM's input stream and a weight load, aligned and half a port apart;
 #: more readers than ports; slow readers; the MVM's results against a reader.
 L1_PATTERNS: dict[str, tuple[tuple[int, int, int, int, float, bool], ...]] = {
@@ -204,12 +204,12 @@ L1_PATTERNS: dict[str, tuple[tuple[int, int, int, int, float, bool], ...]] = {
 def l1_alone(arch: Any) -> pd.DataFrame:
     """Each `L1_PATTERNS` stream's cycles in the fast model's fluid ports and in the banked
     L1 of the detailed mode (`aipusim.simulator.detail.l1`), with the difference."""
-    from aipusim.simulator.detail.l1 import Access, BankedL1, compare_with_ports
+    from aipusim import BankedL1, L1Access, compare_l1_with_ports
 
     l1 = BankedL1.of(arch)
     rows = []
     for name, streams in L1_PATTERNS.items():
-        for row in compare_with_ports(l1, [Access(*s) for s in streams]):
+        for row in compare_l1_with_ports(l1, [L1Access(*s) for s in streams]):
             rows.append({"pattern": name, **row})
     table = pd.DataFrame(rows)
     table["diff_pct"] = (100 * (table["cycles_fast"] / table["cycles_detailed"] - 1)).round(1)
@@ -234,9 +234,7 @@ def run_fidelity(
 ) -> StudyResult:
     """Run the micro-benchmarks and ``models`` (default: every zoo model) fast and detailed;
     write ``out/README.md``, ``out/layers.csv`` and ``out/fidelity.png``."""
-    from aipusim import zoo
-    from aipusim.compiler.config import CompilerConfig
-    from aipusim.simulator.detail import DETAILED_PARTS
+    from aipusim import DETAILED_PARTS, CompilerConfig, zoo
 
     picked = list(benchmarks) if benchmarks is not None else list(BY_NAME)
     unknown = [b for b in picked if b not in BY_NAME]

@@ -6,7 +6,7 @@ Here each cycle is simulated:
 
 - the SRAM is ``banks`` banks of ``bank_bytes`` each; consecutive ``bank_bytes`` of the
   address space sit in consecutive banks, and a bank serves one access per cycle;
-- a requester (an `Access`: a unit's stream of ``nbytes`` from ``addr`` on, at most
+- a requester (an `L1Access`: a unit's stream of ``nbytes`` from ``addr`` on, at most
   ``rate`` bytes per cycle) moves one port's width per cycle when it is granted: the
   ``port_bytes / bank_bytes`` banks its next bytes sit in, and one of its direction's
   ports; its stream then advances by that width;
@@ -20,11 +20,11 @@ Here each cycle is simulated:
   left).
 
 `serve` returns each stream's end cycle and the cycles it waited for a bank or a port, so
-the fast model's fluid sharing can be checked against the banks (`compare_with_ports`).
+the fast model's fluid sharing can be checked against the banks (`compare_l1_with_ports`).
 
 >>> l1 = BankedL1(banks=16, bank_bytes=16, read_ports=2, write_ports=2, port_bytes=64)
->>> a = Access(requester=0, start=0, nbytes=6400, addr=0, rate=64.0, write=False)
->>> b = Access(requester=1, start=0, nbytes=6400, addr=0, rate=64.0, write=False)
+>>> a = L1Access(requester=0, start=0, nbytes=6400, addr=0, rate=64.0, write=False)
+>>> b = L1Access(requester=1, start=0, nbytes=6400, addr=0, rate=64.0, write=False)
 >>> out = l1.serve([a, b])  # same banks in the first cycle: one waits once, then they
 >>> out.end.tolist(), out.bank_waits.tolist()  # run a port's width apart, never meeting
 ([100, 101], [0, 1])
@@ -43,7 +43,7 @@ from aipusim.base.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class Access:
+class L1Access:
     """One requester's stream through L1: ``nbytes`` from byte ``addr`` on, from cycle
     ``start``, at most ``rate`` bytes per cycle; ``write`` picks the ports' direction."""
 
@@ -94,7 +94,7 @@ class BankedL1:
         return cls(l1.banks, l1.bank_bytes, l1.read_ports, l1.write_ports,
                    l1.port_bytes_per_cycle, Arbitration(l1.arbitration))  # fmt: skip
 
-    def serve(self, accesses: Sequence[Access]) -> Served:
+    def serve(self, accesses: Sequence[L1Access]) -> Served:
         """Run ``accesses`` together cycle by cycle; see `Served`."""
         n = len(accesses)
         for a in accesses:
@@ -114,7 +114,7 @@ class BankedL1:
         return Served(end, bank_waits, port_waits)
 
 
-def _check(a: Access) -> None:
+def _check(a: L1Access) -> None:
     if a.nbytes < 1 or a.start < 0 or a.addr < 0:
         raise ConfigError(
             f"an L1 access must move nbytes >= 1 from start >= 0 and addr >= 0, not "
@@ -195,7 +195,7 @@ def _serve(
     return end, bank_waits, port_waits
 
 
-def compare_with_ports(l1: BankedL1, accesses: Sequence[Access]) -> list[dict[str, object]]:
+def compare_l1_with_ports(l1: BankedL1, accesses: Sequence[L1Access]) -> list[dict[str, object]]:
     """Each access's end in the fast model's fluid ports (`PortGroup`, booked in the given
     order) and in the banks, with the difference."""
     from aipusim.simulator.ports import PortGroup
@@ -222,4 +222,4 @@ def compare_with_ports(l1: BankedL1, accesses: Sequence[Access]) -> list[dict[st
     return rows
 
 
-__all__ = ["Access", "Arbitration", "BankedL1", "Served", "compare_with_ports"]
+__all__ = ["Arbitration", "BankedL1", "L1Access", "Served", "compare_l1_with_ports"]

@@ -8,13 +8,13 @@ import pytest
 from aipusim.arch import load_arch
 from aipusim.arch.model import Arbitration
 from aipusim.base.errors import ArchError, ConfigError
-from aipusim.simulator.detail.l1 import Access, BankedL1, compare_with_ports
+from aipusim.simulator.detail.l1 import BankedL1, L1Access, compare_l1_with_ports
 
 L1 = BankedL1(banks=16, bank_bytes=16, read_ports=2, write_ports=2, port_bytes=64)
 
 
-def read(who: int, nbytes: int, addr: int = 0, rate: float = 64.0, start: int = 0) -> Access:
-    return Access(who, start, nbytes, addr, rate, write=False)
+def read(who: int, nbytes: int, addr: int = 0, rate: float = 64.0, start: int = 0) -> L1Access:
+    return L1Access(who, start, nbytes, addr, rate, write=False)
 
 
 def test_a_stream_alone_moves_a_port_per_cycle_or_its_rate() -> None:
@@ -52,13 +52,13 @@ def test_more_requesters_than_ports_share_them_cycle_by_cycle() -> None:
 
 
 def test_reads_and_writes_have_their_own_ports_but_share_the_banks() -> None:
-    write = Access(1, 0, 6400, 0, 64.0, write=True)
+    write = L1Access(1, 0, 6400, 0, 64.0, write=True)
     out = L1.serve([read(0, 6400), write])
     assert out.end.tolist() == [100, 101] and out.bank_waits.tolist() == [0, 1]
 
 
 def test_the_fluid_ports_and_the_banks_compared() -> None:
-    rows = compare_with_ports(L1, [read(i, 6400, addr=i * 64) for i in range(3)])
+    rows = compare_l1_with_ports(L1, [read(i, 6400, addr=i * 64) for i in range(3)])
     # fluid: each requester holds a port for its whole stream, the third waits for one;
     # the crossbar shares the ports cycle by cycle, so all three end near cycle 150
     assert [r["cycles_fast"] for r in rows] == [100, 100, 200]
@@ -95,6 +95,6 @@ def test_a_bad_l1_is_named(bad: dict, message: str) -> None:
         (read(0, 64, rate=0.0), "rate must be > 0 bytes per cycle, not 0.0"),
     ],
 )
-def test_a_bad_access_is_named(access: Access, message: str) -> None:
+def test_a_bad_access_is_named(access: L1Access, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         L1.serve([access])
