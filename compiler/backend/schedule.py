@@ -1,4 +1,4 @@
-"""Pass 9, schedule: per-core task order and hardware tokens (DESIGN.md §3, §4).
+"""Pass 9, schedule: per-core task order and hardware tokens (docs/architecture.md §4, §5).
 
 The builder walks the fusion groups in order and, for every core that works on a group,
 every tile and every layer of the group, creates steps: DMA of the input tile (unless the
