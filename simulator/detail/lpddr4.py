@@ -460,17 +460,18 @@ class ChannelController:
             self.cmd_free = now + cfg.cas_tck
             self.finished.append(burst)
 
-    def _serve_writes(self) -> bool:
+    def _serve_writes(self, now: int) -> bool:
         """Whether writes are served now: a drain starts at the high watermark, or when no
-        read waits and either more than the low watermark of writes wait or nothing else
-        is on its way (so a last few writes never wait forever); it stops at the low
+        read waits and either more than the low watermark of writes wait or no request
+        that has arrived waits to enter (the controller is idle); it stops at the low
         watermark once a read waits, or when the write queue is empty."""
         cfg = self.cfg
         n = len(self.writes)
         if self.draining and (n == 0 or (n <= cfg.drain_low and self.reads)):
             self.draining = False
         elif not self.draining and n:
-            idle = not self.reads and (n > cfg.drain_low or not self.pending)
+            waiting = self.pending and self.pending[0].arrival <= now
+            idle = not self.reads and (n > cfg.drain_low or not waiting)
             self.draining = n >= cfg.drain_high or idle
         return self.draining
 
@@ -480,7 +481,7 @@ class ChannelController:
         issued, next_refresh = self._refresh_step(now)
         if issued:
             return True, now + 1
-        queue = self.writes if self._serve_writes() else self.reads
+        queue = self.writes if self._serve_writes(now) else self.reads
         blocked = self._refreshing(now)
         hits_open: set[int] = {
             q.bank for q in queue if self.open_row[q.bank] == q.row and q.bank not in blocked
