@@ -522,6 +522,38 @@ class ChannelController:
         return False, max(nxt, now + 1)
 
 
+def bursts_of(
+    cfg: Lpddr4Config, request: int, address: Any, nbytes: Any, write: Any, arrival: Any
+) -> list[list[_Burst]]:
+    """Check one request and cut it into its bursts, per channel (`InvalidArgument` naming
+    the request and the field when it cannot be served)."""
+    size = cfg.size_bytes
+    for name, v in (("address", address), ("size", nbytes), ("arrival", arrival)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InvalidArgument(f"request {request}: `{name}` must be an integer, not {v!r}")
+    if not 0 <= address < size:
+        raise InvalidArgument(
+            f"request {request}: `address` must lie in [0, {size}) bytes, not {address}"
+        )
+    if not 0 < nbytes <= size - address:
+        raise InvalidArgument(
+            f"request {request}: `size` must be 1-{size - address} bytes (to the end of the "
+            f"memory), not {nbytes}"
+        )
+    if arrival < 0:
+        raise InvalidArgument(f"request {request}: `arrival` must be >= 0 clocks, not {arrival}")
+    if not isinstance(write, (bool, np.bool_)):
+        raise InvalidArgument(f"request {request}: `write` must be True or False, not {write!r}")
+    per_channel: list[list[_Burst]] = [[] for _ in range(cfg.channels)]
+    bb = cfg.burst_bytes
+    for start in range(address - address % bb, address + nbytes, bb):
+        ch, rank, bank, row = cfg.decode(start)
+        per_channel[ch].append(
+            _Burst(request, rank, rank * cfg.banks + bank, row, bool(write), int(arrival))
+        )
+    return per_channel
+
+
 def _bursts(
     cfg: Lpddr4Config,
     addresses: Sequence[int],
@@ -535,28 +567,11 @@ def _bursts(
         if len(seq) != n:
             raise InvalidArgument(f"`{name}` must have one entry per address ({n}), not {len(seq)}")
     per_channel: list[list[_Burst]] = [[] for _ in range(cfg.channels)]
-    bb = cfg.burst_bytes
-    size = cfg.size_bytes
-    order = sorted(range(n), key=lambda i: arrivals[i])
-    for i in order:
-        a, s, w, t = addresses[i], sizes[i], writes[i], arrivals[i]
-        for name, v in (("address", a), ("size", s), ("arrival", t)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                raise InvalidArgument(f"request {i}: `{name}` must be an integer, not {v!r}")
-        if not 0 <= a < size:
-            raise InvalidArgument(f"request {i}: `address` must lie in [0, {size}) bytes, not {a}")
-        if not 0 < s <= size - a:
-            raise InvalidArgument(
-                f"request {i}: `size` must be 1-{size - a} bytes (to the end of the "
-                f"memory), not {s}"
-            )
-        if t < 0:
-            raise InvalidArgument(f"request {i}: `arrival` must be >= 0 clocks, not {t}")
-        if not isinstance(w, (bool, np.bool_)):
-            raise InvalidArgument(f"request {i}: `write` must be True or False, not {w!r}")
-        for start in range(a - a % bb, a + s, bb):
-            ch, rank, bank, row = cfg.decode(start)
-            per_channel[ch].append(_Burst(i, rank, rank * cfg.banks + bank, row, bool(w), int(t)))
+    for i in sorted(range(n), key=lambda i: arrivals[i]):
+        for ch, bursts in enumerate(
+            bursts_of(cfg, i, addresses[i], sizes[i], writes[i], arrivals[i])
+        ):
+            per_channel[ch].extend(bursts)
     return per_channel
 
 
@@ -617,6 +632,7 @@ __all__ = [
     "ChannelController",
     "DdrResult",
     "Lpddr4Config",
+    "bursts_of",
     "simulate_requests",
     "with_fields",
 ]

@@ -164,3 +164,26 @@ def test_mismatched_columns_and_bad_configs_are_named() -> None:
         ArchError, match=r"ddr.refresh_mode must be one of per_bank, all_bank, not 'x'"
     ):
         load_arch(overrides={"ddr.refresh_mode": "x"})
+
+
+def test_the_simpy_form_times_transfers_as_the_request_stream_does() -> None:
+    import simpy
+
+    from aipusim.simulator.detail.lpddr4_simpy import Lpddr4Device
+
+    env = simpy.Environment()
+    dev = Lpddr4Device(env, HAND, core_hz=1_000_000_000)  # one core cycle per DRAM clock
+    first = dev.transfer(0, 64, write=False)
+    later: list = []
+
+    def ask_later() -> object:
+        yield env.timeout(100)
+        later.append(dev.transfer(ROW, 32, write=False))
+
+    env.process(ask_later())
+    env.run()
+    # READ 6 and 14 after ACT 0; the conflict at 100 as in the hand case above
+    assert first.value == 14 + 18
+    assert later[0].value == 130
+    with pytest.raises(InvalidArgument, match=r"`core_hz` must be a positive integer, not 0"):
+        Lpddr4Device(env, HAND, core_hz=0)
