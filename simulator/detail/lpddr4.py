@@ -11,7 +11,8 @@ The controller, per channel, once per command:
 
 - **Refresh first.** Per-bank (REFpb, every tREFI / banks, one bank after the other) or
   all-bank (REFab, every tREFI per rank, ranks staggered). A due refresh blocks new
-  commands to its bank (or rank), precharges what is open there, and issues the refresh
+  commands to its bank (or rank), precharges what is open there (PRE, or PREab taking
+  tRPab), and issues the refresh
   once the precharges are done; the bank (rank) is then blocked for tRFCpb (tRFCab).
 - **Reads or writes.** Reads are served until the write queue reaches its high watermark
   (or no read waits); writes are then drained down to the low watermark.
@@ -355,10 +356,13 @@ class ChannelController:
             targets = self._refresh_targets(r)
             open_banks = [b for b in targets if self.open_row[b] >= 0]
             if open_banks:
-                b = open_banks[0]
-                t = max(self.pre_ready[b], self.cmd_free)
+                # one PRE (REFpb) or one PREab closing every open bank (REFab), once the
+                # last of them may close; PREab takes tRPab
+                t = max(max(self.pre_ready[b] for b in open_banks), self.cmd_free)
                 if t <= now:
-                    self._precharge(b, now)
+                    t_rp = cfg.t_rp if len(targets) == 1 else cfg.t_rp_ab
+                    for b in open_banks:
+                        self._precharge(b, now, t_rp)
                     return True, now
                 nxt = min(nxt, t)
                 continue
@@ -392,9 +396,9 @@ class ChannelController:
         return out
 
     # -- commands -------------------------------------------------------------------------
-    def _precharge(self, b: int, now: int) -> None:
+    def _precharge(self, b: int, now: int, t_rp: int | None = None) -> None:
         self.open_row[b] = -1
-        self.act_ready[b] = max(self.act_ready[b], now + self.cfg.t_rp)
+        self.act_ready[b] = max(self.act_ready[b], now + (t_rp or self.cfg.t_rp))
         self.cmd_free = now + self.cfg.pre_tck
         self.commands["PRE"] += 1
 
@@ -483,38 +487,49 @@ class ChannelController:
             return True, now + 1
         queue = self.writes if self._serve_writes(now) else self.reads
         blocked = self._refreshing(now)
-        hits_open: set[int] = {
-            q.bank for q in queue if self.open_row[q.bank] == q.row and q.bank not in blocked
-        }
-        best_hit: tuple[int, _Burst] | None = None
-        best_other: tuple[int, _Burst, str] | None = None
+        open_row, cmd_free = self.open_row, self.cmd_free
+        hits_open: set[int] | None = None  # banks whose open row a queued request hits
+        col_at: dict[int, int] = {}  # per rank: the buses' earliest column command
+        act_at: dict[int, int] = {}  # per bank: its earliest ACT
+        best_hit: _Burst | None = None
+        best_other: tuple[_Burst, str] | None = None
         earliest = _FAR
         for q in queue:  # oldest first
             b = q.bank
             if b in blocked:
                 continue
-            row = self.open_row[b]
+            row = open_row[b]
             if row == q.row:
-                t = max(self.col_ready[b], self._column_ready(q), self.cmd_free)
-                if t <= now and best_hit is None:
-                    best_hit = (t, q)
+                c = col_at.get(q.rank)
+                if c is None:
+                    c = col_at[q.rank] = self._column_ready(q)
+                t = max(self.col_ready[b], c, cmd_free)
+                if t <= now:
+                    best_hit = q
                     break
             elif row < 0:
-                t = max(self._act_ready(b, q.rank), self.cmd_free)
+                t = act_at.get(b, -1)
+                if t < 0:
+                    t = act_at[b] = max(self._act_ready(b, q.rank), cmd_free)
                 if t <= now and best_other is None:
-                    best_other = (t, q, "ACT")
+                    best_other = (q, "ACT")
             else:
+                if hits_open is None:
+                    hits_open = {
+                        x.bank for x in queue if open_row[x.bank] == x.row and x.bank not in blocked
+                    }
                 if b in hits_open:
                     continue  # a queued request still hits the open row: keep it
-                t = max(self.pre_ready[b], self.cmd_free)
+                t = max(self.pre_ready[b], cmd_free)
                 if t <= now and best_other is None:
-                    best_other = (t, q, "PRE")
-            earliest = min(earliest, t)
+                    best_other = (q, "PRE")
+            if t < earliest:
+                earliest = t
         if best_hit is not None:
-            self._issue(best_hit[1], "COL", now)
+            self._issue(best_hit, "COL", now)
             return True, now + 1
         if best_other is not None:
-            self._issue(best_other[1], best_other[2], now)
+            self._issue(*best_other, now)
             return True, now + 1
         nxt = min(earliest, next_accept, next_refresh)
         if not queue and (self.reads or self.writes):

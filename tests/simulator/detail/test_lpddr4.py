@@ -90,6 +90,8 @@ def test_an_all_bank_refresh_blacks_out_a_read() -> None:
     # REFab due at tREFI = 800 blocks every bank for tRFCab = 50: ACT 850, READ 856
     assert run([(0, False, 801)], cfg) == [874]
     assert run([(0, False, 801)]) == [801 + 24]
+    # a row left open is closed first by PREab (tRPab = 7): PREab 800, REF 807, ACT 857
+    assert run([(0, False, 0), (32, False, 801)], cfg) == [24, 857 + 24]
 
 
 def test_a_per_bank_refresh_blacks_out_only_its_bank() -> None:
@@ -187,3 +189,19 @@ def test_the_simpy_form_times_transfers_as_the_request_stream_does() -> None:
     assert later[0].value == 130
     with pytest.raises(InvalidArgument, match=r"`core_hz` must be a positive integer, not 0"):
         Lpddr4Device(env, HAND, core_hz=0)
+
+
+@pytest.mark.slow
+def test_a_100k_request_trace_runs_well_under_a_minute() -> None:
+    import time
+
+    import numpy as np
+
+    cfg = Lpddr4Config.from_arch(load_arch())
+    n = 100_000
+    rng = np.random.default_rng(28)
+    addresses = (rng.integers(0, cfg.size_bytes // 64, n) * 64).tolist()
+    start = time.perf_counter()
+    res = simulate_requests(cfg, addresses, [64] * n, (rng.random(n) < 1 / 3).tolist(), [0] * n)
+    assert time.perf_counter() - start < 45
+    assert res.commands["RD"] + res.commands["WR"] == 2 * n
