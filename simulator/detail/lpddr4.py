@@ -385,6 +385,31 @@ class ChannelController:
             return True, now
         return False, nxt
 
+    def catch_up(self, now: int) -> None:
+        """The controller had nothing to do until ``now``: the refreshes that came due and
+        could finish before it were done then (their banks are closed, none is owed)."""
+        cfg = self.cfg
+        if cfg.refresh_mode == "none" or self.busy:
+            return
+        per_bank = cfg.refresh_mode == "per_bank"
+        took = (cfg.t_rp if per_bank else cfg.t_rp_ab) + (
+            cfg.t_rfc_pb if per_bank else cfg.t_rfc_ab
+        )
+        for r in range(cfg.ranks):
+            due = self.refresh_due[r]
+            if due + took > now:
+                continue
+            k = (now - took - due) // self.refresh_interval + 1
+            for _ in range(min(k, cfg.banks) if per_bank else 1):
+                for b in self._refresh_targets(r):
+                    self.open_row[b] = -1
+                if per_bank:
+                    self.refresh_bank[r] = (self.refresh_bank[r] + 1) % cfg.banks
+            if per_bank and k > cfg.banks:
+                self.refresh_bank[r] = (self.refresh_bank[r] + k - cfg.banks) % cfg.banks
+            self.refresh_due[r] = due + k * self.refresh_interval
+            self.commands["REF"] += k
+
     def _refreshing(self, now: int) -> set[int]:
         """Banks closed to normal commands: a refresh of theirs is due."""
         out: set[int] = set()

@@ -79,6 +79,7 @@ class Lpddr4Device:
         event = self.env.event()
         self._pending[rid] = _Pending(sum(len(b) for b in per_channel), 0, event)
         for ch, bursts in enumerate(per_channel):
+            self._controllers[ch].catch_up(now)  # idle until now: refreshed meanwhile
             for b in bursts:
                 self._controllers[ch].offer(b)
             wake = self._wake[ch]

@@ -205,3 +205,25 @@ def test_a_100k_request_trace_runs_well_under_a_minute() -> None:
     res = simulate_requests(cfg, addresses, [64] * n, (rng.random(n) < 1 / 3).tolist(), [0] * n)
     assert time.perf_counter() - start < 45
     assert res.commands["RD"] + res.commands["WR"] == 2 * n
+
+
+def test_refreshes_due_while_idle_are_not_owed_afterwards() -> None:
+    import simpy
+
+    from aipusim.simulator.detail.ddr_link import DdrBurstTimer
+    from aipusim.simulator.detail.lpddr4_simpy import Lpddr4Device
+
+    cfg = replace(HAND, refresh_mode="per_bank")
+    env = simpy.Environment()
+    dev = Lpddr4Device(env, cfg, core_hz=1_000_000_000)
+    late: list = []
+
+    def ask_late() -> object:
+        yield env.timeout(100_050)  # 1000 REFpb came due and ended meanwhile; none is owed
+        late.append(dev.transfer(BANK, 32, write=False))
+
+    env.process(ask_late())
+    env.run()
+    assert late[0].value == 100_050 + 24
+    timer = DdrBurstTimer(cfg, core_hz=1_000_000_000)
+    assert timer.burst_cycles(100_050, 32, write=False, stream=1) == 24
