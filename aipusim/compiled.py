@@ -534,6 +534,7 @@ class CompiledModel:
         inputs: Mapping[str, Any] | None = None,
         energy_model: str = "cycles",
         uncertainty: int | None = None,
+        detail: str = "task",
         **overrides: Any,
     ) -> Any:
         """Simulate ``frames`` frames of the compiled tasklists; returns a `SimResult`.
@@ -551,6 +552,7 @@ class CompiledModel:
         trace tags (default: frames, layers, compute and memory tasks, which the profile
         needs). ``uncertainty=N`` adds ``bands`` (`aipusim.uncertainty`): FPS, energy per
         frame and average power as p5-p95 over N joint samples of the inferred arch numbers.
+        ``detail="cycle"`` times DDR with the cycle-level LPDDR4x model (slower).
         """
         if arch is None and uncertainty is not None:
             # the samples are drawn from the arch file's ranges: hand over its path
@@ -568,6 +570,7 @@ class CompiledModel:
             inputs=inputs,
             energy_model=energy_model,
             uncertainty=uncertainty,
+            detail=detail,
             **overrides,
         )
 
@@ -688,12 +691,14 @@ def simulate(
     inputs: Mapping[str, Any] | None = None,
     energy_model: str = "cycles",
     uncertainty: int | None = None,
+    detail: str = "task",
     **overrides: Any,
 ) -> Any:
     """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that
     holds one; returns an `aipusim.SimResult` whose trace (frames,
     layers, compute and memory tasks by default) feeds its profile. ``functional``,
-    ``inputs``, ``energy_model`` and ``uncertainty`` as in `CompiledModel.simulate`; ``arch``
+    ``inputs``, ``energy_model``, ``uncertainty`` and ``detail`` as in
+    `CompiledModel.simulate`; ``arch``
     is an `Arch`, or an arch file's path (which ``uncertainty`` needs for other than the
     bundled file).
 
@@ -716,6 +721,7 @@ def simulate(
             inputs=inputs,
             energy_model=energy_model,
             uncertainty=uncertainty,
+            detail=detail,
             **overrides,
         )
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
@@ -756,6 +762,7 @@ def simulate(
             # (the simulator refuses inputs without functional=True itself)
             inputs=chip if chip is not None else inputs,
             energy_model=energy_model,
+            detail=detail,
         )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)

@@ -267,6 +267,7 @@ def simulate(
     inputs: Mapping[str, Any] | None = None,
     energy_model: str = EnergyModel.CYCLES,
     constants: bytes | str | Path | None = None,
+    detail: str = "task",
 ) -> SimResult:
     """Simulate a compiled program for ``frames`` frames per instance replica.
 
@@ -283,7 +284,10 @@ def simulate(
     recompile.
     ``progress(n)`` is called as frames come back. ``contention=False`` gives every engine
     that moves data the shared links to itself (a what-if: each transfer then takes its
-    cost-model time, `aipusim.isa.cost`).
+    cost-model time, `aipusim.isa.cost`). ``detail="cycle"`` times every DDR burst with
+    the cycle-level LPDDR4x model (banks, open rows, FR-FCFS, refresh blackouts;
+    `aipusim.simulator.detail`) instead of the closed form; ``"task"`` (the default) is the
+    fast model.
 
     ``functional=True`` then executes every task of the run on data, in the order the timing
     model ran it (`aipusim.simulator.functional`; no cycle or energy changes): ``inputs``
@@ -361,6 +365,7 @@ def simulate(
         progress=progress,
         voltage_v=voltage,
         contention=contention,
+        detail=detail,
     )
     result = sim.run()
     if functional:

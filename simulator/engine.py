@@ -19,7 +19,7 @@ import numpy as np
 import simpy
 
 from aipusim.arch.model import Arch
-from aipusim.base.errors import DeadlockError, SimulationError, TasklistError
+from aipusim.base.errors import ConfigError, DeadlockError, SimulationError, TasklistError
 from aipusim.isa.cost import COMPONENTS, CostModel, Transfer
 from aipusim.isa.cost import Link as CostLink
 from aipusim.isa.encoding import RECORD_BYTES
@@ -28,6 +28,8 @@ from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Pool, Task
 from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
+from aipusim.simulator.detail.ddr_link import DdrBurstTimer
+from aipusim.simulator.detail.lpddr4 import Lpddr4Config
 from aipusim.simulator.host import host_inputs, host_outputs
 from aipusim.simulator.links import Link, Route, transfer
 from aipusim.simulator.ports import PortGroup
@@ -130,6 +132,12 @@ class Replica:
             self.done_event(s).succeed(end)
 
 
+#: How finely the run is modelled: ``task`` (each task and burst a closed form of
+#: `aipusim.isa.cost`), ``cycle`` (DDR bursts timed by the cycle-level LPDDR4 model of
+#: `aipusim.simulator.detail`; the rest as ``task`` so far).
+DETAIL_LEVELS = ("task", "cycle")
+
+
 class Simulation:
     """A configured run; `run()` executes it once and returns a `SimResult`."""
 
@@ -145,9 +153,17 @@ class Simulation:
         voltage_v: float | None = None,
         isolated: bool = False,
         contention: bool = True,
+        detail: str = "task",
     ) -> None:
         if not isinstance(frames, int) or frames < 1:
             raise SimulationError(f"frames must be an integer >= 1, not {frames!r}")
+        if detail not in DETAIL_LEVELS:
+            raise ConfigError(f"detail must be one of {', '.join(DETAIL_LEVELS)}, not {detail!r}")
+        if detail == "cycle" and not contention:
+            raise ConfigError(
+                "detail must be 'task' with contention off (the cycle-level DDR is one "
+                "memory that every transfer shares), not 'cycle'"
+            )
         freq = program.frequency_hz
         if not arch.clock.min_hz <= freq <= arch.clock.max_hz:
             raise SimulationError(
@@ -214,6 +230,11 @@ class Simulation:
         self.links: dict[str, Link] = {
             name.value: Link(name.value, self.cost.link_bw(name)) for name in CostLink
         }
+        #: ``task`` or ``cycle`` (`DETAIL_LEVELS`)
+        self.detail = detail
+        if detail == "cycle":
+            timer = DdrBurstTimer(Lpddr4Config.from_arch(arch), freq)
+            self.links[CostLink.DDR.value].detail = timer
         #: Requesters of a core's L1 ports: the unit queues in `UNIT_ORDER`, then data
         #: multicast in from another core (`remote`).
         self.requester = {u: i for i, u in enumerate(UNIT_ORDER)}
@@ -509,7 +530,7 @@ class Simulation:
         back; the second start's input-to-result time (the first one waits for INIT). It
         holds the program and tasklists, not this run."""
         program, tasklists, arch = self.program, self.tasklists, self.arch
-        voltage, contention = self.voltage_v, self.contention
+        voltage, contention, detail = self.voltage_v, self.contention, self.detail
         tracer = self.tracer
         tags = tracer.levels if tracer is not None else ()
         names = (tracer.onnx_ops, tracer.layer_macs) if tracer is not None else (None, None)
@@ -524,6 +545,7 @@ class Simulation:
                 voltage_v=voltage,
                 isolated=True,
                 contention=contention,
+                detail=detail,
             )
             return float(probe.run().latency_us[-1])
 

@@ -92,6 +92,14 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     help="value_aware (with --functional): also charge each Mvm by the activity of its data "
     "and report the energy both ways.",
 )
+@click.option(
+    "--detail",
+    type=click.Choice(["task", "cycle"]),
+    default="task",
+    show_default=True,
+    help="cycle: time every DDR burst with the cycle-level LPDDR4x model (banks, open rows, "
+    "FR-FCFS, refresh blackouts) instead of the fast model's closed form; slower.",
+)
 @uncertainty_option
 @arch_option
 @json_option
@@ -106,6 +114,7 @@ def simulate(
     check: bool,
     outputs_dir: Path | None,
     energy_model: str,
+    detail: str,
     uncertainty: int | None,
     arch_path: Path | None,
     as_json: bool,
@@ -154,6 +163,7 @@ def simulate(
             inputs=inputs,
             energy_model=energy_model,
             constants=compiled_dir if functional else None,
+            detail=detail,
         )
     finally:
         progress.close()

@@ -12,10 +12,11 @@ The controller, per channel, once per command:
 - **Refresh first.** Per-bank (REFpb, every tREFI / banks, one bank after the other) or
   all-bank (REFab, every tREFI per rank, ranks staggered). A due refresh blocks new
   commands to its bank (or rank), precharges what is open there (PRE, or PREab taking
-  tRPab), and issues the refresh
-  once the precharges are done; the bank (rank) is then blocked for tRFCpb (tRFCab).
-- **Reads or writes.** Reads are served until the write queue reaches its high watermark
-  (or no read waits); writes are then drained down to the low watermark.
+  tRPab), and issues the refresh once the precharges are done; the bank (rank) is then
+  blocked for tRFCpb (tRFCab).
+- **Reads or writes.** Reads are served until the write queue reaches its high watermark,
+  or no read waits while more than the low watermark of writes (or nothing else) does;
+  writes are then drained down to the low watermark (or until none is left).
 - **FR-FCFS.** Of the requests in the queue being served, the oldest whose column command
   (a row hit) can issue now goes first; else the oldest whose next command (ACT, or PRE
   of a conflicting row that no queued request still hits) can issue now.
@@ -25,7 +26,8 @@ tRP, tRAS, tRC, tRRD, tFAW, tCCD, tWR, tRTP, tWTR, tRTW (read to write command g
 rank switch gap tRTRS. A read's data ends CL + BL/2 after its READ, a write's CWL + BL/2
 after its WRITE: that is when the burst completes.
 
->>> cfg = Lpddr4Config.from_arch(__import__("aipusim.arch", fromlist=["x"]).load_arch())
+>>> from aipusim.arch import load_arch
+>>> cfg = Lpddr4Config.from_arch(load_arch())
 >>> res = simulate_requests(cfg, addresses=[0, 64], sizes=[64, 64], writes=[False, False],
 ...                         arrivals=[0, 0])
 >>> res.done_tck.tolist()
@@ -37,7 +39,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -660,13 +662,6 @@ def simulate_requests(
     )
 
 
-def with_fields(cfg: Lpddr4Config, **changes: Any) -> Lpddr4Config:
-    """``cfg`` with some fields changed, checked (`Lpddr4Config.check`)."""
-    out = replace(cfg, **changes)
-    out.check()
-    return out
-
-
 __all__ = [
     "REFRESH_MODES",
     "ChannelController",
@@ -674,5 +669,4 @@ __all__ = [
     "Lpddr4Config",
     "bursts_of",
     "simulate_requests",
-    "with_fields",
 ]

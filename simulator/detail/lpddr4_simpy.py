@@ -6,8 +6,9 @@ is a process that ends when the transfer's last burst is off the bus; its value 
 cycle. The controllers run in DRAM clocks; a transfer arrives at the DRAM clock of the core
 cycle it is asked in, and finishes at the first core cycle at or after its last data beat.
 
-This is the interface ``--detail cycle`` is meant to route DDR DMA transfers through (the
-simulator's links book DDR bursts with the fast closed form today; see README.md).
+The simulator's links are booked arithmetically rather than as SimPy processes, so
+``--detail cycle`` uses the same controllers through `ddr_link.DdrBurstTimer`; this form is
+for models that are SimPy processes (a DMA engine, a host) and want DDR as one.
 
 >>> import simpy
 >>> from aipusim.arch import load_arch
