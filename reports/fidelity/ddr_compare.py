@@ -195,6 +195,10 @@ def ours(cfg: Lpddr4Config, addresses: list, writes: list, load: str) -> dict:
     }
 
 
+def _num(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.1f}"
+
+
 def _pct(a: float, b: float) -> str:
     if math.isnan(a) or math.isnan(b) or b == 0:
         return "n/a"
@@ -344,8 +348,8 @@ def report() -> None:
                 lat_d += " (queues)"
             lines.append(
                 f"| {name} | {load} | {theirs['bandwidth_gb_s']:.2f} | "
-                f"{mine['bandwidth_gb_s']:.2f} | {bw_d} | {lat_t:.1f} | "
-                f"{lat_m:.1f} | {lat_d} |"
+                f"{mine['bandwidth_gb_s']:.2f} | {bw_d} | {_num(lat_t)} | "
+                f"{_num(lat_m)} | {lat_d} |"
             )
             worst = max(worst, abs(mine["bandwidth_gb_s"] / theirs["bandwidth_gb_s"] - 1))
             print(lines[-1], flush=True)
