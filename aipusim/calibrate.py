@@ -40,7 +40,6 @@ import csv
 import hashlib
 import json
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +49,7 @@ from typing import Any
 
 from aipusim.arch.loader import DEFAULT_ARCH_PATH
 from aipusim.base.errors import ConfigError
+from aipusim.progress import stderr_lines
 
 #: The measurements `aipusim calibrate` uses by default: the two published ResNet-50 points.
 DEFAULT_MEASUREMENTS = DEFAULT_ARCH_PATH.parent / "metis_measured.csv"
@@ -91,6 +91,13 @@ GRID = {
 }
 #: Weight of the pull of each number towards its prior (per number, in units of its range).
 PRIOR_WEIGHT = 0.01
+#: What `calibrate` minimises, in words (recorded with each fit).
+OBJECTIVE = (
+    "sum over the fitted rows of the squared relative errors of every measured figure (a "
+    "row whose clock is not stated has its clock solved from its FPS, which then is no "
+    f"residual), plus {PRIOR_WEIGHT:g} times the squared move of each fitted number from its "
+    "prior (the arch file's value) in units of its range"
+)
 #: Compass search: first step and last step (shares of each range), evaluations at most.
 FIRST_STEP, LAST_STEP, MAX_EVALS = 0.25, 1 / 64, 160
 #: A number is identifiable when moving it across its whole range moves some measured
@@ -253,7 +260,8 @@ class Predictor:
             folder = compiled[m.run_key()]
 
             def run(freq: int, folder: Path = folder, m: Measurement = m) -> Any:
-                return aipusim.simulate(folder, m.frames, levels=(), arch=arch, frequency=freq)
+                levels = list(self._front(m).config.profiling_levels)
+                return aipusim.simulate(folder, m.frames, levels=levels, arch=arch, frequency=freq)
 
             if m.clock_mhz is not None:
                 freq = round(m.clock_mhz * 1e6)
@@ -379,6 +387,8 @@ class Calibration:
     fitted_rows: list[int]
     holdout_rows: list[int]
     labels: dict[int, str]
+    models: dict[int, str]
+    solved_clock_rows: list[int]  # rows whose clock is solved from their FPS
     measured: dict[int, dict[str, float]]
     predicted_prior: dict[int, dict[str, float]]
     predicted_fitted: dict[int, dict[str, float]]
@@ -413,7 +423,7 @@ def calibrate(
     from aipusim.arch.loader import arch_value
 
     started = time.perf_counter()
-    log = _printer(progress)
+    log = stderr_lines(progress)
     rows = read_measurements(measurements)
     by_row = {m.row: m for m in rows}
     bad = [r for r in holdout if r not in by_row]
@@ -436,7 +446,7 @@ def calibrate(
 
     def objective_on(fit_on: Sequence[int]) -> Callable[[dict[str, Any]], float]:
         def objective(values: dict[str, Any]) -> float:
-            predicted = predictor.predict(_with_followers(base, values))
+            predicted = predictor.predict(with_followers(base, values))
             err = sum(e * e for r in fit_on for e in residuals(by_row[r], predicted[r]).values())
             pull = sum(((values[k] - prior[k]) / (known[k][1] - known[k][0])) ** 2 for k in keys)
             return err + PRIOR_WEIGHT * pull
@@ -444,12 +454,12 @@ def calibrate(
         return objective
 
     log(f"calibrate: {len(rows)} row(s), {len(fitted_rows)} fitted; checking {len(keys)} numbers")
-    at_prior = predictor.predict(_with_followers(base, prior))
+    at_prior = predictor.predict(with_followers(base, prior))
     compared = [(r, k) for r in fitted_rows for k in residuals(by_row[r], at_prior[r])]
     moves: dict[str, float] = {}
     for key in keys:
         low, high = (
-            predictor.predict(_with_followers(base, {**prior, key: _end(prior[key], end)}))
+            predictor.predict(with_followers(base, {**prior, key: _end(prior[key], end)}))
             for end in known[key]
         )
         moves[key] = max(
@@ -473,13 +483,13 @@ def calibrate(
         return best, obj
 
     fitted, obj_fitted = fit_on(fitted_rows)
-    predicted = predictor.predict(_with_followers(base, fitted))
+    predicted = predictor.predict(with_followers(base, fitted))
     loo: dict[int, dict[str, float]] = {}
     if leave_one_out and len(fitted_rows) > 1:
         for r in fitted_rows:
             log(f"calibrate: leave-one-out, row {r} predicted by a fit to the others")
             others, _ = fit_on([x for x in fitted_rows if x != r])
-            loo[r] = residuals(by_row[r], predictor.predict(_with_followers(base, others))[r])
+            loo[r] = residuals(by_row[r], predictor.predict(with_followers(base, others))[r])
     notes = []
     if len(fitted_rows) < 2:
         notes.append("one fitted row: no leave-one-out residuals")
@@ -494,6 +504,8 @@ def calibrate(
         fitted_rows=fitted_rows,
         holdout_rows=list(holdout),
         labels={m.row: m.label for m in rows},
+        models={m.row: m.model for m in rows},
+        solved_clock_rows=[m.row for m in rows if m.clock_mhz is None],
         measured={m.row: dict(m.figures) for m in rows},
         predicted_prior=at_prior,
         predicted_fitted=predicted,
@@ -512,20 +524,12 @@ def _end(current: Any, value: float) -> Any:
     return int(value) if isinstance(current, int) else float(value)
 
 
-def _with_followers(base: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+def with_followers(base: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` plus the V-f supplies that must follow them (no more voltage for a lower
     clock)."""
     from aipusim.studies.common import consistent_overrides
 
     return consistent_overrides(base, values)
-
-
-def _printer(progress: bool) -> Callable[[str], None]:
-    def log(line: str) -> None:
-        if progress:
-            print(line, file=sys.stderr, flush=True)
-
-    return log
 
 
 def write_outputs(
@@ -555,7 +559,7 @@ def fitted_arch_text(result: Calibration, arch_path: str | Path | None = None) -
     raw = tomllib.loads(source.read_text(encoding="utf-8"))
     from aipusim.arch import load_arch
 
-    changed = _with_followers(load_arch(arch_path), result.fitted)
+    changed = with_followers(load_arch(arch_path), result.fitted)
     for key, value in changed.items():
         _set_dotted(raw, key, value)
     digest = hashlib.sha256(Path(result.measurements).read_bytes()).hexdigest()[:16]
@@ -579,14 +583,16 @@ def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def report_text(result: Calibration) -> str:
-    """The calibration report: fitted numbers, identifiability, residuals."""
+def report_text(result: Calibration, level: int = 1) -> str:
+    """The calibration report: fitted numbers, identifiability, residuals; its title is a
+    heading of ``level`` (the validation page embeds it one level down)."""
+    h = "#" * level
 
     def pct(v: float) -> str:
         return f"{v * 100:+.1f} %"
 
     lines = [
-        "# Calibration of the inferred hardware numbers",
+        f"{h} Calibration of the inferred hardware numbers",
         "",
         f"Measurements: `{result.measurements}`; fitted rows {result.fitted_rows}"
         + (f", held out {result.holdout_rows}" if result.holdout_rows else "")
@@ -594,7 +600,7 @@ def report_text(result: Calibration) -> str:
         f"relative errors plus {PRIOR_WEIGHT:g} x squared moves in units of the ranges) "
         f"{result.objective_prior:.5f} at the prior, {result.objective_fitted:.5f} fitted.",
         "",
-        "## Numbers",
+        f"{h}# Numbers",
         "",
         "| number | range | prior | fitted | largest move of a fitted figure across the range |",
         "|:--|:--|--:|--:|--:|",
@@ -607,7 +613,7 @@ def report_text(result: Calibration) -> str:
                      f"{result.fitted[k]:g} | {state} |")  # fmt: skip
     lines += [
         "",
-        "## Residuals (simulated / measured - 1)",
+        f"{h}# Residuals (simulated / measured - 1)",
         "",
         "| row | figure | measured | prior | fitted | in-sample | leave-one-out | held out |",
         "|:--|:--|--:|--:|--:|--:|--:|--:|",
@@ -652,5 +658,6 @@ __all__ = [
     "read_measurements",
     "residuals",
     "solve_clock",
+    "with_followers",
     "write_outputs",
 ]

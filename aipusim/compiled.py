@@ -534,7 +534,7 @@ class CompiledModel:
         inputs: Mapping[str, Any] | None = None,
         energy_model: str = "cycles",
         uncertainty: int | None = None,
-        detail: str = "task",
+        detail: str = "fast",
         **overrides: Any,
     ) -> Any:
         """Simulate ``frames`` frames of the compiled tasklists; returns a `SimResult`.
@@ -552,7 +552,8 @@ class CompiledModel:
         trace tags (default: frames, layers, compute and memory tasks, which the profile
         needs). ``uncertainty=N`` adds ``bands`` (`aipusim.uncertainty`): FPS, energy per
         frame and average power as p5-p95 over N joint samples of the inferred arch numbers.
-        ``detail="cycle"`` times DDR with the cycle-level LPDDR4x model (slower).
+        ``detail="cycle"`` runs the detailed reference model of the links
+        (`aipusim.simulator.detail`), slower; the fast model is the default.
         """
         if arch is None and uncertainty is not None:
             # the samples are drawn from the arch file's ranges: hand over its path
@@ -691,7 +692,7 @@ def simulate(
     inputs: Mapping[str, Any] | None = None,
     energy_model: str = "cycles",
     uncertainty: int | None = None,
-    detail: str = "task",
+    detail: str = "fast",
     **overrides: Any,
 ) -> Any:
     """Simulate a `CompiledModel`, a ``compiled_model/`` folder or the output folder that

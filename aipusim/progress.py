@@ -144,6 +144,17 @@ class Progress:
 StageHook = Callable[[str, int | None], Callable[[int], None]]
 
 
+def stderr_lines(progress: bool) -> Callable[[str], None]:
+    """A logger of whole progress lines on stderr (nothing when ``progress`` is false), for
+    long jobs whose steps are not counted (fits, studies)."""
+
+    def log(line: str) -> None:
+        if progress:
+            print(line, file=sys.stderr, flush=True)
+
+    return log
+
+
 def compile_stage(hook: StageHook) -> Callable[[str, Any], None]:
     """Start the ``compile`` stage on ``hook`` with its total fixed (the import and every
     pass of the pipeline) and return the compiler's ``after_pass``. The count is the

@@ -273,8 +273,31 @@ class TokenSpec:
 
 @dataclass(frozen=True)
 class HostLinkSpec:
-    bw_gb_s: float
+    lanes: int
+    gt_s: float
+    encoding_data_bits: int
+    encoding_line_bits: int
+    tlp_overhead_bytes: int
+    dllp_bytes: int
+    max_payload_bytes: int
+    max_read_request_bytes: int
+    read_completion_bytes: int
+    tlps_per_ack: int
+    tlps_per_fc_update: int
     setup_us: float
+    pre_frame_us: float
+    post_frame_us: float
+
+    @property
+    def line_gb_s(self) -> float:
+        """Bytes a direction's line carries per second (GB/s), after the line code:
+        TLPs and DLLPs share it (`aipusim.isa.cost.pcie_wire_bytes`).
+
+        >>> from aipusim.arch import load_arch
+        >>> round(load_arch().host_link.line_gb_s, 3)
+        3.938
+        """
+        return self.lanes * self.gt_s / 8 * self.encoding_data_bits / self.encoding_line_bits
 
 
 @dataclass(frozen=True)
@@ -400,9 +423,10 @@ class Arch:
         return self.gb_s_to_bytes_per_cycle(self.ddr.peak_bw_gb_s, freq_hz or self.clock.default_hz)
 
     def host_bw_bytes_per_cycle(self, freq_hz: int | None = None) -> float:
-        """PCIe bytes per cycle per direction at ``freq_hz``."""
+        """PCIe line bytes per cycle per direction at ``freq_hz`` (TLP and DLLP overhead
+        included: `aipusim.isa.cost.pcie_wire_bytes` says how many line bytes data takes)."""
         freq_hz = freq_hz or self.clock.default_hz
-        return self.gb_s_to_bytes_per_cycle(self.host_link.bw_gb_s, freq_hz)
+        return self.gb_s_to_bytes_per_cycle(self.host_link.line_gb_s, freq_hz)
 
     def ns_to_cycles(self, ns: float, freq_hz: int | None = None) -> int:
         """Whole cycles (rounded up) that ``ns`` nanoseconds last at ``freq_hz``."""

@@ -4,7 +4,7 @@ to refuse nonsense (``nan``, ``inf``, zero, negative, 1e-30 bytes per cycle).
 A key's range follows from the unit in its name (house rule: units in names), so a new key
 is covered by its suffix; the few counts and exponents without a unit suffix are named.
 
->>> range_of("host_link.bw_gb_s")
+>>> range_of("ddr.peak_bw_gb_s")
 Range(lo=0.01, hi=10000, unit='GB/s')
 >>> range_of("l1.reserved_bytes").lo
 0
@@ -56,7 +56,9 @@ _BY_NAME: tuple[tuple[str, Range], ...] = (
     (r".*_tops_per_w", Range(0.1, 10_000, "TOPS/W")),
     (r".*_fraction", Range(1e-3, 1, "fraction")),
     (r".*_w(_per_mib)?", Range(1e-6, 1000, "W")),
+    (r"encoding_.*_bits", Range(1, 1024, "bits per line-code block")),
     (r".*_bits", Range(1, 64, "bits")),
+    (r"gt_s", Range(0.1, 256, "GT/s per lane")),
     (r"utilization_step", Range(1 / 64, 1, "fraction of the array")),
     (r"leakage_voltage_exponent", Range(0.5, 10, "exponent")),
     (r".*", Range(1, 2**20, "count")),
@@ -68,6 +70,8 @@ MAY_BE_ZERO = frozenset(
         "reserved_bytes",
         "setup_cycles",
         "setup_us",
+        "pre_frame_us",
+        "post_frame_us",
         "latency_cycles",
         "latency_ns",
         "pipeline_latency_cycles",
@@ -81,7 +85,7 @@ MAY_BE_ZERO = frozenset(
 
 
 def range_of(dotted: str) -> Range:
-    """The valid range of the arch key ``dotted`` (``host_link.bw_gb_s``)."""
+    """The valid range of the arch key ``dotted`` (``ddr.peak_bw_gb_s``)."""
     name = re.sub(r"\[\d+\]$", "", dotted.rsplit(".", 1)[-1])
     for pattern, found in _BY_NAME:
         if re.fullmatch(pattern, name):

@@ -76,7 +76,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from aipusim.arch.model import Arch
+from aipusim.arch.model import Arch, HostLinkSpec
 from aipusim.base.errors import TasklistError
 from aipusim.isa.dpu_work import dpu_charged_ops, dpu_lane_ops, dpu_read_bytes
 from aipusim.isa.tasks import (
@@ -195,6 +195,39 @@ class TaskCost:
         return float(sum(self.energy_pj))
 
 
+def pcie_wire_bytes(link: HostLinkSpec, nbytes: int, h2d: bool) -> tuple[int, int]:
+    """Line bytes that moving ``nbytes`` of data over PCIe takes: (on the data's own
+    direction, on the other one). A write to host memory (``h2d`` false) is posted TLPs of
+    at most ``max_payload_bytes``; a read of host memory (``h2d``) sends a request TLP per
+    ``max_read_request_bytes`` the other way and comes back as completions of
+    ``read_completion_bytes`` (at most the payload limit). Every TLP adds
+    ``tlp_overhead_bytes``; the receiver of TLPs answers on the opposite line with an ACK
+    DLLP per ``tlps_per_ack`` and a credit update per ``tlps_per_fc_update``.
+
+    >>> from aipusim.arch import load_arch
+    >>> link = load_arch().host_link
+    >>> pcie_wire_bytes(link, 4096, h2d=False)  # 16 TLPs of 256 B; 4 ACKs + 2 updates back
+    (4480, 48)
+    >>> pcie_wire_bytes(link, 4096, h2d=True)  # 32 completions of 128 B; 8 requests up
+    (4888, 288)
+    """
+    if nbytes <= 0:
+        return 0, 0
+
+    def dllps(tlps: int) -> int:
+        acks = -(-tlps // link.tlps_per_ack)
+        updates = -(-tlps // link.tlps_per_fc_update)
+        return (acks + updates) * link.dllp_bytes
+
+    oh = link.tlp_overhead_bytes
+    if not h2d:
+        tlps = -(-nbytes // link.max_payload_bytes)
+        return nbytes + tlps * oh, dllps(tlps)
+    completions = -(-nbytes // min(link.read_completion_bytes, link.max_payload_bytes))
+    requests = -(-nbytes // link.max_read_request_bytes)
+    return nbytes + completions * oh + dllps(requests), requests * oh + dllps(completions)
+
+
 def burst_cycles(nbytes: int, bw_bytes_per_cycle: float) -> int:
     """Whole cycles ``nbytes`` hold a link of ``bw_bytes_per_cycle`` (0 for no link).
 
@@ -219,7 +252,11 @@ class CostModel:
         self.mvm_utilization_limit = mvm_utilization_limit
         self.active_cols = arch.mvm.active_cols(mvm_utilization_limit)
         self.ddr_latency_cycles = arch.ns_to_cycles(arch.ddr.latency_ns, self.freq_hz)
-        self.pcie_setup_cycles = arch.ns_to_cycles(arch.host_link.setup_us * 1000.0, self.freq_hz)
+        host = arch.host_link
+        self.pcie_setup_cycles = arch.ns_to_cycles(host.setup_us * 1000.0, self.freq_hz)
+        #: The host's processing of one frame before it is sent and after it is back.
+        self.host_pre_cycles = arch.ns_to_cycles(host.pre_frame_us * 1000.0, self.freq_hz)
+        self.host_post_cycles = arch.ns_to_cycles(host.post_frame_us * 1000.0, self.freq_hz)
         #: One L1 port (a requester's own limit per direction), bytes per cycle.
         self.l1_port = float(arch.l1.port_bytes_per_cycle)
         self._bw = {
@@ -310,6 +347,10 @@ class CostModel:
                 )
                 assert ddr is not None
                 cycles.append(ddr[2])
+            elif link in (Link.PCIE_H2D, Link.PCIE_D2H):
+                # the line carries the TLP and DLLP overhead with the data
+                wire, _ = pcie_wire_bytes(self.arch.host_link, nbytes, link is Link.PCIE_H2D)
+                cycles.append(burst_cycles(wire, self._bw[link]))
             else:
                 cycles.append(burst_cycles(nbytes, self._bw[link]))
         own = burst_cycles(nbytes, tr.channel_bw)

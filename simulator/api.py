@@ -24,6 +24,7 @@ from aipusim.isa.trace_schema import (
     parse_levels,
 )
 from aipusim.simulator.budget import check_run_memory
+from aipusim.simulator.detail import Detail
 from aipusim.simulator.engine import Simulation, check_voltage
 from aipusim.simulator.functional.energy import EnergyModel, value_aware
 from aipusim.simulator.functional.io import NOT_COMPLETE, check_inputs
@@ -267,7 +268,7 @@ def simulate(
     inputs: Mapping[str, Any] | None = None,
     energy_model: str = EnergyModel.CYCLES,
     constants: bytes | str | Path | None = None,
-    detail: str = "task",
+    detail: str = Detail.FAST,
 ) -> SimResult:
     """Simulate a compiled program for ``frames`` frames per instance replica.
 
@@ -284,10 +285,7 @@ def simulate(
     recompile.
     ``progress(n)`` is called as frames come back. ``contention=False`` gives every engine
     that moves data the shared links to itself (a what-if: each transfer then takes its
-    cost-model time, `aipusim.isa.cost`). ``detail="cycle"`` times every DDR burst with
-    the cycle-level LPDDR4x model (banks, open rows, FR-FCFS, refresh blackouts;
-    `aipusim.simulator.detail`) instead of the closed form; ``"task"`` (the default) is the
-    fast model.
+    cost-model time, `aipusim.isa.cost`).
 
     ``functional=True`` then executes every task of the run on data, in the order the timing
     model ran it (`aipusim.simulator.functional`; no cycle or energy changes): ``inputs``
@@ -297,6 +295,10 @@ def simulate(
     same bytes raise `HazardError`. The result then carries ``outputs``, ``functional``,
     ``tensors``, ``tensor_writers`` and ``functional_tasks``; ``energy_model="value_aware"``
     adds ``energy_value_aware`` (each Mvm charged by the activity of its data).
+
+    ``detail="cycle"`` runs the detailed reference model of the links
+    (`aipusim.simulator.detail`, what it changes in `DETAILED_PARTS`): slower, and what the
+    fast default is checked against (``aipusim report fidelity``).
 
     >>> from aipusim.isa.program import Instance, MulticoreMode, Program
     >>> from aipusim.isa.tasks import Mvm, Unit
@@ -345,6 +347,8 @@ def simulate(
     )
     if not isinstance(contention, bool):
         raise ConfigError(f"contention must be true or false, not {contention!r}")
+    if detail not in set(Detail):
+        raise ConfigError(f"detail must be one of {', '.join(Detail)}, not {detail!r}")
     check_addresses(program, lists, arch)
     model = _check_functional(program, functional, inputs, energy_model)
     if isinstance(frames, int) and not isinstance(frames, bool) and frames >= 1:
@@ -365,9 +369,10 @@ def simulate(
         progress=progress,
         voltage_v=voltage,
         contention=contention,
-        detail=detail,
+        detail=Detail(detail),
     )
     result = sim.run()
+    result.detail = str(Detail(detail))
     if functional:
         source = constants if isinstance(program_or_dir, Program) else program_or_dir
         _attach(result, sim, inputs, source, model)

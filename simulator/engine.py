@@ -19,8 +19,8 @@ import numpy as np
 import simpy
 
 from aipusim.arch.model import Arch
-from aipusim.base.errors import ConfigError, DeadlockError, SimulationError, TasklistError
-from aipusim.isa.cost import COMPONENTS, CostModel, Transfer
+from aipusim.base.errors import DeadlockError, SimulationError, TasklistError
+from aipusim.isa.cost import COMPONENTS, Burst, CostModel, Transfer, burst_cycles, pcie_wire_bytes
 from aipusim.isa.cost import Link as CostLink
 from aipusim.isa.encoding import RECORD_BYTES
 from aipusim.isa.program import MulticoreMode, Program
@@ -28,6 +28,7 @@ from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Pool, Task
 from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
+from aipusim.simulator.detail import Detail
 from aipusim.simulator.detail.ddr_link import DdrBurstTimer
 from aipusim.simulator.detail.lpddr4 import Lpddr4Config
 from aipusim.simulator.host import host_inputs, host_outputs
@@ -90,6 +91,11 @@ class Replica:
         self.issue: dict[int, int] = {}
         self.h2d: dict[int, tuple[int, int]] = {}
         self.d2h: dict[int, int] = {}
+        #: When each start's results are ready on the host: back over PCIe, post-processed.
+        self.result: dict[int, int] = {}
+        #: The host threads that pre-process inputs and post-process results of this replica.
+        self.pre_worker = Link(f"host_pre{index}", 1.0)
+        self.post_worker = Link(f"host_post{index}", 1.0)
         self.done: dict[int, int] = {}
         self.started: dict[int, int] = {}
         self._events: dict[tuple[str, int], simpy.Event] = {}
@@ -132,12 +138,6 @@ class Replica:
             self.done_event(s).succeed(end)
 
 
-#: How finely the run is modelled: ``task`` (each task and burst a closed form of
-#: `aipusim.isa.cost`), ``cycle`` (DDR bursts timed by the cycle-level LPDDR4 model of
-#: `aipusim.simulator.detail`; the rest as ``task`` so far).
-DETAIL_LEVELS = ("task", "cycle")
-
-
 class Simulation:
     """A configured run; `run()` executes it once and returns a `SimResult`."""
 
@@ -153,17 +153,10 @@ class Simulation:
         voltage_v: float | None = None,
         isolated: bool = False,
         contention: bool = True,
-        detail: str = "task",
+        detail: Detail = Detail.FAST,
     ) -> None:
         if not isinstance(frames, int) or frames < 1:
             raise SimulationError(f"frames must be an integer >= 1, not {frames!r}")
-        if detail not in DETAIL_LEVELS:
-            raise ConfigError(f"detail must be one of {', '.join(DETAIL_LEVELS)}, not {detail!r}")
-        if detail == "cycle" and not contention:
-            raise ConfigError(
-                "detail must be 'task' with contention off (the cycle-level DDR is one "
-                "memory that every transfer shares), not 'cycle'"
-            )
         freq = program.frequency_hz
         if not arch.clock.min_hz <= freq <= arch.clock.max_hz:
             raise SimulationError(
@@ -188,6 +181,7 @@ class Simulation:
         #: each direction, a core's tasklist fetch) has the shared links to itself, so a
         #: transfer takes exactly its cost-model time (what-if and the cost model's check).
         self.contention = contention
+        self.detail = detail
         self._private_links: dict[tuple[Any, str], Link] = {}
         self.freq_hz = freq
         self.env = RunEnvironment()
@@ -215,6 +209,9 @@ class Simulation:
         #: The cost model of this run (the compiler's, at the run's clock and MVM limit).
         self.cost: CostModel = coster.model
         self.token_latency = self.cost.token_latency_cycles(False)
+        #: The host's own work on a start's frames before they are sent and once back.
+        self.host_pre_cycles = self.cost.host_pre_cycles * self.frames_per_start
+        self.host_post_cycles = self.cost.host_post_cycles * self.frames_per_start
         #: Every distinct op of the run (`Op.index` is the row).
         self.ops: list[Op] = []
         self.codes: dict[int, CoreCode] = {}
@@ -230,9 +227,9 @@ class Simulation:
         self.links: dict[str, Link] = {
             name.value: Link(name.value, self.cost.link_bw(name)) for name in CostLink
         }
-        #: ``task`` or ``cycle`` (`DETAIL_LEVELS`)
-        self.detail = detail
-        if detail == "cycle":
+        if detail is Detail.CYCLE:
+            # DDR's bursts timed by the cycle-level LPDDR4x model (with contention off the
+            # private DDR links keep the closed form: one memory cannot be private)
             timer = DdrBurstTimer(Lpddr4Config.from_arch(arch), freq)
             self.links[CostLink.DDR.value].detail = timer
         #: Requesters of a core's L1 ports: the unit queues in `UNIT_ORDER`, then data
@@ -475,10 +472,28 @@ class Simulation:
             bursts.append(self.cost.burst(x, nbytes))
         links = [self.link_for(n.value, engine) for n in x.links]
         ddr_k = x.links.index(CostLink.DDR) if CostLink.DDR in x.links else -1
+        side = self._pcie_reverse(x, engine, bursts) if self.detail is Detail.CYCLE else None
         return Route(
             links, bursts, x.latency_cycles, l1, ddr_k=ddr_k, write=x.ddr_write,
-            shared=self.contention,
+            shared=self.contention, side=side,
         )  # fmt: skip
+
+    def _pcie_reverse(
+        self, x: Transfer, engine: Any, bursts: list[Burst]
+    ) -> tuple[tuple[tuple[Link, int], ...], ...] | None:
+        """Detailed mode: the other direction's line time that each burst (full, last) of a
+        transfer over PCIe draws for its DLLPs and read requests (`pcie_wire_bytes`), or
+        None for a transfer that does not cross PCIe."""
+        pcie = [n for n in x.links if n in (CostLink.PCIE_H2D, CostLink.PCIE_D2H)]
+        if not pcie:
+            return None
+        h2d = pcie[0] is CostLink.PCIE_H2D
+        other = CostLink.PCIE_D2H if h2d else CostLink.PCIE_H2D
+        link, bw = self.link_for(other.value, engine), self.cost.link_bw(other)
+        return tuple(
+            ((link, burst_cycles(pcie_wire_bytes(self.arch.host_link, b.nbytes, h2d)[1], bw)),)
+            for b in bursts
+        )
 
     def link_totals(self) -> dict[str, tuple[int, int]]:
         """(busy cycles, bytes) of each link over the run, private copies included."""
@@ -564,7 +579,7 @@ class Simulation:
                         f"{core.code.layer(phase, seq)!r}) waits for {what}"
                     )
             problems += [f"replica {rep.index}: {p}" for p in rep.barriers.pending()]
-        done = all(len(rep.d2h) == self.starts for rep in self.replicas)
+        done = all(len(rep.result) == self.starts for rep in self.replicas)
         if problems or not done:
             if not problems:
                 for rep in self.replicas:

@@ -9,6 +9,11 @@ flight. Every transfer first takes the host dispatcher for the driver's setup ti
 single-instance modes) each replica has its own. PCIe keeps its GB/s at any core clock, so
 its bytes per cycle follow the run's frequency. An *isolated* run (the unloaded latency)
 sends each input only once the previous result is back, so a start meets an idle chip.
+
+The host's own work per frame (``host_link.pre_frame_us`` before an input is sent,
+``post_frame_us`` once its result is back) runs on a pre- and a post-processing thread
+per replica: it overlaps the chip's work on other starts, and a frame counts as done
+(throughput, latency) when its post-processing ends.
 """
 
 from __future__ import annotations
@@ -48,6 +53,20 @@ def _host_transfer(
     return start, end
 
 
+def _host_work(sim: Simulation, worker: Link, cycles: int, t: int) -> Generator[Any, Any, int]:
+    """``cycles`` of host processing on ``worker`` from cycle ``t`` (or when it is free);
+    returns the cycle it ends."""
+    if cycles <= 0:
+        return t
+    s = max(t, worker.free_at)
+    worker.free_at = s + cycles
+    worker.busy_cycles += cycles
+    end = s + cycles
+    if end > sim.env.now and not sim.env.advance_to(end):
+        yield end
+    return end
+
+
 def host_inputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
     """Send each start's input and start the instance when its buffers are free."""
     env = sim.env
@@ -62,6 +81,7 @@ def host_inputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
             # The input buffer is free again once the start that used it has finished.
             t = max(t, (yield rep.done_event(s - slots)))
         rep.issue[s] = max(t, env.now)
+        t = yield from _host_work(sim, rep.pre_worker, sim.host_pre_cycles, rep.issue[s])
         begin, end = yield from _host_transfer(sim, rep, "h2d", nbytes, t)
         rep.h2d[s] = (begin, end)
         if nbytes:
@@ -82,9 +102,13 @@ def host_outputs(sim: Simulation, rep: Replica) -> Generator[Any, Any, None]:
         if nbytes:
             sim.log_host(rep, "d2h", s, begin, end)
         rep.d2h[s] = end
+        # the output buffer is free again once the result is back; the frame is done once
+        # the host has post-processed it
+        rep.d2h_event(s).succeed(end)
+        end = yield from _host_work(sim, rep.post_worker, sim.host_post_cycles, end)
+        rep.result[s] = end
         if sim.tracer is not None and sim.tracer.b:
             for k in range(sim.frames_per_start):
                 sim.tracer.frame(rep, s * sim.frames_per_start + k, rep.issue[s], end)
-        rep.d2h_event(s).succeed(end)
         if sim.progress is not None:
             sim.progress(sim.frames_per_start)

@@ -181,6 +181,7 @@ class Route:
         "links",
         "one",
         "shared",
+        "side",
         "spans",
         "write",
     )
@@ -195,6 +196,7 @@ class Route:
         ddr_k: int = -1,
         write: bool = False,
         shared: bool = True,
+        side: Sequence[Sequence[tuple[Link, int]]] | None = None,
     ) -> None:
         self.links = list(links)
         #: (a full burst, the last burst) of the transfer (the same one if it has one)
@@ -222,6 +224,10 @@ class Route:
             for b, cases in zip(self.bursts, self.cases, strict=True)
         )
         self.write = write
+        #: per burst of `bursts`, time it draws on links off its path, added to what they
+        #: already carry without holding the burst back (detailed mode: the other PCIe line's
+        #: DLLPs and read requests, `aipusim.simulator.detail`)
+        self.side = tuple(tuple(s) for s in side) if side is not None else ((), ())
         #: False: private links, each transfer alone on them (DDR: no turnaround, a
         #: fresh row for its first burst only)
         self.shared = shared
@@ -265,6 +271,10 @@ def book(route: Route, i: int, ready: int, now: float, stream: int, first: bool)
     else:
         cycles = route.cases[i][2 * first]
     end = book_burst(route.links, cycles, b.nbytes, ready, now, b.own)
+    for link, d in route.side[i]:
+        # appended to what the line already carries (never into a gap, which would split a
+        # free stretch that a whole burst needs): DLLPs slot in between TLPs
+        link.book(max(link.free_at, int(now)), d, now)
     if route.l1:
         d = max(b.own, *cycles) if cycles else b.own
         s = end - d

@@ -171,6 +171,8 @@ class SimResult:
     #: average power over N joint samples of the inferred arch numbers
     #: (`aipusim.uncertainty.Bands`), else None.
     bands: Any = None
+    #: How finely the links were modelled (`aipusim.simulator.detail.Detail`).
+    detail: str = "fast"
 
     @property
     def task_log(self) -> pd.DataFrame:
@@ -254,6 +256,7 @@ class SimResult:
             "multicore_mode": self.multicore_mode,
             "frequency_hz": self.frequency_hz,
             "voltage_v": self.voltage_v,
+            "detail": self.detail,
             "frames": self.frames,
             "frames_per_start": self.frames_per_start,
             "replicas": self.replicas,
@@ -334,7 +337,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     (in µs) when first asked."""
     arch, freq = sim.arch, sim.freq_hz
     rid, core, phase, start, end = _gather_log(sim)
-    d2h_end = [rep.d2h[s] for rep in sim.replicas for s in range(sim.starts)]
+    d2h_end = [rep.result[s] for rep in sim.replicas for s in range(sim.starts)]
     total = int(max([*d2h_end, int(end.max()) if len(end) else 0, 1]))
 
     op = sim.rid_op[rid]  # op row of each logged activity
@@ -386,7 +389,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     init_pj = float((np.bincount(op[init_mask], minlength=len(table)) @ table).sum())
     init_pj += static_pj_per_cycle * init_end
 
-    host = _throughput(sim, "d2h", init_end)
+    host = _throughput(sim, "result", init_end)
     device = _throughput(sim, "done", init_end)
     # Energy per frame at steady state: the work of the steady frames (their own tasks and
     # host transfers) per frame, plus the constant power over one steady frame period.
@@ -419,13 +422,13 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     keep = steady_frames(sim.starts)
     for rep in sim.replicas:
         for s in range(sim.starts):
-            lat_us = (rep.d2h[s] - rep.issue[s]) / freq * 1e6
+            lat_us = (rep.result[s] - rep.issue[s]) / freq * 1e6
             latency += [lat_us] * sim.frames_per_start
             counted += [keep[s]] * sim.frames_per_start
             dev_lat.append(rep.done[s] - rep.started[s])
             starts_t.append(rep.started[s])
     frames_total = sim.frames * len(sim.replicas)
-    cold = max(rep.d2h[0] for rep in sim.replicas)
+    cold = max(rep.result[0] for rep in sim.replicas)
 
     # One frame of the instance: how often each op runs in the FRAME phase of every core.
     frame_ops = np.bincount(

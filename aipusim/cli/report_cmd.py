@@ -20,6 +20,7 @@ STUDY_NAMES = (
     "functional",
     "corpus",
     "uncertainty",
+    "fidelity",
 )
 
 
@@ -59,13 +60,14 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     "[default: multicore resnet50,mobilenetv2,yolov8n; power resnet50; layers every zoo "
     "model but tiny_cnn; sensitivity resnet50,mobilenetv2,yolov5s,yolov8n; uncertainty "
     "those and deit_tiny; functional every "
-    "zoo model; corpus every model of the corpus manifest (`aipusim corpus list`)].",
+    "zoo model; corpus every model of the corpus manifest (`aipusim corpus list`); fidelity "
+    "the micro-benchmarks and every zoo model].",
 )
 @click.option(
     "--frames",
     type=int,
     default=None,
-    help="Frames per replica [default: 8; functional 4, a whole start in batch mode].",
+    help="Frames per replica [default: 8; functional 4, a whole start in batch mode; fidelity 3].",
 )
 @click.option(
     "--input-size", type=int, default=None, help="Input side for zoo models (quick small runs)."
@@ -88,7 +90,11 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     help="uncertainty: joint samples of the inferred arch numbers per model [default: 64].",
 )
 @click.option(
-    "--fit", "fit", is_flag=True, help="validation: re-run the calibration first (minutes)."
+    "--fit",
+    "fit",
+    is_flag=True,
+    help="validation: record the calibration's fit in validation.json (the arch file's (I) "
+    "numbers then follow it; needs --reason).",
 )
 @click.option(
     "--corpus-dir",
@@ -132,19 +138,20 @@ def report(
     resume: bool,
     as_json: bool,
 ) -> None:
-    """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional
-    or corpus) and write its report.
+    """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional,
+    corpus or fidelity) and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
-    and PNG figures; validation writes docs/validation.md (published silicon figures against
-    the model, and the calibration). Example: ``aipusim report power -o reports/power``.
+    and PNG figures; validation writes docs/validation.md (`aipusim calibrate`'s report on
+    the published silicon figures, arch/metis_measured.csv, against the frozen fit).
+    Example: ``aipusim report power -o reports/power``.
     """
     from aipusim.base.fileio import check_output
     from aipusim.studies import STUDIES
 
     check_output(output_dir, folder=True)
     if frames is None:
-        frames = 4 if study == "functional" else 8
+        frames = {"functional": 4, "fidelity": 3}.get(study, 8)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
     from aipusim.simulator.budget import check_frames_bound
@@ -212,8 +219,10 @@ def report(
         kwargs["keys"] = chosen_keys
     if samples is not None:
         kwargs["samples"] = samples
-    if study == "corpus":
+    if study in ("corpus", "fidelity"):
         kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers")}
+    if study == "fidelity":
+        kwargs["input_size"] = input_size
         kwargs["corpus_dir"] = corpus_dir
     if study == "validation":
         kwargs = {

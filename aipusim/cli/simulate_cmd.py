@@ -94,11 +94,11 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option(
     "--detail",
-    type=click.Choice(["task", "cycle"]),
-    default="task",
+    type=click.Choice(["fast", "cycle"]),
+    default="fast",
     show_default=True,
-    help="cycle: time every DDR burst with the cycle-level LPDDR4x model (banks, open rows, "
-    "FR-FCFS, refresh blackouts) instead of the fast model's closed form; slower.",
+    help="cycle: the detailed reference model of the links (slower; what `aipusim report "
+    "fidelity` checks the fast model against).",
 )
 @uncertainty_option
 @arch_option

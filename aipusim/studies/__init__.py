@@ -17,12 +17,14 @@ the figures) and PNGs (the validation: its Markdown page); ``aipusim report STUD
 runs them.
 
 >>> from aipusim.studies import STUDIES
->>> sorted(STUDIES)
-['corpus', 'functional', 'layers', 'multicore', 'power', 'sensitivity', 'uncertainty', 'validation']
+>>> sorted(STUDIES)  # doctest: +NORMALIZE_WHITESPACE
+['corpus', 'fidelity', 'functional', 'layers', 'multicore', 'power', 'sensitivity',
+ 'uncertainty', 'validation']
 """
 
 from aipusim.studies.common import StudyResult
 from aipusim.studies.corpus import run_corpus_study
+from aipusim.studies.fidelity import run_fidelity
 from aipusim.studies.functional import run_functional_study
 from aipusim.studies.layers import run_layers_study
 from aipusim.studies.multicore import run_multicore_study
@@ -41,12 +43,14 @@ STUDIES = {
     "functional": run_functional_study,
     "corpus": run_corpus_study,
     "uncertainty": run_uncertainty_study,
+    "fidelity": run_fidelity,
 }
 
 __all__ = [
     "STUDIES",
     "StudyResult",
     "run_corpus_study",
+    "run_fidelity",
     "run_functional_study",
     "run_layers_study",
     "run_multicore_study",

@@ -1,47 +1,49 @@
-"""``docs/validation.md``: the model against the published silicon figures, and its fit.
+"""``docs/validation.md``: `aipusim calibrate`'s report on the published silicon figures.
 
-The only figures used are the ones issue 16 states: Metis at ISSCC 2024 (beta silicon with
-the vendor's experimental compiler) ran ResNet-50 at 2502 FPS and 354 FPS/W, and at a lower
-clock at 1430 FPS and 512 FPS/W; and the paper's peak throughput and D-IMC efficiency,
-which the arch file takes as (C) inputs. No other number is a target.
+The only measured figures are the ones the arch file's calibration data states
+(``arch/metis_measured.csv``, `aipusim.calibrate.DEFAULT_MEASUREMENTS`): Metis at ISSCC 2024
+(beta silicon with the vendor's experimental compiler) ran ResNet-50 at 2502 FPS and
+354 FPS/W at 800 MHz, and at an unstated lower clock at 1430 FPS and 512 FPS/W; the paper's
+peak throughput and D-IMC efficiency are (C) inputs of the arch file. No other number is a
+target.
 
-The calibration moves only inferred (I) numbers of the arch file (`FIT_KEYS`), each within
-its plausible range (``[ranges]``), never a (C) one. The lower clock is not stated: for
-any set of arch numbers it is the clock at which the simulated ResNet-50 makes 1430 FPS, so
-that figure fixes the clock and the three others are fitted: the relative errors of FPS and
-FPS/W at 800 MHz and of FPS/W at the lower clock, plus a small pull of each number towards
-the value the file had before the fit (the fit is under-determined: more numbers than
-figures), minimised by a compass search over the ranges (`fit`).
+The page is the calibration `aipusim calibrate` runs on that file (the same function,
+`aipusim.calibrate.calibrate`): the figures at the arch file's (I) numbers, which numbers
+the two points can identify, the fit they would give today, and its in-sample and
+leave-one-out residuals. The arch file's (I) numbers are frozen (`aipusim.arch.frozen`):
+they change only through a fit recorded in ``validation.json`` (``--fit --reason``), so
+when the compiler improves the page shows the residuals move instead of the hardware
+numbers absorbing the change.
 
-Example: ``run_validation(Path("docs"))`` rewrites ``docs/validation.md`` from the current
-arch file; ``fit=True`` first runs the calibration and records it in
-``docs/validation.json``.
+Example: ``run_validation(Path("docs"))`` rewrites ``docs/validation.md``; ``fit=True``
+also records the fit in ``docs/validation.json`` (and says which arch lines to set).
 """
 
 from __future__ import annotations
 
+import csv
 import json
-import tempfile
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
-from aipusim.calibrate import FIRST_STEP, FIT_KEYS, GRID, LAST_STEP, compass_search, solve_clock
-from aipusim.studies.common import StudyResult, consistent_overrides, md_table, source_state
+from aipusim.calibrate import (
+    DEFAULT_MEASUREMENTS,
+    FIGURES,
+    FIT_KEYS,
+    OBJECTIVE,
+    Calibration,
+    calibrate,
+    report_text,
+)
+from aipusim.studies.common import StudyResult, md_table, source_state
 
 STUDY = "validation"
 PAGE = "validation.md"
 RECORD = "validation.json"
-#: The model and config the published ResNet-50 figures are compared with (see `WHY_BATCH`).
-MODEL = "resnet50"
-#: Frames per instance: four starts of a 4-frame batch, three of them steady.
-FRAMES = 16
-SOURCE = "Metis ISSCC 2024 (beta silicon, the vendor's experimental compiler)"
 WHY_BATCH = (
     "The published ResNet-50 figures are the chip's throughput, so they are compared with "
     "the configuration that gives ResNet-50 its highest throughput on the four cores: the "
@@ -53,107 +55,26 @@ WHY_BATCH = (
     "(`reports/multicore`) shows batch ahead of the other modes. The host link is "
     "included (FPS counts results back on the host), as on a card."
 )
+#: The supply the D-IMC efficiency is published at.
+DIMC_VOLTAGE_V = 0.68
+#: A residual that moved by less than this since the recorded fit has not moved.
+MOVED = 5e-4
 
 
 @dataclass(frozen=True)
-class Published:
-    """A published figure: what it is, its value, and how this page uses it."""
+class Input:
+    """A published figure the arch file takes as a (C) input."""
 
     key: str
     what: str
     value: float
     unit: str
-    use: str  # "input" | "calibration" | "clock"
-
-    @property
-    def use_text(self) -> str:
-        return {
-            "input": "input: a (C) number of the arch file; matches by construction",
-            "calibration": "used for calibration",
-            "clock": "used for calibration: fixes the unstated lower clock",
-        }[self.use]
 
 
-PUBLISHED = (
-    Published("peak_tops", "Peak int8 throughput, 4 cores at 800 MHz", 209.7, "TOPS", "input"),
-    Published("dimc_tops_w", "D-IMC energy efficiency at 0.68 V", 15.0, "TOPS/W", "input"),
-    Published("fps", "ResNet-50 throughput at 800 MHz", 2502.0, "FPS", "calibration"),
-    Published("fps_w", "ResNet-50 efficiency at 800 MHz", 354.0, "FPS/W", "calibration"),
-    Published("fps_low", "ResNet-50 throughput at a lower clock", 1430.0, "FPS", "clock"),
-    Published("fps_w_low", "ResNet-50 efficiency at that clock", 512.0, "FPS/W", "calibration"),
+INPUTS = (
+    Input("peak_tops", "Peak int8 throughput, 4 cores at 800 MHz", 209.7, "TOPS"),
+    Input("dimc_tops_w", "D-IMC energy efficiency at 0.68 V", 15.0, "TOPS/W"),
 )
-BY_KEY = {p.key: p for p in PUBLISHED}
-#: The published figures the fit minimises the relative error of.
-TARGETS = ("fps", "fps_w", "fps_w_low")
-#: Weight of the pull towards the pre-fit values (per number, in units of its range).
-PRIOR_WEIGHT = 0.01
-#: What `fit` minimises, in words (recorded with each fit).
-OBJECTIVE = (
-    "sum of the squared relative errors of ResNet-50's FPS and FPS/W at 800 MHz and of its "
-    "FPS/W at the lower clock (the clock at which it makes 1430 FPS), plus "
-    f"{PRIOR_WEIGHT:g} times the squared move of each fitted number from its pre-fit value "
-    "in units of its range"
-)
-#: Compass search (`aipusim.calibrate.compass_search`): evaluations at most.
-MAX_EVALS = 160
-#: The supply the D-IMC efficiency is published at.
-DIMC_VOLTAGE_V = 0.68
-
-
-class Evaluator:
-    """The model's figures for a set of arch numbers: ResNet-50's front end once, its back
-    end and simulation per set."""
-
-    def __init__(self, progress: bool = True) -> None:
-        from aipusim.retarget import Retargeter
-
-        self.front = Retargeter(MODEL)
-        self.levels = list(self.front.config.profiling_levels)
-        self.progress = progress
-        self.evaluations = 0
-        self._tmp = tempfile.TemporaryDirectory(prefix="aipusim-validation-")
-
-    def arch(self, values: dict[str, Any]) -> Any:
-        """The arch file with ``values`` (and the V-f points that must follow them)."""
-        from aipusim.arch import load_arch
-
-        return load_arch(overrides=consistent_overrides(load_arch(), values))
-
-    def figures(self, values: dict[str, Any]) -> dict[str, float]:
-        """Every compared figure with the arch numbers ``values`` (dotted key -> value)."""
-        import aipusim
-
-        arch = self.arch(values)
-        self.evaluations += 1
-        out = Path(self._tmp.name) / f"e{self.evaluations}"
-        self.front.compile(arch, out)
-
-        def run(freq: int) -> Any:
-            return aipusim.simulate(out, FRAMES, levels=self.levels, arch=arch, frequency=freq)
-
-        full = run(arch.clock.default_hz)
-        low_hz, low = self.low_clock(run, arch, full.fps)
-        return {
-            "peak_tops": arch.peak_tops,
-            "dimc_tops_w": dimc_tops_per_w(arch),
-            "fps": full.fps,
-            "fps_w": full.fps / full.avg_power_w,
-            "fps_low": low.fps,
-            "fps_w_low": low.fps / low.avg_power_w,
-            "low_clock_mhz": low_hz / 1e6,
-            "low_voltage_v": low.voltage_v,
-            "avg_power_w": full.avg_power_w,
-            "avg_power_w_low": low.avg_power_w,
-            "energy_mj_per_frame": full.energy_mj_per_frame_total,
-        }
-
-    @staticmethod
-    def low_clock(run: Callable[[int], Any], arch: Any, fps_full: float) -> tuple[int, Any]:
-        """The clock (whole MHz) at which ResNet-50 makes the published lower-clock FPS,
-        and that run: FPS follows the clock nearly in proportion, so a few corrections
-        from the proportional guess land on it."""
-        target = BY_KEY["fps_low"].value
-        return solve_clock(run, arch, target, arch.clock.default_hz * target / fps_full)
 
 
 def dimc_tops_per_w(arch: Any) -> float:
@@ -170,148 +91,97 @@ def dimc_tops_per_w(arch: Any) -> float:
     return 2 * cost.macs / pj
 
 
-def residuals(figures: dict[str, float]) -> dict[str, float]:
-    """Relative error of each target, simulated against published."""
-    return {k: figures[k] / BY_KEY[k].value - 1 for k in TARGETS}
-
-
-def fit(
-    evaluator: Evaluator,
-    start: dict[str, Any],
-    ranges: dict[str, tuple[float, float]],
-    log: Callable[[str], None] = print,
-    reason: str = "",
-) -> dict[str, Any]:
-    """Compass search over `FIT_KEYS` in units of their ranges: from ``start``, try each
-    number one step up and down, keep a move that lowers the objective (squared relative
-    errors of `TARGETS` plus `PRIOR_WEIGHT` times the squared moves from ``start``), halve
-    the step when none does. Values are rounded to their `GRID` step (integers to whole
-    numbers); every value stays in its range. The V-f supplies not fitted follow the fitted
-    ones (`consistent_overrides`). The record also holds every (I) number after the fit
-    (``"inferred"``, which `aipusim.arch.frozen` holds the arch file to), the measured
-    figures fitted to, the objective, the commit and ``reason``."""
-    from aipusim.arch import load_arch
-    from aipusim.arch.frozen import inferred_values
-
-    spans = {k: ranges[k][1] - ranges[k][0] for k in FIT_KEYS}
-    seen: dict[tuple, tuple[float, dict[str, float]]] = {}
-
-    def objective(values: dict[str, Any]) -> float:
-        figs = evaluator.figures(values)
-        err = residuals(figs)
-        prior = sum(((values[k] - start[k]) / spans[k]) ** 2 for k in FIT_KEYS)
-        obj = sum(e * e for e in err.values()) + PRIOR_WEIGHT * prior
-        seen[tuple(values[k] for k in FIT_KEYS)] = (obj, figs)
-        return obj
-
-    started = time.perf_counter()
-    best, best_obj, evaluations = compass_search(
-        objective, start, {k: ranges[k] for k in FIT_KEYS}, GRID, log=log, max_evals=MAX_EVALS
-    )
-    first = seen[tuple(start[k] for k in FIT_KEYS)]
-    best_figs = seen[tuple(best[k] for k in FIT_KEYS)][1]
-    revision, dirty = source_state()
-    return {
-        "reason": reason,
-        "commit": revision + (" (with uncommitted changes)" if dirty else ""),
-        "data": [
-            {"key": p.key, "what": p.what, "value": p.value, "unit": p.unit, "source": SOURCE}
-            for p in PUBLISHED
-            if p.use != "input"
-        ],
-        "objective": OBJECTIVE,
-        "inferred": {**inferred_values(load_arch()), **_followers(best), **best},
-        "keys": list(FIT_KEYS),
-        "ranges": {k: list(ranges[k]) for k in FIT_KEYS},
-        "start": {k: start[k] for k in FIT_KEYS},
-        "fitted": {k: best[k] for k in FIT_KEYS},
-        "followers": _followers(best),
-        "objective_start": first[0],
-        "objective_fitted": best_obj,
-        "figures_start": first[1],
-        "figures_fitted": best_figs,
-        "residuals_start": residuals(first[1]),
-        "residuals_fitted": residuals(best_figs),
-        "evaluations": evaluations,
-        "seconds": round(time.perf_counter() - started, 1),
-        "prior_weight": PRIOR_WEIGHT,
-        "method": f"compass search, steps {FIRST_STEP:g} to {LAST_STEP:g} of each range, "
-        "values rounded to "
-        + ", ".join(f"{g:g} for `{k}`" for k, g in GRID.items() if k in FIT_KEYS),
-    }
-
-
-def _followers(values: dict[str, Any]) -> dict[str, Any]:
-    """The numbers not fitted that follow ``values`` (V-f points kept in order)."""
-    from aipusim.arch import load_arch
-
-    return {k: v for k, v in consistent_overrides(load_arch(), values).items() if k not in values}
-
-
 def _num(value: float, unit: str) -> str:
     return f"{value:.2f}" if unit in ("TOPS", "TOPS/W") else f"{value:.1f}"
 
 
-def table(figures: dict[str, float]) -> pd.DataFrame:
-    """Published against simulated, with the error and the use of each figure."""
+def _unit(figure: str) -> str:
+    return {"fps": "FPS", "fps_per_w": "FPS/W", "avg_power_w": "W", "latency_us": "µs"}[figure]
+
+
+def table(result: Calibration, arch: Any) -> pd.DataFrame:
+    """Published against simulated at the arch file's (I) numbers, with the error and the
+    use of each figure."""
     rows = []
-    for p in PUBLISHED:
-        sim = figures[p.key]
-        rows.append(
-            {
-                "figure": p.what,
-                "published": f"{_num(p.value, p.unit)} {p.unit}",
-                "simulated": f"{_num(sim, p.unit)} {p.unit}",
-                "error": f"{100 * (sim / p.value - 1):+.1f} %",
-                "use": p.use_text,
-            }
-        )
+    inputs = {"peak_tops": arch.peak_tops, "dimc_tops_w": dimc_tops_per_w(arch)}
+    for p in INPUTS:
+        use = "input: a (C) number of the arch file; matches by construction"
+        rows.append(_row(p.what, p.value, inputs[p.key], p.unit, use))
+    for row, measured in result.measured.items():
+        predicted = result.predicted_prior[row]
+        for figure, value in measured.items():
+            solved = figure == "fps" and row in result.solved_clock_rows
+            clock = f"{predicted['clock_mhz']:.0f} MHz" + (" (solved)" if solved else "")
+            use = "fixes the unstated clock" if solved else (
+                "fitted" if row in result.fitted_rows else "held out")  # fmt: skip
+            what = f"row {row}: {Path(result.models[row]).name} {FIGURES[figure]} at {clock}"
+            rows.append(_row(what, value, predicted[figure], _unit(figure), use))
     return pd.DataFrame(rows)
 
 
+def _row(what: str, published: float, simulated: float, unit: str, use: str) -> dict[str, str]:
+    return {
+        "figure": what,
+        "published": f"{_num(published, unit)} {unit}",
+        "simulated": f"{_num(simulated, unit)} {unit}",
+        "error": f"{100 * (simulated / published - 1):+.1f} %",
+        "use": use,
+    }
+
+
 def page(
-    figures: dict[str, float],
+    result: Calibration,
+    arch: Any,
     record: dict[str, Any] | None,
-    current: dict[str, Any],
     uncertainty: dict[str, Any] | None = None,
 ) -> str:
-    """The Markdown of ``docs/validation.md``; ``uncertainty`` is the uncertainty study's
-    ``study.json`` if there is one (its bands and drivers get a section)."""
+    """The Markdown of ``docs/validation.md``; ``record`` is the recorded fit the arch file
+    holds, ``uncertainty`` the uncertainty study's ``study.json`` if there is one."""
     revision, dirty = source_state()
+    solved = [(row, result.predicted_prior[row]["clock_mhz"]) for row in result.solved_clock_rows]
     lines = [
         "# Validation against the published silicon",
         "",
         "Generated by `aipusim report validation -o docs` (`aipusim/studies/validation.py`) "
-        f"at commit `{revision}`{' with uncommitted source changes' if dirty else ''}; "
-        "`--fit` also re-runs the calibration. Do not edit by hand.",
+        f"at commit `{revision}`{' with uncommitted source changes' if dirty else ''}: "
+        f"`aipusim calibrate`'s report on its default measurement file "
+        f"(`{_rel(result.measurements)}`). Do not edit by hand.",
         "",
-        f"Every published figure the model can be compared with: the ones issue 16 states, "
-        f"from {SOURCE}. No other number is a target of the model. The calibration moves "
-        "only inferred (I) numbers of `arch/metis.toml`, each within its plausible range "
-        "(`[ranges]` of the file); no published (C) number is changed.",
+        "The measured figures are the ones that file states; no other number is a target of "
+        "the model. The calibration moves only inferred (I) numbers of `arch/metis.toml`, "
+        "each within its plausible range (`[ranges]` of the file); no published (C) number "
+        "is changed. The arch file's (I) numbers are frozen between recorded fits: a compiler "
+        "change never re-fits them, so the residuals below are the truth about the compiler.",
         "",
         "## Configuration compared",
         "",
         WHY_BATCH,
         "",
-        f"The lower clock of the second ResNet-50 figure is not published. For the model it "
-        f"is the clock at which the simulated ResNet-50 makes 1430 FPS: "
-        f"{figures['low_clock_mhz']:.0f} MHz, at the arch file's supply for it "
-        f"({figures['low_voltage_v']:.3f} V, the lowest V-f point reaching that clock). The "
-        "compiled tasklists are the same at both clocks (the runtime sets the clock); "
-        f"simulations of {FRAMES} frames per instance, the first batch left out as warm-up.",
-        "",
+    ]
+    for row, mhz in solved:
+        lines += [
+            f"The clock of row {row} is not published. For the model it is the clock at which "
+            f"the simulated run makes the row's FPS: {mhz:.0f} MHz, at the arch file's supply "
+            f"for it ({arch.clock.voltage_at(round(mhz * 1e6)):.3f} V, the lowest V-f point "
+            "reaching that clock). The compiled tasklists are the same at every clock (the "
+            "runtime sets the clock).",
+            "",
+        ]
+    lines += [
         "## Published against simulated",
         "",
-        md_table(table(figures)),
+        "At the arch file's (I) numbers:",
         "",
-        f"Simulated average power: {figures['avg_power_w']:.3f} W at 800 MHz, "
-        f"{figures['avg_power_w_low']:.3f} W at {figures['low_clock_mhz']:.0f} MHz "
-        f"(published figures imply {BY_KEY['fps'].value / BY_KEY['fps_w'].value:.2f} W and "
-        f"{BY_KEY['fps_low'].value / BY_KEY['fps_w_low'].value:.2f} W).",
+        md_table(table(result, arch)),
         "",
     ]
-    lines += _fit_section(record, current, figures)
+    power = [
+        f"{result.predicted_prior[r]['avg_power_w']:.3f} W at "
+        f"{result.predicted_prior[r]['clock_mhz']:.0f} MHz" for r in result.measured
+    ]  # fmt: skip
+    lines += [f"Simulated average power: {', '.join(power)}.", ""]
+    lines += report_text(result, level=2).splitlines()
+    lines += ["", *record_section(result, record)]
     lines += uncertainty_section(uncertainty)
     lines += [
         "## Not compared",
@@ -323,6 +193,93 @@ def page(
         "",
     ]
     return "\n".join(lines)
+
+
+def _rel(path: str | Path) -> str:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def record_section(result: Calibration, record: dict[str, Any] | None) -> list[str]:
+    """What the arch file holds (the recorded fit), whether today's fit would move it, and
+    how the residuals moved since the record (the compiler's or simulator's doing)."""
+    lines = ["## The recorded fit", ""]
+    if record is None:
+        return [*lines, "No fit recorded (run with `--fit --reason ...`).", ""]
+    lines += [
+        f"The arch file holds the fit recorded in `docs/{RECORD}` (commit "
+        f"`{record.get('commit', '?')}`): {record.get('reason', '')}",
+        "",
+    ]
+    stale = {k: v for k, v in record["fitted"].items() if result.prior.get(k, v) != v}
+    if stale:
+        lines += [
+            "**The arch file no longer holds the recorded values** ("
+            + ", ".join(f"`{k}`" for k in stale)
+            + "): undo the change or record a fit with `--fit --reason`.",
+            "",
+        ]
+    moves = {k: v for k, v in result.fitted.items() if v != result.prior[k]}
+    if moves:
+        lines += [
+            "A fit today would move "
+            + ", ".join(f"`{k}` {result.prior[k]:g} -> {v:g}" for k, v in moves.items())
+            + " (tables above). It is not applied: the (I) numbers change only through a "
+            "recorded fit, when the calibration data or the model of a unit changes.",
+            "",
+        ]
+    else:
+        lines += ["A fit today leaves every number where the record has it.", ""]
+    then = {
+        (int(r), k): v for r, figs in record.get("in_sample", {}).items() for k, v in figs.items()
+    }
+    now = {
+        (r, k): result.predicted_prior[r][k] / v - 1
+        for r, figs in result.measured.items()
+        for k, v in figs.items()
+        if (r, k) in then
+    }
+    moved = {rk: (then[rk], now[rk]) for rk in now if abs(now[rk] - then[rk]) >= MOVED}
+    if moved and not stale:
+        lines += [
+            "The model has changed since the fit (the compiler or the simulator; the arch "
+            "file holds the recorded values): residuals then -> now: "
+            + ", ".join(
+                f"row {r} {k} {100 * a:+.1f} % -> {100 * b:+.1f} %"
+                for (r, k), (a, b) in moved.items()
+            )
+            + ".",
+            "",
+        ]
+    elif not stale:
+        lines += ["The residuals at the arch file's numbers are those recorded with the fit.", ""]
+    return lines
+
+
+def fit_record(result: Calibration, reason: str) -> dict[str, Any]:
+    """The record of a fit: why, at which commit, the measured data, the objective, every
+    (I) number after it (``inferred``, which `aipusim.arch.frozen` holds the arch file to)
+    and the whole calibration."""
+    from aipusim.arch import load_arch
+    from aipusim.arch.frozen import inferred_values
+    from aipusim.calibrate import with_followers
+
+    revision, dirty = source_state()
+    fitted = with_followers(load_arch(), result.fitted)
+    with open(result.measurements, encoding="utf-8", newline="") as f:
+        data = list(csv.DictReader(f))
+    return {
+        "reason": reason,
+        "commit": revision + (" (with uncommitted changes)" if dirty else ""),
+        "measurements": _rel(result.measurements),
+        "data": data,
+        "objective": OBJECTIVE,
+        "inferred": {**inferred_values(load_arch()), **fitted},
+        **json.loads(json.dumps(result.to_dict())),
+    }
 
 
 #: The uncertainty study's record, when the study has been run into the repository.
@@ -367,75 +324,6 @@ def uncertainty_section(study: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
-def _fit_section(
-    record: dict[str, Any] | None, current: dict[str, Any], figures: dict[str, float]
-) -> list[str]:
-    if record is None:
-        return ["## Calibration", "", "No fit recorded (run with `--fit`).", ""]
-    stale = {k: v for k, v in record["fitted"].items() if current.get(k) != v}
-    rows = pd.DataFrame(
-        {
-            "number": [f"`{k}`" for k in record["keys"]],
-            "range": [f"{lo:g} - {hi:g}" for lo, hi in record["ranges"].values()],
-            "before the fit": [f"{record['start'][k]:g}" for k in record["keys"]],
-            "fitted": [f"{record['fitted'][k]:g}" for k in record["keys"]],
-        }
-    )
-    res = pd.DataFrame(
-        {
-            "figure": [BY_KEY[k].what for k in TARGETS],
-            "published": [f"{_num(BY_KEY[k].value, BY_KEY[k].unit)}" for k in TARGETS],
-            "before the fit": [f"{_num(record['figures_start'][k], '')}" for k in TARGETS],
-            "residual before": [f"{100 * record['residuals_start'][k]:+.1f} %" for k in TARGETS],
-            "after the fit": [f"{_num(record['figures_fitted'][k], '')}" for k in TARGETS],
-            "residual after": [f"{100 * record['residuals_fitted'][k]:+.1f} %" for k in TARGETS],
-        }
-    )
-    lines = [
-        "## Calibration",
-        "",
-        "Fitted: the relative errors of the three targets (the lower-clock FPS fixes the "
-        f"clock), squared and summed, plus {record['prior_weight']:g} x the squared move of "
-        "each number from its value before the fit in units of its range (more numbers than "
-        f"figures: the pull keeps the moves small); {record['method']}; "
-        f"{record['evaluations']} evaluations in {record['seconds']:.0f} s. The numbers "
-        "moved are, of those that move ResNet-50's figures in the sensitivity study "
-        "(`reports/sensitivity`), the four that can raise its FPS, the largest term of its "
-        "power, and the supplies of the V-f points the two clocks run at.",
-        "",
-        md_table(rows),
-        "",
-        "Residuals (simulated / published - 1):",
-        "",
-        md_table(res),
-        "",
-        f"Objective: {record['objective_start']:.5f} before, "
-        f"{record['objective_fitted']:.5f} after.",
-        "",
-    ]
-    now = residuals(figures)
-    moved = {k for k in TARGETS if abs(now[k] - record["residuals_fitted"][k]) >= 5e-4}
-    if moved and not stale:
-        # Same arch values, other figures: the compiler or simulator changed since the fit.
-        lines += [
-            "The model has changed since the fit (the compiler or the simulator; the arch "
-            "file holds the fitted values): today's residuals are "
-            + ", ".join(f"{100 * now[k]:+.1f} %" for k in TARGETS)
-            + " (table above), against "
-            + ", ".join(f"{100 * record['residuals_fitted'][k]:+.1f} %" for k in TARGETS)
-            + " when it ran; `--fit` re-runs it.",
-            "",
-        ]
-    if stale:
-        lines += [
-            "**The arch file no longer holds the fitted values** ("
-            + ", ".join(f"`{k}`" for k in stale)
-            + "): the table above shows the file's values; re-run with `--fit`.",
-            "",
-        ]
-    return lines
-
-
 def run_validation(
     out: Path,
     *,
@@ -445,63 +333,46 @@ def run_validation(
     command: str = "aipusim report validation",
     **_: Any,
 ) -> StudyResult:
-    """Write ``out/validation.md`` (and with ``fit_first`` the calibration record
+    """Write ``out/validation.md`` (and with ``fit_first`` the fit record
     ``out/validation.json``); other files in ``out`` are left alone."""
     from aipusim.arch import load_arch
-    from aipusim.arch.loader import arch_value
 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"-o must be a folder, not the file {str(out)!r}")
     out.mkdir(parents=True, exist_ok=True)
     arch = load_arch()
-    ranges = {r.key: (r.low, r.high) for r in arch.ranges}
-    missing = [k for k in FIT_KEYS if k not in ranges]
+    missing = [k for k in FIT_KEYS if k not in {r.key for r in arch.ranges}]
     if missing:
         raise ConfigError(f"the arch file must give a range to the fitted numbers {missing}")
-    current = {k: arch_value(arch, k) for k in FIT_KEYS}
-    evaluator = Evaluator(progress)
+    result = calibrate(DEFAULT_MEASUREMENTS, progress=progress)
     record_path = out / RECORD
     record = json.loads(record_path.read_text()) if record_path.is_file() else None
+    found = []
     if fit_first:
-        record = fit(evaluator, current, ranges, log=_printer(progress), reason=reason)
+        record = fit_record(result, reason)
         record_path.write_text(json.dumps(record, indent=2) + "\n")
-        values = record["fitted"]
-    else:
-        values = current
-    figures = evaluator.figures(values)
+        moves = {k: v for k, v in result.fitted.items() if v != result.prior[k]}
+        found.append(
+            "fit recorded; set in arch/metis.toml: "
+            + (", ".join(f"{k} = {v}" for k, v in moves.items()) or "nothing (no number moved)")
+        )
     study = json.loads(UNCERTAINTY_RECORD.read_text()) if UNCERTAINTY_RECORD.exists() else None
-    text = page(figures, record, current if not fit_first else record["fitted"], study)
+    # the page names the measurement file as the repository does, not by this checkout's path
+    text = page(replace(result, measurements=_rel(result.measurements)), arch, record, study)
     (out / PAGE).write_text(text + ("\n" if not text.endswith("\n") else ""))
-    found = [
-        f"{p.what}: published {_num(p.value, p.unit)} {p.unit}, simulated "
-        f"{_num(figures[p.key], p.unit)} {p.unit} ({100 * (figures[p.key] / p.value - 1):+.1f} %)"
-        for p in PUBLISHED
-    ]
+    shown = table(result, arch)
+    found += [f"{r.figure}: published {r.published}, simulated {r.simulated} ({r.error})"
+              for r in shown.itertuples()]  # fmt: skip
     files = [out / PAGE] + ([record_path] if record_path.is_file() else [])
-    return StudyResult(STUDY, out, table(figures), found, files)
-
-
-def _printer(progress: bool) -> Callable[[str], None]:
-    import sys
-
-    def log(line: str) -> None:
-        if progress:
-            print(line, file=sys.stderr, flush=True)
-
-    return log
-
-
-def arch_changes(record: dict[str, Any]) -> list[str]:
-    """The fitted values as dotted ``key = value`` lines (to write into the arch file)."""
-    return [f"{k} = {v}" for k, v in record["fitted"].items()]
+    return StudyResult(STUDY, out, shown, found, files)
 
 
 __all__ = [
-    "FIT_KEYS",
-    "PUBLISHED",
-    "Evaluator",
+    "INPUTS",
     "dimc_tops_per_w",
-    "fit",
-    "residuals",
+    "fit_record",
+    "page",
+    "record_section",
     "run_validation",
+    "table",
 ]

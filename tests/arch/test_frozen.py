@@ -22,7 +22,7 @@ def test_the_arch_file_holds_the_recorded_fit() -> None:
 def test_the_record_says_what_was_fitted_to_and_why() -> None:
     record = json.loads(RECORD.read_text())
     assert record["reason"] and record["commit"] and record["objective"]
-    assert {d["key"] for d in record["data"]} == {"fps", "fps_w", "fps_low", "fps_w_low"}
+    assert record["data"] and all(d["source"] for d in record["data"])
     # the fitted numbers are (I) numbers, recorded at their fitted values
     assert all(record["inferred"][k] == v for k, v in record["fitted"].items())
 

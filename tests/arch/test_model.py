@@ -14,7 +14,8 @@ def test_link_rates_keep_their_gb_s_when_the_clock_changes() -> None:
     assert arch.ddr_bw_bytes_per_cycle(800_000_000) == pytest.approx(42.66)
     # Half the clock: the same GB/s is twice as many bytes per (longer) cycle.
     assert arch.ddr_bw_bytes_per_cycle(400_000_000) == pytest.approx(85.32)
-    assert arch.host_bw_bytes_per_cycle() == pytest.approx(3.94e9 / 800e6)
+    # PCIe Gen3 x4: 8 GT/s x 4 lanes, 128b/130b: 3.938 GB/s of line per direction
+    assert arch.host_bw_bytes_per_cycle() == pytest.approx(4e9 * 128 / 130 / 800e6)
 
 
 def test_mvm_utilization_keeps_whole_banks() -> None:

@@ -47,4 +47,4 @@ def test_detail_cycle_runs_and_a_bad_detail_is_refused(
     assert main(["simulate", str(compiled), "--frames", "1", "--detail", "cycle", "--json"]) == 0
     assert '"fps"' in capsys.readouterr().out
     assert main(["simulate", str(compiled), "--detail", "fine"]) == 2
-    assert "'fine' is not one of 'task', 'cycle'" in capsys.readouterr().err
+    assert "'fine' is not one of 'fast', 'cycle'" in capsys.readouterr().err
