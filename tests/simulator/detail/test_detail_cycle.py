@@ -27,7 +27,7 @@ def test_the_cycle_level_ddr_times_the_bursts_near_the_closed_form() -> None:
     cycle = simulate(prog, lists, frames=1, detail="cycle")
     f, c = int(fast.device_latency_cycles[0]), int(cycle.device_latency_cycles[0])
     # a different model of the same device: not the same cycles, but the same ballpark
-    # (reports/fidelity/ddr.md: the closed form is within ~5 % on sequential streams)
+    # (reports/ddr/README.md: the closed form is within ~5 % on sequential streams)
     assert c != f
     assert 0.8 < c / f < 1.25
 

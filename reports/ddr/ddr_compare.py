@@ -1,12 +1,12 @@
 """Compare the cycle-level LPDDR4 model (`aipusim.simulator.detail.lpddr4`) with DRAMsim3.
 
-Regenerate `reports/fidelity/ddr.md` (run from the repository root):
+Regenerate `reports/ddr/README.md` (run from the repository root):
 
     # DRAMsim3's side (needs a build of it, outside the repository):
-    .venv/bin/python reports/fidelity/ddr_compare.py dramsim3 --root /tmp/dramsim3 \
+    .venv/bin/python reports/ddr/ddr_compare.py dramsim3 --root /tmp/dramsim3 \
         --commit 29817593b3389f1337235d63cac515024ab8fd6e
     # our side and the tables (needs only the stored DRAMsim3 figures):
-    .venv/bin/python reports/fidelity/ddr_compare.py report
+    .venv/bin/python reports/ddr/ddr_compare.py report
 
 The same traces (written by this script) go to both; our model runs with the device timing
 and controller queue sizes read from DRAMsim3's `configs/LPDDR4_8Gb_x16_2400.ini` (stored in
@@ -33,7 +33,7 @@ from aipusim.simulator.detail.lpddr4 import Lpddr4Config, simulate_requests
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "ddr_dramsim3.json"
-REPORT = HERE / "ddr.md"
+REPORT = HERE / "README.md"
 INI = "configs/LPDDR4_8Gb_x16_2400.ini"
 
 #: Saturating runs: every request arrives at clock 0; bandwidth over the first WINDOW clocks.
@@ -164,7 +164,7 @@ def run_dramsim3(root: Path, commit: str) -> None:
                 "build": "make (the repository's Makefile, g++ -O3), outside this repository",
                 "ini": INI,
                 "ini_values": used,
-                "trace": "written by reports/fidelity/ddr_compare.py (addr OP arrival_clock)",
+                "trace": "written by reports/ddr/ddr_compare.py (addr OP arrival_clock)",
                 "runs": runs,
             },
             indent=1,
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     d = sub.add_parser("dramsim3", help="run DRAMsim3 and store its figures")
     d.add_argument("--root", type=Path, required=True, help="a DRAMsim3 checkout, built")
     d.add_argument("--commit", required=True, help="the commit it was built from")
-    sub.add_parser("report", help="run our model and rewrite the tables of ddr.md")
+    sub.add_parser("report", help="run our model and rewrite the tables of README.md")
     args = ap.parse_args(argv)
     if args.what == "dramsim3":
         run_dramsim3(args.root, args.commit)
