@@ -222,6 +222,31 @@ class DdrSpec:
     t_rfc_ns: float
     t_refi_ns: float
     latency_ns: float
+    ranks_per_channel: int
+    burst_length: int
+    read_latency_tck: int
+    write_latency_tck: int
+    t_ccd_tck: int
+    t_ras_ns: float
+    t_rp_ab_ns: float
+    t_rrd_ns: float
+    t_faw_ns: float
+    t_wr_ns: float
+    t_rtp_ns: float
+    t_rfc_pb_ns: float
+    act_command_tck: int
+    cas_command_tck: int
+    pre_command_tck: int
+    refresh_mode: str
+    read_queue_depth: int
+    write_queue_depth: int
+    write_drain_high_fraction: float
+    write_drain_low_fraction: float
+
+    @property
+    def tck_ns(self) -> float:
+        """One clock of the DRAM command clock (two data transfers per clock)."""
+        return 2000.0 / self.data_rate_mt_s
 
     @property
     def channel_bytes_per_ns(self) -> float:
