@@ -49,6 +49,7 @@ class Link:
     __slots__ = (
         "busy_cycles",
         "bw",
+        "detail",
         "free_at",
         "gap_ends",
         "gap_starts",
@@ -68,6 +69,9 @@ class Link:
         # DDR only: the stream (transfer) and direction of the latest burst
         self.last_stream = -1
         self.last_write: bool | None = None
+        #: DDR with ``detail="cycle"``: the cycle-level model that times its bursts
+        #: (`aipusim.simulator.detail.ddr_link.DdrBurstTimer`); None: the closed form
+        self.detail: Any = None
         # Free stretches [start, end) before free_at, sorted and disjoint.
         self.gap_starts: list[int] = []
         self.gap_ends: list[int] = []
@@ -166,6 +170,8 @@ class Route:
         "bursts",
         "cases",
         "ddr",
+        "ddr_k",
+        "detailed",
         "l1",
         "latency",
         "links",
@@ -194,6 +200,9 @@ class Route:
         self.latency = latency
         self.l1 = tuple(l1)
         self.ddr = self.links[ddr_k] if ddr_k >= 0 else None
+        self.ddr_k = ddr_k
+        #: DDR on the path timed by the cycle-level model: every burst goes through `book`
+        self.detailed = self.ddr is not None and self.ddr.detail is not None and shared
         #: per burst of `bursts`, its cycles on each link in the four DDR cases
         #: (``2 * fresh + turnaround``), or just its cycles without DDR on the path
         self.cases: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
@@ -242,6 +251,14 @@ def book(route: Route, i: int, ready: int, now: float, stream: int, first: bool)
     ddr = route.ddr
     if ddr is None:
         cycles = route.cases[i][0]
+    elif route.detailed:
+        # the cycle-level model times DDR from the cycle every link of the path is free
+        for link in route.links:
+            if link.free_at > ready:
+                ready = link.free_at
+        k = route.ddr_k
+        c = ddr.detail.burst_cycles(ready, b.nbytes, route.write, stream)
+        cycles = (*route.cases[i][0][:k], c, *route.cases[i][0][k + 1 :])
     elif route.shared:
         last = ddr.last_write
         turn = last is not None and last != route.write

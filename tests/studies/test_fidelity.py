@@ -55,6 +55,10 @@ def test_the_report_compares_both_models_and_concludes_from_its_table(tmp_path: 
     assert (layers["cycles_detailed"] > 0).any()
     agree = int((table[table["kind"] == "micro-benchmark"]["verdict"] == "agrees").sum())
     assert result.conclusions[0].startswith(f"{agree} of 1 micro-benchmarks agree")
+    # the L1 alone: each pattern's streams in the fluid ports and the banks
+    l1 = pd.read_csv(out / "l1.csv")
+    assert set(l1["pattern"]) == set(f.L1_PATTERNS)
+    assert any(c.startswith("L1 alone: ") for c in result.conclusions)
     text = (out / "README.md").read_text()
     assert "## What the detailed mode models" in text and "**pcie**" in text
     assert (out / "fidelity.png").stat().st_size > 0
