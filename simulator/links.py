@@ -238,37 +238,6 @@ class Route:
         )
 
 
-def book(route: Route, i: int, ready: int, now: float, stream: int, first: bool) -> int:
-    """Book burst ``i`` (0: a full one, 1: the last) of ``route`` (stream ``stream``,
-    ``first`` of its transfer) from ``ready`` on; returns the cycle it has passed (without
-    the latency)."""
-    b = route.bursts[i]
-    ddr = route.ddr
-    if ddr is None:
-        cycles = route.cases[i][0]
-    elif route.shared:
-        last = ddr.last_write
-        turn = last is not None and last != route.write
-        cycles = route.cases[i][2 * (ddr.last_stream != stream) + turn]
-        ddr.last_stream, ddr.last_write = stream, route.write
-    else:
-        cycles = route.cases[i][2 * first]
-    end = book_burst(route.links, cycles, b.nbytes, ready, now, b.own)
-    for link, d in route.side[i]:
-        # appended to what the line already carries (never into a gap, which would split a
-        # free stretch that a whole burst needs): DLLPs slot in between TLPs
-        link.book(max(link.free_at, int(now)), d, now)
-    if route.l1:
-        d = max(b.own, *cycles) if cycles else b.own
-        s = end - d
-        if d > 0:
-            for group, who in route.l1:
-                e = group.book(who, s, d, b.nbytes)
-                if e > end:
-                    end = e
-    return end
-
-
 def transfer(
     env: RunEnvironment, route: Route, nbytes: int, burst_bytes: int, t_ready: int, stream: int
 ) -> Generator[Any, Any, int]:
@@ -281,11 +250,42 @@ def transfer(
     """
     if t_ready > env.now and not env.advance_to(t_ready):
         yield t_ready
+    # The route's fields, read once: the loop below runs once per burst, the simulator's
+    # hottest path after the unit loop.
+    links, cases, spans, bursts = route.links, route.cases, route.spans, route.bursts
+    ddr, shared, write, side, l1 = route.ddr, route.shared, route.write, route.side, route.l1
     remaining = nbytes
     t = t_ready
     first = True
     while True:
-        t = book(route, 0 if remaining > burst_bytes else 1, t, env.now, stream, first)
+        # Burst i (0: a full one, 1: the last) from t on; t becomes the cycle it has passed.
+        i = 0 if remaining > burst_bytes else 1
+        now = env.now
+        if ddr is None:
+            case = 0
+        elif shared:
+            # on DDR: another stream's row is closed first; a change of direction turns
+            last = ddr.last_write
+            case = 2 * (ddr.last_stream != stream) + (last is not None and last != write)
+            ddr.last_stream, ddr.last_write = stream, write
+        else:
+            # private links: a fresh row for the first burst only, no turnaround
+            case = 2 * first
+        cycles = cases[i][case]
+        b = bursts[i]
+        t = book_burst(links, cycles, b.nbytes, t, now, b.own)
+        for link, d in side[i]:
+            # appended to what the line already carries (never into a gap, which would split
+            # a free stretch that a whole burst needs): DLLPs slot in between TLPs
+            link.book(max(link.free_at, int(now)), d, now)
+        if l1:
+            d = spans[i][case]  # the burst's longest cycles on a link or its own engine
+            if d > 0:
+                s = t - d
+                for group, who in l1:
+                    e = group.book(who, s, d, b.nbytes)
+                    if e > t:
+                        t = e
         first = False
         remaining -= burst_bytes
         if remaining <= 0:
