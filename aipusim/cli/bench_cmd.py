@@ -22,6 +22,15 @@ from aipusim.cli.options import json_option, no_cache_option
     help="Time one functional frame of MODELS (default: resnet50) compiled cooperative on 4 "
     "cores, next to onnxruntime fp32 and the int8 reference.",
 )
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="Time a 200-point sweep of tiny_cnn (4 modes x 5 utilization limits x 5 clocks x 2 "
+    "DDR rates) on --workers local workers: points/s and where a point's time goes.",
+)
+@click.option(
+    "--workers", type=int, default=2, show_default=True, help="Sweep workers (with --sweep)."
+)
 @no_cache_option
 @json_option
 def bench(
@@ -29,6 +38,8 @@ def bench(
     frames: int,
     input_size: int | None,
     functional: bool,
+    sweep: bool,
+    workers: int,
     no_cache: bool,
     as_json: bool,
 ) -> None:
@@ -53,6 +64,9 @@ def bench(
         raise ZooError(f"model must be one of {', '.join(zoo.names())}, not {unknown[0]!r}")
     if functional:
         _functional(chosen, input_size, as_json, not no_cache)
+        return
+    if sweep:
+        _sweep(frames, workers, as_json, not no_cache)
         return
     if frames < 0:
         raise ConfigError(f"--frames must be an integer >= 0, not {frames}")
@@ -88,4 +102,29 @@ def _functional(
     click.echo(
         "\nmedians of 3 runs after a warm-up; functional_s: simulate(..., functional=True) "
         "of one frame (timing run, schedule, data, hazard sweeps)"
+    )
+
+
+def _sweep(frames: int, workers: int, as_json: bool, quantization_cache: bool) -> None:
+    """``--sweep``: one row of figures, then what they mean."""
+    from aipusim.base.errors import ConfigError
+    from aipusim.bench import sweep_bench
+    from aipusim.sweep.runner import check_workers
+
+    if frames < 1:
+        raise ConfigError(f"--frames must be an integer >= 1 with --sweep, not {frames}")
+    check_workers(workers)
+    row = sweep_bench(workers=workers, frames=frames, quantization_cache=quantization_cache)
+    if as_json:
+        click.echo(json.dumps(row, indent=2))
+        return
+    click.echo(pd.DataFrame([row]).to_markdown(index=False))
+    click.echo(
+        f"\n{row['points']} points in {row['wall_s']:.1f} s on {workers} workers: "
+        f"{row['points_per_s']:.2f} points/s. A point in its worker: compile "
+        f"{row['compile_s_mean']:.3f} s (front end {row['compile_front_s']:.3f} s with the "
+        f"quantization {row['quantization']}, back end {row['compile_back_s']:.3f} s, "
+        f"reading/checking/writing {row['compile_outside_s']:.3f} s, from one compile per "
+        f"mode), simulate {row['simulate_s_mean']:.3f} s, the rest (model and arch files, "
+        f"pool, storing rows) {row['other_s_per_point']:.3f} s."
     )

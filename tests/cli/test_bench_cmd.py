@@ -46,11 +46,31 @@ def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[
     assert re.search(r"^slowest pass over all: \w+, [0-9.]+ s \([0-9]+% of all", out, re.M), out
 
 
+def test_bench_sweep_times_a_small_space(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aipusim.bench
+
+    # two points of the benchmark's space (the whole 200 is a benchmark, not a test)
+    monkeypatch.setattr(aipusim.bench, "SWEEP_PARAMS", ("multicore_mode=batch,cooperative",))
+    monkeypatch.setattr(aipusim.bench, "SWEEP_ARCH_PARAMS", ())
+    assert main(["bench", "--sweep", "--workers", "1", "--frames", "2", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["points"] == 2 and row["failed"] == 0 and row["workers"] == 1
+    assert row["points_per_s"] == pytest.approx(2 / row["wall_s"], rel=0.05)
+    assert row["compile_s_mean"] > 0 and row["simulate_s_mean"] > 0
+    assert row["compile_front_s"] > 0 and row["compile_back_s"] > 0
+    # the sweep's points filled the quantization cache; the split's compiles hit it
+    assert row["quantization"] == "cached"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["bench", "vgg"], "model must be one of .*, not 'vgg'"),
         (["bench", "tiny_cnn", "--frames", "-1"], "--frames must be an integer >= 0, not -1"),
+        (["bench", "--sweep", "--frames", "0"], "--frames must be an integer >= 1 with --sweep"),
+        (["bench", "--sweep", "--workers", "0"], "--workers must be an integer 1-[0-9]+ "),
     ],
 )
 def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
