@@ -255,3 +255,64 @@ def sweep_bench(
         "compile_outside_s": round(sum(s["outside_s"] for s in splits) / len(splits), 3),
         "quantization": ",".join(sorted({s["quantization"] for s in splits})),
     }
+
+
+#: Marker lines around a generated block of a Markdown page (``{}``: the block's name).
+BLOCK_BEGIN = "<!-- aipusim bench {}: generated, do not edit by hand -->"
+BLOCK_END = "<!-- aipusim bench {} end -->"
+
+
+def measured_note(command: str) -> str:
+    """The line that says what a generated table is: the command, when, at which commit,
+    and how loaded the machine was (the figures are wall times)."""
+    import datetime
+    import os
+
+    from aipusim.run_report import source_revision
+
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0]
+    return (
+        f"Measured by `{command}` on {now} at commit {source_revision()}, load average "
+        f"{load:.1f} on {os.cpu_count()} CPUs (a shared machine: compare figures of one "
+        f"sitting)."
+    )
+
+
+def replace_block(page: str, name: str, body: str, heading: str) -> str:
+    """``page`` with the generated block ``name`` holding ``body``; a page without that
+    block gets it appended at its end under ``heading``. Everything outside the markers is
+    kept as written.
+
+    >>> page = "# Figures\\n\\nProse.\\n"
+    >>> once = replace_block(page, "sweep", "| a |\\n|--|\\n| 1 |", "## Sweep")
+    >>> twice = replace_block(once, "sweep", "| a |\\n|--|\\n| 2 |", "## Sweep")
+    >>> twice.startswith(page) and "| 2 |" in twice and "| 1 |" not in twice
+    True
+    >>> twice.count("## Sweep")
+    1
+    """
+    begin, end = BLOCK_BEGIN.format(name), BLOCK_END.format(name)
+    block = f"{begin}\n\n{body.strip()}\n\n{end}"
+    lines = page.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.strip() == begin]
+    ends = [i for i, line in enumerate(lines) if line.strip() == end]
+    if not starts and not ends:
+        return f"{page.rstrip()}\n\n{heading}\n\n{block}\n"
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        from aipusim.base.errors import ConfigError
+
+        raise ConfigError(
+            f"the page must hold the block {name!r} once, between {begin!r} and {end!r}, "
+            f"not {len(starts)} begin and {len(ends)} end marker(s)"
+        )
+    return "\n".join([*lines[: starts[0]], block, *lines[ends[0] + 1 :]])
+
+
+def write_markdown_block(path: str | Path, name: str, body: str, heading: str) -> None:
+    """Put the generated block ``name`` into the Markdown page ``path`` (created if it does
+    not exist), atomically."""
+    from aipusim.base.fileio import write_text
+
+    page = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else ""
+    write_text(path, replace_block(page, name, body, heading))
