@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from aipusim.optlevels import OPTIMIZATION_LEVELS
     from aipusim.profiler import load_trace
     from aipusim.results import SimResult
+    from aipusim.simulator.detail import DETAILED_PARTS
+    from aipusim.simulator.detail.l1 import BankedL1, L1Access, compare_l1_with_ports
     from aipusim.sources import config_for
 
 #: Public name -> module that defines it (imported on first access).
@@ -66,6 +68,10 @@ _LAZY = {
     "OPTIMIZATION_LEVELS": "aipusim.optlevels",
     "load_trace": "aipusim.profiler",
     "SimResult": "aipusim.results",
+    "DETAILED_PARTS": "aipusim.simulator.detail",
+    "BankedL1": "aipusim.simulator.detail.l1",
+    "L1Access": "aipusim.simulator.detail.l1",
+    "compare_l1_with_ports": "aipusim.simulator.detail.l1",
 }
 
 
@@ -83,9 +89,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "DETAILED_PARTS",
     "OPTIMIZATION_LEVELS",
     "AipuSimError",
     "Arch",
+    "BankedL1",
     "CompileOptimizations",
     "CompileOptions",
     "CompiledModel",
@@ -93,10 +101,12 @@ __all__ = [
     "GraphOptimization",
     "InputInfo",
     "KernelOptimization",
+    "L1Access",
     "Layout",
     "ShapeBounds",
     "SimResult",
     "__version__",
+    "compare_l1_with_ports",
     "compile",
     "compile_",
     "config_for",

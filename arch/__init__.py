@@ -1,4 +1,4 @@
-"""The hardware description: one TOML file -> frozen dataclasses (DESIGN.md §2).
+"""The hardware description: one TOML file -> frozen dataclasses (docs/architecture.md §3).
 
 >>> from aipusim.arch import load_arch
 >>> round(load_arch().peak_tops, 1)

@@ -23,7 +23,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from aipusim.arch.model import Arch, ParamRange
+from aipusim.arch.model import Arbitration, Arch, ParamRange
 from aipusim.arch.ranges import range_of
 from aipusim.base.errors import ArchError
 
@@ -224,6 +224,10 @@ def _validate(arch: Arch) -> None:
             "l2.size_bytes must exceed l2.reserved_bytes plus the tasklist windows of all "
             f"cores ({arch.l2.size_bytes - arch.l2_budget_bytes} bytes), not {arch.l2.size_bytes}"
         )
+    if arch.l1.arbitration not in set(Arbitration):
+        raise ArchError(
+            f"l1.arbitration must be one of {', '.join(Arbitration)}, not {arch.l1.arbitration!r}"
+        )
     mvm = arch.mvm
     if mvm.banks * mvm.bank_cols != mvm.cols:
         raise ArchError(
@@ -260,5 +264,29 @@ def _validate(arch: Arch) -> None:
                 f"{slow.voltage_v:g} V up to {slow.max_hz / 1e6:g} MHz and {fast.voltage_v:g} V "
                 f"up to {fast.max_hz / 1e6:g} MHz"
             )
+    _validate_ddr(arch)
     if arch.dma.channels_per_core not in (1, 2):
         raise ArchError(f"dma.channels_per_core must be 1 or 2, not {arch.dma.channels_per_core}")
+
+
+#: The refresh schemes of LPDDR4 (JESD209-4): per-bank REFpb or all-bank REFab.
+DDR_REFRESH_MODES = ("per_bank", "all_bank")
+
+
+def _validate_ddr(arch: Arch) -> None:
+    d = arch.ddr
+    if d.refresh_mode not in DDR_REFRESH_MODES:
+        raise ArchError(
+            f"ddr.refresh_mode must be one of {', '.join(DDR_REFRESH_MODES)}, "
+            f"not {d.refresh_mode!r}"
+        )
+    if d.write_drain_low_fraction > d.write_drain_high_fraction:
+        raise ArchError(
+            "ddr.write_drain_low_fraction must not exceed ddr.write_drain_high_fraction "
+            f"({d.write_drain_high_fraction:g}), not {d.write_drain_low_fraction:g}"
+        )
+    if d.t_ccd_tck * 2 < d.burst_length:
+        raise ArchError(
+            f"ddr.t_ccd_tck must be at least burst_length / 2 ({d.burst_length // 2}) so "
+            f"bursts do not overlap on the data bus, not {d.t_ccd_tck}"
+        )

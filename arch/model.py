@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,14 @@ class DwpuSpec:
         return self.channels * self.macs_per_channel_per_cycle
 
 
+class Arbitration(StrEnum):
+    """Who the detailed L1's crossbar serves first when requesters want the same bank or
+    port: a turning order, or by requester index."""
+
+    ROUND_ROBIN = "round_robin"
+    FIXED = "fixed"
+
+
 @dataclass(frozen=True)
 class L1Spec:
     size_bytes: int
@@ -147,6 +156,11 @@ class L1Spec:
     write_ports: int
     port_bytes_per_cycle: int
     latency_cycles: int
+    #: The detailed mode's L1 (`aipusim.simulator.detail.l1`): banks of ``bank_bytes``
+    #: behind the crossbar, and how its arbiter picks among requesters.
+    banks: int
+    bank_bytes: int
+    arbitration: str
 
     @property
     def budget_bytes(self) -> int:
@@ -208,6 +222,31 @@ class DdrSpec:
     t_rfc_ns: float
     t_refi_ns: float
     latency_ns: float
+    ranks_per_channel: int
+    burst_length: int
+    read_latency_tck: int
+    write_latency_tck: int
+    t_ccd_tck: int
+    t_ras_ns: float
+    t_rp_ab_ns: float
+    t_rrd_ns: float
+    t_faw_ns: float
+    t_wr_ns: float
+    t_rtp_ns: float
+    t_rfc_pb_ns: float
+    act_command_tck: int
+    cas_command_tck: int
+    pre_command_tck: int
+    refresh_mode: str
+    read_queue_depth: int
+    write_queue_depth: int
+    write_drain_high_fraction: float
+    write_drain_low_fraction: float
+
+    @property
+    def tck_ns(self) -> float:
+        """One clock of the DRAM command clock (two data transfers per clock)."""
+        return 2000.0 / self.data_rate_mt_s
 
     @property
     def channel_bytes_per_ns(self) -> float:

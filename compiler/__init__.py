@@ -1,4 +1,4 @@
-"""ONNX -> per-core tasklists (DESIGN.md §4).
+"""ONNX -> per-core tasklists (docs/architecture.md §5).
 
 >>> from aipusim.compiler import CompilerConfig
 >>> CompilerConfig(aipu_cores=1, resources=0.25).resources_used

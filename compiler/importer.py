@@ -1,4 +1,4 @@
-"""Pass 1, import: ONNX file -> checked, statically shaped `Graph` (DESIGN.md §4).
+"""Pass 1, import: ONNX file -> checked, statically shaped `Graph` (docs/architecture.md §5).
 
 Steps: load (external data only from inside the model's folder), ``onnx.checker``, opset
 conversion to at least ``onnx_opset_version``, Constant nodes to constants, dynamic input dims

@@ -1,4 +1,4 @@
-"""The compiler as a named list of passes, top to bottom in one place (DESIGN.md §4).
+"""The compiler as a named list of passes, top to bottom in one place (docs/architecture.md §5).
 
 ``import`` turns the ONNX model into a `Graph`. The front end (`FRONT`) is passes
 ``(Graph, PassContext) -> Graph``; the back end (`BACK`) takes the graph through the typed
@@ -101,7 +101,7 @@ class Pass:
         return self.fn(ir, ctx)
 
 
-#: Passes 2-5 of DESIGN.md §4, in order.
+#: Stages 2-5 of docs/architecture.md §5, in order.
 FRONT: tuple[Pass, ...] = (
     # Pattern rewrites first: before the graph cleaner, so that a LayerNorm, GELU or masked
     # Softmax ending the graph is one op and not split between the AIPU and the host's
@@ -139,7 +139,7 @@ FRONT: tuple[Pass, ...] = (
     ),
     Pass("validate_operators", validate_operators, Stage.REWRITE, "validate_operators"),
 )
-#: Passes 6-10 of DESIGN.md §4 (the back half, `aipusim.compiler.backend`), each from one
+#: Stages 6-10 of docs/architecture.md §5 (the back half, `aipusim.compiler.backend`), each from one
 #: typed stage of `aipusim.compiler.backend.ir` to the next.
 BACK: tuple[Pass, ...] = (
     Pass("lower", backend.lower, Stage.MIDEND),

@@ -1,5 +1,5 @@
 """aipusim.isa: tasks, hardware tokens, binary tasklists, text form and static checks
-(DESIGN.md §3).
+(docs/architecture.md §4).
 
 >>> from aipusim.isa import Barrier, Tasklist, Unit, assemble, disassemble, encode_tasklist
 >>> tl = Tasklist(0, [Barrier(unit=Unit.CTRL, barrier_id=1, core_mask=1)])

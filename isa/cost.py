@@ -1,4 +1,4 @@
-"""The one cost model of the hardware: what a task costs on an `Arch` (DESIGN.md §1).
+"""The one cost model of the hardware: what a task costs on an `Arch` (docs/architecture.md §3.4).
 
 `CostModel` answers one question, "what does this task cost?", with a `TaskCost`: the
 cycles it holds its unit when nothing else competes, the multiply-accumulates it performs,
@@ -13,7 +13,7 @@ shared links, tokens, barriers and dispatch by the control core. Static power an
 voltage scaling of dynamic energy live here too, so that nothing else turns arch numbers
 into durations or energy.
 
-Timing rules (first order, DESIGN.md §4/§5):
+Timing rules (first order, docs/architecture.md §3.4):
 
 - A compute task moves its L1 bytes (`Traffic`) through one read and one write port of
   ``l1.port_bytes_per_cycle`` (each requester holds one port per direction at a time), so

@@ -1,5 +1,5 @@
-"""The run metrics, defined once (DESIGN.md §5): the simulator computes them from its run,
-the profiler from a trace, both with these definitions.
+"""The run metrics, defined once (docs/architecture.md §7): the simulator computes them from
+its run, the profiler from a trace, both with these definitions.
 
 **Warm-up and steady state.** A *start* is one run of an instance: one frame, or in batch
 mode one frame per core. The first `WARMUP_STARTS` start(s) of every instance are warm-up:

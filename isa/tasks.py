@@ -1,4 +1,4 @@
-"""Tasks: the instructions of a core's tasklist (DESIGN.md §3).
+"""Tasks: the instructions of a core's tasklist (docs/architecture.md §4).
 
 Every task kind is declared ONCE here as a frozen dataclass whose kind-specific fields carry
 their binary width in ``metadata`` (``bits``, and ``enum`` for fixed choices). The binary

@@ -1,6 +1,6 @@
 """Trace format v1: the contract between the simulator (writer) and the profiler (reader).
 
-Text form (DESIGN.md §6): a header line, then one event per line, ``[TAG]`` and
+Text form (docs/architecture.md §8.2): a header line, then one event per line, ``[TAG]`` and
 ``key=value`` fields in the column order declared here, times in cycles::
 
     # aipusim-trace 1 freq_hz=800000000 cores=4 model=resnet50 levels=B,PB,PE,K,M,T

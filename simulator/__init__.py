@@ -1,4 +1,6 @@
-"""SimPy cycle-level simulation of tasklists, power model and profiling traces (DESIGN.md §5).
+"""Task-level SimPy simulation of tasklists in cycles, power model and profiling traces.
+
+The model is described in docs/architecture.md §6 and simulator/README.md.
 
 >>> from aipusim.simulator import simulate, SimResult
 """

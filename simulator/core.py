@@ -249,7 +249,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                 if route is None:
                     route = routes[op.index] = core.route(x, unit)
                 ready = s + x.setup_cycles
-                if x.nbytes > burst:
+                if x.nbytes > burst or route.detailed:
                     t = yield from transfer(env, route, x.nbytes, burst, ready, next(streams))
                 else:
                     # One burst (the common tile), booked inline. Bookings wait for the simulated

@@ -29,6 +29,8 @@ from aipusim.isa.tasks import Pool, Task
 from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.detail import Detail
+from aipusim.simulator.detail.ddr_link import DdrBurstTimer
+from aipusim.simulator.detail.lpddr4 import Lpddr4Config
 from aipusim.simulator.host import host_inputs, host_outputs
 from aipusim.simulator.links import Link, Route, transfer
 from aipusim.simulator.ports import PortGroup
@@ -225,6 +227,11 @@ class Simulation:
         self.links: dict[str, Link] = {
             name.value: Link(name.value, self.cost.link_bw(name)) for name in CostLink
         }
+        if detail is Detail.CYCLE:
+            # DDR's bursts timed by the cycle-level LPDDR4x model (with contention off the
+            # private DDR links keep the closed form: one memory cannot be private)
+            timer = DdrBurstTimer(Lpddr4Config.from_arch(arch), freq)
+            self.links[CostLink.DDR.value].detail = timer
         #: Requesters of a core's L1 ports: the unit queues in `UNIT_ORDER`, then data
         #: multicast in from another core (`remote`).
         self.requester = {u: i for i, u in enumerate(UNIT_ORDER)}

@@ -50,6 +50,7 @@ class Link:
     __slots__ = (
         "busy_cycles",
         "bw",
+        "detail",
         "free_at",
         "gap_ends",
         "gap_starts",
@@ -69,6 +70,9 @@ class Link:
         # DDR only: the stream (transfer) and direction of the latest burst
         self.last_stream = -1
         self.last_write: bool | None = None
+        #: DDR with ``detail="cycle"``: the cycle-level model that times its bursts
+        #: (`aipusim.simulator.detail.ddr_link.DdrBurstTimer`); None: the closed form
+        self.detail: Any = None
         # Free stretches [start, end) before free_at, sorted and disjoint.
         self.gap_starts: list[int] = []
         self.gap_ends: list[int] = []
@@ -170,6 +174,8 @@ class Route:
         "bursts",
         "cases",
         "ddr",
+        "ddr_k",
+        "detailed",
         "l1",
         "latency",
         "links",
@@ -198,6 +204,9 @@ class Route:
         self.latency = latency
         self.l1 = tuple(l1)
         self.ddr = self.links[ddr_k] if ddr_k >= 0 else None
+        self.ddr_k = ddr_k
+        #: DDR on the path timed by the cycle-level model: every burst goes through `transfer`
+        self.detailed = self.ddr is not None and self.ddr.detail is not None and shared
         #: per burst of `bursts`, its cycles on each link in the four DDR cases
         #: (``2 * fresh + turnaround``), or just its cycles without DDR on the path
         self.cases: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
@@ -254,6 +263,7 @@ def transfer(
     # hottest path after the unit loop.
     links, cases, spans, bursts = route.links, route.cases, route.spans, route.bursts
     ddr, shared, write, side, l1 = route.ddr, route.shared, route.write, route.side, route.l1
+    detailed, ddr_k = route.detailed, route.ddr_k
     remaining = nbytes
     t = t_ready
     first = True
@@ -261,31 +271,41 @@ def transfer(
         # Burst i (0: a full one, 1: the last) from t on; t becomes the cycle it has passed.
         i = 0 if remaining > burst_bytes else 1
         now = env.now
-        if ddr is None:
-            case = 0
-        elif shared:
-            # on DDR: another stream's row is closed first; a change of direction turns
-            last = ddr.last_write
-            case = 2 * (ddr.last_stream != stream) + (last is not None and last != write)
-            ddr.last_stream, ddr.last_write = stream, write
-        else:
-            # private links: a fresh row for the first burst only, no turnaround
-            case = 2 * first
-        cycles = cases[i][case]
         b = bursts[i]
+        if ddr is None:
+            cycles = cases[i][0]
+            d = spans[i][0]
+        elif detailed:
+            # the cycle-level model times DDR from the cycle every link of the path is free
+            for link in links:
+                if link.free_at > t:
+                    t = link.free_at
+            c = ddr.detail.burst_cycles(t, b.nbytes, write, stream)
+            cycles = (*cases[i][0][:ddr_k], c, *cases[i][0][ddr_k + 1 :])
+            d = max(b.own, *cycles)
+        else:
+            if shared:
+                # on DDR: another stream's row is closed first; a change of direction turns
+                last = ddr.last_write
+                case = 2 * (ddr.last_stream != stream) + (last is not None and last != write)
+                ddr.last_stream, ddr.last_write = stream, write
+            else:
+                # private links: a fresh row for the first burst only, no turnaround
+                case = 2 * first
+            cycles = cases[i][case]
+            d = spans[i][case]
+        # d: the burst's longest cycles on a link or on its own engine
         t = book_burst(links, cycles, b.nbytes, t, now, b.own)
-        for link, d in side[i]:
+        for link, extra in side[i]:
             # appended to what the line already carries (never into a gap, which would split
             # a free stretch that a whole burst needs): DLLPs slot in between TLPs
-            link.book(max(link.free_at, int(now)), d, now)
-        if l1:
-            d = spans[i][case]  # the burst's longest cycles on a link or its own engine
-            if d > 0:
-                s = t - d
-                for group, who in l1:
-                    e = group.book(who, s, d, b.nbytes)
-                    if e > t:
-                        t = e
+            link.book(max(link.free_at, int(now)), extra, now)
+        if l1 and d > 0:
+            s = t - d
+            for group, who in l1:
+                e = group.book(who, s, d, b.nbytes)
+                if e > t:
+                    t = e
         first = False
         remaining -= burst_bytes
         if remaining <= 0:

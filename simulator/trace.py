@@ -1,4 +1,6 @@
-"""Profiling trace writer: DESIGN.md §6 text lines or a Parquet table with the same columns.
+"""Profiling trace writer: text lines or a Parquet table with the same columns.
+
+The format is docs/architecture.md §8.2 (`aipusim.isa.trace_schema`).
 
 Events are gathered during the run (one tuple per line, in the column order of
 `aipusim.isa.trace_schema.COLUMNS`) and written at the end. Each line costs the writing

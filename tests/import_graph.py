@@ -24,7 +24,7 @@ FOLDERS = {
     "simulator": "aipusim.simulator",
     "profiler": "aipusim.profiler",
 }
-#: The packages below the wiring layer (DESIGN.md §1), by their short name.
+#: The packages below the wiring layer (docs/architecture.md §1), by their short name.
 PACKAGES = ("base", "arch", "isa", "compiler", "simulator", "profiler")
 
 

@@ -1,5 +1,5 @@
 """End to end on every zoo model at a small input size: compile -> static check -> simulate,
-with the invariants every run must keep (DESIGN.md §5)."""
+with the invariants every run must keep (docs/architecture.md §6)."""
 
 from __future__ import annotations
 

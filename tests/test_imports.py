@@ -1,4 +1,4 @@
-"""The one-way house (DESIGN.md §1), checked on the source: no import circles, packages
+"""The one-way house (docs/architecture.md §1), checked on the source: no import circles, packages
 import only downwards, and the profiler loads none of the layers above it."""
 
 from __future__ import annotations

@@ -62,8 +62,8 @@ SUMMARIES: dict[str, str] = {
     "isa": "Tasklists (``core<N>.tasklist``): text form, static checks, size and contents.",
     "profile": "Reduce TRACE (text or Parquet) to a table; optionally plot and export it.",
     "report": (
-        "Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional "
-        "or corpus) and write its report."
+        "Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional, "
+        "corpus or fidelity) and write its report."
     ),
     "run": "Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.",
     "simulate": (

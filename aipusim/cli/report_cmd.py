@@ -221,9 +221,10 @@ def report(
         kwargs["samples"] = samples
     if study in ("corpus", "fidelity"):
         kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers")}
+    if study == "corpus":
+        kwargs["corpus_dir"] = corpus_dir
     if study == "fidelity":
         kwargs["input_size"] = input_size
-        kwargs["corpus_dir"] = corpus_dir
     if study == "validation":
         kwargs = {
             "fit_first": fit,

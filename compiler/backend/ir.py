@@ -1,4 +1,4 @@
-"""The back end's typed IR: what each back-end pass takes and gives (DESIGN.md §4).
+"""The back end's typed IR: what each back-end pass takes and gives (docs/architecture.md §5).
 
 Every stage is a frozen dataclass that extends the one before it with what its pass
 decided, so a pass's signature says what it needs and what it adds (``fuse_residual``

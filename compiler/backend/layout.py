@@ -1,6 +1,6 @@
 """How one compiled instance spreads over its cores: the input of memplan and schedule.
 
-`multicore.core_layout` builds it from the multicore mode (DESIGN.md §4):
+`multicore.core_layout` builds it from the multicore mode (docs/architecture.md §5):
 
 - single core (any mode with ``aipu_cores_used = 1``): everything on core 0.
 - ``batch`` (and ``multiprocess``/``multithread`` with several cores, which run as a batch):
@@ -8,8 +8,8 @@
   per core, constants once (weights multicast from one fetch).
 - ``cooperative``: every layer is split over the cores (output channels or rows, by the
   cost model); activations between compute layers live in L1, a copy per core, each core
-  multicasting its part to the cores that read it (`exchange`); the others in L2/DDR; a
-  barrier per layer.
+  multicasting its part to the cores that read it (`exchange`); the others in L2/DDR;
+  barriers only where tokens cannot order the cores (`barriers`).
 - ``pipeline``: contiguous stages of fusion groups, one stage per core; tensors crossing a
   stage live in L2/DDR; L2/DDR buffers are not reused within a frame (stages work on
   different frames at the same time).

@@ -1,4 +1,4 @@
-"""Pass 6, lower: map every graph node to the unit that runs it (DESIGN.md §4).
+"""Pass 6, lower: map every graph node to the unit that runs it (docs/architecture.md §5).
 
 Conv (dense or grouped), ConvTranspose, Gemm/MatMul with constant weights -> MVM; MatMul of
 two activations -> MVM with run-time weights or the DPU (`attention`);

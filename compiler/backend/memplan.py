@@ -1,4 +1,4 @@
-"""Pass 8, memplan: give every buffer a pool and an address by liveness (DESIGN.md §4).
+"""Pass 8, memplan: give every buffer a pool and an address by liveness (docs/architecture.md §5).
 
 Buffers: graph inputs/outputs (home ``io_memory_pool``), activations (home
 ``workspace_memory_pool``), weights (home ``constant_memory_pool``), DPU constants (home

@@ -1,4 +1,6 @@
-"""Multicore modes: how one instance spreads over ``aipu_cores_used`` cores (DESIGN.md §4).
+"""Multicore modes: how one instance spreads over ``aipu_cores_used`` cores.
+
+The modes are described in docs/architecture.md §5.
 
 - ``multiprocess`` / ``multithread``: Batch-1 instances. With one core the runtime places
   ``min(cores // 1, floor(1 / resources_used))`` copies; they differ only on the host. With

@@ -1,4 +1,4 @@
-"""Pass 9, schedule: per-core task order and hardware tokens (DESIGN.md §3, §4).
+"""Pass 9, schedule: per-core task order and hardware tokens (docs/architecture.md §4, §5).
 
 The builder walks the fusion groups in order and, for every core that works on a group,
 every tile and every layer of the group, creates steps: DMA of the input tile (unless the
@@ -385,7 +385,7 @@ class ScheduleBuilder(ComputeMixin, RuntimeMvmMixin, TokenMixin):
         if self.layout.cores > 1 and not self.layout.replicate:
             # all or nothing on several cores: a partial residency, whose INIT fetches and
             # frame streams would share the cores' weight DMA, is not planned (a cooperative
-            # core's INIT fetch waits for core 0's copy into L2 by a token, note 48)
+            # core's INIT fetch waits for core 0's copy into L2 by a token; docs/decisions.md)
             return {name: WeightResidency(Residency.STREAMED, sizes) for name in keys}
         free = max(0, have - STREAM_SETS)
         sets_bytes = {name: (len(k), self.frame_weight_bytes(name, k)) for name, k in keys.items()}

@@ -1,4 +1,4 @@
-"""Pass 7, tile: fit each layer's working set into the L1 budget (DESIGN.md §4).
+"""Pass 7, tile: fit each layer's working set into the L1 budget (docs/architecture.md §5).
 
 A layer is split along output rows H first (each input tile carries the halo rows its
 window needs), then along output channels. Candidates are tried in that order, at most

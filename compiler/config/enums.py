@@ -65,7 +65,7 @@ class GraphCleanerNode(StrEnum):
 
 
 class ProfilingLevel(StrEnum):
-    """Trace line tags (DESIGN.md §6); the value is the tag without its brackets."""
+    """Trace line tags (docs/architecture.md §8.2); the value is the tag without its brackets."""
 
     UNKNOWN = "?"  # a line the profiler does not know; kept and counted
     FRAME = "B"  # one batch item on an instance

@@ -1,5 +1,5 @@
 """Graph passes of the compiler front half: each a named function ``(Graph, PassContext) ->
-Graph`` (DESIGN.md §4, passes 2-5). `aipusim.compiler.pipeline` lists them in order."""
+Graph`` (docs/architecture.md §5, stages 2-5). `aipusim.compiler.pipeline` lists them in order."""
 
 from aipusim.compiler.passes.context import PassContext
 

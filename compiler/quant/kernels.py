@@ -1,6 +1,6 @@
 """Integer kernels of the int8 reference, computed the way the AIPU computes them.
 
-Conventions (the hardware's, DESIGN.md §4 pass 4):
+Conventions (the hardware's, docs/architecture.md §5, stage 4):
 
 - A quantized value is ``real = scale * (q - zero_point)``; activations are int8 with a
   zero point, weights int8 symmetric (zero point 0, per output channel), biases int32 with

@@ -11,7 +11,7 @@ Only the observed tensors are exposed, so onnxruntime still fuses e.g. a Conv wi
 Relu whose output is observed. The session is deterministic (a fixed thread count,
 sequential execution, ``use_deterministic_compute``); idle threads do not spin. Its float32
 results differ from the numpy executor's by summation-order rounding (a few ulps, growing
-with depth); see ``docs/design-notes.md`` for what that does to the chosen scales.
+with depth); ``docs/decisions.md`` (compiler) says what that does to the chosen scales.
 
 Example:
     >>> import numpy as np

@@ -3,7 +3,8 @@ parts whose closed forms decide the answer modelled at the grain of their mechan
 reference the fast model is checked against (``aipusim report fidelity``).
 
 What the detailed mode changes, part by part, is listed in `DETAILED_PARTS`; everything
-else runs as in the fast model.
+else runs as in the fast model. The cycle-level models themselves (LPDDR4x: `lpddr4`,
+`ddr_link`, `lpddr4_simpy`) are described in this folder's README.md.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ DETAILED_PARTS: dict[str, str] = {
         "when the burst passes, as DLLPs slot in between TLPs "
         "(`aipusim.isa.cost.pcie_wire_bytes`); the fast model charges each direction its "
         "own TLP overhead only"
+    ),
+    "ddr": (
+        "every DDR burst is timed by the cycle-level LPDDR4x model (`ddr_link`, `lpddr4`): "
+        "channels and banks with open rows, an FR-FCFS controller with read and write "
+        "queues and write-drain watermarks, read/write turnarounds, tFAW, and refresh as "
+        "blackouts; the fast model's closed form (`aipusim.isa.cost.ddr_burst_ns`) tracks "
+        "one open row and stretches everything by the refresh's share"
     ),
 }
 

@@ -39,3 +39,12 @@ def test_levels_given_are_recorded_without_a_note(
     assert main(args) == 0
     assert "recorded levels" not in capsys.readouterr().err
     assert load_trace(trace).header.levels == ("B",)
+
+
+def test_detail_cycle_runs_and_a_bad_detail_is_refused(
+    compiled: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", str(compiled), "--frames", "1", "--detail", "cycle", "--json"]) == 0
+    assert '"fps"' in capsys.readouterr().out
+    assert main(["simulate", str(compiled), "--detail", "fine"]) == 2
+    assert "'fine' is not one of 'fast', 'cycle'" in capsys.readouterr().err

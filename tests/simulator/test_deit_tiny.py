@@ -42,7 +42,7 @@ def test_full_size_deit_tiny_simulates_with_attention_on_the_mvm(deit) -> None:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_full_size_deit_tiny_in_every_multicore_mode(mode: str, tmp_path: Path) -> None:
-    """Timed and on data (attention's run-time weights too, design note 43): 2 frames per
+    """Timed and on data (attention's run-time weights too, isa/README.md): 2 frames per
     replica bit-exact against the int8 reference, at the built-in tiling depth (1)."""
     result, report = simulate_in_mode("deit_tiny", mode, tmp_path / "out", check=True)
     assert result.replicas == (4 if MODES[mode][1] == 1 else 1)

@@ -35,7 +35,7 @@ def test_full_size_vit_b16_streams_its_weights_every_frame(tmp_path) -> None:
 @pytest.mark.parametrize("mode", [m for m in MODES if m != "batch"])  # batch: built-in
 def test_full_size_vit_b16_in_every_other_multicore_mode(mode: str, tmp_path: Path) -> None:
     """Cooperative also on data: each core's 3 of the 12 interleaved heads are gathered by
-    strided DMA rows (design note 49), so no layer stays timed only."""
+    strided DMA rows (compiler/backend/README.md, attention), so no layer stays timed only."""
     coop = mode == "cooperative"
     result, report = simulate_in_mode("vit_b16", mode, tmp_path / "out", check=coop)
     assert result.replicas == (4 if MODES[mode][1] == 1 else 1)

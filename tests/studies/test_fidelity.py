@@ -48,11 +48,17 @@ def test_the_report_compares_both_models_and_concludes_from_its_table(tmp_path: 
     result = f.run_fidelity(out, models=["tiny_cnn"], benchmarks=["concat"], progress=False)
     table = result.table
     assert list(table["model"]) == ["concat", "tiny_cnn"]
+    # what each run really exercises, named with its share of the device's busy time
+    assert all(b and b.endswith("%") for b in table["busiest"])
     layers = pd.read_csv(out / "layers.csv")
     assert {"/a/Conv", "/b/Conv", "host h2d", "host d2h"} <= set(layers["layer"])
     assert (layers["cycles_detailed"] > 0).any()
     agree = int((table[table["kind"] == "micro-benchmark"]["verdict"] == "agrees").sum())
     assert result.conclusions[0].startswith(f"{agree} of 1 micro-benchmarks agree")
+    # the L1 alone: each pattern's streams in the fluid ports and the banks
+    l1 = pd.read_csv(out / "l1.csv")
+    assert set(l1["pattern"]) == set(f.L1_PATTERNS)
+    assert any(c.startswith("L1 alone: ") for c in result.conclusions)
     text = (out / "README.md").read_text()
     assert "## What the detailed mode models" in text and "**pcie**" in text
     assert (out / "fidelity.png").stat().st_size > 0

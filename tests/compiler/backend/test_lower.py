@@ -1,4 +1,4 @@
-"""Pass 6, lower: every op on the unit DESIGN.md lists."""
+"""Pass 6, lower: every op on the unit docs/architecture.md §5 (stage 6) lists."""
 
 from __future__ import annotations
 
