@@ -141,3 +141,178 @@ def run_bench(
                 pool.submit(bench_model, name, frames, input_size, quantization_cache).result()
             )
     return rows
+
+
+#: The space `sweep_bench` times: a small zoo model on 4 cores, 4 multicore modes x 5 MVM
+#: utilization limits x 5 clocks x 2 DDR data rates = 200 points.
+SWEEP_MODEL = "tiny_cnn"
+SWEEP_INPUT_SIZE = 32
+SWEEP_SET = {"aipu_cores_used": 4}
+SWEEP_PARAMS = (
+    "multicore_mode=batch,cooperative,pipeline,multithread",
+    "mvm_utilization_limit=0.2,0.4,0.6,0.8,1.0",
+    "frequency=400000000,500000000,600000000,700000000,800000000",
+)
+SWEEP_ARCH_PARAMS = ("ddr.data_rate_mt_s=3200,4266",)
+
+
+def _compile_split(point: Any, folder: Path, quantization_cache: bool) -> dict[str, Any]:
+    """One compile of ``point`` in this process: seconds of the front end (the passes of
+    `compiler.pipeline.FRONT`, quantization included), of the back end (`BACK`) and of the
+    driver's reading, checking and writing; and whether the quantization was cached."""
+    from aipusim.compiler.driver import compile_model
+    from aipusim.compiler.pipeline import FRONT
+    from aipusim.compiler.request import CompileRequest
+    from aipusim.sweep.evaluate import write_arch, write_model
+
+    model_path = write_model(point, folder)
+    t0 = time.perf_counter()
+    compiled = compile_model(
+        CompileRequest(
+            model_path=model_path,
+            output_dir=folder / "out",
+            config=point.config(),
+            arch_path=write_arch(point, folder),
+            quantization_cache=quantization_cache,
+        )
+    )
+    whole = time.perf_counter() - t0
+    front_names = {p.name for p in FRONT}
+    passes = compiled.pass_seconds
+    front = sum(s for name, s in passes.items() if name in front_names)
+    back = sum(s for name, s in passes.items() if name not in front_names)
+    return {
+        "front_s": front,
+        "back_s": back,
+        "outside_s": max(whole - front - back, 0.0),
+        "quantization": compiled.results["quantize"]["cache"],
+    }
+
+
+def sweep_bench(
+    workers: int = 2,
+    frames: int = 8,
+    model: str = SWEEP_MODEL,
+    input_size: int = SWEEP_INPUT_SIZE,
+    quantization_cache: bool = True,
+) -> dict[str, Any]:
+    """Run the 200-point `SWEEP_PARAMS` x `SWEEP_ARCH_PARAMS` sweep of ``model`` on a local
+    pool of ``workers`` long-lived processes (as ``aipusim sweep`` does) and time it:
+    points per second, the mean compile and simulate seconds of a point as its worker
+    measured them, and how a compile of the same points splits into front end and back
+    end (one compile per multicore mode in this process, after the sweep warmed the
+    quantization cache). Example: ``sweep_bench(workers=2)["points_per_s"]``.
+    """
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.sweep import ResultStore, build_space, parse_backend, run_sweep
+
+    space = build_space(
+        [model],
+        SWEEP_PARAMS,
+        SWEEP_ARCH_PARAMS,
+        frames=frames,
+        input_size=input_size,
+        base=CompilerConfig(**SWEEP_SET),
+        quantization_cache=quantization_cache,
+    )
+    with tempfile.TemporaryDirectory(prefix="aipusim-bench-sweep-") as tmp:
+        t0 = time.perf_counter()
+        summary = run_sweep(
+            space, Path(tmp) / "sweep", backend=parse_backend(workers=workers), progress=False
+        )
+        wall = time.perf_counter() - t0
+        rows = ResultStore(Path(tmp) / "sweep").read()
+        modes = {dict(p.params)["multicore_mode"]: p for p in space.points}
+        splits = []
+        for i, point in enumerate(modes.values()):
+            folder = Path(tmp) / f"split{i}"
+            folder.mkdir()
+            splits.append(_compile_split(point, folder, quantization_cache))
+    n = len(space.points)
+    return {
+        "model": model,
+        "input": f"{input_size}px",
+        "points": n,
+        "failed": summary.failed,
+        "workers": workers,
+        "frames": frames,
+        "wall_s": round(wall, 2),
+        "points_per_s": round(n / wall, 2),
+        "s_per_point": round(wall / n, 3),
+        "compile_s_mean": round(float(rows["compile_s"].mean()), 3),
+        "simulate_s_mean": round(float(rows["simulate_s"].mean()), 3),
+        # what the workers' points did not spend compiling or simulating: writing the model
+        # and arch files, the pool, storing rows (workers run side by side, hence * workers)
+        "other_s_per_point": round(
+            max(
+                wall * workers / n - rows["compile_s"].mean() - rows["simulate_s"].mean(),
+                0.0,
+            ),
+            3,
+        ),
+        "compile_front_s": round(sum(s["front_s"] for s in splits) / len(splits), 3),
+        "compile_back_s": round(sum(s["back_s"] for s in splits) / len(splits), 3),
+        "compile_outside_s": round(sum(s["outside_s"] for s in splits) / len(splits), 3),
+        "quantization": ",".join(sorted({s["quantization"] for s in splits})),
+    }
+
+
+#: Marker lines around a generated block of a Markdown page (``{}``: the block's name).
+BLOCK_BEGIN = "<!-- aipusim bench {}: generated, do not edit by hand -->"
+BLOCK_END = "<!-- aipusim bench {} end -->"
+
+
+def measured_note(command: str) -> str:
+    """The line that says what a generated table is: the command, when, at which commit,
+    and how loaded the machine was (the figures are wall times)."""
+    import datetime
+    import os
+
+    from aipusim.run_report import source_revision
+
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = os.getloadavg()[0]
+    return (
+        f"Measured by `{command}` on {now} at commit {source_revision()}, load average "
+        f"{load:.1f} on {os.cpu_count()} CPUs (a shared machine: compare figures of one "
+        f"sitting)."
+    )
+
+
+def replace_block(page: str, name: str, body: str, heading: str) -> str:
+    """``page`` with the generated block ``name`` holding ``body``; a page without that
+    block gets it appended at its end under ``heading``. Everything outside the markers is
+    kept as written.
+
+    >>> page = "# Figures\\n\\nProse.\\n"
+    >>> once = replace_block(page, "sweep", "| a |\\n|--|\\n| 1 |", "## Sweep")
+    >>> twice = replace_block(once, "sweep", "| a |\\n|--|\\n| 2 |", "## Sweep")
+    >>> twice.startswith(page) and "| 2 |" in twice and "| 1 |" not in twice
+    True
+    >>> twice.count("## Sweep")
+    1
+    """
+    begin, end = BLOCK_BEGIN.format(name), BLOCK_END.format(name)
+    block = f"{begin}\n\n{body.strip()}\n\n{end}"
+    lines = page.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.strip() == begin]
+    ends = [i for i, line in enumerate(lines) if line.strip() == end]
+    if not starts and not ends:
+        return f"{page.rstrip()}\n\n{heading}\n\n{block}\n"
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        from aipusim.base.errors import ConfigError
+
+        raise ConfigError(
+            f"the page must hold the block {name!r} once, between {begin!r} and {end!r}, "
+            f"not {len(starts)} begin and {len(ends)} end marker(s)"
+        )
+    return "\n".join([*lines[: starts[0]], block, *lines[ends[0] + 1 :]])
+
+
+def write_markdown_block(path: str | Path, name: str, body: str, heading: str) -> None:
+    """Put the generated block ``name`` into the Markdown page ``path`` (created if it does
+    not exist), atomically."""
+    from aipusim.base.fileio import write_text
+
+    page = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else ""
+    write_text(path, replace_block(page, name, body, heading))

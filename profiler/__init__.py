@@ -8,7 +8,6 @@
 4
 """
 
-from aipusim.profiler.chrome import write_chrome_trace
 from aipusim.profiler.compare import compare_layers
 from aipusim.profiler.drop import DropBy, drop_by_value, drop_frames, kept_frames
 from aipusim.profiler.layers import (
@@ -19,18 +18,6 @@ from aipusim.profiler.layers import (
     layer_table,
     ranked_layers,
     slowest_layers,
-)
-from aipusim.profiler.plots import (
-    gantt_figure,
-    layer_bars_figure,
-    plot_all,
-    plot_bandwidth,
-    plot_gantt,
-    plot_layer_bars,
-    plot_power,
-    plot_roofline,
-    plot_utilisation,
-    save_figure,
 )
 from aipusim.profiler.reduce import (
     UNIT_CLASSES,
@@ -48,6 +35,38 @@ from aipusim.profiler.synth import write_synthetic_power, write_synthetic_trace
 from aipusim.profiler.tables import to_markdown, to_records, write_table
 from aipusim.profiler.trace import Trace, load_power_timeline, load_trace
 
+#: Names imported on first use: matplotlib (plots) costs about 0.7 s per process, which a
+#: run that only reads and reduces a trace (``aipusim profile`` without ``--plot``) skips.
+_LAZY = {
+    "write_chrome_trace": "aipusim.profiler.chrome",
+    **dict.fromkeys(
+        (
+            "gantt_figure",
+            "layer_bars_figure",
+            "plot_all",
+            "plot_bandwidth",
+            "plot_gantt",
+            "plot_layer_bars",
+            "plot_power",
+            "plot_roofline",
+            "plot_utilisation",
+            "save_figure",
+        ),
+        "aipusim.profiler.plots",
+    ),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "PARTS",
     "UNIT_CLASSES",
@@ -62,32 +81,22 @@ __all__ = [
     "drop_frames",
     "frame_summary",
     "frame_table",
-    "gantt_figure",
     "kept_frames",
-    "layer_bars_figure",
     "layer_breakdown",
     "layer_samples",
     "layer_table",
     "load_power_timeline",
     "load_trace",
-    "plot_all",
-    "plot_bandwidth",
-    "plot_gantt",
-    "plot_layer_bars",
-    "plot_power",
-    "plot_roofline",
-    "plot_utilisation",
     "power_table",
     "ranked_layers",
-    "save_figure",
     "slowest_layers",
     "tasks",
     "to_markdown",
     "to_records",
     "unit_table",
     "utilisation",
-    "write_chrome_trace",
     "write_synthetic_power",
     "write_synthetic_trace",
     "write_table",
+    *_LAZY,
 ]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from aipusim.base.arrays import unique_sorted
+
 
 def exclusive_cycles(
     core: np.ndarray,
@@ -37,14 +39,14 @@ def exclusive_cycles(
         return out
     start = np.asarray(start, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
-    for c in np.unique(core):
+    for c in unique_sorted(np.asarray(core)):
         on_core = np.flatnonzero(core == c)
         s, e = start[on_core], end[on_core]
-        cuts = np.unique(np.concatenate([s, e]))
+        cuts = unique_sorted(np.concatenate([s, e]))
         lo, width = cuts[:-1], np.diff(cuts)
         best = np.full(len(lo), np.iinfo(np.int64).max)
         owner = np.full(len(lo), -1)
-        for u in np.unique(unit[on_core]):
+        for u in unique_sorted(unit[on_core]):
             mine = on_core[unit[on_core] == u]
             mine = mine[np.argsort(start[mine], kind="stable")]
             su, eu = start[mine], end[mine]

@@ -261,8 +261,8 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                             yield ready
                         now = ready
                     links, cases, spans, n, latency, l1, ddr, w, shared = route.one
-                    # `links.book`, inlined: a transfer of one burst is a stream of its own,
-                    # so on DDR it always opens a fresh row
+                    # the booking of `links.transfer`, inlined: a transfer of one burst is a
+                    # stream of its own, so on DDR it always opens a fresh row
                     if ddr is None:
                         case = 0
                     elif shared:

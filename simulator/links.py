@@ -201,7 +201,7 @@ class Route:
         self.l1 = tuple(l1)
         self.ddr = self.links[ddr_k] if ddr_k >= 0 else None
         self.ddr_k = ddr_k
-        #: DDR on the path timed by the cycle-level model: every burst goes through `book`
+        #: DDR on the path timed by the cycle-level model: every burst goes through `transfer`
         self.detailed = self.ddr is not None and self.ddr.detail is not None and shared
         #: per burst of `bursts`, its cycles on each link in the four DDR cases
         #: (``2 * fresh + turnaround``), or just its cycles without DDR on the path
@@ -243,45 +243,6 @@ class Route:
         )
 
 
-def book(route: Route, i: int, ready: int, now: float, stream: int, first: bool) -> int:
-    """Book burst ``i`` (0: a full one, 1: the last) of ``route`` (stream ``stream``,
-    ``first`` of its transfer) from ``ready`` on; returns the cycle it has passed (without
-    the latency)."""
-    b = route.bursts[i]
-    ddr = route.ddr
-    if ddr is None:
-        cycles = route.cases[i][0]
-    elif route.detailed:
-        # the cycle-level model times DDR from the cycle every link of the path is free
-        for link in route.links:
-            if link.free_at > ready:
-                ready = link.free_at
-        k = route.ddr_k
-        c = ddr.detail.burst_cycles(ready, b.nbytes, route.write, stream)
-        cycles = (*route.cases[i][0][:k], c, *route.cases[i][0][k + 1 :])
-    elif route.shared:
-        last = ddr.last_write
-        turn = last is not None and last != route.write
-        cycles = route.cases[i][2 * (ddr.last_stream != stream) + turn]
-        ddr.last_stream, ddr.last_write = stream, route.write
-    else:
-        cycles = route.cases[i][2 * first]
-    end = book_burst(route.links, cycles, b.nbytes, ready, now, b.own)
-    for link, d in route.side[i]:
-        # appended to what the line already carries (never into a gap, which would split a
-        # free stretch that a whole burst needs): DLLPs slot in between TLPs
-        link.book(max(link.free_at, int(now)), d, now)
-    if route.l1:
-        d = max(b.own, *cycles) if cycles else b.own
-        s = end - d
-        if d > 0:
-            for group, who in route.l1:
-                e = group.book(who, s, d, b.nbytes)
-                if e > end:
-                    end = e
-    return end
-
-
 def transfer(
     env: RunEnvironment, route: Route, nbytes: int, burst_bytes: int, t_ready: int, stream: int
 ) -> Generator[Any, Any, int]:
@@ -294,11 +255,53 @@ def transfer(
     """
     if t_ready > env.now and not env.advance_to(t_ready):
         yield t_ready
+    # The route's fields, read once: the loop below runs once per burst, the simulator's
+    # hottest path after the unit loop.
+    links, cases, spans, bursts = route.links, route.cases, route.spans, route.bursts
+    ddr, shared, write, side, l1 = route.ddr, route.shared, route.write, route.side, route.l1
+    detailed, ddr_k = route.detailed, route.ddr_k
     remaining = nbytes
     t = t_ready
     first = True
     while True:
-        t = book(route, 0 if remaining > burst_bytes else 1, t, env.now, stream, first)
+        # Burst i (0: a full one, 1: the last) from t on; t becomes the cycle it has passed.
+        i = 0 if remaining > burst_bytes else 1
+        now = env.now
+        b = bursts[i]
+        if ddr is None:
+            cycles = cases[i][0]
+            d = spans[i][0]
+        elif detailed:
+            # the cycle-level model times DDR from the cycle every link of the path is free
+            for link in links:
+                if link.free_at > t:
+                    t = link.free_at
+            c = ddr.detail.burst_cycles(t, b.nbytes, write, stream)
+            cycles = (*cases[i][0][:ddr_k], c, *cases[i][0][ddr_k + 1 :])
+            d = max(b.own, *cycles)
+        else:
+            if shared:
+                # on DDR: another stream's row is closed first; a change of direction turns
+                last = ddr.last_write
+                case = 2 * (ddr.last_stream != stream) + (last is not None and last != write)
+                ddr.last_stream, ddr.last_write = stream, write
+            else:
+                # private links: a fresh row for the first burst only, no turnaround
+                case = 2 * first
+            cycles = cases[i][case]
+            d = spans[i][case]
+        # d: the burst's longest cycles on a link or on its own engine
+        t = book_burst(links, cycles, b.nbytes, t, now, b.own)
+        for link, extra in side[i]:
+            # appended to what the line already carries (never into a gap, which would split
+            # a free stretch that a whole burst needs): DLLPs slot in between TLPs
+            link.book(max(link.free_at, int(now)), extra, now)
+        if l1 and d > 0:
+            s = t - d
+            for group, who in l1:
+                e = group.book(who, s, d, b.nbytes)
+                if e > t:
+                    t = e
         first = False
         remaining -= burst_bytes
         if remaining <= 0:

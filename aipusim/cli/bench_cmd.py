@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import click
 import pandas as pd
@@ -22,6 +24,23 @@ from aipusim.cli.options import json_option, no_cache_option
     help="Time one functional frame of MODELS (default: resnet50) compiled cooperative on 4 "
     "cores, next to onnxruntime fp32 and the int8 reference.",
 )
+@click.option(
+    "--sweep",
+    is_flag=True,
+    help="Time a 200-point sweep of tiny_cnn (4 modes x 5 utilization limits x 5 clocks x 2 "
+    "DDR rates) on --workers local workers: points/s and where a point's time goes.",
+)
+@click.option(
+    "--workers", type=int, default=2, show_default=True, help="Sweep workers (with --sweep)."
+)
+@click.option(
+    "--markdown",
+    "md_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the figures' tables into this Markdown page (e.g. docs/benchmarks.md), "
+    "between generated-block markers; the rest of the page is kept.",
+)
 @no_cache_option
 @json_option
 def bench(
@@ -29,6 +48,9 @@ def bench(
     frames: int,
     input_size: int | None,
     functional: bool,
+    sweep: bool,
+    workers: int,
+    md_path: Path | None,
     no_cache: bool,
     as_json: bool,
 ) -> None:
@@ -43,7 +65,8 @@ def bench(
     """
     from aipusim import zoo
     from aipusim.base.errors import ConfigError, ZooError
-    from aipusim.bench import BENCH_MODELS, pass_table, run_bench, slowest_pass
+    from aipusim.base.fileio import check_output
+    from aipusim.bench import BENCH_MODELS, measured_note, write_markdown_block
 
     chosen = models or (tuple(zoo.names()) if frames == 0 else BENCH_MODELS)
     if functional:
@@ -51,29 +74,62 @@ def bench(
     unknown = [m for m in chosen if m not in zoo.names()]
     if unknown:
         raise ZooError(f"model must be one of {', '.join(zoo.names())}, not {unknown[0]!r}")
-    if functional:
-        _functional(chosen, input_size, as_json, not no_cache)
-        return
     if frames < 0:
         raise ConfigError(f"--frames must be an integer >= 0, not {frames}")
-    rows = run_bench(tuple(chosen), frames, input_size, quantization_cache=not no_cache)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    click.echo(pd.DataFrame(rows).drop(columns="passes").to_markdown(index=False))
-    click.echo("\ncompile seconds per pass:\n")
-    click.echo(pass_table(rows).to_markdown())
-    slowest = ", ".join(f"{r['model']}: {r['slowest_pass']}" for r in rows)
-    click.echo(f"\nslowest pass: {slowest}")
+    if md_path is not None:
+        check_output(md_path)  # before the minutes a benchmark takes
+    if functional:
+        rows, (block, heading, text) = _functional(chosen, input_size, not no_cache)
+    elif sweep:
+        rows, (block, heading, text) = _sweep(frames, workers, not no_cache)
+    else:
+        rows, (block, heading, text) = _models(chosen, frames, input_size, not no_cache)
+    click.echo(json.dumps(rows, indent=2) if as_json else text)
+    if md_path is not None:
+        command = " ".join(
+            [
+                "aipusim bench",
+                *models,
+                *(["--functional"] if functional else []),
+                *(["--sweep", "--workers", str(workers)] if sweep else []),
+                *([] if functional else ["--frames", str(frames)]),
+                *(["--input-size", str(input_size)] if input_size and not sweep else []),
+                *(["--no-cache"] if no_cache else []),
+            ]
+        )
+        write_markdown_block(md_path, block, f"{measured_note(command)}\n\n{text}", heading)
+        click.echo(f"wrote the {block!r} block of {md_path}", err=True)
+
+
+#: What a mode returns: its rows (``--json``), and the generated block's name, its
+#: heading on a page that lacks it, and the Markdown text printed and written.
+_Out = tuple[Any, tuple[str, str, str]]
+
+
+def _models(
+    chosen: tuple[str, ...], frames: int, input_size: int | None, quantization_cache: bool
+) -> _Out:
+    """The default mode: a row per model, then the seconds of every compiler pass."""
+    from aipusim.bench import pass_table, run_bench, slowest_pass
+
+    rows = run_bench(chosen, frames, input_size, quantization_cache=quantization_cache)
     name, seconds, share = slowest_pass(rows)
-    click.echo(
-        f"slowest pass over all: {name}, {seconds:.2f} s ({share:.0%} of all compile seconds)"
+    slowest = ", ".join(f"{r['model']}: {r['slowest_pass']}" for r in rows)
+    text = "\n".join(
+        [
+            pd.DataFrame(rows).drop(columns="passes").to_markdown(index=False),
+            "\ncompile seconds per pass:\n",
+            pass_table(rows).to_markdown(),
+            f"\nslowest pass: {slowest}",
+            f"slowest pass over all: {name}, {seconds:.2f} s ({share:.0%} of all compile seconds)",
+        ]
     )
+    if frames == 0:
+        return rows, ("compile", "## Compile time per model (`aipusim bench --frames 0`)", text)
+    return rows, ("models", "## Compile and simulation speed (`aipusim bench`)", text)
 
 
-def _functional(
-    models: tuple[str, ...], input_size: int | None, as_json: bool, quantization_cache: bool
-) -> None:
+def _functional(models: tuple[str, ...], input_size: int | None, quantization_cache: bool) -> _Out:
     """``--functional``: one row per model, the seconds and the two ratios."""
     from aipusim.bench_functional import functional_bench
 
@@ -81,11 +137,31 @@ def _functional(
         functional_bench(m, input_size=input_size, quantization_cache=quantization_cache)
         for m in models
     ]
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    click.echo(pd.DataFrame(rows).to_markdown(index=False))
-    click.echo(
-        "\nmedians of 3 runs after a warm-up; functional_s: simulate(..., functional=True) "
+    text = (
+        pd.DataFrame(rows).to_markdown(index=False)
+        + "\n\nmedians of 3 runs after a warm-up; functional_s: simulate(..., functional=True) "
         "of one frame (timing run, schedule, data, hazard sweeps)"
     )
+    return rows, ("functional", "## Functional mode speed (`aipusim bench --functional`)", text)
+
+
+def _sweep(frames: int, workers: int, quantization_cache: bool) -> _Out:
+    """``--sweep``: one row of figures, then what they mean."""
+    from aipusim.base.errors import ConfigError
+    from aipusim.bench import sweep_bench
+    from aipusim.sweep.runner import check_workers
+
+    if frames < 1:
+        raise ConfigError(f"--frames must be an integer >= 1 with --sweep, not {frames}")
+    check_workers(workers)
+    row = sweep_bench(workers=workers, frames=frames, quantization_cache=quantization_cache)
+    text = pd.DataFrame([row]).to_markdown(index=False) + (
+        f"\n\n{row['points']} points in {row['wall_s']:.1f} s on {workers} workers: "
+        f"{row['points_per_s']:.2f} points/s. A point in its worker: compile "
+        f"{row['compile_s_mean']:.3f} s (front end {row['compile_front_s']:.3f} s with the "
+        f"quantization {row['quantization']}, back end {row['compile_back_s']:.3f} s, "
+        f"reading/checking/writing {row['compile_outside_s']:.3f} s, from one compile per "
+        f"mode), simulate {row['simulate_s_mean']:.3f} s, the rest (model and arch files, "
+        f"pool, storing rows) {row['other_s_per_point']:.3f} s."
+    )
+    return row, ("sweep", "## Sweep speed (`aipusim bench --sweep`)", text)

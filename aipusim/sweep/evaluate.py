@@ -17,7 +17,8 @@ from typing import Any
 from aipusim.sweep.space import SweepPoint
 
 
-def _write_model(point: SweepPoint, folder: Path) -> Path:
+def write_model(point: SweepPoint, folder: Path) -> Path:
+    """The ONNX file of the point: its own ``.onnx`` path, or its zoo model built here."""
     if point.model.lower().endswith(".onnx"):
         return Path(point.model)
     import onnx
@@ -29,7 +30,7 @@ def _write_model(point: SweepPoint, folder: Path) -> Path:
     return path
 
 
-def _write_arch(point: SweepPoint, folder: Path) -> Path | None:
+def write_arch(point: SweepPoint, folder: Path) -> Path | None:
     """The arch file of the point: the sweep's own, or a copy with the point's overrides."""
     if not point.arch_params:
         return Path(point.arch_path) if point.arch_path is not None else None
@@ -65,8 +66,8 @@ def evaluate_point(point: SweepPoint) -> dict[str, Any]:
     config = point.config()
     with tempfile.TemporaryDirectory(prefix="aipusim-sweep-") as tmp:
         folder = Path(tmp)
-        arch_path = _write_arch(point, folder)
-        model_path = _write_model(point, folder)
+        arch_path = write_arch(point, folder)
+        model_path = write_model(point, folder)
         start = time.perf_counter()
         model = aipusim.compile(
             model_path,
@@ -118,4 +119,4 @@ def metrics(result: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["check_columns", "evaluate_point", "metrics"]
+__all__ = ["check_columns", "evaluate_point", "metrics", "write_arch", "write_model"]

@@ -151,3 +151,36 @@ def test_bench_resnet50_4_cores_8_frames(benchmark, tmp_path: Path) -> None:
         )
 
     benchmark.pedantic(run, rounds=1)
+
+
+#: Rounds of the zoo throughput benchmark: the machine is shared, so its median is quoted.
+ZOO_ROUNDS = 5
+
+
+@pytest.mark.benchmark(group="simulator")
+def test_bench_zoo_resnet50_tasks_per_second(benchmark, tmp_path: Path) -> None:
+    """Simulated tasks per second on a compiled zoo model (ResNet-50, 224 px, the default
+    single core, 64 frames: about 31k tasks, most of them multi-burst DMA transfers), the
+    median of several runs from the compiled folder, as `aipusim simulate` runs it."""
+    from aipusim.cli.main import main
+
+    onnx_path = tmp_path / "resnet50.onnx"
+    assert main(["zoo", "export", "resnet50", "-o", str(onnx_path)]) == 0
+    out = tmp_path / "r50"
+    assert main(["compile", "-i", str(onnx_path), "-o", str(out)]) == 0
+    folder = out / "compiled_model"
+    simulate(folder, frames=1)  # imports and first-use caches outside the timing
+    rates: list[float] = []
+
+    def run() -> None:
+        res, wall, cpu = _timed(folder, frames=64)
+        rates.append(res.event_counts["tasks"] / wall)
+        print(
+            f"\n[sim-bench] ResNet-50 zoo, 1 core, 64 frames: {res.event_counts['tasks']:,} "
+            f"tasks in {wall:.2f} s wall ({cpu:.2f} s CPU) = {rates[-1]:,.0f} tasks/s"
+        )
+
+    benchmark.pedantic(run, rounds=ZOO_ROUNDS)
+    median = sorted(rates)[len(rates) // 2]
+    print(f"[sim-bench] ResNet-50 zoo: median {median:,.0f} tasks/s of {len(rates)} runs")
+    benchmark.extra_info["median_tasks_per_s"] = median

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -46,11 +47,42 @@ def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[
     assert re.search(r"^slowest pass over all: \w+, [0-9.]+ s \([0-9]+% of all", out, re.M), out
 
 
+def test_bench_sweep_times_a_small_space_into_a_page(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import aipusim.bench
+    from aipusim.bench import BLOCK_BEGIN, BLOCK_END
+
+    # two points of the benchmark's space (the whole 200 is a benchmark, not a test)
+    monkeypatch.setattr(aipusim.bench, "SWEEP_PARAMS", ("multicore_mode=batch,cooperative",))
+    monkeypatch.setattr(aipusim.bench, "SWEEP_ARCH_PARAMS", ())
+    page = tmp_path / "benchmarks.md"
+    prose = "# Measured figures\n\nHand-written prose.\n\n## Sweep speed\n\n"
+    after = "\n\n## Later section\n\nMore prose.\n"
+    old = f"{BLOCK_BEGIN.format('sweep')}\n\n| old |\n\n{BLOCK_END.format('sweep')}"
+    page.write_text(prose + old + after)
+    args = ["bench", "--sweep", "--workers", "1", "--frames", "2", "--json"]
+    assert main([*args, "--markdown", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith(prose) and text.endswith(after) and "| old |" not in text
+    assert "Measured by `aipusim bench --sweep --workers 1 --frames 2` on " in text
+    assert re.search(r"^\| tiny_cnn +\| 32px +\| +2 \|", text, re.M), text
+    row = json.loads(capsys.readouterr().out)
+    assert row["points"] == 2 and row["failed"] == 0 and row["workers"] == 1
+    assert row["points_per_s"] == pytest.approx(2 / row["wall_s"], rel=0.05)
+    assert row["compile_s_mean"] > 0 and row["simulate_s_mean"] > 0
+    assert row["compile_front_s"] > 0 and row["compile_back_s"] > 0
+    # the sweep's points filled the quantization cache; the split's compiles hit it
+    assert row["quantization"] == "cached"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["bench", "vgg"], "model must be one of .*, not 'vgg'"),
         (["bench", "tiny_cnn", "--frames", "-1"], "--frames must be an integer >= 0, not -1"),
+        (["bench", "--sweep", "--frames", "0"], "--frames must be an integer >= 1 with --sweep"),
+        (["bench", "--sweep", "--workers", "0"], "--workers must be an integer 1-[0-9]+ "),
     ],
 )
 def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,3 +90,12 @@ def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert re.search(message, err), err
+
+
+def test_a_page_with_a_broken_block_is_refused() -> None:
+    from aipusim.base.errors import ConfigError
+    from aipusim.bench import BLOCK_BEGIN, replace_block
+
+    page = f"{BLOCK_BEGIN.format('sweep')}\n| a |\n"  # no end marker
+    with pytest.raises(ConfigError, match=r"must hold the block 'sweep' once.* not 1 begin and 0"):
+        replace_block(page, "sweep", "| b |", "## Sweep")

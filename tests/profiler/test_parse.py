@@ -124,6 +124,27 @@ def test_small_chunks_give_the_same_tables(tiny, monkeypatch):
         )
 
 
+def test_many_chunks_report_bad_lines_in_file_order(tmp_path, monkeypatch):
+    """A trace read in many chunks gives the tables, the malformed lines and strict
+    mode's first error of a one-chunk read."""
+    path = tmp_path / "synth.trace"
+    write_synthetic_trace(path, frames=2, cores=2)
+    lines = path.read_text().splitlines(keepends=True)
+    bad = [len(lines) // 3, 2 * len(lines) // 3]
+    for i in bad:
+        lines[i] = "[K]  core=zero\n"
+    path.write_text("".join(lines))
+    whole = load_trace(path)
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1000)
+    chunked = load_trace(path)
+    assert chunked.malformed["line"].tolist() == [i + 1 for i in bad]
+    pd.testing.assert_frame_equal(whole.malformed, chunked.malformed)
+    for tag in LEVELS:
+        pd.testing.assert_frame_equal(whole[tag], chunked[tag])
+    with pytest.raises(TraceFormatError, match=f"line {bad[0] + 1}: "):
+        load_trace(path, strict=True)
+
+
 def test_bad_utf8_marks_only_that_line(write_trace, tmp_path, header):
     p = tmp_path / "bin.trace"
     p.write_bytes(

@@ -1,0 +1,32 @@
+"""`aipusim.profiler` loads matplotlib on first use of a plot name only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_profiler_import_leaves_matplotlib_until_a_plot_is_asked_for() -> None:
+    code = (
+        "import sys, aipusim.profiler as p\n"
+        "assert 'matplotlib' not in sys.modules, 'imported eagerly'\n"
+        "assert callable(p.plot_all) and callable(p.write_chrome_trace)\n"
+        "assert 'matplotlib' in sys.modules\n"
+        "from aipusim.profiler import save_figure\n"
+        "try:\n"
+        "    p.no_such_name\n"
+        "except AttributeError as exc:\n"
+        "    assert 'no_such_name' in str(exc)\n"
+        "else:\n"
+        "    raise SystemExit('no AttributeError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_lazy_names_are_the_plot_modules_public_names() -> None:
+    import aipusim.profiler as prof
+    from aipusim.profiler import chrome, plots
+
+    assert sorted(prof._LAZY) == sorted([*plots.__all__, "write_chrome_trace"])
+    assert callable(chrome.write_chrome_trace)
+    assert set(prof._LAZY) <= set(prof.__all__)
