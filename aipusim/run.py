@@ -135,6 +135,7 @@ def run_model(
     top: int | None = None,
     sort: str | None = None,
     quantization_cache: bool = True,
+    config_base: str = "the defaults",
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
@@ -151,7 +152,8 @@ def run_model(
     layers (default 10) by ``sort`` (busy or span time); ``plots/layers.png`` shows every
     layer in network order, or with either given, the ``top`` (default all) by ``sort``.
     ``quantization_cache=False`` calibrates again instead of reusing the quantization
-    cache (``--no-cache``).
+    cache (``--no-cache``). ``config_base``: where ``config`` started
+    (`aipusim.sources.base_label`), as report.md, ``run.json`` and the printout say.
     """
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
@@ -162,6 +164,7 @@ def run_model(
     from aipusim.run_report import write_run_report
     from aipusim.simulator import simulate
     from aipusim.simulator.budget import check_frames_bound
+    from aipusim.sources import config_changes
 
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
@@ -246,6 +249,9 @@ def run_model(
             check=verdict,
             top=top if top is not None else 10,
             sort=sort or "busy",
+            config_base=config_base,
+            config_changes=config_changes(config),
+            levels=list(levels),
         )
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
         summary = {**run_summary(result), "input_model": input_record(source, tmp / "compile")}
@@ -284,6 +290,11 @@ def run_summary(result: RunResult) -> dict[str, Any]:
         "output_dir": str(result.output_dir),
         "compile_s": round(result.compile_seconds, 3),
         "simulate_s": round(result.simulate_seconds, 3),
+        "config": {
+            "base": result.config_base,
+            "changes": result.config_changes,
+            "trace_levels": result.levels,
+        },
         **json.loads(sim.to_json()),
         "slowest_layers": json.loads(result.slowest_layers().to_json(orient="records")),
     }

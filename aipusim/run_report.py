@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from aipusim.base import __version__
+from aipusim.sources import changes_text
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch
@@ -44,12 +45,6 @@ def source_revision() -> str:
     return out.stdout.strip() or "unknown"
 
 
-def changed_properties(config: Any) -> dict[str, Any]:
-    """The config properties that differ from their defaults."""
-    defaults = type(config)().to_dict()
-    return {k: v for k, v in config.to_dict().items() if defaults.get(k) != v}
-
-
 def _md(df: pd.DataFrame, floatfmt: str = ".2f") -> str:
     return df.to_markdown(index=False, floatfmt=floatfmt)
 
@@ -80,7 +75,6 @@ def write_run_report(
 ) -> Path:
     """Write the Markdown report of ``result`` to ``path``."""
     sim = result.sim
-    changed = changed_properties(config)
     energy = pd.DataFrame(
         {
             "component": list(sim.energy_mj_per_frame),
@@ -100,8 +94,8 @@ def write_run_report(
         "",
         f"- model: `{result.model}`; mode `{sim.multicore_mode}`; {sim.frames} frames "
         f"on {sim.replicas} replica(s)",
-        "- config changes from the defaults: "
-        + (", ".join(f"`{k}={v}`" for k, v in changed.items()) or "none"),
+        f"- config: starts from {result.config_base}; the effective config's changes from "
+        f"the defaults: `{changes_text(result.config_changes)}`",
         f"- chip: `{arch.chip.name}`, {arch.chip.cores} cores, peak {arch.peak_tops:.1f} TOPS",
         f"- trace levels: {','.join(levels)} (each line costs "
         f"{arch.control.trace_line_cycles} control-core cycles)",

