@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,28 @@ def config_for(model: str | os.PathLike[str]) -> Any:
     return resolve_config(None, builtin_configs().get(source.name))
 
 
+#: Separator of the members of one value of a list-valued property (a sweep's values).
+LIST_JOIN = "+"
+
+
+def value_text(value: Any) -> str:
+    """The canonical text of a config value (a sweep's string columns and ids, the changes
+    every output shows).
+
+    >>> value_text(True), value_text(0.5), value_text(None), value_text(("B", "PB"))
+    ('true', '0.5', 'null', 'B+PB')
+    """
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, tuple | list):
+        return LIST_JOIN.join(value_text(v) for v in value)
+    return str(value)
+
+
 def starting_config(model: str | os.PathLike[str], defaults: bool = False) -> Any:
     """The config every command starts ``model`` from: `config_for` (a zoo model's built-in
     config), or with ``defaults`` (``--defaults``) the plain defaults.
@@ -120,8 +143,6 @@ def config_changes(config: Any) -> dict[str, str]:
     >>> config_changes(config_for("resnet50"))["multicore_mode"]
     'batch'
     """
-    from aipusim.sweep.space import value_text
-
     return {k: value_text(v) for k, v in config.changed().items() if k not in _NOT_SHOWN}
 
 
@@ -288,4 +309,5 @@ __all__ = [
     "real_inputs",
     "resolve_config",
     "starting_config",
+    "value_text",
 ]

@@ -29,37 +29,18 @@ import json
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from aipusim import CompilerConfig
 from aipusim.base.errors import ArchError, ConfigError
+from aipusim.sources import LIST_JOIN, value_text
 
 #: A checked config value (bool, int, float, str, enum member, tuple of members or None).
 ConfigValue = Any
 
-#: Separator of the members of one value of a list-valued property.
-LIST_JOIN = "+"
 #: Prefix of the result columns of arch keys (config keys are plain names).
 ARCH_COLUMN_PREFIX = "arch."
-
-
-def value_text(value: Any) -> str:
-    """The canonical text of a swept value (as stored in the string columns and ids).
-
-    >>> value_text(True), value_text(0.5), value_text(None), value_text(("B", "PB"))
-    ('true', '0.5', 'null', 'B+PB')
-    """
-    if isinstance(value, StrEnum):
-        return value.value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, tuple | list):
-        return LIST_JOIN.join(value_text(v) for v in value)
-    return str(value)
 
 
 @dataclass(frozen=True)
