@@ -235,6 +235,8 @@ def run_model(
             table=layers,
             layer_top=top,
             layer_sort=sort,
+            weight_load_bytes_per_cycle=arch.mvm.weight_load_bw_bytes_per_cycle,
+            l1_fill_bytes_per_cycle=arch.dma.channel_bw_bytes_per_cycle,
         )
         step(1)
         result = RunResult(
