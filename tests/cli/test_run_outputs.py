@@ -1,6 +1,8 @@
-"""What the run's plots state: the roofline's weight-load and L1 roofs with labels that do
-not overlap, the window of power.png's averages, pcie (not host) in bandwidth.png, and INIT
-marked on every timeline."""
+"""What a run's outputs state. The plots: the roofline's weight-load and L1 roofs with
+labels that do not overlap, the window of power.png's averages, pcie (not host) in
+bandwidth.png, INIT marked on every timeline. report.md: a one-line verdict first, every
+unit name defined once, shares rounded to what they mean, an all-layers table of
+informative columns."""
 
 from __future__ import annotations
 
@@ -87,3 +89,30 @@ def test_gantt_utilisation_and_power_mark_init(run_dir: Path, figures: list[Any]
     for figure in (*figures, fig):
         texts = [t.get_text() for t in figure.axes[0].texts]
         assert any(t.startswith("INIT") for t in texts), texts
+
+
+def test_report_opens_with_a_verdict_and_defines_every_unit_name(run_dir: Path) -> None:
+    import json
+    import re
+
+    text = (run_dir / "report.md").read_text()
+    summary = json.loads((run_dir / "run.json").read_text())
+    first = text.split("\n")[2]
+    assert first.startswith(f"**Verdict**: {summary['fps']:.1f} FPS")
+    assert "limited by" in first and "% of the" in first and "TOPS peak" in first
+    glossary = text.split("## Names of units and links")[1].split("\n## ")[0]
+    units = text.split("## Unit utilisation")[1].split("\n## ")[0]
+    for unit in re.findall(r"^\| (\w+) +\|", units, re.M)[1:]:
+        assert glossary.count(f"`{unit}`") + glossary.count(f" {unit}`") >= 1, unit
+    assert glossary.count("- `ctrl`") == 1 and glossary.count("- `control`") == 1
+
+
+def test_report_rounds_shares_and_trims_the_all_layers_table(run_dir: Path) -> None:
+    text = (run_dir / "report.md").read_text()
+    energy = text.split("## Energy per frame by component")[1].split("\n## ")[0]
+    shares = [row.rsplit("|", 2)[1].strip() for row in energy.strip().splitlines()[2:]]
+    assert shares and all(s in ("0", "<0.1") or len(s.split(".")[1]) == 1 for s in shares)
+    table = text.split("## All layers")[1]
+    header = table.split("\n| layer")[1].split("\n")[0]
+    assert "<NA>" not in table and "nan" not in table
+    assert "samples" not in header  # the same in every row
