@@ -514,14 +514,14 @@ def plot_roofline(
         ax.set_xlabel(f"ops per byte of {data.title}")
         note = "" if (peak and data.bytes_per_cycle) else " (roof unknown)"
         ax.set_title(f"{data.title}{note}", fontsize=10)
-        ax.grid(which="both", alpha=0.25)
+        ax.grid(alpha=0.25)
         if len(lt):
             ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.93), fontsize=7)
         else:
             ax.text(0.5, 0.5, "no layer with MACs", ha="center", transform=ax.transAxes)
     axes[0].set_ylabel("achieved ops/s")
-    fig.canvas.draw()  # the limits and scales as drawn, to place the labels
     for ax, x_plot in zip(axes, placed_x, strict=True):
+        ax.get_ylim()  # the limits as they will be drawn (autoscaled), to place the labels
         _label_without_overlap(ax, x_plot[named], achieved[named], list(lt["layer"][named]))
     fig.suptitle(_title(trace, "roofline of the layers (one panel per data path)"), fontsize=11)
     return _save(fig, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,8 @@ def run(
     from aipusim.run import resolve_model, run_model
     from aipusim.sources import base_label, starting_config
 
+    progress = Progress()
+    progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
     source = resolve_model(model, input_size)
     shape = parse_input_shape(input_shape) if input_shape is not None else None
     if shape is not None and source.path is None:
@@ -126,7 +129,9 @@ def run(
     tags = [t.value for t in parse_levels(levels)]
     config = build_config(conf_path, overrides, starting_config(model, defaults))
     out = output_dir or Path.cwd() / source.slug
-    progress = Progress()
+    from aipusim.cli import main as entry
+
+    setup_s = time.perf_counter() - entry.STARTED
     try:
         result = run_model(
             source,
@@ -153,6 +158,7 @@ def run(
         click.echo(json.dumps(run_summary(result), indent=2))
     else:
         _print_run(result, out)
+        click.echo(closing_line(result, setup_s, time.perf_counter() - entry.STARTED))
     if result.check is not None and not result.check.bit_exact:
         raise result.check.error()
 
@@ -169,6 +175,21 @@ def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
     return sample
 
 
+def closing_line(result: RunResult, setup_s: float, wall_s: float) -> str:
+    """Where the whole wall time of the command went, its parts adding up to it (the
+    rest, printing the summary, named last)."""
+    parts = [
+        ("start-up and imports", setup_s),
+        ("preparing the model", result.prepare_seconds),
+        ("compile", result.compile_seconds),
+        ("simulation", result.simulate_seconds),
+        ("profile and plots", result.profile_seconds),
+        ("writing", result.write_seconds),
+    ]
+    parts.append(("printing", max(0.0, wall_s - sum(s for _, s in parts))))
+    return f"wall {wall_s:.1f} s: " + ", ".join(f"{name} {s:.1f} s" for name, s in parts)
+
+
 def _print_run(result: RunResult, out: Path) -> None:
     """The run's summary, slowest layers and (with --check) the functional verdict."""
     from aipusim.cli.options import config_line
@@ -178,9 +199,6 @@ def _print_run(result: RunResult, out: Path) -> None:
     click.echo(summary_text(result.sim))
     click.echo(f"\n  {result.slowest_heading()}:")
     click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
-    click.echo(
-        f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
-        f"wrote {out}/ (report.md, trace.txt, plots/)"
-    )
+    click.echo(f"\nwrote {out}/ (report.md, trace.txt, plots/)")
     if result.check is not None:
         click.echo(f"functional: {result.check.text()}")
