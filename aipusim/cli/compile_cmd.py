@@ -143,6 +143,13 @@ DEFAULT_CONF_NAME = "default_conf.json"
     help="cli_args.json of an earlier run; flags given here override its values.",
 )
 @click.option(
+    "--keep-input-model",
+    is_flag=True,
+    help="Copy the ONNX model into OUT/input_model/; by default OUT/input_model/source.json "
+    "records its path, size and SHA-256 instead (a zoo model given by name, built for the "
+    "compile, is always copied).",
+)
+@click.option(
     "--aipu-cores", metavar="N", help="Cores per compiled instance (aipu_cores_used, 1-4)."
 )
 @click.option(
@@ -363,6 +370,8 @@ def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> 
         if flags["stop_after"]
         else None,
         quantization_cache=not flags["no_cache"],
+        # a zoo model is built into a scratch folder that goes away: only a copy keeps it
+        keep_input_model=flags["keep_input_model"] or model_path != input_path,
     )
 
 

@@ -112,13 +112,14 @@ def run(
 
     Example: ``aipusim run resnet50 --set aipu_cores_used=4 --set multicore_mode=batch``
     """
+    # first, before the imports below (numpy, onnx: seconds on a cold start)
+    progress = Progress()
+    progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
     from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model
     from aipusim.sources import base_label, starting_config
 
-    progress = Progress()
-    progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
     source = resolve_model(model, input_size)
     shape = parse_input_shape(input_shape) if input_shape is not None else None
     if shape is not None and source.path is None:
