@@ -35,7 +35,7 @@ def test_compile_references_the_model_and_load_follows_it(
     model = aipusim.load(out)  # reads the float model through the reference
     assert tuple(model.input_names) == ("input",)
     model_file.write_bytes(model_file.read_bytes() + b"\0")
-    with pytest.raises(ConfigError, match="must still exist with SHA-256 .* not be changed"):
+    with pytest.raises(ConfigError, match=r"must still exist with SHA-256 .* not be changed"):
         aipusim.load(out)
 
 
