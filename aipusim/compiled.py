@@ -55,6 +55,8 @@ from aipusim.sources import apply_layout, bind_inputs, load_source, real_inputs,
 
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
 SOURCE_MODEL = "input_model/fp32_model.onnx"
+#: ... or, when the compile kept no copy, where it is (path, size, SHA-256).
+SOURCE_REF = "input_model/source.json"
 SHAPES_DIR = "shapes"
 #: The copy of the hardware TOML a model was compiled for with ``compile(..., arch=)``.
 ARCH_FILE = "arch.toml"
@@ -511,7 +513,7 @@ class CompiledModel:
         if key not in self._meta["shapes"] or not folder.is_dir():
             # the source already takes the chosen layout (its Transpose is in the graph)
             _run_compile(
-                self._root / SOURCE_MODEL,
+                source_model(self._root),
                 folder,
                 self.config,
                 shapes,
@@ -612,6 +614,33 @@ class CompiledModel:
         return f"CompiledModel({self.name!r}, inputs={{{sig}}}, output_dir={str(self._root)!r})"
 
 
+def source_model(root: Path) -> Path:
+    """The float ONNX model a compile folder was compiled from: its kept copy
+    (``input_model/fp32_model.onnx``), else the file its ``input_model/source.json``
+    names, if it is still there with the recorded SHA-256 (`ConfigError` otherwise)."""
+    copy = root / SOURCE_MODEL
+    if copy.is_file():
+        return copy
+    ref_path = root / SOURCE_REF
+    try:
+        ref = json.loads(ref_path.read_text(encoding="utf-8"))
+        path, digest = Path(ref["path"]), str(ref["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ConfigError(
+            f"model folder must hold {SOURCE_MODEL} or {SOURCE_REF} (where the float model "
+            f"is), not neither: {root}"
+        ) from None
+    from aipusim.compiler.driver import file_sha256
+
+    if not path.is_file() or file_sha256(path) != digest:
+        raise ConfigError(
+            f"the model {root} was compiled from, {path}, must still exist with SHA-256 "
+            f"{digest[:12]}..., not be {'changed' if path.is_file() else 'gone'}; recompile "
+            "it (--keep-input-model keeps a copy in the folder)"
+        )
+    return path
+
+
 def load(path: str | os.PathLike[str]) -> CompiledModel:
     """A `CompiledModel` saved with `CompiledModel.save`, an ``output_dir`` of `compile`,
     or a folder of ``aipusim compile -o DIR``. When it was saved with ``crc_check``, every
@@ -642,12 +671,7 @@ def _cli_meta(root: Path) -> dict[str, Any]:
             f"model folder must hold a whole compile ({REPORT_NAME} status SUCCEEDED), not "
             f"status {status!r}: {root}"
         )
-    source = root / SOURCE_MODEL
-    if not source.is_file():
-        raise ConfigError(
-            f"model folder must hold {SOURCE_MODEL} (the float model, kept unless the compile "
-            f"left it out, as `aipusim run` does), not be without it: {root}"
-        )
+    source = source_model(root)
     proto = onnx.load(str(source), load_external_data=False)
     cli_args: Any = {}
     with contextlib.suppress(OSError, ValueError):

@@ -97,6 +97,12 @@ class Progress:
         if self._bar is not None:
             self._bar.set_postfix_str(text, refresh=False)
 
+    def opening(self, text: str) -> None:
+        """One line at once (what the command is about to do): the first sign of life of a
+        long command comes before its slow imports, not after them."""
+        with self._lock:
+            self._line(text)
+
     def close(self) -> None:
         """End the current stage and stop reporting."""
         self._end_stage()

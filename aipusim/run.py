@@ -135,6 +135,7 @@ def run_model(
     top: int | None = None,
     sort: str | None = None,
     quantization_cache: bool = True,
+    config_base: str = "the defaults",
 ) -> RunResult:
     """Compile, simulate and profile ``source``; write everything to ``output_dir``.
 
@@ -151,8 +152,11 @@ def run_model(
     layers (default 10) by ``sort`` (busy or span time); ``plots/layers.png`` shows every
     layer in network order, or with either given, the ``top`` (default all) by ``sort``.
     ``quantization_cache=False`` calibrates again instead of reusing the quantization
-    cache (``--no-cache``).
+    cache (``--no-cache``). The result times every part (`RunResult`). ``config_base``:
+    where ``config`` started (`aipusim.sources.base_label`), as report.md, ``run.json``
+    and the printout say.
     """
+    entered = time.perf_counter()
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.request import CompileRequest
@@ -162,6 +166,7 @@ def run_model(
     from aipusim.run_report import write_run_report
     from aipusim.simulator import simulate
     from aipusim.simulator.budget import check_frames_bound
+    from aipusim.sources import config_changes
 
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
@@ -177,6 +182,7 @@ def run_model(
         scratch = Path(tempfile.mkdtemp(prefix="aipusim-model-"))
         model_path = source.materialize(scratch)
         t0 = time.perf_counter()
+        prepare_s = t0 - entered
         compile_model(
             CompileRequest(
                 model_path=model_path,
@@ -216,6 +222,7 @@ def run_model(
             sim.bands = bands(tmp / "compile", hook("uncertainty", None))
 
         step = hook("profile", 3)
+        t0 = time.perf_counter()
         percent = config.profiling_drop_percentile if drop_percentile is None else drop_percentile
         trace = load_trace(tmp / TRACE_NAME)
         layers = layer_table(trace, percent)
@@ -232,8 +239,12 @@ def run_model(
             table=layers,
             layer_top=top,
             layer_sort=sort,
+            weight_load_bytes_per_cycle=arch.mvm.weight_load_bw_bytes_per_cycle,
+            l1_fill_bytes_per_cycle=arch.dma.channel_bw_bytes_per_cycle,
         )
         step(1)
+        profile_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
         result = RunResult(
             source.name,
             output_dir,
@@ -246,6 +257,11 @@ def run_model(
             check=verdict,
             top=top if top is not None else 10,
             sort=sort or "busy",
+            config_base=config_base,
+            config_changes=config_changes(config),
+            levels=list(levels),
+            prepare_seconds=prepare_s,
+            profile_seconds=profile_s,
         )
         write_run_report(result, tmp / "report.md", config=config, arch=arch, levels=levels)
         summary = {**run_summary(result), "input_model": input_record(source, tmp / "compile")}
@@ -253,6 +269,7 @@ def run_model(
         step(1)
         with reporting(output_dir, "replace"):
             swap_into_place(tmp, output_dir)
+        result.write_seconds = time.perf_counter() - t0
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise folder_error(exc, tmp, output_dir) from None
@@ -284,6 +301,11 @@ def run_summary(result: RunResult) -> dict[str, Any]:
         "output_dir": str(result.output_dir),
         "compile_s": round(result.compile_seconds, 3),
         "simulate_s": round(result.simulate_seconds, 3),
+        "config": {
+            "base": result.config_base,
+            "changes": result.config_changes,
+            "trace_levels": result.levels,
+        },
         **json.loads(sim.to_json()),
         "slowest_layers": json.loads(result.slowest_layers().to_json(orient="records")),
     }

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from aipusim.base import __version__
+from aipusim.sources import changes_text
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch
@@ -44,14 +45,95 @@ def source_revision() -> str:
     return out.stdout.strip() or "unknown"
 
 
-def changed_properties(config: Any) -> dict[str, Any]:
-    """The config properties that differ from their defaults."""
-    defaults = type(config)().to_dict()
-    return {k: v for k, v in config.to_dict().items() if defaults.get(k) != v}
-
-
 def _md(df: pd.DataFrame, floatfmt: str = ".2f") -> str:
     return df.to_markdown(index=False, floatfmt=floatfmt)
+
+
+#: What each unit, link and critical-path name in report.md means (the report's glossary).
+GLOSSARY: dict[str, str] = {
+    "mvm": "the matrix-vector multiply arrays (in-memory compute): convolutions, matmuls",
+    "wload": "weight loading: writing a layer's weights from L1 into the MVM arrays",
+    "dpu": "the data processing unit: element-wise operations, activations, requantization",
+    "dwpu": "the depthwise processing unit: depthwise convolutions, pooling, resize",
+    "dma0 / dma1": "a core's two DMA channels (DDR <-> L2 <-> L1 transfers); `dma` in the "
+    "energy table is both, with the system DMA",
+    "sysdma": "the system DMA, shared by the cores",
+    "ctrl": "the control tasks of a tasklist (barriers, host handshakes) as a queue of their "
+    "own; a layer of op `ctrl` (the input) is such a task",
+    "control": "the control core's busy time: dispatching every task, writing trace lines, "
+    "polling the host (the ctrl tasks included)",
+    "dispatch": "as `critical_unit`: the layer waited for its tasks to be dispatched (by the "
+    "control core), not for a unit or link",
+    "l1 / l2 / ddr": "the core-local memory, the shared on-chip memory, the external DRAM",
+    "pcie": "the host link (the trace's `host` end of a transfer)",
+    "static": "static (leakage) power over the frame period",
+}
+
+
+def glossary_lines(names: Sequence[str]) -> list[str]:
+    """The glossary entries of the unit and link names in ``names``, each once."""
+    wanted = set(names)
+    lines = []
+    for key, text in GLOSSARY.items():
+        parts = [part.strip() for part in key.split("/")]
+        if wanted & set(parts):
+            lines.append(f"- {' / '.join(f'`{p}`' for p in parts)}: {text}")
+    return lines
+
+
+def share_text(percent: float) -> str:
+    """A share as report.md prints it: one decimal, ``<0.1`` for a trace, ``0`` for none.
+
+    >>> share_text(79.32471), share_text(0.0006), share_text(0.0)
+    ('79.3', '<0.1', '0')
+    """
+    if percent == 0:
+        return "0"
+    if abs(percent) < 0.05:
+        return "<0.1"
+    return f"{percent:.1f}"
+
+
+def verdict(result: RunResult, peak_tops: float) -> str:
+    """The report's first line: throughput, the unit or link busiest over the run (what
+    limits it) and the achieved share of the chip's peak compute."""
+    sim = result.sim
+    busy = {**sim.utilization, **sim.link_utilization}
+    # the control core serves every unit: it is named only when busier than all of them
+    busy.pop("control", None)
+    top = max(busy, key=lambda k: busy[k]) if busy else "-"
+    control = sim.utilization.get("control", 0.0)
+    share = share_text(100 * busy.get(top, 0.0))
+    limit = f"`{top}`, the busiest unit or link ({share} % of the run, INIT included)"
+    if control > busy.get(top, 0.0):
+        limit = f"the control core ({share_text(100 * control)} % busy: dispatch)"
+    macs = pd.to_numeric(result.layers.get("macs"), errors="coerce").fillna(0).sum()
+    per_start = max(1, sim.frames_per_start)
+    # the layer table's macs are one frame's network MACs (per sample: a frame of a layer)
+    tops = 2.0 * float(macs) * sim.fps / 1e12 if macs else 0.0
+    share = (
+        f"{tops:.2f} TOPS, {share_text(100 * tops / peak_tops)} % of the {peak_tops:.1f} TOPS peak"
+    )
+    steady = "steady state" if sim.steady else "no steady state (run more frames)"
+    batch = f", batches of {per_start}" if per_start > 1 else ""
+    return f"**Verdict**: {sim.fps:.1f} FPS ({steady}{batch}), limited by {limit}; {share}."
+
+
+def informative(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without the columns that carry nothing: all empty, one value in every row,
+    or a copy of an earlier column; empty cells as ``-``."""
+    keep: list[str] = []
+    for column in table.columns:
+        values = table[column]
+        if column == "layer":
+            keep.append(column)
+            continue
+        if values.isna().all() or values.nunique(dropna=False) <= 1:
+            continue
+        if any(values.equals(table[k]) for k in keep):
+            continue
+        keep.append(column)
+    return table[keep].astype(object).where(table[keep].notna(), "-")
 
 
 def headline_table(sim: Any) -> pd.DataFrame:
@@ -80,7 +162,6 @@ def write_run_report(
 ) -> Path:
     """Write the Markdown report of ``result`` to ``path``."""
     sim = result.sim
-    changed = changed_properties(config)
     energy = pd.DataFrame(
         {
             "component": list(sim.energy_mj_per_frame),
@@ -88,20 +169,29 @@ def write_run_report(
         }
     )
     total = energy["mJ per frame (steady state)"].sum()
-    energy["share %"] = 100 * energy["mJ per frame (steady state)"] / (total or 1.0)
+    energy["share %"] = [
+        share_text(v) for v in 100 * energy["mJ per frame (steady state)"] / (total or 1.0)
+    ]
     busy = pd.DataFrame(
-        {"unit": list(sim.utilization), "busy %": [100 * v for v in sim.utilization.values()]}
+        {
+            "unit": list(sim.utilization),
+            "busy % of the run": [share_text(100 * v) for v in sim.utilization.values()],
+        }
     )
+    names = [*sim.utilization, *sim.link_utilization, *energy["component"]]
+    names += [str(u) for u in result.layers.get("critical_unit", [])]
     plots = "\n".join(
         f"![{p.stem}]({p.relative_to(result.output_dir).as_posix()})" for p in result.plots
     )
     lines = [
         f"# aipusim run: {result.model}",
         "",
+        verdict(result, arch.peak_tops),
+        "",
         f"- model: `{result.model}`; mode `{sim.multicore_mode}`; {sim.frames} frames "
         f"on {sim.replicas} replica(s)",
-        "- config changes from the defaults: "
-        + (", ".join(f"`{k}={v}`" for k, v in changed.items()) or "none"),
+        f"- config: starts from {result.config_base}; the effective config's changes from "
+        f"the defaults: `{changes_text(result.config_changes)}`",
         f"- chip: `{arch.chip.name}`, {arch.chip.cores} cores, peak {arch.peak_tops:.1f} TOPS",
         f"- trace levels: {','.join(levels)} (each line costs "
         f"{arch.control.trace_line_cycles} control-core cycles)",
@@ -113,6 +203,10 @@ def write_run_report(
         _md(headline_table(sim)),
         "",
         *_functional_lines(result),
+        "## Names of units and links",
+        "",
+        *glossary_lines(names),
+        "",
         "## Energy per frame by component",
         "",
         _md(energy, ".4f"),
@@ -133,9 +227,10 @@ def write_run_report(
         "",
         "## All layers",
         "",
-        "In topological order; the columns as above.",
+        "In topological order; the columns as above, without those that carry nothing here "
+        "(empty, the same in every row, or a copy of another); layers.csv has them all.",
         "",
-        _md(result.layers, ".3f"),
+        _md(informative(result.layers), ".2f"),
         "",
     ]
     path.write_text("\n".join(lines))

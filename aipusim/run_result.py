@@ -32,6 +32,17 @@ class RunResult:
     #: and what ranks them.
     top: int = 10
     sort: str = "busy"
+    #: Where the config started (`aipusim.sources.base_label`), and the effective config's
+    #: changes from the defaults (`aipusim.sources.config_changes`).
+    config_base: str = "the defaults"
+    config_changes: dict[str, str] = field(default_factory=dict)
+    #: Seconds of the run's other parts: its imports and the model's preparation before the
+    #: compile, the profile (tables and plots), writing the report and the folder.
+    prepare_seconds: float = 0.0
+    profile_seconds: float = 0.0
+    write_seconds: float = 0.0
+    #: The trace levels the simulation recorded (``--levels``).
+    levels: list[str] = field(default_factory=list)
 
     def slowest_layers(self, n: int | None = None) -> pd.DataFrame:
         """The ``n`` (default: ``top``) layers with the most busy time or span, as ``sort``

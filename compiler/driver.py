@@ -226,16 +226,21 @@ def _load_input(path: Path, tmp: Path, keep: bool = True) -> tuple[Any, str | No
 SOURCE_REF = "source.json"
 
 
-def _source_ref(path: Path) -> dict[str, Any]:
-    """Where the compiled model came from: its path, size and SHA-256."""
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
+    return digest.hexdigest()
+
+
+def _source_ref(path: Path) -> dict[str, Any]:
+    """Where the compiled model came from: its path, size and SHA-256."""
     return {
         "path": str(Path(path).resolve()),
         "size_bytes": Path(path).stat().st_size,
-        "sha256": digest.hexdigest(),
+        "sha256": file_sha256(Path(path)),
     }
 
 

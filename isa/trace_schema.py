@@ -240,6 +240,9 @@ POWER_TOTAL_COLUMN = "total_w"
 #: by window (JSON object, window name -> W; `aipusim.isa.metrics.PEAK_WINDOWS`).
 POWER_BIN_KEY = "bin_us"
 POWER_PEAK_KEY = "peak_power_w"
+#: ... and the steady-state average power (W: a steady frame's energy x FPS, report.md's
+#: figure), which no average over the timeline's bins gives.
+POWER_STEADY_KEY = "steady_avg_power_w"
 #: Trace header keys (``extra``) the simulator writes for the profiler's metrics: the cores
 #: of one instance (token edges stay inside it) and the token latency (cycles from a
 #: signalling task's end to the waiting task's start).

@@ -3,9 +3,8 @@
 * `plot_layer_bars`: mean latency per layer, stacked by exclusive unit-class time;
 * `plot_gantt`: timeline of tasks per core and unit, coloured by layer;
 * `plot_power`: power timeline, stacked by component, with the total;
-* `plot_roofline`: layers as points (ops/byte of DDR traffic vs achieved ops/s) under the
-  compute and DDR roofs (taken from arguments or the trace header's
-  ``peak_macs_per_cycle=`` and ``ddr_bytes_per_cycle=``);
+* `plot_roofline`: layers as points (ops per byte through DDR, weight loading and L1
+  fill/drain vs achieved ops/s), one panel per path under its roof and the compute roof;
 * `plot_utilisation`: heatmap of unit busy fraction (core/unit x time bin);
 * `plot_bandwidth`: bandwidth per memory pool over time;
 * `plot_all`: all that apply, into a folder.
@@ -21,7 +20,9 @@ True
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -36,6 +37,7 @@ from aipusim.base.errors import TraceFormatError
 from aipusim.base.fileio import output_path, reporting
 from aipusim.isa.trace_schema import POWER_TOTAL_COLUMN, Tag
 from aipusim.isa.units import BY_RANK, UNIT_CLASSES, UNITS
+from aipusim.profiler.consistency import INIT_FRAME
 from aipusim.profiler.drop import DropBy
 from aipusim.profiler.groups import NO_LAYER, layer_groups
 from aipusim.profiler.layers import PARTS, LayerSort, layer_breakdown, layer_table
@@ -189,6 +191,7 @@ def gantt_figure(
     )
     ax.set_ylim(max(len(rows), 1) - 0.5, -0.5)
     ax.set_xlim(start_us, end_us)
+    mark_init(ax, init_window_us(trace))
     ax.set_xlabel("time (µs)")
     ax.set_title(_title(trace, "timeline per core and unit (colour = layer group)"))
     for i in range(1, len(rows)):
@@ -207,6 +210,52 @@ def gantt_figure(
     else:
         ax.text(0.5, 0.5, "no tasks in window", ha="center", transform=ax.transAxes)
     return fig
+
+
+#: The name every output gives a memory pool or link of the trace (the trace's ``host`` end
+#: of a transfer is the PCIe link, ``pcie`` in the utilisation and energy tables).
+LINK_NAMES = {"host": "pcie"}
+
+
+def link_name(pool: str) -> str:
+    """The name outputs use for ``pool`` (`LINK_NAMES`).
+
+    >>> link_name("host"), link_name("l2")
+    ('pcie', 'l2')
+    """
+    return LINK_NAMES.get(pool, pool)
+
+
+def init_window_us(trace: Trace) -> tuple[float, float] | None:
+    """(start, end) in µs of the INIT phase (the tasks of frame -1: constants to L2,
+    weights to the IMC, once per run), or None when the trace has none."""
+    k, m = trace[Tag.K], trace[Tag.M]
+    starts, ends = [], []
+    for events in (k, m):
+        init = (events["frame"] == INIT_FRAME).to_numpy(bool)
+        if init.any():
+            starts.append(float(events["start"][init].min()))
+            ends.append(float(events["end"][init].max()))
+    if not ends:
+        return None
+    return min(starts) * trace.us_per_cycle, max(ends) * trace.us_per_cycle
+
+
+def mark_init(ax: plt.Axes, window: tuple[float, float] | None) -> None:
+    """Shade the INIT phase on a time axis and name it (every timeline marks it: INIT is
+    no frame, and its power and traffic are left out of the steady figures)."""
+    if window is None:
+        return
+    ax.axvspan(*window, color="#999999", alpha=0.18, zorder=0, linewidth=0)
+    ax.annotate(
+        "INIT",
+        (window[0], 1.0),
+        xycoords=("data", "axes fraction"),
+        xytext=(2, -10),
+        textcoords="offset points",
+        fontsize=8,
+        color="#444444",
+    )
 
 
 def _network_order(trace: Trace) -> list[str]:
@@ -299,7 +348,24 @@ def plot_power(trace: Trace, path: str | Path) -> Path:
     if POWER_TOTAL_COLUMN in p.columns:
         ax.plot(mid, p[POWER_TOTAL_COLUMN], color="black", linewidth=0.8, label="total")
         avg = float(full[POWER_TOTAL_COLUMN].mean()) if len(full) else 0.0
-        ax.axhline(avg, color="black", linestyle="--", linewidth=0.8, label=f"average {avg:.2f} W")
+        ax.axhline(
+            avg,
+            color="black",
+            linestyle="--",
+            linewidth=0.8,
+            label=f"whole-run average {avg:.2f} W (INIT included)",
+        )
+        steady = full.attrs.get("steady_avg_power_w")
+        if steady is not None:
+            ax.axhline(
+                steady,
+                color="#d62728",
+                linestyle=":",
+                linewidth=1.0,
+                label=f"steady-state average {steady:.2f} W (report.md: a steady frame's "
+                "energy x FPS; no INIT, no warm-up)",
+            )
+    mark_init(ax, init_window_us(trace))
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("power (W)")
     ax.set_title(_title(trace, power_caption(p)), fontsize=10)
@@ -321,6 +387,16 @@ def _header_number(trace: Trace, key: str) -> float | None:
         ) from None
 
 
+@dataclass(frozen=True)
+class _Path:
+    """One data path of the roofline: the bytes each layer moves through it and its roof."""
+
+    title: str
+    bytes_per_layer: pd.Series
+    bytes_per_cycle: float | None
+    roof_label: str
+
+
 def plot_roofline(
     trace: Trace,
     path: str | Path,
@@ -329,105 +405,156 @@ def plot_roofline(
     drop_percentile: float = 0.0,
     drop_by: DropBy | str = DropBy.VALUE,
     table: pd.DataFrame | None = None,
+    weight_load_bytes_per_cycle: float | None = None,
+    l1_fill_bytes_per_cycle: float | None = None,
 ) -> Path:
-    """Roofline of the layers: x = ops (2 per array MAC) per byte moved to or from DDR, y =
-    achieved ops/s (ops per sample / mean span). Roofs (if known): compute
-    ``2 * peak_macs_per_cycle * freq`` (MACs per cycle of the cores one layer sample runs
-    on: one core) and DDR ``ddr_bytes_per_cycle * freq * x``. Layers without MACs are left
-    out; layers without DDR traffic sit at the right edge (▶). Points are coloured by op
-    type (the legend); the 8 layers that take the most time are named."""
+    """Roofline of the layers, one panel per data path: DDR (bytes to or from DDR), weight
+    loading (bytes written into the IMC arrays: the wload unit's busy cycles times its
+    width) and L1 fill/drain (bytes moved to or from L1 by DMA). In each, x = ops (2 per
+    array MAC) per byte through that path, y = achieved ops/s (ops per sample / mean span);
+    the roofs (when known, from the arguments or the trace header's
+    ``peak_macs_per_cycle=``, ``ddr_bytes_per_cycle=``, ``weight_load_bytes_per_cycle=``,
+    ``l1_fill_bytes_per_cycle=``) are compute ``2 * peak_macs_per_cycle * freq`` (one
+    core) and the path's ``bytes_per_cycle * freq * x``. A layer on or near a path's roof is
+    bound by it. Layers without MACs are left out; layers that move no byte through a path
+    sit at its right edge (▶). Points are coloured by op type; the 8 layers that take the
+    most time are named, each label placed where it overlaps no other."""
     peak = peak_macs_per_cycle or _header_number(trace, "peak_macs_per_cycle")
-    ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
     freq = trace.header.freq_hz
     lt = layer_table(trace, drop_percentile, drop_by) if table is None else table
     m, k = trace[Tag.M], trace[Tag.K]
-    is_ddr = ((m["src"].astype(str) == "ddr") | (m["dst"].astype(str) == "ddr")).to_numpy(bool)
-    is_ddr = is_ddr & (m["frame"] >= 0).to_numpy(bool)
-    ddr_bytes = (
-        m[is_ddr].assign(layer=m["layer"].astype(str)).groupby("layer")["bytes"].sum().astype(float)
-    )
-    # What the arrays ran per layer sample (padded MACs: the hardware's work, under its roof).
+    steady_m = m[(m["frame"] >= 0).to_numpy(bool)].assign(layer=m["layer"].astype(str))
+    src, dst = steady_m["src"].astype(str), steady_m["dst"].astype(str)
+
+    def moved(sel: pd.Series) -> pd.Series:
+        return steady_m[sel.to_numpy(bool)].groupby("layer")["bytes"].sum().astype(float)
+
     done = k[(k["frame"] >= 0).to_numpy(bool)].assign(layer=k["layer"].astype(str))
+    wload_bw = weight_load_bytes_per_cycle or _header_number(trace, "weight_load_bytes_per_cycle")
+    wload = done[done["unit"].astype(str) == "wload"]
+    wload_cycles = (wload["end"] - wload["start"]).groupby(wload["layer"]).sum().astype(float)
+    ddr = ddr_bytes_per_cycle or _header_number(trace, "ddr_bytes_per_cycle")
+    l1 = l1_fill_bytes_per_cycle or _header_number(trace, "l1_fill_bytes_per_cycle")
+    paths = [
+        _Path("DDR", moved((src == "ddr") | (dst == "ddr")), ddr, "DDR roof"),
+        _Path(
+            "weight loading into the IMC",
+            wload_cycles * (wload_bw or 0.0),
+            wload_bw,
+            "weight-load roof",
+        ),
+        _Path("L1 fill/drain (DMA)", moved((src == "l1") | (dst == "l1")), l1, "L1 fill roof"),
+    ]
+    # What the arrays ran per layer sample (padded MACs: the hardware's work, under its roof).
     array_macs = done.groupby("layer")["macs"].sum().astype(float)
     n = lt["samples"].to_numpy(dtype=np.float64)
-    lt = lt.assign(
-        ddr_bytes=lt["layer"].map(ddr_bytes).fillna(0.0).to_numpy() / n,
-        sample_macs=lt["layer"].map(array_macs).fillna(0.0).to_numpy() / n,
-    )
-    lt = lt[lt["sample_macs"] > 0]
+    lt = lt.assign(sample_macs=lt["layer"].map(array_macs).fillna(0.0).to_numpy() / n)
+    keep = (lt["sample_macs"] > 0).to_numpy()
+    lt, n = lt[keep], n[keep]
     ops = 2.0 * lt["sample_macs"].to_numpy(dtype=np.float64)
     achieved = ops / (lt["span_us"].to_numpy(dtype=np.float64) * 1e-6)
-    ddr_per_sample = lt["ddr_bytes"].to_numpy(dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        intensity = np.where(ddr_per_sample > 0, ops / ddr_per_sample, np.inf)
-    fig, ax = plt.subplots(figsize=(9, 6))
-    finite = np.isfinite(intensity)
-    x_hi = max(intensity[finite].max() * 4 if finite.any() else 1e3, 1e3)
-    x_lo = min(intensity[finite].min() / 4 if finite.any() else 1.0, 1.0)
-    x_plot = np.where(finite, intensity, x_hi)
-    xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
-    if peak:
-        ax.axhline(
-            2 * peak * freq,
-            color="red",
-            linewidth=1.2,
-            label=f"compute roof {2 * peak * freq / 1e12:.1f} TOPS (one core)",
-        )
-    if ddr:
-        roof = ddr * freq * xs
-        if peak:
-            roof = np.minimum(roof, 2 * peak * freq)
-        ax.plot(
-            xs,
-            roof,
-            color="darkorange",
-            linewidth=1.2,
-            label=f"DDR roof {ddr * freq / 1e9:.1f} GB/s",
-        )
-    # Colour and legend by op type; name only the layers that take the most time (more
-    # names would pile up).
     total = lt["busy_us"] * lt["samples"]
-    named = set(lt["layer"][total.rank(ascending=False, method="first") <= _ROOFLINE_NAMED])
+    named = (total.rank(ascending=False, method="first") <= _ROOFLINE_NAMED).to_numpy()
     op = lt["op"].astype(str).to_numpy()
+    kinds = list(dict.fromkeys(op))
     cmap = plt.get_cmap("tab10")
-    for i, kind in enumerate(dict.fromkeys(op)):
-        sel = op == kind
-        for fin, marker in ((True, "o"), (False, ">")):
-            pick = sel & (finite == fin)
-            if pick.any():
-                ax.scatter(
-                    x_plot[pick],
-                    achieved[pick],
-                    color=cmap(i % 10),
-                    marker=marker,
-                    s=40,
-                    zorder=3,
-                    label=f"{kind} ({_count(int(sel.sum()), 'layer')})"
-                    if fin or not (sel & finite).any()
-                    else None,
-                )
-    if not finite.all():
-        ax.scatter([], [], color="grey", marker=">", label="no DDR traffic (at the right edge)")
-    named_done: list[str] = []
-    for name, x, y in zip(lt["layer"], x_plot, achieved, strict=True):
-        if name in named:
-            # Alternate above and below the point so neighbours' names do not overlap.
-            dy = 3 if len(named_done) % 2 == 0 else -10
-            named_done.append(name)
-            ax.annotate(name, (x, y), fontsize=7, xytext=(5, dy), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(x_lo, x_hi * 1.5)
-    ax.set_xlabel("operational intensity (ops per DDR byte)")
-    ax.set_ylabel("achieved ops/s")
-    note = "" if (peak and ddr) else " (roofs unknown: pass them or write them in the header)"
-    ax.set_title(_title(trace, "roofline of the layers") + note, fontsize=10)
-    ax.grid(which="both", alpha=0.25)
-    if len(lt):
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    else:
-        ax.text(0.5, 0.5, "no layer with MACs", ha="center", transform=ax.transAxes)
+    fig, axes = plt.subplots(1, len(paths), figsize=(6 * len(paths), 6), sharey=True)
+    placed_x = []
+    for ax, data in zip(axes, paths, strict=True):
+        per_sample = lt["layer"].map(data.bytes_per_layer).fillna(0.0).to_numpy() / n
+        with np.errstate(divide="ignore"):
+            intensity = np.where(per_sample > 0, ops / np.maximum(per_sample, 1e-300), np.inf)
+        finite = np.isfinite(intensity)
+        x_hi = max(intensity[finite].max() * 4 if finite.any() else 1e3, 1e3)
+        x_lo = min(intensity[finite].min() / 4 if finite.any() else 1.0, 1.0)
+        x_plot = np.where(finite, intensity, x_hi)
+        placed_x.append(x_plot)
+        xs = np.logspace(np.log10(x_lo), np.log10(x_hi), 200)
+        if peak:
+            ax.axhline(
+                2 * peak * freq,
+                color="red",
+                linewidth=1.2,
+                label=f"compute roof {2 * peak * freq / 1e12:.1f} TOPS (one core)",
+            )
+        if data.bytes_per_cycle:
+            roof = data.bytes_per_cycle * freq * xs
+            if peak:
+                roof = np.minimum(roof, 2 * peak * freq)
+            ax.plot(
+                xs,
+                roof,
+                color="darkorange",
+                linewidth=1.2,
+                label=f"{data.roof_label} {data.bytes_per_cycle * freq / 1e9:.1f} GB/s",
+            )
+        for i, kind in enumerate(kinds):
+            sel = op == kind
+            for fin, marker in ((True, "o"), (False, ">")):
+                pick = sel & (finite == fin)
+                if pick.any():
+                    ax.scatter(
+                        x_plot[pick],
+                        achieved[pick],
+                        color=cmap(i % 10),
+                        marker=marker,
+                        s=40,
+                        zorder=3,
+                        label=f"{kind} ({_count(int(sel.sum()), 'layer')})"
+                        if fin or not (sel & finite).any()
+                        else None,
+                    )
+        if not finite.all():
+            ax.scatter(
+                [], [], color="grey", marker=">", label=f"no {data.title} bytes (right edge)"
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(x_lo, x_hi * 1.5)
+        ax.set_xlabel(f"ops per byte of {data.title}")
+        note = "" if (peak and data.bytes_per_cycle) else " (roof unknown)"
+        ax.set_title(f"{data.title}{note}", fontsize=10)
+        ax.grid(alpha=0.25)
+        if len(lt):
+            ax.legend(loc="upper left", bbox_to_anchor=(0.0, 0.93), fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no layer with MACs", ha="center", transform=ax.transAxes)
+    axes[0].set_ylabel("achieved ops/s")
+    for ax, x_plot in zip(axes, placed_x, strict=True):
+        ax.get_ylim()  # the limits as they will be drawn (autoscaled), to place the labels
+        _label_without_overlap(ax, x_plot[named], achieved[named], list(lt["layer"][named]))
+    fig.suptitle(_title(trace, "roofline of the layers (one panel per data path)"), fontsize=11)
     return _save(fig, path)
+
+
+def _label_without_overlap(ax: plt.Axes, xs: np.ndarray, ys: np.ndarray, texts: list[str]) -> None:
+    """Name points so that no two labels overlap: each label takes the first of a few
+    places around its point (offsets in points) where its drawn box overlaps no earlier
+    label and stays inside the axes, with a thin leader line when it had to move away."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+    offsets = [(4, 3)] + [(dx, dy) for dy in (12, -14, 26, -28, 40, -42, 54) for dx in (4, -4)]
+    for k in np.argsort(-np.asarray(ys, dtype=float)):
+        for dx, dy in offsets:
+            label = ax.annotate(
+                texts[k],
+                (xs[k], ys[k]),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=7,
+                ha="left" if dx > 0 else "right",
+                arrowprops=None
+                if (dx, dy) == offsets[0]
+                else {"arrowstyle": "-", "lw": 0.4, "color": "grey"},
+            )
+            box = label.get_window_extent(renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+            if inside and box.y1 <= frame.y1 and not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+            label.remove()
 
 
 def plot_utilisation(trace: Trace, path: str | Path, bins: int = 100) -> Path:
@@ -452,6 +579,18 @@ def plot_utilisation(trace: Trace, path: str | Path, bins: int = 100) -> Path:
         )
         ax.set_yticks(range(len(util)), [f"core {c} {u}" for c, u in util.index], fontsize=8)
         fig.colorbar(im, ax=ax, label="busy fraction", pad=0.01)
+        window = init_window_us(trace)
+        if window is not None:  # (a shade would hide the heat: the INIT end as a line)
+            ax.axvline(window[1], color="white", linestyle="--", linewidth=1.0)
+            ax.annotate(
+                "INIT ends",
+                (window[1], 0.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, 3),
+                textcoords="offset points",
+                fontsize=8,
+                color="white",
+            )
     else:
         ax.text(0.5, 0.5, "no tasks in trace", ha="center", transform=ax.transAxes)
     width = (edges[-1] - edges[0]) / max(len(edges) - 1, 1)
@@ -465,8 +604,21 @@ def plot_bandwidth(trace: Trace, path: str | Path, bins: int = 100) -> Path:
     bw = bandwidth_table(trace, bins)
     mid = (bw["t_start_us"] + bw["t_end_us"]) / 2
     fig, ax = plt.subplots(figsize=(11, 4))
-    for col in [c for c in bw.columns if c.endswith("_gb_s")]:
-        ax.plot(mid, bw[col], label=col.removesuffix("_gb_s"), linewidth=1.0)
+    columns = [c for c in bw.columns if c.endswith("_gb_s")]
+    # each pool keeps one line style, so a pool whose line lies under another's (L1 under
+    # L2 when every byte goes L2 -> L1) still shows; the host link is named pcie as in
+    # every other output
+    styles = ("-", "--", "-.", ":")
+    for i, col in enumerate(columns):
+        ax.plot(
+            mid,
+            bw[col],
+            label=link_name(col.removesuffix("_gb_s")),
+            linewidth=1.0 + 0.6 * (len(columns) - 1 - i) / max(len(columns) - 1, 1),
+            linestyle=styles[i % len(styles)],
+            alpha=0.9,
+        )
+    mark_init(ax, init_window_us(trace))
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("GB/s")
     width = float((bw["t_end_us"] - bw["t_start_us"]).iloc[0]) if len(bw) else 0.0
@@ -489,6 +641,8 @@ def plot_all(
     table: pd.DataFrame | None = None,
     layer_top: int | None = None,
     layer_sort: LayerSort | str | None = None,
+    weight_load_bytes_per_cycle: float | None = None,
+    l1_fill_bytes_per_cycle: float | None = None,
 ) -> list[Path]:
     """Every plot that the trace has data for, as ``<out_dir>/<name>.png``; ``table`` is
     the trace's `layer_table` with these drop settings if the caller has it; ``layer_top``
@@ -509,6 +663,8 @@ def plot_all(
             drop_percentile,
             drop_by,
             table,
+            weight_load_bytes_per_cycle,
+            l1_fill_bytes_per_cycle,
         ),
         plot_utilisation(trace, d / "utilisation.png", bins),
         plot_bandwidth(trace, d / "bandwidth.png", bins),
@@ -519,8 +675,12 @@ def plot_all(
 
 
 __all__ = [
+    "LINK_NAMES",
     "gantt_figure",
+    "init_window_us",
     "layer_bars_figure",
+    "link_name",
+    "mark_init",
     "plot_all",
     "plot_bandwidth",
     "plot_gantt",

@@ -27,6 +27,7 @@ from aipusim.isa.trace_schema import (
     LEVELS,
     POWER_BIN_KEY,
     POWER_PEAK_KEY,
+    POWER_STEADY_KEY,
     POWER_TIME_COLUMNS,
     POWER_TIMELINE_SUFFIX,
     ColumnType,
@@ -140,8 +141,9 @@ def power_timeline_path(path: str | Path) -> Path:
 
 def load_power_timeline(path: str | Path, freq_hz: int) -> pd.DataFrame:
     """The power timeline as a DataFrame with ``t_start_us``/``t_end_us`` added; its bin
-    (µs) and the run's peak power by window, when the file records them, are in
-    ``attrs["bin_us"]`` and ``attrs["peak_power_w"]``."""
+    (µs), the run's peak power by window and its steady-state average power, when the
+    file records them, are in ``attrs["bin_us"]``, ``attrs["peak_power_w"]`` and
+    ``attrs["steady_avg_power_w"]``."""
     try:
         table = pq.read_table(str(path))
         df = table.to_pandas()
@@ -155,6 +157,8 @@ def load_power_timeline(path: str | Path, freq_hz: int) -> pd.DataFrame:
             df.attrs["peak_power_w"] = {
                 str(k): float(v) for k, v in json.loads(meta[POWER_PEAK_KEY.encode()]).items()
             }
+        if POWER_STEADY_KEY.encode() in meta:
+            df.attrs["steady_avg_power_w"] = float(meta[POWER_STEADY_KEY.encode()])
     except (ValueError, AttributeError) as exc:
         raise TraceFormatError(f"{path}: power timeline metadata is malformed: {exc}") from None
     missing = [c for c in POWER_TIME_COLUMNS if c not in df.columns]

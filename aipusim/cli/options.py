@@ -81,14 +81,10 @@ LEVELS_HELP = (
 #: Where the config of each command starts (its "base"), for --help.
 BASE_ZOO_OR_DEFAULTS = (
     "A zoo model starts from its built-in config (aipusim config list; aipusim config show "
-    "NAME prints it); a plain ONNX file from the defaults (1 core, multiprocess; aipusim "
-    "compile --generate-config DIR writes them). --conf FILE replaces that base; --set "
-    "changes single keys on top."
-)
-BASE_DEFAULTS = (
-    "Every model starts from the defaults (1 core, multiprocess; --generate-config DIR "
-    "writes them), a zoo model's too: for its built-in config pass --conf with the output "
-    "of aipusim config show NAME. --set changes single keys on top."
+    "NAME prints it), --defaults or a plain ONNX file from the defaults (1 core, "
+    "multiprocess; aipusim compile --generate-config DIR writes them). --conf FILE sets its "
+    "properties on that base; --set changes single keys on top. The output names the base "
+    "and the effective config's changes from the defaults."
 )
 
 
@@ -113,10 +109,6 @@ class ConfigHelp(click.Command):
             formatter.write_dl(common_keys_help())
 
 
-class DefaultsConfigHelp(ConfigHelp):
-    base_help = BASE_DEFAULTS
-
-
 def _check_sets(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> tuple:
     """Check every ``--set`` as soon as it is parsed, so a typo fails before any work."""
     from aipusim.compiler.config import parse_assignments
@@ -137,6 +129,17 @@ def _flagged(exc: ConfigError) -> ConfigError:
 def json_option(func: F) -> F:
     """``--json``: print one JSON object instead of text (parameter ``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(func)
+
+
+def defaults_option(func: F) -> F:
+    """``--defaults``: a zoo model starts from the plain defaults, not its built-in config
+    (parameter ``defaults``)."""
+    return click.option(
+        "--defaults",
+        "defaults",
+        is_flag=True,
+        help="Start from the plain defaults, not the zoo model's built-in config.",
+    )(func)
 
 
 def conf_option(func: F) -> F:
@@ -238,6 +241,21 @@ def build_config(
     return config
 
 
+def config_line(base: str, changes: dict[str, str], levels: Sequence[str] | None = None) -> str:
+    """The header line of a printout: where the config started, the effective config's
+    changes from the defaults (--conf and --set included) and, for a simulation, the trace
+    levels it records (each trace line costs control-core cycles: a run traced at other
+    levels than a sweep's point gives a slightly different FPS from the same config)."""
+    from aipusim.sources import changes_text
+
+    line = f"config: starts from {base}; changes from the defaults: {changes_text(changes)}"
+    if levels is not None:
+        line += (
+            f"; trace levels {','.join(levels) or 'none'} (trace lines cost control-core cycles)"
+        )
+    return line
+
+
 def require_file(path: Path, flag: str, suffixes: Sequence[str] = ()) -> Path:
     """``path`` if it is an existing file (with one of ``suffixes``), else `ConfigError`."""
     if not path.is_file():
@@ -258,11 +276,12 @@ __all__ = [
     "COMMON_SET_KEYS",
     "LEVELS_HELP",
     "ConfigHelp",
-    "DefaultsConfigHelp",
     "StrictChoice",
     "arch_option",
     "build_config",
     "conf_option",
+    "config_line",
+    "defaults_option",
     "json_option",
     "load_arch_option",
     "no_cache_option",

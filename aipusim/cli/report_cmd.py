@@ -144,7 +144,9 @@ def report(
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures; validation writes docs/validation.md (`aipusim calibrate`'s report on
     the published silicon figures, arch/metis_measured.csv, against the frozen fit).
-    Example: ``aipusim report power -o reports/power``.
+    Example: ``aipusim report power -o reports/power``. For one model, ``aipusim compare
+    MODEL --modes ...`` (the multicore study) or ``--limits ...`` (the power study) prints
+    the table and conclusions.
     """
     from aipusim.base.fileio import check_output
     from aipusim.studies import STUDIES

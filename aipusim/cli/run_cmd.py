@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from aipusim.cli.options import (
     arch_option,
     build_config,
     conf_option,
+    defaults_option,
     json_option,
     no_cache_option,
     set_option,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 @click.command(cls=ConfigHelp)
 @click.argument("model")
+@defaults_option
 @conf_option
 @set_option
 @arch_option
@@ -85,6 +88,7 @@ if TYPE_CHECKING:
 @json_option
 def run(
     model: str,
+    defaults: bool,
     conf_path: Path | None,
     overrides: tuple[str, ...],
     arch_path: Path | None,
@@ -108,11 +112,13 @@ def run(
 
     Example: ``aipusim run resnet50 --set aipu_cores_used=4 --set multicore_mode=batch``
     """
-    from aipusim.compiler.config import load_config
-    from aipusim.compiler.modelcard import builtin_configs
+    # first, before the imports below (numpy, onnx: seconds on a cold start)
+    progress = Progress()
+    progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
     from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model
+    from aipusim.sources import base_label, starting_config
 
     source = resolve_model(model, input_size)
     shape = parse_input_shape(input_shape) if input_shape is not None else None
@@ -122,11 +128,11 @@ def run(
             f"--input-shape {input_shape}"
         )
     tags = [t.value for t in parse_levels(levels)]
-    builtin = builtin_configs().get(source.name) if source.path is None else None
-    base = load_config(builtin) if builtin is not None else None
-    config = build_config(conf_path, overrides, base)
+    config = build_config(conf_path, overrides, starting_config(model, defaults))
     out = output_dir or Path.cwd() / source.slug
-    progress = Progress()
+    from aipusim.cli import main as entry
+
+    setup_s = time.perf_counter() - entry.STARTED
     try:
         result = run_model(
             source,
@@ -143,6 +149,7 @@ def run(
             top=top,
             sort=sort,
             quantization_cache=not no_cache,
+            config_base=base_label(model, defaults),
         )
     finally:
         progress.close()
@@ -152,6 +159,7 @@ def run(
         click.echo(json.dumps(run_summary(result), indent=2))
     else:
         _print_run(result, out)
+        click.echo(closing_line(result, setup_s, time.perf_counter() - entry.STARTED))
     if result.check is not None and not result.check.bit_exact:
         raise result.check.error()
 
@@ -168,16 +176,30 @@ def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
     return sample
 
 
+def closing_line(result: RunResult, setup_s: float, wall_s: float) -> str:
+    """Where the whole wall time of the command went, its parts adding up to it (the
+    rest, printing the summary, named last)."""
+    parts = [
+        ("start-up and imports", setup_s),
+        ("preparing the model", result.prepare_seconds),
+        ("compile", result.compile_seconds),
+        ("simulation", result.simulate_seconds),
+        ("profile and plots", result.profile_seconds),
+        ("writing", result.write_seconds),
+    ]
+    parts.append(("printing", max(0.0, wall_s - sum(s for _, s in parts))))
+    return f"wall {wall_s:.1f} s: " + ", ".join(f"{name} {s:.1f} s" for name, s in parts)
+
+
 def _print_run(result: RunResult, out: Path) -> None:
     """The run's summary, slowest layers and (with --check) the functional verdict."""
+    from aipusim.cli.options import config_line
     from aipusim.cli.simulate_cmd import summary_text
 
+    click.echo(config_line(result.config_base, result.config_changes, result.levels))
     click.echo(summary_text(result.sim))
     click.echo(f"\n  {result.slowest_heading()}:")
     click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
-    click.echo(
-        f"\ncompile {result.compile_seconds:.1f} s, simulation {result.simulate_seconds:.1f} s; "
-        f"wrote {out}/ (report.md, trace.txt, plots/)"
-    )
+    click.echo(f"\nwrote {out}/ (report.md, trace.txt, plots/)")
     if result.check is not None:
         click.echo(f"functional: {result.check.text()}")

@@ -10,19 +10,19 @@ import click
 
 from aipusim.base.errors import ConfigError
 from aipusim.cli.options import (
-    DefaultsConfigHelp,
+    ConfigHelp,
     arch_option,
     build_config,
     conf_option,
+    config_line,
+    defaults_option,
     json_option,
     no_cache_option,
     set_option,
 )
 
 
-@click.command(
-    "sweep", cls=DefaultsConfigHelp, context_settings={"help_option_names": ["-h", "--help"]}
-)
+@click.command("sweep", cls=ConfigHelp, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("models", nargs=-1, metavar="MODEL...")
 @click.option(
     "--param",
@@ -100,6 +100,7 @@ from aipusim.cli.options import (
     "and their points run again; a broken _sweep.json is rewritten. (An intact DIR is "
     "always resumed.)",
 )
+@defaults_option
 @conf_option
 @set_option
 @arch_option
@@ -119,6 +120,7 @@ def sweep(
     no_progress: bool,
     check: bool,
     resume: bool,
+    defaults: bool,
     conf_path: Path | None,
     overrides: tuple[str, ...],
     arch_path: Path | None,
@@ -127,8 +129,9 @@ def sweep(
 ) -> None:
     """Compile and simulate MODEL(s) at every combination of the swept values.
 
-    MODEL is a zoo model name or an .onnx file. --conf/--set give the config every point
-    starts from; each --param KEY=V1,V2 then multiplies the points. Results go to DIR as a
+    MODEL is a zoo model name or an .onnx file. Each model starts from its base config
+    (a zoo model's built-in one, see below), --conf/--set change it for every point; each
+    --param KEY=V1,V2 then multiplies the points. Results go to DIR as a
     Parquet dataset, one row per point; a point that fails is recorded with its error and
     the sweep goes on. Re-running the same command skips the points already in DIR.
 
@@ -139,8 +142,9 @@ def sweep(
       aipusim sweep resnet50 --arch-param ddr.data_rate_mt_s=3200,4266 --cluster local:4 -o out/
     """
     from aipusim.base.fileio import check_output
+    from aipusim.sources import base_label, config_changes, starting_config
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
-    from aipusim.sweep.space import build_space
+    from aipusim.sweep.space import build_space, check_models
 
     if flush_every < 1:
         raise ConfigError(f"--flush-every must be a positive integer, not {flush_every}")
@@ -152,14 +156,15 @@ def sweep(
     backend = parse_backend(workers=workers, cluster=cluster, scheduler=scheduler)
     if backend.kind != "local":
         require_dask("--cluster" if cluster is not None else "--scheduler")
-    base = build_config(conf_path, overrides)
+    check_models(models)
+    bases = {m: build_config(conf_path, overrides, starting_config(m, defaults)) for m in models}
     space = build_space(
         list(models),
         params,
         arch_params,
         frames=frames,
         input_size=input_size,
-        base=base,
+        base=bases,
         arch_path=arch_path,
         check=check,
         quantization_cache=not no_cache,
@@ -172,12 +177,24 @@ def sweep(
         progress=not no_progress,
         resume=resume,
     )
+    configs = {
+        m: {
+            "base": base_label(m, defaults),
+            "changes": config_changes(c),
+            # a point records the trace levels of its config (profiling_levels)
+            "trace_levels": [str(v) for v in c.profiling_levels],
+        }
+        for m, c in bases.items()
+    }
     if as_json:
-        click.echo(json.dumps(summary.to_dict()))
+        click.echo(json.dumps({**summary.to_dict(), "config": configs}))
     else:
         from aipusim.sweep import ResultStore
         from aipusim.sweep.report import result_table
 
+        for model, config in configs.items():
+            line = config_line(config["base"], config["changes"], config["trace_levels"])
+            click.echo(f"{model}: {line}")
         click.echo(result_table(ResultStore(output).read()) + "\n")
         click.echo(
             f"sweep: {summary.total} points ({summary.skipped} already done, {summary.ran} run, "

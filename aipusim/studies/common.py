@@ -209,9 +209,9 @@ class RunInfo:
 
 def config_changes(model: str) -> dict[str, Any]:
     """The built-in config of ``model`` as ``{property: value}`` of its non-defaults."""
-    from aipusim.sweep.space import value_text
+    from aipusim.sources import config_changes as changes
 
-    return {k: value_text(v) for k, v in base_config(model).changed().items()}
+    return changes(base_config(model))
 
 
 def design_point(

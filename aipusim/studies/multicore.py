@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from aipusim.base.errors import ConfigError
 from aipusim.run import model_name
 from aipusim.studies.common import (
     RESULTS_DIR,
@@ -96,6 +97,25 @@ KINDS = {
 }
 
 
+def select_modes(names: Sequence[str] | None) -> tuple[Mode, ...]:
+    """The modes named by their ``multicore_mode`` (``multiprocess`` is 4 x Batch-1), in
+    the study's order; every mode for None.
+
+    >>> [m.label for m in select_modes(["cooperative", "batch"])]
+    ['batch', 'cooperative']
+    """
+    if names is None:
+        return MODES
+    by_name = {m.multicore_mode: m for m in MODES}
+    bad = [n for n in names if n not in by_name]
+    if bad or not names:
+        raise ConfigError(
+            f"--modes must be some of {', '.join(by_name)} (multiprocess is 4 x Batch-1), "
+            f"not {','.join(bad) or 'none'}"
+        )
+    return tuple(m for m in MODES if m.multicore_mode in names)
+
+
 def measure(
     models: Sequence[str],
     frames: int,
@@ -103,14 +123,15 @@ def measure(
     directory: Path,
     workers: int,
     progress: bool,
+    modes: Sequence[Mode] = MODES,
 ) -> pd.DataFrame:
     """Compile and simulate every model in every mode; one row per (model, mode)."""
     digest = context_digest(STUDY)
     points = [
-        design_point(m, mode.params(), frames, input_size, digest) for m in models for mode in MODES
+        design_point(m, mode.params(), frames, input_size, digest) for m in models for mode in modes
     ]
-    rows = run_points(STUDY, points, mode_keys(MODES), directory, workers, progress)
-    label = {m.multicore_mode: m.label for m in MODES}
+    rows = run_points(STUDY, points, mode_keys(modes), directory, workers, progress)
+    label = {m.multicore_mode: m.label for m in modes}
     rows = rows.assign(mode=rows["multicore_mode"].map(label))
     table = pd.DataFrame(
         {
@@ -132,6 +153,7 @@ def measure(
     table = table.sort_values(
         ["model", "mode"], key=lambda s: s.map(order if s.name == "model" else mode_order)
     ).reset_index(drop=True)
+    # (without the reference mode among ``modes`` the ratio column is n/a)
     ref = table[table["mode"] == REFERENCE].set_index("model")["FPS"]
     table.insert(3, "FPS vs 4 x Batch-1", table["FPS"] / table["model"].map(ref))
     # the name run and the other reports use (a graph name, not an ONNX file's path)
@@ -195,8 +217,11 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
     """A grid: one column per model, rows FPS / latency p50+p99 / energy per frame."""
     plt = pyplot()
     models = list(dict.fromkeys(table["model"]))
-    labels = [m.label for m in MODES]
-    colors = ["#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e"]
+    shown = set(table["mode"])
+    # each mode keeps its colour whichever modes are shown
+    palette = dict(zip(MODES, ["#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e"], strict=True))
+    labels = [m.label for m in MODES if m.label in shown]
+    colors = [c for m, c in palette.items() if m.label in shown]
     fig, axes = plt.subplots(3, len(models), figsize=(4.2 * len(models), 10), squeeze=False)
     x = np.arange(len(labels))
     for col, model in enumerate(models):
@@ -260,12 +285,15 @@ def run_multicore_study(
     resume: bool = False,
     command: str = "aipusim.studies.run_multicore_study(...)",
     progress: bool = True,
+    modes: Sequence[str] | None = None,
 ) -> StudyResult:
-    """Run the study into ``out``: ``README.md``, ``multicore.png``, Parquet ``results/``."""
+    """Run the study into ``out``: ``README.md``, ``multicore.png``, Parquet ``results/``.
+    ``modes``: only these ``multicore_mode`` values (`select_modes`; ``aipusim compare``)."""
+    chosen = select_modes(modes)
     models = check_models(models, input_size)
     prepare_study_dir(out)
     clear_outputs(out, keep_results=resume)
-    table = measure(models, frames, input_size, out / RESULTS_DIR, workers, progress)
+    table = measure(models, frames, input_size, out / RESULTS_DIR, workers, progress, chosen)
     found = conclusions(table)
     figure = plot(table, out / "multicore.png")
     info = RunInfo(
@@ -275,7 +303,7 @@ def run_multicore_study(
         input_size=input_size,
         frames=frames,
         config_changes={m: config_changes(m) for m in models},
-        swept="mode: " + "; ".join(m.text() for m in MODES),
+        swept="mode: " + "; ".join(m.text() for m in chosen),
         extra=[
             "- FPS is the steady-state system throughput (host link included), summed over "
             "replicas; the first start of each instance (in batch mode 4 frames) is warm-up "

@@ -13,7 +13,7 @@ of its model is at least as good in both figures and better in one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from aipusim.base.fileio import output_path, reporting, write_text
+from aipusim.sources import changes_text
 from aipusim.sweep.store import STATUS_FAILED, STATUS_OK, ResultStore, swept_columns
 
 
@@ -193,8 +194,38 @@ def _table(frame: pd.DataFrame, columns: list[str]) -> str:
     return shown.to_markdown(index=False, disable_numparse=True)
 
 
-def markdown_report(table: pd.DataFrame, keys: list[str], plots: dict[str, str]) -> str:
-    """The Markdown text: counts, each front, every point, then the failures."""
+def base_config_lines(context: Mapping[str, Any], models: Sequence[str]) -> list[str]:
+    """One line per model: the properties its points start from that differ from the
+    defaults (the sweep's base config: built-in config or defaults, --conf, --set), before
+    the swept keys.
+
+    >>> base_config_lines({"base_config": {"aipu_cores_used": 4}}, ["tiny_cnn"])
+    ['- `tiny_cnn`: aipu_cores_used=4']
+    """
+    return [f"- `{m}`: {changes_text(c)}" for m, c in base_changes(context, models).items()]
+
+
+def base_changes(context: Mapping[str, Any], models: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Per model, the base config's changes from the defaults as ``{property: text}``,
+    from a sweep's context (`aipusim.sweep.space.build_space`)."""
+    from aipusim.sweep.space import value_text
+
+    per_model = context.get("base_configs") or {}
+    out = {}
+    for model in models:
+        changed = per_model.get(model, context.get("base_config") or {})
+        out[model] = {k: value_text(v) for k, v in changed.items() if k != "output_dir"}
+    return out
+
+
+def markdown_report(
+    table: pd.DataFrame,
+    keys: list[str],
+    plots: dict[str, str],
+    context: Mapping[str, Any] | None = None,
+) -> str:
+    """The Markdown text: counts, the base config, each front, every point, then the
+    failures."""
     ok = front_flags(table[table["status"] == STATUS_OK])
     failed = table[table["status"] == STATUS_FAILED]
     lines = [
@@ -205,6 +236,14 @@ def markdown_report(table: pd.DataFrame, keys: list[str], plots: dict[str, str])
         f"Swept: {', '.join(keys) if keys else 'nothing (one point per model)'}.",
         "",
     ]
+    if context is not None:
+        lines += [
+            "Base config of each model's points, before the swept keys (changes from the "
+            "defaults):",
+            "",
+            *base_config_lines(context, list(table["model"].unique())),
+            "",
+        ]
     for front in FRONTS:
         flag = f"front_{front.name}"
         on = ok[ok[flag]].sort_values(["model", front.x], ascending=[True, not front.maximize[0]])
@@ -256,7 +295,8 @@ def write_report(directory: str | Path, out_dir: str | Path | None = None) -> di
     """
     from aipusim.base.errors import ConfigError
 
-    table = ResultStore(directory).read()
+    store = ResultStore(directory)
+    table = store.read()
     target = Path(out_dir) if out_dir is not None else report_dir(directory)
     inside = Path(directory).resolve()
     if target.resolve() == inside or inside in target.resolve().parents:
@@ -272,12 +312,13 @@ def write_report(directory: str | Path, out_dir: str | Path | None = None) -> di
     for front in FRONTS:
         _plot(ok, front, target / plots[front.name], keys)
     report = target / "report.md"
-    write_text(report, markdown_report(table, keys, plots))
+    write_text(report, markdown_report(table, keys, plots, store.context()))
     return {
         "points": len(table),
         "ok": len(ok),
         "failed": int((table["status"] == STATUS_FAILED).sum()),
         "report": str(report),
+        "base_config_changes": base_changes(store.context(), list(table["model"].unique())),
         "plots": [str(target / p) for p in plots.values()],
         "fronts": {f.name: ok.loc[ok[f"front_{f.name}"], "point_id"].tolist() for f in FRONTS},
     }
@@ -287,6 +328,7 @@ __all__ = [
     "FRONTS",
     "RESULT_COLUMNS",
     "Front",
+    "base_config_lines",
     "front_flags",
     "markdown_report",
     "pareto_mask",

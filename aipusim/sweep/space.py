@@ -29,37 +29,18 @@ import json
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from aipusim import CompilerConfig
 from aipusim.base.errors import ArchError, ConfigError
+from aipusim.sources import LIST_JOIN, value_text
 
 #: A checked config value (bool, int, float, str, enum member, tuple of members or None).
 ConfigValue = Any
 
-#: Separator of the members of one value of a list-valued property.
-LIST_JOIN = "+"
 #: Prefix of the result columns of arch keys (config keys are plain names).
 ARCH_COLUMN_PREFIX = "arch."
-
-
-def value_text(value: Any) -> str:
-    """The canonical text of a swept value (as stored in the string columns and ids).
-
-    >>> value_text(True), value_text(0.5), value_text(None), value_text(("B", "PB"))
-    ('true', '0.5', 'null', 'B+PB')
-    """
-    if isinstance(value, StrEnum):
-        return value.value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, tuple | list):
-        return LIST_JOIN.join(value_text(v) for v in value)
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -255,7 +236,8 @@ def parse_arch_param(text: str, arch_path: str | Path | None = None) -> tuple[st
     return key, values
 
 
-def _check_models(models: Sequence[str]) -> None:
+def check_models(models: Sequence[str]) -> None:
+    """Each of ``models`` a zoo name or an existing .onnx file, each once."""
     from aipusim import zoo
 
     if not models:
@@ -289,12 +271,15 @@ def build_space(
     *,
     frames: int = 8,
     input_size: int | None = None,
-    base: CompilerConfig | None = None,
+    base: CompilerConfig | Mapping[str, CompilerConfig] | None = None,
     arch_path: str | Path | None = None,
     check: bool = False,
     quantization_cache: bool = True,
 ) -> SweepSpace:
     """Parse and check the swept keys, then list the Cartesian product of the points.
+
+    ``base``: the config every point starts from (default: the defaults), or one per model
+    (``aipusim sweep`` starts each zoo model from its built-in config).
 
     Order: models outermost, then the keys in the order given, values in the order given.
     ``check``: every point also runs on data against the int8 reference.
@@ -304,7 +289,7 @@ def build_space(
         raise ConfigError(f"--frames must be a positive integer, not {frames!r}")
     if input_size is not None and (isinstance(input_size, bool) or input_size < 1):
         raise ConfigError(f"--input-size must be a positive integer, not {input_size!r}")
-    _check_models(models)
+    check_models(models)
     from aipusim.arch import load_arch
 
     load_arch(arch_path)  # a bad --arch fails here, before any per-key message
@@ -316,10 +301,18 @@ def build_space(
             if names.count(name) > 1:
                 raise ConfigError(f"{what} must name each key once, not {name!r} twice")
 
-    base_config = base if base is not None else CompilerConfig()
-    base_json = json.dumps(base_config.to_dict(only_changed=True), sort_keys=True)
-    context = {
-        "base_config": json.loads(base_json),
+    bases = base if isinstance(base, Mapping) else dict.fromkeys(models, base)
+    base_json = {
+        m: json.dumps((bases.get(m) or CompilerConfig()).to_dict(only_changed=True), sort_keys=True)
+        for m in models
+    }
+    context: dict[str, Any] = {}
+    if len(set(base_json.values())) == 1:
+        # one base for every model, as before (earlier sweep folders keep their context)
+        context["base_config"] = json.loads(base_json[models[0]])
+    else:
+        context["base_configs"] = {m: json.loads(j) for m, j in base_json.items()}
+    context |= {
         "arch_path": str(arch_path) if arch_path is not None else None,
         "arch_sha256": _digest_file(arch_path),
     }
@@ -340,7 +333,7 @@ def build_space(
                     arch_params=tuple(zip(arch_keys, combo[len(keys) :], strict=True)),
                     frames=frames,
                     input_size=input_size,
-                    base_config_json=base_json,
+                    base_config_json=base_json[model],
                     arch_path=str(arch_path) if arch_path is not None else None,
                     context_digest=context_digest,
                     check=check,
@@ -362,6 +355,7 @@ __all__ = [
     "SweepPoint",
     "SweepSpace",
     "build_space",
+    "check_models",
     "parse_arch_param",
     "parse_arch_value",
     "parse_param",

@@ -209,6 +209,11 @@ class ResultStore:
             ) from None
         return stored
 
+    def context(self) -> dict[str, Any]:
+        """The context the sweep was run with (``_sweep.json``; empty if there is none)."""
+        stored = self._read_context(self.directory / _CONTEXT_FILE, resume=False)
+        return dict((stored or {}).get("context") or {})
+
     def clean_stale(self) -> None:
         """Remove the temporary parts and worker scratch folders of writers that are gone."""
         for tmp in self.directory.glob(".*.tmp"):

@@ -166,7 +166,7 @@ def test_load_opens_a_folder_the_cli_compiled(tmp_path: Path) -> None:
     assert (m.input_names, m.output_names) == (("input",), ("logits",))
     assert m.inputs["input"].shape_bounds.opt == (1, 3, 16, 16)
     x = _batch(1, side=16)
-    ref = run_onnx(onnx.load(out / "input_model" / "fp32_model.onnx"), {"input": x})
+    ref = run_onnx(onnx.load(tmp_path / "t.onnx"), {"input": x})  # (referenced, not copied)
     assert 20 < sqnr_db(ref["logits"], m(x)) < np.inf
     assert m.simulate(frames=1).fps > 0
     assert not (out / API_FILE).exists()  # loading leaves the CLI's folder as it was

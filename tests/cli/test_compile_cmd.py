@@ -195,7 +195,9 @@ def test_a_good_command_builds_the_request(
         "--input-data-layout", "nhwc", "--color-format", "BGR", "--imreader-backend", "OPENCV",
         "--quantize-only",
     )  # fmt: skip
-    assert code == 0 and out.strip() == "compiled m.onnx -> out"
+    lines = out.strip().splitlines()
+    assert code == 0 and lines[-1] == "compiled m.onnx -> out"
+    assert lines[0].startswith("config: starts from the defaults; changes from the defaults: ")
     (request,) = driver
     assert request.model_path == Path("m.onnx") and request.output_dir == Path("out")
     assert request.config.aipu_cores_used == 4
@@ -216,7 +218,12 @@ def test_defaults_and_json_output(
 ) -> None:
     code, out, _ = run(capsys, "-i", "m.onnx", "-o", "out", "--json")
     assert code == 0
-    assert json.loads(out) == {"input": "m.onnx", "output_dir": "out", "status": "SUCCEEDED"}
+    assert json.loads(out) == {
+        "input": "m.onnx",
+        "output_dir": "out",
+        "status": "SUCCEEDED",
+        "config": {"base": "the defaults", "changes": {}},
+    }
     (request,) = driver
     assert request.config == CompilerConfig(output_dir="out")
     assert request.color_format is ColorFormat.RGB
@@ -366,7 +373,7 @@ def test_a_zoo_name_compiles_as_help_says(
 ) -> None:
     out = tmp_path / "out"
     assert main(["compile", "-i", "tiny_cnn", "-o", str(out)]) == 0
-    assert capsys.readouterr().out.startswith(f"compiled tiny_cnn -> {out}\n")
+    assert f"\ncompiled tiny_cnn -> {out}\n" in capsys.readouterr().out
     assert (out / "compiled_model" / "model.json").is_file()
     assert json.loads((out / "cli_args.json").read_text())["input"] == "tiny_cnn"
     assert (out / "input_model" / "fp32_model.onnx").is_file()

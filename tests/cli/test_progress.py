@@ -78,3 +78,51 @@ def test_the_compile_count_has_one_total_and_never_passes_it(
     assert {total for _, total in counts} == {len(pass_names())}
     assert all(done <= total for done, total in counts)
     assert counts[-1][0] == counts[-1][1]  # after emit: all of it
+
+
+def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    from aipusim.cli.main import main
+
+    started = time.perf_counter()
+    args = ["run", "tiny_cnn", "--input-size", "16", "--frames", "1", "-o", str(tmp_path / "r")]
+    assert main(args) == 0
+    wall = time.perf_counter() - started
+    captured = capsys.readouterr()
+    # the first line comes before any import of the compiler (a line within 2 s of start)
+    assert captured.err.splitlines()[0].startswith("aipusim: run tiny_cnn: compile, simulate")
+    closing = captured.out.strip().splitlines()[-1]
+    total = float(re.match(r"wall ([\d.]+) s: ", closing).group(1))
+    parts = [float(v) for v in re.findall(r" ([\d.]+) s(?:,|$)", closing.split(": ", 1)[1])]
+    assert len(parts) == 7 and "compile" in closing and "profile and plots" in closing
+    assert sum(parts) == pytest.approx(total, rel=0.02, abs=0.35)  # (each rounded to 0.1 s)
+    assert total == pytest.approx(wall, rel=0.10)
+
+
+@pytest.mark.slow
+def test_a_fresh_run_process_prints_within_two_seconds(tmp_path) -> None:
+    """The issue's case: `aipusim run` as a process, stderr a pipe; its first line within
+    2 s, and its closing line's total within 10 % of the process's wall time."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("aipusim")
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(exe), "run", "tiny_cnn", "--input-size", "16", "--frames", "1", "-o",
+         str(tmp_path / "r")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    proc.stderr.readline()
+    first_line_s = time.perf_counter() - started
+    out, _ = proc.communicate(timeout=600)
+    wall = time.perf_counter() - started
+    assert proc.returncode == 0 and first_line_s < 2.0
+    total = float(re.search(r"^wall ([\d.]+) s: ", out, re.M).group(1))
+    assert total == pytest.approx(wall, rel=0.10)

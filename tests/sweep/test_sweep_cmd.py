@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import sweep_evaluators as ev
 
+from aipusim import config_for
 from aipusim.cli.main import main
 from aipusim.sweep import ResultStore, build_space, parse_backend, run_sweep
 
@@ -58,7 +59,10 @@ def test_failing_points_are_rows_and_the_command_succeeds(
             "-o", str(tmp_path), "--json"]  # fmt: skip
     assert main(args) == 0
     summary = json.loads(capsys.readouterr().out)
+    config = summary.pop("config")["tiny_cnn"]
     assert summary == {"points": 2, "skipped": 0, "ran": 2, "failed": 2, "dir": str(tmp_path)}
+    assert config["base"] == "the built-in config of tiny_cnn"
+    assert config["changes"]["resources_used"] == "0.25"
     table = ResultStore(tmp_path).read()
     assert table["error"].str.startswith("ConfigError: resources_used must be at least").all()
     assert main(args) == 0
@@ -97,7 +101,10 @@ def test_a_damaged_sweep_folder_is_one_line_with_a_hint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["tiny_cnn", "--param", "mvm_utilization_limit=0.5,1", "--frames", "2"]
-    space = build_space(["tiny_cnn"], ["mvm_utilization_limit=0.5,1"], frames=2)
+    # the sweep command starts tiny_cnn from its built-in config
+    space = build_space(
+        ["tiny_cnn"], ["mvm_utilization_limit=0.5,1"], frames=2, base=config_for("tiny_cnn")
+    )
     run_sweep(
         space, tmp_path, evaluator=ev.arch_figures, backend=parse_backend(workers=1),
         flush_every=1, progress=False,
