@@ -36,12 +36,12 @@ CI_SLOW := tests/simulator/test_zoo_models.py tests/profiler/test_resnet50_chrom
 	tests/simulator/test_deit_tiny.py tests/test_golden_cycles.py
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist); each test file stays on one worker
-# (tests/conftest.py groups them), so a file's shared compiles are made once.
+# (--dist loadfile), so a file's module-scoped compiles are made once.
 TEST_WORKERS ?= 2
 
 test: lint
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m slow $(CI_SLOW)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m slow $(CI_SLOW)
 
 test-slow: $(DEV_STAMP)
 	$(BIN)/pytest -q -m slow

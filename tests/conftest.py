@@ -42,23 +42,3 @@ def zoo_compiles(tmp_path_factory: pytest.TempPathFactory) -> ZooCompiles:
     """The session's shared zoo builds and compiles (read them, never write into them)."""
     return ZooCompiles(tmp_path_factory.mktemp("zoo-compiles"))
 
-
-#: Test files that share session builds or compiles of the zoo (``zoo_compiles``,
-#: ``zoo_model``): with ``pytest -n`` each set runs on one worker, which builds and compiles
-#: each model once, not once per worker.
-_GROUPS = {
-    "test_golden_cycles.py": "zoo-compiles",
-    "test_cost_pinning.py": "zoo-compiles",
-    "test_e2e_zoo.py": "zoo-compiles",
-    "test_models.py": "zoo-builds",
-    "test_zoo_cli.py": "zoo-builds",
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup`` (``make test``), keep each test file on one
-    worker, so its module-scoped fixtures (a compile, a study) are built once, and the files
-    of each of `_GROUPS` together; a plain ``pytest`` ignores the marks."""
-    for item in items:
-        group = _GROUPS.get(item.path.name, str(item.path))
-        item.add_marker(pytest.mark.xdist_group(group))
