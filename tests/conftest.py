@@ -41,4 +41,3 @@ def _private_quantization_cache(
 def zoo_compiles(tmp_path_factory: pytest.TempPathFactory) -> ZooCompiles:
     """The session's shared zoo builds and compiles (read them, never write into them)."""
     return ZooCompiles(tmp_path_factory.mktemp("zoo-compiles"))
-
