@@ -35,9 +35,9 @@ SLOW = {"vit_b16"}
 #: The fast suite runs every model in cooperative mode (the compile the golden test's
 #: ``coop4`` case shares) and every mode on a CNN of each kind: a plain one, one with
 #: residual adds, one with depthwise convolutions. A transformer runs in every mode in
-#: tests/compiler/test_transformer_e2e.py (a small encoder) and, full size, in CI's
-#: tests/simulator/test_deit_tiny.py. The other models' other modes (seconds of compile
-#: each: DeiT-Tiny, the larger CNNs, the YOLOs) run in the slow set.
+#: tests/compiler/test_transformer_e2e.py (a small encoder) and, full size, in
+#: tests/simulator/test_deit_tiny.py (``make test-slow``). The other models' other modes
+#: (seconds of compile each: DeiT-Tiny, the larger CNNs, the YOLOs) run in the slow set.
 EVERY_MODE = {"tiny_cnn", "resnet18", "mobilenetv2"}
 SHARED_MODE = "cooperative"
 
