@@ -30,13 +30,20 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Full-size ResNet-50 and DeiT-Tiny checks that CI runs besides the fast suite.
+# Full-size ResNet-50 checks that CI runs besides the fast suite, and the golden cycle counts
+# of ViT-B/16 (the one zoo model the fast suite's golden test leaves out). Full-size DeiT-Tiny
+# in every mode on data (tests/simulator/test_deit_tiny.py, minutes of CPU) runs in
+# `make test-slow`; the fast suite runs transformers in every mode at small sizes.
 CI_SLOW := tests/simulator/test_zoo_models.py tests/profiler/test_resnet50_chrome.py \
-	tests/simulator/test_deit_tiny.py
+	tests/test_golden_cycles.py
+
+# The suite runs on TEST_WORKERS processes (pytest-xdist); each test file stays on one worker
+# (--dist loadfile), so a file's module-scoped compiles are made once.
+TEST_WORKERS ?= 2
 
 test: lint
-	$(BIN)/pytest -q
-	$(BIN)/pytest -q -m slow $(CI_SLOW)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m slow $(CI_SLOW)
 
 test-slow: $(DEV_STAMP)
 	$(BIN)/pytest -q -m slow

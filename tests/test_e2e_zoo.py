@@ -32,12 +32,24 @@ MODES = {
 #: ViT-B/16 carries 87 M weights at any input size (5-10 s per compile): it runs in every
 #: mode with ``make test-slow``; DeiT-Tiny at 32x32 compiles in about a second.
 SLOW = {"vit_b16"}
+#: The fast suite runs every model in cooperative mode (the compile the golden test's
+#: ``coop4`` case shares) and every mode on a CNN of each kind: a plain one, one with
+#: residual adds, one with depthwise convolutions. A transformer runs in every mode in
+#: tests/compiler/test_transformer_e2e.py (a small encoder) and, full size, in
+#: tests/simulator/test_deit_tiny.py (``make test-slow``). The other models' other modes
+#: (seconds of compile each: DeiT-Tiny, the larger CNNs, the YOLOs) run in the slow set.
+EVERY_MODE = {"tiny_cnn", "resnet18", "mobilenetv2"}
+SHARED_MODE = "cooperative"
+
+
+def _slow(name: str, mode_key: str) -> bool:
+    return name in SLOW or (name not in EVERY_MODE and mode_key != SHARED_MODE)
 
 
 @pytest.fixture(
     scope="module",
     params=[
-        pytest.param((m, k), marks=[pytest.mark.slow] if m in SLOW else [])
+        pytest.param((m, k), marks=[pytest.mark.slow] if _slow(m, k) else [])
         for m in zoo.names()
         for k in MODES
     ],

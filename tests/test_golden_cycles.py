@@ -14,7 +14,8 @@ from aipusim import zoo
 GOLDEN = json.loads(GOLDEN_FILE.read_text())
 
 
-#: ViT-B/16 carries 87 M weights at any input size: a minute or two per case.
+#: ViT-B/16 carries 87 M weights at any input size: tens of seconds per case, so its cases
+#: run in the full-size checks of ``make test`` (the Makefile's CI_SLOW), not the fast suite.
 SLOW = {"vit_b16"}
 
 

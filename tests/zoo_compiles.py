@@ -20,10 +20,14 @@ from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import compile_model
 from aipusim.compiler.request import CompileRequest
 
+#: `zoo.build` itself, bound at import: a test may monkeypatch ``zoo.build`` to serve these
+#: shared builds (``zoo list`` in tests/zoo/test_zoo_cli.py), which must not call itself.
+_BUILD = zoo.build
+
 
 @functools.cache
 def _serialized(name: str, size: int | None) -> bytes:
-    return zoo.build(name, input_size=size).SerializeToString()
+    return _BUILD(name, input_size=size).SerializeToString()
 
 
 def zoo_model(name: str, size: int | None = None) -> onnx.ModelProto:

@@ -1,6 +1,6 @@
 """Full-size DeiT-Tiny (224x224) compiled and simulated: the transformer path end to end, in
 its built-in config and in every multicore mode (timed, and on data against the int8
-reference), and its ``--quantize-only`` accuracy (CI's slow set, ``make test``)."""
+reference), and its ``--quantize-only`` accuracy (``make test-slow``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Full-size checks shared by the zoo transformers' slow tests (`test_deit_tiny.py`
-in CI's slow set, `test_vit_b16.py` in ``make test-slow``): every multicore mode, and the
+and `test_vit_b16.py`, both in ``make test-slow``): every multicore mode, and the
 ``--quantize-only`` accuracy against fp32."""
 
 from __future__ import annotations

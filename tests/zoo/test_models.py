@@ -51,7 +51,8 @@ def _names(names: list[str]) -> list:
 
 @functools.cache
 def _default(name: str) -> onnx.ModelProto:
-    return zoo.build(name)
+    # the session's shared build (`zoo list` in test_zoo_cli.py builds the same ones)
+    return zoo_model(name)
 
 
 @functools.cache

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from zoo_compiles import zoo_model
 
 from aipusim import zoo
 from aipusim.cli.main import main
@@ -19,6 +20,9 @@ def test_list_json_has_a_record_per_model(
     # checked by the slow tests of tests/zoo/test_models.py)
     names = [n for n in zoo.names() if n != "vit_b16"]
     monkeypatch.setattr(zoo, "names", lambda: names)
+    # The session's shared full-size builds (test_models.py checks the same ones): the same
+    # bytes `zoo.build(name)` gives, built once per session, not once more here.
+    monkeypatch.setattr(zoo, "build", lambda name: zoo_model(name))
     assert main(["zoo", "list", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in records] == names
