@@ -160,13 +160,13 @@ def run_model(
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.request import CompileRequest
+    from aipusim.config_text import config_changes
     from aipusim.functional_check import attach_check, chip_inputs
     from aipusim.isa.program import load_program_tables
     from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
     from aipusim.run_report import write_run_report
     from aipusim.simulator import simulate
     from aipusim.simulator.budget import check_frames_bound
-    from aipusim.sources import config_changes
 
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from aipusim.base import __version__
-from aipusim.sources import changes_text
+from aipusim.config_text import changes_text
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -82,28 +81,6 @@ def config_for(model: str | os.PathLike[str]) -> Any:
     return resolve_config(None, builtin_configs().get(source.name))
 
 
-#: Separator of the members of one value of a list-valued property (a sweep's values).
-LIST_JOIN = "+"
-
-
-def value_text(value: Any) -> str:
-    """The canonical text of a config value (a sweep's string columns and ids, the changes
-    every output shows).
-
-    >>> value_text(True), value_text(0.5), value_text(None), value_text(("B", "PB"))
-    ('true', '0.5', 'null', 'B+PB')
-    """
-    if isinstance(value, StrEnum):
-        return value.value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, tuple | list):
-        return LIST_JOIN.join(value_text(v) for v in value)
-    return str(value)
-
-
 def starting_config(model: str | os.PathLike[str], defaults: bool = False) -> Any:
     """The config every command starts ``model`` from: `config_for` (a zoo model's built-in
     config), or with ``defaults`` (``--defaults``) the plain defaults.
@@ -130,29 +107,6 @@ def base_label(model: str | os.PathLike[str], defaults: bool = False) -> str:
     if source.path is not None:
         return "the defaults (an ONNX file has no built-in config)"
     return f"the built-in config of {source.name}"
-
-
-#: Properties a changes line leaves out: where the output goes is no part of the config story.
-_NOT_SHOWN = ("output_dir",)
-
-
-def config_changes(config: Any) -> dict[str, str]:
-    """``{property: value text}`` of ``config``'s properties that differ from the defaults
-    (what every output shows of its effective base config).
-
-    >>> config_changes(config_for("resnet50"))["multicore_mode"]
-    'batch'
-    """
-    return {k: value_text(v) for k, v in config.changed().items() if k not in _NOT_SHOWN}
-
-
-def changes_text(changes: Mapping[str, str]) -> str:
-    """`config_changes` as one line: ``k=v, k=v`` or ``none (the defaults)``.
-
-    >>> changes_text(config_changes(starting_config("tiny_cnn", defaults=True)))
-    'none (the defaults)'
-    """
-    return ", ".join(f"{k}={v}" for k, v in changes.items()) or "none (the defaults)"
 
 
 def _model_dtype(vi: Any) -> np.dtype:
@@ -302,12 +256,9 @@ __all__ = [
     "apply_layout",
     "base_label",
     "bind_inputs",
-    "changes_text",
-    "config_changes",
     "config_for",
     "load_source",
     "real_inputs",
     "resolve_config",
     "starting_config",
-    "value_text",
 ]

@@ -41,7 +41,11 @@ _LAZY = {
     "write_chrome_trace": "aipusim.profiler.chrome",
     **dict.fromkeys(
         (
+            "LINK_NAMES",
             "gantt_figure",
+            "init_window_us",
+            "link_name",
+            "mark_init",
             "layer_bars_figure",
             "plot_all",
             "plot_bandwidth",

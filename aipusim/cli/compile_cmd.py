@@ -207,7 +207,7 @@ def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
     finally:
         progress.close()
     from aipusim.cli.options import config_line
-    from aipusim.sources import config_changes
+    from aipusim.config_text import config_changes
 
     changes = config_changes(request.config)
     if flags["as_json"]:

@@ -112,9 +112,12 @@ def run(
 
     Example: ``aipusim run resnet50 --set aipu_cores_used=4 --set multicore_mode=batch``
     """
-    # first, before the imports below (numpy, onnx: seconds on a cold start)
     progress = Progress()
-    progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
+    if progress.terminal:
+        # on a terminal, a first line before the imports below (numpy, onnx: seconds on a
+        # cold start); into a pipe or a file bad input stays the one line of its error, and
+        # the stages' plain lines follow as the work goes
+        progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
     from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
     from aipusim.run import resolve_model, run_model

@@ -142,7 +142,8 @@ def sweep(
       aipusim sweep resnet50 --arch-param ddr.data_rate_mt_s=3200,4266 --cluster local:4 -o out/
     """
     from aipusim.base.fileio import check_output
-    from aipusim.sources import base_label, config_changes, starting_config
+    from aipusim.config_text import config_changes
+    from aipusim.sources import base_label, starting_config
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
     from aipusim.sweep.space import build_space, check_models
 

@@ -209,7 +209,7 @@ class RunInfo:
 
 def config_changes(model: str) -> dict[str, Any]:
     """The built-in config of ``model`` as ``{property: value}`` of its non-defaults."""
-    from aipusim.sources import config_changes as changes
+    from aipusim.config_text import config_changes as changes
 
     return changes(base_config(model))
 

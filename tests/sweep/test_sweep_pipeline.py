@@ -22,6 +22,9 @@ from aipusim.sweep import ResultStore
 from aipusim.sweep.store import WALL_TIME_COLUMNS
 
 SWEPT = [
+    # both models from the plain defaults (tiny_cnn's built-in config is 4 x Batch-1 at
+    # resources_used=0.25, which 4 cores per instance refuse)
+    "--defaults",
     "--set", "aipu_cores_used=4",
     "--param", "multicore_mode=batch,cooperative",
     "--param", "mvm_utilization_limit=0.5,1",

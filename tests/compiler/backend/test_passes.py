@@ -190,6 +190,8 @@ def test_cli_stop_after_prints_what_it_did(
     code = main(["compile", "-i", str(model), "-o", str(out), "--stop-after", "imc",
                  "--dump-after", "imc"])  # fmt: skip
     assert code == 0
-    assert capsys.readouterr().out.startswith("stopped after imc as asked")
+    config, stopped = capsys.readouterr().out.splitlines()[:2]
+    assert config.startswith("config: starts from the defaults")  # the config story's line
+    assert stopped.startswith("stopped after imc as asked")
     (dump,) = (out / "ir").iterdir()
     assert "# imc" in dump.read_text()
