@@ -12,7 +12,7 @@ group (``lo >= hi``) must be a token.
 `choose_barriers` keeps the pairs whose dependencies would force the most barriers as
 tokens, as many as the instance has, and puts the fewest barriers that order every other
 pair's dependencies (the intervals' stabbing set, by earliest end). It counts every
-cross-core dependency, also those another token implies (`tokens.TokenMixin.tokens` drops
+cross-core dependency, also those another token implies (`tokens.assign_tokens` drops
 them): so no pair outside the chosen ones ever needs a token, whatever the token pass
 drops.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
-from aipusim.compiler.backend.tokens import Step
+from aipusim.compiler.backend.steps import Step
 
 Pair = Hashable
 

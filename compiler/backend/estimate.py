@@ -173,7 +173,7 @@ def plan_cost(
     as it will be tiled, each costed by the model; streamed weights are fetched from their
     home pool into L1 and loaded, block by block, beside compute when a free weight set
     allows (``weights_double_buffered``). Resident weights (``weights_resident``: loaded
-    once in INIT, `schedule.ScheduleBuilder.plan_weights`) cost no frame any load."""
+    once in INIT, `weight_plan.plan_weights`) cost no frame any load."""
     h_tiles = max(1, tiling.h_tiles)
     if layer.unit is LayerUnit.MVM:
         assert imc is not None, f"{layer.name}: IMC mapping missing"

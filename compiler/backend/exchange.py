@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 
 #: Units whose layers read and write their tensors through the tile code that knows about
-#: per-core copies (`compute.ComputeMixin`).
+#: per-core copies (`tiles.TileEmitter`).
 _COMPUTE_UNITS = frozenset({LayerUnit.MVM, LayerUnit.DWPU, LayerUnit.DPU})
 
 

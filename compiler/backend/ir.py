@@ -29,9 +29,9 @@ from aipusim.compiler.backend.imc_plan import LayerMapping
 from aipusim.compiler.backend.layout import CoreLayout, Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.memplan import MemPlan, verify_memplan
+from aipusim.compiler.backend.steps import Schedule
 from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, Tiling
-from aipusim.compiler.backend.tokens import Schedule
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.quantize import QuantizedGraph
 

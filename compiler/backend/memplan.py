@@ -513,7 +513,7 @@ class _Builder:
 
     def serve(self, tensor: str, core: int, tile_name: str) -> None:
         """Note that L1 tile buffer ``tile_name`` of ``core`` only copies ``tensor``: the
-        schedule reads and writes a tensor in L1 in place (`compute.ComputeMixin`), so the
+        schedule reads and writes a tensor in L1 in place (`tiles.TileEmitter`), so the
         tile is needless when this core's copy of the tensor lies in this core's L1."""
         name = self.tensor_buffer.get((core if self.layout.replicate else -1, tensor))
         buf = self.buffers.get(name) if name else None

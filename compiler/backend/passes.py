@@ -55,9 +55,9 @@ from aipusim.compiler.backend.multicore import core_layout
 from aipusim.compiler.backend.placement import placement_summary
 from aipusim.compiler.backend.residual import fuse_residual_adds
 from aipusim.compiler.backend.schedule import build_schedule
+from aipusim.compiler.backend.steps import Residency, residency_of
 from aipusim.compiler.backend.target import Target
 from aipusim.compiler.backend.tile import FusionGroup, Tiler
-from aipusim.compiler.backend.tokens import Residency, residency_of
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.cost import CostModel

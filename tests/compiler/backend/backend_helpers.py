@@ -7,12 +7,16 @@ import functools
 import itertools
 from typing import Any
 
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
 import aipusim.zoo as zoo
 from aipusim.arch import Arch, load_arch
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.ir import Emitted
 from aipusim.compiler.backend.run import run_backend
-from aipusim.compiler.ir import Graph
+from aipusim.compiler.ir import Graph, Node, Op, Tensor
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
 from aipusim.isa.check import check_tasklists
@@ -89,3 +93,54 @@ def onnx_model(name: str, nodes: list, inits: list, in_shape: list, out_shape: l
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model
+
+
+def halo_graph(side: int, channels: int) -> Graph:
+    """A 1x1 conv ``c0`` then a 3x3 conv ``c1`` (padding 1) on a ``side`` x ``side`` image
+    of ``channels`` channels: ``c1``'s window reads one row above and below its rows."""
+    nodes, consts = [], {}
+    tensors = {"x0": Tensor("x0", (1, channels, side, side))}
+    for i, k in enumerate((1, 3)):
+        w = np.zeros((channels, channels, k, k), np.float32)
+        attrs = {"kernel_shape": [k, k], "pads": [k // 2] * 4}
+        nodes.append(Node(f"c{i}", Op.CONV, (f"x{i}", f"w{i}"), (f"x{i + 1}",), attrs))
+        tensors[f"w{i}"], consts[f"w{i}"] = Tensor(f"w{i}", w.shape), w
+        tensors[f"x{i + 1}"] = Tensor(f"x{i + 1}", (1, channels, side, side))
+    return Graph("halo", tuple(nodes), tensors, consts, ("x0",), ("x2",))
+
+
+def chain_model(size: int = 8) -> onnx.ModelProto:
+    """Two convs with a SiLU each, max-pooled (a DWPU output: no Add operand the residual
+    fusion takes), then ``Relu(Add)``, and ``Sigmoid(Mul)`` of the sum with a third conv's
+    output, then a last conv."""
+    rng = np.random.default_rng(1)
+    inits: list[onnx.TensorProto] = []
+
+    def conv(name: str, x: str) -> list[onnx.NodeProto]:
+        w = rng.normal(0, 0.3, (8, 3 if x == "input" else 8, 1, 1)).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, f"{name}_w"))
+        return [
+            helper.make_node("Conv", [x, f"{name}_w"], [f"{name}_y"], kernel_shape=[1, 1]),
+            helper.make_node("Sigmoid", [f"{name}_y"], [f"{name}_s"]),
+            helper.make_node("Mul", [f"{name}_y", f"{name}_s"], [name]),  # SiLU
+        ]
+
+    nodes = [
+        *conv("c1", "input"),
+        *conv("c2", "input"),
+        *(
+            helper.make_node("MaxPool", [c], [f"{c}_p"], kernel_shape=[3, 3], pads=[1] * 4)
+            for c in ("c1", "c2")
+        ),
+        helper.make_node("Add", ["c1_p", "c2_p"], ["sum"]),
+        helper.make_node("Relu", ["sum"], ["r"]),
+        *conv("c3", "r"),
+        helper.make_node("Mul", ["r", "c3"], ["prod"]),
+        helper.make_node("Sigmoid", ["prod"], ["gate"]),
+        # a conv last: the front end leaves trailing element-wise ops to the host
+        helper.make_node("Conv", ["gate", "head_w"], ["out"], kernel_shape=[1, 1]),
+    ]
+    inits.append(
+        numpy_helper.from_array(rng.normal(0, 0.3, (8, 8, 1, 1)).astype(np.float32), "head_w")
+    )
+    return onnx_model("chains", nodes, inits, [1, 3, size, size], [1, 8, size, size])

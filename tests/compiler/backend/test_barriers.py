@@ -6,14 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from backend_helpers import ARCH, check_ok, front_graph
-from test_exchange import halo_graph
+from backend_helpers import ARCH, check_ok, front_graph, halo_graph
 
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.barriers import choose_barriers, cross_core_spans, stabbing
+from aipusim.compiler.backend.memdeps import WarPlan, add_memory_war
 from aipusim.compiler.backend.run import run_backend
-from aipusim.compiler.backend.schedule import ScheduleBuilder, WarPlan
-from aipusim.compiler.backend.tokens import Step
+from aipusim.compiler.backend.sched_inputs import ScheduleInputs
+from aipusim.compiler.backend.schedule import build_steps, schedule_of
+from aipusim.compiler.backend.steps import FrameSteps, ProducerMap, Step
+from aipusim.compiler.backend.weight_plan import plan_weights
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import BACK
 from aipusim.isa.tasks import Barrier, DmaCopy, Mvm, Phase, TokenScope, Unit
@@ -95,11 +97,15 @@ def test_two_cores_swap_halo_rows_through_tokens_not_barriers() -> None:
         assert sent and sent <= {w for t in c1 for w in t.waits}
 
 
+def _built(steps: list[Step], group_barriers: set[int], fetch_loads: dict) -> FrameSteps:
+    return FrameSteps(steps, {}, ProducerMap([]), frozenset(group_barriers), {}, fetch_loads,
+                      {}, {})  # fmt: skip
+
+
 def test_a_rebuild_adds_the_probes_write_after_read_edges_past_its_barriers() -> None:
     # the probe's steps 0..3; the rebuild has a barrier on each core after group 0 (its
     # steps 2 and 3), so the probe's steps are the rebuild's 0, 1, 4, 5
-    rebuild = object.__new__(ScheduleBuilder)
-    rebuild.steps = [
+    steps = [
         _step(0, 0, Unit.DMA0, 0, set()),
         _step(1, 0, Unit.DMA1, 0, set()),  # multicasts into core 1's L1
         _step(2, 0, Unit.CTRL, 0, set()),
@@ -107,16 +113,16 @@ def test_a_rebuild_adds_the_probes_write_after_read_edges_past_its_barriers() ->
         _step(4, 1, Unit.WLOAD, 1, {1}),  # core 1's load of the multicast
         _step(5, 1, Unit.MVM, 1, set()),
     ]
-    rebuild.group_barriers = {2, 3}
-    rebuild.gates, rebuild.fetch_loads = {}, {1: {1: 4}}
+    rebuild = _built(steps, {2, 3}, {1: {1: 4}})
     # the probe's step 3 (core 1) overwrites bytes its steps 0 and 1 accessed
     war = WarPlan([(3, (0, 1), None)], 4)
-    assert rebuild.add_memory_war(war) is war
+    plan: Any = None  # (a given analysis reads no memory plan)
+    assert add_memory_war(rebuild, plan, True, war) is war
     # core 1 learns the multicast is done from its own load of it
-    assert [s.deps for s in rebuild.steps] == [set(), set(), set(), set(), {1}, {0, 4}]
-    rebuild.group_barriers = {2}  # a rebuild whose steps are not the probe's
+    assert [s.deps for s in steps] == [set(), set(), set(), set(), {1}, {0, 4}]
+    other = _built(steps, {2}, {1: {1: 4}})  # a rebuild whose steps are not the probe's
     with pytest.raises(AssertionError, match="not this build's"):
-        rebuild.add_memory_war(war)
+        add_memory_war(other, plan, True, war)
 
 
 def test_a_rebuild_with_the_probes_analysis_is_the_full_rebuild() -> None:
@@ -125,19 +131,16 @@ def test_a_rebuild_with_the_probes_analysis_is_the_full_rebuild() -> None:
     ir: Any = front_graph("resnet18", 64)
     for p in BACK[: [p.name for p in BACK].index("schedule")]:
         ir = p.run(ir, ctx)
-    args = (ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants, ir.memory, ir.graph,
-            ir.target, ir.layout, ir.program)  # fmt: skip
-    probe = ScheduleBuilder(*args)
-    probe.build()
+    inp = ScheduleInputs(ir.layers, ir.tilings, ir.groups, ir.mappings, ir.constants,
+                         ir.memory, ir.graph, ir.target, ir.layout, ir.program)  # fmt: skip
+    wplan = plan_weights(inp)
+    probe, war = build_steps(inp, wplan)
     barriers = choose_barriers(cross_core_spans(probe.steps), ARCH.tokens.global_count)
     assert barriers
-    full, reused = (
-        ScheduleBuilder(*args, barrier_after=barriers),
-        ScheduleBuilder(*args, barrier_after=barriers),
-    )
-    a, b = full.run(), reused.run(probe.war)
+    full = build_steps(inp, wplan, barriers)[0]
+    reused = build_steps(inp, wplan, barriers, war)[0]
     # the same steps, every dependency set iterating in the same order, the same tasks
     assert [(s.kind, s.fields, list(s.deps)) for s in full.steps] == [
         (s.kind, s.fields, list(s.deps)) for s in reused.steps
     ]
-    assert a.tasks == b.tasks
+    assert schedule_of(inp, wplan, full).tasks == schedule_of(inp, wplan, reused).tasks

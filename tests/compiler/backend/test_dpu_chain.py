@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from backend_helpers import ARCH, onnx_model
+from backend_helpers import ARCH, chain_model, onnx_model
 from onnx import helper, numpy_helper
 
 import aipusim
@@ -94,43 +94,6 @@ def test_not_fused(graph: Graph, why: str) -> None:
 def test_not_fused_into_an_int16_sum() -> None:
     g = _graph(wide=True)
     assert [p.name for p in fuse_dpu_chains(lower_graph(g), g, None)] == ["op", "act"]
-
-
-def chain_model(size: int = 8) -> onnx.ModelProto:
-    """Two convs with a SiLU each, max-pooled (a DWPU output: no Add operand the residual
-    fusion takes), then ``Relu(Add)``, and ``Sigmoid(Mul)`` of the sum with a third conv's
-    output, then a last conv."""
-    rng = np.random.default_rng(1)
-    inits: list[onnx.TensorProto] = []
-
-    def conv(name: str, x: str) -> list[onnx.NodeProto]:
-        w = rng.normal(0, 0.3, (8, 3 if x == "input" else 8, 1, 1)).astype(np.float32)
-        inits.append(numpy_helper.from_array(w, f"{name}_w"))
-        return [
-            helper.make_node("Conv", [x, f"{name}_w"], [f"{name}_y"], kernel_shape=[1, 1]),
-            helper.make_node("Sigmoid", [f"{name}_y"], [f"{name}_s"]),
-            helper.make_node("Mul", [f"{name}_y", f"{name}_s"], [name]),  # SiLU
-        ]
-
-    nodes = [
-        *conv("c1", "input"),
-        *conv("c2", "input"),
-        *(
-            helper.make_node("MaxPool", [c], [f"{c}_p"], kernel_shape=[3, 3], pads=[1] * 4)
-            for c in ("c1", "c2")
-        ),
-        helper.make_node("Add", ["c1_p", "c2_p"], ["sum"]),
-        helper.make_node("Relu", ["sum"], ["r"]),
-        *conv("c3", "r"),
-        helper.make_node("Mul", ["r", "c3"], ["prod"]),
-        helper.make_node("Sigmoid", ["prod"], ["gate"]),
-        # a conv last: the front end leaves trailing element-wise ops to the host
-        helper.make_node("Conv", ["gate", "head_w"], ["out"], kernel_shape=[1, 1]),
-    ]
-    inits.append(
-        numpy_helper.from_array(rng.normal(0, 0.3, (8, 8, 1, 1)).astype(np.float32), "head_w")
-    )
-    return onnx_model("chains", nodes, inits, [1, 3, size, size], [1, 8, size, size])
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from backend_helpers import ARCH, compile_backend
 
 from aipusim.compiler.backend.lower import LayerUnit
-from aipusim.compiler.backend.tokens import Residency
+from aipusim.compiler.backend.steps import Residency
 from aipusim.isa.cost import cost_model
 
 

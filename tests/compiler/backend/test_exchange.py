@@ -3,31 +3,16 @@ core to core, the fallback to L2, and one weight fetch multicast to a row split'
 
 from __future__ import annotations
 
-import numpy as np
-from backend_helpers import ARCH, check_ok, compile_backend
+from backend_helpers import ARCH, check_ok, compile_backend, halo_graph
 
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.exchange import l1_exchange_tensors, part_destinations
 from aipusim.compiler.backend.layout import Split
 from aipusim.compiler.backend.lower import LayerPlan, LayerUnit
 from aipusim.compiler.backend.run import run_backend
-from aipusim.compiler.backend.tokens import Residency
-from aipusim.compiler.ir import Graph, Node, Op, Tensor
+from aipusim.compiler.backend.steps import Residency
+from aipusim.compiler.ir import Graph
 from aipusim.isa.tasks import DmaCopy, Phase, Pool
-
-
-def halo_graph(side: int, channels: int) -> Graph:
-    """A 1x1 conv ``c0`` then a 3x3 conv ``c1`` (padding 1) on a ``side`` x ``side`` image
-    of ``channels`` channels: ``c1``'s window reads one row above and below its rows."""
-    nodes, consts = [], {}
-    tensors = {"x0": Tensor("x0", (1, channels, side, side))}
-    for i, k in enumerate((1, 3)):
-        w = np.zeros((channels, channels, k, k), np.float32)
-        attrs = {"kernel_shape": [k, k], "pads": [k // 2] * 4}
-        nodes.append(Node(f"c{i}", Op.CONV, (f"x{i}", f"w{i}"), (f"x{i + 1}",), attrs))
-        tensors[f"w{i}"], consts[f"w{i}"] = Tensor(f"w{i}", w.shape), w
-        tensors[f"x{i + 1}"] = Tensor(f"x{i + 1}", (1, channels, side, side))
-    return Graph("halo", tuple(nodes), tensors, consts, ("x0",), ("x2",))
 
 
 def _coop(graph: Graph, cores: int, **kw: object):

@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
-from test_dpu_chain import chain_model
+from backend_helpers import ARCH, chain_model, check_ok, compile_backend, conv_chain
 
 import aipusim
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.emit import build_report
 from aipusim.compiler.backend.run import run_backend
-from aipusim.compiler.backend.schedule import choose_resident
-from aipusim.compiler.backend.tokens import Residency, WeightResidency
+from aipusim.compiler.backend.steps import Residency, WeightResidency
+from aipusim.compiler.backend.weight_plan import choose_resident
 from aipusim.functional_check import chip_inputs, compare
 from aipusim.isa.program import load_program
 from aipusim.isa.tasks import (

@@ -1,6 +1,6 @@
 """Several frames through a compiled multicore program: frames are ordered within a core
 only, so whatever one core writes that another core used for the previous frame needs a
-credit (`TokenMixin.frame_credits`), and the host may feed as many frames ahead as the
+credit (`tokens.frame_credits`), and the host may feed as many frames ahead as the
 I/O buffers have slots (`memplan.io_slots`). Each case below raised `HazardError` before
 those existed."""
 
