@@ -19,7 +19,7 @@ LEGACY_DIR = "legacy"
 def write_legacy_artifacts(root: Path) -> list[Path]:
     """``legacy/deploy_lib.tar``, ``deploy_graph.json``, ``deploy_param.npz`` from a
     compile output folder; returns the three paths."""
-    from aipusim.compiler.backend.emit import MANIFEST_FILE
+    from aipusim.compiler.backend.emit.files import MANIFEST_FILE
     from aipusim.isa.program import PROGRAM_FILE
 
     compiled = root / "compiled_model"

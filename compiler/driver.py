@@ -49,7 +49,7 @@ from aipusim.base.errors import (
     FileAccessError,
 )
 from aipusim.base.fileio import check_name, check_output, folder_error, reporting
-from aipusim.compiler.backend.emit import COMPILED_DIR, verify_crcs
+from aipusim.compiler.backend.emit.files import COMPILED_DIR, verify_crcs
 from aipusim.compiler.importer import read_model
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.memory_estimate import check_compile_memory

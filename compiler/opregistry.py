@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from aipusim.compiler.backend.lower import ALIAS_OPS
+from aipusim.compiler.backend.lower.units import ALIAS_OPS
 from aipusim.compiler.ir import DPU_OPS, DWPU_OPS, LAYOUT_OPS, LUT_OPS, MVM_OPS, Op
 
 #: What each quantizer step kind computes (the int8 reference's definition is in

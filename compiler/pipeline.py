@@ -2,7 +2,7 @@
 
 ``import`` turns the ONNX model into a `Graph`. The front end (`FRONT`) is passes
 ``(Graph, PassContext) -> Graph``; the back end (`BACK`) takes the graph through the typed
-stages of `aipusim.compiler.backend.ir` (``lower``: Graph -> Lowered, ``tile``: Lowered ->
+stages of `aipusim.compiler.backend.common.ir` (``lower``: Graph -> Lowered, ``tile``: Lowered ->
 Tiled, ... ``emit``: Estimated -> Emitted). A pass with a ``knob`` runs only when that
 `CompilerConfig` flag is true; no pass is ever skipped for any other reason: a pass that
 raises stops the compilation with the pass named.
@@ -140,7 +140,7 @@ FRONT: tuple[Pass, ...] = (
     Pass("validate_operators", validate_operators, Stage.REWRITE, "validate_operators"),
 )
 #: Stages 6-10 of docs/architecture.md §5 (the back half, `aipusim.compiler.backend`), each from one
-#: typed stage of `aipusim.compiler.backend.ir` to the next.
+#: typed stage of `aipusim.compiler.backend.common.ir` to the next.
 BACK: tuple[Pass, ...] = (
     Pass("lower", backend.lower, Stage.MIDEND),
     Pass("fuse_residual", backend.fuse_residual, Stage.MIDEND),

@@ -134,7 +134,7 @@ TABLE_AFTER_KINDS = frozenset(
 
 class DpuThen(enum.StrEnum):
     """A second element-wise step a `DpuOp` computes on its own result in the same pass
-    (`compiler.backend.dpu_chain`): ``none``, or the binary kind of that step."""
+    (`compiler.backend.lower.dpu_chain`): ``none``, or the binary kind of that step."""
 
     NONE = "none"
     ADD = "add"

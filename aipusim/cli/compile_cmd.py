@@ -234,7 +234,7 @@ def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
 
 def _placement_line(out: Path) -> str:
     """The compile report's placement summary (`placement.placement_summary`), if any."""
-    from aipusim.compiler.backend.emit import COMPILED_DIR, REPORT_FILE
+    from aipusim.compiler.backend.emit.files import COMPILED_DIR, REPORT_FILE
 
     report = out / COMPILED_DIR / REPORT_FILE
     if not report.is_file():

@@ -29,14 +29,7 @@ import logging
 from typing import Any
 
 from aipusim.base.errors import MemoryPlanError
-from aipusim.compiler.backend.attention import assign_units, head_mapping
-from aipusim.compiler.backend.constants import pack_constants
-from aipusim.compiler.backend.dpu_chain import fuse_dpu_chains as fold_dpu_chains
-from aipusim.compiler.backend.emit import emit_files
-from aipusim.compiler.backend.estimate import PlanCost, estimate_layers, init_estimate, plan_cost
-from aipusim.compiler.backend.imc import ImcOptions, map_layer
-from aipusim.compiler.backend.imc_plan import plan_mappings
-from aipusim.compiler.backend.ir import (
+from aipusim.compiler.backend.common.ir import (
     Distributed,
     Emitted,
     Estimated,
@@ -48,16 +41,28 @@ from aipusim.compiler.backend.ir import (
     Scheduled,
     Tiled,
 )
-from aipusim.compiler.backend.layout import CoreLayout, Split
-from aipusim.compiler.backend.lower import LayerUnit, lower_graph, unwrap_graph
-from aipusim.compiler.backend.memplan import PlanInputs, UnplacedTiles, plan_memory
-from aipusim.compiler.backend.multicore import core_layout
-from aipusim.compiler.backend.placement import placement_summary
-from aipusim.compiler.backend.residual import fuse_residual_adds
-from aipusim.compiler.backend.schedule import build_schedule
-from aipusim.compiler.backend.steps import Residency, residency_of
-from aipusim.compiler.backend.target import Target
-from aipusim.compiler.backend.tile import FusionGroup, Tiler
+from aipusim.compiler.backend.common.layout import CoreLayout, Split
+from aipusim.compiler.backend.common.target import Target
+from aipusim.compiler.backend.emit.files import emit_files
+from aipusim.compiler.backend.estimate.costs import (
+    PlanCost,
+    estimate_layers,
+    init_estimate,
+    plan_cost,
+)
+from aipusim.compiler.backend.imc.mapper import ImcOptions, map_layer
+from aipusim.compiler.backend.imc.plan import plan_mappings
+from aipusim.compiler.backend.lower.attention import assign_units, head_mapping
+from aipusim.compiler.backend.lower.dpu_chain import fuse_dpu_chains as fold_dpu_chains
+from aipusim.compiler.backend.lower.residual import fuse_residual_adds
+from aipusim.compiler.backend.lower.units import LayerUnit, lower_graph, unwrap_graph
+from aipusim.compiler.backend.memplan.placement import placement_summary
+from aipusim.compiler.backend.memplan.plan import PlanInputs, UnplacedTiles, plan_memory
+from aipusim.compiler.backend.multicore.split import core_layout
+from aipusim.compiler.backend.pack.constants import pack_constants
+from aipusim.compiler.backend.schedule.build import build_schedule
+from aipusim.compiler.backend.schedule.steps import Residency, residency_of
+from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiler
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.cost import CostModel
@@ -229,7 +234,7 @@ def _fields(ir: Any) -> dict[str, Any]:
 
 
 def _tile_plan(ir: Tiled) -> Any:
-    from aipusim.compiler.backend.tile import TilePlan
+    from aipusim.compiler.backend.tile.tiler import TilePlan
 
     return TilePlan(ir.tilings, ir.groups)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.arch import Arch
-from aipusim.compiler.backend.ir import Emitted
+from aipusim.compiler.backend.common.ir import Emitted
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.passes.context import PassContext
 

@@ -290,7 +290,7 @@ def _elementwise_kind(run: TaskRun, t: DpuOp) -> None:
             lut = run.table(t.lut_addr)
     else:
         prm = _scalar_rows(run, t.param_addr, count)
-    # an element-wise op with its activation fused (`compiler.backend.dpu_chain`): the
+    # an element-wise op with its activation fused (`compiler.backend.lower.dpu_chain`): the
     # table after the record (relu/clip: the record's clamp did it)
     then_table = table_after(t.kind, t.lut)
     if then_table:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aipusim.compiler.backend.lower import ALIAS_OPS
+from aipusim.compiler.backend.lower.units import ALIAS_OPS
 from aipusim.compiler.ir import AIPU_OPS, MVM_OPS, Op
 from aipusim.compiler.opregistry import KIND_SCHEMES, README, REGISTRY, main, readme_with_table
 

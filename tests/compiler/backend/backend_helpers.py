@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 import aipusim.zoo as zoo
 from aipusim.arch import Arch, load_arch
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend.ir import Emitted
+from aipusim.compiler.backend.common.ir import Emitted
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.ir import Graph, Node, Op, Tensor
 from aipusim.compiler.passes.context import PassContext

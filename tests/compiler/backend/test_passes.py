@@ -13,7 +13,7 @@ from zoo_compiles import zoo_model
 import aipusim.zoo as zoo
 from aipusim.base.errors import CompilerInternalError, TasklistError
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend import ir
+from aipusim.compiler.backend.common import ir
 from aipusim.compiler.driver import LOG_NAME, REPORT_NAME, compile_model
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.passes.context import PassContext

@@ -1,0 +1,2 @@
+"""Pass `multicore`: how an instance spreads over cores (`split`), and the cooperative
+activations multicast core to core (`exchange`)."""
