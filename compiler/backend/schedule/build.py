@@ -1,12 +1,13 @@
 """Pass 9, schedule: per-core task order and hardware tokens (docs/architecture.md §4, §5).
 
-The builder walks the fusion groups in order and, for every core that works on a group,
-every tile and every layer of the group, creates steps: DMA of the input tile (unless the
-tensor is L1-resident or a fused intermediate), DMA of streamed weights into L1 staging
-(through L2 by the system DMA when ``use_sysdma``), IMC weight-set loads, the compute task,
-DMA of the output tile. Each step records the steps it depends on: producers of its data,
-the last user of a buffer slot or weight set it overwrites (write-after-read), and the
-knob-driven fences below. Tokens are derived from these dependencies last.
+The frame walk (`frame`) goes through the fusion groups in order and, for every core that
+works on a group, every tile and every layer of the group, creates steps: DMA of the input
+tile (unless the tensor is L1-resident or a fused intermediate), DMA of streamed weights
+into L1 staging (through L2 by the system DMA when ``use_sysdma``), IMC weight-set loads,
+the compute task, DMA of the output tile. Each step records the steps it depends on:
+producers of its data, the last user of a buffer slot or weight set it overwrites
+(write-after-read), and the knob-driven fences below. Tokens are derived from these
+dependencies last.
 
 Knobs:
 - ``pipeline_spatial_tiles`` / ``pipeline_channel_tiles``: two buffer slots per tile stream,
