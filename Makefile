@@ -11,9 +11,11 @@ MODEL ?= resnet50
 .PHONY: run test test-slow lint bench corpus clean
 
 $(STAMP): pyproject.toml
+	@echo "make: installing aipusim and what running needs into $(VENV) (once; about a minute)"
 	@mkdir -p $(VENV) && date +%s.%N > $(VENV)/.install-began
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "make: installing the dependencies (numpy, pandas, onnx, onnxruntime, simpy, ...)"
 	$(BIN)/python -m pip install -q -e .
 	# An editable install leaves the sources uncompiled, and with PYTHONDONTWRITEBYTECODE
 	# every run compiled them again (~0.3-1 s of each CLI call); stale .pyc are ignored.
