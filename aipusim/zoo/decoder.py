@@ -40,14 +40,17 @@ Example:
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, external_data_helper, helper, numpy_helper
 
 from aipusim.base.errors import ZooError
+from aipusim.base.fileio import output_path
 from aipusim.zoo.builder import OPSET
 
 #: The additive mask value above the diagonal, as Hugging Face fills it (float32's lowest):
@@ -368,12 +371,78 @@ def build_decoder(
     return _Decoder(size, seed, positions).build(kind, batch, tokens, past)
 
 
+#: File names of a decoder written by `save_decoder`: the two graphs and the weights they
+#: share (stored once, each graph pointing into the file as ONNX external data).
+PREFILL_FILE = "prefill.onnx"
+DECODE_FILE = "decode.onnx"
+WEIGHTS_FILE = "weights.bin"
+#: Initializers at least this large go into the shared weights file.
+EXTERNAL_MIN_BYTES = 1024
+
+
+def save_decoder(prefill: onnx.ModelProto, decode: onnx.ModelProto, directory: Path) -> int:
+    """Write the two graphs into ``directory`` with their weights once, in `WEIGHTS_FILE`
+    (a 1B-parameter model is over protobuf's 2 GB per file and would be stored twice);
+    the bytes written. Each file is written under a temporary name and renamed into place
+    when all three are written: a failure leaves none of them (nor a folder it made).
+
+    ``onnx.load(directory / PREFILL_FILE)`` reads it back with its weights.
+    """
+    made = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        with (
+            output_path(directory / WEIGHTS_FILE) as weights_tmp,
+            output_path(directory / PREFILL_FILE) as prefill_tmp,
+            output_path(directory / DECODE_FILE) as decode_tmp,
+        ):
+            written = _write_shared(prefill, decode, weights_tmp)
+            for model, path in ((prefill, prefill_tmp), (decode, decode_tmp)):
+                blob = model.SerializeToString()
+                path.write_bytes(blob)
+                written += len(blob)
+    except BaseException:
+        if made:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return written
+
+
+def _write_shared(prefill: onnx.ModelProto, decode: onnx.ModelProto, path: Path) -> int:
+    """Move the large initializers of both graphs into the file ``path`` (each weight once,
+    both graphs pointing at it as `WEIGHTS_FILE`); its size."""
+    placed: dict[str, tuple[int, bytes]] = {}
+    with open(path, "wb") as data:
+        for model in (prefill, decode):
+            for tensor in model.graph.initializer:
+                raw = tensor.raw_data
+                if len(raw) < EXTERNAL_MIN_BYTES:
+                    continue
+                if tensor.name not in placed:
+                    placed[tensor.name] = (data.tell(), raw)
+                    data.write(raw)
+                offset, first = placed[tensor.name]
+                if first != raw:
+                    raise ZooError(
+                        f"decoder graphs must share the weight {tensor.name}, not hold two "
+                        "different ones"
+                    )
+                external_data_helper.set_external_data(tensor, WEIGHTS_FILE, offset, len(raw))
+                tensor.ClearField("raw_data")
+                tensor.data_location = onnx.TensorProto.EXTERNAL
+        return data.tell()
+
+
 __all__ = [
     "DECODERS",
+    "DECODE_FILE",
+    "PREFILL_FILE",
+    "WEIGHTS_FILE",
     "DecoderGraph",
     "DecoderSize",
     "Llama3Rope",
     "build_decoder",
     "decoder_names",
     "decoder_size",
+    "save_decoder",
 ]
