@@ -99,8 +99,8 @@ SUMMARIES: dict[str, str] = {
     ),
     "zoo": (
         "Built-in models (ResNet, MobileNetV2, EfficientNet-B0, YOLOv5s/v8n, DeiT-Tiny, "
-        "ViT-B/16, a tiny CNN) with seeded random weights, exported the way torch.onnx "
-        "exports them."
+        "ViT-B/16, a tiny CNN; the decoders llama_1b and tiny_decoder) with seeded random "
+        "weights, exported the way torch.onnx exports them."
     ),
 }
 
