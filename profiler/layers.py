@@ -43,7 +43,15 @@ from aipusim.isa.trace_schema import HEADER_INSTANCE_CORES, HEADER_TOKEN_LATENCY
 from aipusim.profiler.critical import critical_resources, predecessors
 from aipusim.profiler.drop import DropBy, drop_by_value
 from aipusim.profiler.exclusive import exclusive_cycles
-from aipusim.profiler.reduce import UNIT_CLASSES, _i64, _prepare, cat_flags, cat_strings, tasks
+from aipusim.profiler.reduce import (
+    UNIT_CLASSES,
+    _i64,
+    _prepare,
+    cat_flags,
+    cat_list,
+    cat_strings,
+    tasks,
+)
 from aipusim.profiler.trace import Trace
 
 #: The parts of a layer's span: the busy time by unit class, then the wait.
@@ -209,11 +217,14 @@ def _critical(t: pd.DataFrame, samples: pd.DataFrame) -> list[dict[str, float]]:
         return [{} for _ in range(len(samples))]
     # Python lists: the walk reads them one element at a time.
     pred = _i64(t["pred"]).tolist()
-    resource = np.asarray(cat_strings(t["resource"]), dtype=object).tolist()
+    resource = cat_list(t["resource"])
     start, end = _i64(t["start"]).tolist(), _i64(t["end"]).tolist()
     out = []
-    for row, lo in zip(samples["last_row"], samples["start"], strict=True):
-        if pd.isna(row):
+    rows = samples["last_row"].to_numpy(dtype=np.float64)
+    for row, lo, none in zip(
+        rows.tolist(), samples["start"].tolist(), np.isnan(rows).tolist(), strict=True
+    ):
+        if none:
             out.append({})
         else:
             out.append(critical_resources(pred, resource, start, end, int(row), int(lo)))
