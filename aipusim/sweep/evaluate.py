@@ -8,7 +8,8 @@ output folder.
 
 A worker is long-lived and keeps, in memory, what the next point can reuse:
 
-- the ONNX file of each zoo model it built (written once per worker, not once per point);
+- each model it compiles, parsed and checked (or, for a zoo model, built) once per worker
+  and handed to the compiler as an ``onnx.ModelProto``;
 - the last compiled program, with its `program_key`: points that differ only in what the
   compiler never reads (the frame count, the arch's ``energy`` and ``static_power``
   numbers) are compiled once and simulated many times. The runner sends such points to
@@ -106,17 +107,22 @@ class _Worker:
     compiled program (one: memory stays bounded whatever the number of points)."""
 
     def __init__(self) -> None:
-        self._folder: tempfile.TemporaryDirectory[str] | None = None
-        self._models: dict[tuple[str, int | None], Path] = {}
+        self._models: dict[tuple[str, int | None], Any] = {}
         self._program: tuple[str, Any, tempfile.TemporaryDirectory[str]] | None = None
 
-    def model_file(self, point: SweepPoint) -> Path:
-        """The point's ONNX file, a zoo model written once per worker."""
+    def model(self, point: SweepPoint) -> Any:
+        """The point's model as a checked ``onnx.ModelProto``, read or built once per
+        worker (a compile from it skips reading and checking the file again)."""
         key = (point.model, point.input_size)
         if key not in self._models:
-            if self._folder is None:
-                self._folder = tempfile.TemporaryDirectory(prefix="aipusim-sweep-models-")
-            self._models[key] = write_model(point, Path(self._folder.name))
+            if point.model.lower().endswith(".onnx"):
+                from aipusim.compiler.importer import load_model
+
+                self._models[key] = load_model(point.model)
+            else:
+                from aipusim import zoo
+
+                self._models[key] = zoo.build(point.model, input_size=point.input_size)
         return self._models[key]
 
     def program(self, point: SweepPoint) -> tuple[Any, float]:
@@ -131,10 +137,10 @@ class _Worker:
         folder = tempfile.TemporaryDirectory(prefix="aipusim-sweep-")
         try:
             arch_path = write_arch(point, Path(folder.name))
-            model_path = self.model_file(point)
+            source = self.model(point)
             start = time.perf_counter()
             model = aipusim.compile(
-                model_path,
+                source,
                 point.config(),
                 output_dir=Path(folder.name) / "compiled",
                 arch=arch_path,
