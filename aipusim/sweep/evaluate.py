@@ -8,8 +8,9 @@ output folder.
 
 A worker is long-lived and keeps, in memory, what the next point can reuse:
 
-- each model it compiles, parsed and checked (or, for a zoo model, built) once per worker
-  and handed to the compiler as an ``onnx.ModelProto``;
+- each model it compiles, parsed and checked once per worker and handed to the compiler
+  as an ``onnx.ModelProto``; a zoo model is built once on the machine and kept as a file
+  in the cache folder (`zoo_model_file`);
 - the last compiled program, with its `program_key`: points that differ only in what the
   compiler never reads (the frame count, the arch's ``energy`` and ``static_power``
   numbers) are compiled once and simulated many times. The runner sends such points to
@@ -24,6 +25,7 @@ from them, so points with another clock or DDR rate compile again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import tempfile
@@ -102,6 +104,56 @@ def write_arch(point: SweepPoint, folder: Path) -> Path | None:
     return path
 
 
+#: Sub-folder of the cache folder (`aipusim.compiler.quant.cache.cache_root`) holding
+#: built zoo models, and how many it keeps (the most recently written).
+ZOO_SUBDIR = "zoo"
+ZOO_FILES_KEPT = 6
+
+
+def zoo_model_file(name: str, input_size: int | None, use_cache: bool = True) -> Path:
+    """The ONNX file of zoo model ``name`` at ``input_size``: built once and kept in the
+    cache folder, keyed by the zoo's own source and the onnx version (building ResNet-50's
+    random weights takes seconds; reading the file back, one). ``use_cache=False``
+    (``--no-cache``) builds it into a temporary folder of this process instead.
+    """
+    import onnx
+
+    from aipusim import zoo
+    from aipusim.base.atomic import temp_name
+    from aipusim.compiler.quant.cache import cache_root
+
+    digest = hashlib.sha256(f"{name}:{input_size}:{onnx.__version__}".encode())
+    for source in sorted(Path(zoo.__file__).parent.glob("*.py")):
+        digest.update(source.read_bytes())
+    folder = cache_root() / ZOO_SUBDIR
+    if not use_cache:
+        folder = Path(tempfile.mkdtemp(prefix="aipusim-zoo-"))
+    path = folder / f"{name}-{input_size or 'published'}-{digest.hexdigest()[:16]}.onnx"
+    if path.is_file():
+        return path
+    model = zoo.build(name, input_size=input_size)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = temp_name(path)
+        onnx.save(model, tmp)
+        tmp.replace(path)  # whole or absent, whatever other workers do meanwhile
+    except OSError:
+        # (an unwritable cache folder: the quantization cache warns about it)
+        folder = Path(tempfile.mkdtemp(prefix="aipusim-zoo-"))
+        path = folder / path.name
+        onnx.save(model, path)
+        return path
+    built = []
+    for other in folder.glob("*.onnx"):
+        if not other.name.startswith("."):  # (not another writer's temporary file)
+            with contextlib.suppress(OSError):
+                built.append((other.stat().st_mtime, other))
+    for _, old in sorted(built, reverse=True)[ZOO_FILES_KEPT:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+    return path
+
+
 class _Worker:
     """What a worker process keeps between points: its zoo model files and its last
     compiled program (one: memory stays bounded whatever the number of points)."""
@@ -120,9 +172,10 @@ class _Worker:
 
                 self._models[key] = load_model(point.model)
             else:
-                from aipusim import zoo
+                from aipusim.compiler.importer import load_model
 
-                self._models[key] = zoo.build(point.model, input_size=point.input_size)
+                path = zoo_model_file(point.model, point.input_size, point.quantization_cache)
+                self._models[key] = load_model(path)
         return self._models[key]
 
     def program(self, point: SweepPoint) -> tuple[Any, float]:
@@ -235,10 +288,13 @@ def metrics(result: Any) -> dict[str, Any]:
 
 __all__ = [
     "SIMULATOR_ONLY_ARCH_TABLES",
+    "ZOO_FILES_KEPT",
+    "ZOO_SUBDIR",
     "check_columns",
     "evaluate_point",
     "metrics",
     "program_key",
     "write_arch",
     "write_model",
+    "zoo_model_file",
 ]
