@@ -113,6 +113,27 @@ def test_a_corrupt_entry_is_removed_with_a_warning(tmp_path: Path, caplog) -> No
     assert cache.get("b" * 64) is None and not path.exists()
 
 
+def test_an_entry_read_before_is_not_checked_again_unless_its_file_changed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import aipusim.compiler.quant.cache as cache_module
+
+    cache = QuantizationCache(tmp_path)
+    files = _files(b"z", 3000)
+    cache.put("c" * 64, files)
+    unpacked = []
+    real_unpack = cache_module._unpack
+    monkeypatch.setattr(
+        cache_module, "_unpack", lambda data: unpacked.append(1) or real_unpack(data)
+    )
+    assert cache.get("c" * 64) == files and unpacked == []  # kept in memory since the put
+    path = cache.path("c" * 64)
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert cache.get("c" * 64) is None and unpacked == [1]  # changed bytes: checked, corrupt
+
+
 def test_the_least_recently_used_entries_go_first(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(SIZE_ENV, "1")  # one megabyte: two entries of 400 kB fit, not three
     cache = QuantizationCache(tmp_path)
