@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -175,7 +176,11 @@ class _Worker:
                 from aipusim.compiler.importer import load_model
 
                 path = zoo_model_file(point.model, point.input_size, point.quantization_cache)
-                self._models[key] = load_model(path)
+                try:
+                    self._models[key] = load_model(path)
+                finally:
+                    if not point.quantization_cache:  # (its own temporary folder)
+                        shutil.rmtree(path.parent, ignore_errors=True)
         return self._models[key]
 
     def program(self, point: SweepPoint) -> tuple[Any, float]:

@@ -268,6 +268,30 @@ def test_cache_info_and_clear(model_path: Path, tmp_path: Path, capsys) -> None:
     assert QuantizationCache().info().entries == 0
 
 
+def test_cache_clear_also_removes_the_zoo_models_sweeps_keep(capsys) -> None:
+    from aipusim.sweep.evaluate import zoo_model_file
+
+    kept = zoo_model_file("tiny_cnn", 16)
+    assert kept.is_file()
+    assert main(["cache", "info", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["zoo_models"] == 1
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out.strip().endswith("and 1 zoo model files")
+    assert not kept.exists()
+
+
+def test_a_sweep_worker_without_the_cache_leaves_no_model_file(tmp_path: Path) -> None:
+    import tempfile
+
+    from aipusim.sweep.evaluate import _Worker
+    from aipusim.sweep.space import build_space
+
+    point = build_space(["tiny_cnn"], input_size=16, quantization_cache=False).points[0]
+    before = set(Path(tempfile.gettempdir()).glob("aipusim-zoo-*"))
+    assert _Worker().model(point).graph.input[0].name == "input"
+    assert set(Path(tempfile.gettempdir()).glob("aipusim-zoo-*")) == before
+
+
 def test_the_api_and_sweep_points_pass_the_switch_on(tmp_path: Path) -> None:
     import aipusim
     from aipusim.sweep.space import build_space
