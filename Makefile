@@ -11,20 +11,32 @@ MODEL ?= resnet50
 .PHONY: run test test-slow lint bench corpus clean
 
 $(STAMP): pyproject.toml
+	@echo "make: installing aipusim and what running needs into $(VENV) (once; about a minute)"
+	@mkdir -p $(VENV) && date +%s.%N > $(VENV)/.install-began
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "make: installing the dependencies (numpy, pandas, onnx, onnxruntime, simpy, ...)"
 	$(BIN)/python -m pip install -q -e .
 	# An editable install leaves the sources uncompiled, and with PYTHONDONTWRITEBYTECODE
 	# every run compiled them again (~0.3-1 s of each CLI call); stale .pyc are ignored.
 	$(BIN)/python -m compileall -q aipusim base arch isa compiler simulator profiler
 	touch $(STAMP)
+	@# The install's seconds, for the closing line of the `make run` that needed it.
+	@$(BIN)/python -c "import time; began = float(open('$(VENV)/.install-began').read()); \
+	print(f'{time.time() - began:.1f}')" > $(VENV)/.install-seconds
+	@rm -f $(VENV)/.install-began
 
 $(DEV_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,distributed]'
+	@rm -f $(VENV)/.install-seconds
 	touch $(DEV_STAMP)
 
+# A run right after the install counts the install in its closing line (the seconds are
+# read once: the next run does not count them again).
 run: $(STAMP)
-	$(BIN)/aipusim run $(MODEL) -o runs/$(MODEL)
+	@install_s=$$(cat $(VENV)/.install-seconds 2>/dev/null); rm -f $(VENV)/.install-seconds; \
+	echo "$(BIN)/aipusim run $(MODEL) -o runs/$(MODEL)"; \
+	AIPUSIM_INSTALL_SECONDS=$$install_s $(BIN)/aipusim run $(MODEL) -o runs/$(MODEL)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

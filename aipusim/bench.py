@@ -189,19 +189,78 @@ def _compile_split(point: Any, folder: Path, quantization_cache: bool) -> dict[s
     }
 
 
+class _WorkerMemory:
+    """Samples the resident set of this process's child processes (the sweep's pool
+    workers) every ``interval_s`` seconds on a thread; Linux only (``/proc``), else no
+    samples. `figures` gives the median over workers of each one's RSS in the first and
+    the last tenth of the sweep, and the highest sample."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        import threading
+
+        self.interval_s = interval_s
+        self.samples: dict[int, list[float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="worker-rss", daemon=True)
+
+    def __enter__(self) -> _WorkerMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            for child in multiprocessing.active_children():
+                try:
+                    status = Path(f"/proc/{child.pid}/status").read_text()
+                except OSError:
+                    continue
+                for line in status.splitlines():
+                    if line.startswith("VmRSS:"):
+                        mb = int(line.split()[1]) / 1024
+                        self.samples.setdefault(child.pid, []).append(mb)
+
+    def figures(self) -> dict[str, float | None]:
+        import statistics
+
+        series = [s for s in self.samples.values() if len(s) >= 10]
+        if not series:
+            return {
+                "worker_rss_mb_early": None,
+                "worker_rss_mb_late": None,
+                "worker_rss_mb_peak": None,
+            }
+        early = statistics.median(max(s[: len(s) // 10]) for s in series)
+        late = statistics.median(max(s[-(len(s) // 10) :]) for s in series)
+        peak = max(max(s) for s in series)
+        return {
+            "worker_rss_mb_early": round(early),
+            "worker_rss_mb_late": round(late),
+            "worker_rss_mb_peak": round(peak),
+        }
+
+
 def sweep_bench(
     workers: int = 2,
     frames: int = 8,
     model: str = SWEEP_MODEL,
-    input_size: int = SWEEP_INPUT_SIZE,
+    input_size: int | None = SWEEP_INPUT_SIZE,
     quantization_cache: bool = True,
+    arch_params: tuple[str, ...] = SWEEP_ARCH_PARAMS,
 ) -> dict[str, Any]:
     """Run the 200-point `SWEEP_PARAMS` x `SWEEP_ARCH_PARAMS` sweep of ``model`` on a local
     pool of ``workers`` long-lived processes (as ``aipusim sweep`` does) and time it:
     points per second, the mean compile and simulate seconds of a point as its worker
     measured them, and how a compile of the same points splits into front end and back
     end (one compile per multicore mode in this process, after the sweep warmed the
-    quantization cache). Example: ``sweep_bench(workers=2)["points_per_s"]``.
+    quantization cache). ``arch_params`` replace the two DDR data rates (``KEY=V1,V2``
+    as ``aipusim sweep --arch-param``); simulator-only numbers (`aipusim.sweep.evaluate.
+    SIMULATOR_ONLY_ARCH_TABLES`) let points share a compiled program. Also how many
+    compiles the points needed, and the workers' resident memory early and late in the
+    sweep. Example: ``sweep_bench(workers=2)["points_per_s"]``.
     """
     from aipusim.compiler.config import CompilerConfig
     from aipusim.sweep import ResultStore, build_space, parse_backend, run_sweep
@@ -209,7 +268,7 @@ def sweep_bench(
     space = build_space(
         [model],
         SWEEP_PARAMS,
-        SWEEP_ARCH_PARAMS,
+        arch_params,
         frames=frames,
         input_size=input_size,
         base=CompilerConfig(**SWEEP_SET),
@@ -217,9 +276,10 @@ def sweep_bench(
     )
     with tempfile.TemporaryDirectory(prefix="aipusim-bench-sweep-") as tmp:
         t0 = time.perf_counter()
-        summary = run_sweep(
-            space, Path(tmp) / "sweep", backend=parse_backend(workers=workers), progress=False
-        )
+        with _WorkerMemory() as memory:
+            summary = run_sweep(
+                space, Path(tmp) / "sweep", backend=parse_backend(workers=workers), progress=False
+            )
         wall = time.perf_counter() - t0
         rows = ResultStore(Path(tmp) / "sweep").read()
         modes = {dict(p.params)["multicore_mode"]: p for p in space.points}
@@ -231,8 +291,10 @@ def sweep_bench(
     n = len(space.points)
     return {
         "model": model,
-        "input": f"{input_size}px",
+        "input": "published" if input_size is None else f"{input_size}px",
         "points": n,
+        # points whose worker compiled (the others reused the program of the one before)
+        "compiles": int((rows["compile_s"] > 0).sum()),
         "failed": summary.failed,
         "workers": workers,
         "frames": frames,
@@ -254,6 +316,7 @@ def sweep_bench(
         "compile_back_s": round(sum(s["back_s"] for s in splits) / len(splits), 3),
         "compile_outside_s": round(sum(s["outside_s"] for s in splits) / len(splits), 3),
         "quantization": ",".join(sorted({s["quantization"] for s in splits})),
+        **memory.figures(),
     }
 
 

@@ -65,6 +65,11 @@ class OnnxImportError(AipuSimError):
     status = "ONNX_GRAPH_CLEANER_ERROR"
 
 
+class DecoderGraphError(OnnxImportError):
+    """A decoder's prefill and decode graphs are not the two-graph form the language-model
+    flow takes (`aipusim.compiler.decoder`)."""
+
+
 class UnsupportedOperatorError(AipuSimError):
     """One or more operators cannot run on any unit of the AIPU."""
 
@@ -148,6 +153,7 @@ __all__ = [
     "ConfigError",
     "CorpusError",
     "DeadlockError",
+    "DecoderGraphError",
     "FileAccessError",
     "FunctionalMismatch",
     "HazardError",

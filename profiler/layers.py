@@ -43,12 +43,24 @@ from aipusim.isa.trace_schema import HEADER_INSTANCE_CORES, HEADER_TOKEN_LATENCY
 from aipusim.profiler.critical import critical_resources, predecessors
 from aipusim.profiler.drop import DropBy, drop_by_value
 from aipusim.profiler.exclusive import exclusive_cycles
-from aipusim.profiler.reduce import UNIT_CLASSES, _i64, _prepare, tasks
+from aipusim.profiler.reduce import (
+    UNIT_CLASSES,
+    _i64,
+    _prepare,
+    cat_flags,
+    cat_list,
+    cat_strings,
+    tasks,
+)
 from aipusim.profiler.trace import Trace
 
 #: The parts of a layer's span: the busy time by unit class, then the wait.
 PARTS = (*UNIT_CLASSES, "wait")
 _KEYS = ["core", "frame", "layer"]
+
+
+def _is_host_link(unit: str) -> bool:
+    return unit.startswith("pcie")
 
 
 def _header_int(trace: Trace, key: str, default: int) -> int:
@@ -62,7 +74,7 @@ def _core_tasks(trace: Trace) -> pd.DataFrame:
     """The cores' tasks (host link transfers left out) with their exclusive cycles and
     their critical-path predecessor."""
     t = tasks(trace)
-    t = t[~t["unit"].astype(str).str.startswith("pcie").to_numpy(dtype=bool)]
+    t = t[~cat_flags(t["unit"], _is_host_link)]
     t = t.reset_index(drop=True)
     if t.empty:
         return t.assign(excl=np.zeros(0), pred=np.zeros(0, np.int64))
@@ -129,8 +141,8 @@ def layer_samples(trace: Trace) -> pd.DataFrame:
     (``critical``, a dict)."""
     t = _core_tasks(trace)
     marks = _markers(trace)
-    sel = ((t["frame"] >= 0) & (t["layer"].astype(str) != "")).to_numpy(dtype=bool)
-    mine = t[sel].assign(layer=lambda d: d["layer"].astype(str))
+    sel = (t["frame"] >= 0).to_numpy(dtype=bool) & cat_flags(t["layer"], bool)
+    mine = t[sel].assign(layer=lambda d: cat_strings(d["layer"]))
     for c in UNIT_CLASSES:
         mine[c] = np.where((mine["cls"] == c).to_numpy(dtype=bool), mine["excl"], 0.0)
     # The sample's last task: where its critical path starts.
@@ -205,11 +217,14 @@ def _critical(t: pd.DataFrame, samples: pd.DataFrame) -> list[dict[str, float]]:
         return [{} for _ in range(len(samples))]
     # Python lists: the walk reads them one element at a time.
     pred = _i64(t["pred"]).tolist()
-    resource = t["resource"].astype(str).tolist()
+    resource = cat_list(t["resource"])
     start, end = _i64(t["start"]).tolist(), _i64(t["end"]).tolist()
     out = []
-    for row, lo in zip(samples["last_row"], samples["start"], strict=True):
-        if pd.isna(row):
+    rows = samples["last_row"].to_numpy(dtype=np.float64)
+    for row, lo, none in zip(
+        rows.tolist(), samples["start"].tolist(), np.isnan(rows).tolist(), strict=True
+    ):
+        if none:
             out.append({})
         else:
             out.append(critical_resources(pred, resource, start, end, int(row), int(lo)))
@@ -220,9 +235,9 @@ def layer_spans(trace: Trace) -> pd.DataFrame:
     """One row per layer sample: core, frame, layer, start, end (its span, cycles),
     without the exclusive and critical-path work of `layer_samples` (for timelines)."""
     t = tasks(trace)
-    sel = ((t["frame"] >= 0) & (t["layer"].astype(str) != "")).to_numpy(dtype=bool)
-    sel = sel & ~t["unit"].astype(str).str.startswith("pcie").to_numpy(dtype=bool)
-    mine = t[sel].assign(layer=lambda d: d["layer"].astype(str))
+    sel = (t["frame"] >= 0).to_numpy(dtype=bool) & cat_flags(t["layer"], bool)
+    sel &= ~cat_flags(t["unit"], _is_host_link)
+    mine = t[sel].assign(layer=lambda d: cat_strings(d["layer"]))
     spans = mine.groupby(_KEYS, sort=False, as_index=False).agg(
         start=("start", "min"), end=("end", "max")
     )

@@ -30,6 +30,8 @@ value-dropped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -58,6 +60,35 @@ def _prepare(trace: Trace, percent: float, drop_by: DropBy | str) -> tuple[Trace
 
 def _categorical(series: pd.Series) -> pd.Categorical:
     return pd.Categorical(series.astype("category"))
+
+
+def cat_strings(series: pd.Series) -> pd.Series:
+    """``series.astype(str)`` of a categorical column, taken from its categories: one
+    conversion per category instead of one per row (a 1M-row trace has a few dozen)."""
+    codes = series.cat.codes.to_numpy()
+    if len(codes) and codes.min() < 0:  # missing values: let pandas spell them
+        return series.astype(str)
+    return pd.Series(series.cat.categories.astype(str).take(codes), index=series.index)
+
+
+def cat_list(series: pd.Series) -> list[str]:
+    """``series.astype(str).tolist()`` of a categorical column, one conversion per
+    category."""
+    codes = series.cat.codes.to_numpy()
+    if len(codes) and codes.min() < 0:
+        return series.astype(str).tolist()
+    names = np.array([str(c) for c in series.cat.categories], dtype=object)
+    return names[codes].tolist() if len(names) else []
+
+
+def cat_flags(series: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
+    """``test`` of each row's ``str`` value of a categorical column, as a bool array,
+    evaluated once per category."""
+    codes = series.cat.codes.to_numpy()
+    if len(codes) and codes.min() < 0:
+        return np.array([test(v) for v in series.astype(str)], dtype=bool)
+    flags = np.array([test(str(c)) for c in series.cat.categories], dtype=bool)
+    return flags[codes] if len(flags) else np.zeros(len(codes), dtype=bool)
 
 
 def union_categoricals(parts: list[pd.Categorical]) -> pd.Categorical:

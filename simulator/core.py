@@ -29,28 +29,47 @@ from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA
 
 if TYPE_CHECKING:
     from aipusim.isa.cost import Transfer
-    from aipusim.simulator.engine import Replica, Simulation
+    from aipusim.simulator.clock import RunEnvironment
+    from aipusim.simulator.engine import Replica
     from aipusim.simulator.links import Route
+    from aipusim.simulator.parts import Fabric, Ledger, RunConfig
     from aipusim.simulator.ports import PortGroup
     from aipusim.simulator.prepare import CoreCode
+    from aipusim.simulator.trace import Tracer
 
 
 class CoreRun:
-    """A physical core running one logical core of an instance replica."""
+    """A physical core running one logical core of an instance replica.
+
+    It is given the parts of the run it uses: the environment, the run's constants, the
+    links and L1 ports (``fabric``), the log of executed tasks, the tracer, and how many
+    ops the run has (``n_ops``, the size of its route cache)."""
 
     def __init__(
-        self, sim: Simulation, replica: Replica, logical: int, physical: int, code: CoreCode
+        self,
+        env: RunEnvironment,
+        config: RunConfig,
+        fabric: Fabric,
+        ledger: Ledger,
+        tracer: Tracer | None,
+        n_ops: int,
+        replica: Replica,
+        logical: int,
+        physical: int,
+        code: CoreCode,
     ) -> None:
-        self.sim = sim
+        self.env = env
+        self.config = config
+        self.fabric = fabric
+        self.ledger = ledger
+        self.tracer = tracer
+        self.n_ops = n_ops
         self.replica = replica
         self.logical = logical
         self.physical = physical
         self.code = code
-        env = sim.env
-        self.ctl = ControlCore(env, sim.arch.control.dispatch_cycles_per_task, sim.chunk_records)
-        self.ltok = [
-            Token(f"core{physical}.local{i}") for i in range(sim.arch.tokens.local_per_core)
-        ]
+        self.ctl = ControlCore(env, config.dispatch_cycles_per_task, config.chunk_records)
+        self.ltok = [Token(f"core{physical}.local{i}") for i in range(config.local_tokens)]
         self.gtok = replica.gtok
         #: unit -> (seq, kind, object, count) while the unit is blocked (deadlock reports).
         self.blocked: dict[str, tuple[int, str, Any, Any]] = {}
@@ -61,7 +80,7 @@ class CoreRun:
         self._done_t: dict[int, int] = {}
         self.n_units = len(code.unit_names)
         #: The `Route` of each op's transfer (by `Op.index`), made when first needed.
-        self.routes: list[Route | None] = [None] * len(sim.ops)
+        self.routes: list[Route | None] = [None] * n_ops
         #: (first check, resolution) of every polled wait (use_hw_tokens=false).
         self.poll_spans: list[tuple[int, int]] = []
         self.finished_units = 0
@@ -70,42 +89,42 @@ class CoreRun:
         """The `Route` of a transfer that ``unit`` of this core issues: the shared links,
         its bursts, and the L1 ports it passes: this core's read ports, each destination
         core's write ports (with contention off: private links, no L1 port sharing)."""
-        sim = self.sim
+        fabric = self.fabric
         engine = (self.physical, unit)
         dests = [self.physical]
         if x.dst_cores:
             cores = self.replica.cores
             dests = [c.physical for i, c in enumerate(cores) if x.dst_cores >> i & 1]
         l1: list[tuple[PortGroup, int]] = []
-        me = sim.requester[unit]
+        me = fabric.requester[unit]
         if x.src == Pool.L1:
-            rd = sim.port_groups(self.physical)[0]
+            rd = fabric.ports[self.physical][0]
             if rd is not None:
                 l1.append((rd, me))
         if x.dst == Pool.L1:
             for p in dests:
-                wr = sim.port_groups(p)[1]
+                wr = fabric.ports[p][1]
                 if wr is not None:
-                    l1.append((wr, me if p == self.physical else sim.remote))
-        return sim.route(x, engine, l1)
+                    l1.append((wr, me if p == self.physical else fabric.remote))
+        return fabric.route(x, engine, l1)
 
     # -- phases ------------------------------------------------------------------------
     def phase_event(self, phase: int) -> simpy.Event:
         ev = self._phase_ev.get(phase)
         if ev is None:
-            ev = self._phase_ev[phase] = self.sim.env.event()
+            ev = self._phase_ev[phase] = self.env.event()
         return ev
 
     def done_event(self, phase: int) -> simpy.Event:
         ev = self._done_ev.get(phase)
         if ev is None:
-            ev = self._done_ev[phase] = self.sim.env.event()
+            ev = self._done_ev[phase] = self.env.event()
         return ev
 
     def start_phase(self, phase: int, start: int) -> None:
         code = self.code.phase(phase)
-        gp_base = 0 if phase < 0 else self.sim.gp_base(self.code, phase)
-        bulk = not code.has_ctrl and (self.sim.tracer is None or not self.sim.tracer.per_task)
+        gp_base = 0 if phase < 0 else self.config.gp_base(self.code, phase)
+        bulk = not code.has_ctrl and (self.tracer is None or not self.tracer.per_task)
         self.ctl.begin_phase(code.ops, gp_base, start, bulk)
         self._pending[phase] = self.n_units
         self._done_t[phase] = start
@@ -123,9 +142,8 @@ class CoreRun:
     def frame_of(self, phase: int) -> int:
         if phase < 0:
             return -1
-        return phase * self.sim.frames_per_start + (
-            self.logical if self.sim.frames_per_start > 1 else 0
-        )
+        per_start = self.config.frames_per_start
+        return phase * per_start + (self.logical if per_start > 1 else 0)
 
 
 def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
@@ -133,22 +151,23 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
 
     The hot loop of the simulator, one generator per queue so that a wake-up resumes it
     directly."""
-    sim = core.sim
-    env = sim.env
+    cfg = core.config
+    env = core.env
     ctl = core.ctl
     ltok, gtok = core.ltok, core.gtok
-    hw_tokens = sim.use_hw_tokens
-    sig_lat, glob_lat = sim.token_latency, sim.global_token_latency
-    poll_interval, poll_cost = sim.poll_interval, sim.poll_cost
-    tracer = sim.tracer
+    hw_tokens = cfg.use_hw_tokens
+    sig_lat, glob_lat = cfg.token_latency_cycles, cfg.global_token_latency_cycles
+    poll_interval, poll_cost = cfg.poll_interval_cycles, cfg.poll_cost_cycles
+    tracer = core.tracer
     tracing = tracer is not None and tracer.per_task
     # with contention off each unit has its own links, so its own routes
-    routes = core.routes if sim.contention else [None] * len(sim.ops)
-    burst = sim.burst_bytes
-    streams = sim.streams
+    routes = core.routes if cfg.contention else [None] * core.n_ops
+    burst = cfg.burst_bytes
+    streams = core.fabric.streams
+    segments = core.ledger.segments
     # the core's L1 ports (None: contention off, each task alone) and this unit's place
-    rd, wr = sim.port_groups(core.physical)
-    me = sim.requester[unit]
+    rd, wr = core.fabric.ports[core.physical]
+    me = core.fabric.requester[unit]
     l1_books = rd is not None or wr is not None
     if rd is not None:
         r_ends, r_rates, r_others, r_ports = rd.ends, rd.rates, rd.others[me], rd.ports
@@ -159,7 +178,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
     blocked = core.blocked
     queues = (core.code.init.by_unit.get(unit), core.code.frame.by_unit.get(unit))
     t = 0
-    for phase in range(-1, sim.starts):
+    for phase in range(-1, cfg.starts):
         start = yield core.phase_event(phase)
         if start > t:
             t = start
@@ -169,7 +188,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
             core.unit_done(phase, t)
             continue
         starts, ends = array("q"), array("q")
-        sim.segments.append((core.physical, phase, queue.rids, starts, ends))
+        segments.append((core.physical, phase, queue.rids, starts, ends))
         log_start, log_end = starts.append, ends.append
         times = ctl.times  # this phase's dispatch cycles (grows, never changes identity)
         for seq, op in zip(queue.seqs, queue.ops, strict=True):

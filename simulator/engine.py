@@ -10,8 +10,7 @@ from __future__ import annotations
 import gc
 import itertools
 import math
-from array import array
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +30,9 @@ from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.detail import Detail
 from aipusim.simulator.detail.ddr_link import DdrBurstTimer
 from aipusim.simulator.detail.lpddr4 import Lpddr4Config
-from aipusim.simulator.host import host_inputs, host_outputs
+from aipusim.simulator.host import HostSide, host_inputs, host_outputs
 from aipusim.simulator.links import Link, Route, transfer
+from aipusim.simulator.parts import Fabric, Ledger, RunConfig
 from aipusim.simulator.ports import PortGroup
 from aipusim.simulator.prepare import UNIT_ORDER, CoreCode, prepare_core
 from aipusim.simulator.tokens import BarrierHub, Token
@@ -40,7 +40,7 @@ from aipusim.simulator.trace import Tracer
 from aipusim.simulator.units import Op, TaskCoster
 
 if TYPE_CHECKING:
-    from aipusim.simulator.result import SimResult
+    from aipusim.simulator.result import RunRecord, SimResult
 
 
 def check_voltage(arch: Arch, freq_hz: int, voltage_v: float | None) -> float:
@@ -77,17 +77,27 @@ def gc_paused() -> Iterator[None]:
 class Replica:
     """One copy of the instance on the chip: its cores, global tokens, barriers, frames."""
 
-    def __init__(self, sim: Simulation, index: int, dispatcher: Link) -> None:
-        self.sim = sim
+    def __init__(
+        self,
+        env: RunEnvironment,
+        config: RunConfig,
+        program: Program,
+        index: int,
+        global_tokens: int,
+        dispatcher: Link,
+    ) -> None:
+        self.env = env
+        self.starts = config.starts
+        self.frames_per_start = config.frames_per_start
         self.index = index
-        self.program = sim.program
-        self.gtok = [Token(f"rep{index}.global{i}") for i in range(sim.arch.tokens.global_count)]
-        self.barriers = BarrierHub(sim.env)
+        self.program = program
+        self.gtok = [Token(f"rep{index}.global{i}") for i in range(global_tokens)]
+        self.barriers = BarrierHub(env)
         self.dispatcher = dispatcher
         self.cores: list[CoreRun] = []
-        inst = sim.program.instance
-        self.input_bytes_per_start = inst.input_bytes * sim.frames_per_start
-        self.output_bytes_per_start = inst.output_bytes * sim.frames_per_start
+        inst = program.instance
+        self.input_bytes_per_start = inst.input_bytes * config.frames_per_start
+        self.output_bytes_per_start = inst.output_bytes * config.frames_per_start
         self.issue: dict[int, int] = {}
         self.h2d: dict[int, tuple[int, int]] = {}
         self.d2h: dict[int, int] = {}
@@ -103,7 +113,7 @@ class Replica:
     def _event(self, name: str, s: int) -> simpy.Event:
         ev = self._events.get((name, s))
         if ev is None:
-            ev = self._events[(name, s)] = self.sim.env.event()
+            ev = self._events[(name, s)] = self.env.event()
         return ev
 
     def start_event(self, s: int) -> simpy.Event:
@@ -130,7 +140,7 @@ class Replica:
 
     def gather_frames(self) -> Generator[Any, Any, None]:
         """Gather the cores' frame ends into instance-level 'done' events."""
-        for s in range(self.sim.starts):
+        for s in range(self.starts):
             end = 0
             for c in self.cores:
                 end = max(end, (yield c.done_event(s)))
@@ -247,20 +257,48 @@ class Simulation:
         self.streams = itertools.count()
         self.global_token_latency = self.cost.token_latency_cycles(True)
 
-        #: Executed tasks, one segment per (core, unit, phase): (physical core, phase,
-        #: rids of the unit's records, start cycles, end cycles); host transfers apart.
-        self.segments: list[tuple[int, int, np.ndarray, array, array]] = []
-        self.host_log: list[tuple[int, int, int, int, int]] = []  # rid, core, start, begin, end
+        #: The run's constants, links and log as the core and host processes get them.
+        self.config = RunConfig(
+            starts=self.starts,
+            frames_per_start=self.frames_per_start,
+            burst_bytes=self.burst_bytes,
+            contention=contention,
+            use_hw_tokens=self.use_hw_tokens,
+            token_latency_cycles=self.token_latency,
+            global_token_latency_cycles=self.global_token_latency,
+            poll_interval_cycles=self.poll_interval,
+            poll_cost_cycles=self.poll_cost,
+            dispatch_cycles_per_task=ctrl.dispatch_cycles_per_task,
+            local_tokens=arch.tokens.local_per_core,
+            chunk_records=self.chunk_records,
+            window_records=self.window_records,
+            io_slots=self.io_slots,
+            isolated=isolated,
+            host_pre_cycles=self.host_pre_cycles,
+            host_post_cycles=self.host_post_cycles,
+        )
+        fabric = Fabric(self.route, self.ports, self.requester, self.remote, self.streams)
+        #: Executed tasks and host transfers (`parts.Ledger`); `segments` and `host_log`
+        #: are its lists.
+        self.ledger = Ledger()
+        self.segments = self.ledger.segments
+        self.host_log = self.ledger.host_log
+        self.host = HostSide(
+            self.env, self.config, self.cost, fabric, self.ledger, self.host_rid, tracer, progress
+        )
 
         self._init_events: dict[tuple[str, int], simpy.Event] = {}
         shared = Link("host_dispatcher", 1.0)
         self.replicas: list[Replica] = []
+        n_global = arch.tokens.global_count
         for r in range(program.replicas):
             multi = program.multicore_mode != MulticoreMode.MULTITHREAD
-            rep = Replica(self, r, Link(f"host_dispatcher{r}", 1.0) if multi else shared)
+            dispatcher = Link(f"host_dispatcher{r}", 1.0) if multi else shared
+            rep = Replica(self.env, self.config, program, r, n_global, dispatcher)
             for logical in program.instance.cores:
                 physical = r * program.aipu_cores_used + logical
-                rep.cores.append(CoreRun(self, rep, logical, physical, self.codes[logical]))
+                parts = (self.env, self.config, fabric, self.ledger, tracer, len(self.ops))
+                rep.cores.append(CoreRun(*parts, rep, logical, physical, self.codes[logical]))
             self.replicas.append(rep)
 
     # -- preparation -------------------------------------------------------------------
@@ -327,28 +365,12 @@ class Simulation:
         self.rid_layer = np.concatenate(layers)
         self.layer_names = np.array(list(names), dtype=object)
 
-    def gp_base(self, code: CoreCode, phase: int) -> int:
-        """Position of a frame's first task in the core's tasklist stream."""
-        if code.n_records <= self.window_records:
-            return len(code.init)  # resident: every frame reuses the same chunk(s)
-        return len(code.init) + phase * len(code.frame)
-
-    def log_host(self, rep: Replica, direction: str, s: int, begin: int, end: int) -> None:
-        self.host_log.append((self.host_rid[direction], rep.cores[0].physical, s, begin, end))
-        if self.tracer is not None and self.tracer.m:
-            self.tracer.host(rep, direction, s, begin, end, self._host_bytes(direction))
-
-    def _host_bytes(self, direction: str) -> int:
-        inst = self.program.instance
-        per = inst.input_bytes if direction == "h2d" else inst.output_bytes
-        return per * self.frames_per_start
-
     # -- processes ---------------------------------------------------------------------
     def _core_loop(self, core: CoreRun) -> Generator[Any, Any, None]:
         env = self.env
         code = core.code
         nbytes = code.n_records * RECORD_BYTES
-        resident = code.n_records <= self.window_records
+        resident = self.config.resident(code)
         t0 = 0
         if not self.program.stream_tasklist:
             # The whole tasklist is copied into the core's L2 window before it starts.
@@ -456,12 +478,9 @@ class Simulation:
             pair[direction] = group
             self.ports[p] = (pair[0], pair[1])
 
-    def port_groups(self, physical: int) -> tuple[PortGroup | None, PortGroup | None]:
-        """(read, write) L1 port groups of a physical core that bookings must go through
-        (None: never over-subscribed, or contention off)."""
-        return self.ports[physical]
-
-    def route(self, x: Transfer, engine: Any, l1: Sequence[tuple[PortGroup, int]] = ()) -> Route:
+    def route(
+        self, x: Transfer, engine: Hashable, l1: Sequence[tuple[PortGroup, int]] = ()
+    ) -> Route:
         """The `Route` of transfer ``x`` as ``engine`` (a hashable name of whoever issues
         it) books it, through the L1 port groups ``l1`` (none for the host and the
         tasklist fetch, which do not touch L1)."""
@@ -503,16 +522,6 @@ class Simulation:
             out[name] = (busy + link.busy_cycles, nbytes + link.nbytes)
         return out
 
-    def tasklist_bytes(self, code: CoreCode, phase: int) -> int:
-        """Tasklist bytes fetched from DDR (over the L2 port) for a phase of a core: INIT
-        (-1) brings the whole tasklist when it fits its L2 window, else its INIT part; a
-        frame's start brings its records only when the tasklist streams through the
-        window."""
-        resident = code.n_records <= self.window_records
-        if phase < 0:
-            return (code.n_records if resident else len(code.init)) * RECORD_BYTES
-        return 0 if resident else len(code.frame) * RECORD_BYTES
-
     def _fetch(self, core: CoreRun, nbytes: int, t: int) -> Generator[Any, Any, int]:
         """Tasklist bytes from DDR into the core's L2 window, from cycle ``t`` on."""
         x = self.cost.tasklist_fetch(nbytes)
@@ -530,14 +539,44 @@ class Simulation:
                 for unit in core.code.unit_names:
                     env.process(unit_process(core, unit))
             env.process(rep.gather_frames())
-            env.process(host_inputs(self, rep))
-            env.process(host_outputs(self, rep))
+            env.process(host_inputs(self.host, rep))
+            env.process(host_outputs(self.host, rep))
         from aipusim.simulator.result import build_result
 
         with gc_paused():
             env.run()
             self._check_finished()
-            return build_result(self, None if self.isolated else self._unloaded_probe())
+            return build_result(self.record(), None if self.isolated else self._unloaded_probe())
+
+    def record(self) -> RunRecord:
+        """What the finished run recorded, for `result.build_result` to reduce."""
+        from aipusim.simulator.result import RunRecord
+
+        return RunRecord(
+            model=self.program.model,
+            multicore_mode=str(self.program.multicore_mode),
+            arch=self.arch,
+            cost=self.cost,
+            config=self.config,
+            freq_hz=self.freq_hz,
+            voltage_v=self.voltage_v,
+            frames=self.frames,
+            ops=self.ops,
+            codes=self.codes,
+            op_energy=self.op_energy,
+            op_unit=self.op_unit,
+            op_link_bytes=self.op_link_bytes,
+            link_names=self.link_names,
+            rid_op=self.rid_op,
+            rid_seq=self.rid_seq,
+            rid_layer=self.rid_layer,
+            layer_names=self.layer_names,
+            segments=self.ledger.segments,
+            host_log=self.ledger.host_log,
+            replicas=self.replicas,
+            link_totals=self.link_totals(),
+            trace_lines=self.tracer.lines if self.tracer is not None else 0,
+        )
 
     def _unloaded_probe(self) -> Callable[[], float]:
         """A measurement of the unloaded latency, for the result to run when asked: one

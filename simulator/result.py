@@ -7,10 +7,10 @@ windows), the same ones the profiler uses on a trace.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -29,7 +29,69 @@ from aipusim.simulator.power import EnergyCurve, PowerProfile, peak_power_w, pow
 if TYPE_CHECKING:
     import pandas as pd
 
-    from aipusim.simulator.engine import Simulation
+    from aipusim.arch.model import Arch
+    from aipusim.isa.cost import CostModel
+    from aipusim.simulator.engine import Replica
+    from aipusim.simulator.parts import RunConfig
+    from aipusim.simulator.prepare import CoreCode
+    from aipusim.simulator.units import Op
+
+
+class TaskLog(Protocol):
+    """The raw logs of a run (`parts.Ledger`, also read off a `RunRecord`)."""
+
+    segments: list
+    host_log: list
+
+
+class LinkTables(Protocol):
+    """What counting the links' bytes needs (a `RunRecord`)."""
+
+    op_link_bytes: np.ndarray
+    link_names: list[str]
+    replicas: Sequence[Replica]
+    config: RunConfig
+    cost: CostModel
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What a finished run recorded, with the tables to reduce it: the input of
+    `build_result` (the engine makes it, `Simulation.record`)."""
+
+    model: str
+    multicore_mode: str
+    arch: Arch
+    #: The run's cost model (control energy, tasklist fetches, the lower bound).
+    cost: CostModel
+    config: RunConfig
+    freq_hz: int
+    voltage_v: float
+    #: Frames of one replica (whole starts).
+    frames: int
+    #: Every distinct op of the run and each logical core's prepared tasklist.
+    ops: Sequence[Op]
+    codes: Mapping[int, CoreCode]
+    #: Per op row (ops, then one per host direction): energy (pJ per component at nominal
+    #: voltage), unit, bytes over each link of ``link_names``.
+    op_energy: np.ndarray
+    op_unit: Sequence[str]
+    op_link_bytes: np.ndarray
+    link_names: list[str]
+    #: Per task row (``rid``): op row, position in its phase (-1: host transfer), layer.
+    rid_op: np.ndarray
+    rid_seq: np.ndarray
+    rid_layer: np.ndarray
+    layer_names: np.ndarray
+    #: The ledger's logs (`parts.Ledger`).
+    segments: list
+    host_log: list
+    #: The replicas with their cores: frame cycles, control-core busy time, polled waits.
+    replicas: Sequence[Replica]
+    #: (busy cycles, bytes) of each link over the run, private copies included.
+    link_totals: Mapping[str, tuple[int, int]]
+    #: Trace lines written (each costs control-core energy).
+    trace_lines: int
 
 
 def _union_cycles(start: np.ndarray, end: np.ndarray) -> int:
@@ -47,10 +109,10 @@ def _union_cycles(start: np.ndarray, end: np.ndarray) -> int:
     return int((block_end - block_start).sum())
 
 
-def _gather_log(sim: Simulation) -> tuple[np.ndarray, ...]:
+def _gather_log(log: TaskLog) -> tuple[np.ndarray, ...]:
     """(rid, physical core, phase, start, end) of every executed task and host transfer."""
     parts: list[tuple[np.ndarray, ...]] = []
-    for pcore, phase, rids, starts, ends in sim.segments:
+    for pcore, phase, rids, starts, ends in log.segments:
         n = len(starts)
         if n:
             parts.append(
@@ -62,28 +124,28 @@ def _gather_log(sim: Simulation) -> tuple[np.ndarray, ...]:
                     np.frombuffer(ends, np.int64),
                 )
             )
-    if sim.host_log:
-        h = np.array(sim.host_log, dtype=np.int64)
+    if log.host_log:
+        h = np.array(log.host_log, dtype=np.int64)
         parts.append((h[:, 0], h[:, 1], h[:, 2], h[:, 3], h[:, 4]))
     if not parts:
         return tuple(np.zeros(0, np.int64) for _ in range(5))
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(5))
 
 
-def _poll_cycles(sim: Simulation, spans: list[tuple[int, int]]) -> int:
+def _poll_cycles(config: RunConfig, spans: list[tuple[int, int]]) -> int:
     """Control-core cycles of the polling loop: one tick per interval while any wait is
     pending (the loop checks every pending token in one pass)."""
     if not spans:
         return 0
     arr = np.array(spans, dtype=np.int64)
-    ticks = -(-_union_cycles(arr[:, 0], arr[:, 1]) // sim.poll_interval)
-    return int(ticks * sim.poll_cost)
+    ticks = -(-_union_cycles(arr[:, 0], arr[:, 1]) // config.poll_interval_cycles)
+    return int(ticks * config.poll_cost_cycles)
 
 
-def poll_count(sim: Simulation) -> int:
+def poll_count(config: RunConfig, replicas: Sequence[Replica]) -> int:
     """Polling ticks over the whole run (for the control energy)."""
-    cycles = sum(_poll_cycles(sim, c.poll_spans) for rep in sim.replicas for c in rep.cores)
-    return cycles // max(1, sim.poll_cost)
+    cycles = sum(_poll_cycles(config, c.poll_spans) for rep in replicas for c in rep.cores)
+    return cycles // max(1, config.poll_cost_cycles)
 
 
 @dataclass(repr=False)
@@ -306,47 +368,50 @@ class SimResult:
         )
 
 
-def link_bytes(sim: Simulation, op: np.ndarray, phase: np.ndarray, first: int) -> dict[str, int]:
+def link_bytes(tables: LinkTables, op: np.ndarray, phase: np.ndarray, first: int) -> dict[str, int]:
     """Bytes each shared link carried for the starts from ``first`` on (``-1``: the whole
     run, INIT included): the transfers of their tasks and host transfers, and the tasklist
     records fetched for them. Over the whole run this is the links' own byte counters
     (`Simulation.link_totals`). ``op``/``phase``: op row and phase of every logged activity.
     """
-    runs = np.bincount(op[phase >= first], minlength=len(sim.op_link_bytes))
-    moved = runs @ sim.op_link_bytes
-    out = {name: int(n) for name, n in zip(sim.link_names, moved, strict=True)}
+    runs = np.bincount(op[phase >= first], minlength=len(tables.op_link_bytes))
+    moved = runs @ tables.op_link_bytes
+    out = {name: int(n) for name, n in zip(tables.link_names, moved, strict=True)}
+    config = tables.config
     fetched = sum(
-        sim.tasklist_bytes(core.code, p)
-        for rep in sim.replicas
+        config.tasklist_bytes(core.code, p)
+        for rep in tables.replicas
         for core in rep.cores
-        for p in range(max(first, -1), sim.starts)
+        for p in range(max(first, -1), config.starts)
     )
-    for name in sim.cost.tasklist_fetch(fetched).links:
+    for name in tables.cost.tasklist_fetch(fetched).links:
         out[name] += fetched
     return out
 
 
-def _throughput(sim: Simulation, ends: str, origin: int) -> SteadyState:
+def _throughput(rec: RunRecord, ends: str, origin: int) -> SteadyState:
     """Steady state of the run from each replica's completion cycles (``d2h`` or ``done``)."""
-    per_replica = [[getattr(rep, ends)[s] for s in range(sim.starts)] for rep in sim.replicas]
-    return steady_state(per_replica, sim.frames_per_start, origin)
+    starts = rec.config.starts
+    per_replica = [[getattr(rep, ends)[s] for s in range(starts)] for rep in rec.replicas]
+    return steady_state(per_replica, rec.config.frames_per_start, origin)
 
 
-def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -> SimResult:
-    """The `SimResult` of a finished ``sim``; ``unloaded`` measures the unloaded latency
-    (in µs) when first asked."""
-    arch, freq = sim.arch, sim.freq_hz
-    rid, core, phase, start, end = _gather_log(sim)
-    d2h_end = [rep.result[s] for rep in sim.replicas for s in range(sim.starts)]
+def build_result(rec: RunRecord, unloaded: Callable[[], float] | None = None) -> SimResult:
+    """The `SimResult` of a finished run from its record; ``unloaded`` measures the
+    unloaded latency (in µs) when first asked."""
+    arch, freq, config = rec.arch, rec.freq_hz, rec.config
+    starts, per_start = config.starts, config.frames_per_start
+    rid, core, phase, start, end = _gather_log(rec)
+    d2h_end = [rep.result[s] for rep in rec.replicas for s in range(starts)]
     total = int(max([*d2h_end, int(end.max()) if len(end) else 0, 1]))
 
-    op = sim.rid_op[rid]  # op row of each logged activity
-    names = sorted(set(sim.op_unit))
+    op = rec.rid_op[rid]  # op row of each logged activity
+    names = sorted(set(rec.op_unit))
     code_of = {u: i for i, u in enumerate(names)}
-    ucode = np.array([code_of[u] for u in sim.op_unit], dtype=np.int64)[op]
+    ucode = np.array([code_of[u] for u in rec.op_unit], dtype=np.int64)[op]
     is_host = np.array([u.startswith("pcie") for u in names], dtype=bool)[ucode]
-    physical = sorted({c.physical for rep in sim.replicas for c in rep.cores})
-    unit_names = sorted({u for c in sim.codes.values() for u in c.unit_names})
+    physical = sorted({c.physical for rep in rec.replicas for c in rep.cores})
+    unit_names = sorted({u for c in rec.codes.values() for u in c.unit_names})
     dur = end - start
     busy: dict[str, int] = {}
     core_util: dict[str, float] = {}
@@ -358,21 +423,20 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
             busy[f"core{p}.{u}"] = int(per_key[key]) if key < len(per_key) else 0
         mask = (core == p) & ~is_host
         core_util[f"core{p}"] = _union_cycles(start[mask], end[mask]) / total
-        run = next(c for rep in sim.replicas for c in rep.cores if c.physical == p)
-        busy[f"core{p}.control"] = int(run.ctl.busy_cycles) + _poll_cycles(sim, run.poll_spans)
+        run = next(c for rep in rec.replicas for c in rep.cores if c.physical == p)
+        busy[f"core{p}.control"] = int(run.ctl.busy_cycles) + _poll_cycles(config, run.poll_spans)
     for u in [*unit_names, "control"]:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
-    link_util = {name: busy / total for name, (busy, _) in sim.link_totals().items()}
+    link_util = {name: busy / total for name, (busy, _) in rec.link_totals.items()}
 
     # -- energy and power -----------------------------------------------------------
-    volts = sim.voltage_v
+    volts = rec.voltage_v
     scale = np.array(dynamic_scale(arch, volts))
-    table = sim.op_energy * scale[None, :]
-    tracer = sim.tracer
-    lines = tracer.lines if tracer is not None else 0
+    table = rec.op_energy * scale[None, :]
+    lines = rec.trace_lines
     extra = np.zeros(len(COMPONENTS))
-    polls = poll_count(sim)
-    extra[C[Component.CONTROL]] = sim.cost.control_pj(lines + polls)
+    polls = poll_count(config, rec.replicas)
+    extra[C[Component.CONTROL]] = rec.cost.control_pj(lines + polls)
     extra *= scale
     static = static_power_w(arch, freq, len(physical), volts)
     static_w = sum(static.values())
@@ -385,12 +449,12 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     run_pj[C[Component.STATIC]] = static_pj_per_cycle * total
 
     init_mask = phase < 0
-    init_end = max((c.done_event(-1).value for rep in sim.replicas for c in rep.cores), default=0)
+    init_end = max((c.done_event(-1).value for rep in rec.replicas for c in rep.cores), default=0)
     init_pj = float((np.bincount(op[init_mask], minlength=len(table)) @ table).sum())
     init_pj += static_pj_per_cycle * init_end
 
-    host = _throughput(sim, "result", init_end)
-    device = _throughput(sim, "done", init_end)
+    host = _throughput(rec, "result", init_end)
+    device = _throughput(rec, "done", init_end)
     # Energy per frame at steady state: the work of the steady frames (their own tasks and
     # host transfers) per frame, plus the constant power over one steady frame period.
     first = WARMUP_STARTS if host.steady else 0
@@ -400,7 +464,7 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     frame_pj = work_pj / max(host.frames, 1) + const_pj * period
     per_frame = {c.value: float(frame_pj[i] * 1e-9) for i, c in enumerate(COMPONENTS)}
     avg_w = float(frame_pj.sum() * 1e-12 * host.fps_per_cycle * freq)
-    frame_bytes = bytes_per_frame(link_bytes(sim, op, phase, first), host.frames)
+    frame_bytes = bytes_per_frame(link_bytes(rec, op, phase, first), host.frames)
 
     def peaks() -> dict[str, float]:
         curve = EnergyCurve(
@@ -419,34 +483,34 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
     counted = []
     dev_lat = []
     starts_t = []
-    keep = steady_frames(sim.starts)
-    for rep in sim.replicas:
-        for s in range(sim.starts):
+    keep = steady_frames(starts)
+    for rep in rec.replicas:
+        for s in range(starts):
             lat_us = (rep.result[s] - rep.issue[s]) / freq * 1e6
-            latency += [lat_us] * sim.frames_per_start
-            counted += [keep[s]] * sim.frames_per_start
+            latency += [lat_us] * per_start
+            counted += [keep[s]] * per_start
             dev_lat.append(rep.done[s] - rep.started[s])
             starts_t.append(rep.started[s])
-    frames_total = sim.frames * len(sim.replicas)
-    cold = max(rep.result[0] for rep in sim.replicas)
+    frames_total = rec.frames * len(rec.replicas)
+    cold = max(rep.result[0] for rep in rec.replicas)
 
     # One frame of the instance: how often each op runs in the FRAME phase of every core.
     frame_ops = np.bincount(
-        np.concatenate([c.frame.op_index for c in sim.codes.values()]).astype(np.int64),
-        minlength=len(sim.ops),
+        np.concatenate([c.frame.op_index for c in rec.codes.values()]).astype(np.int64),
+        minlength=len(rec.ops),
     )
     inst_macs = sum(
-        int(n) * o.macs for n, o in zip(frame_ops, sim.ops, strict=True) if n and o.unit == "mvm"
+        int(n) * o.macs for n, o in zip(frame_ops, rec.ops, strict=True) if n and o.unit == "mvm"
     )
     ddr_bytes = sum(
         int(n) * o.xfer.nbytes
-        for n, o in zip(frame_ops, sim.ops, strict=True)
+        for n, o in zip(frame_ops, rec.ops, strict=True)
         if n and o.xfer is not None and "ddr" in o.xfer.links
     )
-    n_cores = len(sim.codes)
-    bound = sim.cost.lower_bound_cycles(inst_macs, ddr_bytes, n_cores)
+    n_cores = len(rec.codes)
+    bound = rec.cost.lower_bound_cycles(inst_macs, ddr_bytes, n_cores)
     names_arr = np.array(names, dtype=object)
-    layer_names, rid_layer, rid_seq = sim.layer_names, sim.rid_layer, sim.rid_seq
+    layer_names, rid_layer, rid_seq = rec.layer_names, rec.rid_layer, rec.rid_seq
 
     def task_log() -> pd.DataFrame:
         import pandas as pd
@@ -466,13 +530,13 @@ def build_result(sim: Simulation, unloaded: Callable[[], float] | None = None) -
 
     us = 1e6 / freq
     return SimResult(
-        model=sim.program.model,
-        multicore_mode=str(sim.program.multicore_mode),
+        model=rec.model,
+        multicore_mode=rec.multicore_mode,
         frequency_hz=freq,
         voltage_v=volts,
         frames=frames_total,
-        frames_per_start=sim.frames_per_start,
-        replicas=len(sim.replicas),
+        frames_per_start=per_start,
+        replicas=len(rec.replicas),
         active_cores=len(physical),
         total_cycles=total,
         fps=host.fps_per_cycle * freq,

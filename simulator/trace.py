@@ -141,7 +141,7 @@ class Tracer:
 
     def host(self, rep: Replica, direction: str, s: int, begin: int, end: int, nbytes: int) -> None:
         src, dst = ("host", "ddr") if direction == "h2d" else ("ddr", "host")
-        frame = s * len(rep.cores) if rep.sim.frames_per_start > 1 else s
+        frame = s * len(rep.cores) if rep.frames_per_start > 1 else s
         self.rows[Tag.M].append(
             (
                 rep.cores[0].physical,

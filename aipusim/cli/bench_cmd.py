@@ -27,8 +27,18 @@ from aipusim.cli.options import json_option, no_cache_option
 @click.option(
     "--sweep",
     is_flag=True,
-    help="Time a 200-point sweep of tiny_cnn (4 modes x 5 utilization limits x 5 clocks x 2 "
-    "DDR rates) on --workers local workers: points/s and where a point's time goes.",
+    help="Time a 200-point sweep of tiny_cnn at 32 px, or of the one zoo model in MODELS (at "
+    "--input-size, default its published size): 4 modes x 5 utilization limits x 5 clocks x "
+    "2 DDR rates (or the --arch-param values) on --workers local workers: points/s, where "
+    "a point's time goes, compiles needed, worker memory.",
+)
+@click.option(
+    "--arch-param",
+    "arch_params",
+    multiple=True,
+    metavar="KEY=V1,V2",
+    help="With --sweep: arch values to sweep instead of the two DDR data rates (e.g. "
+    "energy.ddr_seq_pj_per_byte=40,64: a simulator-only number, so points share programs).",
 )
 @click.option(
     "--workers", type=int, default=2, show_default=True, help="Sweep workers (with --sweep)."
@@ -53,6 +63,7 @@ def bench(
     md_path: Path | None,
     no_cache: bool,
     as_json: bool,
+    arch_params: tuple[str, ...] = (),
 ) -> None:
     """Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the
     compile time, simulation wall time, simulated tasks/s and peak RSS of each, then the
@@ -81,7 +92,9 @@ def bench(
     if functional:
         rows, (block, heading, text) = _functional(chosen, input_size, not no_cache)
     elif sweep:
-        rows, (block, heading, text) = _sweep(frames, workers, not no_cache)
+        rows, (block, heading, text) = _sweep(
+            frames, workers, not no_cache, models, input_size, arch_params
+        )
     else:
         rows, (block, heading, text) = _models(chosen, frames, input_size, not no_cache)
     click.echo(json.dumps(rows, indent=2) if as_json else text)
@@ -92,8 +105,9 @@ def bench(
                 *models,
                 *(["--functional"] if functional else []),
                 *(["--sweep", "--workers", str(workers)] if sweep else []),
+                *[f"--arch-param {a}" for a in (arch_params if sweep else ())],
                 *([] if functional else ["--frames", str(frames)]),
-                *(["--input-size", str(input_size)] if input_size and not sweep else []),
+                *(["--input-size", str(input_size)] if input_size else []),
                 *(["--no-cache"] if no_cache else []),
             ]
         )
@@ -145,23 +159,54 @@ def _functional(models: tuple[str, ...], input_size: int | None, quantization_ca
     return rows, ("functional", "## Functional mode speed (`aipusim bench --functional`)", text)
 
 
-def _sweep(frames: int, workers: int, quantization_cache: bool) -> _Out:
+def _sweep(
+    frames: int,
+    workers: int,
+    quantization_cache: bool,
+    models: tuple[str, ...] = (),
+    input_size: int | None = None,
+    arch_params: tuple[str, ...] = (),
+) -> _Out:
     """``--sweep``: one row of figures, then what they mean."""
     from aipusim.base.errors import ConfigError
-    from aipusim.bench import sweep_bench
+    from aipusim.bench import SWEEP_ARCH_PARAMS, SWEEP_INPUT_SIZE, SWEEP_MODEL, sweep_bench
     from aipusim.sweep.runner import check_workers
 
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1 with --sweep, not {frames}")
+    if len(models) > 1:
+        raise ConfigError(f"MODELS must be one zoo model with --sweep, not {len(models)}")
     check_workers(workers)
-    row = sweep_bench(workers=workers, frames=frames, quantization_cache=quantization_cache)
-    text = pd.DataFrame([row]).to_markdown(index=False) + (
-        f"\n\n{row['points']} points in {row['wall_s']:.1f} s on {workers} workers: "
-        f"{row['points_per_s']:.2f} points/s. A point in its worker: compile "
-        f"{row['compile_s_mean']:.3f} s (front end {row['compile_front_s']:.3f} s with the "
-        f"quantization {row['quantization']}, back end {row['compile_back_s']:.3f} s, "
-        f"reading/checking/writing {row['compile_outside_s']:.3f} s, from one compile per "
-        f"mode), simulate {row['simulate_s_mean']:.3f} s, the rest (model and arch files, "
-        f"pool, storing rows) {row['other_s_per_point']:.3f} s."
+    model = models[0] if models else SWEEP_MODEL
+    if input_size is None and model == SWEEP_MODEL:
+        input_size = SWEEP_INPUT_SIZE
+    row = sweep_bench(
+        workers=workers,
+        frames=frames,
+        model=model,
+        input_size=input_size,
+        quantization_cache=quantization_cache,
+        arch_params=tuple(arch_params) or SWEEP_ARCH_PARAMS,
     )
-    return row, ("sweep", "## Sweep speed (`aipusim bench --sweep`)", text)
+    memory = (
+        ""
+        if row["worker_rss_mb_peak"] is None
+        else f" Worker memory (median over workers): {row['worker_rss_mb_early']} MB early in "
+        f"the sweep, {row['worker_rss_mb_late']} MB late; peak {row['worker_rss_mb_peak']} MB."
+    )
+    text = pd.DataFrame([row]).to_markdown(index=False) + (
+        f"\n\n{row['points']} points of {row['model']} in {row['wall_s']:.1f} s on {workers} "
+        f"workers: {row['points_per_s']:.2f} points/s, {row['compiles']} compiles (a point "
+        f"whose program is its worker's previous one is only simulated). A point in its "
+        f"worker: compile {row['compile_s_mean']:.3f} s on average over the points (front "
+        f"end {row['compile_front_s']:.3f} s with the quantization {row['quantization']}, back "
+        f"end {row['compile_back_s']:.3f} s, reading/checking/writing "
+        f"{row['compile_outside_s']:.3f} s, from one compile per mode), simulate "
+        f"{row['simulate_s_mean']:.3f} s, the rest (arch files, pool, storing rows) "
+        f"{row['other_s_per_point']:.3f} s.{memory}"
+    )
+    block = "sweep" if model == SWEEP_MODEL else f"sweep-{model}"
+    heading = (
+        f"## Sweep speed (`aipusim bench {'' if model == SWEEP_MODEL else model + ' '}--sweep`)"
+    )
+    return row, (block, heading, text)

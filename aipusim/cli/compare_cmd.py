@@ -15,8 +15,8 @@ from pathlib import Path
 import click
 
 from aipusim.base.errors import ConfigError
-from aipusim.cli.options import json_option
-from aipusim.cli.report_cmd import _limits, _split_list
+from aipusim.cli.options import defaults_option, json_option, set_option
+from aipusim.cli.report_cmd import _limits, _split_list, study_base
 
 
 @click.command("compare")
@@ -48,6 +48,8 @@ from aipusim.cli.report_cmd import _limits, _split_list
     "./compare_<model>_modes or ./compare_<model>_limits].",
 )
 @click.option("--workers", type=int, default=2, show_default=True, help="Runs at once (processes).")
+@defaults_option
+@set_option
 @json_option
 def compare(
     model: str,
@@ -57,13 +59,16 @@ def compare(
     input_size: int | None,
     output_dir: Path | None,
     workers: int,
+    defaults: bool,
+    overrides: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Compare multicore modes (--modes) or utilization limits (--limits) for MODEL.
 
     MODEL is a zoo name or an ONNX file; it starts from its built-in config (a zoo model)
-    or the defaults. Prints the table, the figure and the conclusions of the multicore
-    study (aipusim report multicore) or the power study (aipusim report power) for it.
+    or the defaults (--defaults), with --set on top. Prints the table, the figure and the
+    conclusions of the multicore study (aipusim report multicore) or the power study
+    (aipusim report power) for it.
 
     \b
     Examples:
@@ -83,6 +88,8 @@ def compare(
     check_frames_bound(frames, flag="--frames")
     check_workers(workers)
     source = resolve_model(model, input_size)
+    study = "power" if limits else "multicore"
+    base = study_base(defaults, overrides, study, [model])
     what = "limits" if limits else "modes"
     out = output_dir or Path.cwd() / f"compare_{source.slug}_{what}"
     check_output(out, folder=True)
@@ -95,6 +102,7 @@ def compare(
         "input_size": input_size,
         "workers": workers,
         "progress": not as_json,
+        "base": base,
     }
     if limits:
         from aipusim.studies import power
@@ -102,6 +110,7 @@ def compare(
         values = _limits(limits)
         assert values is not None  # (limits is not empty)
         command += ["--limits", ",".join(f"{v:g}" for v in values)]
+        command += base.args()
         result = power.run_power_study(out, limits=values, command=shlex.join(command), **common)
         kinds = power.KINDS
     else:
@@ -110,6 +119,7 @@ def compare(
         names = _split_list(modes) or None
         if names is not None:
             command += ["--modes", ",".join(names)]
+        command += base.args()
         result = multicore.run_multicore_study(
             out, modes=names, command=shlex.join(command), **common
         )

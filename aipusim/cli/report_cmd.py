@@ -5,11 +5,19 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from aipusim.base.errors import ConfigError
-from aipusim.cli.options import json_option
+from aipusim.cli.options import defaults_option, json_option, set_option
+
+if TYPE_CHECKING:
+    # (the studies import pandas: loaded once a study runs, not for --help or a bad flag)
+    from aipusim.studies.common import StudyBase
+
+#: The studies that run models from a base config which --defaults and --set change.
+BASED_STUDIES = ("multicore", "power", "layers")
 
 STUDY_NAMES = (
     "multicore",
@@ -121,6 +129,8 @@ def _limits(values: tuple[str, ...]) -> list[float] | None:
     is_flag=True,
     help="multicore/power: keep the points already in DIR/results (same commit only).",
 )
+@defaults_option
+@set_option
 @json_option
 def report(
     study: str,
@@ -136,6 +146,8 @@ def report(
     reason: str,
     workers: int,
     resume: bool,
+    defaults: bool,
+    overrides: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional,
@@ -144,6 +156,8 @@ def report(
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures; validation writes docs/validation.md (`aipusim calibrate`'s report on
     the published silicon figures, arch/metis_measured.csv, against the frozen fit).
+    Models start from their built-in config (a zoo model) or the defaults; multicore,
+    power and layers take --defaults and --set to change that base.
     Example: ``aipusim report power -o reports/power``. For one model, ``aipusim compare
     MODEL --modes ...`` (the multicore study) or ``--limits ...`` (the power study) prints
     the table and conclusions.
@@ -182,6 +196,7 @@ def report(
     if study == "corpus" and input_size is not None:
         raise ConfigError("--input-size applies to zoo models; the corpus study compiles each "
                           "model at its manifest's input shape")  # fmt: skip
+    base = study_base(defaults, overrides, study, chosen)
     if reason and not fit:
         raise ConfigError("--reason goes with --fit (it is recorded with the fit)")
     if fit and not reason.strip():
@@ -208,9 +223,12 @@ def report(
             fit,
             corpus_dir,
             samples,
+            base,
         ),
         "progress": True,
     }
+    if study in BASED_STUDIES:
+        kwargs["base"] = base
     if chosen:
         kwargs["models"] = chosen
     if limit_values is not None:
@@ -254,6 +272,7 @@ def command_line(
     fit: bool = False,
     corpus_dir: Path | None = None,
     samples: int | None = None,
+    base: StudyBase | None = None,
 ) -> str:
     """The command that reproduces this report (for its what-was-run section)."""
     args = ["aipusim", "report", study, "-o", str(output_dir)]
@@ -272,4 +291,24 @@ def command_line(
         args += ["--corpus-dir", str(corpus_dir)]
     if samples is not None:
         args += ["--samples", str(samples)]
-    return shlex.join(args)
+    return shlex.join(args + (base.args() if base is not None else []))
+
+
+def study_base(
+    defaults: bool, overrides: tuple[str, ...], study: str, models: list[str]
+) -> StudyBase:
+    """The `StudyBase` of ``--defaults`` and ``--set``, refused for a study that does not
+    start models from a config, and tried on every named model before any work starts."""
+    from aipusim.studies.common import BUILT_IN, StudyBase
+
+    base = StudyBase(defaults=defaults, sets=tuple(overrides))
+    if base == BUILT_IN:
+        return base
+    if study not in BASED_STUDIES:
+        flag = "--defaults" if defaults else "--set"
+        raise ConfigError(
+            f"{flag} applies to the {', '.join(BASED_STUDIES)} studies only, not {study}"
+        )
+    for model in models:
+        base.config(model)  # a value the config refuses fails here, before any compile
+    return base

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,6 +124,7 @@ def run(
     from aipusim.run import resolve_model, run_model
     from aipusim.sources import base_label, starting_config
 
+    install_s = install_seconds()
     source = resolve_model(model, input_size)
     shape = parse_input_shape(input_shape) if input_shape is not None else None
     if shape is not None and source.path is None:
@@ -162,7 +164,7 @@ def run(
         click.echo(json.dumps(run_summary(result), indent=2))
     else:
         _print_run(result, out)
-        click.echo(closing_line(result, setup_s, time.perf_counter() - entry.STARTED))
+        click.echo(closing_line(result, setup_s, time.perf_counter() - entry.STARTED, install_s))
     if result.check is not None and not result.check.bit_exact:
         raise result.check.error()
 
@@ -179,10 +181,40 @@ def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
     return sample
 
 
-def closing_line(result: RunResult, setup_s: float, wall_s: float) -> str:
+#: Seconds a wrapper spent installing aipusim just before this run (`make run` on a fresh
+#: clone sets it), counted in the closing line as the first part of the wall time.
+INSTALL_SECONDS_ENV = "AIPUSIM_INSTALL_SECONDS"
+
+
+def install_seconds() -> float:
+    """`INSTALL_SECONDS_ENV` as seconds (0 when unset or empty), checked before any work.
+
+    >>> install_seconds()  # (unset: a run not started by a fresh `make run`)
+    0.0
+    """
+    text = os.environ.get(INSTALL_SECONDS_ENV, "").strip()
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # (also refuses nan)
+        raise ConfigError(
+            f"{INSTALL_SECONDS_ENV} must be a number of seconds >= 0 or unset, not {text!r}"
+        )
+    return seconds
+
+
+def closing_line(result: RunResult, setup_s: float, wall_s: float, install_s: float = 0.0) -> str:
     """Where the whole wall time of the command went, its parts adding up to it (the
-    rest, printing the summary, named last)."""
+    rest, printing the summary, named last); ``install_s`` (`install_seconds`) is added
+    to the wall time as its first part.
+
+    The process's own wall time starts when the operating system started it (`main`),
+    so interpreter start-up is in "start-up and imports"."""
     parts = [
+        *([("install", install_s)] if install_s > 0 else []),
         ("start-up and imports", setup_s),
         ("preparing the model", result.prepare_seconds),
         ("compile", result.compile_seconds),
@@ -190,6 +222,7 @@ def closing_line(result: RunResult, setup_s: float, wall_s: float) -> str:
         ("profile and plots", result.profile_seconds),
         ("writing", result.write_seconds),
     ]
+    wall_s += install_s
     parts.append(("printing", max(0.0, wall_s - sum(s for _, s in parts))))
     return f"wall {wall_s:.1f} s: " + ", ".join(f"{name} {s:.1f} s" for name, s in parts)
 
@@ -202,7 +235,10 @@ def _print_run(result: RunResult, out: Path) -> None:
     click.echo(config_line(result.config_base, result.config_changes, result.levels))
     click.echo(summary_text(result.sim))
     click.echo(f"\n  {result.slowest_heading()}:")
-    click.echo(result.slowest_layers().to_markdown(index=False, floatfmt=".1f"))
+    table = result.slowest_layers()
+    # (pandas' <NA>, e.g. the MACs of the input and output rows, printed as "-")
+    table = table.astype(object).where(table.notna(), None)
+    click.echo(table.to_markdown(index=False, floatfmt=".1f", missingval="-"))
     click.echo(f"\nwrote {out}/ (report.md, trace.txt, plots/)")
     if result.check is not None:
         click.echo(f"functional: {result.check.text()}")

@@ -15,8 +15,8 @@ from aipusim.progress import Progress
 @click.group()
 def zoo() -> None:
     """Built-in models (ResNet, MobileNetV2, EfficientNet-B0, YOLOv5s/v8n, DeiT-Tiny,
-    ViT-B/16, a tiny CNN) with seeded random weights, exported the way torch.onnx exports
-    them."""
+    ViT-B/16, a tiny CNN; the decoders llama_1b and tiny_decoder) with seeded random
+    weights, exported the way torch.onnx exports them."""
 
 
 def _record(name: str) -> dict[str, Any]:
@@ -143,4 +143,85 @@ def export(
     click.echo(
         f"wrote {output}: {name}, input {'x'.join(map(str, shape))}, "
         f"{record['params'] / 1e6:.2f} M parameters, {record['gmacs']:.3f} GMACs"
+    )
+
+
+@zoo.command("decoder")
+@click.argument("name")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The folder to write prefill.onnx, decode.onnx and their shared weights.bin into.",
+)
+@click.option("--prompt", default=128, show_default=True, type=int,
+              help="Prompt tokens the prefill graph takes.")  # fmt: skip
+@click.option("--past", default=None, type=int,
+              help="Cached tokens the decode graph takes [default: --prompt].")  # fmt: skip
+@click.option("--batch", default=1, show_default=True, type=int, help="Sequences at once.")
+@click.option("--positions", default=4096, show_default=True, type=int,
+              help="RoPE table rows: the longest context the graphs serve.")  # fmt: skip
+@click.option("--seed", default=0, show_default=True, type=int, help="Weight seed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the written decoder's record.")
+def decoder(
+    name: str,
+    output: Path,
+    prompt: int,
+    past: int | None,
+    batch: int,
+    positions: int,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Build decoder NAME (llama_1b, tiny_decoder) as its two graphs: prefill (the
+    prompt) and decode (one token with the KV cache), sharing one weights file.
+
+    Example: ``aipusim zoo decoder tiny_decoder --prompt 64 -o tiny_decoder``
+    """
+    from aipusim.base.fileio import check_output
+    from aipusim.zoo.decoder import (
+        DECODE_FILE,
+        PREFILL_FILE,
+        DecoderGraph,
+        build_decoder,
+        decoder_size,
+        save_decoder,
+    )
+
+    size = decoder_size(name)
+    past = prompt if past is None else past
+    for flag, value in (("--prompt", prompt), ("--past", past), ("--batch", batch)):
+        if value < 1:
+            raise ZooError(f"{flag} must be an integer >= 1, not {value}")
+    if max(prompt, past + 1) > positions:
+        raise ZooError(
+            f"--positions must be at least the longest context, max(--prompt, --past + 1) = "
+            f"{max(prompt, past + 1)}, not {positions}"
+        )
+    check_output(output, folder=True)
+    common = {"batch": batch, "positions": positions, "seed": seed}
+    prefill = build_decoder(name, tokens=prompt, **common)
+    decode = build_decoder(name, graph=DecoderGraph.DECODE, past=past, **common)
+    written = save_decoder(prefill, decode, output)
+    record = {
+        "name": name,
+        "prefill": str(output / PREFILL_FILE),
+        "decode": str(output / DECODE_FILE),
+        "prompt": prompt,
+        "past": past,
+        "batch": batch,
+        "params": size.param_count(),
+        "bytes_written": written,
+        "seed": seed,
+        "source": size.source,
+    }
+    if as_json:
+        click.echo(json.dumps(record, indent=2))
+        return
+    click.echo(
+        f"wrote {output}/: {name} prefill ({prompt} tokens) and decode ({past} cached), "
+        f"batch {batch}, {size.param_count() / 1e6:.1f} M parameters, "
+        f"{written / 2**20:.1f} MiB"
     )

@@ -108,11 +108,61 @@ def source_state() -> tuple[str, bool]:
     return revision, dirty
 
 
-def base_config(model: str) -> Any:
-    """The config a model runs with by default: its built-in zoo config, else the defaults."""
-    import aipusim
+@dataclass(frozen=True)
+class StudyBase:
+    """Where a study starts each model's config: the model's built-in zoo config (or the
+    defaults, ``defaults``), then ``sets`` (``--set KEY=VALUE`` texts) on top; the study's
+    own swept properties go on top of that.
 
-    return aipusim.config_for(model)
+    >>> StudyBase(sets=("frequency=400000000",)).config("tiny_cnn").frequency
+    400000000
+    >>> StudyBase(defaults=True).describe()
+    'the defaults (--defaults)'
+    """
+
+    defaults: bool = False
+    sets: tuple[str, ...] = ()
+
+    def config(self, model: str) -> Any:
+        """The effective base config of ``model``."""
+        from aipusim.compiler.config import parse_assignments
+        from aipusim.sources import starting_config
+
+        config = starting_config(model, self.defaults).copy()
+        config.update(**parse_assignments(self.sets))
+        return config
+
+    def describe(self) -> str:
+        """The base as a study's what-was-run section names it."""
+        start = "the defaults (--defaults)" if self.defaults else "built-in zoo config"
+        return start + "".join(f", `--set {s}`" for s in self.sets)
+
+    def args(self) -> list[str]:
+        """The command-line flags that give this base (for a study's reproducing command)."""
+        return (["--defaults"] if self.defaults else []) + [
+            a for s in self.sets for a in ("--set", s)
+        ]
+
+    def check_unswept(self, swept: Sequence[str], study: str, choose: str) -> None:
+        """Refuse ``--set`` of a property the study sweeps itself (it would be overwritten)."""
+        from aipusim.compiler.config import parse_assignments
+
+        clash = sorted(set(parse_assignments(self.sets)) & set(swept))
+        if clash:
+            raise ConfigError(
+                f"--set must not name {', '.join(clash)}: the {study} study sets it itself "
+                f"({choose})"
+            )
+
+
+#: The base every study uses unless told otherwise: each model's built-in zoo config.
+BUILT_IN = StudyBase()
+
+
+def base_config(model: str, base: StudyBase = BUILT_IN) -> Any:
+    """The config a study runs ``model`` with: by default its built-in zoo config, else the
+    defaults (`StudyBase`)."""
+    return base.config(model)
 
 
 def check_models(models: Sequence[str], input_size: int | None) -> list[str]:
@@ -158,6 +208,8 @@ class RunInfo:
     extra: list[str] = field(default_factory=list)
     #: What each model's input is, when not a zoo model's or an ONNX file's (`input_label`).
     input_labels: dict[str, str] = field(default_factory=dict)
+    #: Where each model's config starts (`StudyBase.describe`).
+    base: str = "built-in zoo config"
 
     def markdown(self) -> list[str]:
         from aipusim.arch import load_arch
@@ -177,7 +229,7 @@ class RunInfo:
             ),
             f"- swept: {self.swept}",
             f"- frames per replica: {self.frames}",
-            "- base config of each model (built-in zoo config; changes from the defaults):",
+            f"- base config of each model ({self.base}; changes from the defaults):",
         ]
         for model in self.models:
             changes = self.config_changes.get(model, {})
@@ -207,11 +259,11 @@ class RunInfo:
         }
 
 
-def config_changes(model: str) -> dict[str, Any]:
-    """The built-in config of ``model`` as ``{property: value}`` of its non-defaults."""
+def config_changes(model: str, base: StudyBase = BUILT_IN) -> dict[str, Any]:
+    """The base config of ``model`` as ``{property: value}`` of its non-defaults."""
     from aipusim.config_text import config_changes as changes
 
-    return changes(base_config(model))
+    return changes(base_config(model, base))
 
 
 def design_point(
@@ -221,12 +273,13 @@ def design_point(
     input_size: int | None,
     context_digest: str,
     check: bool = False,
+    base: StudyBase = BUILT_IN,
 ) -> Any:
-    """A sweep point of ``model`` with ``params`` on top of the model's built-in config
-    (``check``: also run on data against the int8 reference)."""
+    """A sweep point of ``model`` with ``params`` on top of its base config (`StudyBase`;
+    ``check``: also run on data against the int8 reference)."""
     from aipusim.sweep import SweepPoint
 
-    base_json = json.dumps(base_config(model).to_dict(only_changed=True), sort_keys=True)
+    base_json = json.dumps(base_config(model, base).to_dict(only_changed=True), sort_keys=True)
     return SweepPoint(
         model=model,
         params=tuple(params),

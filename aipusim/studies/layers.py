@@ -25,7 +25,9 @@ import pandas as pd
 
 from aipusim.base.fileio import output_path
 from aipusim.studies.common import (
+    BUILT_IN,
     RunInfo,
+    StudyBase,
     StudyResult,
     base_config,
     check_models,
@@ -70,14 +72,16 @@ def default_models() -> list[str]:
     return [m for m in zoo.names() if m != "tiny_cnn"]
 
 
-def profile_model(model: str, input_size: int | None, frames: int, out: Path) -> dict[str, Any]:
+def profile_model(
+    model: str, input_size: int | None, frames: int, out: Path, base: StudyBase = BUILT_IN
+) -> dict[str, Any]:
     """Run ``model`` in a scratch folder; keep its per-layer table and bar plot in ``out``.
 
     Module level so a worker process can run it; returns plain picklable data.
     """
     from aipusim.run import resolve_model, run_model
 
-    config = base_config(model)
+    config = base_config(model, base)
     source = resolve_model(model, input_size)
     with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.slug}-") as tmp:
         run_dir = Path(tmp) / source.slug
@@ -275,6 +279,7 @@ def run_profiles(
     out: Path,
     workers: int,
     progress: bool,
+    base: StudyBase = BUILT_IN,
 ) -> list[dict[str, Any]]:
     """Profile every model, ``workers`` at a time; results in the order of ``models``."""
     from aipusim.progress import Progress
@@ -285,7 +290,7 @@ def run_profiles(
     try:
         if workers <= 1:
             for m in models:
-                done[m] = profile_model(m, input_size, frames, out)
+                done[m] = profile_model(m, input_size, frames, out, base)
                 step(1)
         else:
             from aipusim.sweep.runner import worker_setup
@@ -294,7 +299,7 @@ def run_profiles(
             setup = {"initializer": worker_setup, "initargs": (os.getpid(),)}
             with ProcessPoolExecutor(max_workers=min(workers, len(models)), **setup) as pool:
                 futures = {
-                    pool.submit(profile_model, m, input_size, frames, out): m for m in models
+                    pool.submit(profile_model, m, input_size, frames, out, base): m for m in models
                 }
                 for future in as_completed(futures):
                     done[futures[future]] = future.result()
@@ -314,12 +319,14 @@ def run_layers_study(
     workers: int = 2,
     command: str = "aipusim.studies.run_layers_study(...)",
     progress: bool = True,
+    base: StudyBase = BUILT_IN,
 ) -> StudyResult:
-    """Run the study into ``out``: ``README.md``, an overview PNG, per model a PNG + CSV."""
+    """Run the study into ``out``: ``README.md``, an overview PNG, per model a PNG + CSV
+    (``base``: where each model's config starts, ``--defaults`` and ``--set``)."""
     models = check_models(models if models is not None else default_models(), input_size)
     prepare_study_dir(out)
     clear_outputs(out, keep_results=False)
-    profiles = run_profiles(models, input_size, frames, out, workers, progress)
+    profiles = run_profiles(models, input_size, frames, out, workers, progress, base)
     summary = summarise(profiles)
     tops = {p["model"]: top_layers(p["table"]) for p in profiles}
     found = conclusions(summary, tops)
@@ -330,8 +337,9 @@ def run_layers_study(
         models=models,
         input_size=input_size,
         frames=frames,
-        config_changes={m: config_changes(m) for m in models},
-        swept="nothing: each model with its built-in config",
+        config_changes={m: config_changes(m, base) for m in models},
+        base=base.describe(),
+        swept="nothing: each model with its base config",
         extra=[
             "- trace levels B,PB,PE,K,M (the `aipusim run` default); per-layer figures are "
             "means over the layer's samples (one layer on one core for one frame) after the "

@@ -22,8 +22,10 @@ import pandas as pd
 from aipusim.base.errors import ConfigError
 from aipusim.run import model_name
 from aipusim.studies.common import (
+    BUILT_IN,
     RESULTS_DIR,
     RunInfo,
+    StudyBase,
     StudyResult,
     check_models,
     clear_outputs,
@@ -124,11 +126,14 @@ def measure(
     workers: int,
     progress: bool,
     modes: Sequence[Mode] = MODES,
+    base: StudyBase = BUILT_IN,
 ) -> pd.DataFrame:
     """Compile and simulate every model in every mode; one row per (model, mode)."""
     digest = context_digest(STUDY)
     points = [
-        design_point(m, mode.params(), frames, input_size, digest) for m in models for mode in modes
+        design_point(m, mode.params(), frames, input_size, digest, base=base)
+        for m in models
+        for mode in modes
     ]
     rows = run_points(STUDY, points, mode_keys(modes), directory, workers, progress)
     label = {m.multicore_mode: m.label for m in modes}
@@ -286,14 +291,17 @@ def run_multicore_study(
     command: str = "aipusim.studies.run_multicore_study(...)",
     progress: bool = True,
     modes: Sequence[str] | None = None,
+    base: StudyBase = BUILT_IN,
 ) -> StudyResult:
     """Run the study into ``out``: ``README.md``, ``multicore.png``, Parquet ``results/``.
-    ``modes``: only these ``multicore_mode`` values (`select_modes`; ``aipusim compare``)."""
+    ``modes``: only these ``multicore_mode`` values (`select_modes`; ``aipusim compare``);
+    ``base``: where each model's config starts (``--defaults``, ``--set``)."""
     chosen = select_modes(modes)
+    base.check_unswept([k for k, _ in mode_keys(chosen)], STUDY, "choose modes with --modes")
     models = check_models(models, input_size)
     prepare_study_dir(out)
     clear_outputs(out, keep_results=resume)
-    table = measure(models, frames, input_size, out / RESULTS_DIR, workers, progress, chosen)
+    table = measure(models, frames, input_size, out / RESULTS_DIR, workers, progress, chosen, base)
     found = conclusions(table)
     figure = plot(table, out / "multicore.png")
     info = RunInfo(
@@ -302,7 +310,8 @@ def run_multicore_study(
         models=models,
         input_size=input_size,
         frames=frames,
-        config_changes={m: config_changes(m) for m in models},
+        config_changes={m: config_changes(m, base) for m in models},
+        base=base.describe(),
         swept="mode: " + "; ".join(m.text() for m in chosen),
         extra=[
             "- FPS is the steady-state system throughput (host link included), summed over "

@@ -22,8 +22,10 @@ import pandas as pd
 from aipusim.base.errors import ConfigError
 from aipusim.run import model_name
 from aipusim.studies.common import (
+    BUILT_IN,
     RESULTS_DIR,
     RunInfo,
+    StudyBase,
     StudyResult,
     check_models,
     clear_outputs,
@@ -105,13 +107,16 @@ def measure(
     directory: Path,
     workers: int,
     progress: bool,
+    base: StudyBase = BUILT_IN,
 ) -> pd.DataFrame:
     """One row per (model, limit), with the flags of both Pareto fronts per model."""
     from aipusim.sweep.report import pareto_mask
 
     digest = context_digest(STUDY)
     points = [
-        design_point(m, ((LIMIT, u),), frames, input_size, digest) for m in models for u in limits
+        design_point(m, ((LIMIT, u),), frames, input_size, digest, base=base)
+        for m in models
+        for u in limits
     ]
     rows = run_points(STUDY, points, [(LIMIT, tuple(limits))], directory, workers, progress)
     table = pd.DataFrame(
@@ -333,13 +338,16 @@ def run_power_study(
     resume: bool = False,
     command: str = "aipusim.studies.run_power_study(...)",
     progress: bool = True,
+    base: StudyBase = BUILT_IN,
 ) -> StudyResult:
-    """Run the study into ``out``: ``README.md``, two PNGs, Parquet ``results/``."""
+    """Run the study into ``out``: ``README.md``, two PNGs, Parquet ``results/``
+    (``base``: where each model's config starts, ``--defaults`` and ``--set``)."""
+    base.check_unswept([LIMIT], STUDY, "choose the values with --limits")
     models = check_models(models, input_size)
     limits = check_limits(limits)
     prepare_study_dir(out)
     clear_outputs(out, keep_results=resume)
-    table = measure(models, limits, frames, input_size, out / RESULTS_DIR, workers, progress)
+    table = measure(models, limits, frames, input_size, out / RESULTS_DIR, workers, progress, base)
     found, odd = conclusions(table)
     ok = table[table["status"] == "ok"]
     curves = plot_curves(ok, out / "power_vs_limit.png")
@@ -350,7 +358,8 @@ def run_power_study(
         models=models,
         input_size=input_size,
         frames=frames,
-        config_changes={m: config_changes(m) for m in models},
+        config_changes={m: config_changes(m, base) for m in models},
+        base=base.describe(),
         swept=f"`{LIMIT}` u = " + ", ".join(_u(u) for u in limits),
         extra=[
             *(WHY_RESNET50 if models == ["resnet50"] else []),

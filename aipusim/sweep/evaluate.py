@@ -1,20 +1,72 @@
 """`evaluate_point`: compile one design point, simulate it, and return its measurements.
 
-Runs inside a worker process (local pool or Dask). Everything it writes goes to a private
-temporary folder that is removed afterwards: the model as ONNX (zoo models are built here,
+Runs inside a worker process (local pool or Dask). Everything it writes goes to private
+temporary folders that are removed afterwards: the model as ONNX (zoo models are built here,
 in the worker, so only the point's few fields travel), the arch TOML with the point's
 overrides (so the compiler and the simulator see the same hardware), and the compiler's
 output folder.
+
+A worker is long-lived and keeps, in memory, what the next point can reuse:
+
+- each model it compiles, parsed and checked once per worker and handed to the compiler
+  as an ``onnx.ModelProto``; a zoo model is built once on the machine and kept as a file
+  in the cache folder (`zoo_model_file`);
+- the last compiled program, with its `program_key`: points that differ only in what the
+  compiler never reads (the frame count, the arch's ``energy`` and ``static_power``
+  numbers) are compiled once and simulated many times. The runner sends such points to
+  one worker, one after the other (`aipusim.sweep.runner.program_groups`). Only one
+  program is kept, so a worker's memory does not grow with the number of points.
+
+The clock (``frequency``) and the DDR numbers are *not* runtime-only: the compiler's cost
+model converts DDR bandwidth and latency to cycles at the compiled clock, and the
+schedule (weight prefetch, streaming choices) and the program's recorded clock follow
+from them, so points with another clock or DDR rate compile again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from aipusim.sweep.space import SweepPoint
+
+#: Arch tables only the simulator reads (energy per event, static power): points that
+#: differ only in keys under these share a compiled program (`program_key`).
+SIMULATOR_ONLY_ARCH_TABLES = ("energy", "static_power")
+
+
+def program_key(point: SweepPoint) -> str:
+    """What the compiler reads of ``point``: points with equal keys compile to the same
+    program (all but the frame count and the arch keys under `SIMULATOR_ONLY_ARCH_TABLES`).
+
+    >>> from aipusim.sweep.space import build_space
+    >>> a, b = build_space(["tiny_cnn"], arch_params=["energy.control_task_pj=1,2"]).points
+    >>> program_key(a) == program_key(b)
+    True
+    """
+    compiled_arch = sorted(
+        (k, repr(v))
+        for k, v in point.arch_params
+        if k.split(".")[0] not in SIMULATOR_ONLY_ARCH_TABLES
+    )
+    identity = {
+        "model": point.model,
+        "input_size": point.input_size,
+        "params": sorted((k, repr(v)) for k, v in point.params),
+        "arch": compiled_arch,
+        "base": point.base_config_json,
+        "arch_path": point.arch_path,
+        "context": point.context_digest,
+        "check": point.check,
+        "cache": point.quantization_cache,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 
 def write_model(point: SweepPoint, folder: Path) -> Path:
@@ -53,41 +105,161 @@ def write_arch(point: SweepPoint, folder: Path) -> Path | None:
     return path
 
 
-def evaluate_point(point: SweepPoint) -> dict[str, Any]:
-    """Compile and simulate ``point`` with the public API; the measurements of its row.
+#: Sub-folder of the cache folder (`aipusim.compiler.quant.cache.cache_root`) holding
+#: built zoo models, and how many it keeps (the most recently written).
+ZOO_SUBDIR = "zoo"
+ZOO_FILES_KEPT = 6
 
-    Raises the pipeline's `AipuSimError` when the point cannot be compiled or simulated
-    (the runner records it as a failed row).
-    Example: ``evaluate_point(build_space(["tiny_cnn"], frames=2).points[0])["fps"]``.
+
+def zoo_model_file(name: str, input_size: int | None, use_cache: bool = True) -> Path:
+    """The ONNX file of zoo model ``name`` at ``input_size``: built once and kept in the
+    cache folder, keyed by the zoo's own source and the onnx version (building ResNet-50's
+    random weights takes seconds; reading the file back, one). ``use_cache=False``
+    (``--no-cache``) builds it into a temporary folder of this process instead.
     """
-    import aipusim
-    from aipusim.functional_check import chip_inputs, compare
+    import onnx
 
-    config = point.config()
-    with tempfile.TemporaryDirectory(prefix="aipusim-sweep-") as tmp:
-        folder = Path(tmp)
-        arch_path = write_arch(point, folder)
-        model_path = write_model(point, folder)
-        start = time.perf_counter()
-        model = aipusim.compile(
-            model_path,
-            config,
-            output_dir=folder / "compiled",
-            arch=arch_path,
-            cache=point.quantization_cache,
-        )
-        compiled = time.perf_counter()
-        # The trace levels of the compiled program (each trace line costs control-core cycles,
-        # so a point measures exactly what its config asks for).
-        levels = list(config.profiling_levels)
-        compiled_dir = model.compiled_dir()
-        inputs, how = chip_inputs(compiled_dir) if point.check else (None, "")
-        result = model.simulate(point.frames, levels=levels, functional=point.check, inputs=inputs)
-        simulated = time.perf_counter()
-        row = metrics(result) | {"compile_s": compiled - start, "simulate_s": simulated - compiled}
+    from aipusim import zoo
+    from aipusim.base.atomic import temp_name
+    from aipusim.compiler.quant.cache import cache_root
+
+    digest = hashlib.sha256(f"{name}:{input_size}:{onnx.__version__}".encode())
+    for source in sorted(Path(zoo.__file__).parent.glob("*.py")):
+        digest.update(source.read_bytes())
+    folder = cache_root() / ZOO_SUBDIR
+    if not use_cache:
+        folder = Path(tempfile.mkdtemp(prefix="aipusim-zoo-"))
+    path = folder / f"{name}-{input_size or 'published'}-{digest.hexdigest()[:16]}.onnx"
+    if path.is_file():
+        return path
+    model = zoo.build(name, input_size=input_size)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = temp_name(path)
+        onnx.save(model, tmp)
+        tmp.replace(path)  # whole or absent, whatever other workers do meanwhile
+    except OSError:
+        # (an unwritable cache folder: the quantization cache warns about it)
+        folder = Path(tempfile.mkdtemp(prefix="aipusim-zoo-"))
+        path = folder / path.name
+        onnx.save(model, path)
+        return path
+    built = []
+    for other in folder.glob("*.onnx"):
+        if not other.name.startswith("."):  # (not another writer's temporary file)
+            with contextlib.suppress(OSError):
+                built.append((other.stat().st_mtime, other))
+    for _, old in sorted(built, reverse=True)[ZOO_FILES_KEPT:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+    return path
+
+
+class _Worker:
+    """What a worker process keeps between points: its zoo model files and its last
+    compiled program (one: memory stays bounded whatever the number of points)."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple[str, int | None], Any] = {}
+        self._program: tuple[str, Any, tempfile.TemporaryDirectory[str]] | None = None
+
+    def model(self, point: SweepPoint) -> Any:
+        """The point's model as a checked ``onnx.ModelProto``, read or built once per
+        worker (a compile from it skips reading and checking the file again)."""
+        key = (point.model, point.input_size)
+        if key not in self._models:
+            if point.model.lower().endswith(".onnx"):
+                from aipusim.compiler.importer import load_model
+
+                self._models[key] = load_model(point.model)
+            else:
+                from aipusim.compiler.importer import load_model
+
+                path = zoo_model_file(point.model, point.input_size, point.quantization_cache)
+                try:
+                    self._models[key] = load_model(path)
+                finally:
+                    if not point.quantization_cache:  # (its own temporary folder)
+                        shutil.rmtree(path.parent, ignore_errors=True)
+        return self._models[key]
+
+    def program(self, point: SweepPoint) -> tuple[Any, float]:
+        """The compiled program of ``point`` and the seconds its compile took here (0.0
+        when the previous point's program is the same one)."""
+        import aipusim
+
+        key = program_key(point)
+        if self._program is not None and self._program[0] == key:
+            return self._program[1], 0.0
+        self.drop_program()
+        folder = tempfile.TemporaryDirectory(prefix="aipusim-sweep-")
+        try:
+            arch_path = write_arch(point, Path(folder.name))
+            source = self.model(point)
+            start = time.perf_counter()
+            model = aipusim.compile(
+                source,
+                point.config(),
+                output_dir=Path(folder.name) / "compiled",
+                arch=arch_path,
+                cache=point.quantization_cache,
+            )
+            seconds = time.perf_counter() - start
+        except BaseException:
+            folder.cleanup()
+            raise
+        self._program = (key, model, folder)
+        return model, seconds
+
+    def evaluate(self, point: SweepPoint) -> dict[str, Any]:
+        """`evaluate_point` in this worker."""
+        from aipusim.functional_check import chip_inputs, compare
+
+        config = point.config()
+        model, compile_s = self.program(point)
+        with tempfile.TemporaryDirectory(prefix="aipusim-sweep-arch-") as tmp:
+            # The point's own hardware numbers (a shared program was compiled with another
+            # point's simulator-only numbers).
+            arch_path = write_arch(point, Path(tmp))
+            arch = None
+            if arch_path is not None:
+                from aipusim.arch import load_arch
+
+                arch = load_arch(arch_path)
+            start = time.perf_counter()
+            # The trace levels of the compiled program (each trace line costs control-core
+            # cycles, so a point measures exactly what its config asks for).
+            levels = list(config.profiling_levels)
+            compiled_dir = model.compiled_dir()
+            inputs, how = chip_inputs(compiled_dir) if point.check else (None, "")
+            result = model.simulate(
+                point.frames, levels=levels, functional=point.check, inputs=inputs, arch=arch
+            )
+            simulated = time.perf_counter()
+        row = metrics(result) | {"compile_s": compile_s, "simulate_s": simulated - start}
         if point.check:
             row |= check_columns(compare(result, compiled_dir, inputs, how))
         return row
+
+    def drop_program(self) -> None:
+        if self._program is not None:
+            self._program[2].cleanup()
+            self._program = None
+
+
+#: The worker of this process (its state lives as long as the process).
+_WORKER = _Worker()
+
+
+def evaluate_point(point: SweepPoint) -> dict[str, Any]:
+    """Compile and simulate ``point`` with the public API; the measurements of its row.
+
+    The compile is skipped when this worker's previous point has the same `program_key`
+    (its ``compile_s`` is then 0.0). Raises the pipeline's `AipuSimError` when the point
+    cannot be compiled or simulated (the runner records it as a failed row).
+    Example: ``evaluate_point(build_space(["tiny_cnn"], frames=2).points[0])["fps"]``.
+    """
+    return _WORKER.evaluate(point)
 
 
 def check_columns(verdict: Any) -> dict[str, Any]:
@@ -119,4 +291,15 @@ def metrics(result: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["check_columns", "evaluate_point", "metrics", "write_arch", "write_model"]
+__all__ = [
+    "SIMULATOR_ONLY_ARCH_TABLES",
+    "ZOO_FILES_KEPT",
+    "ZOO_SUBDIR",
+    "check_columns",
+    "evaluate_point",
+    "metrics",
+    "program_key",
+    "write_arch",
+    "write_model",
+    "zoo_model_file",
+]

@@ -6,7 +6,9 @@ The backend is an existing engine, never a scheduler of ours: `concurrent.future
 extra, imported only when asked for.
 
 Each point runs in a worker through `run_point`, which turns any exception into a failed
-outcome carrying the error message, so one bad point never stops the sweep. The main process
+outcome carrying the error message, so one bad point never stops the sweep. The points that
+share a compiled program (`program_groups`) travel to one worker as one task
+(`run_points`), which compiles their program once. The main process
 collects outcomes as they complete, shows a progress bar, and flushes rows to the
 `ResultStore` every ``flush_every`` points or ``flush_seconds`` seconds, and once more when
 the sweep ends or is interrupted (Ctrl-C, SIGTERM): only the points in flight are lost, and
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -144,6 +146,30 @@ def run_point(evaluator: Evaluator, point: SweepPoint) -> dict[str, Any]:
     unknown = set(measured) - set(METRIC_COLUMNS)
     assert not unknown, f"evaluator returned columns outside the schema: {sorted(unknown)}"
     return {**measured, "status": STATUS_OK, "error": None}
+
+
+def run_points(evaluator: Evaluator, points: Sequence[SweepPoint]) -> list[dict[str, Any]]:
+    """Evaluate ``points`` one after the other in one worker (`run_point` each): the
+    points of one `program_groups` group, so the worker compiles their program once."""
+    return [run_point(evaluator, p) for p in points]
+
+
+def program_groups(points: Sequence[SweepPoint]) -> list[list[SweepPoint]]:
+    """``points`` grouped by `aipusim.sweep.evaluate.program_key` (the points that share a
+    compiled program), in the order of their first point.
+
+    >>> from aipusim.sweep.space import build_space
+    >>> space = build_space(["tiny_cnn"], ["multicore_mode=batch,cooperative"],
+    ...                     ["energy.control_task_pj=1,2"])
+    >>> [len(g) for g in program_groups(space.points)]
+    [2, 2]
+    """
+    from aipusim.sweep.evaluate import program_key
+
+    groups: dict[str, list[SweepPoint]] = {}
+    for point in points:
+        groups.setdefault(program_key(point), []).append(point)
+    return list(groups.values())
 
 
 def _typed(value: Any, kind: str) -> Any:
@@ -359,11 +385,12 @@ def run_sweep(
     try:
         scratch = store.directory / SCRATCH_DIR
         with _sigterm_as_interrupt(), _executor(backend, scratch) as (submit, as_completed):
-            futures = {submit(run_point, evaluator, p): p for p in todo}
+            # a group's points run in one task: their shared program is compiled once
+            futures = {submit(run_points, evaluator, g): g for g in program_groups(todo)}
             for future in as_completed(list(futures)):
-                point = futures[future]
+                group = futures[future]
                 try:
-                    outcome = future.result()
+                    outcomes = future.result()
                 except BrokenProcessPool:
                     raise SimulationError(
                         "a sweep worker process died (out of memory or killed); the finished "
@@ -371,13 +398,15 @@ def run_sweep(
                     ) from None
                 except Exception as exc:  # the engine lost the task (e.g. a Dask worker died)
                     message = " ".join(f"{type(exc).__name__}: {exc}".split())
-                    outcome = {"status": STATUS_FAILED, "error": message[:_MAX_ERROR_CHARS]}
-                buffer.append(make_row(point, outcome, typed))
-                ran += 1
-                failed += outcome["status"] == STATUS_FAILED
+                    lost = {"status": STATUS_FAILED, "error": message[:_MAX_ERROR_CHARS]}
+                    outcomes = [lost] * len(group)
+                for point, outcome in zip(group, outcomes, strict=True):
+                    buffer.append(make_row(point, outcome, typed))
+                    ran += 1
+                    failed += outcome["status"] == STATUS_FAILED
                 if progress is not None and step is not None:
                     progress.note(f"{failed} failed")
-                    step(1)
+                    step(len(group))
                 if len(buffer) >= flush_every or time.monotonic() - last_flush >= flush_seconds:
                     flush()
     finally:
@@ -397,8 +426,10 @@ __all__ = [
     "make_row",
     "max_local_workers",
     "parse_backend",
+    "program_groups",
     "require_dask",
     "run_point",
+    "run_points",
     "run_sweep",
     "worker_setup",
 ]

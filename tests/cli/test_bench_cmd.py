@@ -74,6 +74,20 @@ def test_bench_sweep_times_a_small_space_into_a_page(
     assert row["compile_front_s"] > 0 and row["compile_back_s"] > 0
     # the sweep's points filled the quantization cache; the split's compiles hit it
     assert row["quantization"] == "cached"
+    assert row["compiles"] == 2
+
+
+def test_bench_sweep_of_a_named_model_shares_programs_over_simulator_only_numbers(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aipusim.bench
+
+    monkeypatch.setattr(aipusim.bench, "SWEEP_PARAMS", ("multicore_mode=batch",))
+    args = ["bench", "tiny_cnn", "--input-size", "16", "--sweep", "--workers", "1"]
+    args += ["--frames", "2", "--arch-param", "energy.mvm_mac_pj=0.185,0.3", "--json"]
+    assert main(args) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert (row["input"], row["points"], row["failed"], row["compiles"]) == ("16px", 2, 0, 1)
 
 
 @pytest.mark.parametrize(
@@ -83,6 +97,7 @@ def test_bench_sweep_times_a_small_space_into_a_page(
         (["bench", "tiny_cnn", "--frames", "-1"], "--frames must be an integer >= 0, not -1"),
         (["bench", "--sweep", "--frames", "0"], "--frames must be an integer >= 1 with --sweep"),
         (["bench", "--sweep", "--workers", "0"], "--workers must be an integer 1-[0-9]+ "),
+        (["bench", "tiny_cnn", "resnet50", "--sweep"], "MODELS must be one zoo model with --sweep"),
     ],
 )
 def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -112,3 +112,57 @@ def test_sweep_and_run_of_resnet50_report_the_same_batch_fps(
     assert pd.read_parquet(out)["fps"].iloc[0] == pytest.approx(run["fps"], rel=1e-12)
     assert main([*sweep, *small, "-o", str(tmp_path / "sw2"), "--workers", "1"]) == 0
     assert "trace levels none (trace lines cost control-core cycles)" in capsys.readouterr().out
+
+
+def test_report_and_compare_take_defaults_and_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "p"
+    args = ["report", "power", "--models", "tiny_cnn", "--limits", "1", "--input-size", "16"]
+    flags = ["--defaults", "--set", "frequency=400000000"]
+    assert main([*args, "--frames", "1", "--workers", "1", "-o", str(out), *flags]) == 0
+    readme = (out / "README.md").read_text()
+    assert (
+        "- base config of each model (the defaults (--defaults), `--set frequency=400000000`; "
+        in (readme)
+    )
+    assert "  - `tiny_cnn`: `frequency=400000000`" in readme  # not the built-in 4 x Batch-1
+    assert "--defaults --set frequency=400000000`" in readme  # the reproducing command
+    capsys.readouterr()
+    out = tmp_path / "c"
+    args = ["compare", "tiny_cnn", "--modes", "batch", "--input-size", "16", "--frames", "1"]
+    assert main([*args, "--workers", "1", "-o", str(out), "--set", "frequency=400000000"]) == 0
+    readme = (out / "README.md").read_text()
+    assert "(built-in zoo config, `--set frequency=400000000`; changes from the defaults)" in readme
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["compare", "tiny_cnn", "--set", "multicore_mode=batch"],
+            "--set must not name multicore_mode: the multicore study sets it itself (choose "
+            "modes with --modes)",
+        ),
+        (
+            ["compare", "tiny_cnn", "--limits", "1", "--set", "mvm_utilization_limit=0.5"],
+            "--set must not name mvm_utilization_limit: the power study sets it itself",
+        ),
+        (
+            ["report", "validation", "--defaults"],
+            "--defaults applies to the multicore, power, layers studies only, not validation",
+        ),
+        (
+            ["report", "corpus", "--set", "frequency=400000000"],
+            "--set applies to the multicore, power, layers studies only, not corpus",
+        ),
+        (["report", "power", "--set", "frequency=7"], "--set: frequency must be an integer"),
+    ],
+)
+def test_report_and_compare_refuse_a_base_they_cannot_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture, args: list[str], message: str
+) -> None:
+    assert main([*args, "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()

@@ -102,6 +102,41 @@ def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
     assert total == pytest.approx(wall, rel=0.10)
 
 
+def test_the_closing_line_counts_the_install_that_make_run_reports(
+    tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make run` on a fresh clone passes its install's seconds: the closing line's wall
+    time is then the install plus the process, and "install" is its first part."""
+    import re
+
+    from aipusim.cli.main import main
+
+    monkeypatch.setenv("AIPUSIM_INSTALL_SECONDS", "12.5")
+    started = time.perf_counter()
+    args = ["run", "tiny_cnn", "--input-size", "16", "--frames", "1", "-o", str(tmp_path / "r")]
+    assert main(args) == 0
+    wall = time.perf_counter() - started + 12.5
+    closing = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.match(r"wall [\d.]+ s: install 12\.5 s, start-up and imports ", closing)
+    total = float(re.match(r"wall ([\d.]+) s: ", closing).group(1))
+    assert total == pytest.approx(wall, rel=0.05)
+
+
+@pytest.mark.parametrize("value", ["soon", "-3", "nan"])
+def test_a_bad_install_seconds_value_is_refused_before_any_work(
+    tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from aipusim.cli.main import main
+
+    monkeypatch.setenv("AIPUSIM_INSTALL_SECONDS", value)
+    assert main(["run", "tiny_cnn", "-o", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "aipusim: error: AIPUSIM_INSTALL_SECONDS must be a number of seconds >= 0 or unset, "
+        f"not {value!r}"
+    )
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.slow
 def test_a_fresh_run_process_prints_within_two_seconds(tmp_path) -> None:
     """`aipusim run` as a process with stderr a terminal: its first line within 2 s, and

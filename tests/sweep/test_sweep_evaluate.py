@@ -65,3 +65,18 @@ def test_check_columns_sum_the_mismatches_of_every_output() -> None:
         "mismatches": 4,
         "check": "differs from the int8 reference (given input): a 3 of 4, b 1 of 2",
     }
+
+
+def test_a_zoo_model_is_built_once_and_kept_in_the_cache_folder(monkeypatch) -> None:
+    import aipusim.zoo
+    from aipusim.sweep.evaluate import zoo_model_file
+
+    first = zoo_model_file("tiny_cnn", 20)
+    assert first.parent.name == "zoo"
+    built = onnx.load(first)
+    monkeypatch.setattr(aipusim.zoo, "build", lambda *a, **k: 1 / 0)  # not built again
+    assert zoo_model_file("tiny_cnn", 20) == first
+    assert (
+        built.SerializeToString()
+        == aipusim.zoo.registry.build("tiny_cnn", input_size=20).SerializeToString()
+    )

@@ -65,6 +65,49 @@ def test_2x2x2_runs_locally_through_the_real_pipeline(
     assert (raw["compile_s"] > 0).all() and (raw["simulate_s"] > 0).all()
 
 
+SHARED = [
+    "tiny_cnn", "--input-size", "16", "--defaults",
+    "--set", "aipu_cores_used=4",
+    "--param", "multicore_mode=batch,cooperative",
+    # simulator-only numbers: the two points of a mode share one compiled program
+    "--arch-param", "energy.mvm_mac_pj=0.185,0.3",
+    "--frames", "2", "--no-progress",
+]  # fmt: skip
+
+
+def test_rows_are_the_same_with_or_without_cache_on_one_or_two_workers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aipusim.compiler.config import CompilerConfig
+    from aipusim.sweep import build_space
+    from aipusim.sweep.evaluate import _Worker, program_key
+
+    warm = _sweep([*SHARED, "--workers", "2", "-o", str(tmp_path / "warm")], capsys)
+    cold = _sweep([*SHARED, "--workers", "1", "--no-cache", "-o", str(tmp_path / "cold")], capsys)
+    assert (warm["ran"], warm["failed"], cold["ran"], cold["failed"]) == (4, 0, 4, 0)
+    table = _comparable(tmp_path / "warm")
+    pd.testing.assert_frame_equal(table, _comparable(tmp_path / "cold"))
+    # compiled once, simulated twice per mode; the energy number still reaches the result
+    raw = ResultStore(tmp_path / "warm").read()
+    reused = raw.groupby("multicore_mode")["compile_s"].apply(lambda s: int((s == 0).sum()))
+    assert reused.tolist() == [1, 1]
+    assert (table.groupby("multicore_mode")["energy_mj_per_frame"].nunique() == 2).all()
+    # a shared program gives each point what compiling it on its own gives
+    space = build_space(
+        ["tiny_cnn"], ["multicore_mode=batch,cooperative"], ["energy.mvm_mac_pj=0.185,0.3"],
+        frames=2, input_size=16, base=CompilerConfig(aipu_cores_used=4),
+    )  # fmt: skip
+    assert len({program_key(p) for p in space.points}) == 2
+    by_id = raw.set_index("point_id")
+    for point in space.points:
+        alone = _Worker()  # a worker of its own: the point compiles its program itself
+        row = alone.evaluate(point)
+        alone.drop_program()
+        assert row["compile_s"] > 0
+        for column in ("fps", "energy_mj_per_frame", "total_cycles", "avg_power_w"):
+            assert row[column] == by_id.loc[point.point_id, column], column
+
+
 # The fast engine test of the same (test_sweep_runner: a local pool and a dask cluster give
 # identical rows) uses a test double; this one sends real compiles to a dask cluster.
 @pytest.mark.slow

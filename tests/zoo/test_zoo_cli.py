@@ -115,3 +115,54 @@ def test_an_input_too_big_for_memory_is_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("aipusim: error: out of memory (")
     assert not out.exists()
+
+
+def test_decoder_writes_two_graphs_sharing_one_weights_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from aipusim.zoo import build_decoder
+
+    out = tmp_path / "td"
+    assert main(["zoo", "decoder", "tiny_decoder", "--prompt", "6", "--past", "9", "-o",
+                 str(out), "--json"]) == 0  # fmt: skip
+    record = json.loads(capsys.readouterr().out)
+    assert sorted(p.name for p in out.iterdir()) == ["decode.onnx", "prefill.onnx", "weights.bin"]
+    # the weights once: the shared file is about one graph's worth, not two
+    weights = (out / "weights.bin").stat().st_size
+    assert 4 * record["params"] < weights < 4 * record["params"] + 3 * 2**20  # (+ RoPE tables)
+    ids = np.arange(6)[None] * 7
+    loaded = ort.InferenceSession(str(out / "prefill.onnx"), providers=["CPUExecutionProvider"])
+    built = ort.InferenceSession(
+        build_decoder("tiny_decoder", tokens=6).SerializeToString(),
+        providers=["CPUExecutionProvider"],
+    )
+    feed = {"input_ids": ids, "position_ids": np.arange(6)[None]}
+    np.testing.assert_array_equal(loaded.run(["logits"], feed)[0], built.run(["logits"], feed)[0])
+    decode = onnx.load(str(out / "decode.onnx"))
+    assert [i.name for i in decode.graph.input][2:4] == [
+        "past_key_values.0.key",
+        "past_key_values.0.value",
+    ]
+    assert decode.graph.input[2].type.tensor_type.shape.dim[2].dim_value == 9
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["llama_7b"], "decoder must be one of llama_1b, tiny_decoder, not 'llama_7b'"),
+        (["tiny_decoder", "--prompt", "0"], "--prompt must be an integer >= 1, not 0"),
+        (["tiny_decoder", "--positions", "64"],
+         "--positions must be at least the longest context, max(--prompt, --past + 1) = 129, "
+         "not 64"),
+    ],
+)  # fmt: skip
+def test_decoder_bad_arguments_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert main(["zoo", "decoder", *args, "-o", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err.strip() == f"aipusim: error: {message}"
+    assert list(tmp_path.iterdir()) == []

@@ -113,6 +113,27 @@ def test_a_corrupt_entry_is_removed_with_a_warning(tmp_path: Path, caplog) -> No
     assert cache.get("b" * 64) is None and not path.exists()
 
 
+def test_an_entry_read_before_is_not_checked_again_unless_its_file_changed(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import aipusim.compiler.quant.cache as cache_module
+
+    cache = QuantizationCache(tmp_path)
+    files = _files(b"z", 3000)
+    cache.put("c" * 64, files)
+    unpacked = []
+    real_unpack = cache_module._unpack
+    monkeypatch.setattr(
+        cache_module, "_unpack", lambda data: unpacked.append(1) or real_unpack(data)
+    )
+    assert cache.get("c" * 64) == files and unpacked == []  # kept in memory since the put
+    path = cache.path("c" * 64)
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    assert cache.get("c" * 64) is None and unpacked == [1]  # changed bytes: checked, corrupt
+
+
 def test_the_least_recently_used_entries_go_first(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(SIZE_ENV, "1")  # one megabyte: two entries of 400 kB fit, not three
     cache = QuantizationCache(tmp_path)
@@ -245,6 +266,30 @@ def test_cache_info_and_clear(model_path: Path, tmp_path: Path, capsys) -> None:
     assert main(["cache", "clear"]) == 0
     assert "removed 1 entries" in capsys.readouterr().out
     assert QuantizationCache().info().entries == 0
+
+
+def test_cache_clear_also_removes_the_zoo_models_sweeps_keep(capsys) -> None:
+    from aipusim.sweep.evaluate import zoo_model_file
+
+    kept = zoo_model_file("tiny_cnn", 16)
+    assert kept.is_file()
+    assert main(["cache", "info", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["zoo_models"] == 1
+    assert main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out.strip().endswith("and 1 zoo model files")
+    assert not kept.exists()
+
+
+def test_a_sweep_worker_without_the_cache_leaves_no_model_file(tmp_path: Path) -> None:
+    import tempfile
+
+    from aipusim.sweep.evaluate import _Worker
+    from aipusim.sweep.space import build_space
+
+    point = build_space(["tiny_cnn"], input_size=16, quantization_cache=False).points[0]
+    before = set(Path(tempfile.gettempdir()).glob("aipusim-zoo-*"))
+    assert _Worker().model(point).graph.input[0].name == "input"
+    assert set(Path(tempfile.gettempdir()).glob("aipusim-zoo-*")) == before
 
 
 def test_the_api_and_sweep_points_pass_the_switch_on(tmp_path: Path) -> None:

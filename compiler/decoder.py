@@ -1,0 +1,237 @@
+"""The two-graph form of a decoder-only language model, as the LLM flow takes it.
+
+A generation runs a **prefill** graph once on the prompt and a **decode** graph once per
+new token, with the same weights. What each must hold (the form ``torch.onnx`` and Hugging
+Face Optimum write for a causal LM, with static shapes):
+
+=============  ==================================  ======================================
+               prefill (prompt of S tokens)        decode (one token, P tokens cached)
+=============  ==================================  ======================================
+inputs         ``input_ids`` [B, S] int64,         ``input_ids`` [B, 1] int64,
+               ``position_ids`` [B, S] int64       ``position_ids`` [B, 1] int64,
+                                                   ``past_key_values.{i}.key`` and
+                                                   ``.value`` [B, KV, P, D] float, i < L
+outputs        ``logits`` [B, S, V],               ``logits`` [B, 1, V],
+               ``present.{i}.key`` and ``.value``  ``present.{i}.key`` and ``.value``
+               [B, KV, S, D], i < L                [B, KV, P + 1, D], i < L
+=============  ==================================  ======================================
+
+L layers, KV key/value heads of D dimensions, a vocabulary of V. No ``attention_mask``
+input: the sequences of a batch have one length. The two graphs hold the same weights
+(initializers of the same names, shapes and types).
+
+Example:
+    >>> from aipusim.zoo import build_decoder
+    >>> pair = check_decoder_pair(build_decoder("tiny_decoder", tokens=16),
+    ...                           build_decoder("tiny_decoder", graph="decode", past=16))
+    >>> pair.layers, pair.kv_heads, pair.head_dim, pair.prompt_tokens, pair.past_tokens
+    (4, 2, 32, 16, 16)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import onnx
+
+from aipusim.base.errors import DecoderGraphError
+
+_CACHE = re.compile(r"^(past_key_values|present)\.(\d+)\.(key|value)$")
+_INT64 = onnx.TensorProto.INT64
+
+
+@dataclass(frozen=True)
+class DecoderPair:
+    """What a checked prefill/decode pair says about the model and its two shapes."""
+
+    layers: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    batch: int
+    prompt_tokens: int
+    past_tokens: int
+    #: Values of the weights (the matrices and tables the two graphs share).
+    weight_params: int
+
+    def kv_bytes_per_token(self, bytes_per_value: int = 1) -> int:
+        """Bytes one token adds to the cache (keys and values of every layer)."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * bytes_per_value
+
+
+def _shape(value: onnx.ValueInfoProto, graph: str) -> tuple[int, ...]:
+    dims = value.type.tensor_type.shape.dim
+    texts = [str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?" for d in dims]
+    if any(not d.HasField("dim_value") for d in dims):
+        raise DecoderGraphError(
+            f"{graph} graph {value.name} must have a static shape, not [{', '.join(texts)}]"
+        )
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def _cache(values: list[onnx.ValueInfoProto], prefix: str, graph: str) -> dict[int, dict]:
+    """``{layer: {"key": shape, "value": shape}}`` of the cache tensors named ``prefix``."""
+    layers: dict[int, dict[str, tuple[int, ...]]] = {}
+    for value in values:
+        match = _CACHE.match(value.name)
+        if match and match[1] == prefix:
+            layers.setdefault(int(match[2]), {})[match[3]] = _shape(value, graph)
+    for layer, kinds in sorted(layers.items()):
+        for kind in ("key", "value"):
+            if kind not in kinds:
+                other = "value" if kind == "key" else "key"
+                raise DecoderGraphError(
+                    f"{graph} graph must have {prefix}.{layer}.{kind} beside "
+                    f"{prefix}.{layer}.{other}, not only the {other}"
+                )
+    if sorted(layers) != list(range(len(layers))):
+        missing = sorted(set(range(max(layers, default=-1) + 1)) - set(layers))
+        raise DecoderGraphError(
+            f"{graph} graph must have {prefix} tensors for layers 0 to {max(layers)}, not "
+            f"without layer {missing[0]}"
+        )
+    return layers
+
+
+def _io(graph: onnx.GraphProto, kind: str) -> tuple[dict, dict, dict, dict]:
+    """Token inputs, logits, the past and the present of ``graph`` (named ``kind``)."""
+    inputs = {v.name: v for v in graph.input}
+    initializers = {t.name for t in graph.initializer}
+    inputs = {n: v for n, v in inputs.items() if n not in initializers}
+    outputs = {v.name: v for v in graph.output}
+    for name in ("input_ids", "position_ids"):
+        if name not in inputs:
+            raise DecoderGraphError(
+                f"{kind} graph must have an input {name} (int64 [batch, tokens]), not "
+                f"only {', '.join(sorted(inputs)) or 'none'}"
+            )
+        if inputs[name].type.tensor_type.elem_type != _INT64:
+            raise DecoderGraphError(f"{kind} graph input {name} must be int64")
+    if "attention_mask" in inputs:
+        raise DecoderGraphError(
+            f"{kind} graph must not take an attention_mask input (the sequences of a batch "
+            "have one length); export it without one"
+        )
+    extra = sorted(
+        n for n in inputs if n not in ("input_ids", "position_ids") and not _CACHE.match(n)
+    )
+    if extra:
+        raise DecoderGraphError(
+            f"{kind} graph inputs must be input_ids, position_ids and past_key_values.N.key/"
+            f".value, not also {', '.join(extra)}"
+        )
+    if "logits" not in outputs:
+        raise DecoderGraphError(f"{kind} graph must have an output logits, not none")
+    tokens = {n: _shape(inputs[n], kind) for n in ("input_ids", "position_ids")}
+    logits = _shape(outputs["logits"], kind)
+    return (
+        tokens,
+        {"logits": logits},
+        _cache(list(inputs.values()), "past_key_values", kind),
+        _cache(list(outputs.values()), "present", kind),
+    )
+
+
+#: Operators whose initializer operands are a model's weights (the tied LM head reads the
+#: embedding through a Transpose).
+_WEIGHT_READERS = frozenset({"MatMul", "Gemm", "Gather", "Transpose", "Conv"})
+
+
+def _weights(graph: onnx.GraphProto) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """``{name: (type, dims)}`` of the initializers that weight-reading operators take."""
+    read = {i for n in graph.node if n.op_type in _WEIGHT_READERS for i in n.input}
+    return {
+        t.name: (t.data_type, tuple(t.dims))
+        for t in graph.initializer
+        if t.name in read and len(t.dims) >= 2
+    }
+
+
+def check_decoder_pair(prefill: onnx.ModelProto, decode: onnx.ModelProto) -> DecoderPair:
+    """Check that ``prefill`` and ``decode`` are the two graphs of one decoder (the table
+    above); what they say, else `DecoderGraphError` naming the first thing that is not."""
+    tokens, logits, past, present = _io(prefill.graph, "prefill")
+    if past:
+        raise DecoderGraphError(
+            "prefill graph must not take past_key_values inputs (it starts the cache), not "
+            f"{len(past)} layers of them"
+        )
+    batch, prompt = tokens["input_ids"]
+    if not present:
+        raise DecoderGraphError("prefill graph must return present.N.key/.value, not none")
+    shapes = {s for kinds in present.values() for s in kinds.values()}
+    if len(shapes) != 1:
+        raise DecoderGraphError(
+            f"prefill graph present tensors must all have one shape, not {sorted(shapes)}"
+        )
+    (cache_shape,) = shapes
+    if len(cache_shape) != 4 or cache_shape[0] != batch or cache_shape[2] != prompt:
+        raise DecoderGraphError(
+            f"prefill graph present tensors must be [batch {batch}, kv_heads, tokens "
+            f"{prompt}, head_dim], not {list(cache_shape)}"
+        )
+    _, kv_heads, _, head_dim = cache_shape
+    vocab = logits["logits"][-1]
+    if logits["logits"] != (batch, prompt, vocab) or tokens["position_ids"] != (batch, prompt):
+        raise DecoderGraphError(
+            f"prefill graph logits and position_ids must be [{batch}, {prompt}, vocab] and "
+            f"[{batch}, {prompt}], not {list(logits['logits'])} and "
+            f"{list(tokens['position_ids'])}"
+        )
+    d_tokens, d_logits, d_past, d_present = _io(decode.graph, "decode")
+    if d_tokens["input_ids"] != (batch, 1) or d_tokens["position_ids"] != (batch, 1):
+        raise DecoderGraphError(
+            f"decode graph input_ids and position_ids must be [{batch}, 1], not "
+            f"{list(d_tokens['input_ids'])} and {list(d_tokens['position_ids'])}"
+        )
+    if d_logits["logits"] != (batch, 1, vocab):
+        raise DecoderGraphError(
+            f"decode graph logits must be [{batch}, 1, {vocab}], not {list(d_logits['logits'])}"
+        )
+    for layer in sorted(set(d_past) | set(d_present) | set(present)):
+        for name, table in (("past_key_values", d_past), ("present", d_present)):
+            if layer not in table:
+                raise DecoderGraphError(
+                    f"decode graph must have {name}.{layer}.key and .value (the prefill graph "
+                    f"has {len(present)} layers), not none for layer {layer}"
+                )
+    past_shapes = {s for kinds in d_past.values() for s in kinds.values()}
+    (past_shape,) = past_shapes if len(past_shapes) == 1 else (None,)
+    if past_shape is None or past_shape[:2] + past_shape[3:] != (batch, kv_heads, head_dim):
+        raise DecoderGraphError(
+            f"decode graph past_key_values must all be [{batch}, {kv_heads}, past, "
+            f"{head_dim}], not {sorted(past_shapes)}"
+        )
+    past_tokens = past_shape[2]
+    grown = (batch, kv_heads, past_tokens + 1, head_dim)
+    for layer, kinds in sorted(d_present.items()):
+        for kind, shape in kinds.items():
+            if shape != grown:
+                raise DecoderGraphError(
+                    f"decode graph present.{layer}.{kind} must be the past grown by one token, "
+                    f"{list(grown)}, not {list(shape)}"
+                )
+    weights, d_weights = _weights(prefill.graph), _weights(decode.graph)
+    differ = sorted(
+        n for n in (set(weights) | set(d_weights)) if weights.get(n) != d_weights.get(n)
+    )
+    if differ:
+        raise DecoderGraphError(
+            f"prefill and decode graphs must hold the same weights, not differ in {differ[0]}"
+            + (f" (and {len(differ) - 1} more)" if len(differ) > 1 else "")
+        )
+    return DecoderPair(
+        layers=len(present),
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab=vocab,
+        batch=batch,
+        prompt_tokens=prompt,
+        past_tokens=past_tokens,
+        weight_params=sum(math.prod(dims) for _, dims in weights.values()),
+    )
+
+
+__all__ = ["DecoderPair", "check_decoder_pair"]

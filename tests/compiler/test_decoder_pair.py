@@ -1,0 +1,108 @@
+"""The two-graph decoder form: a zoo pair is accepted and described; each way a pair can
+break the form is refused by name."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from aipusim.base.errors import DecoderGraphError
+from aipusim.compiler.decoder import check_decoder_pair
+from aipusim.zoo import DecoderGraph, build_decoder
+from aipusim.zoo.decoder import DECODERS
+
+
+def _pair(**kw: int) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    prefill = build_decoder("tiny_decoder", tokens=8, batch=kw.get("batch", 1))
+    decode = build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=kw.get("past", 8),
+                           batch=kw.get("batch", 1))  # fmt: skip
+    return prefill, decode
+
+
+def test_a_zoo_pair_is_described() -> None:
+    pair = check_decoder_pair(*_pair(batch=2, past=20))
+    size = DECODERS["tiny_decoder"]
+    assert (pair.layers, pair.kv_heads, pair.head_dim, pair.vocab) == (4, 2, 32, size.vocab)
+    assert (pair.batch, pair.prompt_tokens, pair.past_tokens) == (2, 8, 20)
+    # every weight matrix once (the tied embedding read twice), plus the RoPE tables
+    rope_tables = 2 * 4096 * size.head_dim
+    assert pair.weight_params == size.param_count() - (2 * size.layers + 1) * size.hidden + (
+        rope_tables
+    )
+    assert pair.kv_bytes_per_token() == 2 * 4 * 2 * 32
+
+
+def _drop_output(name: str) -> Callable[[onnx.ModelProto], None]:
+    def edit(model: onnx.ModelProto) -> None:
+        kept = [o for o in model.graph.output if o.name != name]
+        del model.graph.output[:]
+        model.graph.output.extend(kept)
+
+    return edit
+
+
+def _add_input(name: str, elem: int = TensorProto.INT64) -> Callable[[onnx.ModelProto], None]:
+    def edit(model: onnx.ModelProto) -> None:
+        model.graph.input.append(helper.make_tensor_value_info(name, elem, [1, 1]))
+
+    return edit
+
+
+def _rename_init(old: str, new: str) -> Callable[[onnx.ModelProto], None]:
+    def edit(model: onnx.ModelProto) -> None:
+        for t in model.graph.initializer:
+            if t.name == old:
+                t.name = new
+        for n in model.graph.node:
+            n.input[:] = [new if i == old else i for i in n.input]
+
+    return edit
+
+
+def _dynamic_input(model: onnx.ModelProto) -> None:
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "sequence"
+
+
+@pytest.mark.parametrize(
+    ("graph", "edit", "message"),
+    [
+        ("decode", _drop_output("present.2.value"),
+         "decode graph must have present.2.value beside present.2.key, not only the key"),
+        ("decode", _drop_output("present.3.key"),
+         "decode graph must have present.3.key beside present.3.value, not only the value"),
+        ("prefill", _add_input("attention_mask"),
+         "prefill graph must not take an attention_mask input"),
+        ("decode", _add_input("use_cache_branch"),
+         "decode graph inputs must be input_ids, position_ids and past_key_values.N.key/.value,"
+         " not also use_cache_branch"),
+        ("prefill", _rename_init("model.layers.1.mlp.up_proj.weight", "up"),
+         "prefill and decode graphs must hold the same weights, not differ in "
+         "model.layers.1.mlp.up_proj.weight (and 1 more)"),
+        ("prefill", _dynamic_input,
+         "prefill graph input_ids must have a static shape, not [1, sequence]"),
+        ("prefill", _drop_output("logits"), "prefill graph must have an output logits, not none"),
+    ],
+)  # fmt: skip
+def test_a_broken_pair_is_refused_by_name(
+    graph: str, edit: Callable[[onnx.ModelProto], None], message: str
+) -> None:
+    prefill, decode = _pair()
+    edit(prefill if graph == "prefill" else decode)
+    with pytest.raises(DecoderGraphError, match=re.escape(message)):
+        check_decoder_pair(prefill, decode)
+
+
+def test_graphs_swapped_or_of_other_batches_are_refused() -> None:
+    prefill, decode = _pair()
+    with pytest.raises(DecoderGraphError, match="prefill graph must not take past_key_values"):
+        check_decoder_pair(decode, prefill)
+    other = build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=8, batch=2)
+    with pytest.raises(
+        DecoderGraphError,
+        match=re.escape("decode graph input_ids and position_ids must be [1, 1], not [2, 1]"),
+    ):
+        check_decoder_pair(prefill, other)

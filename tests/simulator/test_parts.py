@@ -1,0 +1,32 @@
+"""The simulator's helpers get the parts of the run they use, never the `Simulation` hub
+(`simulator/parts.py`)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+
+from aipusim.simulator import core, host, result, trace
+from aipusim.simulator.engine import Replica
+
+HELPERS = [
+    core.CoreRun.__init__,
+    core.unit_process,
+    host.host_inputs,
+    host.host_outputs,
+    result.build_result,
+    result.link_bytes,
+    result.poll_count,
+    trace.Tracer.__init__,
+    Replica.__init__,
+]
+
+
+@pytest.mark.parametrize("func", HELPERS, ids=lambda f: f.__qualname__)
+def test_no_helper_takes_the_simulation(func: object) -> None:
+    # the modules use postponed annotations: each is the source text of its type
+    params = inspect.signature(func).parameters.values()
+    takes = [p.name for p in params if re.search(r"\bSimulation\b", str(p.annotation))]
+    assert takes == [], f"{func.__qualname__} takes the Simulation as {takes}"
