@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from aipusim.simulator import core, host, result, trace
+from aipusim.simulator import api, core, host, result, trace
 from aipusim.simulator.engine import Replica
+from aipusim.simulator.functional import execute, order
 
 HELPERS = [
     core.CoreRun.__init__,
@@ -21,6 +22,13 @@ HELPERS = [
     result.poll_count,
     trace.Tracer.__init__,
     Replica.__init__,
+    # the functional mode reads the finished run's record
+    execute.run_functional,
+    execute._Run.__init__,
+    order.build_schedule,
+    order._tokens,
+    order._phases_and_host,
+    api._attach,
 ]
 
 
