@@ -41,7 +41,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Progra
 def schedule(program: Program, tasks: dict[int, list[Task]], frames: int = 4):
     sim = Simulation(program, tasks, load_arch(), frames=frames)
     sim.run()
-    return build_schedule(sim)
+    return build_schedule(sim.record())
 
 
 @pytest.mark.parametrize("mode", MODES)
