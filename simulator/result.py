@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 
     from aipusim.arch.model import Arch
     from aipusim.isa.cost import CostModel
-    from aipusim.simulator.engine import Replica
+    from aipusim.isa.program import Program
+    from aipusim.isa.table import TaskTable
+    from aipusim.isa.tasks import Task
     from aipusim.simulator.parts import RunConfig
     from aipusim.simulator.prepare import CoreCode
     from aipusim.simulator.units import Op
@@ -49,9 +51,40 @@ class LinkTables(Protocol):
 
     op_link_bytes: np.ndarray
     link_names: list[str]
-    replicas: Sequence[Replica]
+    replicas: Sequence[ReplicaRecord]
     config: RunConfig
     cost: CostModel
+
+
+@dataclass(frozen=True)
+class CoreRecord:
+    """What one core of a replica recorded over the run."""
+
+    physical: int
+    code: CoreCode
+    #: Control-core cycles spent dispatching tasks (the polling loop's are ``poll_spans``).
+    control_busy_cycles: int
+    #: (first check, resolution) of every polled wait (use_hw_tokens=false).
+    poll_spans: Sequence[tuple[int, int]]
+    #: Cycle INIT ended on every unit of the core.
+    init_end_cycle: int
+
+
+@dataclass(frozen=True)
+class ReplicaRecord:
+    """What one replica recorded over the run: its cores and, per start, the cycle the
+    host issued the input (``issue``), its H2D transfer (begin, landed), the device
+    started and finished it (``started``, ``done``), its D2H transfer ended (``d2h``) and
+    the result was ready on the host (``result``)."""
+
+    index: int
+    cores: Sequence[CoreRecord]
+    issue: Mapping[int, int]
+    h2d: Mapping[int, tuple[int, int]]
+    started: Mapping[int, int]
+    done: Mapping[int, int]
+    d2h: Mapping[int, int]
+    result: Mapping[int, int]
 
 
 @dataclass(frozen=True)
@@ -62,6 +95,10 @@ class RunRecord:
     model: str
     multicore_mode: str
     arch: Arch
+    #: What ran: the program and each logical core's tasklist (the functional mode reads
+    #: the tasks behind the logged rows).
+    program: Program
+    tasklists: Mapping[int, Sequence[Task] | TaskTable]
     #: The run's cost model (control energy, tasklist fetches, the lower bound).
     cost: CostModel
     config: RunConfig
@@ -86,8 +123,8 @@ class RunRecord:
     #: The ledger's logs (`parts.Ledger`).
     segments: list
     host_log: list
-    #: The replicas with their cores: frame cycles, control-core busy time, polled waits.
-    replicas: Sequence[Replica]
+    #: Each replica's frame cycles and its cores' control-core busy time and polled waits.
+    replicas: Sequence[ReplicaRecord]
     #: (busy cycles, bytes) of each link over the run, private copies included.
     link_totals: Mapping[str, tuple[int, int]]
     #: Trace lines written (each costs control-core energy).
@@ -142,7 +179,7 @@ def _poll_cycles(config: RunConfig, spans: list[tuple[int, int]]) -> int:
     return int(ticks * config.poll_cost_cycles)
 
 
-def poll_count(config: RunConfig, replicas: Sequence[Replica]) -> int:
+def poll_count(config: RunConfig, replicas: Sequence[ReplicaRecord]) -> int:
     """Polling ticks over the whole run (for the control energy)."""
     cycles = sum(_poll_cycles(config, c.poll_spans) for rep in replicas for c in rep.cores)
     return cycles // max(1, config.poll_cost_cycles)
@@ -424,7 +461,7 @@ def build_result(rec: RunRecord, unloaded: Callable[[], float] | None = None) ->
         mask = (core == p) & ~is_host
         core_util[f"core{p}"] = _union_cycles(start[mask], end[mask]) / total
         run = next(c for rep in rec.replicas for c in rep.cores if c.physical == p)
-        busy[f"core{p}.control"] = int(run.ctl.busy_cycles) + _poll_cycles(config, run.poll_spans)
+        busy[f"core{p}.control"] = run.control_busy_cycles + _poll_cycles(config, run.poll_spans)
     for u in [*unit_names, "control"]:
         util[u] = sum(busy[f"core{p}.{u}"] for p in physical) / (total * len(physical))
     link_util = {name: busy / total for name, (busy, _) in rec.link_totals.items()}
@@ -449,7 +486,7 @@ def build_result(rec: RunRecord, unloaded: Callable[[], float] | None = None) ->
     run_pj[C[Component.STATIC]] = static_pj_per_cycle * total
 
     init_mask = phase < 0
-    init_end = max((c.done_event(-1).value for rep in rec.replicas for c in rep.cores), default=0)
+    init_end = max((c.init_end_cycle for rep in rec.replicas for c in rep.cores), default=0)
     init_pj = float((np.bincount(op[init_mask], minlength=len(table)) @ table).sum())
     init_pj += static_pj_per_cycle * init_end
 

@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
+from hypothesis_budget import profile
 from zoo_compiles import ZooCompiles
 
 #: `aipusim.compiler.quant.cache.DIR_ENV` (spelled out: conftest imports no compiler module;
@@ -21,6 +23,8 @@ _SESSION_CACHE = tempfile.mkdtemp(prefix="aipusim-test-cache-")
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[DIR_ENV] = _SESSION_CACHE
+    # `make test` draws a share of each property test's examples, `make test-slow` all.
+    settings.load_profile(profile())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

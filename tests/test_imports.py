@@ -18,15 +18,14 @@ ALLOWED = {
     "simulator": {"base", "arch", "isa", "simulator"},
     "profiler": {"base", "isa", "profiler"},
 }
-#: Annotation-only back-references: the simulator's engine hands its `Simulation` and
-#: `Replica` to the helper modules it imports (core, host, trace, result), which name those
-#: types in annotations under TYPE_CHECKING. None of them runs an import of the engine.
+#: Annotation-only back-references: the simulator's engine hands its `Replica` to the
+#: helper modules it imports (core, host, trace), which name that type in annotations under
+#: TYPE_CHECKING. None of them runs an import of the engine; the result reads plain records.
 ANNOTATION_CYCLES = [
     [
         "aipusim.simulator.core",
         "aipusim.simulator.engine",
         "aipusim.simulator.host",
-        "aipusim.simulator.result",
         "aipusim.simulator.trace",
     ]
 ]

@@ -125,12 +125,9 @@ class StudyBase:
 
     def config(self, model: str) -> Any:
         """The effective base config of ``model``."""
-        from aipusim.compiler.config import parse_assignments
-        from aipusim.sources import starting_config
+        from aipusim.sources import starting_config, with_sets
 
-        config = starting_config(model, self.defaults).copy()
-        config.update(**parse_assignments(self.sets))
-        return config
+        return with_sets(starting_config(model, self.defaults), self.sets)
 
     def describe(self) -> str:
         """The base as a study's what-was-run section names it."""
@@ -145,9 +142,7 @@ class StudyBase:
 
     def check_unswept(self, swept: Sequence[str], study: str, choose: str) -> None:
         """Refuse ``--set`` of a property the study sweeps itself (it would be overwritten)."""
-        from aipusim.compiler.config import parse_assignments
-
-        clash = sorted(set(parse_assignments(self.sets)) & set(swept))
+        clash = sorted({s.split("=", 1)[0].strip() for s in self.sets} & set(swept))
         if clash:
             raise ConfigError(
                 f"--set must not name {', '.join(clash)}: the {study} study sets it itself "

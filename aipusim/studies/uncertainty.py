@@ -175,14 +175,20 @@ def drivers(rows: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                 # Its bootstrap of the confidence interval divides by the variance of
                 # resamples, which is 0 when few samples hold a handful of distinct values;
                 # S1 itself rests on the whole sample (its variance checked above).
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    result = rbd_fast.analyze(
-                        problem, x[:, moved], y, M=harmonics, num_resamples=100, seed=seed
-                    )
-                    shuffled = np.random.default_rng(seed).permutation(y)
-                    null = rbd_fast.analyze(
-                        problem, x[:, moved], shuffled, M=harmonics, num_resamples=2, seed=seed
-                    )
+                try:
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        result = rbd_fast.analyze(
+                            problem, x[:, moved], y, M=harmonics, num_resamples=100, seed=seed
+                        )
+                        shuffled = np.random.default_rng(seed).permutation(y)
+                        null = rbd_fast.analyze(
+                            problem, x[:, moved], shuffled, M=harmonics, num_resamples=2,
+                            seed=seed,
+                        )  # fmt: skip
+                except ZeroDivisionError:
+                    # (its bias correction divides by a ratio of the few samples' spectra,
+                    # which is exactly 0 or 1 with a handful of samples: no ranking then)
+                    continue
                 indices = np.asarray(result["S1"], dtype=float)
                 floor = float(np.nanpercentile(np.asarray(null["S1"], dtype=float), 95))
             for key, s1 in zip(problem["names"], indices, strict=True):
@@ -408,6 +414,9 @@ def run_uncertainty_study(
         part = ranked[ranked["model"] == model]
         if not part.empty:
             body += ["Top drivers (S1):", "", md_table(_drivers_shown(part)), ""]
+        else:
+            body += ["No drivers: too few samples ran to rank the numbers (RBD-FAST needs "
+                     "more; the study's default is 64).", ""]  # fmt: skip
     failed = rows[(rows["sample"] != "file") & (rows["error"] != "")]
     if not failed.empty:
         body += ["### Samples that failed", ""]

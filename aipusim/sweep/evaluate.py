@@ -121,12 +121,12 @@ def zoo_model_file(name: str, input_size: int | None, use_cache: bool = True) ->
 
     from aipusim import zoo
     from aipusim.base.atomic import temp_name
-    from aipusim.compiler.quant.cache import cache_root
+    from aipusim.sources import cache_folder
 
     digest = hashlib.sha256(f"{name}:{input_size}:{onnx.__version__}".encode())
     for source in sorted(Path(zoo.__file__).parent.glob("*.py")):
         digest.update(source.read_bytes())
-    folder = cache_root() / ZOO_SUBDIR
+    folder = cache_folder() / ZOO_SUBDIR
     if not use_cache:
         folder = Path(tempfile.mkdtemp(prefix="aipusim-zoo-"))
     path = folder / f"{name}-{input_size or 'published'}-{digest.hexdigest()[:16]}.onnx"
@@ -168,16 +168,14 @@ class _Worker:
         worker (a compile from it skips reading and checking the file again)."""
         key = (point.model, point.input_size)
         if key not in self._models:
+            from aipusim.sources import load_source
+
             if point.model.lower().endswith(".onnx"):
-                from aipusim.compiler.importer import load_model
-
-                self._models[key] = load_model(point.model)
+                self._models[key] = load_source(point.model)[0]
             else:
-                from aipusim.compiler.importer import load_model
-
                 path = zoo_model_file(point.model, point.input_size, point.quantization_cache)
                 try:
-                    self._models[key] = load_model(path)
+                    self._models[key] = load_source(path)[0]
                 finally:
                     if not point.quantization_cache:  # (its own temporary folder)
                         shutil.rmtree(path.parent, ignore_errors=True)

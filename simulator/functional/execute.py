@@ -1,14 +1,15 @@
 """Functional execution of a finished timing run: every task on real data, in the order the
 timing model ran it.
 
-After `Simulation.run()` (the timing is untouched: no cycle and no energy changes), the
-run's nodes (`order.build_schedule`: every executed task and host transfer) execute in run
-order: the constants image lies in DDR (per replica) before anything starts; INIT runs
-once per replica, then every frame; the host writes each start's inputs into their I/O
-buffer slots at its H2D transfer and reads the outputs back at its D2H transfer. The
-tasks of a layer ``model.json`` lists in ``functional_gaps`` (what the compiler could not
-express on data yet) are skipped and counted. Each task's accesses go through the hazard
-check (`hazards`) as it runs; the backward sweep and the token check follow.
+After a timing run, from what it recorded (`result.RunRecord`; the timing is untouched: no
+cycle and no energy changes), the run's nodes (`order.build_schedule`: every executed task
+and host transfer) execute in run order: the constants image lies in DDR (per replica)
+before anything starts; INIT runs once per replica, then every frame; the host writes each
+start's inputs into their I/O buffer slots at its H2D transfer and reads the outputs back
+at its D2H transfer. The tasks of a layer ``model.json`` lists in ``functional_gaps``
+(what the compiler could not express on data yet) are skipped and counted. Each task's
+accesses go through the hazard check (`hazards`) as it runs; the backward sweep and the
+token check follow.
 
 What comes back (`FunctionalRun`): the outputs of the last frame (int8, logical shape), the
 summary, the tensors of the memory map with the last writer of every element (replica 0,
@@ -47,7 +48,7 @@ from aipusim.simulator.functional.memory import Memory, Where, extents
 from aipusim.simulator.functional.order import D2H, H2D, TASK, Schedule, build_schedule
 
 if TYPE_CHECKING:
-    from aipusim.simulator.engine import Simulation
+    from aipusim.simulator.result import RunRecord
 
 
 @dataclass
@@ -85,22 +86,23 @@ def constants_image(memory: MemoryMap, source: str | Path | bytes | None) -> np.
 class _Run:
     """One functional execution (the state the node handlers share)."""
 
-    def __init__(self, sim: Simulation, inputs: dict[str, np.ndarray], value_aware: bool) -> None:
-        program = sim.program
+    def __init__(self, rec: RunRecord, inputs: dict[str, np.ndarray], value_aware: bool) -> None:
+        program = rec.program
         assert program.memory is not None
-        self.sim, self.map, self.inputs = sim, program.memory, inputs
+        self.arch, self.config = rec.arch, rec.config
+        self.map, self.inputs = program.memory, inputs
         self.value_aware = value_aware
         #: The first task that ran before its data was written (raised after the run).
         self.not_yet_written: NotYetWritten | None = None
         self.per = program.aipu_cores_used
-        self.mem = Memory(sim.arch, self.map, program.replicas, self.per, sim.io_slots)
+        self.mem = Memory(rec.arch, self.map, program.replicas, self.per, rec.config.io_slots)
         self.mem.check_slots()
-        self.sched: Schedule = build_schedule(sim)
+        self.sched: Schedule = build_schedule(rec)
         self.hb = HappensBefore(self.sched)
         self.check = HazardCheck(self.sched, self.hb, self.mem, self.per)
         for pool, end in extents(self.map, self.sched.task).items():
             self.mem.reserve(pool, end)
-        self.fmt = FloatFormat.of(sim.arch)
+        self.fmt = FloatFormat.of(rec.arch)
         self.counters = Counters()
         self.gaps = dict(program.extra.get("functional_gaps") or {})
         self.skipped = 0
@@ -112,7 +114,7 @@ class _Run:
         for place in self.map.tensors:
             self.by_layer.setdefault(place.layer, []).append(place)
         self.snapshots: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        last_start = sim.starts - 1
+        last_start = rec.config.starts - 1
         self.snap_at: dict[int, list[Any]] = {}  # node -> tensors to read after it
         last: dict[str, int] = {}
         sched = self.sched
@@ -140,7 +142,7 @@ class _Run:
                 return
             where = Where(sched.replica[node], sched.pcore[node], sched.lcore[node],
                           sched.phase[node], sched.label(node))  # fmt: skip
-            run = TaskRun(t, where, self.mem, self.sim.arch, self.fmt, self.counters,
+            run = TaskRun(t, where, self.mem, self.arch, self.fmt, self.counters,
                           self.value_aware)  # fmt: skip
             self.counters.tasks += 1
             try:
@@ -170,7 +172,7 @@ class _Run:
             if kind == H2D:
                 data[at : at + buf.bytes] = to_bytes(buf, self.inputs[buf.name])
             else:
-                per_start = self.sim.frames_per_start
+                per_start = self.config.frames_per_start
                 frame = s * per_start + (max(buf.core, 0) if per_start > 1 else 0)
                 self.outputs[(r, frame, buf.name, max(buf.core, 0))] = from_bytes(
                     buf, data[at : at + buf.bytes]
@@ -182,7 +184,7 @@ class _Run:
     def tensor(self, place: Any) -> tuple[np.ndarray, np.ndarray]:
         """(values, last writer per element) of a placed tensor, replica 0, last frame."""
         core = max(place.core, 0)
-        phase = self.sim.starts - 1
+        phase = self.config.starts - 1
         where = Where(0, core, core, phase, f"tensor {place.name}")
         space, delta = self.mem.locate(Pool(place.pool), place.addr, place.bytes, where, core)
         lo = place.addr + delta
@@ -210,19 +212,20 @@ class _Run:
 
 
 def run_functional(
-    sim: Simulation,
+    rec: RunRecord,
     *,
     inputs: dict[str, Any] | None = None,
     constants: str | Path | bytes | None = None,
     value_aware: bool = False,
 ) -> FunctionalRun:
-    """Execute the finished timing run ``sim`` on data (module docstring). ``constants``:
-    the image bytes, or the compiled directory (or file) holding ``constants.bin``."""
-    program = sim.program
+    """Execute a finished timing run, from its record ``rec``, on data (module docstring).
+    ``constants``: the image bytes, or the compiled directory (or file) holding
+    ``constants.bin``."""
+    program = rec.program
     if program.memory is None:
         raise SimulationError(NOT_COMPLETE)
     given, how = check_inputs(program.memory, inputs)
-    run = _Run(sim, given, value_aware)
+    run = _Run(rec, given, value_aware)
     run.mem.load_constants(constants_image(program.memory, constants))
     # Each Mvm is one modest float32 product (exact: |sums| < 2**24); a BLAS thread pool
     # only adds hand-offs, and on a loaded machine its spinning threads made a ResNet-50
@@ -242,7 +245,7 @@ def run_functional(
         tensors[place.name], writers[place.name] = snap
     summary = {
         "tasks_executed": run.counters.tasks,
-        "frames": sim.frames * len(sim.replicas),
+        "frames": rec.frames * len(rec.replicas),
         "input": how,
         "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()},
         "outputs_agree_across_frames": agree,

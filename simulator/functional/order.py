@@ -1,9 +1,10 @@
 """The run as a partial order: every executed task and host transfer, and what orders them.
 
-Built from the logs of the timing run (`Simulation.segments`, the replicas' host and frame
-cycles), never from a second simulation. A *node* is a task execution (its thread: the
-physical core's unit queue), a host transfer of one start (threads: each replica's H2D and
-D2H), or a virtual join (no thread). Each node lists the nodes that happen before it:
+Built from what the timing run recorded (`result.RunRecord`: its task segments, the
+replicas' host and frame cycles), never from a second simulation. A *node* is a task
+execution (its thread: the physical core's unit queue), a host transfer of one start
+(threads: each replica's H2D and D2H), or a virtual join (no thread). Each node lists the
+nodes that happen before it:
 
 - **queue order**: the previous node of its thread;
 - **dispatch**: a ``ctrl`` task (barrier, host handshake, a wait on the control core) holds
@@ -39,7 +40,7 @@ from aipusim.isa.table import TaskTable
 from aipusim.isa.tasks import Barrier, Phase, Task, TokenScope, Unit
 
 if TYPE_CHECKING:
-    from aipusim.simulator.engine import Simulation
+    from aipusim.simulator.result import RunRecord
 
 TASK, H2D, D2H, VIRTUAL = 0, 1, 2, 3
 _UNITS = list(Unit)
@@ -159,23 +160,24 @@ class _Builder:
         self.last[tid] = node
 
 
-def build_schedule(sim: Simulation) -> Schedule:
-    """The nodes and happens-before edges of a finished timing run (module docstring)."""
-    program = sim.program
+def build_schedule(rec: RunRecord) -> Schedule:
+    """The nodes and happens-before edges of a finished timing run, from its record
+    (module docstring)."""
+    program = rec.program
     per = program.aipu_cores_used
-    codes = sim.codes
+    codes = rec.codes
     rid_base: dict[int, int] = {}
     base = 0
     for c in program.instance.cores:
         rid_base[c] = base
         base += codes[c].n_records
-    lists = {c: _tasks_of(sim.tasklists[c]) for c in program.instance.cores}
-    sched = Schedule([], frames_per_start=sim.frames_per_start)
+    lists = {c: _tasks_of(rec.tasklists[c]) for c in program.instance.cores}
+    sched = Schedule([], frames_per_start=rec.config.frames_per_start)
     build = _Builder(sched)
     # -- task executions, one segment per (core, unit, phase) ----------------------------
     segments: list[tuple[int, int, int, int]] = []  # pcore, phase, first node, last node
     ctrl: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-    for pcore, phase, rids, starts, ends in sim.segments:
+    for pcore, phase, rids, starts, ends in rec.segments:
         n = len(starts)
         if not n:
             continue
@@ -198,8 +200,8 @@ def build_schedule(sim: Simulation) -> Schedule:
                 nodes.append(node)
         segments.append((pcore, phase, first, len(sched) - 1))
     _dispatch(sched, ctrl)
-    _tokens(sim, sched)
-    _phases_and_host(sim, sched, segments, build)
+    _tokens(rec.config.token_latency_cycles, sched)
+    _phases_and_host(rec, sched, segments, build)
     _barriers(sched)
     sched.order = _topological(sched)
     return sched
@@ -221,11 +223,11 @@ def _dispatch(sched: Schedule, ctrl: dict[tuple[int, int], tuple[list[int], list
                 sched.deps[node].append(held[1][i])
 
 
-def _tokens(sim: Simulation, sched: Schedule) -> None:
-    """Pair wait units with signal units, token by token (module docstring)."""
+def _tokens(latency: int, sched: Schedule) -> None:
+    """Pair wait units with signal units, token by token (module docstring); a signal is
+    visible ``latency`` cycles after its task ended."""
     signals: dict[tuple, list[tuple]] = {}
     waits: dict[tuple, list[tuple]] = {}
-    latency = sim.token_latency
     for node, t in enumerate(sched.task):
         if t is None or not (t.waits or t.signals):
             continue
@@ -283,17 +285,17 @@ def _barriers(sched: Schedule) -> None:
 
 
 def _phases_and_host(
-    sim: Simulation, sched: Schedule, segments: list[tuple[int, int, int, int]], build: _Builder
+    rec: RunRecord, sched: Schedule, segments: list[tuple[int, int, int, int]], build: _Builder
 ) -> None:
     """Phase starts and ends, INIT, frame completions and the host's transfers."""
-    per = sim.program.aipu_cores_used
-    slots = sim.io_slots
+    per = rec.program.aipu_cores_used
+    slots = rec.config.io_slots
     ends: dict[tuple[int, int], list[int]] = {}
     firsts: dict[tuple[int, int], list[int]] = {}
     for pcore, phase, first, last_node in segments:
         ends.setdefault((pcore, phase), []).append(last_node)
         firsts.setdefault((pcore, phase), []).append(first)
-    for rep in sim.replicas:
+    for rep in rec.replicas:
         r = rep.index
         cores = [c.physical for c in rep.cores]
 
@@ -309,7 +311,7 @@ def _phases_and_host(
         done: dict[int, int] = {}
         h2d: dict[int, int] = {}
         d2h: dict[int, int] = {}
-        for s in range(sim.starts):
+        for s in range(rec.config.starts):
             begin, _landed = rep.h2d[s]
             h = sched.add(H2D, h2d_t, begin, rep.h2d[s][1], cores[0], 0, r, s, unit=_HOST_UNIT[H2D])
             build.chain(h, h2d_t)

@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.arch import DEFAULT_ARCH_PATH
 from aipusim.cli.main import main
 
 SETTINGS = settings(
-    max_examples=40,
+    max_examples=examples(40),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -114,7 +115,7 @@ def trace_lines(draw: st.DrawFn) -> str:
     return "\n".join(lines)
 
 
-@settings(SETTINGS, max_examples=20)  # 8 profile runs an example
+@settings(SETTINGS, max_examples=examples(20))  # 8 profile runs an example
 @given(
     header=st.one_of(st.just(TRACE_HEADER), st.text(max_size=80)),
     body=trace_lines(),

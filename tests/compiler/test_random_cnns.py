@@ -18,6 +18,7 @@ from bitexact import compile_bit_exact
 from graph_helpers import model, node, w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from random_cnns import random_cnn
 
 from aipusim.base.errors import AipuSimError
@@ -57,14 +58,14 @@ _SETTINGS = {
 }
 
 
-@settings(max_examples=15, derandomize=True, **_SETTINGS)
+@settings(max_examples=examples(15), derandomize=True, **_SETTINGS)
 @given(st.data())
 def test_random_cnns_compile_bit_exact_or_are_refused_by_name(data: st.DataObject) -> None:
     compiles_bit_exact_or_is_refused(data)
 
 
 @pytest.mark.slow
-@settings(max_examples=300, **_SETTINGS)
+@settings(max_examples=examples(300), **_SETTINGS)
 @given(st.data())
 def test_many_random_cnns_compile_bit_exact_or_are_refused_by_name(data: st.DataObject) -> None:
     compiles_bit_exact_or_is_refused(data)

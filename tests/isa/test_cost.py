@@ -8,6 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.arch import load_arch
 from aipusim.isa.cost import COMPONENTS, C, CostModel, Link, Traffic, cost_model
@@ -157,7 +158,7 @@ def test_the_simulator_runs_every_kind_for_exactly_its_cost(task: Task) -> None:
     assert _alone(task) == MODEL.task(task).cycles
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     vectors=st.integers(1, 5000),
     rows=st.integers(1, 512),
@@ -169,7 +170,7 @@ def test_mvm_costs_agree_at_any_size_and_utilization(vectors, rows, cols, u) -> 
     assert _alone(task, mvm_utilization_limit=u) == CostModel(ARCH, None, u).task(task).cycles
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     nbytes=st.integers(1, 300_000),
     pools=st.sampled_from([(Pool.DDR, Pool.L1), (Pool.L1, Pool.DDR), (Pool.L2, Pool.L1)]),

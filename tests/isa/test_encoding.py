@@ -8,6 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from isa_strategies import any_task, tasks_of
 
 from aipusim.base.errors import TasklistError
@@ -62,7 +63,7 @@ def _roundtrip(tasks: list) -> list:
 
 @pytest.mark.parametrize("kind", ALL_KINDS, ids=lambda k: k.__name__)
 @given(data=st.data())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_roundtrip_every_kind(kind: type, data: st.DataObject) -> None:
     task = data.draw(tasks_of(kind))
     [back] = _roundtrip([task])
@@ -77,7 +78,7 @@ def test_roundtrip_every_kind(kind: type, data: st.DataObject) -> None:
 
 
 @given(st.lists(any_task(), max_size=30))
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 def test_roundtrip_mixed_lists_and_reencode(tasks: list) -> None:
     strings: dict[str, int] = {}
     data = encode_tasks(tasks, strings)
@@ -229,7 +230,7 @@ def test_decode_truncated_records() -> None:
 
 
 @given(st.binary(min_size=RECORD_BYTES, max_size=4 * RECORD_BYTES))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_random_records_decode_or_raise_tasklist_error(raw: bytes) -> None:
     count = len(raw) // RECORD_BYTES
     try:

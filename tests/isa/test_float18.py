@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.arch import load_arch
 from aipusim.isa.float18 import FloatFormat, to_int8
@@ -13,7 +14,7 @@ from aipusim.isa.float18 import FloatFormat, to_int8
 FINITE = st.floats(min_value=-1e30, max_value=1e30, allow_nan=False, allow_infinity=False)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(FINITE)
 def test_e8m23_is_float32_and_e5m10_is_float16_for_normal_numbers(x: float) -> None:
     # Round-to-nearest-even on the fraction: the same as numpy's IEEE casts wherever those
@@ -27,7 +28,7 @@ def test_e8m23_is_float32_and_e5m10_is_float16_for_normal_numbers(x: float) -> N
         assert FloatFormat(5, 10).round(np.float64(x)) == np.float64(f16)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(FINITE, FINITE)
 def test_rounding_is_idempotent_monotonic_and_keeps_ten_bits(a: float, b: float) -> None:
     fmt = FloatFormat(8, 9)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.compiler.quant.float_exec import layer_norm
 from aipusim.isa import fp_kernels as FK
@@ -46,7 +47,7 @@ def test_layer_norm_of_a_constant_row_is_the_shift_and_negation_is_symmetric() -
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(-128, 127), st.integers(-128, 127))
 def test_div_is_the_rounded_quotient(qa: int, qb: int) -> None:
     s_a, s_b, s_out = 0.02, 0.03, 0.05

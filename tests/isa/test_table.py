@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from isa_strategies import any_task, tasks_of
 
 from aipusim.base.errors import TasklistError
@@ -61,7 +62,7 @@ def _expected_row(task: Task, strings: list[str]) -> dict[str, int]:
 
 @pytest.mark.parametrize("kind", ALL_KINDS, ids=lambda k: k.__name__)
 @given(data=st.data())
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_columns_hold_the_task_fields(kind: type, data: st.DataObject) -> None:
     tasks = data.draw(st.lists(tasks_of(kind, _LAYERS), min_size=1, max_size=5))
     table = TaskTable.from_tasks(tasks)
@@ -72,7 +73,7 @@ def test_columns_hold_the_task_fields(kind: type, data: st.DataObject) -> None:
 
 
 @given(st.lists(any_task(_LAYERS), max_size=40))
-@settings(max_examples=60, deadline=None)  # up to 40 tasks an example: ~1200 tasks in all
+@settings(max_examples=examples(60), deadline=None)  # up to 40 tasks an example: ~1200 tasks in all
 def test_table_path_matches_object_path(tasks: list[Task]) -> None:
     strings: dict[str, int] = {}
     data = encode_tasks(tasks, strings)
@@ -84,7 +85,7 @@ def test_table_path_matches_object_path(tasks: list[Task]) -> None:
 
 
 @given(st.lists(any_task(_LAYERS), min_size=1, max_size=20), st.randoms(use_true_random=False))
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 def test_encode_table_renumbers_layers_like_encode_tasks(tasks: list[Task], rnd) -> None:
     # A table whose string table is not in order of first use (or holds unused names)
     # still encodes to the bytes and string order of the object path.
@@ -114,7 +115,7 @@ def _valid_records(tasks: list[Task]) -> tuple[bytes, list[str]]:
     st.integers(-RECORD_BYTES, RECORD_BYTES),
     st.sampled_from([0, 1, 2, 3]),
 )
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 def test_corrupt_records_fail_like_the_object_decoder(
     tasks: list[Task], flips: list[tuple[int, int]], cut: int, first: int
 ) -> None:
@@ -137,7 +138,7 @@ def test_corrupt_records_fail_like_the_object_decoder(
 
 
 @given(st.binary(max_size=4 * RECORD_BYTES), st.integers(-2, 5), st.integers(0, 200))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_garbage_raises_only_tasklist_error(raw: bytes, count: int, offset: int) -> None:
     try:
         table = decode_table(raw, count, ["a", "b"], offset=offset)
@@ -220,7 +221,7 @@ def test_empty_and_counts() -> None:
 
 
 @given(st.lists(any_task(_LAYERS), max_size=30))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_count_by_matches_counting_tasks(tasks: list[Task]) -> None:
     table = TaskTable.from_tasks(tasks)
     assert table.count_by("unit") == dict(sorted(Counter(t.unit.value for t in tasks).items()))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from isa_strategies import tasklists
 
 from aipusim.arch import load_arch
@@ -101,7 +102,7 @@ def test_header_fields() -> None:
 
 
 @given(tasklists())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_roundtrip_bytes(tl: Tasklist) -> None:
     data = encode_tasklist(tl)
     assert len(data) == tasklist_size_bytes(tl)
@@ -268,14 +269,14 @@ def test_string_table_problems() -> None:
 
 
 @given(st.binary(max_size=400))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_random_bytes_raise_only_tasklist_error(raw: bytes) -> None:
     with pytest.raises(TasklistError):
         decode_tasklist(raw)
 
 
 @given(st.binary(max_size=RECORD_BYTES * 3 + 40), st.integers(0, 3))
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_random_bodies_behind_a_valid_header(body: bytes, count: int) -> None:
     """Random bodies with a consistent header and CRC reach the record and string parsers."""
     head = struct.pack(

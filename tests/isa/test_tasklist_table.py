@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 from isa_strategies import tasklists
 
 from aipusim.base.errors import TasklistError
@@ -65,7 +66,7 @@ def _file(layers: list[int], strings: list[str]) -> bytes:
     st.lists(st.integers(0, 3), max_size=8),
     st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=5),
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_string_order_rule_matches_the_per_task_reference(
     layers: list[int], strings: list[str]
 ) -> None:
@@ -91,7 +92,7 @@ def test_string_order_rule_matches_the_per_task_reference(
 
 
 @given(tasklists(), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3))
-@settings(max_examples=80, deadline=None)  # a whole random tasklist an example
+@settings(max_examples=examples(80), deadline=None)  # a whole random tasklist an example
 def test_table_reader_matches_object_reader(tl: Tasklist, flips: list[tuple[int, int]]) -> None:
     data = bytearray(encode_tasklist(tl))
     for pos, value in flips:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
+from hypothesis_budget import examples
 from isa_strategies import tasklists
 
 from aipusim.base.errors import TasklistError
@@ -92,7 +93,7 @@ def test_hand_written_roundtrip_is_byte_identical() -> None:
 
 
 @given(tasklists())
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 def test_roundtrip_random_tasklists(tl: Tasklist) -> None:
     text = disassemble(tl)
     back = assemble(text)

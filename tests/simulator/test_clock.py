@@ -10,6 +10,7 @@ import pytest
 import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.simulator.clock import PARKED, RunEnvironment
 
@@ -145,7 +146,7 @@ def _run(plain: bool, program: list[list[tuple[str, int]]]) -> list[tuple[int, i
     return log
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 10**6), st.integers(1, 5), st.integers(1, 12))
 def test_the_order_of_steps_is_simpys(seed: int, n_procs: int, steps: int) -> None:
     program = _program(seed, n_procs, steps)

@@ -8,6 +8,7 @@ import numpy as np
 from helpers import dma, mvm, program
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.arch import load_arch
 from aipusim.isa.tasks import (
@@ -90,7 +91,7 @@ def dag_programs(draw):
     return cores, lists, edges_by_core, frames, hw
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(dag_programs())
 def test_random_dags_run_causally_and_deterministically(case) -> None:
     cores, lists, edges, frames, hw = case

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import inspect
 import re
+from dataclasses import fields
 
 import pytest
 
-from aipusim.simulator import core, host, result, trace
+from aipusim.simulator import api, core, host, result, trace
 from aipusim.simulator.engine import Replica
+from aipusim.simulator.functional import execute, order
 
 HELPERS = [
     core.CoreRun.__init__,
@@ -21,6 +23,13 @@ HELPERS = [
     result.poll_count,
     trace.Tracer.__init__,
     Replica.__init__,
+    # the functional mode reads the finished run's record
+    execute.run_functional,
+    execute._Run.__init__,
+    order.build_schedule,
+    order._tokens,
+    order._phases_and_host,
+    api._attach,
 ]
 
 
@@ -30,3 +39,13 @@ def test_no_helper_takes_the_simulation(func: object) -> None:
     params = inspect.signature(func).parameters.values()
     takes = [p.name for p in params if re.search(r"\bSimulation\b", str(p.annotation))]
     assert takes == [], f"{func.__qualname__} takes the Simulation as {takes}"
+
+
+def test_the_record_holds_recorded_facts_not_the_run_objects() -> None:
+    # what the result and the functional mode read after the run: no live replica or core
+    live = re.compile(r"\b(Simulation|Replica|CoreRun|RunEnvironment)\b")
+    records = (result.RunRecord, result.ReplicaRecord, result.CoreRecord)
+    held = [
+        f"{r.__name__}.{f.name}" for r in records for f in fields(r) if live.search(str(f.type))
+    ]
+    assert held == []

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.simulator.power import EnergyCurve, peak_power_w
 
@@ -57,7 +58,7 @@ def test_named_windows_in_watts() -> None:
     assert peaks["1ms"] == pytest.approx(1.22e-3)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.tuples(st.integers(0, 60), st.integers(1, 30), st.floats(0.0, 100.0)),

@@ -12,6 +12,7 @@ import pytest
 from helpers import dma, mvm, program, tok
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.arch import load_arch
 from aipusim.base.errors import TasklistError
@@ -86,7 +87,7 @@ def _valid(task: Task) -> Task:
     return dataclasses.replace(task, **changes)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_costing_never_reads_a_not_costed_column(data: st.DataObject) -> None:
     # The premise of sharing ops: moving a task's addresses or origin changes nothing.
@@ -111,7 +112,7 @@ def _reference_groups(table: TaskTable) -> list[int]:
     return [ids.setdefault(k, len(ids)) for k in keys]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_tables())
 def test_rows_share_a_group_exactly_when_their_op_columns_agree(table: TaskTable) -> None:
     group, first = prepare._group(table)
@@ -120,7 +121,7 @@ def test_rows_share_a_group_exactly_when_their_op_columns_agree(table: TaskTable
     assert first.tolist() == [expected.index(g) for g in range(len(first))]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_tables())
 def test_hash_collisions_fall_back_to_exact_grouping(table: TaskTable) -> None:
     # A zero multiplier hashes every row alike: the check must notice and group exactly.

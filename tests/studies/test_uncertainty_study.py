@@ -95,3 +95,14 @@ def test_the_validation_page_quotes_the_bands_and_drivers() -> None:
     width = band_table(rows).set_index("figure").loc["fps", "width %"]
     assert f"- FPS: {width:.0f}-{width:.0f} % (widest `m`); measuring `a` (S1" in text
     assert uncertainty_section(None) == []
+
+
+def test_too_few_samples_to_rank_drivers_still_give_bands(tmp_path: Path) -> None:
+    """Four samples: RBD-FAST's bias correction divides by zero on so few (a traceback
+    once); the bands stand and the README says why no drivers are ranked."""
+    study = run_uncertainty_study(
+        tmp_path / "u", models=["tiny_cnn"], samples=4, input_size=16, frames=2, workers=1,
+        progress=False,
+    )  # fmt: skip
+    assert (study.table["ok"] == 4).all()
+    assert "No drivers: too few samples ran to rank the numbers" in readme_of(study)

@@ -9,6 +9,7 @@ import pandas as pd
 import sweep_evaluators as ev
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.sweep import build_space, parse_backend, run_sweep
 from aipusim.sweep.report import (
@@ -27,7 +28,7 @@ def _dominated(i: int, xs: list[float], ys: list[float]) -> bool:
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=12))
 def test_the_front_is_exactly_the_non_dominated_points(points: list[tuple[int, int]]) -> None:
     xs = [float(x) for x, _ in points]

@@ -146,6 +146,6 @@ def test_graphs_of_different_weights_are_not_saved_as_a_pair(tmp_path) -> None:
 
     prefill = build_decoder("tiny_decoder", tokens=4, seed=0)
     decode = build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=4, seed=1)
-    with pytest.raises(ZooError, match="decoder graphs must share the weight model.embed_tokens"):
+    with pytest.raises(ZooError, match=re.escape("must share the weight model.embed_tokens")):
         save_decoder(prefill, decode, tmp_path / "pair")
     assert list(tmp_path.iterdir()) == []  # nothing half written, not even the folder

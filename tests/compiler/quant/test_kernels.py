@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.compiler.quant import kernels as K
 
@@ -66,7 +67,7 @@ def _requant_exact(acc: int, bias: int, m: int, n: int, zp: int) -> int:
     return max(-128, min(127, q))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     acc=st.integers(-(2**24), 2**24),
     bias=st.integers(-(2**20), 2**20),
@@ -79,7 +80,7 @@ def test_requantize_rounds_half_up_exactly(acc: int, bias: int, real: float, zp:
     assert int(got[0, 0, 0]) == _requant_exact(acc, bias, int(m[0]), int(n[0]), zp)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(real=st.floats(1e-12, 1e6))
 def test_quantize_multiplier_precision(real: float) -> None:
     m, n = K.quantize_multiplier(real)

@@ -12,6 +12,7 @@ import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim import zoo
 from aipusim.base.errors import HazardError
@@ -78,7 +79,9 @@ def test_the_unedited_programs_are_bit_exact(programs) -> None:
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_a_removed_wait_is_found(programs, tmp_path_factory, data) -> None:

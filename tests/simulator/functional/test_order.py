@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.arch import load_arch
 from aipusim.base.errors import HazardError
@@ -40,7 +41,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Progra
 def schedule(program: Program, tasks: dict[int, list[Task]], frames: int = 4):
     sim = Simulation(program, tasks, load_arch(), frames=frames)
     sim.run()
-    return build_schedule(sim)
+    return build_schedule(sim.record())
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -81,7 +82,9 @@ def frame_waits(tasks: dict[int, list[Task]]) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("mode", MODES)
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_any_removed_frame_wait_is_found(compiled, mode: str, data: st.DataObject) -> None:

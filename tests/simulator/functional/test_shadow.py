@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.simulator.functional.footprint import Access, merge
 from aipusim.simulator.functional.hazards import BLOCK_SHIFT, Shadow
@@ -40,7 +41,7 @@ def expected(model: np.ndarray, acc: Access) -> list[tuple[int, int]]:
     return sorted(seen.items(), key=lambda kv: kv[1])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(step, min_size=1, max_size=30))
 def test_the_shadow_is_a_per_byte_array(steps: list[tuple[bool, list[tuple[int, int]]]]) -> None:
     sh, model = shadow(), np.full(SIZE, -1, np.int64)
