@@ -69,7 +69,7 @@ def calibrate(
     """
     import json
 
-    from aipusim.calibrate import DEFAULT_MEASUREMENTS, calibrate, check_keys, write_outputs
+    from aipusim.calibrate.fit import DEFAULT_MEASUREMENTS, calibrate, check_keys, write_outputs
 
     path = measured if measured is not None else DEFAULT_MEASUREMENTS
     result = calibrate(

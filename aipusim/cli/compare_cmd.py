@@ -76,7 +76,7 @@ def compare(
       aipusim compare resnet50 --limits 0.25,0.5,1.0
     """
     from aipusim.base.fileio import check_output
-    from aipusim.run import resolve_model
+    from aipusim.run.job import resolve_model
     from aipusim.simulator.budget import check_frames_bound
     from aipusim.studies.common import md_table
     from aipusim.sweep.runner import check_workers

@@ -199,7 +199,7 @@ def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
     request = _build_request(ctx, flags, scratch)
     # Imported here: the driver pulls in onnx/numpy, which --help and bad input never need.
     from aipusim.compiler.driver import compile_model
-    from aipusim.progress import Progress, compile_stage
+    from aipusim.run.progress import Progress, compile_stage
 
     progress = Progress()
     try:
@@ -207,7 +207,7 @@ def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
     finally:
         progress.close()
     from aipusim.cli.options import config_line
-    from aipusim.config_text import config_changes
+    from aipusim.run.config_text import config_changes
 
     changes = config_changes(request.config)
     if flags["as_json"]:
@@ -419,9 +419,9 @@ def _member(enum: Any, value: str | None, flag: str) -> Any:
 
 def _start(given: Path, model_path: Path, defaults: bool) -> tuple[CompilerConfig, str]:
     """(config, label) a compile starts from: a zoo model's built-in config, unless
-    ``--defaults``; the defaults for a file (`aipusim.sources.starting_config`)."""
+    ``--defaults``; the defaults for a file (`aipusim.api.sources.starting_config`)."""
+    from aipusim.api.sources import base_label, starting_config
     from aipusim.compiler.config import CompilerConfig
-    from aipusim.sources import base_label, starting_config
 
     if given == model_path:  # a file, not a zoo name built into the scratch folder
         return CompilerConfig(), "the defaults"

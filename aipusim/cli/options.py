@@ -185,7 +185,7 @@ def uncertainty_option(func: F) -> F:
 
     def check(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
         if value is not None:
-            from aipusim.uncertainty import check_samples
+            from aipusim.calibrate.uncertainty import check_samples
 
             check_samples(value)
         return value
@@ -246,7 +246,7 @@ def config_line(base: str, changes: dict[str, str], levels: Sequence[str] | None
     changes from the defaults (--conf and --set included) and, for a simulation, the trace
     levels it records (each trace line costs control-core cycles: a run traced at other
     levels than a sweep's point gives a slightly different FPS from the same config)."""
-    from aipusim.config_text import changes_text
+    from aipusim.run.config_text import changes_text
 
     line = f"config: starts from {base}; changes from the defaults: {changes_text(changes)}"
     if levels is not None:

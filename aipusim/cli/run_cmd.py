@@ -23,10 +23,10 @@ from aipusim.cli.options import (
     set_option,
     uncertainty_option,
 )
-from aipusim.progress import Progress
+from aipusim.run.progress import Progress
 
 if TYPE_CHECKING:
-    from aipusim.run_result import RunResult
+    from aipusim.run.result import RunResult
 
 
 @click.command(cls=ConfigHelp)
@@ -119,10 +119,10 @@ def run(
         # cold start); into a pipe or a file bad input stays the one line of its error, and
         # the stages' plain lines follow as the work goes
         progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
+    from aipusim.api.sources import base_label, starting_config
     from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
-    from aipusim.run import resolve_model, run_model
-    from aipusim.sources import base_label, starting_config
+    from aipusim.run.job import resolve_model, run_model
 
     install_s = install_seconds()
     source = resolve_model(model, input_size)
@@ -159,7 +159,7 @@ def run(
     finally:
         progress.close()
     if as_json:
-        from aipusim.run import run_summary
+        from aipusim.run.job import run_summary
 
         click.echo(json.dumps(run_summary(result), indent=2))
     else:
@@ -173,7 +173,7 @@ def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
     """``--uncertainty N``: what `run_model` calls for the bands of the headline figures."""
     if uncertainty is None:
         return None
-    from aipusim.uncertainty import bands
+    from aipusim.calibrate.uncertainty import bands
 
     def sample(compiled: Path, step: Any) -> Any:
         return bands(compiled, uncertainty, frames=frames, arch_path=arch_path, on_sample=step)

@@ -16,7 +16,7 @@ from aipusim.cli.options import (
     require_dir,
     uncertainty_option,
 )
-from aipusim.progress import Progress
+from aipusim.run.progress import Progress
 
 if TYPE_CHECKING:
     from aipusim.simulator import SimResult
@@ -131,7 +131,7 @@ def simulate(
     compiled_dir = compiled_folder(compiled_dir)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
-    from aipusim.overrides import check_overrides
+    from aipusim.api.overrides import check_overrides
 
     overrides = check_overrides(_parse_sets(sets), compiled_dir)
     arch = load_arch_option(arch_path)
@@ -143,7 +143,7 @@ def simulate(
         levels = chosen_levels or levels
     inputs, how = None, ""
     if functional:
-        from aipusim.functional_check import chip_inputs
+        from aipusim.api.functional_check import chip_inputs
 
         inputs, how = chip_inputs(compiled_dir, _load_inputs(input_files) or None, program=program)
     # (--set frames=N changes the count the simulator checks; the bar then shows no total)
@@ -176,13 +176,13 @@ def simulate(
         )
     verdict = None
     if functional:
-        from aipusim.functional_check import attach_check
+        from aipusim.api.functional_check import attach_check
 
         verdict = attach_check(result, compiled_dir, inputs, how)
         if outputs_dir is not None:
             _write_outputs(outputs_dir, result.outputs)
     if uncertainty is not None:
-        from aipusim.uncertainty import bands
+        from aipusim.calibrate.uncertainty import bands
 
         result.bands = bands(
             compiled_dir, uncertainty, frames=frames, arch_path=arch_path, **overrides
@@ -209,7 +209,7 @@ def _default_trace_levels(
     its profile a table of nothing). None when the levels are given."""
     if levels is not None or "profiling_levels" in overrides or compiled:
         return None
-    from aipusim.run import DEFAULT_RUN_LEVELS
+    from aipusim.run.job import DEFAULT_RUN_LEVELS
 
     return ",".join(DEFAULT_RUN_LEVELS)
 
@@ -278,8 +278,8 @@ def compiled_folder(path: Path) -> Path:
     compile output folder. A folder left by a failed compile is refused with its status."""
     import json
 
+    from aipusim.api.modelfiles import COMPILED_DIR
     from aipusim.isa.program import PROGRAM_FILE
-    from aipusim.modelfiles import COMPILED_DIR
 
     folder = path / COMPILED_DIR if (path / COMPILED_DIR).is_dir() else path
     if (folder / PROGRAM_FILE).is_file():
@@ -302,8 +302,8 @@ def compiled_folder(path: Path) -> Path:
 
 def summary_text(result: SimResult) -> str:
     """The human-readable summary of a `SimResult`: the headline figures with their
-    definitions (`aipusim.figures`), utilisation and energy by component."""
-    from aipusim.figures import headline
+    definitions (`aipusim.run.figures`), utilisation and energy by component."""
+    from aipusim.run.figures import headline
 
     lines = [
         f"{result.model}: {result.multicore_mode}, {result.replicas} replica(s) on "

@@ -141,9 +141,9 @@ def sweep(
           --param multicore_mode=batch,cooperative --param mvm_utilization_limit=0.5,1 -o out/
       aipusim sweep resnet50 --arch-param ddr.data_rate_mt_s=3200,4266 --cluster local:4 -o out/
     """
+    from aipusim.api.sources import base_label, starting_config
     from aipusim.base.fileio import check_output
-    from aipusim.config_text import config_changes
-    from aipusim.sources import base_label, starting_config
+    from aipusim.run.config_text import config_changes
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
     from aipusim.sweep.space import build_space, check_models
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from aipusim.base.errors import ZooError
-from aipusim.progress import Progress
+from aipusim.run.progress import Progress
 
 
 @click.group()

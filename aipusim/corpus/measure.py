@@ -234,7 +234,7 @@ def int8_outputs(
 ) -> list[dict[str, np.ndarray]]:
     """The compiler's int8 reference (host graphs around the quantized core) of the
     compiler output ``folder`` on every feed."""
-    from aipusim.compiled import run_reference
+    from aipusim.api.compiled import run_reference
 
     return [dict(zip(outputs, run_reference(folder, f, outputs), strict=True)) for f in feeds]
 
@@ -366,7 +366,7 @@ def measure_mode(
     int8 reference: the columns of `aipusim.sweep` (``fps``, ``energy_mj_per_frame``,
     ``bit_exact``, ...) plus ``status`` and ``error``."""
     import aipusim
-    from aipusim.functional_check import chip_inputs, compare
+    from aipusim.api.functional_check import chip_inputs, compare
     from aipusim.sweep.evaluate import check_columns, metrics
 
     row: dict[str, Any] = {"status": OK, "error": ""}

@@ -89,7 +89,7 @@ def clear_outputs(out: Path, keep_results: bool) -> None:
 
 def source_state() -> tuple[str, bool]:
     """The commit of this checkout and whether its source files differ from it."""
-    from aipusim.run_report import source_revision
+    from aipusim.run.report import source_revision
 
     revision = source_revision()
     root = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ class StudyBase:
 
     def config(self, model: str) -> Any:
         """The effective base config of ``model``."""
-        from aipusim.sources import starting_config, with_sets
+        from aipusim.api.sources import starting_config, with_sets
 
         return with_sets(starting_config(model, self.defaults), self.sets)
 
@@ -162,7 +162,7 @@ def base_config(model: str, base: StudyBase = BUILT_IN) -> Any:
 
 def check_models(models: Sequence[str], input_size: int | None) -> list[str]:
     """The models as given, each checked (zoo name or ONNX file); at least one."""
-    from aipusim.run import resolve_model
+    from aipusim.run.job import resolve_model
 
     if not models:
         raise ConfigError("--models must name at least one model, not none")
@@ -256,7 +256,7 @@ class RunInfo:
 
 def config_changes(model: str, base: StudyBase = BUILT_IN) -> dict[str, Any]:
     """The base config of ``model`` as ``{property: value}`` of its non-defaults."""
-    from aipusim.config_text import config_changes as changes
+    from aipusim.run.config_text import config_changes as changes
 
     return changes(base_config(model, base))
 

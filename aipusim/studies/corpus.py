@@ -330,7 +330,7 @@ def run_corpus_study(
     import tempfile
 
     from aipusim.corpus import default_dir
-    from aipusim.progress import Progress
+    from aipusim.run.progress import Progress
 
     if frames < 2:
         raise ConfigError(f"--frames must be an integer >= 2 (one warm-up start), not {frames}")

@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
-from aipusim.progress import stderr_lines
+from aipusim.run.progress import stderr_lines
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,

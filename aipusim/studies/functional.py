@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aipusim.run import model_name
+from aipusim.run.job import model_name
 from aipusim.studies.common import (
     RESULTS_DIR,
     RunInfo,

@@ -1,6 +1,6 @@
 """Study 3: per-layer latency of the zoo models, split by the unit doing the work.
 
-Each model runs with its built-in config through `aipusim.run.run_model` (compile, traced
+Each model runs with its built-in config through `aipusim.run.job.run_model` (compile, traced
 simulation, profiler). Per layer it takes the profiler's figures (`aipusim.profiler.layers`):
 ``busy`` (exclusive: each instant of a core counted once, for the earliest-issued task
 running then), split by unit class, ``span`` (first start to last end), ``wait`` = span -
@@ -79,7 +79,7 @@ def profile_model(
 
     Module level so a worker process can run it; returns plain picklable data.
     """
-    from aipusim.run import resolve_model, run_model
+    from aipusim.run.job import resolve_model, run_model
 
     config = base_config(model, base)
     source = resolve_model(model, input_size)
@@ -282,7 +282,7 @@ def run_profiles(
     base: StudyBase = BUILT_IN,
 ) -> list[dict[str, Any]]:
     """Profile every model, ``workers`` at a time; results in the order of ``models``."""
-    from aipusim.progress import Progress
+    from aipusim.run.progress import Progress
 
     done: dict[str, dict[str, Any]] = {}
     bar = Progress() if progress else None

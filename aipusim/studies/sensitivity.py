@@ -89,9 +89,9 @@ def measure_model(
     """Every variant of ``model``: the file's values, then each moved number at each end
     (runs in a worker process)."""
     import aipusim
+    from aipusim.api.retarget import Retargeter
     from aipusim.arch import load_arch
     from aipusim.arch.loader import arch_value
-    from aipusim.retarget import Retargeter
 
     base = load_arch()
     moved, _ = parameters(base, keys)

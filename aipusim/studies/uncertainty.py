@@ -1,8 +1,8 @@
 """Study 8: bands on every figure from the inferred (I) numbers, and which of them drive them.
 
 Every (I) number of ``arch/metis.toml`` with a range is sampled jointly (the Latin
-hypercube of `aipusim.uncertainty.sample_overrides`); each model's back end is recompiled
-and simulated per sample (its front end runs once, `aipusim.retarget.Retargeter`). Per model
+hypercube of `aipusim.calibrate.uncertainty.sample_overrides`); each model's back end is recompiled
+and simulated per sample (its front end runs once, `aipusim.api.retarget.Retargeter`). Per model
 FPS, energy per frame and average power are given as p5/p50/p95 over the samples, next to
 the figure with the file's values.
 
@@ -69,9 +69,9 @@ def measure_model(
 ) -> list[dict[str, Any]]:
     """The file's values, then every joint sample of ``model`` (runs in a worker process):
     one row each with the sampled numbers (``x:`` columns), figures and error."""
+    from aipusim.api.retarget import Retargeter
     from aipusim.arch import load_arch
-    from aipusim.retarget import Retargeter
-    from aipusim.uncertainty import run_samples, sample_overrides
+    from aipusim.calibrate.uncertainty import run_samples, sample_overrides
 
     base = load_arch()
     front = Retargeter(model, input_size=input_size, arch=base)
@@ -123,7 +123,7 @@ def measure(
 def band_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per model and figure: the file's value, p5/p50/p95 over the samples that ran, the
     band's width as a share of p50 (%), samples ok and failed."""
-    from aipusim.uncertainty import Band
+    from aipusim.calibrate.uncertainty import Band
 
     out = []
     for model, group in rows.groupby("model", sort=False):
@@ -348,7 +348,7 @@ def run_uncertainty_study(
 ) -> StudyResult:
     """Run the study into ``out``: ``README.md``, ``bands.png``, ``drivers.png`` and every
     sample in ``study.json``."""
-    from aipusim.uncertainty import check_samples
+    from aipusim.calibrate.uncertainty import check_samples
 
     check_samples(samples, "--samples")
     models = check_models(models, input_size)

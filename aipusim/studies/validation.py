@@ -1,14 +1,14 @@
 """``docs/validation.md``: `aipusim calibrate`'s report on the published silicon figures.
 
 The only measured figures are the ones the arch file's calibration data states
-(``arch/metis_measured.csv``, `aipusim.calibrate.DEFAULT_MEASUREMENTS`): Metis at ISSCC 2024
+(``arch/metis_measured.csv``, `aipusim.calibrate.fit.DEFAULT_MEASUREMENTS`): Metis at ISSCC 2024
 (beta silicon with the vendor's experimental compiler) ran ResNet-50 at 2502 FPS and
 354 FPS/W at 800 MHz, and at an unstated lower clock at 1430 FPS and 512 FPS/W; the paper's
 peak throughput and D-IMC efficiency are (C) inputs of the arch file. No other number is a
 target.
 
 The page is the calibration `aipusim calibrate` runs on that file (the same function,
-`aipusim.calibrate.calibrate`): the figures at the arch file's (I) numbers, which numbers
+`aipusim.calibrate.fit.calibrate`): the figures at the arch file's (I) numbers, which numbers
 the two points can identify, the fit they would give today, and its in-sample and
 leave-one-out residuals. The arch file's (I) numbers are frozen (`aipusim.arch.frozen`):
 they change only through a fit recorded in ``validation.json`` (``--fit --reason``), so
@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
-from aipusim.calibrate import (
+from aipusim.calibrate.fit import (
     DEFAULT_MEASUREMENTS,
     FIGURES,
     FIT_KEYS,
@@ -265,7 +265,7 @@ def fit_record(result: Calibration, reason: str) -> dict[str, Any]:
     and the whole calibration."""
     from aipusim.arch import load_arch
     from aipusim.arch.frozen import inferred_values
-    from aipusim.calibrate import with_followers
+    from aipusim.calibrate.fit import with_followers
 
     revision, dirty = source_state()
     fitted = with_followers(load_arch(), result.fitted)

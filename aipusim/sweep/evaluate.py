@@ -120,8 +120,8 @@ def zoo_model_file(name: str, input_size: int | None, use_cache: bool = True) ->
     import onnx
 
     from aipusim import zoo
+    from aipusim.api.sources import cache_folder
     from aipusim.base.atomic import temp_name
-    from aipusim.sources import cache_folder
 
     digest = hashlib.sha256(f"{name}:{input_size}:{onnx.__version__}".encode())
     for source in sorted(Path(zoo.__file__).parent.glob("*.py")):
@@ -168,7 +168,7 @@ class _Worker:
         worker (a compile from it skips reading and checking the file again)."""
         key = (point.model, point.input_size)
         if key not in self._models:
-            from aipusim.sources import load_source
+            from aipusim.api.sources import load_source
 
             if point.model.lower().endswith(".onnx"):
                 self._models[key] = load_source(point.model)[0]
@@ -211,7 +211,7 @@ class _Worker:
 
     def evaluate(self, point: SweepPoint) -> dict[str, Any]:
         """`evaluate_point` in this worker."""
-        from aipusim.functional_check import chip_inputs, compare
+        from aipusim.api.functional_check import chip_inputs, compare
 
         config = point.config()
         model, compile_s = self.program(point)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from aipusim.base.fileio import output_path, reporting, write_text
-from aipusim.config_text import changes_text
+from aipusim.run.config_text import changes_text
 from aipusim.sweep.store import STATUS_FAILED, STATUS_OK, ResultStore, swept_columns
 
 

@@ -368,7 +368,7 @@ def run_sweep(
     if not todo:
         return SweepSummary(len(space.points), skipped, 0, 0, store.directory)
 
-    from aipusim.progress import Progress
+    from aipusim.run.progress import Progress
 
     buffer: list[dict[str, Any]] = []
     last_flush = time.monotonic()

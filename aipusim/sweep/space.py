@@ -34,7 +34,7 @@ from typing import Any
 
 from aipusim import CompilerConfig
 from aipusim.base.errors import ArchError, ConfigError
-from aipusim.config_text import LIST_JOIN, value_text
+from aipusim.run.config_text import LIST_JOIN, value_text
 
 #: A checked config value (bool, int, float, str, enum member, tuple of members or None).
 ConfigValue = Any

@@ -9,12 +9,12 @@ from backend_helpers import ARCH, check_ok, compile_backend, conv_chain
 from test_dpu_chain import chain_model
 
 import aipusim
+from aipusim.api.functional_check import chip_inputs, compare
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.emit import build_report
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.backend.schedule import choose_resident
 from aipusim.compiler.backend.tokens import Residency, WeightResidency
-from aipusim.functional_check import chip_inputs, compare
 from aipusim.isa.program import load_program
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.api.inputs import InputInfo
 from aipusim.base.errors import ConfigError, InvalidArgument
-from aipusim.inputs import InputInfo
 
 
 def load_source(model: Any) -> tuple[Any, str, Path | None]:
@@ -37,7 +37,7 @@ def load_source(model: Any) -> tuple[Any, str, Path | None]:
     from aipusim import zoo
     from aipusim.compiler.importer import load_model
     from aipusim.compiler.modelcard import builtin_configs
-    from aipusim.run import resolve_model
+    from aipusim.run.job import resolve_model
 
     source = resolve_model(model)
     if source.path is not None:
@@ -71,7 +71,7 @@ def config_for(model: str | os.PathLike[str]) -> Any:
     >>> config_for("resnet50").multicore_mode
     <MulticoreMode.BATCH: 'batch'>
     """
-    from aipusim.run import resolve_model
+    from aipusim.run.job import resolve_model
 
     source = resolve_model(model)
     if source.path is not None:
@@ -120,7 +120,7 @@ def base_label(model: str | os.PathLike[str], defaults: bool = False) -> str:
     >>> base_label("resnet50"), base_label("resnet50", defaults=True)
     ('the built-in config of resnet50', 'the defaults (--defaults)')
     """
-    from aipusim.run import resolve_model
+    from aipusim.run.job import resolve_model
 
     if defaults:
         return "the defaults (--defaults)"

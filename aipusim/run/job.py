@@ -5,7 +5,7 @@ interrupted run leaves nothing half written. It holds the compile artifacts
 (``compiled_model/`` and friends), the trace, the power timeline, ``report.md``, the
 tables and the plots.
 
->>> from aipusim.run import resolve_model
+>>> from aipusim.run.job import resolve_model
 >>> resolve_model("tiny_cnn").name
 'tiny_cnn'
 """
@@ -26,8 +26,8 @@ from typing import Any
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, ZooError
 from aipusim.base.fileio import check_output, folder_error, reporting
-from aipusim.progress import StageHook, compile_stage
-from aipusim.run_result import RunResult
+from aipusim.run.progress import StageHook, compile_stage
+from aipusim.run.result import RunResult
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
 #: tasks. Token lines ([T]) are left out because each trace line costs control-core cycles.
@@ -147,24 +147,24 @@ def run_model(
     executes the run on data (a seeded input; the same cycles) and compares the outputs
     with the int8 reference (`RunResult.check`, report.md, ``run.json``). ``bands(compiled_dir,
     step)``: the spread of the headline figures, attached to the result as ``sim.bands``
-    (``run --uncertainty N`` passes `aipusim.uncertainty.bands`; ``step(1)`` per sample).
+    (``run --uncertainty N`` passes `aipusim.calibrate.uncertainty.bands`; ``step(1)`` per sample).
     ``top``/``sort``: the slowest-layers table shows the ``top``
     layers (default 10) by ``sort`` (busy or span time); ``plots/layers.png`` shows every
     layer in network order, or with either given, the ``top`` (default all) by ``sort``.
     ``quantization_cache=False`` calibrates again instead of reusing the quantization
     cache (``--no-cache``). The result times every part (`RunResult`). ``config_base``:
-    where ``config`` started (`aipusim.sources.base_label`), as report.md, ``run.json``
+    where ``config`` started (`aipusim.api.sources.base_label`), as report.md, ``run.json``
     and the printout say.
     """
     entered = time.perf_counter()
+    from aipusim.api.functional_check import attach_check, chip_inputs
     from aipusim.arch import load_arch
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.request import CompileRequest
-    from aipusim.config_text import config_changes
-    from aipusim.functional_check import attach_check, chip_inputs
     from aipusim.isa.program import load_program_tables
     from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
-    from aipusim.run_report import write_run_report
+    from aipusim.run.config_text import config_changes
+    from aipusim.run.report import write_run_report
     from aipusim.simulator import simulate
     from aipusim.simulator.budget import check_frames_bound
 

@@ -36,12 +36,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from aipusim.arguments import path_argument
-from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
-from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
-from aipusim.base.fileio import check_name, check_output, folder_error, reporting
-from aipusim.inputs import InputInfo, check_finite
-from aipusim.modelfiles import (
+from aipusim.api.arguments import path_argument
+from aipusim.api.inputs import InputInfo, check_finite
+from aipusim.api.modelfiles import (
     API_FILE,
     API_FORMAT,
     API_VERSION,
@@ -50,8 +47,11 @@ from aipusim.modelfiles import (
     report_table,
     write_meta,
 )
-from aipusim.optlevels import apply_optimization_level, check_level, level_of
-from aipusim.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.api.optlevels import apply_optimization_level, check_level, level_of
+from aipusim.api.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
+from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
+from aipusim.base.fileio import check_name, check_output, folder_error, reporting
 
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
 SOURCE_MODEL = "input_model/fp32_model.onnx"
@@ -68,7 +68,7 @@ EXECUTORS = ("reference", "simulator")
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """What `aipusim.leip.compile_` adds to `compile` (LEIP ``CompileOptions``)."""
+    """What `aipusim.api.leip.compile_` adds to `compile` (LEIP ``CompileOptions``)."""
 
     layout: str = "NCHW"
     target_host: str | None = None
@@ -142,7 +142,7 @@ def compile_with(
     arch: str | os.PathLike[str] | None = None,
     cache: bool = True,
 ) -> CompiledModel:
-    """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.leip.compile_`)."""
+    """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.api.leip.compile_`)."""
     import onnx
 
     from aipusim.arch import load_arch
@@ -203,7 +203,7 @@ def compile_with(
     compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
     compiled.quantization_cache = cache
     if options.legacy_artifacts:
-        from aipusim.legacy import write_legacy_artifacts
+        from aipusim.api.legacy import write_legacy_artifacts
 
         write_legacy_artifacts(root)
     compiled._write_meta()
@@ -227,7 +227,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     config file. ``inputs`` maps graph inputs to an `InputInfo` (dims an int or a
     ``(min, opt, max)`` triple; compiled for opt) or to a numpy array, which is baked in
     as a constant and leaves the compiled signature. ``optimization_level`` 1-4 selects a
-    preset of the scheduling knobs (`aipusim.optlevels`). ``output_dir``: where the
+    preset of the scheduling knobs (`aipusim.api.optlevels`). ``output_dir``: where the
     artifacts go (default: a temporary folder that lives as long as the model). ``arch``:
     a hardware TOML (default: the bundled ``arch/metis.toml``); the model keeps a copy and
     `simulate` runs on it. ``cache=False`` calibrates again instead of reusing the
@@ -284,9 +284,9 @@ class _Runtime:
     ) -> list[np.ndarray]:
         """The outputs of the host graphs around the int8 core: the reference's, or with
         ``chip`` (a ``compiled_model/`` folder) those of its functional simulation."""
+        from aipusim.api.functional_check import run_on_chip
         from aipusim.compiler.export import run_onnx
         from aipusim.compiler.quant import run_int8
-        from aipusim.functional_check import run_on_chip
 
         env = dict(feeds)
         if self.pre is not None:
@@ -552,7 +552,7 @@ class CompiledModel:
         compiler decision such as ``multicore_mode`` is refused with a hint to recompile.
         ``input_shapes`` picks another compiled shape (compiled once); ``levels`` are the
         trace tags (default: frames, layers, compute and memory tasks, which the profile
-        needs). ``uncertainty=N`` adds ``bands`` (`aipusim.uncertainty`): FPS, energy per
+        needs). ``uncertainty=N`` adds ``bands`` (`aipusim.calibrate.uncertainty`): FPS, energy per
         frame and average power as p5-p95 over N joint samples of the inferred arch numbers.
         ``detail="cycle"`` runs the detailed reference model of the links
         (`aipusim.simulator.detail`), slower; the fast model is the default.
@@ -732,9 +732,9 @@ def simulate(
     >>> r.frequency_hz
     400000000
     """
-    from aipusim.overrides import check_overrides
-    from aipusim.results import SimResult, temporary_trace_dir
-    from aipusim.run import DEFAULT_RUN_LEVELS, TRACE_NAME
+    from aipusim.api.overrides import check_overrides
+    from aipusim.api.results import SimResult, temporary_trace_dir
+    from aipusim.run.job import DEFAULT_RUN_LEVELS, TRACE_NAME
     from aipusim.simulator import simulate as run_simulation
 
     if isinstance(model, CompiledModel):
@@ -761,7 +761,7 @@ def simulate(
 
         arch_path, arch = arch, load_arch(arch)
     if uncertainty is not None:
-        from aipusim.uncertainty import check_samples
+        from aipusim.calibrate.uncertainty import check_samples
 
         check_samples(uncertainty, "uncertainty")
         if arch is not None and arch_path is None:
@@ -771,7 +771,7 @@ def simulate(
             )
     chip, how = None, ""
     if functional is True:
-        from aipusim.functional_check import chip_inputs
+        from aipusim.api.functional_check import chip_inputs
 
         chip, how = chip_inputs(compiled, inputs)
     folder = temporary_trace_dir()
@@ -794,11 +794,11 @@ def simulate(
         raise
     result = SimResult.of(sim, owned_dir=folder)
     if chip is not None:
-        from aipusim.functional_check import attach_check
+        from aipusim.api.functional_check import attach_check
 
         attach_check(result, compiled, chip, how)
     if uncertainty is not None:
-        from aipusim.uncertainty import bands
+        from aipusim.calibrate.uncertainty import bands
 
         result.bands = bands(
             compiled, uncertainty, frames=frames, arch_path=arch_path, progress=False, **overrides

@@ -49,7 +49,7 @@ from typing import Any
 
 from aipusim.arch.loader import DEFAULT_ARCH_PATH
 from aipusim.base.errors import ConfigError
-from aipusim.progress import stderr_lines
+from aipusim.run.progress import stderr_lines
 
 #: The measurements `aipusim calibrate` uses by default: the two published ResNet-50 points.
 DEFAULT_MEASUREMENTS = DEFAULT_ARCH_PATH.parent / "metis_measured.csv"
@@ -226,11 +226,11 @@ class Predictor:
     def _front(self, m: Measurement) -> Any:
         key = m.run_key()
         if key not in self._fronts:
+            from aipusim.api.retarget import Retargeter
             from aipusim.cli.options import build_config
             from aipusim.compiler.config import load_config
             from aipusim.compiler.modelcard import builtin_configs
-            from aipusim.retarget import Retargeter
-            from aipusim.run import resolve_model
+            from aipusim.run.job import resolve_model
 
             source = resolve_model(m.model, None)
             builtin = builtin_configs().get(source.name) if source.path is None else None

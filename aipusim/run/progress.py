@@ -76,7 +76,7 @@ class Progress:
             self._watch.start()
         return self.step
 
-    #: A `Progress` is itself a stage hook (``aipusim.run.run_model(stage=...)``).
+    #: A `Progress` is itself a stage hook (``aipusim.run.job.run_model(stage=...)``).
     __call__ = stage
 
     def step(self, n: int = 1) -> None:

@@ -331,7 +331,7 @@ def measured_note(command: str) -> str:
     import datetime
     import os
 
-    from aipusim.run_report import source_revision
+    from aipusim.run.report import source_revision
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = os.getloadavg()[0]

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.api.inputs import check_finite
 from aipusim.base.errors import ConfigError, FunctionalMismatch, SimulationError
-from aipusim.inputs import check_finite
 
 #: The integer program a compiled folder was built from (its reference), in that folder.
 REFERENCE_DIR = "reference"

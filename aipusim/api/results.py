@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from aipusim.arguments import path_argument
+from aipusim.api.arguments import path_argument
 from aipusim.base.errors import ConfigError
 from aipusim.simulator.result import SimResult as SimulatorResult
 

@@ -44,11 +44,11 @@ def functional_bench(
     import onnxruntime as ort
 
     from aipusim import zoo
+    from aipusim.api.functional_check import attach_check, chip_inputs, load_reference
     from aipusim.compiler.config import CompilerConfig
     from aipusim.compiler.driver import compile_model
     from aipusim.compiler.quant.reference import run_int8
     from aipusim.compiler.request import CompileRequest
-    from aipusim.functional_check import attach_check, chip_inputs, load_reference
     from aipusim.simulator import simulate
 
     with tempfile.TemporaryDirectory(prefix="aipusim-fbench-") as tmp:

@@ -37,11 +37,11 @@ class Retargeter:
     ) -> None:
         import onnx
 
+        from aipusim.api.sources import config_for
         from aipusim.arch import load_arch
         from aipusim.compiler.passes.context import PassContext
         from aipusim.compiler.pipeline import FRONT, run_pipeline
-        from aipusim.run import resolve_model
-        from aipusim.sources import config_for
+        from aipusim.run.job import resolve_model
 
         source = resolve_model(model, input_size)
         self.model = source.name

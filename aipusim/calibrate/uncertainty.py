@@ -154,13 +154,13 @@ def run_samples(
     on_sample: Callable[[int], None] | None = None,
     **overrides: Any,
 ) -> list[dict[str, Any]]:
-    """Compile the back end of ``front`` (a `aipusim.retarget.Retargeter`: the front end ran
+    """Compile the back end of ``front`` (a `aipusim.api.retarget.Retargeter`: the front end ran
     once) at each of ``samples`` (dotted overrides of the arch file ``arch_path``) and
     simulate it. One row per sample: ``overrides``, ``fps``, ``energy`` (mJ per frame),
     ``power`` (W) and ``error`` (empty if it compiled and ran; else the figures are NaN).
     ``on_sample(i)`` is called after sample ``i``."""
+    from aipusim.api.overrides import check_overrides
     from aipusim.arch import load_arch
-    from aipusim.overrides import check_overrides
     from aipusim.simulator import simulate
 
     rows: list[dict[str, Any]] = []
@@ -202,8 +202,8 @@ def bands(
     of the arch file ``arch_path`` (default: the bundled one). ``overrides`` are the runtime knobs
     `aipusim.simulate` takes (frequency, voltage, ...). ``on_sample(1)`` is called after
     each sample (a progress bar's step; else ``progress`` prints a line per sample)."""
+    from aipusim.api.retarget import Retargeter
     from aipusim.arch import load_arch
-    from aipusim.retarget import Retargeter
 
     check_samples(n)
     base = load_arch(arch_path)
