@@ -34,10 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pandas as pd
 
 from aipusim.api.arguments import path_argument
+from aipusim.api.functional_check import attach_check, chip_inputs, run_on_chip
 from aipusim.api.inputs import InputInfo, check_finite
+from aipusim.api.legacy import write_legacy_artifacts
 from aipusim.api.modelfiles import (
     API_FILE,
     API_FORMAT,
@@ -48,10 +51,20 @@ from aipusim.api.modelfiles import (
     write_meta,
 )
 from aipusim.api.optlevels import apply_optimization_level, check_level, level_of
+from aipusim.api.overrides import check_overrides
 from aipusim.api.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.arch import load_arch
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
 from aipusim.base.fileio import check_name, check_output, folder_error, reporting
+from aipusim.calibrate.uncertainty import bands, check_samples
+from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.driver import REPORT_NAME, compile_model, file_sha256
+from aipusim.compiler.export import run_onnx
+from aipusim.compiler.quant import read_quantized_model, run_int8
+from aipusim.compiler.quant.artifacts import MANIFEST
+from aipusim.compiler.request import CompileRequest
+from aipusim.run.job import DEFAULT_RUN_LEVELS, TRACE_NAME
 
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
 SOURCE_MODEL = "input_model/fp32_model.onnx"
@@ -109,9 +122,6 @@ def _run_compile(
     arch: Path | None = None,
     cache: bool = True,
 ) -> None:
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest
-
     @dataclass(frozen=True)
     class _Request(CompileRequest):
         # emit reads an optional model_id from the request (LEIP ``model_id``)
@@ -143,10 +153,6 @@ def compile_with(
     cache: bool = True,
 ) -> CompiledModel:
     """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.api.leip.compile_`)."""
-    import onnx
-
-    from aipusim.arch import load_arch
-
     options = options or BuildOptions()
     check_level(optimization_level)
     arch_path = path_argument(arch, "arch") if arch is not None else None
@@ -203,8 +209,6 @@ def compile_with(
     compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
     compiled.quantization_cache = cache
     if options.legacy_artifacts:
-        from aipusim.api.legacy import write_legacy_artifacts
-
         write_legacy_artifacts(root)
     compiled._write_meta()
     return compiled
@@ -262,11 +266,6 @@ class _Runtime:
 
     @classmethod
     def load(cls, folder: Path) -> _Runtime:
-        import onnx
-
-        from aipusim.compiler.quant import read_quantized_model
-        from aipusim.compiler.quant.artifacts import MANIFEST
-
         def host(name: str) -> Any:
             path = folder / name
             return onnx.load(str(path)) if path.is_file() else None
@@ -284,10 +283,6 @@ class _Runtime:
     ) -> list[np.ndarray]:
         """The outputs of the host graphs around the int8 core: the reference's, or with
         ``chip`` (a ``compiled_model/`` folder) those of its functional simulation."""
-        from aipusim.api.functional_check import run_on_chip
-        from aipusim.compiler.export import run_onnx
-        from aipusim.compiler.quant import run_int8
-
         env = dict(feeds)
         if self.pre is not None:
             env.update(run_onnx(self.pre, {i.name: env[i.name] for i in self.pre.graph.input}))
@@ -391,8 +386,6 @@ class CompiledModel:
     @property
     def config(self) -> Any:
         """The `CompilerConfig` the model was compiled with (level preset applied)."""
-        from aipusim.compiler.config import CompilerConfig
-
         data = json.loads((self._root / "conf.json").read_text())
         return CompilerConfig.from_dict(data)
 
@@ -561,8 +554,6 @@ class CompiledModel:
             # the samples are drawn from the arch file's ranges: hand over its path
             arch = self._arch
         elif arch is None and self._arch is not None:
-            from aipusim.arch import load_arch
-
             arch = load_arch(self._arch)
         return simulate(
             self.compiled_dir(input_shapes),
@@ -630,7 +621,6 @@ def source_model(root: Path) -> Path:
             f"model folder must hold {SOURCE_MODEL} or {SOURCE_REF} (where the float model "
             f"is), not neither: {root}"
         ) from None
-    from aipusim.compiler.driver import file_sha256
 
     if not path.is_file() or file_sha256(path) != digest:
         raise ConfigError(
@@ -656,11 +646,6 @@ def _cli_meta(root: Path) -> dict[str, Any]:
     """What ``aipusim_model.json`` would say of a folder ``aipusim compile`` wrote: the
     signature of the float model it compiled (fixed shapes), its config's level, no
     extra shapes yet. Nothing is written into the folder until a new shape is compiled."""
-    import onnx
-
-    from aipusim.compiler.config import CompilerConfig
-    from aipusim.compiler.driver import REPORT_NAME
-
     report = root / REPORT_NAME
     try:
         status = json.loads(report.read_text(encoding="utf-8")).get("status")
@@ -732,9 +717,8 @@ def simulate(
     >>> r.frequency_hz
     400000000
     """
-    from aipusim.api.overrides import check_overrides
+    # lazy: loads simpy, not otherwise loaded here
     from aipusim.api.results import SimResult, temporary_trace_dir
-    from aipusim.run.job import DEFAULT_RUN_LEVELS, TRACE_NAME
     from aipusim.simulator import simulate as run_simulation
 
     if isinstance(model, CompiledModel):
@@ -757,12 +741,8 @@ def simulate(
         compiled = compiled / COMPILED_DIR
     arch_path = None
     if isinstance(arch, str | os.PathLike):
-        from aipusim.arch import load_arch
-
         arch_path, arch = arch, load_arch(arch)
     if uncertainty is not None:
-        from aipusim.calibrate.uncertainty import check_samples
-
         check_samples(uncertainty, "uncertainty")
         if arch is not None and arch_path is None:
             raise ConfigError(
@@ -771,8 +751,6 @@ def simulate(
             )
     chip, how = None, ""
     if functional is True:
-        from aipusim.api.functional_check import chip_inputs
-
         chip, how = chip_inputs(compiled, inputs)
     folder = temporary_trace_dir()
     try:
@@ -794,12 +772,8 @@ def simulate(
         raise
     result = SimResult.of(sim, owned_dir=folder)
     if chip is not None:
-        from aipusim.api.functional_check import attach_check
-
         attach_check(result, compiled, chip, how)
     if uncertainty is not None:
-        from aipusim.calibrate.uncertainty import bands
-
         result.bands = bands(
             compiled, uncertainty, frames=frames, arch_path=arch_path, progress=False, **overrides
         )

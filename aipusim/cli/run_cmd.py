@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from aipusim.base.errors import ConfigError
+from aipusim.cli import main as entry
 from aipusim.cli.options import (
     LEVELS_HELP,
     ConfigHelp,
     arch_option,
     build_config,
     conf_option,
+    config_line,
     defaults_option,
     json_option,
     no_cache_option,
@@ -119,6 +121,7 @@ def run(
         # cold start); into a pipe or a file bad input stays the one line of its error, and
         # the stages' plain lines follow as the work goes
         progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
+    # lazy: loads numpy, onnx, pandas; kept off the CLI's start-up
     from aipusim.api.sources import base_label, starting_config
     from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
@@ -135,7 +138,6 @@ def run(
     tags = [t.value for t in parse_levels(levels)]
     config = build_config(conf_path, overrides, starting_config(model, defaults))
     out = output_dir or Path.cwd() / source.slug
-    from aipusim.cli import main as entry
 
     setup_s = time.perf_counter() - entry.STARTED
     try:
@@ -159,6 +161,7 @@ def run(
     finally:
         progress.close()
     if as_json:
+        # lazy: aipusim.run.job loads numpy, onnx, pandas; kept off the CLI's start-up
         from aipusim.run.job import run_summary
 
         click.echo(json.dumps(run_summary(result), indent=2))
@@ -173,6 +176,7 @@ def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
     """``--uncertainty N``: what `run_model` calls for the bands of the headline figures."""
     if uncertainty is None:
         return None
+    # lazy: aipusim.calibrate.uncertainty loads numpy, onnx; kept off the CLI's start-up
     from aipusim.calibrate.uncertainty import bands
 
     def sample(compiled: Path, step: Any) -> Any:
@@ -229,7 +233,7 @@ def closing_line(result: RunResult, setup_s: float, wall_s: float, install_s: fl
 
 def _print_run(result: RunResult, out: Path) -> None:
     """The run's summary, slowest layers and (with --check) the functional verdict."""
-    from aipusim.cli.options import config_line
+    # lazy: kept off the command's start-up (aipusim.cli.simulate_cmd)
     from aipusim.cli.simulate_cmd import summary_text
 
     click.echo(config_line(result.config_base, result.config_changes, result.levels))

@@ -12,6 +12,7 @@ import pandas as pd
 
 from aipusim.base import __version__
 from aipusim.run.config_text import changes_text
+from aipusim.run.figures import headline
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch
@@ -138,8 +139,6 @@ def informative(table: pd.DataFrame) -> pd.DataFrame:
 
 def headline_table(sim: Any) -> pd.DataFrame:
     """The figures users come for, one row each, with what each one means."""
-    from aipusim.run.figures import headline
-
     rows = [
         *headline(sim),
         ("simulated cycles", f"{sim.total_cycles:,}", f"{sim.frames} frames"),

@@ -76,6 +76,7 @@ def slowest_layers(layers: pd.DataFrame, n: int = 10, sort: str = "busy") -> pd.
     """Top ``n`` rows of a profiler layer table by busy time (exclusive: each instant of a
     core counted once) or by span (``sort``), with the unit class that holds most of it and
     the unit or link the layer waited on (`aipusim.profiler.layers`)."""
+    # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
     from aipusim.profiler import slowest_layers as ranked
 
     return ranked(layers, n, sort)[SLOWEST_COLUMNS]

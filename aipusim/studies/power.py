@@ -110,6 +110,7 @@ def measure(
     base: StudyBase = BUILT_IN,
 ) -> pd.DataFrame:
     """One row per (model, limit), with the flags of both Pareto fronts per model."""
+    # lazy: aipusim.sweep.report loads pyarrow, not otherwise loaded here
     from aipusim.sweep.report import pareto_mask
 
     digest = context_digest(STUDY)
