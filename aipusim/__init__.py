@@ -25,12 +25,9 @@ from typing import TYPE_CHECKING, Any
 from aipusim.base import __version__
 
 if TYPE_CHECKING:
-    from aipusim.arch import Arch, load_arch
-    from aipusim.base.errors import AipuSimError
-    from aipusim.compiled import CompiledModel, compile, load, simulate
-    from aipusim.compiler.config import CompilerConfig, load_config
-    from aipusim.inputs import InputInfo, ShapeBounds
-    from aipusim.leip import (
+    from aipusim.api.compiled import CompiledModel, compile, load, simulate
+    from aipusim.api.inputs import InputInfo, ShapeBounds
+    from aipusim.api.leip import (
         CompileOptimizations,
         CompileOptions,
         GraphOptimization,
@@ -38,36 +35,39 @@ if TYPE_CHECKING:
         Layout,
         compile_,
     )
-    from aipusim.optlevels import OPTIMIZATION_LEVELS
+    from aipusim.api.optlevels import OPTIMIZATION_LEVELS
+    from aipusim.api.results import SimResult
+    from aipusim.api.sources import config_for
+    from aipusim.arch import Arch, load_arch
+    from aipusim.base.errors import AipuSimError
+    from aipusim.compiler.config import CompilerConfig, load_config
     from aipusim.profiler import load_trace
-    from aipusim.results import SimResult
     from aipusim.simulator.detail import DETAILED_PARTS
     from aipusim.simulator.detail.l1 import BankedL1, L1Access, compare_l1_with_ports
-    from aipusim.sources import config_for
 
 #: Public name -> module that defines it (imported on first access).
 _LAZY = {
     "AipuSimError": "aipusim.base.errors",
     "Arch": "aipusim.arch",
     "load_arch": "aipusim.arch",
-    "CompiledModel": "aipusim.compiled",
-    "compile": "aipusim.compiled",
-    "load": "aipusim.compiled",
-    "simulate": "aipusim.compiled",
+    "CompiledModel": "aipusim.api.compiled",
+    "compile": "aipusim.api.compiled",
+    "load": "aipusim.api.compiled",
+    "simulate": "aipusim.api.compiled",
     "CompilerConfig": "aipusim.compiler.config",
     "load_config": "aipusim.compiler.config",
-    "config_for": "aipusim.sources",
-    "InputInfo": "aipusim.inputs",
-    "ShapeBounds": "aipusim.inputs",
-    "CompileOptimizations": "aipusim.leip",
-    "CompileOptions": "aipusim.leip",
-    "GraphOptimization": "aipusim.leip",
-    "KernelOptimization": "aipusim.leip",
-    "Layout": "aipusim.leip",
-    "compile_": "aipusim.leip",
-    "OPTIMIZATION_LEVELS": "aipusim.optlevels",
+    "config_for": "aipusim.api.sources",
+    "InputInfo": "aipusim.api.inputs",
+    "ShapeBounds": "aipusim.api.inputs",
+    "CompileOptimizations": "aipusim.api.leip",
+    "CompileOptions": "aipusim.api.leip",
+    "GraphOptimization": "aipusim.api.leip",
+    "KernelOptimization": "aipusim.api.leip",
+    "Layout": "aipusim.api.leip",
+    "compile_": "aipusim.api.leip",
+    "OPTIMIZATION_LEVELS": "aipusim.api.optlevels",
     "load_trace": "aipusim.profiler",
-    "SimResult": "aipusim.results",
+    "SimResult": "aipusim.api.results",
     "DETAILED_PARTS": "aipusim.simulator.detail",
     "BankedL1": "aipusim.simulator.detail.l1",
     "L1Access": "aipusim.simulator.detail.l1",

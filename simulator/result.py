@@ -268,7 +268,7 @@ class SimResult:
     energy_value_aware: dict[str, Any] | None = None
     #: ``simulate(..., uncertainty=N)``: the p5-p95 bands of FPS, energy per frame and
     #: average power over N joint samples of the inferred arch numbers
-    #: (`aipusim.uncertainty.Bands`), else None.
+    #: (`aipusim.calibrate.uncertainty.Bands`), else None.
     bands: Any = None
     #: How finely the links were modelled (`aipusim.simulator.detail.Detail`).
     detail: str = "fast"

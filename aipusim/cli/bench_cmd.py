@@ -9,6 +9,7 @@ from typing import Any
 import click
 import pandas as pd
 
+from aipusim.base.errors import ConfigError, ZooError
 from aipusim.cli.options import json_option, no_cache_option
 
 
@@ -74,10 +75,10 @@ def bench(
     Each model runs in its own fresh process. Wall times depend on the machine and its load:
     compare figures taken on the same machine.
     """
+    # lazy: loads numpy, onnx; kept off the CLI's start-up
     from aipusim import zoo
-    from aipusim.base.errors import ConfigError, ZooError
     from aipusim.base.fileio import check_output
-    from aipusim.bench import BENCH_MODELS, measured_note, write_markdown_block
+    from aipusim.bench.speed import BENCH_MODELS, measured_note, write_markdown_block
 
     chosen = models or (tuple(zoo.names()) if frames == 0 else BENCH_MODELS)
     if functional:
@@ -124,7 +125,8 @@ def _models(
     chosen: tuple[str, ...], frames: int, input_size: int | None, quantization_cache: bool
 ) -> _Out:
     """The default mode: a row per model, then the seconds of every compiler pass."""
-    from aipusim.bench import pass_table, run_bench, slowest_pass
+    # lazy: aipusim.bench.speed loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.bench.speed import pass_table, run_bench, slowest_pass
 
     rows = run_bench(chosen, frames, input_size, quantization_cache=quantization_cache)
     name, seconds, share = slowest_pass(rows)
@@ -145,7 +147,8 @@ def _models(
 
 def _functional(models: tuple[str, ...], input_size: int | None, quantization_cache: bool) -> _Out:
     """``--functional``: one row per model, the seconds and the two ratios."""
-    from aipusim.bench_functional import functional_bench
+    # lazy: aipusim.bench.functional loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.bench.functional import functional_bench
 
     rows = [
         functional_bench(m, input_size=input_size, quantization_cache=quantization_cache)
@@ -168,8 +171,8 @@ def _sweep(
     arch_params: tuple[str, ...] = (),
 ) -> _Out:
     """``--sweep``: one row of figures, then what they mean."""
-    from aipusim.base.errors import ConfigError
-    from aipusim.bench import SWEEP_ARCH_PARAMS, SWEEP_INPUT_SIZE, SWEEP_MODEL, sweep_bench
+    # lazy: loads numpy, onnx, pyarrow; kept off the CLI's start-up
+    from aipusim.bench.speed import SWEEP_ARCH_PARAMS, SWEEP_INPUT_SIZE, SWEEP_MODEL, sweep_bench
     from aipusim.sweep.runner import check_workers
 
     if frames < 1:

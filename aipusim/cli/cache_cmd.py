@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def info(as_json: bool) -> None:
 
     Example: ``aipusim cache info --json``
     """
+    # lazy: aipusim.compiler.quant.cache loads numpy, onnx; kept off the CLI's start-up
     from aipusim.compiler.quant.cache import QuantizationCache
 
     found = QuantizationCache().info()
@@ -45,6 +47,7 @@ def info(as_json: bool) -> None:
 
 def _zoo_files() -> list[Path]:
     """The zoo model files sweeps keep beside the quantization cache (`zoo_model_file`)."""
+    # lazy: loads numpy, onnx, pandas, pyarrow; kept off the CLI's start-up
     from aipusim.compiler.quant.cache import cache_root
     from aipusim.sweep.evaluate import ZOO_SUBDIR
 
@@ -57,8 +60,7 @@ def _zoo_files() -> list[Path]:
 def clear(as_json: bool) -> None:
     """Remove every entry (the next compile of each model calibrates again) and the zoo
     model files sweeps keep."""
-    import contextlib
-
+    # lazy: aipusim.compiler.quant.cache loads numpy, onnx; kept off the CLI's start-up
     from aipusim.compiler.quant.cache import QuantizationCache
 
     store = QuantizationCache()

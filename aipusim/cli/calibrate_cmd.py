@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -67,9 +68,8 @@ def calibrate(
     fps_per_w, avg_power_w, latency_us, source. Example: ``aipusim calibrate board.csv
     --holdout 4 -o fit/``; then ``aipusim run MODEL --arch fit/arch.toml``.
     """
-    import json
-
-    from aipusim.calibrate import DEFAULT_MEASUREMENTS, calibrate, check_keys, write_outputs
+    # lazy: aipusim.calibrate.fit loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.calibrate.fit import DEFAULT_MEASUREMENTS, calibrate, check_keys, write_outputs
 
     path = measured if measured is not None else DEFAULT_MEASUREMENTS
     result = calibrate(

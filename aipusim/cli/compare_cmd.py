@@ -75,8 +75,9 @@ def compare(
       aipusim compare resnet50 --modes batch,cooperative
       aipusim compare resnet50 --limits 0.25,0.5,1.0
     """
+    # lazy: loads numpy, onnx, pandas, pyarrow, simpy; kept off the CLI's start-up
     from aipusim.base.fileio import check_output
-    from aipusim.run import resolve_model
+    from aipusim.run.job import resolve_model
     from aipusim.simulator.budget import check_frames_bound
     from aipusim.studies.common import md_table
     from aipusim.sweep.runner import check_workers
@@ -105,6 +106,7 @@ def compare(
         "base": base,
     }
     if limits:
+        # lazy: aipusim.studies.power loads numpy, onnx, pandas; kept off the CLI's start-up
         from aipusim.studies import power
 
         values = _limits(limits)
@@ -114,6 +116,7 @@ def compare(
         result = power.run_power_study(out, limits=values, command=shlex.join(command), **common)
         kinds = power.KINDS
     else:
+        # lazy: aipusim.studies.multicore loads numpy, onnx, pandas; kept off the CLI's start-up
         from aipusim.studies import multicore
 
         names = _split_list(modes) or None

@@ -15,6 +15,8 @@ Every other flag: this command line, then ``--cli-args``, then its default.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,7 @@ from aipusim.cli.options import (
     arch_option,
     build_config,
     conf_option,
+    config_line,
     defaults_option,
     json_option,
     load_arch_option,
@@ -183,8 +186,6 @@ def compile_command(ctx: click.Context, **flags: Any) -> None:
     if flags["generate_dir"] is not None:
         _generate_config(flags["generate_dir"], flags["as_json"])
         return
-    import shutil
-    import tempfile
 
     # a zoo model is built here for the compile; the compile keeps its own copy
     scratch = Path(tempfile.mkdtemp(prefix="aipusim-model-"))
@@ -199,15 +200,17 @@ def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
     request = _build_request(ctx, flags, scratch)
     # Imported here: the driver pulls in onnx/numpy, which --help and bad input never need.
     from aipusim.compiler.driver import compile_model
-    from aipusim.progress import Progress, compile_stage
+
+    # lazy: kept off the command's start-up (aipusim.run.progress)
+    from aipusim.run.progress import Progress, compile_stage
 
     progress = Progress()
     try:
         result = compile_model(request, after_pass=compile_stage(progress))
     finally:
         progress.close()
-    from aipusim.cli.options import config_line
-    from aipusim.config_text import config_changes
+    # lazy: kept off the command's start-up (aipusim.run.config_text)
+    from aipusim.run.config_text import config_changes
 
     changes = config_changes(request.config)
     if flags["as_json"]:
@@ -234,6 +237,7 @@ def _compile(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> None:
 
 def _placement_line(out: Path) -> str:
     """The compile report's placement summary (`placement.placement_summary`), if any."""
+    # lazy: aipusim.compiler.backend.emit.files loads numpy, onnx; kept off the CLI's start-up
     from aipusim.compiler.backend.emit.files import COMPILED_DIR, REPORT_FILE
 
     report = out / COMPILED_DIR / REPORT_FILE
@@ -243,6 +247,7 @@ def _placement_line(out: Path) -> str:
 
 
 def _generate_config(folder: Path, as_json: bool) -> None:
+    # lazy: aipusim.compiler.config loads numpy; kept off the CLI's start-up
     from aipusim.compiler.config import CompilerConfig, save_config
 
     if folder.exists() and not folder.is_dir():
@@ -264,6 +269,7 @@ def _explicit(ctx: click.Context, name: str) -> bool:
 
 def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> CompileRequest:
     """Merge flags over ``--cli-args``, check them all, and build the `CompileRequest`."""
+    # lazy: loads numpy, onnx; kept off the CLI's start-up
     from aipusim.compiler.config import check_against_arch
     from aipusim.compiler.quant.data import parse_channel_values
     from aipusim.compiler.request import (
@@ -378,6 +384,7 @@ def _build_request(ctx: click.Context, flags: dict[str, Any], scratch: Path) -> 
 def _model_file(given: Path, scratch: Path) -> Path:
     """The model file ``-i`` names: an ONNX model or quantized manifest, or a zoo model
     built into ``scratch`` when ``given`` is a zoo name and no such file exists."""
+    # lazy: aipusim.zoo loads numpy, onnx; kept off the CLI's start-up
     from aipusim import zoo
 
     if given.is_file() or given.suffix.lower() in MODEL_SUFFIXES:
@@ -387,6 +394,7 @@ def _model_file(given: Path, scratch: Path) -> Path:
             f"-i/--input must be an existing file or a zoo model ({', '.join(zoo.names())}), "
             f"not {str(given)!r}"
         )
+    # lazy: loads onnx; kept off the CLI's start-up
     import onnx
 
     path = scratch / f"{given}.onnx"
@@ -398,6 +406,7 @@ def _pass_list(text: str | None, flag: str, *, single: bool = False) -> tuple[st
     """Pass names of a --dump-after / --stop-after value, each checked."""
     if not text:
         return ()
+    # lazy: aipusim.compiler.pipeline loads numpy, onnx; kept off the CLI's start-up
     from aipusim.compiler.pipeline import pass_names
 
     valid = pass_names()
@@ -419,9 +428,10 @@ def _member(enum: Any, value: str | None, flag: str) -> Any:
 
 def _start(given: Path, model_path: Path, defaults: bool) -> tuple[CompilerConfig, str]:
     """(config, label) a compile starts from: a zoo model's built-in config, unless
-    ``--defaults``; the defaults for a file (`aipusim.sources.starting_config`)."""
+    ``--defaults``; the defaults for a file (`aipusim.api.sources.starting_config`)."""
+    # lazy: loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.api.sources import base_label, starting_config
     from aipusim.compiler.config import CompilerConfig
-    from aipusim.sources import base_label, starting_config
 
     if given == model_path:  # a file, not a zoo name built into the scratch folder
         return CompilerConfig(), "the defaults"
@@ -433,6 +443,7 @@ def _build_config(
 ) -> CompilerConfig:
     """Start (`_start`) < --cli-args values < --conf < explicit --aipu-cores/--quantize-only/
     --set."""
+    # lazy: aipusim.compiler.config loads numpy; kept off the CLI's start-up
     from aipusim.compiler.config import PROPERTIES
 
     base = start[0].copy()

@@ -32,6 +32,7 @@ def config() -> None:
 @json_option
 def list_(as_json: bool) -> None:
     """List the built-in model configs (usable by name in a card's compiler_config_file)."""
+    # lazy: loads numpy, yaml; kept off the CLI's start-up
     from aipusim.compiler.config import load_config
     from aipusim.compiler.modelcard import builtin_configs
 
@@ -95,6 +96,7 @@ def show(
       aipusim config show resnet50
       aipusim config show card.yaml --model my-model --all --json
     """
+    # lazy: aipusim.compiler.config loads numpy; kept off the CLI's start-up
     from aipusim.compiler.config import dumps_toml
 
     loaded = build_config(None, overrides, _load_source(source, model_name))
@@ -105,6 +107,7 @@ def show(
 
 
 def _load_source(source: str | None, model_name: str | None) -> Any:
+    # lazy: loads numpy, yaml; kept off the CLI's start-up
     from aipusim.compiler.config import CompilerConfig, load_config
     from aipusim.compiler.modelcard import builtin_config_path, load_model_card
 
@@ -155,6 +158,7 @@ def convert(
     Only the inline values are written (canonical names), so the file can replace the
     inline block via compiler_config_file. The card itself is not changed.
     """
+    # lazy: aipusim.compiler.modelcard loads numpy, yaml; kept off the CLI's start-up
     from aipusim.compiler.modelcard import load_model_card
 
     card = load_model_card(require_file(card_path, "--from-yaml", _CARD_SUFFIXES))
@@ -198,6 +202,7 @@ def validate(paths: tuple[Path, ...], arch_path: Path | None, as_json: bool) -> 
 
     With --arch, the configs are also checked against that hardware (cores, clock, memory).
     """
+    # lazy: loads numpy, yaml; kept off the CLI's start-up
     from aipusim.compiler.config import check_against_arch, load_config
     from aipusim.compiler.modelcard import load_model_card
 

@@ -16,6 +16,7 @@ def corpus() -> None:
 
 
 def _manifest(path: Path | None) -> dict:
+    # lazy: aipusim.corpus loads numpy; kept off the CLI's start-up
     from aipusim.corpus import load_manifest
 
     return load_manifest(path)
@@ -35,6 +36,7 @@ _manifest_option = click.option(
 def list_models(manifest: Path | None, as_json: bool) -> None:
     """Show every corpus model: package, input shape and layout, kind, and whether it is
     fetched into the corpus folder ($AIPUSIM_CORPUS_DIR or the user cache)."""
+    # lazy: aipusim.corpus loads numpy; kept off the CLI's start-up
     from aipusim.corpus import default_dir
 
     folder = default_dir()
@@ -72,6 +74,7 @@ def fetch(directory: Path | None, models: str, manifest: Path | None) -> None:
     Example: ``aipusim corpus fetch ~/corpus && AIPUSIM_CORPUS_DIR=~/corpus aipusim report
     corpus -o out``
     """
+    # lazy: loads numpy; kept off the CLI's start-up
     from aipusim.base.fileio import check_output
     from aipusim.corpus import default_dir, fetch_corpus, select
 

@@ -31,6 +31,7 @@ def disasm(file: Path, output: Path | None) -> None:
 
     Example: ``aipusim isa disasm compiled_model/core0.tasklist -o core0.txt``
     """
+    # lazy: loads numpy; kept off the CLI's start-up
     from aipusim.base.fileio import check_output, write_text
     from aipusim.isa import disassemble, read_tasklist
 
@@ -55,6 +56,7 @@ def asm(text: Path, output: Path, as_json: bool) -> None:
 
     Example: ``aipusim isa asm core0.txt -o compiled_model/core0.tasklist``
     """
+    # lazy: loads numpy; kept off the CLI's start-up
     from aipusim.base.fileio import check_output
     from aipusim.isa import assemble, write_tasklist
     from aipusim.isa.program import record_crc
@@ -97,6 +99,7 @@ def check(paths: tuple[Path, ...], frames: int, arch_path: Path | None, as_json:
 
     Example: ``aipusim isa check compiled_model/``
     """
+    # lazy: aipusim.isa loads numpy; kept off the CLI's start-up
     from aipusim.isa import check_paths
 
     if not 1 <= frames <= MAX_CHECK_FRAMES:
@@ -127,6 +130,7 @@ def info(file: Path, arch_path: Path | None, as_json: bool) -> None:
 
     Example: ``aipusim isa info compiled_model/core0.tasklist --json``
     """
+    # lazy: aipusim.isa loads numpy; kept off the CLI's start-up
     from aipusim.isa import fits_l2_window, read_tasklist_header, read_tasklist_table
 
     header = read_tasklist_header(file)

@@ -90,6 +90,7 @@ BASE_ZOO_OR_DEFAULTS = (
 
 def common_keys_help() -> list[tuple[str, str]]:
     """(key, valid values) of `COMMON_SET_KEYS`, from the config's own definitions."""
+    # lazy: aipusim.compiler.config loads numpy; kept off the CLI's start-up
     from aipusim.compiler.config import PROPERTIES
 
     return [(key, PROPERTIES[key].valid_text()) for key in COMMON_SET_KEYS]
@@ -111,6 +112,7 @@ class ConfigHelp(click.Command):
 
 def _check_sets(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> tuple:
     """Check every ``--set`` as soon as it is parsed, so a typo fails before any work."""
+    # lazy: aipusim.compiler.config loads numpy; kept off the CLI's start-up
     from aipusim.compiler.config import parse_assignments
 
     try:
@@ -185,7 +187,8 @@ def uncertainty_option(func: F) -> F:
 
     def check(_ctx: click.Context, _param: click.Parameter, value: int | None) -> int | None:
         if value is not None:
-            from aipusim.uncertainty import check_samples
+            # lazy: aipusim.calibrate.uncertainty loads numpy, onnx; kept off the CLI's start-up
+            from aipusim.calibrate.uncertainty import check_samples
 
             check_samples(value)
         return value
@@ -216,6 +219,7 @@ def no_cache_option(func: F) -> F:
 
 def load_arch_option(arch_path: Path | None) -> Arch:
     """The `Arch` an ``--arch`` value names (the bundled one for None); `ArchError` if bad."""
+    # lazy: kept off the command's start-up (aipusim.arch)
     from aipusim.arch import load_arch
 
     return load_arch(arch_path)
@@ -227,6 +231,7 @@ def build_config(
     base: CompilerConfig | None = None,
 ) -> CompilerConfig:
     """``base`` (default: defaults) < the ``--conf`` file < the ``--set`` overrides."""
+    # lazy: aipusim.compiler.config loads numpy; kept off the CLI's start-up
     from aipusim.compiler.config import CompilerConfig, load_config, parse_assignments
 
     config = base.copy() if base is not None else CompilerConfig()
@@ -246,7 +251,8 @@ def config_line(base: str, changes: dict[str, str], levels: Sequence[str] | None
     changes from the defaults (--conf and --set included) and, for a simulation, the trace
     levels it records (each trace line costs control-core cycles: a run traced at other
     levels than a sweep's point gives a slightly different FPS from the same config)."""
-    from aipusim.config_text import changes_text
+    # lazy: kept off the command's start-up (aipusim.run.config_text)
+    from aipusim.run.config_text import changes_text
 
     line = f"config: starts from {base}; changes from the defaults: {changes_text(changes)}"
     if levels is not None:

@@ -108,6 +108,7 @@ def profile(
     ``aipusim profile run.trace --drop-percentile 5 --drop-by time --plot out/``,
     ``aipusim profile a.trace --compare b.trace --json``.
     """
+    # lazy: loads numba, numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
     from aipusim import profiler as prof
     from aipusim.base.fileio import check_output
     from aipusim.profiler.drop import check_percent
@@ -155,6 +156,7 @@ def profile(
         click.echo(json.dumps(prof.to_records(table), indent=1))
         return
     if compare_path is not None:
+        # lazy: loads numba, numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
         from aipusim.profiler.compare import run_line
 
         click.echo(f"a: {run_line(trace, drop_percentile, drop_by)}")
@@ -189,6 +191,7 @@ def _big(path: Path) -> bool:
 
 def _warn_lines(trace) -> None:
     if trace.inconsistent:
+        # lazy: loads numba, numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
         from aipusim.profiler.consistency import describe_dropped
 
         click.echo(describe_dropped(trace.source, trace.inconsistent), err=True)
@@ -223,6 +226,7 @@ def _roofs(trace, arch_path: Path | None) -> tuple[float | None, float | None]:
     extra = trace.header.extra
     if "peak_macs_per_cycle" in extra and "ddr_bytes_per_cycle" in extra:
         return None, None  # the plot reads both from the header
+    # lazy: kept off the command's start-up (aipusim.arch)
     from aipusim.arch import load_arch
 
     arch = load_arch(arch_path)

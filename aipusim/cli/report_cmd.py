@@ -162,6 +162,7 @@ def report(
     MODEL --modes ...`` (the multicore study) or ``--limits ...`` (the power study) prints
     the table and conclusions.
     """
+    # lazy: loads numpy, onnx, pandas; kept off the CLI's start-up
     from aipusim.base.fileio import check_output
     from aipusim.studies import STUDIES
 
@@ -170,9 +171,11 @@ def report(
         frames = {"functional": 4, "fidelity": 3}.get(study, 8)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
+    # lazy: aipusim.simulator.budget loads numpy, simpy; kept off the CLI's start-up
     from aipusim.simulator.budget import check_frames_bound
 
     check_frames_bound(frames, flag="--frames")
+    # lazy: aipusim.sweep.runner loads numpy, onnx, pandas, pyarrow; kept off the CLI's start-up
     from aipusim.sweep.runner import check_workers
 
     check_workers(workers)
@@ -299,6 +302,7 @@ def study_base(
 ) -> StudyBase:
     """The `StudyBase` of ``--defaults`` and ``--set``, refused for a study that does not
     start models from a config, and tried on every named model before any work starts."""
+    # lazy: aipusim.studies.common loads numpy, onnx, pandas; kept off the CLI's start-up
     from aipusim.studies.common import BUILT_IN, StudyBase
 
     base = StudyBase(defaults=defaults, sets=tuple(overrides))

@@ -11,22 +11,24 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from aipusim.base.errors import ConfigError
+from aipusim.cli import main as entry
 from aipusim.cli.options import (
     LEVELS_HELP,
     ConfigHelp,
     arch_option,
     build_config,
     conf_option,
+    config_line,
     defaults_option,
     json_option,
     no_cache_option,
     set_option,
     uncertainty_option,
 )
-from aipusim.progress import Progress
+from aipusim.run.progress import Progress
 
 if TYPE_CHECKING:
-    from aipusim.run_result import RunResult
+    from aipusim.run.result import RunResult
 
 
 @click.command(cls=ConfigHelp)
@@ -119,10 +121,11 @@ def run(
         # cold start); into a pipe or a file bad input stays the one line of its error, and
         # the stages' plain lines follow as the work goes
         progress.opening(f"run {model}: compile, simulate, profile (a line every few seconds)")
+    # lazy: loads numpy, onnx, pandas; kept off the CLI's start-up
+    from aipusim.api.sources import base_label, starting_config
     from aipusim.compiler.request import parse_input_shape
     from aipusim.isa.trace_schema import parse_levels
-    from aipusim.run import resolve_model, run_model
-    from aipusim.sources import base_label, starting_config
+    from aipusim.run.job import resolve_model, run_model
 
     install_s = install_seconds()
     source = resolve_model(model, input_size)
@@ -135,7 +138,6 @@ def run(
     tags = [t.value for t in parse_levels(levels)]
     config = build_config(conf_path, overrides, starting_config(model, defaults))
     out = output_dir or Path.cwd() / source.slug
-    from aipusim.cli import main as entry
 
     setup_s = time.perf_counter() - entry.STARTED
     try:
@@ -159,7 +161,8 @@ def run(
     finally:
         progress.close()
     if as_json:
-        from aipusim.run import run_summary
+        # lazy: aipusim.run.job loads numpy, onnx, pandas; kept off the CLI's start-up
+        from aipusim.run.job import run_summary
 
         click.echo(json.dumps(run_summary(result), indent=2))
     else:
@@ -173,7 +176,8 @@ def _bands(uncertainty: int | None, frames: int, arch_path: Path | None) -> Any:
     """``--uncertainty N``: what `run_model` calls for the bands of the headline figures."""
     if uncertainty is None:
         return None
-    from aipusim.uncertainty import bands
+    # lazy: aipusim.calibrate.uncertainty loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.calibrate.uncertainty import bands
 
     def sample(compiled: Path, step: Any) -> Any:
         return bands(compiled, uncertainty, frames=frames, arch_path=arch_path, on_sample=step)
@@ -229,7 +233,7 @@ def closing_line(result: RunResult, setup_s: float, wall_s: float, install_s: fl
 
 def _print_run(result: RunResult, out: Path) -> None:
     """The run's summary, slowest layers and (with --check) the functional verdict."""
-    from aipusim.cli.options import config_line
+    # lazy: kept off the command's start-up (aipusim.cli.simulate_cmd)
     from aipusim.cli.simulate_cmd import summary_text
 
     click.echo(config_line(result.config_base, result.config_changes, result.levels))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ from aipusim.cli.options import (
     require_dir,
     uncertainty_option,
 )
-from aipusim.progress import Progress
+from aipusim.run.progress import Progress
 
 if TYPE_CHECKING:
     from aipusim.simulator import SimResult
@@ -125,13 +126,15 @@ def simulate(
     Example: ``aipusim simulate out/compiled_model --frames 16 --set frequency=400000000``;
     ``aipusim simulate out --functional --check --frames 1`` also runs the data.
     """
+    # lazy: loads numpy, simpy; kept off the CLI's start-up
     from aipusim.isa.program import load_program_tables
     from aipusim.simulator import simulate as run_simulation
 
     compiled_dir = compiled_folder(compiled_dir)
     if frames < 1:
         raise ConfigError(f"--frames must be an integer >= 1, not {frames}")
-    from aipusim.overrides import check_overrides
+    # lazy: aipusim.api.overrides loads numpy; kept off the CLI's start-up
+    from aipusim.api.overrides import check_overrides
 
     overrides = check_overrides(_parse_sets(sets), compiled_dir)
     arch = load_arch_option(arch_path)
@@ -143,7 +146,8 @@ def simulate(
         levels = chosen_levels or levels
     inputs, how = None, ""
     if functional:
-        from aipusim.functional_check import chip_inputs
+        # lazy: aipusim.api.functional_check loads numpy, onnx; kept off the CLI's start-up
+        from aipusim.api.functional_check import chip_inputs
 
         inputs, how = chip_inputs(compiled_dir, _load_inputs(input_files) or None, program=program)
     # (--set frames=N changes the count the simulator checks; the bar then shows no total)
@@ -176,13 +180,15 @@ def simulate(
         )
     verdict = None
     if functional:
-        from aipusim.functional_check import attach_check
+        # lazy: aipusim.api.functional_check loads numpy, onnx; kept off the CLI's start-up
+        from aipusim.api.functional_check import attach_check
 
         verdict = attach_check(result, compiled_dir, inputs, how)
         if outputs_dir is not None:
             _write_outputs(outputs_dir, result.outputs)
     if uncertainty is not None:
-        from aipusim.uncertainty import bands
+        # lazy: aipusim.calibrate.uncertainty loads numpy, onnx; kept off the CLI's start-up
+        from aipusim.calibrate.uncertainty import bands
 
         result.bands = bands(
             compiled_dir, uncertainty, frames=frames, arch_path=arch_path, **overrides
@@ -209,7 +215,8 @@ def _default_trace_levels(
     its profile a table of nothing). None when the levels are given."""
     if levels is not None or "profiling_levels" in overrides or compiled:
         return None
-    from aipusim.run import DEFAULT_RUN_LEVELS
+    # lazy: aipusim.run.job loads numpy, onnx, pandas; kept off the CLI's start-up
+    from aipusim.run.job import DEFAULT_RUN_LEVELS
 
     return ",".join(DEFAULT_RUN_LEVELS)
 
@@ -237,6 +244,7 @@ def _check_functional_options(
 
 def _load_inputs(items: tuple[str, ...]) -> dict[str, object]:
     """``NAME=FILE.npy`` pairs as arrays by name."""
+    # lazy: loads numpy; kept off the CLI's start-up
     import numpy as np
 
     arrays: dict[str, object] = {}
@@ -261,6 +269,7 @@ def _load_inputs(items: tuple[str, ...]) -> dict[str, object]:
 
 def _write_outputs(folder: Path, outputs: dict[str, object]) -> None:
     """Each output as ``folder/<name>.npy`` (each file whole or not at all)."""
+    # lazy: loads numpy; kept off the CLI's start-up
     import numpy as np
 
     from aipusim.base.fileio import output_path, reporting
@@ -276,14 +285,14 @@ def _write_outputs(folder: Path, outputs: dict[str, object]) -> None:
 def compiled_folder(path: Path) -> Path:
     """The ``compiled_model/`` folder that ``path`` names: itself, or the one inside a
     compile output folder. A folder left by a failed compile is refused with its status."""
-    import json
-
+    # lazy: loads numpy, onnx, pandas; kept off the CLI's start-up
+    from aipusim.api.modelfiles import COMPILED_DIR
     from aipusim.isa.program import PROGRAM_FILE
-    from aipusim.modelfiles import COMPILED_DIR
 
     folder = path / COMPILED_DIR if (path / COMPILED_DIR).is_dir() else path
     if (folder / PROGRAM_FILE).is_file():
         return folder
+    # lazy: aipusim.compiler.driver loads numpy, onnx; kept off the CLI's start-up
     from aipusim.compiler.driver import REPORT_NAME
 
     for report in (path / REPORT_NAME, path.parent / REPORT_NAME):
@@ -302,8 +311,9 @@ def compiled_folder(path: Path) -> Path:
 
 def summary_text(result: SimResult) -> str:
     """The human-readable summary of a `SimResult`: the headline figures with their
-    definitions (`aipusim.figures`), utilisation and energy by component."""
-    from aipusim.figures import headline
+    definitions (`aipusim.run.figures`), utilisation and energy by component."""
+    # lazy: kept off the command's start-up (aipusim.run.figures)
+    from aipusim.run.figures import headline
 
     lines = [
         f"{result.model}: {result.multicore_mode}, {result.replicas} replica(s) on "

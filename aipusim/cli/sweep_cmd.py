@@ -18,6 +18,7 @@ from aipusim.cli.options import (
     defaults_option,
     json_option,
     no_cache_option,
+    require_dir,
     set_option,
 )
 
@@ -141,9 +142,10 @@ def sweep(
           --param multicore_mode=batch,cooperative --param mvm_utilization_limit=0.5,1 -o out/
       aipusim sweep resnet50 --arch-param ddr.data_rate_mt_s=3200,4266 --cluster local:4 -o out/
     """
+    # lazy: loads numpy, onnx, pandas, pyarrow; kept off the CLI's start-up
+    from aipusim.api.sources import base_label, starting_config
     from aipusim.base.fileio import check_output
-    from aipusim.config_text import config_changes
-    from aipusim.sources import base_label, starting_config
+    from aipusim.run.config_text import config_changes
     from aipusim.sweep.runner import parse_backend, require_dask, run_sweep
     from aipusim.sweep.space import build_space, check_models
 
@@ -151,6 +153,7 @@ def sweep(
         raise ConfigError(f"--flush-every must be a positive integer, not {flush_every}")
     check_output(output, folder=True)
     if frames >= 1:  # (build_space names a bad count)
+        # lazy: aipusim.simulator.budget loads numpy, simpy; kept off the CLI's start-up
         from aipusim.simulator.budget import check_frames_bound
 
         check_frames_bound(frames, flag="--frames")
@@ -190,6 +193,7 @@ def sweep(
     if as_json:
         click.echo(json.dumps({**summary.to_dict(), "config": configs}))
     else:
+        # lazy: loads numpy, onnx, pandas, pyarrow; kept off the CLI's start-up
         from aipusim.sweep import ResultStore
         from aipusim.sweep.report import result_table
 
@@ -221,11 +225,12 @@ def sweep_report(directory: Path, output: Path | None, as_json: bool) -> None:
 
     Writes report.md, pareto_fps.png and pareto_latency.png to DIR_report/ beside DIR.
     """
-    from aipusim.cli.options import require_dir
+    # lazy: aipusim.sweep.report loads numpy, onnx, pandas, pyarrow; kept off the CLI's start-up
     from aipusim.sweep.report import write_report
 
     require_dir(directory, "DIR")
     if output is not None:
+        # lazy: kept off the command's start-up (aipusim.base.fileio)
         from aipusim.base.fileio import check_output
 
         check_output(output, folder=True)

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from aipusim.base.errors import ZooError
-from aipusim.progress import Progress
+from aipusim.run.progress import Progress
 
 
 @click.group()
@@ -20,6 +20,7 @@ def zoo() -> None:
 
 
 def _record(name: str) -> dict[str, Any]:
+    # lazy: aipusim.zoo loads numpy, onnx; kept off the CLI's start-up
     from aipusim import zoo as zoo_api
 
     entry = zoo_api.info(name)
@@ -44,6 +45,7 @@ def list_models(as_json: bool) -> None:
 
     Example: ``aipusim zoo list --json | jq '.[] | {name, gmacs}'``
     """
+    # lazy: aipusim.zoo loads numpy, onnx; kept off the CLI's start-up
     from aipusim import zoo as zoo_api
 
     names = zoo_api.names()
@@ -60,6 +62,7 @@ def list_models(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(records, indent=2))
         return
+    # lazy: loads pandas; kept off the CLI's start-up
     import pandas as pd
 
     table = pd.DataFrame(
@@ -122,6 +125,7 @@ def export(
 
     Example: ``aipusim zoo export yolov8n -o yolov8n.onnx``
     """
+    # lazy: loads numpy, onnx; kept off the CLI's start-up
     from aipusim import zoo as zoo_api
     from aipusim.base.fileio import check_output, write_bytes
 
@@ -180,6 +184,7 @@ def decoder(
 
     Example: ``aipusim zoo decoder tiny_decoder --prompt 64 -o tiny_decoder``
     """
+    # lazy: loads numpy, onnx; kept off the CLI's start-up
     from aipusim.base.fileio import check_output
     from aipusim.zoo.decoder import (
         DECODE_FILE,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import platformdirs
 
 from aipusim.base.errors import CorpusError
 
@@ -79,6 +80,7 @@ class Preprocess:
 
     def __call__(self, image: Any, input_shape: Sequence[int], layout: str) -> np.ndarray:
         """``image`` (an HxW or HxWxC uint8 array or a PIL image, RGB) as one input tensor."""
+        # lazy: loads PIL, not otherwise loaded here
         from PIL import Image
 
         rgb = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
@@ -302,7 +304,6 @@ def default_dir() -> Path:
     env = os.environ.get(DIR_ENV)
     if env:
         return Path(env).expanduser()
-    import platformdirs
 
     return Path(platformdirs.user_cache_dir("aipusim", appauthor=False)) / "corpus"
 

@@ -13,6 +13,7 @@ Example (with the corpus fetched)::
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,9 +21,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx import version_converter
 
+import aipusim
+from aipusim.api.functional_check import chip_inputs, compare
 from aipusim.base.errors import AipuSimError, CorpusError
 from aipusim.base.fileio import write_text
+from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.driver import compile_model
+from aipusim.compiler.quant import read_quantized_model
+from aipusim.compiler.quant.accuracy import sqnr_db
+from aipusim.compiler.quant.advice import limiting_layers
+from aipusim.compiler.quant.artifacts import MANIFEST
+from aipusim.compiler.quant.data import DataLayout, imageset_calibration
+from aipusim.compiler.request import CompileRequest, InputDataLayout
 from aipusim.corpus.images import split_images, study_images
 from aipusim.corpus.manifest import CorpusModel
 
@@ -87,7 +100,7 @@ def prepare(model: CorpusModel, onnx_path: Path, work: Path) -> Prepared:
     """Write the calibration half of the images and the model's transform script (its
     preprocessing written out, so the script does not depend on any other file) into
     ``work``; preprocess the evaluation half."""
-    import onnx
+    # lazy: loads PIL, not otherwise loaded here
     from PIL import Image
 
     if model.preprocess is None:
@@ -117,10 +130,6 @@ def compile_corpus_model(
 ) -> Path:
     """Compile with the calibration images into ``out`` (``settings``: config properties,
     e.g. a multicore mode or ``compiler_mode=quantize_only``); returns ``out``."""
-    from aipusim.compiler.config import CompilerConfig
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest, InputDataLayout
-
     config = CompilerConfig()
     for key, value in settings:
         setattr(config, key, value)
@@ -143,8 +152,6 @@ def compile_corpus_model(
 def calibration_inputs(prep: Prepared) -> list[dict[str, np.ndarray]]:
     """The samples the compiler calibrates on (read the way it reads them), for the ORT
     baseline to calibrate on the very same inputs."""
-    from aipusim.compiler.quant.data import DataLayout, imageset_calibration
-
     data = imageset_calibration(
         prep.imageset,
         prep.transform,
@@ -156,6 +163,7 @@ def calibration_inputs(prep: Prepared) -> list[dict[str, np.ndarray]]:
 
 
 def _session(path: Path) -> Any:
+    # lazy: loads onnxruntime, not otherwise loaded here
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -182,10 +190,7 @@ def ort_quantize(
     """onnxruntime's static int8 quantization of ``source`` written to ``target``: its
     documented flow (``quant_pre_process``, then ``quantize_static``) with QDQ nodes,
     per-channel int8 weights, int8 activations and min-max calibration on ``calibration``."""
-    import logging
-
-    import onnx
-    from onnx import version_converter
+    # lazy: loads onnxruntime, not otherwise loaded here
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -234,7 +239,8 @@ def int8_outputs(
 ) -> list[dict[str, np.ndarray]]:
     """The compiler's int8 reference (host graphs around the quantized core) of the
     compiler output ``folder`` on every feed."""
-    from aipusim.compiled import run_reference
+    # lazy: aipusim.api.compiled loads pandas, not otherwise loaded here
+    from aipusim.api.compiled import run_reference
 
     return [dict(zip(outputs, run_reference(folder, f, outputs), strict=True)) for f in feeds]
 
@@ -251,8 +257,6 @@ def agreement(
     >>> round(sqnr, 2), top1
     (13.01, 1.0)
     """
-    from aipusim.compiler.quant.accuracy import sqnr_db
-
     worst = math.inf
     for name in fp32[0]:
         ref = np.stack([np.asarray(f[name], np.float64) for f in fp32])
@@ -269,10 +273,6 @@ def limiting_layer(folder: Path) -> str:
     """The layer that loses the most precision, by the compiler's own per-layer SQNR of its
     quantize-only accuracy run (`aipusim.compiler.quant.advice.limiting_layers`), as
     ``node (SQNR dB, -drop dB)``; empty when the report has none."""
-    from aipusim.compiler.quant import read_quantized_model
-    from aipusim.compiler.quant.advice import limiting_layers
-    from aipusim.compiler.quant.artifacts import MANIFEST
-
     report_path = folder / "compilation_report.json"
     if not report_path.is_file():
         return ""
@@ -365,8 +365,7 @@ def measure_mode(
     time it over ``frames`` frames and run ``check_frames`` frames on data against its
     int8 reference: the columns of `aipusim.sweep` (``fps``, ``energy_mj_per_frame``,
     ``bit_exact``, ...) plus ``status`` and ``error``."""
-    import aipusim
-    from aipusim.functional_check import chip_inputs, compare
+    # lazy: aipusim.sweep.evaluate loads pandas, pyarrow, not otherwise loaded here
     from aipusim.sweep.evaluate import check_columns, metrics
 
     row: dict[str, Any] = {"status": OK, "error": ""}

@@ -14,17 +14,27 @@ import datetime as dt
 import hashlib
 import itertools
 import json
+import multiprocessing
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from aipusim import zoo
+from aipusim.api.sources import starting_config, with_sets
+from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
+from aipusim.base import __version__
 from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import output_path, reporting, write_text
+from aipusim.run.config_text import config_changes as changes
+from aipusim.run.job import resolve_model
+from aipusim.run.report import source_revision
 
 #: Marker file that says a folder holds a study written by `aipusim report`.
 STUDY_MARKER = "study.json"
@@ -89,8 +99,6 @@ def clear_outputs(out: Path, keep_results: bool) -> None:
 
 def source_state() -> tuple[str, bool]:
     """The commit of this checkout and whether its source files differ from it."""
-    from aipusim.run_report import source_revision
-
     revision = source_revision()
     root = Path(__file__).resolve().parents[2]
     try:
@@ -125,8 +133,6 @@ class StudyBase:
 
     def config(self, model: str) -> Any:
         """The effective base config of ``model``."""
-        from aipusim.sources import starting_config, with_sets
-
         return with_sets(starting_config(model, self.defaults), self.sets)
 
     def describe(self) -> str:
@@ -162,8 +168,6 @@ def base_config(model: str, base: StudyBase = BUILT_IN) -> Any:
 
 def check_models(models: Sequence[str], input_size: int | None) -> list[str]:
     """The models as given, each checked (zoo name or ONNX file); at least one."""
-    from aipusim.run import resolve_model
-
     if not models:
         raise ConfigError("--models must name at least one model, not none")
     for model in models:
@@ -174,8 +178,6 @@ def check_models(models: Sequence[str], input_size: int | None) -> list[str]:
 def input_label(model: str, input_size: int | None) -> str:
     """``HxW`` of the model's input as run (zoo models; at the published size with its
     published MACs), or ``file`` for an ONNX file."""
-    from aipusim import zoo
-
     if model not in zoo.names():
         return "file"
     if input_size is not None:
@@ -207,9 +209,6 @@ class RunInfo:
     base: str = "built-in zoo config"
 
     def markdown(self) -> list[str]:
-        from aipusim.arch import load_arch
-        from aipusim.base import __version__
-
         arch = load_arch()
         revision, dirty = source_state()
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -256,8 +255,6 @@ class RunInfo:
 
 def config_changes(model: str, base: StudyBase = BUILT_IN) -> dict[str, Any]:
     """The base config of ``model`` as ``{property: value}`` of its non-defaults."""
-    from aipusim.config_text import config_changes as changes
-
     return changes(base_config(model, base))
 
 
@@ -272,6 +269,7 @@ def design_point(
 ) -> Any:
     """A sweep point of ``model`` with ``params`` on top of its base config (`StudyBase`;
     ``check``: also run on data against the int8 reference)."""
+    # lazy: aipusim.sweep loads pyarrow, not otherwise loaded here
     from aipusim.sweep import SweepPoint
 
     base_json = json.dumps(base_config(model, base).to_dict(only_changed=True), sort_keys=True)
@@ -300,7 +298,7 @@ def run_points(
     The context (study, commit, base configs) goes into the folder, so a ``--resume``
     with other code or configs is refused instead of mixing results.
     """
-    from aipusim.arch import DEFAULT_ARCH_PATH
+    # lazy: loads pyarrow, not otherwise loaded here
     from aipusim.sweep import SweepSpace, parse_backend, run_sweep
     from aipusim.sweep.store import ResultStore
 
@@ -340,9 +338,6 @@ def rows_per_model(
     if workers <= 1 or len(args) == 1:
         parts = [measure_model(*a) for a in args]
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(workers, len(args)), mp_context=ctx) as pool:
             parts = list(pool.map(measure_model, *zip(*args, strict=True)))
@@ -351,8 +346,6 @@ def rows_per_model(
 
 def backend_runs_line(runs: int, seconds: float, workers: int, models: int) -> str:
     """The what-was-run line of a study that recompiles each model's back end per run."""
-    import os
-
     return (
         f"- {runs} compiles of the back end and simulations in {seconds:.0f} s "
         f"({os.cpu_count()} CPUs, {min(workers, models)} worker(s)); the front end "
@@ -392,6 +385,7 @@ def consistent_overrides(arch: Any, overrides: Mapping[str, Any]) -> dict[str, A
 
 def save_figure(fig: Any, path: Path) -> Path:
     """Save a matplotlib figure as PNG and close it."""
+    # lazy: loads matplotlib, not otherwise loaded here
     import matplotlib.pyplot as plt
 
     try:
@@ -404,9 +398,11 @@ def save_figure(fig: Any, path: Path) -> Path:
 
 def pyplot() -> Any:
     """matplotlib.pyplot on the file-only backend (no display needed)."""
+    # lazy: loads matplotlib, not otherwise loaded here
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: loads matplotlib, not otherwise loaded here
     import matplotlib.pyplot as plt
 
     return plt

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,7 +32,7 @@ import pandas as pd
 
 from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import write_text
-from aipusim.corpus import CorpusModel, load_manifest, model_file, select
+from aipusim.corpus import CorpusModel, default_dir, load_manifest, model_file, select
 from aipusim.corpus.measure import (
     ACCURACY_KEYS,
     CLASSIFIER_TARGET_DB,
@@ -41,6 +42,7 @@ from aipusim.corpus.measure import (
     measure_mode,
     prepare,
 )
+from aipusim.run.progress import Progress
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
@@ -327,11 +329,6 @@ def run_corpus_study(
     """Run the study into ``out``: ``README.md``, ``corpus.json``, ``accuracy.png``,
     ``fps.png``. ``models``: corpus model names (default: all of the manifest);
     ``corpus_dir``: where they were fetched (default: `aipusim.corpus.default_dir`)."""
-    import tempfile
-
-    from aipusim.corpus import default_dir
-    from aipusim.progress import Progress
-
     if frames < 2:
         raise ConfigError(f"--frames must be an integer >= 2 (one warm-up start), not {frames}")
     chosen, files = check_study_models(models, manifest, corpus_dir)

@@ -28,8 +28,10 @@ from typing import Any
 
 import pandas as pd
 
+import aipusim
+from aipusim.arch import load_arch
 from aipusim.base.errors import ConfigError
-from aipusim.progress import stderr_lines
+from aipusim.run.progress import stderr_lines
 from aipusim.studies.common import (
     RunInfo,
     StudyResult,
@@ -42,6 +44,7 @@ from aipusim.studies.common import (
     save_figure,
     write_readme,
 )
+from aipusim.zoo.builder import GraphBuilder
 
 STUDY = "fidelity"
 #: The largest difference (share of the detailed figure) that counts as agreement.
@@ -63,8 +66,6 @@ class MicroBench:
 
     def build(self) -> Any:
         """The ONNX model (seeded weights)."""
-        from aipusim.zoo.builder import GraphBuilder
-
         b = GraphBuilder(input_shape=self.input_shape, seed=0, name=self.name)
         return b.finish(self.body(b))
 
@@ -160,8 +161,6 @@ def busiest_units(result: Any, top: int = 2) -> str:
 def compare(model: Any, config: Any, frames: int = FRAMES) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Compile ``model`` (an ONNX proto) with ``config`` and simulate it fast and detailed:
     per-layer cycles of both and the difference, and the run totals."""
-    import aipusim
-
     with tempfile.TemporaryDirectory(prefix="aipusim-fidelity-") as tmp:
         compiled = aipusim.compile(model, config, output_dir=Path(tmp) / "m")
         runs, seconds = {}, {}
@@ -204,6 +203,7 @@ L1_PATTERNS: dict[str, tuple[tuple[int, int, int, int, float, bool], ...]] = {
 def l1_alone(arch: Any) -> pd.DataFrame:
     """Each `L1_PATTERNS` stream's cycles in the fast model's fluid ports and in the banked
     L1 of the detailed mode (`aipusim.simulator.detail.l1`), with the difference."""
+    # lazy: aipusim.simulator.detail.l1 loads numba, simpy, not otherwise loaded here
     from aipusim import BankedL1, L1Access, compare_l1_with_ports
 
     l1 = BankedL1.of(arch)
@@ -234,6 +234,7 @@ def run_fidelity(
 ) -> StudyResult:
     """Run the micro-benchmarks and ``models`` (default: every zoo model) fast and detailed;
     write ``out/README.md``, ``out/layers.csv`` and ``out/fidelity.png``."""
+    # lazy: loads simpy, not otherwise loaded here
     from aipusim import DETAILED_PARTS, CompilerConfig, zoo
 
     picked = list(benchmarks) if benchmarks is not None else list(BY_NAME)
@@ -260,7 +261,6 @@ def run_fidelity(
         worst_pct = round(worst, 2)
         summary.append({"model": name, "kind": kind, "what": what, "layers": len(table),
                         "worst_diff_pct": worst_pct, "verdict": verdict, **totals})  # fmt: skip
-    from aipusim.arch import load_arch
 
     l1 = l1_alone(load_arch())
     l1.to_csv(out / "l1.csv", index=False)

@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from aipusim.run import model_name
+from aipusim import zoo
+from aipusim.run.job import model_name
 from aipusim.studies.common import (
     RESULTS_DIR,
     RunInfo,
@@ -49,8 +50,6 @@ BIT_EXACT, DIFFERS, FAILED = "bit-exact", "differs", "failed"
 
 def default_models() -> list[str]:
     """Every zoo model."""
-    from aipusim import zoo
-
     return list(zoo.names())
 
 
@@ -158,6 +157,7 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
                     grid[i, c] = codes[row["result"]]
                     text[i][c] = f"{row['tiling depth']}"
     fig, ax = plt.subplots(figsize=(1.0 * len(columns) + 2, 0.5 * len(models) + 1.8))
+    # lazy: loads matplotlib, not otherwise loaded here
     from matplotlib.colors import ListedColormap
 
     cmap = ListedColormap([colors[BIT_EXACT], colors[DIFFERS], colors[FAILED]])

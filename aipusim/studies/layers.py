@@ -1,6 +1,6 @@
 """Study 3: per-layer latency of the zoo models, split by the unit doing the work.
 
-Each model runs with its built-in config through `aipusim.run.run_model` (compile, traced
+Each model runs with its built-in config through `aipusim.run.job.run_model` (compile, traced
 simulation, profiler). Per layer it takes the profiler's figures (`aipusim.profiler.layers`):
 ``busy`` (exclusive: each instant of a core counted once, for the earliest-issued task
 running then), split by unit class, ``span`` (first start to last end), ``wait`` = span -
@@ -23,7 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aipusim import zoo
 from aipusim.base.fileio import output_path
+from aipusim.run.job import resolve_model, run_model
+from aipusim.run.progress import Progress
 from aipusim.studies.common import (
     BUILT_IN,
     RunInfo,
@@ -67,8 +70,6 @@ LAYER_COLUMNS = [
 
 def default_models() -> list[str]:
     """Every zoo model except the test network."""
-    from aipusim import zoo
-
     return [m for m in zoo.names() if m != "tiny_cnn"]
 
 
@@ -79,8 +80,6 @@ def profile_model(
 
     Module level so a worker process can run it; returns plain picklable data.
     """
-    from aipusim.run import resolve_model, run_model
-
     config = base_config(model, base)
     source = resolve_model(model, input_size)
     with tempfile.TemporaryDirectory(prefix=f"aipusim-layers-{source.slug}-") as tmp:
@@ -223,6 +222,7 @@ def plot_top_layers(model: str, top: pd.DataFrame, path: Path) -> Path:
 
     A compact companion of the profiler's all-layer chart, which for a 150-layer detector
     is several thousand pixels tall."""
+    # lazy: aipusim.profiler.plots loads matplotlib, numba, pyarrow, tqdm, not otherwise loaded here
     from aipusim.profiler.plots import _CLASS_COLOURS
 
     plt = pyplot()
@@ -248,6 +248,7 @@ def plot_top_layers(model: str, top: pd.DataFrame, path: Path) -> Path:
 def plot_overview(summary: pd.DataFrame, path: Path) -> Path:
     """One 100 % bar per model: the share of the summed layer busy time each unit class
     takes (exclusive time: each instant of a core counted once)."""
+    # lazy: aipusim.profiler.plots loads matplotlib, numba, pyarrow, tqdm, not otherwise loaded here
     from aipusim.profiler.plots import _CLASS_COLOURS
 
     plt = pyplot()
@@ -282,8 +283,6 @@ def run_profiles(
     base: StudyBase = BUILT_IN,
 ) -> list[dict[str, Any]]:
     """Profile every model, ``workers`` at a time; results in the order of ``models``."""
-    from aipusim.progress import Progress
-
     done: dict[str, dict[str, Any]] = {}
     bar = Progress() if progress else None
     step = bar.stage("layers", len(models)) if bar is not None else (lambda _n: None)
@@ -293,6 +292,7 @@ def run_profiles(
                 done[m] = profile_model(m, input_size, frames, out, base)
                 step(1)
         else:
+            # lazy: aipusim.sweep.runner loads pyarrow, not otherwise loaded here
             from aipusim.sweep.runner import worker_setup
 
             # the workers end when the study is killed (they watch their parent)

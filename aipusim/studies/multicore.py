@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
-from aipusim.run import model_name
+from aipusim.run.job import model_name
 from aipusim.studies.common import (
     BUILT_IN,
     RESULTS_DIR,

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
-from aipusim.run import model_name
+from aipusim.run.job import model_name
 from aipusim.studies.common import (
     BUILT_IN,
     RESULTS_DIR,
@@ -110,6 +110,7 @@ def measure(
     base: StudyBase = BUILT_IN,
 ) -> pd.DataFrame:
     """One row per (model, limit), with the flags of both Pareto fronts per model."""
+    # lazy: aipusim.sweep.report loads pyarrow, not otherwise loaded here
     from aipusim.sweep.report import pareto_mask
 
     digest = context_digest(STUDY)

@@ -27,6 +27,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import aipusim
+from aipusim.api.retarget import Retargeter
+from aipusim.arch import load_arch
+from aipusim.arch.loader import arch_value
 from aipusim.base.errors import AipuSimError, ConfigError
 from aipusim.studies.common import (
     RunInfo,
@@ -88,11 +92,6 @@ def measure_model(
 ) -> list[dict[str, Any]]:
     """Every variant of ``model``: the file's values, then each moved number at each end
     (runs in a worker process)."""
-    import aipusim
-    from aipusim.arch import load_arch
-    from aipusim.arch.loader import arch_value
-    from aipusim.retarget import Retargeter
-
     base = load_arch()
     moved, _ = parameters(base, keys)
     front = Retargeter(model, input_size=input_size, arch=base)
@@ -295,8 +294,6 @@ def run_sensitivity_study(
 ) -> StudyResult:
     """Run the study into ``out``: ``README.md``, ``tornado_fps.png``,
     ``tornado_energy.png`` and every measured variant in ``variants.csv``."""
-    from aipusim.arch import load_arch
-
     models = check_models(models, input_size)
     moved, fixed = parameters(load_arch(), keys)
     if not moved:

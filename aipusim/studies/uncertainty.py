@@ -1,8 +1,8 @@
 """Study 8: bands on every figure from the inferred (I) numbers, and which of them drive them.
 
 Every (I) number of ``arch/metis.toml`` with a range is sampled jointly (the Latin
-hypercube of `aipusim.uncertainty.sample_overrides`); each model's back end is recompiled
-and simulated per sample (its front end runs once, `aipusim.retarget.Retargeter`). Per model
+hypercube of `aipusim.calibrate.uncertainty.sample_overrides`); each model's back end is recompiled
+and simulated per sample (its front end runs once, `aipusim.api.retarget.Retargeter`). Per model
 FPS, energy per frame and average power are given as p5/p50/p95 over the samples, next to
 the figure with the file's values.
 
@@ -31,7 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aipusim.api.retarget import Retargeter
+from aipusim.arch import load_arch
 from aipusim.base.errors import ConfigError
+from aipusim.calibrate.uncertainty import Band, check_samples, run_samples, sample_overrides
 from aipusim.studies.common import (
     STUDY_MARKER,
     RunInfo,
@@ -69,10 +72,6 @@ def measure_model(
 ) -> list[dict[str, Any]]:
     """The file's values, then every joint sample of ``model`` (runs in a worker process):
     one row each with the sampled numbers (``x:`` columns), figures and error."""
-    from aipusim.arch import load_arch
-    from aipusim.retarget import Retargeter
-    from aipusim.uncertainty import run_samples, sample_overrides
-
     base = load_arch()
     front = Retargeter(model, input_size=input_size, arch=base)
     levels = list(front.config.profiling_levels)
@@ -123,8 +122,6 @@ def measure(
 def band_table(rows: pd.DataFrame) -> pd.DataFrame:
     """Per model and figure: the file's value, p5/p50/p95 over the samples that ran, the
     band's width as a share of p50 (%), samples ok and failed."""
-    from aipusim.uncertainty import Band
-
     out = []
     for model, group in rows.groupby("model", sort=False):
         file_row = group[group["sample"] == "file"].iloc[0]
@@ -151,6 +148,7 @@ def band_table(rows: pd.DataFrame) -> pd.DataFrame:
 def drivers(rows: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Per model, figure and sampled number: its first-order RBD-FAST index (SALib) over the
     samples that ran. Numbers a model's samples never moved (one value) get none."""
+    # lazy: loads SALib, not otherwise loaded here
     from SALib.analyze import rbd_fast
 
     out = []
@@ -348,8 +346,6 @@ def run_uncertainty_study(
 ) -> StudyResult:
     """Run the study into ``out``: ``README.md``, ``bands.png``, ``drivers.png`` and every
     sample in ``study.json``."""
-    from aipusim.uncertainty import check_samples
-
     check_samples(samples, "--samples")
     models = check_models(models, input_size)
     prepare_study_dir(out)

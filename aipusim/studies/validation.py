@@ -1,14 +1,14 @@
 """``docs/validation.md``: `aipusim calibrate`'s report on the published silicon figures.
 
 The only measured figures are the ones the arch file's calibration data states
-(``arch/metis_measured.csv``, `aipusim.calibrate.DEFAULT_MEASUREMENTS`): Metis at ISSCC 2024
+(``arch/metis_measured.csv``, `aipusim.calibrate.fit.DEFAULT_MEASUREMENTS`): Metis at ISSCC 2024
 (beta silicon with the vendor's experimental compiler) ran ResNet-50 at 2502 FPS and
 354 FPS/W at 800 MHz, and at an unstated lower clock at 1430 FPS and 512 FPS/W; the paper's
 peak throughput and D-IMC efficiency are (C) inputs of the arch file. No other number is a
 target.
 
 The page is the calibration `aipusim calibrate` runs on that file (the same function,
-`aipusim.calibrate.calibrate`): the figures at the arch file's (I) numbers, which numbers
+`aipusim.calibrate.fit.calibrate`): the figures at the arch file's (I) numbers, which numbers
 the two points can identify, the fit they would give today, and its in-sample and
 leave-one-out residuals. The arch file's (I) numbers are frozen (`aipusim.arch.frozen`):
 they change only through a fit recorded in ``validation.json`` (``--fit --reason``), so
@@ -29,8 +29,10 @@ from typing import Any
 
 import pandas as pd
 
+from aipusim.arch import load_arch
+from aipusim.arch.frozen import inferred_values
 from aipusim.base.errors import ConfigError
-from aipusim.calibrate import (
+from aipusim.calibrate.fit import (
     DEFAULT_MEASUREMENTS,
     FIGURES,
     FIT_KEYS,
@@ -38,7 +40,11 @@ from aipusim.calibrate import (
     Calibration,
     calibrate,
     report_text,
+    with_followers,
 )
+from aipusim.isa.cost import C, CostModel, dynamic_scale
+from aipusim.isa.tasks import Mvm, Unit
+from aipusim.isa.trace_schema import Component
 from aipusim.studies.common import StudyResult, md_table, source_state
 
 STUDY = "validation"
@@ -80,10 +86,6 @@ INPUTS = (
 def dimc_tops_per_w(arch: Any) -> float:
     """TOPS/W of the D-IMC's own MAC energy at `DIMC_VOLTAGE_V` (what the paper's figure
     measures): two operations per MAC over the energy the cost model charges it."""
-    from aipusim.isa.cost import C, CostModel, dynamic_scale
-    from aipusim.isa.tasks import Mvm, Unit
-    from aipusim.isa.trace_schema import Component
-
     mvm = Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=1000, rows_used=512,
               cols_used=512)  # fmt: skip
     cost = CostModel(arch).task(mvm)
@@ -263,10 +265,6 @@ def fit_record(result: Calibration, reason: str) -> dict[str, Any]:
     """The record of a fit: why, at which commit, the measured data, the objective, every
     (I) number after it (``inferred``, which `aipusim.arch.frozen` holds the arch file to)
     and the whole calibration."""
-    from aipusim.arch import load_arch
-    from aipusim.arch.frozen import inferred_values
-    from aipusim.calibrate import with_followers
-
     revision, dirty = source_state()
     fitted = with_followers(load_arch(), result.fitted)
     with open(result.measurements, encoding="utf-8", newline="") as f:
@@ -335,8 +333,6 @@ def run_validation(
 ) -> StudyResult:
     """Write ``out/validation.md`` (and with ``fit_first`` the fit record
     ``out/validation.json``); other files in ``out`` are left alone."""
-    from aipusim.arch import load_arch
-
     if out.exists() and not out.is_dir():
         raise ConfigError(f"-o must be a folder, not the file {str(out)!r}")
     out.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import onnx
+import tomli_w
+
+import aipusim
+from aipusim import zoo
+from aipusim.api.functional_check import chip_inputs, compare
+from aipusim.api.sources import cache_folder, load_source
+from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
+from aipusim.arch.loader import read_toml
+from aipusim.base.atomic import temp_name
 from aipusim.sweep.space import SweepPoint
 
 #: Arch tables only the simulator reads (energy per event, static power): points that
@@ -73,9 +83,6 @@ def write_model(point: SweepPoint, folder: Path) -> Path:
     """The ONNX file of the point: its own ``.onnx`` path, or its zoo model built here."""
     if point.model.lower().endswith(".onnx"):
         return Path(point.model)
-    import onnx
-
-    from aipusim import zoo
 
     path = folder / f"{point.model}.onnx"
     onnx.save(zoo.build(point.model, input_size=point.input_size), path)
@@ -86,10 +93,6 @@ def write_arch(point: SweepPoint, folder: Path) -> Path | None:
     """The arch file of the point: the sweep's own, or a copy with the point's overrides."""
     if not point.arch_params:
         return Path(point.arch_path) if point.arch_path is not None else None
-    import tomli_w
-
-    from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
-    from aipusim.arch.loader import read_toml
 
     # load_arch checks the overrides (unknown keys, types, consistency) with its messages.
     load_arch(point.arch_path, point.arch_overrides())
@@ -117,12 +120,6 @@ def zoo_model_file(name: str, input_size: int | None, use_cache: bool = True) ->
     random weights takes seconds; reading the file back, one). ``use_cache=False``
     (``--no-cache``) builds it into a temporary folder of this process instead.
     """
-    import onnx
-
-    from aipusim import zoo
-    from aipusim.base.atomic import temp_name
-    from aipusim.sources import cache_folder
-
     digest = hashlib.sha256(f"{name}:{input_size}:{onnx.__version__}".encode())
     for source in sorted(Path(zoo.__file__).parent.glob("*.py")):
         digest.update(source.read_bytes())
@@ -168,8 +165,6 @@ class _Worker:
         worker (a compile from it skips reading and checking the file again)."""
         key = (point.model, point.input_size)
         if key not in self._models:
-            from aipusim.sources import load_source
-
             if point.model.lower().endswith(".onnx"):
                 self._models[key] = load_source(point.model)[0]
             else:
@@ -184,8 +179,6 @@ class _Worker:
     def program(self, point: SweepPoint) -> tuple[Any, float]:
         """The compiled program of ``point`` and the seconds its compile took here (0.0
         when the previous point's program is the same one)."""
-        import aipusim
-
         key = program_key(point)
         if self._program is not None and self._program[0] == key:
             return self._program[1], 0.0
@@ -211,8 +204,6 @@ class _Worker:
 
     def evaluate(self, point: SweepPoint) -> dict[str, Any]:
         """`evaluate_point` in this worker."""
-        from aipusim.functional_check import chip_inputs, compare
-
         config = point.config()
         model, compile_s = self.program(point)
         with tempfile.TemporaryDirectory(prefix="aipusim-sweep-arch-") as tmp:
@@ -221,8 +212,6 @@ class _Worker:
             arch_path = write_arch(point, Path(tmp))
             arch = None
             if arch_path is not None:
-                from aipusim.arch import load_arch
-
                 arch = load_arch(arch_path)
             start = time.perf_counter()
             # The trace levels of the compiled program (each trace line costs control-core

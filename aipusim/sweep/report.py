@@ -21,8 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import output_path, reporting, write_text
-from aipusim.config_text import changes_text
+from aipusim.run.config_text import changes_text
+from aipusim.sweep.space import value_text
 from aipusim.sweep.store import STATUS_FAILED, STATUS_OK, ResultStore, swept_columns
 
 
@@ -124,9 +126,11 @@ def _label_inward(ax: Any, labels: list[tuple[float, float, str]]) -> None:
 
 
 def _plot(ok: pd.DataFrame, front: Front, path: Path, keys: Sequence[str]) -> None:
+    # lazy: loads matplotlib, not otherwise loaded here
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: loads matplotlib, not otherwise loaded here
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5.5))
@@ -208,8 +212,6 @@ def base_config_lines(context: Mapping[str, Any], models: Sequence[str]) -> list
 def base_changes(context: Mapping[str, Any], models: Sequence[str]) -> dict[str, dict[str, str]]:
     """Per model, the base config's changes from the defaults as ``{property: text}``,
     from a sweep's context (`aipusim.sweep.space.build_space`)."""
-    from aipusim.sweep.space import value_text
-
     per_model = context.get("base_configs") or {}
     out = {}
     for model in models:
@@ -293,8 +295,6 @@ def write_report(directory: str | Path, out_dir: str | Path | None = None) -> di
 
     Returns a summary: counts, the files written, and the ids of the points on each front.
     """
-    from aipusim.base.errors import ConfigError
-
     store = ResultStore(directory)
     table = store.read()
     target = Path(out_dir) if out_dir is not None else report_dir(directory)

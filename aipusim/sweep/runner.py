@@ -27,6 +27,7 @@ compile outputs), which the next run into DIR removes if the worker died with it
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -42,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.base.errors import ConfigError, SimulationError
+from aipusim.run.progress import Progress
+from aipusim.sweep.evaluate import evaluate_point, program_key
 from aipusim.sweep.space import SweepPoint, SweepSpace
 from aipusim.sweep.store import (
     METRIC_COLUMNS,
@@ -164,8 +168,6 @@ def program_groups(points: Sequence[SweepPoint]) -> list[list[SweepPoint]]:
     >>> [len(g) for g in program_groups(space.points)]
     [2, 2]
     """
-    from aipusim.sweep.evaluate import program_key
-
     groups: dict[str, list[SweepPoint]] = {}
     for point in points:
         groups.setdefault(program_key(point), []).append(point)
@@ -277,8 +279,6 @@ def _executor(
 ) -> Iterator[tuple[Callable[..., Any], Callable[..., Any]]]:
     """``(submit, as_completed)`` of the backend; shuts it down on the way out."""
     if backend.kind == "local":
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         setup: dict[str, Any] = {}
         if scratch is not None:
             setup = {"initializer": worker_setup, "initargs": (os.getpid(), str(scratch))}
@@ -292,8 +292,8 @@ def _executor(
         pool.shutdown(wait=True)
         return
     require_dask("--cluster" if backend.kind == "dask-local" else "--scheduler")
-    import logging
 
+    # lazy: loads distributed, not otherwise loaded here
     from distributed import Client, LocalCluster
     from distributed import as_completed as dask_as_completed
 
@@ -347,8 +347,6 @@ def run_sweep(
     and their points run again; a broken ``_sweep.json`` is rewritten.
     """
     if evaluator is None:
-        from aipusim.sweep.evaluate import evaluate_point
-
         evaluator = evaluate_point
     backend = backend or parse_backend()
     store = ResultStore(directory)
@@ -367,8 +365,6 @@ def run_sweep(
     ran = failed = 0
     if not todo:
         return SweepSummary(len(space.points), skipped, 0, 0, store.directory)
-
-    from aipusim.progress import Progress
 
     buffer: list[dict[str, Any]] = []
     last_flush = time.monotonic()

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aipusim import CompilerConfig
+from aipusim import CompilerConfig, zoo
+from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
 from aipusim.base.errors import ArchError, ConfigError
-from aipusim.config_text import LIST_JOIN, value_text
+from aipusim.run.config_text import LIST_JOIN, value_text
 
 #: A checked config value (bool, int, float, str, enum member, tuple of members or None).
 ConfigValue = Any
@@ -223,8 +224,6 @@ def parse_arch_param(text: str, arch_path: str | Path | None = None) -> tuple[st
     >>> parse_arch_param("ddr.data_rate_mt_s=3200,4266")
     ('ddr.data_rate_mt_s', (3200, 4266))
     """
-    from aipusim.arch import load_arch
-
     key, raws = _split(text, "--arch-param")
     _no_repeats(key, raws, "--arch-param")
     values = tuple(parse_arch_value(raw) for raw in raws)
@@ -238,8 +237,6 @@ def parse_arch_param(text: str, arch_path: str | Path | None = None) -> tuple[st
 
 def check_models(models: Sequence[str]) -> None:
     """Each of ``models`` a zoo name or an existing .onnx file, each once."""
-    from aipusim import zoo
-
     if not models:
         raise ConfigError("sweep MODEL must name at least one zoo model or .onnx file, not none")
     known = zoo.names()
@@ -258,8 +255,6 @@ def check_models(models: Sequence[str]) -> None:
 
 
 def _digest_file(path: str | Path | None) -> str:
-    from aipusim.arch import DEFAULT_ARCH_PATH
-
     source = Path(path) if path is not None else DEFAULT_ARCH_PATH
     return hashlib.sha256(source.read_bytes()).hexdigest()
 
@@ -290,7 +285,6 @@ def build_space(
     if input_size is not None and (isinstance(input_size, bool) or input_size < 1):
         raise ConfigError(f"--input-size must be a positive integer, not {input_size!r}")
     check_models(models)
-    from aipusim.arch import load_arch
 
     load_arch(arch_path)  # a bad --arch fails here, before any per-key message
     parsed = [parse_param(p) for p in params]

@@ -10,11 +10,11 @@ import pytest
 from api_models import two_input_model
 
 import aipusim
+from aipusim.api.compiled import SHAPES_DIR
+from aipusim.api.modelfiles import API_FILE
 from aipusim.base.errors import ConfigError, InvalidArgument, TasklistError, ZooError
-from aipusim.compiled import SHAPES_DIR
 from aipusim.compiler.export import run_onnx
 from aipusim.compiler.quant import sqnr_db
-from aipusim.modelfiles import API_FILE
 
 
 def _batch(n: int, side: int = 32, seed: int = 0) -> np.ndarray:

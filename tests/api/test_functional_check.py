@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import aipusim
+from aipusim.api.functional_check import attach_check, chip_inputs, compare, load_reference
 from aipusim.base.errors import ConfigError, FunctionalMismatch
-from aipusim.functional_check import attach_check, chip_inputs, compare, load_reference
 from aipusim.isa.program import record_crc
 from aipusim.simulator import simulate
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from aipusim.api.inputs import InputInfo, ShapeBounds
 from aipusim.base.errors import ConfigError
-from aipusim.inputs import InputInfo, ShapeBounds
 
 
 def test_ints_and_triples_make_bounds() -> None:

@@ -9,8 +9,7 @@ import onnx
 import pytest
 
 import aipusim
-from aipusim.base.errors import ConfigError
-from aipusim.leip import (
+from aipusim.api.leip import (
     CompileOptimizations,
     CompileOptions,
     GraphOptimization,
@@ -18,6 +17,7 @@ from aipusim.leip import (
     Layout,
     compile_,
 )
+from aipusim.base.errors import ConfigError
 
 
 def test_defaults_follow_leip_with_the_aipu_as_target() -> None:

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 import aipusim
+from aipusim.api.optlevels import OPTIMIZATION_LEVELS, apply_optimization_level
 from aipusim.base.errors import ConfigError
 from aipusim.compiler.config import CompilerConfig
-from aipusim.optlevels import OPTIMIZATION_LEVELS, apply_optimization_level
 
 
 def test_level_3_is_the_compiler_default() -> None:

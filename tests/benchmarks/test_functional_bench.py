@@ -138,7 +138,7 @@ def test_functional_resnet50_sized_frame(benchmark) -> None:
 def test_functional_resnet50_coop_frame_against_onnxruntime(benchmark) -> None:
     """Issue 15's figure: one functional ResNet-50 frame (224 px, cooperative on 4 cores)
     against onnxruntime fp32 and the int8 reference, in one run; prints both ratios."""
-    from aipusim.bench_functional import functional_bench
+    from aipusim.bench.functional import functional_bench
 
     row = benchmark.pedantic(functional_bench, rounds=1, iterations=1)
     assert row["bit_exact"]

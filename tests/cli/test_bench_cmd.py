@@ -50,12 +50,12 @@ def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[
 def test_bench_sweep_times_a_small_space_into_a_page(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import aipusim.bench
-    from aipusim.bench import BLOCK_BEGIN, BLOCK_END
+    import aipusim.bench.speed
+    from aipusim.bench.speed import BLOCK_BEGIN, BLOCK_END
 
     # two points of the benchmark's space (the whole 200 is a benchmark, not a test)
-    monkeypatch.setattr(aipusim.bench, "SWEEP_PARAMS", ("multicore_mode=batch,cooperative",))
-    monkeypatch.setattr(aipusim.bench, "SWEEP_ARCH_PARAMS", ())
+    monkeypatch.setattr(aipusim.bench.speed, "SWEEP_PARAMS", ("multicore_mode=batch,cooperative",))
+    monkeypatch.setattr(aipusim.bench.speed, "SWEEP_ARCH_PARAMS", ())
     page = tmp_path / "benchmarks.md"
     prose = "# Measured figures\n\nHand-written prose.\n\n## Sweep speed\n\n"
     after = "\n\n## Later section\n\nMore prose.\n"
@@ -80,9 +80,9 @@ def test_bench_sweep_times_a_small_space_into_a_page(
 def test_bench_sweep_of_a_named_model_shares_programs_over_simulator_only_numbers(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import aipusim.bench
+    import aipusim.bench.speed
 
-    monkeypatch.setattr(aipusim.bench, "SWEEP_PARAMS", ("multicore_mode=batch",))
+    monkeypatch.setattr(aipusim.bench.speed, "SWEEP_PARAMS", ("multicore_mode=batch",))
     args = ["bench", "tiny_cnn", "--input-size", "16", "--sweep", "--workers", "1"]
     args += ["--frames", "2", "--arch-param", "energy.mvm_mac_pj=0.185,0.3", "--json"]
     assert main(args) == 0
@@ -109,7 +109,7 @@ def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[
 
 def test_a_page_with_a_broken_block_is_refused() -> None:
     from aipusim.base.errors import ConfigError
-    from aipusim.bench import BLOCK_BEGIN, replace_block
+    from aipusim.bench.speed import BLOCK_BEGIN, replace_block
 
     page = f"{BLOCK_BEGIN.format('sweep')}\n| a |\n"  # no end marker
     with pytest.raises(ConfigError, match=r"must hold the block 'sweep' once.* not 1 begin and 0"):

@@ -178,7 +178,7 @@ def test_a_model_is_named_by_its_graph_or_else_its_file(tmp_path: Path) -> None:
     import onnx
 
     from aipusim import zoo
-    from aipusim.run import model_name, resolve_model
+    from aipusim.run.job import model_name, resolve_model
 
     model = zoo.build("tiny_cnn")
     onnx.save(model, tmp_path / "renamed.onnx")

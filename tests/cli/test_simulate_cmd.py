@@ -8,7 +8,7 @@ import pytest
 
 from aipusim.cli.main import main
 from aipusim.profiler import load_trace
-from aipusim.run import DEFAULT_RUN_LEVELS
+from aipusim.run.job import DEFAULT_RUN_LEVELS
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 import onnx
 
 import aipusim
-from aipusim.functional_check import chip_inputs, compare, load_reference
+from aipusim.api.functional_check import chip_inputs, compare, load_reference
 from aipusim.simulator import simulate
 
 

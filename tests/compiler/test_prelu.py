@@ -13,12 +13,12 @@ import pytest
 from onnx import helper, numpy_helper
 
 import aipusim
+from aipusim.api.functional_check import chip_inputs, compare
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.ir import Op
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
 from aipusim.compiler.quant.float_exec import run_fp32
-from aipusim.functional_check import chip_inputs, compare
 from aipusim.simulator import simulate
 
 C, SIDE = 28, 22  # the shape of the MTCNN R-net layer whose rows split unevenly over 4 cores

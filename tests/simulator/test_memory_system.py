@@ -11,10 +11,10 @@ import pytest
 
 import aipusim
 from aipusim import zoo
+from aipusim.api.retarget import Retargeter
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
 from aipusim.compiler.driver import compile_model
 from aipusim.compiler.request import CompileRequest
-from aipusim.retarget import Retargeter
 
 #: The four ways of using the chip of the multicore study.
 MODES = {

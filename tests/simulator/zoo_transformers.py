@@ -12,9 +12,9 @@ import onnx
 
 import aipusim
 import aipusim.zoo as zoo
+from aipusim.api.functional_check import attach_check, chip_inputs
 from aipusim.cli.main import main
 from aipusim.compiler.modelcard import builtin_config_path
-from aipusim.functional_check import attach_check, chip_inputs
 from aipusim.simulator import simulate
 
 #: (multicore_mode, aipu_cores_used, resources_used) of every multicore mode: 4 x Batch-1

@@ -10,7 +10,13 @@ import pytest
 
 from aipusim.arch import load_arch
 from aipusim.arch.loader import arch_value
-from aipusim.calibrate import DEFAULT_MEASUREMENTS, FIT_KEYS, OBJECTIVE, Calibration, solve_clock
+from aipusim.calibrate.fit import (
+    DEFAULT_MEASUREMENTS,
+    FIT_KEYS,
+    OBJECTIVE,
+    Calibration,
+    solve_clock,
+)
 from aipusim.cli.main import main
 from aipusim.studies import validation as v
 

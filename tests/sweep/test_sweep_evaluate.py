@@ -51,7 +51,7 @@ def test_a_checked_point_has_its_own_id_and_an_unchecked_one_has_no_check_column
 
 
 def test_check_columns_sum_the_mismatches_of_every_output() -> None:
-    from aipusim.functional_check import FunctionalCheck
+    from aipusim.api.functional_check import FunctionalCheck
     from aipusim.sweep.evaluate import check_columns
 
     verdict = FunctionalCheck(

@@ -12,10 +12,10 @@ import onnx
 import pytest
 
 from aipusim import zoo
+from aipusim.api.functional_check import attach_check, chip_inputs
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import compile_model
 from aipusim.compiler.request import CompileRequest
-from aipusim.functional_check import attach_check, chip_inputs
 from aipusim.isa.program import load_program, load_program_tables
 from aipusim.isa.tasks import Phase, TokenScope, WeightLoad
 from aipusim.simulator import simulate

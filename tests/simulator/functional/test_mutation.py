@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from aipusim import zoo
+from aipusim.api.functional_check import attach_check, chip_inputs
 from aipusim.base.errors import HazardError
 from aipusim.cli.main import main
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import compile_model
 from aipusim.compiler.request import CompileRequest
-from aipusim.functional_check import attach_check, chip_inputs
 from aipusim.simulator import simulate
 
 WAITS = re.compile(r" waits=(\S+)")

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compiler"))
 from transformer_models import OP_GRAPHS, encoder
 
 import aipusim
-from aipusim.functional_check import chip_inputs, compare
+from aipusim.api.functional_check import chip_inputs, compare
 from aipusim.isa.program import load_program
 from aipusim.isa.tasks import DmaCopy, Mvm, WeightLoad
 from aipusim.simulator import simulate

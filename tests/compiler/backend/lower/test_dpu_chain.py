@@ -13,6 +13,7 @@ from backend_helpers import ARCH, chain_model, onnx_model
 from onnx import helper, numpy_helper
 
 import aipusim
+from aipusim.api.functional_check import chip_inputs, compare, load_reference
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.lower import dpu_chain
 from aipusim.compiler.backend.lower.dpu_chain import fuse_dpu_chains
@@ -23,7 +24,6 @@ from aipusim.compiler.ir import DType, Graph, Node, Op, Tensor
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import BACK, FRONT, run_pipeline
 from aipusim.compiler.quant.reference import run_int8
-from aipusim.functional_check import chip_inputs, compare, load_reference
 from aipusim.isa import params as P
 from aipusim.isa.cost import CostModel
 from aipusim.isa.tasklist import read_tasklist

@@ -12,6 +12,7 @@ from backend_helpers import ARCH, check_ok, compile_backend, onnx_model, quantiz
 from onnx import helper, numpy_helper
 
 import aipusim
+from aipusim.api.functional_check import chip_inputs, compare, load_reference
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.lower.residual import fuse_residual_adds
 from aipusim.compiler.backend.lower.units import LayerUnit, lower_graph
@@ -19,7 +20,6 @@ from aipusim.compiler.ir import Graph, Node, Op, Tensor
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import BACK, run_pipeline
 from aipusim.compiler.quant.reference import run_int8
-from aipusim.functional_check import chip_inputs, compare, load_reference
 from aipusim.isa.tasklist import read_tasklist
 from aipusim.isa.tasks import ADD_POSTS, DpuOp, LutKind, Mvm, PostOp
 from aipusim.simulator import simulate

@@ -14,11 +14,11 @@ from backend_helpers import onnx_model
 from onnx import helper, numpy_helper
 
 import aipusim
+from aipusim.api.functional_check import chip_inputs, compare
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.ir import PLACE_PARTS_ATTR, Op
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline
-from aipusim.functional_check import chip_inputs, compare
 from aipusim.isa import params as P
 from aipusim.isa.program import load_program
 from aipusim.isa.tasks import DpuKind, DpuOp

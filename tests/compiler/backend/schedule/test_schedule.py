@@ -8,12 +8,12 @@ import pytest
 from backend_helpers import ARCH, chain_model, check_ok, compile_backend, conv_chain
 
 import aipusim
+from aipusim.api.functional_check import chip_inputs, compare
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.emit.files import build_report
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.backend.schedule.steps import Residency, WeightResidency
 from aipusim.compiler.backend.schedule.weight_plan import choose_resident
-from aipusim.functional_check import chip_inputs, compare
 from aipusim.isa.program import load_program
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,

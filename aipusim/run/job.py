@@ -5,7 +5,7 @@ interrupted run leaves nothing half written. It holds the compile artifacts
 (``compiled_model/`` and friends), the trace, the power timeline, ``report.md``, the
 tables and the plots.
 
->>> from aipusim.run import resolve_model
+>>> from aipusim.run.job import resolve_model
 >>> resolve_model("tiny_cnn").name
 'tiny_cnn'
 """
@@ -23,11 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import onnx
+
+from aipusim import zoo
+from aipusim.api.functional_check import attach_check, chip_inputs
+from aipusim.arch import load_arch
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, ZooError
 from aipusim.base.fileio import check_output, folder_error, reporting
-from aipusim.progress import StageHook, compile_stage
-from aipusim.run_result import RunResult
+from aipusim.compiler.driver import compile_model
+from aipusim.compiler.request import CompileRequest
+from aipusim.isa.program import load_program_tables
+from aipusim.run.config_text import config_changes
+from aipusim.run.progress import StageHook, compile_stage
+from aipusim.run.report import write_run_report
+from aipusim.run.result import RunResult
 
 #: Trace levels a run records by default: frames, layer begin/end, compute and memory
 #: tasks. Token lines ([T]) are left out because each trace line costs control-core cycles.
@@ -55,9 +65,6 @@ class ModelSource:
         """The ONNX file of this model, building a zoo model into ``folder`` if needed."""
         if self.path is not None:
             return self.path
-        import onnx
-
-        from aipusim import zoo
 
         target = folder / f"{self.name}.onnx"
         onnx.save(zoo.build(self.name, input_size=self.input_size), target)
@@ -72,12 +79,9 @@ def model_name(model: str | Path) -> str:
     >>> model_name("resnet50")
     'resnet50'
     """
-    from aipusim import zoo
-
     text = str(model)
     if text in zoo.names() or not Path(text).is_file():
         return text
-    import onnx
 
     try:
         graph_name = onnx.load(text, load_external_data=False).graph.name
@@ -88,8 +92,6 @@ def model_name(model: str | Path) -> str:
 
 def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSource:
     """An existing ``.onnx`` path, or a zoo name; anything else names what is valid."""
-    from aipusim import zoo
-
     text = str(model)
     path = Path(text)
     if path.is_file():
@@ -147,24 +149,18 @@ def run_model(
     executes the run on data (a seeded input; the same cycles) and compares the outputs
     with the int8 reference (`RunResult.check`, report.md, ``run.json``). ``bands(compiled_dir,
     step)``: the spread of the headline figures, attached to the result as ``sim.bands``
-    (``run --uncertainty N`` passes `aipusim.uncertainty.bands`; ``step(1)`` per sample).
+    (``run --uncertainty N`` passes `aipusim.calibrate.uncertainty.bands`; ``step(1)`` per sample).
     ``top``/``sort``: the slowest-layers table shows the ``top``
     layers (default 10) by ``sort`` (busy or span time); ``plots/layers.png`` shows every
     layer in network order, or with either given, the ``top`` (default all) by ``sort``.
     ``quantization_cache=False`` calibrates again instead of reusing the quantization
     cache (``--no-cache``). The result times every part (`RunResult`). ``config_base``:
-    where ``config`` started (`aipusim.sources.base_label`), as report.md, ``run.json``
+    where ``config`` started (`aipusim.api.sources.base_label`), as report.md, ``run.json``
     and the printout say.
     """
     entered = time.perf_counter()
-    from aipusim.arch import load_arch
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest
-    from aipusim.config_text import config_changes
-    from aipusim.functional_check import attach_check, chip_inputs
-    from aipusim.isa.program import load_program_tables
+    # lazy: loads numba, pyarrow, simpy, tqdm, not otherwise loaded here
     from aipusim.profiler import layer_table, load_trace, plot_all, unit_table, write_table
-    from aipusim.run_report import write_run_report
     from aipusim.simulator import simulate
     from aipusim.simulator.budget import check_frames_bound
 

@@ -14,7 +14,7 @@ The options of the LEIP compile API, mapped onto this toolkit:
 - ``legacy_artifacts``: also write ``legacy/`` with three files: ``deploy_lib.tar`` (the
   tasklists), ``deploy_graph.json`` (program and I/O manifest), ``deploy_param.npz``
   (the quantized model's arrays: int8 weights, int32 biases, requantization parameters);
-- ``optimization.kernel.level`` 1-4: the optimization level (`aipusim.optlevels`);
+- ``optimization.kernel.level`` 1-4: the optimization level (`aipusim.api.optlevels`);
   ``optimization.graph.iterations`` n >= 1: how many fusion-group lengths the depth-first
   tiling search tries per start (``dfs_search_constraint``); 0 leaves it unbounded.
 
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from aipusim.api.compiled import TARGET, BuildOptions, CompiledModel, compile_with
+from aipusim.api.legacy import write_legacy_artifacts
+from aipusim.api.optlevels import check_level
 from aipusim.base.errors import ConfigError
-from aipusim.compiled import TARGET, BuildOptions, CompiledModel, compile_with
-from aipusim.legacy import write_legacy_artifacts
-from aipusim.optlevels import check_level
 
 #: Targets the compiler can generate code for.
 SUPPORTED_TARGETS = (TARGET,)
@@ -55,7 +55,7 @@ class Layout(StrEnum):
 
 @dataclass(frozen=True)
 class KernelOptimization:
-    """Kernel-level optimization: ``level`` 1-4 (see `aipusim.optlevels`)."""
+    """Kernel-level optimization: ``level`` 1-4 (see `aipusim.api.optlevels`)."""
 
     level: int = 3
 
@@ -140,7 +140,7 @@ class CompileOptions:
             )
 
     def build_options(self) -> BuildOptions:
-        """The options `aipusim.compiled.compile_with` takes."""
+        """The options `aipusim.api.compiled.compile_with` takes."""
         graph = self.optimization.graph
         return BuildOptions(
             layout=str(self.layout),

@@ -9,13 +9,27 @@ the high-water mark of whatever ran before it in the same interpreter.
 
 from __future__ import annotations
 
+import datetime
 import multiprocessing
+import os
 import resource
+import statistics
 import tempfile
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import onnx
+
+from aipusim import zoo
+from aipusim.base.errors import ConfigError
+from aipusim.base.fileio import write_text
+from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.driver import compile_model
+from aipusim.compiler.pipeline import FRONT
+from aipusim.compiler.request import CompileRequest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,12 +44,7 @@ def bench_model(
     """Compile and simulate one zoo model in this process (``frames=0``: compile only);
     return the figures, with the seconds of every compiler pass (``passes``) and whether
     the quantization was ``cached`` or ``computed`` (``quantization``)."""
-    import onnx
-
-    from aipusim import zoo
-    from aipusim.compiler.config import CompilerConfig
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest
+    # lazy: aipusim.simulator loads simpy, not otherwise loaded here
     from aipusim.simulator import simulate
 
     with tempfile.TemporaryDirectory(prefix="aipusim-bench-") as tmp:
@@ -98,6 +107,7 @@ def pass_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     >>> pass_table(rows)["m"].tolist()
     [0.2, 1.0, 0.001, 0.3, 1.501]
     """
+    # lazy: loads pandas, not otherwise loaded here
     import pandas as pd
 
     table = pd.DataFrame({r["model"]: r["passes"] for r in rows}).fillna(0.0)
@@ -160,9 +170,7 @@ def _compile_split(point: Any, folder: Path, quantization_cache: bool) -> dict[s
     """One compile of ``point`` in this process: seconds of the front end (the passes of
     `compiler.pipeline.FRONT`, quantization included), of the back end (`BACK`) and of the
     driver's reading, checking and writing; and whether the quantization was cached."""
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.pipeline import FRONT
-    from aipusim.compiler.request import CompileRequest
+    # lazy: aipusim.sweep.evaluate loads pandas, pyarrow, not otherwise loaded here
     from aipusim.sweep.evaluate import write_arch, write_model
 
     model_path = write_model(point, folder)
@@ -196,8 +204,6 @@ class _WorkerMemory:
     the last tenth of the sweep, and the highest sample."""
 
     def __init__(self, interval_s: float = 1.0) -> None:
-        import threading
-
         self.interval_s = interval_s
         self.samples: dict[int, list[float]] = {}
         self._stop = threading.Event()
@@ -224,8 +230,6 @@ class _WorkerMemory:
                         self.samples.setdefault(child.pid, []).append(mb)
 
     def figures(self) -> dict[str, float | None]:
-        import statistics
-
         series = [s for s in self.samples.values() if len(s) >= 10]
         if not series:
             return {
@@ -262,7 +266,7 @@ def sweep_bench(
     compiles the points needed, and the workers' resident memory early and late in the
     sweep. Example: ``sweep_bench(workers=2)["points_per_s"]``.
     """
-    from aipusim.compiler.config import CompilerConfig
+    # lazy: aipusim.sweep loads pandas, pyarrow, not otherwise loaded here
     from aipusim.sweep import ResultStore, build_space, parse_backend, run_sweep
 
     space = build_space(
@@ -328,10 +332,8 @@ BLOCK_END = "<!-- aipusim bench {} end -->"
 def measured_note(command: str) -> str:
     """The line that says what a generated table is: the command, when, at which commit,
     and how loaded the machine was (the figures are wall times)."""
-    import datetime
-    import os
-
-    from aipusim.run_report import source_revision
+    # lazy: aipusim.run.report loads pandas, not otherwise loaded here
+    from aipusim.run.report import source_revision
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     load = os.getloadavg()[0]
@@ -363,8 +365,6 @@ def replace_block(page: str, name: str, body: str, heading: str) -> str:
     if not starts and not ends:
         return f"{page.rstrip()}\n\n{heading}\n\n{block}\n"
     if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-        from aipusim.base.errors import ConfigError
-
         raise ConfigError(
             f"the page must hold the block {name!r} once, between {begin!r} and {end!r}, "
             f"not {len(starts)} begin and {len(ends)} end marker(s)"
@@ -375,7 +375,5 @@ def replace_block(page: str, name: str, body: str, heading: str) -> str:
 def write_markdown_block(path: str | Path, name: str, body: str, heading: str) -> None:
     """Put the generated block ``name`` into the Markdown page ``path`` (created if it does
     not exist), atomically."""
-    from aipusim.base.fileio import write_text
-
     page = Path(path).read_text(encoding="utf-8") if Path(path).is_file() else ""
     write_text(path, replace_block(page, name, body, heading))

@@ -40,16 +40,26 @@ import csv
 import hashlib
 import json
 import math
+import re
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aipusim.arch.loader import DEFAULT_ARCH_PATH
+import tomli_w
+
+import aipusim
+from aipusim.api.retarget import Retargeter
+from aipusim.arch import load_arch
+from aipusim.arch.loader import DEFAULT_ARCH_PATH, arch_value
 from aipusim.base.errors import ConfigError
-from aipusim.progress import stderr_lines
+from aipusim.base.fileio import check_output
+from aipusim.cli.options import build_config
+from aipusim.compiler.config import load_config
+from aipusim.run.progress import stderr_lines
 
 #: The measurements `aipusim calibrate` uses by default: the two published ResNet-50 points.
 DEFAULT_MEASUREMENTS = DEFAULT_ARCH_PATH.parent / "metis_measured.csv"
@@ -213,8 +223,6 @@ class Predictor:
     once, its back end per set of numbers, a simulation per row (memoised by the numbers)."""
 
     def __init__(self, rows: Sequence[Measurement], arch_path: str | Path | None = None) -> None:
-        from aipusim.arch import load_arch
-
         self.rows = list(rows)
         self.arch_path = arch_path
         self.base = load_arch(arch_path)
@@ -226,11 +234,9 @@ class Predictor:
     def _front(self, m: Measurement) -> Any:
         key = m.run_key()
         if key not in self._fronts:
-            from aipusim.cli.options import build_config
-            from aipusim.compiler.config import load_config
+            # lazy: loads pandas, yaml, not otherwise loaded here
             from aipusim.compiler.modelcard import builtin_configs
-            from aipusim.retarget import Retargeter
-            from aipusim.run import resolve_model
+            from aipusim.run.job import resolve_model
 
             source = resolve_model(m.model, None)
             builtin = builtin_configs().get(source.name) if source.path is None else None
@@ -242,9 +248,6 @@ class Predictor:
 
     def predict(self, values: Mapping[str, Any]) -> dict[int, dict[str, float]]:
         """Row number -> simulated figure -> value, with the (I) numbers ``values``."""
-        import aipusim
-        from aipusim.arch import load_arch
-
         key = tuple(sorted(values.items()))
         if key in self._seen:
             return self._seen[key]
@@ -419,9 +422,6 @@ def calibrate(
     """Fit the (I) numbers ``keys`` (default: the ones `aipusim.studies.validation` fits) of
     the arch file ``arch_path`` to the rows of ``measurements`` except ``holdout`` (1-based
     data rows), and judge the fit (module doc)."""
-    from aipusim.arch import load_arch
-    from aipusim.arch.loader import arch_value
-
     started = time.perf_counter()
     log = stderr_lines(progress)
     rows = read_measurements(measurements)
@@ -527,6 +527,7 @@ def _end(current: Any, value: float) -> Any:
 def with_followers(base: Any, values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` plus the V-f supplies that must follow them (no more voltage for a lower
     clock)."""
+    # lazy: aipusim.studies.common loads pandas, not otherwise loaded here
     from aipusim.studies.common import consistent_overrides
 
     return consistent_overrides(base, values)
@@ -537,8 +538,6 @@ def write_outputs(
 ) -> list[Path]:
     """``out/arch.toml`` (the arch file with the fitted numbers), ``out/report.md`` and
     ``out/calibration.json``; returns the paths."""
-    from aipusim.base.fileio import check_output
-
     check_output(out, folder=True)
     out.mkdir(parents=True, exist_ok=True)
     arch_file = out / "arch.toml"
@@ -551,13 +550,8 @@ def write_outputs(
 def fitted_arch_text(result: Calibration, arch_path: str | Path | None = None) -> str:
     """The arch file with the fitted numbers set (and the supplies that follow them), as
     TOML; the header says where the numbers come from."""
-    import tomllib
-
-    import tomli_w
-
     source = Path(arch_path) if arch_path is not None else DEFAULT_ARCH_PATH
     raw = tomllib.loads(source.read_text(encoding="utf-8"))
-    from aipusim.arch import load_arch
 
     changed = with_followers(load_arch(arch_path), result.fitted)
     for key, value in changed.items():
@@ -573,8 +567,6 @@ def fitted_arch_text(result: Calibration, arch_path: str | Path | None = None) -
 
 
 def _set_dotted(raw: dict[str, Any], dotted: str, value: Any) -> None:
-    import re
-
     node: Any = raw
     parts = dotted.split(".")
     for part in parts[:-1]:

@@ -34,6 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.api.overrides import check_overrides
+from aipusim.api.retarget import Retargeter
+from aipusim.arch import load_arch
+from aipusim.arch.loader import arch_value
 from aipusim.base.errors import AipuSimError, ConfigError
 
 #: The percentiles of a band.
@@ -111,9 +115,8 @@ def sample_overrides(arch: Any, n: int, seed: int = 0) -> list[dict[str, Any]]:
     >>> len(s), isinstance(s[0]["dpu.lanes"], int)
     (3, True)
     """
+    # lazy: loads scipy, not otherwise loaded here
     from scipy.stats import qmc
-
-    from aipusim.arch.loader import arch_value
 
     check_samples(n, "samples")
     moved = [r for r in arch.ranges if r.low < r.high]
@@ -154,13 +157,12 @@ def run_samples(
     on_sample: Callable[[int], None] | None = None,
     **overrides: Any,
 ) -> list[dict[str, Any]]:
-    """Compile the back end of ``front`` (a `aipusim.retarget.Retargeter`: the front end ran
+    """Compile the back end of ``front`` (a `aipusim.api.retarget.Retargeter`: the front end ran
     once) at each of ``samples`` (dotted overrides of the arch file ``arch_path``) and
     simulate it. One row per sample: ``overrides``, ``fps``, ``energy`` (mJ per frame),
     ``power`` (W) and ``error`` (empty if it compiled and ran; else the figures are NaN).
     ``on_sample(i)`` is called after sample ``i``."""
-    from aipusim.arch import load_arch
-    from aipusim.overrides import check_overrides
+    # lazy: aipusim.simulator loads simpy, not otherwise loaded here
     from aipusim.simulator import simulate
 
     rows: list[dict[str, Any]] = []
@@ -202,9 +204,6 @@ def bands(
     of the arch file ``arch_path`` (default: the bundled one). ``overrides`` are the runtime knobs
     `aipusim.simulate` takes (frequency, voltage, ...). ``on_sample(1)`` is called after
     each sample (a progress bar's step; else ``progress`` prints a line per sample)."""
-    from aipusim.arch import load_arch
-    from aipusim.retarget import Retargeter
-
     check_samples(n)
     base = load_arch(arch_path)
     front = Retargeter.from_compiled(compiled, arch=base)

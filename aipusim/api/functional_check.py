@@ -28,8 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.api.inputs import check_finite
 from aipusim.base.errors import ConfigError, FunctionalMismatch, SimulationError
-from aipusim.inputs import check_finite
+from aipusim.compiler.quant.artifacts import MANIFEST, read_quantized_model
+from aipusim.compiler.quant.scheme import dequantize_values, quantize_values
+from aipusim.isa.program import load_program_tables
 
 #: The integer program a compiled folder was built from (its reference), in that folder.
 REFERENCE_DIR = "reference"
@@ -113,8 +116,6 @@ class FunctionalCheck:
 
 def load_reference(compiled_dir: str | Path) -> Any:
     """The int8 program ``compiled_dir`` was compiled from (a `QuantizedGraph`)."""
-    from aipusim.compiler.quant.artifacts import MANIFEST, read_quantized_model
-
     manifest = Path(compiled_dir) / REFERENCE_DIR / MANIFEST
     if not manifest.is_file():
         raise SimulationError(
@@ -134,8 +135,7 @@ def chip_inputs(
     as they are; float ones quantized with the input's scale and zero point), else the
     simulator's seeded random input. ``program``: the folder's `Program` when the caller
     has loaded it already (else it is read)."""
-    from aipusim.compiler.quant.scheme import quantize_values
-    from aipusim.isa.program import load_program_tables
+    # lazy: loads simpy, not otherwise loaded here
     from aipusim.simulator.functional.io import NOT_COMPLETE, check_inputs
 
     if program is None:
@@ -166,6 +166,7 @@ def compare(
 ) -> FunctionalCheck:
     """Check the functional `SimResult` ``result`` of ``compiled_dir`` run on ``inputs``
     against `run_int8` of the folder's reference on the same input."""
+    # lazy: aipusim.compiler.quant.reference loads numba, not otherwise loaded here
     from aipusim.compiler.quant.reference import run_int8
 
     if result.outputs is None:
@@ -197,8 +198,7 @@ def attach_check(
 def run_on_chip(compiled_dir: str | Path, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """The outputs of one frame executed by the functional simulator on ``feeds`` (int8, or
     float quantized with each input's scale), dequantized like the reference's."""
-    from aipusim.compiler.quant.scheme import dequantize_values
-    from aipusim.isa.program import load_program_tables
+    # lazy: aipusim.simulator loads simpy, not otherwise loaded here
     from aipusim.simulator import simulate
 
     program, tasklists = load_program_tables(compiled_dir)

@@ -1,6 +1,6 @@
-"""`RunResult`: what `aipusim.run.run_model` produced, and its slowest layers.
+"""`RunResult`: what `aipusim.run.job.run_model` produced, and its slowest layers.
 
-Its own module so that the run and its report (`aipusim.run_report`) both import it
+Its own module so that the run and its report (`aipusim.run.report`) both import it
 without importing each other.
 """
 
@@ -26,14 +26,14 @@ class RunResult:
     units: pd.DataFrame
     plots: list[Path] = field(default_factory=list)
     #: ``run --check``: the functional run against the int8 reference
-    #: (`aipusim.functional_check.FunctionalCheck`), else None.
+    #: (`aipusim.api.functional_check.FunctionalCheck`), else None.
     check: Any = None
     #: ``run --top N --sort busy|span``: how many layers the slowest-layers table shows
     #: and what ranks them.
     top: int = 10
     sort: str = "busy"
-    #: Where the config started (`aipusim.sources.base_label`), and the effective config's
-    #: changes from the defaults (`aipusim.sources.config_changes`).
+    #: Where the config started (`aipusim.api.sources.base_label`), and the effective config's
+    #: changes from the defaults (`aipusim.api.sources.config_changes`).
     config_base: str = "the defaults"
     config_changes: dict[str, str] = field(default_factory=dict)
     #: Seconds of the run's other parts: its imports and the model's preparation before the
@@ -76,6 +76,7 @@ def slowest_layers(layers: pd.DataFrame, n: int = 10, sort: str = "busy") -> pd.
     """Top ``n`` rows of a profiler layer table by busy time (exclusive: each instant of a
     core counted once) or by span (``sort``), with the unit class that holds most of it and
     the unit or link the layer waited on (`aipusim.profiler.layers`)."""
+    # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
     from aipusim.profiler import slowest_layers as ranked
 
     return ranked(layers, n, sort)[SLOWEST_COLUMNS]

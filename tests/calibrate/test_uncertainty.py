@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import aipusim
+from aipusim.api.retarget import Retargeter
 from aipusim.arch import load_arch
 from aipusim.base.errors import ConfigError, MemoryPlanError
+from aipusim.calibrate.uncertainty import bands, sample_overrides
 from aipusim.cli.main import main
-from aipusim.retarget import Retargeter
-from aipusim.uncertainty import bands, sample_overrides
 
 
 @pytest.fixture(scope="module")

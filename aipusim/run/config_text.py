@@ -1,7 +1,7 @@
 """A config as the outputs show it: canonical value text and the changes from the defaults.
 
 Its own module, importing nothing of aipusim's, so that reports, sweeps and the CLI can print
-a config without pulling in the run (`aipusim.sources` resolves models and starts configs).
+a config without pulling in the run (`aipusim.api.sources` resolves models and starts configs).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def config_changes(config: Any) -> dict[str, str]:
     """``{property: value text}`` of ``config``'s properties that differ from the defaults
     (what every output shows of its effective base config).
 
-    >>> from aipusim.sources import config_for
+    >>> from aipusim.api.sources import config_for
     >>> config_changes(config_for("resnet50"))["multicore_mode"]
     'batch'
     """

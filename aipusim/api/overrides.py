@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from aipusim.base.errors import ConfigError
+from aipusim.compiler.config import canonical_name
+from aipusim.isa.program import PROGRAM_FILE
 
 #: The compile output's copy of the config (beside ``compiled_model/``).
 CONFIG_FILE = "conf.json"
@@ -32,8 +34,6 @@ CONFIG_FILE = "conf.json"
 def compiled_value(compiled_dir: Path, name: str) -> Any:
     """What the program in ``compiled_dir`` was compiled with for property ``name``: from
     the compile output's ``conf.json``, else from ``model.json``; None if neither says."""
-    from aipusim.isa.program import PROGRAM_FILE
-
     for path in (compiled_dir.parent / CONFIG_FILE, compiled_dir / PROGRAM_FILE):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -48,7 +48,7 @@ def check_overrides(overrides: Mapping[str, Any], compiled_dir: Path) -> dict[st
     """``overrides`` with compiler spellings of the runtime knobs resolved, after refusing
     any compiler property the runtime cannot change. Names that are no compiler property
     pass through: the simulator says what is valid."""
-    from aipusim.compiler.config import canonical_name
+    # lazy: aipusim.simulator.api loads simpy, not otherwise loaded here
     from aipusim.simulator.api import ALIASES, FRAMES, PROFILING_LEVELS, RUNTIME_KNOBS
     from aipusim.simulator.api import fixed_at_compile_time as fixed
 

@@ -13,15 +13,15 @@ import json
 import tarfile
 from pathlib import Path
 
+from aipusim.compiler.backend.emit.files import MANIFEST_FILE
+from aipusim.isa.program import PROGRAM_FILE
+
 LEGACY_DIR = "legacy"
 
 
 def write_legacy_artifacts(root: Path) -> list[Path]:
     """``legacy/deploy_lib.tar``, ``deploy_graph.json``, ``deploy_param.npz`` from a
     compile output folder; returns the three paths."""
-    from aipusim.compiler.backend.emit.files import MANIFEST_FILE
-    from aipusim.isa.program import PROGRAM_FILE
-
     compiled = root / "compiled_model"
     folder = root / LEGACY_DIR
     folder.mkdir(exist_ok=True)

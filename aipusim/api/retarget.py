@@ -21,6 +21,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import onnx
+
+from aipusim import zoo
+from aipusim.api.sources import config_for
+from aipusim.arch import load_arch
+from aipusim.base.errors import ConfigError
+from aipusim.compiler.backend.run import run_backend
+from aipusim.compiler.config.files import load_config
+from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.pipeline import FRONT, run_pipeline
+from aipusim.compiler.quant import read_quantized_model
+
 
 class Retargeter:
     """``model`` (a zoo name or an ONNX file, at ``input_size`` for zoo models) through the
@@ -35,13 +47,8 @@ class Retargeter:
         input_size: int | None = None,
         arch: Any = None,
     ) -> None:
-        import onnx
-
-        from aipusim.arch import load_arch
-        from aipusim.compiler.passes.context import PassContext
-        from aipusim.compiler.pipeline import FRONT, run_pipeline
-        from aipusim.run import resolve_model
-        from aipusim.sources import config_for
+        # lazy: aipusim.run.job loads pandas, not otherwise loaded here
+        from aipusim.run.job import resolve_model
 
         source = resolve_model(model, input_size)
         self.model = source.name
@@ -50,8 +57,6 @@ class Retargeter:
         if source.path is not None:
             proto = onnx.load(str(source.path))
         else:
-            from aipusim import zoo
-
             proto = zoo.build(model, input_size=input_size) if input_size else zoo.build(model)
         ctx = PassContext(self.config, arch=arch)
         self.graph = run_pipeline(proto, ctx, passes=FRONT).graph
@@ -61,13 +66,6 @@ class Retargeter:
         """The front end of an earlier compile: the output folder of `aipusim compile` (or
         its ``compiled_model/``), from its quantized model and ``conf.json``; the passes up
         to quantization are not run again."""
-        from aipusim.arch import load_arch
-        from aipusim.base.errors import ConfigError
-        from aipusim.compiler.config.files import load_config
-        from aipusim.compiler.passes.context import PassContext
-        from aipusim.compiler.pipeline import FRONT, run_pipeline
-        from aipusim.compiler.quant import read_quantized_model
-
         root = Path(compiled)
         if root.name == "compiled_model":
             root = root.parent
@@ -92,8 +90,6 @@ class Retargeter:
         change what only the back end reads, such as the multicore mode) and write
         ``out_dir/compiled_model/``; the emitted tasklists, by file name (to tell whether the
         arch changed the compiler's decisions)."""
-        from aipusim.compiler.backend.run import run_backend
-
         config = config if config is not None else self.config
         ir = run_backend(self.graph, config, arch, Path(out_dir), model_name=self.model)
         return {k: v for k, v in ir.files.items() if k.endswith(".tasklist")}

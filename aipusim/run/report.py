@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from aipusim.base import __version__
-from aipusim.config_text import changes_text
+from aipusim.run.config_text import changes_text
+from aipusim.run.figures import headline
 
 if TYPE_CHECKING:
     from aipusim.arch import Arch
-    from aipusim.run_result import RunResult
+    from aipusim.run.result import RunResult
 
 
 #: What the per-layer columns mean (`aipusim.profiler.layers`), said under every layer table.
@@ -138,8 +139,6 @@ def informative(table: pd.DataFrame) -> pd.DataFrame:
 
 def headline_table(sim: Any) -> pd.DataFrame:
     """The figures users come for, one row each, with what each one means."""
-    from aipusim.figures import headline
-
     rows = [
         *headline(sim),
         ("simulated cycles", f"{sim.total_cycles:,}", f"{sim.frames} frames"),

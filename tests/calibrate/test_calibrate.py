@@ -11,7 +11,7 @@ import pytest
 
 from aipusim.arch import load_arch
 from aipusim.base.errors import ConfigError
-from aipusim.calibrate import (
+from aipusim.calibrate.fit import (
     DEFAULT_MEASUREMENTS,
     Measurement,
     Predictor,

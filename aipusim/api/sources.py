@@ -18,15 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 
+from aipusim import zoo
+from aipusim.api.inputs import InputInfo
 from aipusim.base.errors import ConfigError, InvalidArgument
-from aipusim.inputs import InputInfo
+from aipusim.compiler.config import CompilerConfig, load_config, parse_assignments
+from aipusim.compiler.importer import load_model
+from aipusim.compiler.quant.cache import cache_root
 
 
 def load_source(model: Any) -> tuple[Any, str, Path | None]:
     """(ModelProto, name, built-in config path or None) of a path, ModelProto or zoo name."""
-    import onnx
-
     if isinstance(model, onnx.ModelProto):
         return model, model.graph.name or "model", None
     if not isinstance(model, str | os.PathLike):
@@ -34,10 +38,9 @@ def load_source(model: Any) -> tuple[Any, str, Path | None]:
             f"model must be an ONNX path, an onnx.ModelProto or a zoo name, not "
             f"{type(model).__name__}"
         )
-    from aipusim import zoo
-    from aipusim.compiler.importer import load_model
+    # lazy: loads pandas, yaml, not otherwise loaded here
     from aipusim.compiler.modelcard import builtin_configs
-    from aipusim.run import resolve_model
+    from aipusim.run.job import resolve_model
 
     source = resolve_model(model)
     if source.path is not None:
@@ -49,8 +52,6 @@ def resolve_config(config: Any, builtin: Path | None) -> Any:
     """The `CompilerConfig` to compile with: ``config`` itself (a `CompilerConfig` or a
     file) or, for None or a mapping of properties, the model's starting config (the
     built-in one of a zoo model, else the defaults) with the mapping applied."""
-    from aipusim.compiler.config import CompilerConfig, load_config
-
     if config is None or isinstance(config, Mapping):
         base = load_config(builtin) if builtin is not None else CompilerConfig()
         return base.update(**{str(k): v for k, v in (config or {}).items()})
@@ -71,11 +72,13 @@ def config_for(model: str | os.PathLike[str]) -> Any:
     >>> config_for("resnet50").multicore_mode
     <MulticoreMode.BATCH: 'batch'>
     """
-    from aipusim.run import resolve_model
+    # lazy: aipusim.run.job loads pandas, not otherwise loaded here
+    from aipusim.run.job import resolve_model
 
     source = resolve_model(model)
     if source.path is not None:
         return resolve_config(None, None)
+    # lazy: aipusim.compiler.modelcard loads yaml, not otherwise loaded here
     from aipusim.compiler.modelcard import builtin_configs
 
     return resolve_config(None, builtin_configs().get(source.name))
@@ -96,8 +99,6 @@ def starting_config(model: str | os.PathLike[str], defaults: bool = False) -> An
 def cache_folder() -> Path:
     """aipusim's cache folder: the quantization cache and the zoo models sweeps keep
     (``$AIPUSIM_CACHE_DIR``, else the user cache folder)."""
-    from aipusim.compiler.quant.cache import cache_root
-
     return cache_root()
 
 
@@ -107,8 +108,6 @@ def with_sets(config: Any, sets: Iterable[str]) -> Any:
     >>> with_sets(config_for("tiny_cnn"), ["frequency=400000000"]).frequency
     400000000
     """
-    from aipusim.compiler.config import parse_assignments
-
     out = config.copy()
     out.update(**parse_assignments(sets))
     return out
@@ -120,7 +119,8 @@ def base_label(model: str | os.PathLike[str], defaults: bool = False) -> str:
     >>> base_label("resnet50"), base_label("resnet50", defaults=True)
     ('the built-in config of resnet50', 'the defaults (--defaults)')
     """
-    from aipusim.run import resolve_model
+    # lazy: aipusim.run.job loads pandas, not otherwise loaded here
+    from aipusim.run.job import resolve_model
 
     if defaults:
         return "the defaults (--defaults)"
@@ -131,8 +131,6 @@ def base_label(model: str | os.PathLike[str], defaults: bool = False) -> str:
 
 
 def _model_dtype(vi: Any) -> np.dtype:
-    from onnx import helper
-
     return np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
 
 
@@ -147,9 +145,6 @@ def apply_layout(proto: Any, layout: str) -> Any:
     """``proto`` taking its 4-D inputs in ``layout``: for NHWC, a copy with a Transpose to
     the model's NCHW in front of each (the graph cleaner moves it to the host
     pre-processing); NCHW, the layout of ONNX models, leaves it as it is."""
-    import onnx
-    from onnx import helper
-
     if layout == "NCHW":
         return proto
     out = onnx.ModelProto()
@@ -184,9 +179,6 @@ def apply_layout(proto: Any, layout: str) -> Any:
 def bind_inputs(proto: Any, inputs: Mapping[str, Any] | None) -> tuple[Any, dict[str, InputInfo]]:
     """A copy of ``proto`` with numpy inputs baked in as constants and ranged dims made
     dynamic, and the signature: runtime input name -> `InputInfo`, in graph order."""
-    import onnx
-    from onnx import numpy_helper
-
     out = onnx.ModelProto()
     out.CopyFrom(proto)
     g = out.graph

@@ -16,6 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import onnx
+
+from aipusim import zoo
+from aipusim.api.functional_check import attach_check, chip_inputs, load_reference
+from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.driver import compile_model
+from aipusim.compiler.request import CompileRequest
+
 
 def _median_s(fn: Callable[[], object], rounds: int) -> float:
     fn()  # warm-up: kernels compiled, sessions built
@@ -39,16 +48,10 @@ def functional_bench(
     """Time one functional frame of zoo model ``name`` (compiled for ``mode`` on ``cores``
     cores) against onnxruntime fp32 and the int8 reference; the seconds, the two ratios and
     whether the frame was bit-exact."""
-    import numpy as np
-    import onnx
+    # lazy: loads numba, onnxruntime, simpy, not otherwise loaded here
     import onnxruntime as ort
 
-    from aipusim import zoo
-    from aipusim.compiler.config import CompilerConfig
-    from aipusim.compiler.driver import compile_model
     from aipusim.compiler.quant.reference import run_int8
-    from aipusim.compiler.request import CompileRequest
-    from aipusim.functional_check import attach_check, chip_inputs, load_reference
     from aipusim.simulator import simulate
 
     with tempfile.TemporaryDirectory(prefix="aipusim-fbench-") as tmp:

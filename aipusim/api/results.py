@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from aipusim.arguments import path_argument
+from aipusim.api.arguments import path_argument
 from aipusim.base.errors import ConfigError
 from aipusim.simulator.result import SimResult as SimulatorResult
 
@@ -69,6 +69,7 @@ class SimResult(SimulatorResult):
     def trace(self) -> Any:
         """The parsed trace (``aipusim.profiler.Trace``), read once."""
         if self._trace is None:
+            # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
             from aipusim.profiler import load_trace
 
             self._trace = load_trace(self._path)
@@ -89,6 +90,7 @@ class SimResult(SimulatorResult):
         drops outliers: with ``by="value"`` the lowest and highest p% of each group's
         samples, with ``by="time"`` the first and last p% of the run's frames.
         """
+        # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
         from aipusim import profiler
 
         try:
@@ -110,6 +112,7 @@ class SimResult(SimulatorResult):
     ) -> Figure:
         """Stacked bars of each layer's span by unit and waiting; returns the matplotlib
         figure, written to ``path`` too when one is given (format by suffix)."""
+        # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
         from aipusim.profiler import layer_bars_figure
 
         target = path_argument(path, "path") if path is not None else None
@@ -123,6 +126,7 @@ class SimResult(SimulatorResult):
     ) -> Figure:
         """Gantt chart of the tasks, one row per core and unit; returns the matplotlib
         figure, written to ``path`` too when one is given (format by suffix)."""
+        # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
         from aipusim.profiler import gantt_figure
 
         target = path_argument(path, "path") if path is not None else None
@@ -130,6 +134,7 @@ class SimResult(SimulatorResult):
 
     def to_chrome_trace(self, path: str | Path) -> Path:
         """Write the run as Chrome/Perfetto JSON (open in ui.perfetto.dev); returns ``path``."""
+        # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
         from aipusim.profiler import write_chrome_trace
 
         target = path_argument(path, "path")
@@ -140,6 +145,7 @@ class SimResult(SimulatorResult):
 def _written(fig: Figure, path: Path | None) -> Figure:
     """``fig``, after writing it to ``path`` (when given)."""
     if path is not None:
+        # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
         from aipusim.profiler import save_figure
 
         save_figure(fig, path)
@@ -147,6 +153,7 @@ def _written(fig: Figure, path: Path | None) -> Figure:
 
 
 def _drop_by(by: str) -> str:
+    # lazy: aipusim.profiler loads numba, pyarrow, tqdm, not otherwise loaded here
     from aipusim.profiler import DropBy
 
     try:

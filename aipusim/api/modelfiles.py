@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError, TasklistError
+from aipusim.compiler.backend.emit.files import REPORT_FILE, crc32, verify_crcs
 
 #: The API's own file in a compiled model folder.
 API_FILE = "aipusim_model.json"
@@ -37,8 +38,6 @@ def listed_files(root: Path) -> list[str]:
 
 
 def write_meta(root: Path, meta: dict[str, Any]) -> None:
-    from aipusim.compiler.backend.emit.files import crc32
-
     data = dict(meta)
     data.pop("crc32", None)
     if data.get("crc_check"):
@@ -49,8 +48,6 @@ def write_meta(root: Path, meta: dict[str, Any]) -> None:
 def read_meta(root: Path) -> dict[str, Any]:
     """``aipusim_model.json`` of ``root``, after checking every file's CRC32 when it was
     written with ``crc_check``: a changed, missing or added file is refused by name."""
-    from aipusim.compiler.backend.emit.files import crc32, verify_crcs
-
     meta_path = root / API_FILE
     if not meta_path.is_file():
         raise ConfigError(
@@ -89,8 +86,6 @@ def read_meta(root: Path) -> dict[str, Any]:
 
 def report_table(compiled_dir: Path) -> pd.DataFrame:
     """``report.json``'s layers as a DataFrame (nested fields flattened with ``_``)."""
-    from aipusim.compiler.backend.emit.files import REPORT_FILE
-
     data = json.loads((Path(compiled_dir) / REPORT_FILE).read_text())
     layers = data["layers"]
     for layer in layers:

@@ -68,6 +68,7 @@ class Progress:
             self._name, self._note, self._done, self._total = name, "", 0, total
             self._start = self._last_line = time.monotonic()
         if self.terminal:
+            # lazy: loads tqdm; kept off the CLI's start-up
             from tqdm import tqdm
 
             self._bar = tqdm(total=total, desc=f"{name:<8}", file=self.stream, leave=False)
@@ -76,7 +77,7 @@ class Progress:
             self._watch.start()
         return self.step
 
-    #: A `Progress` is itself a stage hook (``aipusim.run.run_model(stage=...)``).
+    #: A `Progress` is itself a stage hook (``aipusim.run.job.run_model(stage=...)``).
     __call__ = stage
 
     def step(self, n: int = 1) -> None:
@@ -174,6 +175,7 @@ def compile_stage(hook: StageHook) -> Callable[[str, Any], None]:
     >>> out.getvalue().split(" (")[0]
     'aipusim: compile 29/29'
     """
+    # lazy: aipusim.compiler.pipeline loads numpy, onnx; kept off the CLI's start-up
     from aipusim.compiler.pipeline import pass_names
 
     names = pass_names()

@@ -34,14 +34,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pandas as pd
 
-from aipusim.arguments import path_argument
-from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
-from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
-from aipusim.base.fileio import check_name, check_output, folder_error, reporting
-from aipusim.inputs import InputInfo, check_finite
-from aipusim.modelfiles import (
+from aipusim.api.arguments import path_argument
+from aipusim.api.functional_check import attach_check, chip_inputs, run_on_chip
+from aipusim.api.inputs import InputInfo, check_finite
+from aipusim.api.legacy import write_legacy_artifacts
+from aipusim.api.modelfiles import (
     API_FILE,
     API_FORMAT,
     API_VERSION,
@@ -50,8 +50,21 @@ from aipusim.modelfiles import (
     report_table,
     write_meta,
 )
-from aipusim.optlevels import apply_optimization_level, check_level, level_of
-from aipusim.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.api.optlevels import apply_optimization_level, check_level, level_of
+from aipusim.api.overrides import check_overrides
+from aipusim.api.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.arch import load_arch
+from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
+from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
+from aipusim.base.fileio import check_name, check_output, folder_error, reporting
+from aipusim.calibrate.uncertainty import bands, check_samples
+from aipusim.compiler.config import CompilerConfig
+from aipusim.compiler.driver import REPORT_NAME, compile_model, file_sha256
+from aipusim.compiler.export import run_onnx
+from aipusim.compiler.quant import read_quantized_model, run_int8
+from aipusim.compiler.quant.artifacts import MANIFEST
+from aipusim.compiler.request import CompileRequest
+from aipusim.run.job import DEFAULT_RUN_LEVELS, TRACE_NAME
 
 #: Where the compiler keeps the float model it compiled (the source of extra shapes).
 SOURCE_MODEL = "input_model/fp32_model.onnx"
@@ -68,7 +81,7 @@ EXECUTORS = ("reference", "simulator")
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """What `aipusim.leip.compile_` adds to `compile` (LEIP ``CompileOptions``)."""
+    """What `aipusim.api.leip.compile_` adds to `compile` (LEIP ``CompileOptions``)."""
 
     layout: str = "NCHW"
     target_host: str | None = None
@@ -109,9 +122,6 @@ def _run_compile(
     arch: Path | None = None,
     cache: bool = True,
 ) -> None:
-    from aipusim.compiler.driver import compile_model
-    from aipusim.compiler.request import CompileRequest
-
     @dataclass(frozen=True)
     class _Request(CompileRequest):
         # emit reads an optional model_id from the request (LEIP ``model_id``)
@@ -142,11 +152,7 @@ def compile_with(
     arch: str | os.PathLike[str] | None = None,
     cache: bool = True,
 ) -> CompiledModel:
-    """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.leip.compile_`)."""
-    import onnx
-
-    from aipusim.arch import load_arch
-
+    """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.api.leip.compile_`)."""
     options = options or BuildOptions()
     check_level(optimization_level)
     arch_path = path_argument(arch, "arch") if arch is not None else None
@@ -203,8 +209,6 @@ def compile_with(
     compiled = CompiledModel(root, meta, owned=root.parent if owned else None)
     compiled.quantization_cache = cache
     if options.legacy_artifacts:
-        from aipusim.legacy import write_legacy_artifacts
-
         write_legacy_artifacts(root)
     compiled._write_meta()
     return compiled
@@ -227,7 +231,7 @@ def compile(  # shadows the builtin on purpose: the name users know from other c
     config file. ``inputs`` maps graph inputs to an `InputInfo` (dims an int or a
     ``(min, opt, max)`` triple; compiled for opt) or to a numpy array, which is baked in
     as a constant and leaves the compiled signature. ``optimization_level`` 1-4 selects a
-    preset of the scheduling knobs (`aipusim.optlevels`). ``output_dir``: where the
+    preset of the scheduling knobs (`aipusim.api.optlevels`). ``output_dir``: where the
     artifacts go (default: a temporary folder that lives as long as the model). ``arch``:
     a hardware TOML (default: the bundled ``arch/metis.toml``); the model keeps a copy and
     `simulate` runs on it. ``cache=False`` calibrates again instead of reusing the
@@ -262,11 +266,6 @@ class _Runtime:
 
     @classmethod
     def load(cls, folder: Path) -> _Runtime:
-        import onnx
-
-        from aipusim.compiler.quant import read_quantized_model
-        from aipusim.compiler.quant.artifacts import MANIFEST
-
         def host(name: str) -> Any:
             path = folder / name
             return onnx.load(str(path)) if path.is_file() else None
@@ -284,10 +283,6 @@ class _Runtime:
     ) -> list[np.ndarray]:
         """The outputs of the host graphs around the int8 core: the reference's, or with
         ``chip`` (a ``compiled_model/`` folder) those of its functional simulation."""
-        from aipusim.compiler.export import run_onnx
-        from aipusim.compiler.quant import run_int8
-        from aipusim.functional_check import run_on_chip
-
         env = dict(feeds)
         if self.pre is not None:
             env.update(run_onnx(self.pre, {i.name: env[i.name] for i in self.pre.graph.input}))
@@ -391,8 +386,6 @@ class CompiledModel:
     @property
     def config(self) -> Any:
         """The `CompilerConfig` the model was compiled with (level preset applied)."""
-        from aipusim.compiler.config import CompilerConfig
-
         data = json.loads((self._root / "conf.json").read_text())
         return CompilerConfig.from_dict(data)
 
@@ -552,7 +545,7 @@ class CompiledModel:
         compiler decision such as ``multicore_mode`` is refused with a hint to recompile.
         ``input_shapes`` picks another compiled shape (compiled once); ``levels`` are the
         trace tags (default: frames, layers, compute and memory tasks, which the profile
-        needs). ``uncertainty=N`` adds ``bands`` (`aipusim.uncertainty`): FPS, energy per
+        needs). ``uncertainty=N`` adds ``bands`` (`aipusim.calibrate.uncertainty`): FPS, energy per
         frame and average power as p5-p95 over N joint samples of the inferred arch numbers.
         ``detail="cycle"`` runs the detailed reference model of the links
         (`aipusim.simulator.detail`), slower; the fast model is the default.
@@ -561,8 +554,6 @@ class CompiledModel:
             # the samples are drawn from the arch file's ranges: hand over its path
             arch = self._arch
         elif arch is None and self._arch is not None:
-            from aipusim.arch import load_arch
-
             arch = load_arch(self._arch)
         return simulate(
             self.compiled_dir(input_shapes),
@@ -630,7 +621,6 @@ def source_model(root: Path) -> Path:
             f"model folder must hold {SOURCE_MODEL} or {SOURCE_REF} (where the float model "
             f"is), not neither: {root}"
         ) from None
-    from aipusim.compiler.driver import file_sha256
 
     if not path.is_file() or file_sha256(path) != digest:
         raise ConfigError(
@@ -656,11 +646,6 @@ def _cli_meta(root: Path) -> dict[str, Any]:
     """What ``aipusim_model.json`` would say of a folder ``aipusim compile`` wrote: the
     signature of the float model it compiled (fixed shapes), its config's level, no
     extra shapes yet. Nothing is written into the folder until a new shape is compiled."""
-    import onnx
-
-    from aipusim.compiler.config import CompilerConfig
-    from aipusim.compiler.driver import REPORT_NAME
-
     report = root / REPORT_NAME
     try:
         status = json.loads(report.read_text(encoding="utf-8")).get("status")
@@ -732,9 +717,8 @@ def simulate(
     >>> r.frequency_hz
     400000000
     """
-    from aipusim.overrides import check_overrides
-    from aipusim.results import SimResult, temporary_trace_dir
-    from aipusim.run import DEFAULT_RUN_LEVELS, TRACE_NAME
+    # lazy: loads simpy, not otherwise loaded here
+    from aipusim.api.results import SimResult, temporary_trace_dir
     from aipusim.simulator import simulate as run_simulation
 
     if isinstance(model, CompiledModel):
@@ -757,12 +741,8 @@ def simulate(
         compiled = compiled / COMPILED_DIR
     arch_path = None
     if isinstance(arch, str | os.PathLike):
-        from aipusim.arch import load_arch
-
         arch_path, arch = arch, load_arch(arch)
     if uncertainty is not None:
-        from aipusim.uncertainty import check_samples
-
         check_samples(uncertainty, "uncertainty")
         if arch is not None and arch_path is None:
             raise ConfigError(
@@ -771,8 +751,6 @@ def simulate(
             )
     chip, how = None, ""
     if functional is True:
-        from aipusim.functional_check import chip_inputs
-
         chip, how = chip_inputs(compiled, inputs)
     folder = temporary_trace_dir()
     try:
@@ -794,12 +772,8 @@ def simulate(
         raise
     result = SimResult.of(sim, owned_dir=folder)
     if chip is not None:
-        from aipusim.functional_check import attach_check
-
         attach_check(result, compiled, chip, how)
     if uncertainty is not None:
-        from aipusim.uncertainty import bands
-
         result.bands = bands(
             compiled, uncertainty, frames=frames, arch_path=arch_path, progress=False, **overrides
         )

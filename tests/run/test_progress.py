@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from aipusim import progress as progress_module
-from aipusim.progress import Progress
+from aipusim.run import progress as progress_module
+from aipusim.run.progress import Progress
 
 
 def test_plain_lines_while_advancing_when_quiet_and_at_the_end() -> None:
