@@ -90,7 +90,7 @@ def compare(
     check_workers(workers)
     source = resolve_model(model, input_size)
     study = "power" if limits else "multicore"
-    base = study_base(defaults, overrides, study, [model])
+    base = study_base(defaults, overrides, study)
     what = "limits" if limits else "modes"
     out = output_dir or Path.cwd() / f"compare_{source.slug}_{what}"
     check_output(out, folder=True)

@@ -199,7 +199,7 @@ def report(
     if study == "corpus" and input_size is not None:
         raise ConfigError("--input-size applies to zoo models; the corpus study compiles each "
                           "model at its manifest's input shape")  # fmt: skip
-    base = study_base(defaults, overrides, study, chosen)
+    base = study_base(defaults, overrides, study)
     if reason and not fit:
         raise ConfigError("--reason goes with --fit (it is recorded with the fit)")
     if fit and not reason.strip():
@@ -297,11 +297,9 @@ def command_line(
     return shlex.join(args + (base.args() if base is not None else []))
 
 
-def study_base(
-    defaults: bool, overrides: tuple[str, ...], study: str, models: list[str]
-) -> StudyBase:
+def study_base(defaults: bool, overrides: tuple[str, ...], study: str) -> StudyBase:
     """The `StudyBase` of ``--defaults`` and ``--set``, refused for a study that does not
-    start models from a config, and tried on every named model before any work starts."""
+    start models from a config (the study checks it on its models before any work)."""
     # lazy: aipusim.studies.common loads numpy, onnx, pandas; kept off the CLI's start-up
     from aipusim.studies.common import BUILT_IN, StudyBase
 
@@ -313,6 +311,4 @@ def study_base(
         raise ConfigError(
             f"{flag} applies to the {', '.join(BASED_STUDIES)} studies only, not {study}"
         )
-    for model in models:
-        base.config(model)  # a value the config refuses fails here, before any compile
     return base

@@ -146,14 +146,20 @@ class StudyBase:
             a for s in self.sets for a in ("--set", s)
         ]
 
-    def check_unswept(self, swept: Sequence[str], study: str, choose: str) -> None:
-        """Refuse ``--set`` of a property the study sweeps itself (it would be overwritten)."""
+    def check(
+        self, models: Sequence[str], study: str, swept: Sequence[str] = (), choose: str = ""
+    ) -> None:
+        """Before a study touches its folder: refuse ``--set`` of a property the study
+        sweeps itself (it would be overwritten), and build every model's base config (a
+        value the config refuses fails here)."""
         clash = sorted({s.split("=", 1)[0].strip() for s in self.sets} & set(swept))
         if clash:
             raise ConfigError(
                 f"--set must not name {', '.join(clash)}: the {study} study sets it itself "
                 f"({choose})"
             )
+        for model in models:
+            self.config(model)
 
 
 #: The base every study uses unless told otherwise: each model's built-in zoo config.

@@ -324,6 +324,7 @@ def run_layers_study(
     """Run the study into ``out``: ``README.md``, an overview PNG, per model a PNG + CSV
     (``base``: where each model's config starts, ``--defaults`` and ``--set``)."""
     models = check_models(models if models is not None else default_models(), input_size)
+    base.check(models, STUDY)
     prepare_study_dir(out)
     clear_outputs(out, keep_results=False)
     profiles = run_profiles(models, input_size, frames, out, workers, progress, base)

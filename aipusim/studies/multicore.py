@@ -297,8 +297,9 @@ def run_multicore_study(
     ``modes``: only these ``multicore_mode`` values (`select_modes`; ``aipusim compare``);
     ``base``: where each model's config starts (``--defaults``, ``--set``)."""
     chosen = select_modes(modes)
-    base.check_unswept([k for k, _ in mode_keys(chosen)], STUDY, "choose modes with --modes")
     models = check_models(models, input_size)
+    swept = [k for k, _ in mode_keys(chosen)]
+    base.check(models, STUDY, swept, "choose modes with --modes")
     prepare_study_dir(out)
     clear_outputs(out, keep_results=resume)
     table = measure(models, frames, input_size, out / RESULTS_DIR, workers, progress, chosen, base)

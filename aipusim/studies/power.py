@@ -343,8 +343,8 @@ def run_power_study(
 ) -> StudyResult:
     """Run the study into ``out``: ``README.md``, two PNGs, Parquet ``results/``
     (``base``: where each model's config starts, ``--defaults`` and ``--set``)."""
-    base.check_unswept([LIMIT], STUDY, "choose the values with --limits")
     models = check_models(models, input_size)
+    base.check(models, STUDY, [LIMIT], "choose the values with --limits")
     limits = check_limits(limits)
     prepare_study_dir(out)
     clear_outputs(out, keep_results=resume)

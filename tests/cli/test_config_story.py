@@ -157,6 +157,10 @@ def test_report_and_compare_take_defaults_and_set(
             "--set applies to the multicore, power, layers studies only, not corpus",
         ),
         (["report", "power", "--set", "frequency=7"], "--set: frequency must be an integer"),
+        (
+            ["report", "power", "--set", "resources_used=0.25"],  # (its default: resnet50)
+            "resources_used must be at least 0.25 per core (aipu_cores_used = 4 needs >= 1.0)",
+        ),
     ],
 )
 def test_report_and_compare_refuse_a_base_they_cannot_use(
