@@ -107,8 +107,12 @@ def _io(graph: onnx.GraphProto, kind: str) -> tuple[dict, dict, dict, dict]:
                 f"{kind} graph must have an input {name} (int64 [batch, tokens]), not "
                 f"only {', '.join(sorted(inputs)) or 'none'}"
             )
-        if inputs[name].type.tensor_type.elem_type != _INT64:
-            raise DecoderGraphError(f"{kind} graph input {name} must be int64")
+        elem = inputs[name].type.tensor_type.elem_type
+        if elem != _INT64:
+            raise DecoderGraphError(
+                f"{kind} graph input {name} must be int64, not "
+                f"{onnx.helper.tensor_dtype_to_np_dtype(elem) if elem else 'untyped'}"
+            )
     if "attention_mask" in inputs:
         raise DecoderGraphError(
             f"{kind} graph must not take an attention_mask input (the sequences of a batch "

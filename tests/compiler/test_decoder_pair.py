@@ -63,6 +63,13 @@ def _rename_init(old: str, new: str) -> Callable[[onnx.ModelProto], None]:
     return edit
 
 
+def _retype_input(name: str, elem: int) -> Callable[[onnx.ModelProto], None]:
+    def edit(model: onnx.ModelProto) -> None:
+        next(i for i in model.graph.input if i.name == name).type.tensor_type.elem_type = elem
+
+    return edit
+
+
 def _dynamic_input(model: onnx.ModelProto) -> None:
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "sequence"
 
@@ -85,6 +92,8 @@ def _dynamic_input(model: onnx.ModelProto) -> None:
         ("prefill", _dynamic_input,
          "prefill graph input_ids must have a static shape, not [1, sequence]"),
         ("prefill", _drop_output("logits"), "prefill graph must have an output logits, not none"),
+        ("decode", _retype_input("position_ids", TensorProto.INT32),
+         "decode graph input position_ids must be int64, not int32"),
     ],
 )  # fmt: skip
 def test_a_broken_pair_is_refused_by_name(
