@@ -228,6 +228,34 @@ def pcie_wire_bytes(link: HostLinkSpec, nbytes: int, h2d: bool) -> tuple[int, in
     return nbytes + completions * oh + dllps(requests), requests * oh + dllps(completions)
 
 
+def mvm_data_rows(t: Mvm) -> int:
+    """How many of the rows ``row0 .. row0 + rows_used - 1`` of ``t`` hold input channels
+    rather than PWORD channel padding (`Mvm`'s row index: ``cpad`` rows per tap, the first
+    ``cin`` of them data; with ``swicr`` the taps of a window row are packed and only its
+    tail is padding). A task without its geometry (``cin`` or ``cpad`` 0) counts every row.
+
+    >>> from aipusim.isa.tasks import Mvm
+    >>> base = dict(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=1, cols_used=1)
+    >>> mvm_data_rows(Mvm(**base, rows_used=192, cin=3, cpad=64))  # 3 taps of 64 rows
+    9
+    >>> mvm_data_rows(Mvm(**base, rows_used=64, cin=3, cpad=64, kw=7, swicr=1))
+    21
+    """
+    if t.cin <= 0 or t.cpad <= 0:
+        return t.rows_used
+    if t.swicr:
+        width = t.kw + (t.icr - 1) * t.stride_w
+        period = math.ceil(width * t.cin / t.cpad) * t.cpad
+        data = width * t.cin
+    else:
+        period, data = t.cpad, min(t.cin, t.cpad)
+
+    def upto(n: int) -> int:  # data rows among rows 0 .. n - 1
+        return (n // period) * data + min(n % period, data)
+
+    return upto(t.row0 + t.rows_used) - upto(t.row0)
+
+
 def burst_cycles(nbytes: int, bw_bytes_per_cycle: float) -> int:
     """Whole cycles ``nbytes`` hold a link of ``bw_bytes_per_cycle`` (0 for no link).
 
@@ -594,6 +622,25 @@ class CostModel:
             return TaskCost(0, 0, Traffic(), tuple(energy))
         raise TasklistError(f"{where}: task kind must be a known kind, not {type(task)}")
 
+    def mvm_mac_energy_pj(self, t: Mvm) -> float:
+        """The MAC energy of ``t`` at the nominal voltage, pJ: a row that carries data costs
+        ``mvm_mac_pj`` per MAC, a channel-padding row (PWORD padding, `mvm_data_rows`) only
+        the zero-product cost of the value-aware fit (``a`` of
+        `aipusim.arch.model.EnergySpec.mvm_activity_fit`: clock, broadcast, adder tree).
+
+        >>> from aipusim.arch import load_arch
+        >>> from aipusim.isa.tasks import Mvm
+        >>> m = cost_model(load_arch())
+        >>> t = Mvm(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=10, rows_used=64,
+        ...         cols_used=8, cin=3, cpad=64)
+        >>> round(m.mvm_mac_energy_pj(t) / (10 * 64 * 8 * 0.185), 4)  # 3 of 64 rows
+        0.1802
+        """
+        e = self.arch.energy
+        data = mvm_data_rows(t)
+        zero = e.mvm_activity_fit[0]
+        return t.vectors * t.cols_used * (data + zero * (t.rows_used - data)) * e.mvm_mac_pj
+
     def _mvm(self, t: Mvm, energy: list[float], where: str) -> TaskCost:
         mvm, e = self.arch.mvm, self.arch.energy
         if not (0 < t.rows_used <= mvm.rows and 0 < t.cols_used <= mvm.cols):
@@ -612,7 +659,7 @@ class CostModel:
         read, write = self._mvm_bytes(
             t.vectors, t.rows_used, t.cols_used, accumulate, post, pitches
         )
-        energy[C[Component.MVM]] += macs * e.mvm_mac_pj
+        energy[C[Component.MVM]] += self.mvm_mac_energy_pj(t)
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
         if t.post != PostOp.NONE:
             energy[C[Component.DPU]] += out_elems * e.dpu_requant_act_pj
@@ -766,7 +813,7 @@ def static_power_w(
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    3.416
+    1.52
     """
     sp = arch.static_power
     volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
@@ -777,12 +824,57 @@ def static_power_w(
         "logic_leakage": sp.logic_leakage_w * leak,
         "pcie_l0": sp.pcie_l0_w,
         "ddr_phy": sp.ddr_phy_w,
-        "clocked_idle": sp.core_clocked_idle_w
-        * active_cores
-        * (freq_hz / arch.clock.default_hz)
-        * v
-        * v,
+        "clock_always_on": _core_clock_w(arch, freq_hz, volts)
+        * arch.clock_gating.always_on_fraction
+        * active_cores,
     }
+
+
+def _core_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> float:
+    """A core's clocked-idle power with nothing gated at ``freq_hz`` and ``voltage_v``
+    (``core_clocked_idle_w`` scaled by ``f * V^2``)."""
+    v = voltage_v / arch.clock.nominal_voltage_v
+    return arch.static_power.core_clocked_idle_w * (freq_hz / arch.clock.default_hz) * v * v
+
+
+def unit_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> dict[str, float]:
+    """Unit queue name -> the clock power it burns while idle and not yet gated, W: its
+    share of the gateable part of a core's clocked-idle power (``[clock_gating]``). Gated,
+    it burns ``gated_residual_fraction`` of that.
+
+    >>> from aipusim.arch import load_arch
+    >>> round(unit_clock_w(load_arch(), 800_000_000, 0.8)["mvm"], 4)
+    0.231
+    """
+    cg = arch.clock_gating
+    gateable = _core_clock_w(arch, freq_hz, voltage_v) * (1.0 - cg.always_on_fraction)
+    return {unit: gateable * share for unit, share in cg.unit_shares().items()}
+
+
+def unit_leakage_w(arch: Arch, voltage_v: float) -> dict[str, float]:
+    """Where the chip's leakage (`static_power_w`'s two leakage terms) sits, W: logic
+    leakage per unit kind in the ``[clock_gating]`` shares (the always-on part to
+    ``control``), SRAM leakage to ``l1`` (with the IMC weight arrays, to ``mvm``) and
+    ``l2`` by size. The values sum to the two terms.
+
+    >>> from aipusim.arch import load_arch
+    >>> arch = load_arch()
+    >>> s = static_power_w(arch, 800_000_000, 4, voltage_v=0.8)
+    >>> round(sum(unit_leakage_w(arch, 0.8).values()) - s["sram_leakage"] - s["logic_leakage"], 12)
+    0.0
+    """
+    sp, cg = arch.static_power, arch.clock_gating
+    leak = (voltage_v / arch.clock.nominal_voltage_v) ** sp.leakage_voltage_exponent
+    logic = sp.logic_leakage_w * leak
+    out = {"control": logic * cg.always_on_fraction}
+    for unit, share in cg.unit_shares().items():
+        out[unit] = logic * (1.0 - cg.always_on_fraction) * share
+    per_mib = sp.sram_leakage_w_per_mib * leak
+    cores = arch.chip.cores
+    out["l1"] = per_mib * arch.l1.size_bytes * cores / 2**20
+    out["mvm"] += per_mib * arch.mvm.weight_bytes * cores / 2**20
+    out["l2"] = per_mib * arch.l2.size_bytes / 2**20
+    return out
 
 
 __all__ = [
@@ -799,5 +891,8 @@ __all__ = [
     "burst_cycles",
     "cost_model",
     "dynamic_scale",
+    "mvm_data_rows",
     "static_power_w",
+    "unit_clock_w",
+    "unit_leakage_w",
 ]

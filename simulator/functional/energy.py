@@ -1,6 +1,7 @@
 """Value-aware MVM energy: each Mvm charged by the activity of its data.
 
-The cycle model charges every MAC ``mvm_mac_pj``. With the data known, a MAC costs
+The cycle model charges a MAC ``mvm_mac_pj``, a channel-padding one the zero-product cost
+(`aipusim.isa.cost.CostModel.mvm_mac_energy_pj`). With the data known, a MAC costs
 ``mvm_mac_pj * (a + b * p)`` (`aipusim.arch.model.EnergySpec.mvm_activity_fit`: the line
 through 15 TOPS/W at random data and 82 TOPS/W at 50 % input and 90 % weight sparsity),
 ``p`` the fraction of the task's products whose input and weight are both nonzero. So a
@@ -45,16 +46,17 @@ def mac_energy_pj(arch: Arch, macs: int, active: int) -> float:
 
 
 def value_aware(
-    result: SimResult, arch: Arch, tasks: Iterable[tuple[int, int, int]]
+    result: SimResult, arch: Arch, tasks: Iterable[tuple[int, int, int, float]]
 ) -> dict[str, Any]:
     """The result's energy figures with value-aware MVM energy. ``tasks``: ``(phase, macs,
-    active)`` of every executed Mvm (phase -1: INIT; else the start)."""
+    active, charged)`` of every executed Mvm (phase -1: INIT; else the start; ``charged``
+    the cycle model's MAC energy of it, pJ at the nominal voltage)."""
     scale = dynamic_scale(arch, result.voltage_v)[C[Component.MVM]]
     first = WARMUP_STARTS if result.steady else 0
     init = run = frames = 0.0
     macs_all = active_all = 0
-    for phase, macs, active in tasks:
-        delta = (mac_energy_pj(arch, macs, active) - arch.energy.mvm_mac_pj * macs) * scale
+    for phase, macs, active, charged in tasks:
+        delta = (mac_energy_pj(arch, macs, active) - charged) * scale
         run += delta
         macs_all += macs
         active_all += active

@@ -1,0 +1,81 @@
+"""Activity-based idle power (clock gating) and MVM energy of padded rows, hand-computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import mvm, program
+
+from aipusim.arch import load_arch
+from aipusim.isa.cost import cost_model, unit_clock_w
+from aipusim.isa.tasks import Mvm
+from aipusim.simulator import simulate
+from aipusim.simulator.power import idle_split, unit_idle_power_w
+
+ARCH = load_arch(overrides={"host_link.setup_us": 0.0})
+FREQ = 800_000_000
+
+
+def test_a_unit_busy_half_the_time() -> None:
+    # busy [0, 500) of 1000 cycles: idle 500 cycles, of which 16 (the gating latency) clocked
+    latency = ARCH.clock_gating.gating_latency_cycles
+    assert latency == 16
+    assert idle_split(np.array([0]), np.array([500]), 1000, latency) == (16, 484)
+    # gaps shorter than the latency never gate; overlapping tasks are one busy span
+    s, e = np.array([0, 100, 108, 150]), np.array([100, 104, 200, 160])
+    assert idle_split(s, e, 300, latency) == (4 + 16, 84)
+    # the power: the MVM's share of the gateable clock of a core, at 0.8 V and 800 MHz
+    volts = ARCH.clock.nominal_voltage_v
+    clock = ARCH.static_power.core_clocked_idle_w * (1 - ARCH.clock_gating.always_on_fraction)
+    mvm_w = clock * ARCH.clock_gating.unit_shares()["mvm"]
+    assert unit_clock_w(ARCH, FREQ, volts)["mvm"] == pytest.approx(mvm_w)
+    busy = {(0, "mvm"): (np.array([0]), np.array([500]))}
+    w = unit_idle_power_w(ARCH, FREQ, volts, busy, [0], 1000)
+    residual = ARCH.clock_gating.gated_residual_fraction
+    assert w["mvm"] == pytest.approx((mvm_w * 16 / 1000, mvm_w * residual * 484 / 1000))
+    # a unit with no task idles the whole run: 16 cycles clocked, the rest gated
+    dpu_w = clock * ARCH.clock_gating.unit_shares()["dpu"]
+    assert w["dpu"] == pytest.approx((dpu_w * 16 / 1000, dpu_w * residual * 984 / 1000))
+
+
+def test_the_run_reports_power_per_unit() -> None:
+    prog = program(1, stream_tasklist=False)
+    r = simulate(prog, {0: [mvm(1000)]}, arch=ARCH, frames=1)
+    units = r.unit_power_w
+    # the breakdown is all the run's energy
+    total_w = sum(sum(parts.values()) for parts in units.values())
+    assert total_w == pytest.approx(r.energy_mj_run * 1e-3 / r.seconds)
+    # the MVM: one task of 8016 cycles; idle before it and after it, each gap clocked for
+    # the gating latency, then gated
+    log = r.task_log
+    s, e = int(log["start"].iloc[0]), int(log["end"].iloc[0])
+    assert e - s == 8016
+    total = r.total_cycles
+    mvm_w = unit_clock_w(ARCH, FREQ, r.voltage_v)["mvm"]
+    gaps = [s, total - e]
+    clocked = sum(min(g, 16) for g in gaps)
+    gated = sum(gaps) - clocked
+    residual = ARCH.clock_gating.gated_residual_fraction
+    assert units["mvm"]["clocked_idle"] == pytest.approx(mvm_w * clocked / total)
+    assert units["mvm"]["gated_idle"] == pytest.approx(mvm_w * residual * gated / total)
+    assert units["mvm"]["dynamic"] > 0 and units["mvm"]["leakage"] > 0
+    assert units["dwpu"]["dynamic"] == 0 and units["dwpu"]["gated_idle"] > 0
+
+
+def test_padded_rows_cost_the_zero_product_energy() -> None:
+    model = cost_model(load_arch())
+    e = model.arch.energy
+    zero = e.mvm_activity_fit[0]
+    geo = dict(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=10, cols_used=8)
+    # a 3-channel first conv: 3 of each 64 rows carry data; 7 taps in 448 rows
+    first = Mvm(**geo, rows_used=448, cin=3, cpad=64)
+    data = 21
+    expect = 10 * 8 * (data + zero * (448 - data)) * e.mvm_mac_pj
+    assert model.mvm_mac_energy_pj(first) == pytest.approx(expect)
+    # a block starting mid-period: rows 62 .. 129 hold channels 62, 63 (padding), 0 .. 63
+    # of the next tap (3 data), and 0 .. 1 of the third (2 data)
+    mid = Mvm(**geo, rows_used=68, row0=62, cin=3, cpad=64)
+    assert model.mvm_mac_energy_pj(mid) == pytest.approx(10 * 8 * (5 + zero * 63) * e.mvm_mac_pj)
+    # full channels: every MAC costs mvm_mac_pj
+    dense = Mvm(**geo, rows_used=128, cin=64, cpad=64)
+    assert model.mvm_mac_energy_pj(dense) == pytest.approx(10 * 8 * 128 * e.mvm_mac_pj)
