@@ -27,7 +27,7 @@ import numpy as np
 
 from aipusim.arch.model import Arch
 from aipusim.isa.cost import COMPONENTS, C, static_power_w, unit_clock_w, unit_leakage_w
-from aipusim.isa.metrics import PEAK_WINDOWS, POWER_BIN_US
+from aipusim.isa.metrics import PEAK_WINDOWS, POWER_BIN_US, UNIT_POWER_PARTS
 from aipusim.isa.trace_schema import (
     POWER_TIME_COLUMNS,
     POWER_TOTAL_COLUMN,
@@ -158,8 +158,7 @@ def unit_power_w(
     for chunk in np.split(order, bounds) if len(order) else []:
         c, u = int(core[chunk[0]]), unit_names[int(code[chunk[0]])]
         intervals[(c, u)] = (start[chunk], end[chunk])
-    out = {kind: dict.fromkeys(("dynamic", "clocked_idle", "gated_idle", "leakage"), 0.0)
-           for kind in UNIT_KINDS}  # fmt: skip
+    out = {kind: dict.fromkeys(UNIT_POWER_PARTS, 0.0) for kind in UNIT_KINDS}
     idle = unit_idle_power_w(arch, freq_hz, voltage_v, intervals, cores, total_cycles)
     for unit, (clocked, gated) in idle.items():
         out[_kind(unit)]["clocked_idle"] += clocked
