@@ -77,7 +77,7 @@ import math
 from dataclasses import dataclass
 
 from aipusim.arch.model import Arch, HostLinkSpec
-from aipusim.base.errors import TasklistError
+from aipusim.base.errors import ArchError, TasklistError
 from aipusim.isa.dpu_work import dpu_charged_ops, dpu_lane_ops, dpu_read_bytes
 from aipusim.isa.tasks import (
     ADD_POSTS,
@@ -287,6 +287,7 @@ class CostModel:
         self.host_post_cycles = arch.ns_to_cycles(host.post_frame_us * 1000.0, self.freq_hz)
         #: One L1 port (a requester's own limit per direction), bytes per cycle.
         self.l1_port = float(arch.l1.port_bytes_per_cycle)
+        self.mvm_clock_pj_per_mac = mvm_clock_pj_per_mac(arch)
         self._bw = {
             Link.DDR: arch.ddr_bw_bytes_per_cycle(self.freq_hz),
             Link.NOC: float(arch.noc.bw_bytes_per_cycle),
@@ -626,7 +627,9 @@ class CostModel:
         """The MAC energy of ``t`` at the nominal voltage, pJ: a row that carries data costs
         ``mvm_mac_pj`` per MAC, a channel-padding row (PWORD padding, `mvm_data_rows`) only
         the zero-product cost of the value-aware fit (``a`` of
-        `aipusim.arch.model.EnergySpec.mvm_activity_fit`: clock, broadcast, adder tree).
+        `aipusim.arch.model.EnergySpec.mvm_activity_fit`: clock, broadcast, adder tree),
+        each less the array's clock per MAC (`mvm_clock_pj_per_mac`), which the simulator
+        charges per busy cycle instead (`aipusim.simulator.power`).
 
         >>> from aipusim.arch import load_arch
         >>> from aipusim.isa.tasks import Mvm
@@ -634,12 +637,13 @@ class CostModel:
         >>> t = Mvm(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=10, rows_used=64,
         ...         cols_used=8, cin=3, cpad=64)
         >>> round(m.mvm_mac_energy_pj(t) / (10 * 64 * 8 * 0.185), 4)  # 3 of 64 rows
-        0.1802
+        0.1326
         """
         e = self.arch.energy
         data = mvm_data_rows(t)
         zero = e.mvm_activity_fit[0]
-        return t.vectors * t.cols_used * (data + zero * (t.rows_used - data)) * e.mvm_mac_pj
+        per_col = (data + zero * (t.rows_used - data)) * e.mvm_mac_pj
+        return t.vectors * t.cols_used * (per_col - t.rows_used * self.mvm_clock_pj_per_mac)
 
     def _mvm(self, t: Mvm, energy: list[float], where: str) -> TaskCost:
         mvm, e = self.arch.mvm, self.arch.energy
@@ -851,6 +855,30 @@ def unit_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> dict[str, float]
     return {unit: gateable * share for unit, share in cg.unit_shares().items()}
 
 
+def mvm_clock_pj_per_mac(arch: Arch) -> float:
+    """The array's clock energy in one MAC of a fully used array, pJ at the nominal voltage:
+    the MVM's clock (`unit_clock_w`) per cycle over `MvmSpec.macs_per_cycle`. The 15 TOPS/W
+    behind ``mvm_mac_pj`` is measured on a fully used array, its clock included; the
+    simulator charges that clock per busy cycle instead (a task that uses part of the array
+    or waits for its input stream clocks the whole array all the same), so a MAC costs
+    ``mvm_mac_pj`` less this, and a fully used array still costs exactly ``mvm_mac_pj`` a MAC.
+
+    >>> from aipusim.arch import load_arch
+    >>> round(mvm_clock_pj_per_mac(load_arch()), 5)  # 0.231 W / 800 MHz / 32768 MACs
+    0.00881
+    """
+    clock = unit_clock_w(arch, arch.clock.default_hz, arch.clock.nominal_voltage_v)["mvm"]
+    per_mac = clock * 1e12 / arch.clock.default_hz / arch.mvm.macs_per_cycle
+    zero = arch.energy.mvm_activity_fit[0] * arch.energy.mvm_mac_pj
+    if per_mac >= zero:
+        raise ArchError(
+            f"the MVM's clock per MAC ({per_mac:.4g} pJ, from static_power.core_clocked_idle_w "
+            f"and [clock_gating]) must be below the zero-product MAC energy ({zero:.4g} pJ), "
+            "not above it"
+        )
+    return per_mac
+
+
 def unit_leakage_w(arch: Arch, voltage_v: float) -> dict[str, float]:
     """Where the chip's leakage (`static_power_w`'s two leakage terms) sits, W: logic
     leakage per unit kind in the ``[clock_gating]`` shares (the always-on part to
@@ -891,6 +919,7 @@ __all__ = [
     "burst_cycles",
     "cost_model",
     "dynamic_scale",
+    "mvm_clock_pj_per_mac",
     "mvm_data_rows",
     "static_power_w",
     "unit_clock_w",

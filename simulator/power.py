@@ -5,10 +5,14 @@
   ``(V / V_nom)^2`` at the run's voltage (the V-f point of its clock unless the run raises
   it); DDR and PCIe energy are off-chip and do not scale. Energy per action does not depend
   on the clock; static power does.
-- Idle power follows activity (`unit_idle_power_w`): a unit idle for a gap of g cycles
-  burns its clock power (`aipusim.isa.cost.unit_clock_w`) for ``min(g, L)`` cycles and
-  ``gated_residual_fraction`` of it for the rest, L the gating latency; only a core's
-  always-on clock share and leakage are constant (`aipusim.isa.cost.static_power_w`).
+- Clock power follows activity (`unit_clock_power_w`): a unit burns its clock power
+  (`aipusim.isa.cost.unit_clock_w`) in every busy cycle (clock power is per cycle, not per
+  action: the per-action energies are switching energies, and the MVM's measured MAC
+  energy has its clock taken out, `aipusim.isa.cost.mvm_clock_pj_per_mac`); idle for a gap
+  of g cycles, it burns it for ``min(g, L)`` cycles and ``gated_residual_fraction`` of it
+  for the rest, L the gating latency. Only a core's always-on clock share and leakage are
+  constant (`aipusim.isa.cost.static_power_w`). Like static power, the units' clock power
+  is spread evenly over the run (the timeline and the peaks see its average).
 - The timeline spreads each task's energy uniformly over its cycles, bins it exactly
   (`POWER_BIN_US` per bin, coarser for very long runs) and adds static power. Peak power
   (`peak_power_w`) is the highest average over a sliding window of each length of
@@ -83,27 +87,28 @@ def idle_split(
     return int(clocked.sum()), int((gaps - clocked).sum())
 
 
-def unit_idle_power_w(
+def unit_clock_power_w(
     arch: Arch,
     freq_hz: int,
     voltage_v: float,
     intervals: Mapping[tuple[int, str], tuple[np.ndarray, np.ndarray]],
     cores: list[int],
     total_cycles: int,
-) -> dict[str, tuple[float, float]]:
-    """Unit kind -> (clocked idle W, gated idle W) averaged over ``total_cycles``, summed over
-    ``cores``; ``intervals[(core, unit)]`` are the unit's busy ``(start, end)`` cycles.
+) -> dict[str, tuple[float, float, float]]:
+    """Unit kind -> (clocked busy W, clocked idle W, gated idle W) averaged over
+    ``total_cycles``, summed over ``cores``; ``intervals[(core, unit)]`` are the unit's busy
+    ``(start, end)`` cycles.
 
     >>> from aipusim.arch import load_arch
     >>> busy = {(0, "mvm"): (np.array([0]), np.array([500]))}
-    >>> w = unit_idle_power_w(load_arch(), 800_000_000, 0.8, busy, [0], 1000)
-    >>> [round(x, 5) for x in w["mvm"]]  # 0.231 W x 16/1000 and x 0.1 x 484/1000
-    [0.0037, 0.01118]
+    >>> w = unit_clock_power_w(load_arch(), 800_000_000, 0.8, busy, [0], 1000)
+    >>> [round(x, 5) for x in w["mvm"]]  # 0.231 W x 500/1000, x 16/1000, x 0.1 x 484/1000
+    [0.1155, 0.0037, 0.01118]
     """
     clock = unit_clock_w(arch, freq_hz, voltage_v)
     cg = arch.clock_gating
     total = max(1, int(total_cycles))
-    out: dict[str, tuple[float, float]] = {}
+    out: dict[str, tuple[float, float, float]] = {}
     empty = np.zeros(0, dtype=np.int64)
     for unit, watts in clock.items():
         clocked = gated = 0
@@ -111,7 +116,12 @@ def unit_idle_power_w(
             s, e = intervals.get((core, unit), (empty, empty))
             c, g = idle_split(s, e, total, cg.gating_latency_cycles)
             clocked, gated = clocked + c, gated + g
-        out[unit] = (watts * clocked / total, watts * cg.gated_residual_fraction * gated / total)
+        busy = total * len(cores) - clocked - gated
+        out[unit] = (
+            watts * busy / total,
+            watts * clocked / total,
+            watts * cg.gated_residual_fraction * gated / total,
+        )
     return out
 
 
@@ -159,8 +169,9 @@ def unit_power_w(
         c, u = int(core[chunk[0]]), unit_names[int(code[chunk[0]])]
         intervals[(c, u)] = (start[chunk], end[chunk])
     out = {kind: dict.fromkeys(UNIT_POWER_PARTS, 0.0) for kind in UNIT_KINDS}
-    idle = unit_idle_power_w(arch, freq_hz, voltage_v, intervals, cores, total_cycles)
-    for unit, (clocked, gated) in idle.items():
+    clocks = unit_clock_power_w(arch, freq_hz, voltage_v, intervals, cores, total_cycles)
+    for unit, (busy, clocked, gated) in clocks.items():
+        out[_kind(unit)]["clocked_busy"] += busy
         out[_kind(unit)]["clocked_idle"] += clocked
         out[_kind(unit)]["gated_idle"] += gated
     for unit, watts in unit_leakage_w(arch, voltage_v).items():
@@ -172,14 +183,13 @@ def unit_power_w(
     return out
 
 
-def gateable_idle_w(arch: Arch, units: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """The idle power of the clock-gated unit kinds of ``units`` (`unit_power_w`), the
-    terms `static_power_w` leaves out: ``unit_clocked_idle`` and ``unit_gated_idle``, W."""
+def unit_clocks_w(arch: Arch, units: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The clock power of the clock-gated unit kinds of ``units`` (`unit_power_w`), the
+    terms `static_power_w` leaves out: ``unit_clocked_busy``, ``unit_clocked_idle`` and
+    ``unit_gated_idle``, W."""
     kinds = {_kind(unit) for unit in arch.clock_gating.unit_shares()}
-    return {
-        "unit_clocked_idle": sum(units[k]["clocked_idle"] for k in kinds),
-        "unit_gated_idle": sum(units[k]["gated_idle"] for k in kinds),
-    }
+    parts = ("clocked_busy", "clocked_idle", "gated_idle")
+    return {f"unit_{p}": sum(units[k][p] for k in kinds) for p in parts}
 
 
 def add_dynamic_w(units: dict[str, dict[str, float]], run_pj: np.ndarray, seconds: float) -> None:

@@ -28,9 +28,9 @@ from aipusim.simulator.power import (
     EnergyCurve,
     PowerProfile,
     add_dynamic_w,
-    gateable_idle_w,
     peak_power_w,
     power_timeline,
+    unit_clocks_w,
     unit_power_w,
 )
 
@@ -247,8 +247,9 @@ class SimResult:
     energy_mj_run: float
     avg_power_w: float
     static_power_w: dict[str, float]
-    #: Per unit kind, average W over the run: ``dynamic``, ``clocked_idle`` (idle, clock
-    #: not yet gated), ``gated_idle`` and ``leakage`` (`aipusim.simulator.power`).
+    #: Per unit kind, average W over the run: ``dynamic``, ``clocked_busy`` (its clock while
+    #: busy), ``clocked_idle`` (idle, clock not yet gated), ``gated_idle`` and ``leakage``
+    #: (`aipusim.simulator.power`).
     unit_power_w: dict[str, dict[str, float]]
     _power: PowerProfile = field(repr=False)
     power_bin_us: float
@@ -489,7 +490,7 @@ def build_result(rec: RunRecord, unloaded: Callable[[], float] | None = None) ->
     extra *= scale
     static = static_power_w(arch, freq, len(physical), volts)
     units = unit_power_w(arch, freq, volts, (core, ucode, start, end), names, physical, total)
-    static.update(gateable_idle_w(arch, units))
+    static.update(unit_clocks_w(arch, units))
     static_w = sum(static.values())
     static_pj_per_cycle = static_w * 1e12 / freq
     # Energy not tied to a logged activity (trace lines, polls) goes evenly over the run;

@@ -158,13 +158,14 @@ def measure(
 
 def unit_breakdown(table: pd.DataFrame) -> pd.DataFrame:
     """Per model at its highest limit, the run's average power per unit (rows) and part
-    (columns: dynamic, clocked idle, gated idle, leakage; `SimResult.unit_power_w`).
+    (columns: dynamic, clocked busy, clocked idle, gated idle, leakage; `SimResult.unit_power_w`).
 
     >>> import json
-    >>> row = {"dynamic": 1.0, "clocked_idle": 0.1, "gated_idle": 0.01, "leakage": 0.02}
+    >>> row = {"dynamic": 1.0, "clocked_busy": 0.2, "clocked_idle": 0.1, "gated_idle": 0.01,
+    ...        "leakage": 0.02}
     >>> t = pd.DataFrame({"model": ["m"], "u": [1.0], "unit_power_w": [json.dumps({"mvm": row})]})
     >>> unit_breakdown(t).to_dict("records")[0]["dynamic (W)"], len(unit_breakdown(t).columns)
-    (1.0, 6)
+    (1.0, 7)
     """
     out = []
     for model, group in table.groupby("model", sort=False):
@@ -400,10 +401,11 @@ def run_power_study(
             "(`aipusim.isa.metrics`); FPS/W = FPS / average power. A limit is on a Pareto front "
             "when no other limit is at least as good in both figures and better in one (per "
             "model).",
-            "- power by part (dynamic, clocked idle, gated idle, leakage; W) is the whole run's "
-            "average, INIT included, with activity-based clock gating (`[clock_gating]` of the "
-            "arch file): an idle unit burns its clock share for the gating latency, then only "
-            "the gated residual; always-on clock, DDR PHY and PCIe L0 count as clocked idle.",
+            "- power by part (dynamic, clocked busy, clocked idle, gated idle, leakage; W) is "
+            "the whole run's average, INIT included, with activity-based clock gating "
+            "(`[clock_gating]` of the arch file): a unit burns its clock share while busy and "
+            "for the gating latency after, then only the gated residual; always-on clock, DDR "
+            "PHY and PCIe L0 count as clocked idle.",
         ],
     )
     anomaly_lines = [f"- {a}" for a in odd] or [

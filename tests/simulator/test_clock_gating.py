@@ -7,10 +7,11 @@ import pytest
 from helpers import mvm, program
 
 from aipusim.arch import load_arch
-from aipusim.isa.cost import cost_model, unit_clock_w
+from aipusim.base.errors import ArchError
+from aipusim.isa.cost import cost_model, mvm_clock_pj_per_mac, unit_clock_w
 from aipusim.isa.tasks import Mvm
 from aipusim.simulator import simulate
-from aipusim.simulator.power import idle_split, unit_idle_power_w
+from aipusim.simulator.power import idle_split, unit_clock_power_w
 
 ARCH = load_arch(overrides={"host_link.setup_us": 0.0})
 FREQ = 800_000_000
@@ -30,12 +31,18 @@ def test_a_unit_busy_half_the_time() -> None:
     mvm_w = clock * ARCH.clock_gating.unit_shares()["mvm"]
     assert unit_clock_w(ARCH, FREQ, volts)["mvm"] == pytest.approx(mvm_w)
     busy = {(0, "mvm"): (np.array([0]), np.array([500]))}
-    w = unit_idle_power_w(ARCH, FREQ, volts, busy, [0], 1000)
+    w = unit_clock_power_w(ARCH, FREQ, volts, busy, [0], 1000)
     residual = ARCH.clock_gating.gated_residual_fraction
-    assert w["mvm"] == pytest.approx((mvm_w * 16 / 1000, mvm_w * residual * 484 / 1000))
+    # busy 500 cycles clocked, then 16 idle cycles clocked, 484 gated
+    expect = (mvm_w * 500 / 1000, mvm_w * 16 / 1000, mvm_w * residual * 484 / 1000)
+    assert w["mvm"] == pytest.approx(expect)
     # a unit with no task idles the whole run: 16 cycles clocked, the rest gated
     dpu_w = clock * ARCH.clock_gating.unit_shares()["dpu"]
-    assert w["dpu"] == pytest.approx((dpu_w * 16 / 1000, dpu_w * residual * 984 / 1000))
+    assert w["dpu"] == pytest.approx((0.0, dpu_w * 16 / 1000, dpu_w * residual * 984 / 1000))
+    # two cores: the busy cycles of both count
+    two = {**busy, (1, "mvm"): (np.array([0]), np.array([1000]))}
+    w2 = unit_clock_power_w(ARCH, FREQ, volts, two, [0, 1], 1000)
+    assert w2["mvm"][0] == pytest.approx(mvm_w * 1500 / 1000)
 
 
 def test_the_run_reports_power_per_unit() -> None:
@@ -56,6 +63,7 @@ def test_the_run_reports_power_per_unit() -> None:
     clocked = sum(min(g, 16) for g in gaps)
     gated = sum(gaps) - clocked
     residual = ARCH.clock_gating.gated_residual_fraction
+    assert units["mvm"]["clocked_busy"] == pytest.approx(mvm_w * (e - s) / total)
     assert units["mvm"]["clocked_idle"] == pytest.approx(mvm_w * clocked / total)
     assert units["mvm"]["gated_idle"] == pytest.approx(mvm_w * residual * gated / total)
     assert units["mvm"]["dynamic"] > 0 and units["mvm"]["leakage"] > 0
@@ -66,16 +74,36 @@ def test_padded_rows_cost_the_zero_product_energy() -> None:
     model = cost_model(load_arch())
     e = model.arch.energy
     zero = e.mvm_activity_fit[0]
+    # each MAC leaves out the array's clock, which is charged per busy cycle instead
+    clock = mvm_clock_pj_per_mac(model.arch)
     geo = dict(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=10, cols_used=8)
     # a 3-channel first conv: 3 of each 64 rows carry data; 7 taps in 448 rows
     first = Mvm(**geo, rows_used=448, cin=3, cpad=64)
     data = 21
-    expect = 10 * 8 * (data + zero * (448 - data)) * e.mvm_mac_pj
+    expect = 10 * 8 * ((data + zero * (448 - data)) * e.mvm_mac_pj - 448 * clock)
     assert model.mvm_mac_energy_pj(first) == pytest.approx(expect)
     # a block starting mid-period: rows 62 .. 129 hold channels 62, 63 (padding), 0 .. 63
     # of the next tap (3 data), and 0 .. 1 of the third (2 data)
     mid = Mvm(**geo, rows_used=68, row0=62, cin=3, cpad=64)
-    assert model.mvm_mac_energy_pj(mid) == pytest.approx(10 * 8 * (5 + zero * 63) * e.mvm_mac_pj)
-    # full channels: every MAC costs mvm_mac_pj
+    expect = 10 * 8 * ((5 + zero * 63) * e.mvm_mac_pj - 68 * clock)
+    assert model.mvm_mac_energy_pj(mid) == pytest.approx(expect)
+    # full channels: every MAC costs mvm_mac_pj less the clock
     dense = Mvm(**geo, rows_used=128, cin=64, cpad=64)
-    assert model.mvm_mac_energy_pj(dense) == pytest.approx(10 * 8 * 128 * e.mvm_mac_pj)
+    assert model.mvm_mac_energy_pj(dense) == pytest.approx(10 * 8 * 128 * (e.mvm_mac_pj - clock))
+
+
+def test_a_fully_used_array_costs_the_measured_mac_energy() -> None:
+    # the array's clock per busy cycle plus its MACs less the clock: mvm_mac_pj a MAC, the
+    # 15 TOPS/W the MAC energy comes from, at any share of the gateable clock
+    arch = load_arch(overrides={"clock_gating.mvm_idle_share": 0.7})
+    volts = arch.clock.nominal_voltage_v
+    per_cycle_pj = unit_clock_w(arch, FREQ, volts)["mvm"] * 1e12 / FREQ
+    macs = arch.mvm.macs_per_cycle
+    per_mac = per_cycle_pj / macs + arch.energy.mvm_mac_pj - mvm_clock_pj_per_mac(arch)
+    assert per_mac == pytest.approx(arch.energy.mvm_mac_pj)
+
+
+def test_a_clock_above_the_zero_product_energy_is_refused() -> None:
+    arch = load_arch(overrides={"energy.mvm_mac_pj": 0.01})
+    with pytest.raises(ArchError, match="must be below the zero-product MAC energy"):
+        mvm_clock_pj_per_mac(arch)
