@@ -47,9 +47,9 @@ from aipusim.base.atomic import temp_name
 from aipusim.isa.metrics import UNIT_POWER_PARTS
 from aipusim.sweep.space import SweepPoint
 
-#: Arch tables only the simulator reads (energy per event, static power): points that
-#: differ only in keys under these share a compiled program (`program_key`).
-SIMULATOR_ONLY_ARCH_TABLES = ("energy", "static_power")
+#: Arch tables only the simulator reads (energy per event, static power, clock gating):
+#: points that differ only in keys under these share a compiled program (`program_key`).
+SIMULATOR_ONLY_ARCH_TABLES = ("energy", "static_power", "clock_gating")
 
 
 def program_key(point: SweepPoint) -> str:
