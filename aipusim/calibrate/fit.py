@@ -231,6 +231,17 @@ def _sets(text: str, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def compiler_reads(key: str) -> bool:
+    """Whether the back end reads the arch number ``key``: not the tables only the simulator
+    reads (energy, static power, clock gating) nor a supply voltage (the compiler plans in
+    cycles at the clock, never at its voltage).
+
+    >>> compiler_reads("l1.port_bytes_per_cycle"), compiler_reads("clock.vf_points[1].voltage_v")
+    (True, False)
+    """
+    return key.split(".")[0] not in SIMULATOR_ONLY_ARCH_TABLES and not key.endswith("voltage_v")
+
+
 class Predictor:
     """The simulated figures of every row for a set of (I) numbers: each run's front end
     once, its back end per set of numbers, a simulation per row (memoised by the numbers)."""
@@ -268,9 +279,9 @@ class Predictor:
         arch = load_arch(self.arch_path, overrides=dict(values))
         self.evaluations += 1
         out: dict[int, dict[str, float]] = {}
-        # numbers only the simulator reads (energies, static power, clock gating) leave the
-        # program as it is: the back end runs again only when a number it reads moves
-        program = tuple((k, v) for k, v in key if k.split(".")[0] not in SIMULATOR_ONLY_ARCH_TABLES)
+        # numbers only the simulator reads leave the program as it is: the back end runs
+        # again only when a number it reads moves
+        program = tuple((k, v) for k, v in key if compiler_reads(k))
         for m in self.rows:
             where = (program, m.run_key())
             if where not in self._compiled:
