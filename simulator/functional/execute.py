@@ -90,7 +90,7 @@ class _Run:
     def __init__(self, rec: RunRecord, inputs: dict[str, np.ndarray], value_aware: bool) -> None:
         program = rec.program
         assert program.memory is not None
-        self.arch, self.config = rec.arch, rec.config
+        self.arch, self.config, self.cost = rec.arch, rec.config, rec.cost
         self.map, self.inputs = program.memory, inputs
         self.value_aware = value_aware
         #: The first task that ran before its data was written (raised after the run).
@@ -155,7 +155,7 @@ class _Run:
                 self.not_yet_written = self.not_yet_written or exc
                 return
             if isinstance(t, Mvm):
-                charged = self.sim.cost.mvm_mac_energy_pj(t)
+                charged = self.cost.mvm_mac_energy_pj(t)
                 self.activity.append((sched.phase[node], t.macs, run.active, charged))
             self.check.forward(node, run.accesses)
             for place in self.snap_at.get(node, ()):
