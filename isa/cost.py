@@ -637,7 +637,7 @@ class CostModel:
         >>> t = Mvm(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=10, rows_used=64,
         ...         cols_used=8, cin=3, cpad=64)
         >>> round(m.mvm_mac_energy_pj(t) / (10 * 64 * 8 * 0.185), 4)  # 3 of 64 rows
-        0.1326
+        0.1462
         """
         e = self.arch.energy
         data = mvm_data_rows(t)
@@ -817,7 +817,7 @@ def static_power_w(
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    1.52
+    2.062
     """
     sp = arch.static_power
     volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
@@ -848,7 +848,7 @@ def unit_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> dict[str, float]
 
     >>> from aipusim.arch import load_arch
     >>> round(unit_clock_w(load_arch(), 800_000_000, 0.8)["mvm"], 4)
-    0.231
+    0.165
     """
     cg = arch.clock_gating
     gateable = _core_clock_w(arch, freq_hz, voltage_v) * (1.0 - cg.always_on_fraction)
@@ -864,8 +864,8 @@ def mvm_clock_pj_per_mac(arch: Arch) -> float:
     ``mvm_mac_pj`` less this, and a fully used array still costs exactly ``mvm_mac_pj`` a MAC.
 
     >>> from aipusim.arch import load_arch
-    >>> round(mvm_clock_pj_per_mac(load_arch()), 5)  # 0.231 W / 800 MHz / 32768 MACs
-    0.00881
+    >>> round(mvm_clock_pj_per_mac(load_arch()), 5)  # 0.165 W / 800 MHz / 32768 MACs
+    0.00629
     """
     clock = unit_clock_w(arch, arch.clock.default_hz, arch.clock.nominal_voltage_v)["mvm"]
     per_mac = clock * 1e12 / arch.clock.default_hz / arch.mvm.macs_per_cycle

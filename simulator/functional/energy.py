@@ -15,7 +15,7 @@ result reports (INIT, the run, a steady frame, average power), at the run's volt
 
 >>> from aipusim.arch import load_arch
 >>> round(mac_energy_pj(load_arch(), macs=1000, active=50) / (1000 * 0.185), 4)  # clock out
-0.1353
+0.1489
 """
 
 from __future__ import annotations
