@@ -477,6 +477,50 @@ class CostModel:
         write = out_elems * (PSUM_BYTES if post == PostOp.NONE else pitches[1])
         return read, write
 
+    def l1_streams(self, task: Task) -> tuple[tuple[tuple[str, int], ...], ...]:
+        """A compute task's L1 bytes (`TaskCost.traffic`) by the address field each stream
+        starts at: ``(reads, writes)``, each ``((field, bytes), ...)``, summing to
+        ``l1_read``/``l1_write``. The detailed mode's banked L1 walks each stream from its
+        address (`aipusim.simulator.detail.l1`). An `Mvm` reads its input vectors, its
+        partial sums (``accumulate``) and its residual (an add post) and writes its results
+        (partial sums at ``psum_addr`` for post none); a `DpuOp`'s operands are read in
+        equal shares; DMA kinds and the rest move no L1 bytes of their own here.
+
+        >>> from aipusim.arch import load_arch
+        >>> m = CostModel(load_arch(), 800_000_000)
+        >>> m.l1_streams(Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=10,
+        ...                  rows_used=512, cols_used=512))
+        ((('in_addr', 5120),), (('out_addr', 5120),))
+        """
+        if isinstance(task, Mvm):
+            passes = math.ceil(task.cols_used / self.active_cols)
+            out_elems = task.vectors * task.cols_used
+            reads = [("in_addr", task.vectors * task.rows_used * passes * task.in_chan_pitch)]
+            if task.accumulate:
+                reads.append(("psum_addr", out_elems * PSUM_BYTES))
+            if task.post in ADD_POSTS:
+                reads.append(("add_addr", out_elems))
+            _, write = self._mvm_bytes(
+                task.vectors, task.rows_used, task.cols_used, bool(task.accumulate), task.post,
+                (task.in_chan_pitch, task.out_chan_pitch),
+            )  # fmt: skip
+            out = "psum_addr" if task.post == PostOp.NONE else "out_addr"
+            return tuple(reads), ((out, write),)
+        if isinstance(task, WeightLoad):
+            return (("src_addr", task.read_bytes),), ()
+        if isinstance(task, DwpuOp):
+            read = task.channels * task.h * task.w
+            return (("in_addr", read),), (("out_addr", task.channels * task.out_h * task.out_w),)
+        if isinstance(task, DpuOp):
+            then = task.then is not DpuThen.NONE
+            read = dpu_read_bytes(task.kind, task.elements, task.operands, self.arch, then=then)
+            k = max(1, min(3, task.operands))
+            share = [read // k] * k
+            share[0] += read - sum(share)
+            reads = tuple((f"in_addr{i}", n) for i, n in enumerate(share) if n)
+            return reads, (("out_addr", task.elements),)
+        return (), ()
+
     def weight_load_cycles(self, nbytes: int, read_bytes: int | None = None) -> int:
         """One `WeightLoad` of ``nbytes`` into an IMC weight set (``read_bytes``, default
         ``nbytes``, read from L1 through a port, written through the IMC write port)."""

@@ -375,6 +375,7 @@ def simulate(
     )
     result = sim.run()
     result.detail = str(Detail(detail))
+    result.l1_waits = sim.l1_waits()
     if functional:
         source = constants if isinstance(program_or_dir, Program) else program_or_dir
         _attach(result, sim.record(), inputs, source, model)
