@@ -204,7 +204,9 @@ class L1Calendar:
     do not arrive in time order and no arbiter can see every requester of one cycle at
     once. Each stream (`book`) is therefore walked cycle by cycle against what earlier
     bookings already hold: in each cycle it asks (as in `BankedL1.serve`: credit of up to
-    one port's width at its rate), it is granted when one of its direction's ports and
+    one port's width at its rate, though here the stream's short access, its bytes past
+    whole ports, comes first, so that a stream of ``d`` accesses over ``d`` cycles, a task
+    bound by its port, is through in ``d``), it is granted when one of its direction's ports and
     every bank its access spans are still free in that cycle, else it waits a cycle and
     loses that cycle's credit beyond a port's width. Arbitration is thus by booking order
     (a unit running ahead books first; a DMA burst books when it happens), the order the
@@ -320,7 +322,9 @@ def _book(
     cap = float(port_bytes)
     full = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - banks)
     while done < total:
-        want = min(port_bytes, total - done)
+        # the short access (a stream's bytes past whole ports) goes first, so that a stream
+        # of d accesses at its rate is through in d cycles
+        want = (total - done) % port_bytes or port_bytes
         credit = min(credit, cap) + rate
         if credit + 1e-6 < want:
             # skip the cycles it only gathers credit in (it asks for nothing)
