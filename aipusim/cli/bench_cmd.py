@@ -26,6 +26,13 @@ from aipusim.cli.options import json_option, no_cache_option
     "cores, next to onnxruntime fp32 and the int8 reference.",
 )
 @click.option(
+    "--detailed",
+    is_flag=True,
+    help="Time the detailed mode (simulate --detail cycle) on --frames frames (here default "
+    "1) of MODELS (default: resnet50 at its published size) compiled batch on 4 cores: "
+    "simulated cycles per second, wall and CPU seconds, against the fast mode.",
+)
+@click.option(
     "--sweep",
     is_flag=True,
     help="Time a 200-point sweep of tiny_cnn at 32 px, or of the one zoo model in MODELS (at "
@@ -65,6 +72,7 @@ def bench(
     no_cache: bool,
     as_json: bool,
     arch_params: tuple[str, ...] = (),
+    detailed: bool = False,
 ) -> None:
     """Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the
     compile time, simulation wall time, simulated tasks/s and peak RSS of each, then the
@@ -81,7 +89,7 @@ def bench(
     from aipusim.bench.speed import BENCH_MODELS, measured_note, write_markdown_block
 
     chosen = models or (tuple(zoo.names()) if frames == 0 else BENCH_MODELS)
-    if functional:
+    if functional or detailed:
         chosen = models or ("resnet50",)
     unknown = [m for m in chosen if m not in zoo.names()]
     if unknown:
@@ -92,6 +100,9 @@ def bench(
         check_output(md_path)  # before the minutes a benchmark takes
     if functional:
         rows, (block, heading, text) = _functional(chosen, input_size, not no_cache)
+    elif detailed:
+        frames = 1 if frames == 8 else frames  # the default of the other modes
+        rows, (block, heading, text) = _detailed(chosen, frames, input_size, not no_cache)
     elif sweep:
         rows, (block, heading, text) = _sweep(
             frames, workers, not no_cache, models, input_size, arch_params
@@ -105,6 +116,7 @@ def bench(
                 "aipusim bench",
                 *models,
                 *(["--functional"] if functional else []),
+                *(["--detailed"] if detailed else []),
                 *(["--sweep", "--workers", str(workers)] if sweep else []),
                 *[f"--arch-param {a}" for a in (arch_params if sweep else ())],
                 *([] if functional else ["--frames", str(frames)]),
@@ -160,6 +172,30 @@ def _functional(models: tuple[str, ...], input_size: int | None, quantization_ca
         "of one frame (timing run, schedule, data, hazard sweeps)"
     )
     return rows, ("functional", "## Functional mode speed (`aipusim bench --functional`)", text)
+
+
+def _detailed(
+    models: tuple[str, ...], frames: int, input_size: int | None, quantization_cache: bool
+) -> _Out:
+    """``--detailed``: one row per model, fast and detailed."""
+    # lazy: aipusim.bench.detailed loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.bench.detailed import detailed_bench
+
+    if frames < 1:
+        raise ConfigError(f"--frames must be an integer >= 1 with --detailed, not {frames}")
+    rows = [
+        detailed_bench(m, frames=frames, input_size=input_size,
+                       quantization_cache=quantization_cache)
+        for m in models
+    ]  # fmt: skip
+    text = (
+        pd.DataFrame(rows).to_markdown(index=False)
+        + "\n\none run of each mode on the same compiled program (batch, 4 cores); "
+        "simulated_cycles_per_s: the detailed run's cycles over its wall seconds; "
+        "detailed_cpu_s: this process's CPU seconds in that run; load: the load average "
+        "before and after the two runs; l1_*: the banked L1's accesses and waits"
+    )
+    return rows, ("detailed", "## Detailed mode speed (`aipusim bench --detailed`)", text)
 
 
 def _sweep(

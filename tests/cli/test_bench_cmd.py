@@ -37,6 +37,22 @@ def test_bench_functional_times_the_frame_beside_onnxruntime(
     assert row["functional_vs_onnxruntime"] == pytest.approx(ratio, rel=0.05)
 
 
+def test_bench_detailed_reports_simulated_cycles_per_second(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    page = tmp_path / "benchmarks.md"
+    args = ["bench", "tiny_cnn", "--detailed", "--input-size", "32", "--json"]
+    assert main([*args, "--markdown", str(page)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["mode"] == "batch x4" and row["frames"] == 1
+    assert row["cycles_detailed"] > 0 and row["detailed_cpu_s"] > 0
+    assert row["simulated_cycles_per_s"] > 0 and row["detailed_wall_s"] > 0
+    # the banked L1 timed the run's L1 accesses
+    assert row["l1_accesses"] > 0
+    text = page.read_text()
+    assert "## Detailed mode speed" in text and "--detailed --frames 1" in text
+
+
 def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "tiny_cnn", "--frames", "0"]) == 0
     out = capsys.readouterr().out
