@@ -1,5 +1,5 @@
 """``aipusim bench --detailed``: how fast the detailed mode (``simulate(detail="cycle")``:
-the banked L1, cycle-level LPDDR4x and PCIe, `aipusim.simulator.detail`) simulates one
+L1 banks and LPDDR4x cycle by cycle, PCIe's DLLPs, `aipusim.simulator.detail`) simulates one
 frame of a zoo model, in simulated cycles per second of wall time, next to the fast mode
 on the same compiled program.
 

@@ -21,6 +21,8 @@ Here each cycle is simulated:
 
 `serve` returns each stream's end cycle and the cycles it waited for a bank or a port, so
 the fast model's fluid sharing can be checked against the banks (`compare_l1_with_ports`).
+`L1Calendar` is the same L1 as the detailed simulation uses it (``detail="cycle"``),
+where requests come stream by stream rather than all at once (its doc).
 
 >>> l1 = BankedL1(banks=16, bank_bytes=16, read_ports=2, write_ports=2, port_bytes=64)
 >>> a = L1Access(requester=0, start=0, nbytes=6400, addr=0, rate=64.0, write=False)
