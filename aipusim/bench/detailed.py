@@ -16,12 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import onnx
-
 from aipusim import zoo
+from aipusim.bench.functional import compile_zoo
 from aipusim.compiler.config import CompilerConfig
-from aipusim.compiler.driver import compile_model
-from aipusim.compiler.request import CompileRequest
 
 #: What issue #28 asks the detailed mode to run within 10 minutes: ResNet-50 at its
 #: published 224 px, batch on 4 cores, one frame.
@@ -51,19 +48,8 @@ def detailed_bench(
     from aipusim.simulator import simulate
 
     with tempfile.TemporaryDirectory(prefix="aipusim-dbench-") as tmp:
-        model_path = Path(tmp) / f"{name}.onnx"
-        onnx.save(zoo.build(name, input_size=input_size), model_path)
         config = CompilerConfig(aipu_cores_used=cores, multicore_mode=mode)
-        out = Path(tmp) / "out"
-        compile_model(
-            CompileRequest(
-                model_path=model_path,
-                output_dir=out,
-                config=config,
-                quantization_cache=quantization_cache,
-            )
-        )
-        folder = out / "compiled_model"
+        _, folder = compile_zoo(name, Path(tmp), config, input_size, quantization_cache)
         load_before = os.getloadavg()[0]
         fast, fast_s, _ = _timed(lambda: simulate(folder, frames=frames))
         cycle, wall_s, cpu_s = _timed(lambda: simulate(folder, frames=frames, detail="cycle"))
