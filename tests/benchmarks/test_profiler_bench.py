@@ -39,7 +39,7 @@ def trace_2m(tmp_path_factory) -> tuple[Path, int]:
 
 def test_parse_lines_per_second(benchmark, trace_2m):
     path, lines = trace_2m
-    load_trace(path)  # compile the numba scanner (cached on disk) outside the timing
+    load_trace(path)  # warm the page cache outside the timing
     cpu: list[float] = []
 
     def parse() -> object:
@@ -145,9 +145,9 @@ def _median(values: list[float]) -> float:
 
 
 def test_read_1m_lines_whole_process(benchmark, tmp_path):
-    """A fresh process reads a 1M-line text trace into its frames (the numba scanner's
-    cached code is loaded, not compiled: one untimed run first), then a whole ``aipusim
-    profile`` process reads and reduces it to the layer table."""
+    """A fresh process reads a 1M-line text trace into its frames (one untimed run first:
+    the page cache and the bytecode), then a whole ``aipusim profile`` process reads and
+    reduces it to the layer table."""
     path = tmp_path / "read.trace"
     lines = write_synthetic_trace(path, min_lines=READ_LINES)
     child = [sys.executable, "-c", _READ_CHILD, str(path)]
