@@ -35,8 +35,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import (
@@ -329,19 +327,33 @@ def _read_header(fh, source: str) -> tuple[TraceHeader, bytes]:
     return TraceHeader.parse(line, source), head[nl + 1 :]
 
 
+class _NoBar:
+    """What `parse_text` updates when no progress is shown."""
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        return None
+
+
+def _progress_bar(total: int | None) -> object:
+    # lazy: tqdm (and the importlib.metadata it loads) costs every profile process that
+    # shows no bar, which is any whose stderr is not a terminal
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, desc="parse", leave=False)
+
+
 def parse_text(path: str | Path, strict: bool = False, progress: bool = False) -> ParsedTables:
     """Parse a text trace (``.gz``/``.zst``/``.bz2`` are decompressed by suffix);
     ``progress`` shows a tqdm bar of the bytes read on stderr."""
     source = str(path)
     sized = Path(source).is_file() and Path(source).suffix not in (".gz", ".bz2", ".zst", ".lz4")
-    bar = tqdm(
-        total=Path(source).stat().st_size if sized else None,
-        unit="B",
-        unit_scale=True,
-        desc="parse",
-        disable=not progress,
-        leave=False,
-    )
+    bar = _progress_bar(Path(source).stat().st_size if sized else None) if progress else _NoBar()
     try:
         fh = pa.input_stream(source, compression="detect")
     except (FileNotFoundError, OSError) as exc:
@@ -384,6 +396,9 @@ def _fill_optional(tag: Tag, rows: pa.RecordBatch) -> pa.RecordBatch:
 
 def parse_parquet(path: str | Path, strict: bool = False) -> ParsedTables:
     """Parse the Parquet form: a ``tag`` column plus the union of the tags' columns."""
+    # lazy: pyarrow.parquet (with the cloud file systems it loads) only for Parquet traces
+    import pyarrow.parquet as pq
+
     source = str(path)
     try:
         pf = pq.ParquetFile(source)

@@ -149,7 +149,7 @@ def test_bad_utf8_marks_only_that_line(write_trace, tmp_path, header):
     p = tmp_path / "bin.trace"
     p.write_bytes(
         (header + "\n").encode()
-        + b"[PE] t=1 core=0 frame=1 layer=\xff\xfe\n"
+        + b"[PE] t=1 core=0 frame=0 layer=\xff\xfe\n"
         + b"[B]  frame=0 inst=0 start=0 end=10\n"
     )
     tr = load_trace(p)
