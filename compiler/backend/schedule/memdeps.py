@@ -66,39 +66,44 @@ def war_events(
     build's steps."""
     coop = cooperative
     events: list[WarEvent] = []
+    frame = Phase.FRAME
     for st in plan.pools.values():
         any_core = st.pool is Pool.L1 or coop
         l1 = st.core if any_core else None
         bufs = sorted(st.placed, key=lambda b: b.addr)
-        for i, a in enumerate(bufs):
-            a_acc = [
+        # each buffer's FRAME accesses of this pool, filtered once: every buffer that
+        # overlaps it reads them
+        acc = {
+            b.name: [
                 s
-                for s in buf_access.get(a.name, ())
-                if steps[s].phase is Phase.FRAME and (not coop or _in_pool(steps, s, st))
+                for s in buf_access.get(b.name, ())
+                if steps[s].phase is frame and (not coop or _in_pool(steps, s, st))
             ]
+            for b in bufs
+        }
+        for i, a in enumerate(bufs):
+            a_acc = acc[a.name]
             if not a_acc:
                 continue
             by_unit: dict[int | None, dict[Unit, list[int]]] = {}
             # a later step's dependencies on all of a's accesses, by (key, its core)
             after_all: dict[tuple[int | None, int], tuple[int, ...]] = {}
             a_last = a_acc[-1]
-            a_end = a.addr + a.size_bytes
+            a_lo, a_end, a_dead = a.addr, a.addr + a.size_bytes, a.end
             for b in bufs[i + 1 :] + bufs[:i]:
-                if b.addr >= a_end or b.addr + b.size_bytes <= a.addr or b.start <= a.end:
+                if b.addr >= a_end or b.addr + b.size_bytes <= a_lo or b.start <= a_dead:
                     continue
-                for sid in buf_access.get(b.name, ()):
-                    step = steps[sid]
-                    if step.phase is not Phase.FRAME or (coop and not _in_pool(steps, sid, st)):
-                        continue
-                    key = None if any_core else step.core
-                    if sid > a_last and (key, step.core) in after_all:
-                        last = after_all[(key, step.core)]
+                for sid in acc[b.name]:
+                    core = steps[sid].core
+                    key = None if any_core else core
+                    if sid > a_last and (key, core) in after_all:
+                        last = after_all[(key, core)]
                     else:
                         if key not in by_unit:
                             by_unit[key] = _per_unit(steps, a_acc, key, by_core=coop)
                         last = _last_before(by_unit[key], sid)
                         if sid > a_last:
-                            after_all[(key, step.core)] = last
+                            after_all[(key, core)] = last
                     if last:
                         events.append((sid, last, l1))
     return events
