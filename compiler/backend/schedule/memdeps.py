@@ -118,25 +118,25 @@ def apply_war(built: FrameSteps, events: list[WarEvent], ids: Sequence[int] | No
     # an event's targets by (its steps, the accessing core): most events share their
     # steps (every later access of a buffer follows the same last accesses)
     memo: dict[tuple[int, int], tuple[int, ...]] = {}
+    cores = [s.core for s in steps]
     for sid, found, l1 in events:
         if ids is not None:
             sid = ids[sid]
-        step = steps[sid]
-        core = step.core
-        gate = gates.get((sid, l1)) if l1 is not None else None
+        core = cores[sid]
+        gate = gates.get((sid, l1)) if gates and l1 is not None else None
         if gate is None:  # the hot path: about 110 k events for cooperative ResNet-50
             key = (id(found), core)
             targets = memo.get(key)
             if targets is None:
                 xs = _war_set(found, ids)
                 targets = memo[key] = tuple(_seen_by(built, x, core) for x in xs)
-            step.deps.update(targets)  # adds them in this order
+            steps[sid].deps.update(targets)  # adds them in this order
             continue
         for x in _war_set(found, ids):
-            if steps[x].core != core:
+            if cores[x] != core:
                 _war_edge(built, sid, x, l1)
             else:
-                step.deps.add(x)
+                steps[sid].deps.add(x)
 
 
 def _war_set(found: tuple[int, ...], ids: Sequence[int] | None) -> set[int]:
