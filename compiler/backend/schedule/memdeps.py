@@ -12,6 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from aipusim.compiler.backend.memplan.plan import MemPlan
@@ -31,6 +32,19 @@ class WarPlan:
     events: list[WarEvent]
     steps: int
 
+    @cached_property
+    def by_step(self) -> tuple[list[tuple[int, ...]], list[tuple[int, list[int]]]]:
+        """The events grouped by their step, for a build without multicast gates
+        (`apply_war`): the distinct sets of earlier accesses, and for each step (in the
+        order the steps first appear) the indices of its sets, each once, in event order.
+        An event whose set its step already had adds only edges the step has."""
+        index: dict[tuple[int, ...], int] = {}
+        per_step: dict[int, dict[int, None]] = {}
+        for sid, found, _ in self.events:
+            fi = index.setdefault(found, len(index))
+            per_step.setdefault(sid, {})[fi] = None
+        return list(index), [(sid, list(fis)) for sid, fis in per_step.items()]
+
 
 def add_memory_war(
     built: FrameSteps, plan: MemPlan, cooperative: bool, war: WarPlan | None = None
@@ -44,11 +58,11 @@ def add_memory_war(
     steps = built.steps
     if war is None:
         war = WarPlan(war_events(steps, built.buf_access, plan, cooperative), len(steps))
-        apply_war(built, war.events, None)
+        apply_war(built, war, None)
         return war
     ids = [s for s in range(len(steps)) if s not in built.group_barriers]
     assert len(ids) == war.steps, "the probe's steps are not this build's"
-    apply_war(built, war.events, ids)
+    apply_war(built, war, ids)
     return war
 
 
@@ -109,22 +123,41 @@ def war_events(
     return events
 
 
-def apply_war(built: FrameSteps, events: list[WarEvent], ids: Sequence[int] | None) -> None:
+def apply_war(built: FrameSteps, war: WarPlan, ids: Sequence[int] | None) -> None:
     """Add the edges of `war_events` (``ids``: this build's id of each step id in
     them; None: the same ids). Each event's steps are a set built as their first
     build built it, so that the edges are added in the order that build added them
     and every dependency set iterates as it did."""
     steps, gates = built.steps, built.gates
-    # an event's targets by (its steps, the accessing core): most events share their
-    # steps (every later access of a buffer follows the same last accesses)
-    memo: dict[tuple[int, int], tuple[int, ...]] = {}
     cores = [s.core for s in steps]
-    for sid, found, l1 in events:
+    if not gates:
+        # no event waits through a gate: each step's edges in one update, its sets in
+        # event order (a set repeated adds nothing), each set's targets made once per core
+        founds, per_step = war.by_step
+        made: dict[tuple[int, int], tuple[int, ...]] = {}
+        for sid, fis in per_step:
+            if ids is not None:
+                sid = ids[sid]
+            core = cores[sid]
+            targets = []
+            for fi in fis:
+                t = made.get((fi, core))
+                if t is None:
+                    xs = _war_set(founds[fi], ids)
+                    t = made[(fi, core)] = tuple(_seen_by(built, x, core) for x in xs)
+                targets.append(t)
+            steps[sid].deps.update(*targets)  # adds them in this order
+        return
+    # with gates (a batch's multicasts), event by event; an event's targets by (its
+    # steps, the accessing core): most events share their steps (every later access of
+    # a buffer follows the same last accesses)
+    memo: dict[tuple[int, int], tuple[int, ...]] = {}
+    for sid, found, l1 in war.events:
         if ids is not None:
             sid = ids[sid]
         core = cores[sid]
         gate = gates.get((sid, l1)) if gates and l1 is not None else None
-        if gate is None:  # the hot path: about 110 k events for cooperative ResNet-50
+        if gate is None:
             key = (id(found), core)
             targets = memo.get(key)
             if targets is None:
