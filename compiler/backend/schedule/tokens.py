@@ -176,7 +176,14 @@ def assign_tokens(
 def _global_order(
     steps: list[Step], order: dict[int, list[int]], queue_prev: dict[int, int]
 ) -> list[int]:
-    """All steps in an order that respects dependencies and every queue's order."""
+    """All steps in an order that respects dependencies and every queue's order: of the
+    steps ready, the lowest id first."""
+    if all(p < sid for sid, p in queue_prev.items()) and all(
+        not s.deps or max(s.deps) < s.id for s in steps
+    ):
+        # every edge goes to a higher id, so the lowest id not yet taken is always ready:
+        # the order is the ids' (what the walk below gives, without walking every edge)
+        return sorted(sid for ids in order.values() for sid in ids)
     indeg: dict[int, int] = {}
     succ: dict[int, list[int]] = defaultdict(list)
     for ids in order.values():
