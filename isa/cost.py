@@ -74,7 +74,9 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aipusim.arch.model import Arch, HostLinkSpec
 from aipusim.base.errors import TasklistError
@@ -113,6 +115,9 @@ ON_CHIP: frozenset[Component] = frozenset(COMPONENTS) - {
 }
 #: Bytes of one int32 partial sum or unrequantized MVM output.
 PSUM_BYTES = 4
+#: Most task shapes one `CostModel` remembers the cycles of (`CostModel.task_cycles`);
+#: past it the memo starts again empty, so a long-lived sweep worker's memory stays bounded.
+TASK_CYCLES_MEMO_ENTRIES = 1 << 16
 
 
 class Link(enum.StrEnum):
@@ -268,6 +273,7 @@ class CostModel:
             Link.PCIE_D2H: arch.host_bw_bytes_per_cycle(self.freq_hz),
         }
         self._bursts: dict[tuple[Transfer, int], Burst] = {}
+        self._task_cycles: dict[tuple[Any, ...], int] = {}
 
     # -- links ---------------------------------------------------------------------------
     def link_bw(self, link: Link) -> float:
@@ -637,6 +643,30 @@ class CostModel:
         if isinstance(task, HostTransfer | TokenWait | TokenSignal):
             return TaskCost(0, 0, Traffic(), tuple(energy))
         raise TasklistError(f"{where}: task kind must be a known kind, not {type(task)}")
+
+    def task_cycles(
+        self, kind: type[Task], unit: Unit, fields: Mapping[str, Any], layer: str = ""
+    ) -> int:
+        """`task`'s ``cycles`` of a ``kind`` task on ``unit`` with ``fields`` (``layer``
+        names it in an error), memoised by kind, unit and fields: they depend on neither
+        the layer nor the tokens, and the schedule asks for the same shapes again and
+        again (every tile of a layer, every build of a cooperative schedule, and every
+        compile in a warm sweep worker, which `cost_model` hands the same model).
+
+        >>> from aipusim.arch import load_arch
+        >>> m = CostModel(load_arch())
+        >>> f = dict(src_pool=Pool.DDR, src_addr=0, dst_pool=Pool.L1, dst_addr=0, bytes=4096)
+        >>> m.task_cycles(DmaCopy, Unit.DMA0, f) == m.task(DmaCopy(unit=Unit.DMA0, **f)).cycles
+        True
+        """
+        key = (kind, unit, *fields.items())
+        cycles = self._task_cycles.get(key)
+        if cycles is None:
+            cycles = self.task(kind(unit=unit, layer=layer, **fields)).cycles
+            if len(self._task_cycles) >= TASK_CYCLES_MEMO_ENTRIES:
+                self._task_cycles.clear()
+            self._task_cycles[key] = cycles
+        return cycles
 
     def _mvm(self, t: Mvm, energy: list[float], where: str) -> TaskCost:
         mvm, e = self.arch.mvm, self.arch.energy
