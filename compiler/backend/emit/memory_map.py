@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.compiler.backend.lower.units import LayerUnit, activation_bytes
+from aipusim.compiler.backend.lower.layer import LayerUnit, activation_bytes
 from aipusim.compiler.backend.memplan.plan import (
     CONSTANT_KINDS,
     BufKind,

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from aipusim.compiler.backend.common.target import Knobs
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
 from aipusim.compiler.backend.memplan.plan import Buffer, BufKind, MemPlan
 from aipusim.isa.tasks import Pool
 

@@ -36,13 +36,13 @@ from aipusim.arch import Arch
 from aipusim.compiler.backend.common.layout import CoreLayout, Split
 from aipusim.compiler.backend.imc.mapper import ImcMapping
 from aipusim.compiler.backend.imc.plan import LayerMapping, TileMapping, part_range
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
 from aipusim.compiler.backend.lower.layout_dma import (
     Copy,
     broadcast_pattern,
     copy_plan,
     physical_axes,
 )
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
 from aipusim.compiler.ir import DType, Graph, Op
 from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.quantize import QStep, QuantizedGraph

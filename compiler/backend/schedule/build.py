@@ -50,7 +50,7 @@ from aipusim.base.errors import TasklistError
 from aipusim.compiler.backend.common.layout import CoreLayout
 from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.plan import LayerMapping
-from aipusim.compiler.backend.lower.units import LayerPlan
+from aipusim.compiler.backend.lower.layer import LayerPlan
 from aipusim.compiler.backend.memplan.plan import MemPlan
 from aipusim.compiler.backend.pack.constants import LayerConstants
 from aipusim.compiler.backend.schedule.barriers import choose_barriers, cross_core_spans
