@@ -44,7 +44,7 @@ from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.plan import LayerMapping
 from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, activation_bytes, is_runtime
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors
-from aipusim.compiler.backend.pack.constants import LayerConstants
+from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling, budget_of_l1, psum_bytes
 from aipusim.isa.tasks import Pool
 

@@ -23,7 +23,7 @@ from aipusim.compiler.backend.lower.reduction import (
     reduction_geometry,
 )
 from aipusim.compiler.backend.memplan.plan import const_buffer
-from aipusim.compiler.backend.pack.constants import dpu_operands
+from aipusim.compiler.backend.pack.dpu import dpu_operands
 from aipusim.compiler.backend.schedule.inputs import interleaved
 from aipusim.compiler.backend.schedule.runtime_mvm import (
     MAX_CHAN_PITCH,
