@@ -22,7 +22,7 @@ from aipusim.compiler.backend.lower.reduction import (
     reduced_axes,
     reduction_geometry,
 )
-from aipusim.compiler.backend.memplan.plan import const_buffer
+from aipusim.compiler.backend.memplan.buffers import const_buffer
 from aipusim.compiler.backend.pack.dpu import dpu_operands
 from aipusim.compiler.backend.schedule.inputs import interleaved
 from aipusim.compiler.backend.schedule.runtime_mvm import (

@@ -23,7 +23,7 @@ from aipusim.compiler.backend.lower.layer import (
     memory_rows,
 )
 from aipusim.compiler.backend.lower.reduction import matrices
-from aipusim.compiler.backend.memplan.plan import Buffer, MemPlan
+from aipusim.compiler.backend.memplan.buffers import Buffer, MemPlan
 from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.tile.regions import runtime_shared
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling
