@@ -37,9 +37,9 @@ from aipusim.base.errors import ConfigError
 from aipusim.compiler.backend.common.layout import Split
 from aipusim.compiler.backend.emit.memory_map import constant_blob, constants_image, memory_map
 from aipusim.compiler.backend.estimate.costs import frame_bytes
-from aipusim.compiler.backend.lower.units import ConstKind, LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import ConstKind, LayerPlan, LayerUnit
+from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS
 from aipusim.compiler.backend.memplan.placement import layer_placement, placement_summary
-from aipusim.compiler.backend.memplan.plan import CONSTANT_KINDS
 from aipusim.compiler.quant.artifacts import quantized_model_files
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
 from aipusim.isa.program import (

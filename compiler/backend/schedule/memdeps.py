@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from aipusim.compiler.backend.memplan.plan import MemPlan
+from aipusim.compiler.backend.memplan.buffers import MemPlan
 from aipusim.compiler.backend.schedule.steps import FrameSteps, Step, lands_on
 from aipusim.isa.tasks import Phase, Pool, Unit
 

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from aipusim.compiler.backend.common.target import Target
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
 from aipusim.isa.tasks import DmaCopy, Phase, Pool, Task, Unit
 
 

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from aipusim.base.errors import TasklistError
 from aipusim.compiler.backend.common.layout import CoreLayout
-from aipusim.compiler.backend.memplan.plan import MemPlan
+from aipusim.compiler.backend.memplan.buffers import MemPlan
 from aipusim.compiler.backend.schedule.steps import FrameSteps, Step
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
