@@ -314,7 +314,8 @@ def regrids(graph: Graph, node: Node) -> bool:
     (not quantized yet) has no grids: False.
 
     >>> from aipusim.compiler.ir import QuantParams, Tensor
-    >>> q1, q2 = QuantParams(np.float32(0.1), np.int64(0)), QuantParams(np.float32(0.2), np.int64(0))
+    >>> q1 = QuantParams(np.float32(0.1), np.int64(0))
+    >>> q2 = QuantParams(np.float32(0.2), np.int64(0))
     >>> g = Graph("g", (Node("c", Op.CONCAT, ("a", "b"), ("y",), {"axis": 0}),),
     ...     {"a": Tensor("a", (2,), quant=q1), "b": Tensor("b", (2,), quant=q2),
     ...      "y": Tensor("y", (4,), quant=q1)}, {}, ("a", "b"), ("y",))
@@ -328,8 +329,12 @@ def regrids(graph: Graph, node: Node) -> bool:
         q = graph.tensor(name).quant
         if q is None:
             continue
-        if q.dtype is not out.dtype or q.axis != out.axis or not (
-            np.array_equal(q.scale, out.scale) and np.array_equal(q.zero_point, out.zero_point)
+        if (
+            q.dtype is not out.dtype
+            or q.axis != out.axis
+            or not (
+                np.array_equal(q.scale, out.scale) and np.array_equal(q.zero_point, out.zero_point)
+            )
         ):
             return True
     return False
