@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -72,6 +73,22 @@ def is_cache_input(name: str) -> bool:
     """
     match = _CACHE.match(name)
     return match is not None and match[1] == "past_key_values"
+
+
+def cache_state(graph: Any) -> dict[str, str]:
+    """``{past input: present output}`` of a decode graph as the chip runs it (an IR
+    `Graph`): each ``past_key_values.{i}.{kind}`` input and the graph output that the
+    Concat appending the step's rows to it writes (the present, whatever the host names
+    it). The pair is the state a generation keeps in DDR between steps; empty for other
+    graphs."""
+    out: dict[str, str] = {}
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        if node.op_type != "Concat" or not node.inputs or not is_cache_input(node.inputs[0]):
+            continue
+        if node.inputs[0] in graph.inputs and node.outputs[0] in outputs:
+            out[node.inputs[0]] = node.outputs[0]
+    return out
 
 
 def pin_cache_grids(
@@ -293,4 +310,10 @@ def check_decoder_pair(prefill: onnx.ModelProto, decode: onnx.ModelProto) -> Dec
     )
 
 
-__all__ = ["DecoderPair", "check_decoder_pair", "is_cache_input", "pin_cache_grids"]
+__all__ = [
+    "DecoderPair",
+    "cache_state",
+    "check_decoder_pair",
+    "is_cache_input",
+    "pin_cache_grids",
+]
