@@ -86,8 +86,16 @@ def cache_state(graph: Any) -> dict[str, str]:
     for node in graph.nodes:
         if node.op_type != "Concat" or not node.inputs or not is_cache_input(node.inputs[0]):
             continue
-        if node.inputs[0] in graph.inputs and node.outputs[0] in outputs:
-            out[node.inputs[0]] = node.outputs[0]
+        grown = node.outputs[0]
+        if grown not in outputs:  # (before the cleaner: an Identity names the output)
+            names = [
+                c.outputs[0]
+                for c in graph.consumers(grown)
+                if c.op_type == "Identity" and c.outputs[0] in outputs
+            ]
+            grown = names[0] if names else grown
+        if node.inputs[0] in graph.inputs and grown in outputs:
+            out[node.inputs[0]] = grown
     return out
 
 
