@@ -40,7 +40,13 @@ def test_prefill_and_a_decode_step_carry_the_cache_bit_exact(tmp_path: Path) -> 
     assert report["present_written_bytes"] == 8 * 5 * row
     assert per_token["weights"] > 4_000_000 and per_token["activations"] > 0
     assert {(t["past_pool"], t["present_pool"]) for t in report["tensors"]} == {("ddr", "ddr")}
-    io = json.loads((folder / "model.json").read_text())["memory"]["io"]
+    program = json.loads((folder / "model.json").read_text())
+    # over the host link: the token's embedding row and its RoPE rows in, the logits out
+    assert (program["instance"]["input_bytes"], program["instance"]["output_bytes"]) == (
+        256 + 2 * 32,
+        2048,
+    )
+    io = program["memory"]["io"]
     cached = {t["past"] for t in report["tensors"]} | {t["present"] for t in report["tensors"]}
     assert {b["pool"] for b in io if b["name"] in cached} == {"ddr"}
     assert len(cached) == 16

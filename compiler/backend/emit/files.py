@@ -306,13 +306,17 @@ def _instance(state: Any) -> Instance:
     cores = tuple(sorted(state.schedule.tasks))
     g = state.graph
     plan = state.memory
-    in_buf = plan.buffer_of(g.inputs[0], 0) if g.inputs else None
-    out_buf = plan.buffer_of(g.outputs[0], 0) if g.outputs else None
+    # a decoder's KV cache stays in DDR between steps: it does not cross the host link
+    cache = cache_state(g)
+    inputs = [n for n in g.inputs if n not in cache]
+    outputs = [n for n in g.outputs if n not in set(cache.values())]
+    in_buf = plan.buffer_of(inputs[0], 0) if inputs else None
+    out_buf = plan.buffer_of(outputs[0], 0) if outputs else None
     return Instance(
         cores=cores,
         tasklists=tuple(tasklist_file_name(c) for c in cores),
-        input_bytes=sum(g.tensor(n).size for n in g.inputs),
-        output_bytes=sum(g.tensor(n).size for n in g.outputs),
+        input_bytes=sum(g.tensor(n).size for n in inputs),
+        output_bytes=sum(g.tensor(n).size for n in outputs),
         input_pool=in_buf.pool if in_buf is not None else Pool.DDR,
         output_pool=out_buf.pool if out_buf is not None else Pool.DDR,
     )
