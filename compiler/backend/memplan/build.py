@@ -27,6 +27,7 @@ from aipusim.compiler.backend.memplan.buffers import (
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors
 from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling, psum_bytes
+from aipusim.compiler.decoder import cache_state
 from aipusim.isa.tasks import Pool
 
 
@@ -78,9 +79,13 @@ class _Builder:
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
         # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
         host_read = host_read_tensors(self.layers, self.g.outputs)
+        # a decoder's KV cache (past inputs, present outputs) lives in DDR between steps
+        cache = cache_state(self.g)
+        kv = set(cache) | set(cache.values())
         for c in self.frame_cores():
             for name in self.g.inputs:
                 size = activation_bytes(self.g, name)
+                home = Pool.DDR if name in kv else io_home if io_home in host_side else Pool.L2
                 b = self.add(
                     Buffer(
                         f"in:{name}{_sfx(c)}",
@@ -90,10 +95,10 @@ class _Builder:
                         # I/O buffers are never reused within a frame
                         0,
                         self.last,
-                        io_home if io_home in host_side else Pool.L2,
+                        home,
                         max(c, 0),
                         accesses=size,
-                        allowed=host_side,
+                        allowed=(Pool.DDR,) if name in kv else host_side,
                         tensor_bytes=size,
                     )
                 )
@@ -122,6 +127,8 @@ class _Builder:
                     home = io_home if is_out else ws_home
                     if home not in allowed:
                         home = Pool.L2
+                    if is_out and o in kv:
+                        allowed, home = (Pool.DDR,), Pool.DDR
                     copies: tuple[int, ...] = ()
                     if o in self.layout.l1_exchange:
                         # a copy in every core's L1, else the shared pools (`exchange`)

@@ -1,6 +1,8 @@
 """Pass 8, memplan: give every buffer a pool and an address by liveness (docs/architecture.md §5).
 
-Buffers: graph inputs/outputs (home ``io_memory_pool``), activations (home
+Buffers: graph inputs/outputs (home ``io_memory_pool``; a decoder's KV cache, its
+``past_key_values`` inputs and the present outputs appended to them
+(`aipusim.compiler.decoder.cache_state`), in DDR and nowhere else), activations (home
 ``workspace_memory_pool``), weights (home ``constant_memory_pool``), DPU constants (home
 ``dpu_constants_home``), per-layer L1 tile buffers (input/output tiles, int32 partial sums,
 weight staging), L2 staging of weights when ``use_sysdma`` brings them DDR -> L2 -> L1,
