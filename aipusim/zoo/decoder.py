@@ -448,7 +448,7 @@ def save_decoder(prefill: onnx.ModelProto, decode: onnx.ModelProto, directory: P
 
 def save_graph(model: onnx.ModelProto, directory: Path, filename: str) -> Path:
     """Write one graph as ``directory/filename`` with its large initializers in
-    ``directory/``\ `WEIGHTS_FILE` (replaced), for `build_decoder`'s ``shared`` to point
+    `WEIGHTS_FILE` in ``directory`` (replaced), for `build_decoder`'s ``shared`` to point
     at; a graph that holds only such references is written alone. The path written.
 
     Example:
