@@ -429,6 +429,13 @@ def run_llm(
         _positive(what, value)
     contexts = [_positive("contexts", c) for c in contexts]
     chosen = select_modes(modes)
+    clash = sorted(
+        {s.split("=", 1)[0].strip() for s in sets} & {"aipu_cores_used", "multicore_mode"}
+    )
+    if clash:
+        raise ConfigError(
+            f"--set must not name {', '.join(clash)}: each mode sets it (choose with --modes)"
+        )
     config = with_sets(resolve_config(None, None), sets)
     arch = load_arch()
     bandwidth = arch.ddr.peak_bw_gb_s * 1e9
