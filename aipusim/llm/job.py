@@ -21,11 +21,10 @@ flight must fit the DDR the compiler may use (`ddr_pool_bytes`: ``ddr_size_used`
 context fits; a model whose weights do not fit, or a context beyond the capacity, is
 refused with the sizes before anything is compiled.
 
-Example:
-    >>> r = run_llm("tiny_decoder", prompt=8, generate=2, contexts=(), modes=("single",),
-    ...             progress=False)
-    >>> r.summary[0]["mode"], r.summary[0]["ttft_ms"] > 0
-    ('1 core', True)
+Example (``run_llm("tiny_decoder", prompt=32, generate=16)`` compiles and simulates; its
+``summary`` holds one record of headline figures per mode):
+    >>> MODES["cooperative"].sets()
+    ['aipu_cores_used=4', 'multicore_mode=cooperative']
 """
 
 from __future__ import annotations
