@@ -88,7 +88,7 @@ SUMMARIES: dict[str, str] = {
     "profile": "Reduce TRACE (text or Parquet) to a table; optionally plot and export it.",
     "report": (
         "Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional, "
-        "corpus or fidelity) and write its report."
+        "corpus, fidelity or llm) and write its report."
     ),
     "run": "Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.",
     "simulate": (
