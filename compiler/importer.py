@@ -29,6 +29,7 @@ from aipusim.compiler.ir import (
     Graph,
     Node,
     Op,
+    QuantParams,
     Tensor,
     prune_graph,
 )
@@ -619,7 +620,42 @@ def _dtype_of(elem_type: int, what: str) -> DType:
         ) from None
 
 
-def _to_graph(model: onnx.ModelProto, what: str) -> Graph:
+def _input_grids(model: onnx.ModelProto, what: str) -> dict[str, QuantParams]:
+    """Graph inputs with a quantization annotation (``graph.quantization_annotation``:
+    ``SCALE_TENSOR`` and ``ZERO_POINT_TENSOR`` naming scalar initializers): their fixed int8
+    grid. A decoder's next step reads the KV cache an earlier compile wrote on its grid."""
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    inputs = {vi.name for vi in g.input} - set(inits)
+    grids: dict[str, QuantParams] = {}
+    for note in g.quantization_annotation:
+        keys = {p.key: p.value for p in note.quant_parameter_tensor_names}
+        if note.tensor_name not in inputs:
+            raise OnnxImportError(
+                f"model `{what}`: a quantization annotation must name a graph input, not "
+                f"`{note.tensor_name}`"
+            )
+        try:
+            scale = numpy_helper.to_array(inits[keys["SCALE_TENSOR"]]).reshape(())
+            zero = numpy_helper.to_array(inits[keys["ZERO_POINT_TENSOR"]]).reshape(())
+        except (KeyError, ValueError):
+            raise OnnxImportError(
+                f"model `{what}`: the quantization annotation of `{note.tensor_name}` must "
+                "name scalar SCALE_TENSOR and ZERO_POINT_TENSOR initializers, not "
+                f"{sorted(keys.items())}"
+            ) from None
+        if zero.dtype != np.int8 or not float(scale) > 0:
+            raise OnnxImportError(
+                f"model `{what}`: the grid of `{note.tensor_name}` must be a positive scale "
+                f"and an int8 zero point, not {float(scale)} and {zero.dtype}"
+            )
+        grids[note.tensor_name] = QuantParams(
+            np.asarray(scale, np.float32), np.asarray(zero, np.int64)
+        )
+    return grids
+
+
+def _to_graph(model: onnx.ModelProto, what: str, grids: Mapping[str, QuantParams]) -> Graph:
     g = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     tensors: dict[str, Tensor] = {}
@@ -679,7 +715,7 @@ def _to_graph(model: onnx.ModelProto, what: str) -> Graph:
                 "fixing the input shapes; give --input-shape or simplify the model"
             )
         elem = vi.type.tensor_type.elem_type if vi is not None else 0
-        tensors[tname] = Tensor(tname, tuple(static), _dtype_of(elem, tname))
+        tensors[tname] = Tensor(tname, tuple(static), _dtype_of(elem, tname), grids.get(tname))
     graph = Graph(
         name=g.name or Path(what).stem or "model",
         nodes=tuple(nodes),
@@ -747,8 +783,9 @@ def import_model(
         if not _fold_once(proto):
             break
     proto = _infer(proto, what)
+    grids = _input_grids(proto, what)
     _drop_unused_initializers(proto)
-    return _to_graph(proto, what)
+    return _to_graph(proto, what, grids)
 
 
 __all__ = [

@@ -5,7 +5,8 @@ two activations -> MVM with run-time weights or the DPU (`attention`);
 depthwise conv, pooling, Resize/Upsample -> DWPU; element-wise arithmetic, activations
 (LUT), reductions, BatchNorm -> DPU; Reshape/Flatten/Squeeze/Unsqueeze/Identity/Cast ->
 an alias of their input (no task); Concat/Split/Slice/Transpose/Pad -> DMA copies, except
-a Concat marked for placement or with a constant part -> DPU (a rescale per part).
+a Concat marked for placement, with a constant part or with a part on another grid than its
+output (`regrids`) -> DPU (a rescale per part).
 
 A unary activation whose only producer is an MVM or DWPU layer is fused into that layer
 (the DPU applies it as the outputs stream out, ``PostOp.REQUANT_LUT``), as the hardware does.
@@ -307,6 +308,38 @@ def memory_rows(shape: tuple[int, ...]) -> int:
     return max(1, math.prod(shape[:-1]))
 
 
+def regrids(graph: Graph, node: Node) -> bool:
+    """True if some part of a quantized Concat lies on another grid than its output (a
+    DMA copy would move its integers unchanged; the DPU rescales them). A float graph
+    (not quantized yet) has no grids: False.
+
+    >>> from aipusim.compiler.ir import QuantParams, Tensor
+    >>> q1 = QuantParams(np.float32(0.1), np.int64(0))
+    >>> q2 = QuantParams(np.float32(0.2), np.int64(0))
+    >>> g = Graph("g", (Node("c", Op.CONCAT, ("a", "b"), ("y",), {"axis": 0}),),
+    ...     {"a": Tensor("a", (2,), quant=q1), "b": Tensor("b", (2,), quant=q2),
+    ...      "y": Tensor("y", (4,), quant=q1)}, {}, ("a", "b"), ("y",))
+    >>> regrids(g, g.node("c"))
+    True
+    """
+    out = graph.tensor(node.outputs[0]).quant
+    if out is None:
+        return False
+    for name in node.present_inputs:
+        q = graph.tensor(name).quant
+        if q is None:
+            continue
+        if (
+            q.dtype is not out.dtype
+            or q.axis != out.axis
+            or not (
+                np.array_equal(q.scale, out.scale) and np.array_equal(q.zero_point, out.zero_point)
+            )
+        ):
+            return True
+    return False
+
+
 def _pair(node: Node, key: str, default: int) -> tuple[int, int]:
     value = node.attr(key)
     if value is None:
@@ -597,10 +630,14 @@ class _Lowerer:
             self.pword_source[node.outputs[0]] = node.inputs[0]
             return self.base(node, LayerUnit.ALIAS)
         placed = op is Op.CONCAT and bool(node.attr(PLACE_PARTS_ATTR))
-        if placed or (op is Op.CONCAT and len(self.act_inputs(node)) != len(node.present_inputs)):
+        if placed or (
+            op is Op.CONCAT
+            and (len(self.act_inputs(node)) != len(node.present_inputs) or regrids(self.g, node))
+        ):
             # each part moved onto the output's grid by the DPU: a placed channel Concat
             # into its channel slice of each row tile; one with a constant part (a class
-            # token) whole, the constant read from the constants image
+            # token) or with parts on other grids (RoPE's rotate_half, a KV cache's past
+            # and new rows) whole, the constant read from the constants image
             consts = self.consts(node, weight_index=None)
             return self.base(
                 node, LayerUnit.DPU, consts=consts, dpu_kind=DpuKind.RESCALE, rowwise=placed

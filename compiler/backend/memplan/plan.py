@@ -1,6 +1,8 @@
 """Pass 8, memplan: give every buffer a pool and an address by liveness (docs/architecture.md §5).
 
-Buffers: graph inputs/outputs (home ``io_memory_pool``), activations (home
+Buffers: graph inputs/outputs (home ``io_memory_pool``; a decoder's KV cache, its
+``past_key_values`` inputs and the present outputs appended to them
+(`aipusim.compiler.decoder.cache_state`), in DDR and nowhere else), activations (home
 ``workspace_memory_pool``), weights (home ``constant_memory_pool``), DPU constants (home
 ``dpu_constants_home``), per-layer L1 tile buffers (input/output tiles, int32 partial sums,
 weight staging), L2 staging of weights when ``use_sysdma`` brings them DDR -> L2 -> L1,
@@ -46,6 +48,7 @@ from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit, activatio
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors
 from aipusim.compiler.backend.pack.constants import LayerConstants
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling, budget_of_l1, psum_bytes
+from aipusim.compiler.decoder import cache_state
 from aipusim.isa.tasks import Pool
 
 _POOL_OF = {"global.ddr": Pool.DDR, "global.l2": Pool.L2, "global.l1": Pool.L1}
@@ -339,9 +342,13 @@ class _Builder:
         host_side = (Pool.DDR, Pool.L2)  # the host writes/reads them over PCIe
         # a tensor whose buffer a graph output aliases (a final Reshape) is read by the host
         host_read = host_read_tensors(self.layers, self.g.outputs)
+        # a decoder's KV cache (past inputs, present outputs) lives in DDR between steps
+        cache = cache_state(self.g)
+        kv = set(cache) | set(cache.values())
         for c in self.frame_cores():
             for name in self.g.inputs:
                 size = activation_bytes(self.g, name)
+                home = Pool.DDR if name in kv else io_home if io_home in host_side else Pool.L2
                 b = self.add(
                     Buffer(
                         f"in:{name}{_sfx(c)}",
@@ -351,10 +358,10 @@ class _Builder:
                         # I/O buffers are never reused within a frame
                         0,
                         self.last,
-                        io_home if io_home in host_side else Pool.L2,
+                        home,
                         max(c, 0),
                         accesses=size,
-                        allowed=host_side,
+                        allowed=(Pool.DDR,) if name in kv else host_side,
                         tensor_bytes=size,
                     )
                 )
@@ -383,6 +390,8 @@ class _Builder:
                     home = io_home if is_out else ws_home
                     if home not in allowed:
                         home = Pool.L2
+                    if is_out and o in kv:
+                        allowed, home = (Pool.DDR,), Pool.DDR
                     copies: tuple[int, ...] = ()
                     if o in self.layout.l1_exchange:
                         # a copy in every core's L1, else the shared pools (`exchange`)

@@ -535,7 +535,9 @@ class _Packer:
             rec = _bytes(P.scalar_record(m0=int(step.params["recip"]), zo=int(zo[0])))
             table = np.asarray(step.params["exp_table"], np.int64).astype("<i4")
             return LayerConstants(
-                params=np.concatenate([rec, _bytes(table)]), table_offset=len(rec)
+                params=np.concatenate([rec, _bytes(table)]),
+                table_offset=len(rec),
+                operand=operand,  # a masked softmax's keep mask, one byte an entry
             )
         if kind == "mac":  # BatchNormalization on the DPU: a per-channel scale
             p = step.params
@@ -644,6 +646,8 @@ def dpu_operands(node: Any, graph: Graph, program: QuantizedGraph | None) -> tup
         or (program is not None and i in graph.tensors and graph.tensor(i).quant is not None
             and np.asarray(graph.const(i)).dtype.kind != "f")
     ]  # fmt: skip
+    if node.op is Op.MASKED_SOFTMAX:  # the scores, then the keep mask (a uint8 constant)
+        return [node.inputs[0], node.inputs[1]], False
     if len(names) == 2 and node.op is not Op.MATMUL:  # (a product's factors keep order)
         n = math.prod(graph.shape(node.outputs[0]))
         if math.prod(graph.shape(names[0])) != n and math.prod(graph.shape(names[1])) == n:

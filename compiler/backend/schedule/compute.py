@@ -422,8 +422,6 @@ def reduction_fields(em: TileEmitter, layer: LayerPlan, rows: tuple[int, int]) -
     node = em.inp.graph.node(layer.name)
     shape = tuple(em.inp.graph.shape(node.inputs[0]))
     geo = reduction_geometry(shape, reduced_axes(node, em.inp.graph))
-    if node.op is Op.MASKED_SOFTMAX:
-        em.mark_incomplete(layer, "a masked softmax (no mask operand in the task)")
     if geo is None:
         em.mark_incomplete(layer, "reduced axes that are not neighbours in memory")
         return {}
