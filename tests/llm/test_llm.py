@@ -133,3 +133,11 @@ def test_cli_writes_report_json_and_plot(
     assert contexts == [8, 10, 32]
     assert (out / "tokens_per_s.png").stat().st_size > 0
     assert "## Per mode" in (out / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_llama_1b_is_refused_at_the_default_ddr_size(tmp_path: Path) -> None:
+    # builds llama_1b's graphs (about 5 GB of float weights written once, a few minutes)
+    with pytest.raises(MemoryPlanError, match="int8 weights, 1,2"):
+        run_llm("llama_1b", prompt=16, generate=1, modes=["single"], contexts=(),
+                output_dir=tmp_path, progress=False)  # fmt: skip
