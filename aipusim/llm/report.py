@@ -156,6 +156,12 @@ def printout(result: LlmResult) -> str:
             f"{s['ddr_bytes_per_token_end']:,.0f} DDR B/token"
             + (f" ({share:.3f} of the DDR roofline)" if share is not None else "")
         )
+        over = [
+            f"{st.context}: {st.tokens_per_s:.1f}"
+            for st in result.steps
+            if st.mode == s["mode"] and st.phase == "decode"
+        ]
+        lines.append(f"  {'':<12} decode tokens/s by context {', '.join(over)}")
     return "\n".join(lines)
 
 
