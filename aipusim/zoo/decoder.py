@@ -345,10 +345,16 @@ class _Decoder:
         head = g.op("Transpose", [embed], "/lm_head", perm=[1, 0])  # (tied weights)
         g.nodes.append(helper.make_node("MatMul", [x, head], ["logits"], name="/lm_head/MatMul"))
         model = helper.make_model(
-            helper.make_graph(g.nodes, f"{s.name}_{graph.value}", inputs, outputs, g.inits),
+            helper.make_graph(g.nodes, f"{s.name}_{graph.value}", inputs, outputs),
             opset_imports=[helper.make_opsetid("", OPSET)],
             producer_name="aipusim.zoo",
         )
+        # Moved in one at a time, each original dropped once copied: make_graph and
+        # make_model each copy what they are given, three copies of llama_1b's 5 GB at once
+        inits, g.inits = g.inits, []
+        inits.reverse()
+        while inits:
+            model.graph.initializer.append(inits.pop())
         return model
 
 
