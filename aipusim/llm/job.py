@@ -29,6 +29,7 @@ Example (``run_llm("tiny_decoder", prompt=32, generate=16)`` compiles and simula
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 from collections.abc import Callable, Sequence
@@ -39,6 +40,7 @@ from typing import Any
 import onnx
 
 from aipusim.api.compiled import simulate
+from aipusim.api.modelfiles import COMPILED_DIR
 from aipusim.api.sources import resolve_config, with_sets
 from aipusim.arch import load_arch
 from aipusim.base.errors import ConfigError, MemoryPlanError
@@ -271,6 +273,9 @@ class Step:
     ddr_bytes_per_token: float
     roofline_tokens_per_s: float | None
     roofline_share: float | None
+    #: A decode step's compile report ``kv_cache.bytes_per_token`` (the compiler's count
+    #: of weights, KV read and written, activations per step; `aipusim.compiler.decoder`).
+    compile_bytes_per_step: dict[str, int] | None = None
 
     @property
     def sequence_tokens_per_s(self) -> float:
@@ -301,6 +306,8 @@ def measure_step(
         )
     )
     result = simulate(out, frames=STEP_FRAMES, levels=["B"])
+    report = json.loads((out / COMPILED_DIR / "report.json").read_text())
+    kv = report.get("kv_cache")
     figures = token_figures(
         result.fps,
         batch,
@@ -318,6 +325,7 @@ def measure_step(
         latency_us=result.latency_us_unloaded,
         fps=result.fps,
         **vars(figures),
+        compile_bytes_per_step=kv["bytes_per_token"] if kv else None,
     )
 
 
