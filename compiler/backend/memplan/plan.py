@@ -845,9 +845,9 @@ __all__ = [
     "PoolState",
     "UnplacedTiles",
     "const_buffer",
+    "ddr_pool_bytes",
     "image_source",
     "plan_memory",
-    "ddr_pool_bytes",
     "pool_capacities",
     "verify_memplan",
 ]
