@@ -408,6 +408,35 @@ def summarize(mode: LlmMode, steps: Sequence[Step], prompt: int, generate: int) 
     }
 
 
+def zoo_pair(name: str, prompt: int, batch: int) -> DecoderPair:
+    """The `DecoderPair` of zoo decoder ``name`` from its geometry, without building it
+    (weights: the published parameter count; the built graphs add their RoPE tables).
+
+    >>> zoo_pair("llama_1b", 128, 1).weight_params
+    1235814400
+    """
+    size = DECODERS[name]
+    return DecoderPair(
+        layers=size.layers, kv_heads=size.kv_heads, head_dim=size.head_dim, vocab=size.vocab,
+        batch=batch, prompt_tokens=prompt, past_tokens=prompt, weight_params=size.param_count(),
+    )  # fmt: skip
+
+
+def _check_fits(
+    pair: DecoderPair, config: Any, modes: Sequence[LlmMode], last: int, name: str
+) -> None:
+    """Refuse weights, or a generation's KV cache, that do not fit the DDR in any mode."""
+    for mode in modes:
+        capacity = kv_capacity_tokens(pair, config, mode, name)
+        if last + 1 > capacity:
+            raise MemoryPlanError(
+                f"--prompt + --generate must be at most the KV cache capacity "
+                f"{capacity:,} tokens ({mode.label}: {pair.kv_bytes_per_token():,} bytes "
+                f"per token per sequence beside {weight_bytes(pair):,} bytes of weights), "
+                f"not {last + 1:,}"
+            )
+
+
 def run_llm(
     model: str | Path,
     *,
@@ -451,17 +480,13 @@ def run_llm(
         work = Path(output_dir).expanduser() if output_dir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         last = prompt + generate - 1
+        if name in DECODERS:
+            # a zoo decoder's sizes are known before its graphs are built (llama_1b's take
+            # minutes and gigabytes): what does not fit is refused first
+            _check_fits(zoo_pair(name, prompt, batch), config, chosen, last, name)
         decoder = open_decoder(name, prompt, batch, max([last, *contexts]), work)
         pair = decoder.pair
-        for mode in chosen:
-            capacity = kv_capacity_tokens(pair, config, mode, decoder.name)
-            if last + 1 > capacity:
-                raise MemoryPlanError(
-                    f"--prompt + --generate must be at most the KV cache capacity "
-                    f"{capacity:,} tokens ({mode.label}: {pair.kv_bytes_per_token():,} bytes "
-                    f"per token per sequence beside {weight_bytes(pair):,} bytes of weights), "
-                    f"not {last + 1:,}"
-                )
+        _check_fits(pair, config, chosen, last, decoder.name)
         skipped: dict[int, str] = {}
         runnable = decoder.contexts(contexts)
         for c in contexts:
@@ -551,4 +576,5 @@ __all__ = [
     "open_decoder",
     "run_llm",
     "select_modes",
+    "zoo_pair",
 ]

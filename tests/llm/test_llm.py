@@ -11,19 +11,7 @@ import pytest
 from aipusim.api.sources import resolve_config, with_sets
 from aipusim.base.errors import ConfigError, MemoryPlanError
 from aipusim.cli.main import main
-from aipusim.compiler.decoder import DecoderPair
-from aipusim.llm.job import MODES, Step, decode_us, kv_capacity_tokens, run_llm
-from aipusim.zoo.decoder import DECODERS
-
-
-def llama_pair(batch: int = 1) -> DecoderPair:
-    """llama_1b's geometry as `check_decoder_pair` gives it, without building its 1.2 B
-    weights (19 GB of memory): the figures the capacity check reads."""
-    size = DECODERS["llama_1b"]
-    return DecoderPair(
-        layers=size.layers, kv_heads=size.kv_heads, head_dim=size.head_dim, vocab=size.vocab,
-        batch=batch, prompt_tokens=128, past_tokens=128, weight_params=size.param_count(),
-    )  # fmt: skip
+from aipusim.llm.job import MODES, Step, decode_us, kv_capacity_tokens, run_llm, zoo_pair
 
 
 def test_tiny_decoder_never_exceeds_the_ddr_roofline() -> None:
@@ -48,7 +36,8 @@ def test_tiny_decoder_never_exceeds_the_ddr_roofline() -> None:
 
 
 def test_llama_weights_are_refused_at_the_default_ddr_size_and_fit_when_raised() -> None:
-    pair = llama_pair()
+    # llama_1b's geometry, without building its 1.2 B weights
+    pair = zoo_pair("llama_1b", 128, 1)
     with pytest.raises(MemoryPlanError, match=r"ddr_size_used must hold llama_1b's int8 "
                        r"weights, 1,235,814,400 bytes .*not 1,073,741,824 "
                        r"\(1,040,187,392 usable\).*card's 4,294,967,296 bytes"):  # fmt: skip
@@ -135,9 +124,9 @@ def test_cli_writes_report_json_and_plot(
     assert "## Per mode" in (out / "report.md").read_text()
 
 
-@pytest.mark.slow
-def test_llama_1b_is_refused_at_the_default_ddr_size(tmp_path: Path) -> None:
-    # builds llama_1b's graphs (about 5 GB of float weights written once, a few minutes)
-    with pytest.raises(MemoryPlanError, match="int8 weights, 1,2"):
+def test_llama_1b_is_refused_at_the_default_ddr_size_before_it_is_built(tmp_path: Path) -> None:
+    # the zoo decoder's sizes are checked before its graphs (minutes, gigabytes) are built
+    with pytest.raises(MemoryPlanError, match="int8 weights, 1,235,814,400 bytes"):
         run_llm("llama_1b", prompt=16, generate=1, modes=["single"], contexts=(),
                 output_dir=tmp_path, progress=False)  # fmt: skip
+    assert not (tmp_path / "graphs").exists()
