@@ -476,14 +476,14 @@ def run_llm(
     arch = load_arch()
     bandwidth = arch.ddr.peak_bw_gb_s * 1e9
     hook = Progress() if progress is True else progress or None
+    last = prompt + generate - 1
+    if name in DECODERS:
+        # a zoo decoder's sizes are known before its graphs are built (llama_1b's take
+        # minutes and gigabytes): what does not fit is refused first, before any folder
+        _check_fits(zoo_pair(name, prompt, batch), config, chosen, last, name)
     with tempfile.TemporaryDirectory(prefix="aipusim-llm-") as tmp:
         work = Path(output_dir).expanduser() if output_dir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        last = prompt + generate - 1
-        if name in DECODERS:
-            # a zoo decoder's sizes are known before its graphs are built (llama_1b's take
-            # minutes and gigabytes): what does not fit is refused first
-            _check_fits(zoo_pair(name, prompt, batch), config, chosen, last, name)
         decoder = open_decoder(name, prompt, batch, max([last, *contexts]), work)
         pair = decoder.pair
         _check_fits(pair, config, chosen, last, decoder.name)

@@ -128,5 +128,5 @@ def test_llama_1b_is_refused_at_the_default_ddr_size_before_it_is_built(tmp_path
     # the zoo decoder's sizes are checked before its graphs (minutes, gigabytes) are built
     with pytest.raises(MemoryPlanError, match="int8 weights, 1,235,814,400 bytes"):
         run_llm("llama_1b", prompt=16, generate=1, modes=["single"], contexts=(),
-                output_dir=tmp_path, progress=False)  # fmt: skip
-    assert not (tmp_path / "graphs").exists()
+                output_dir=tmp_path / "out", progress=False)  # fmt: skip
+    assert not (tmp_path / "out").exists()
