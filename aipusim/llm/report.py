@@ -112,7 +112,9 @@ def markdown(result: LlmResult, command: str, plot: str | None) -> str:
         "roofline is that over the DDR bytes a token reads, and its share is tokens/s over "
         "the roofline (never above 1)",
         "- time to first token: the prefill's unloaded latency; decode tokens/s: all "
-        "sequences of all instances at steady state; the generation's time adds the decode "
+        "sequences of all instances at steady state, successive frames taken as independent "
+        "requests (a sequence's next step waits for its token: its own rate is the tokens/s "
+        "per sequence, one token per step latency); the generation's time adds the decode "
         "steps, each context between two compiled ones taken as linear",
         *skipped,
         "",
