@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from aipusim.arch import Arch, load_arch
     from aipusim.base.errors import AipuSimError
     from aipusim.compiler.config import CompilerConfig, load_config
+    from aipusim.llm.job import LlmResult, run_llm
     from aipusim.profiler import load_trace
     from aipusim.simulator.detail import DETAILED_PARTS
     from aipusim.simulator.detail.l1 import BankedL1, L1Access, compare_l1_with_ports
@@ -57,6 +58,8 @@ _LAZY = {
     "CompilerConfig": "aipusim.compiler.config",
     "load_config": "aipusim.compiler.config",
     "config_for": "aipusim.api.sources",
+    "run_llm": "aipusim.llm.job",
+    "LlmResult": "aipusim.llm.job",
     "InputInfo": "aipusim.api.inputs",
     "ShapeBounds": "aipusim.api.inputs",
     "CompileOptimizations": "aipusim.api.leip",
@@ -103,6 +106,7 @@ __all__ = [
     "KernelOptimization",
     "L1Access",
     "Layout",
+    "LlmResult",
     "ShapeBounds",
     "SimResult",
     "__version__",
@@ -114,5 +118,6 @@ __all__ = [
     "load_arch",
     "load_config",
     "load_trace",
+    "run_llm",
     "simulate",
 ]

@@ -133,6 +133,10 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
     external = bool(_external_locations(model))
     if external:
         _check_external_data(model, p.parent, p)
+        # checked before its data is read in: a model with gigabytes of external data
+        # (llama_1b) is over protobuf's 2 GB once loaded and cannot be serialized for the
+        # checker; its path form reads only the graph and checks the data files beside it
+        check_model(model, str(p), path=p)
         from onnx.external_data_helper import load_external_data_for_model
 
         try:
@@ -141,18 +145,22 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
             raise OnnxImportError(
                 f"external data of `{p}` cannot be read ({_first_line(exc)})"
             ) from None
-    # a file that is the whole model is checked on the bytes read above: the checker parses
-    # them in C++ instead of having the loaded proto serialized again for it, or reading the
-    # file again (its path form reads through a stream: 2-3x slower on ResNet-50's 100 MB)
-    check_model(model, str(p), data=None if external else data)
+    else:
+        # a file that is the whole model is checked on the bytes read above: the checker
+        # parses them in C++ instead of having the loaded proto serialized again for it, or
+        # reading the file again (its path form reads through a stream: 2-3x slower on
+        # ResNet-50's 100 MB)
+        check_model(model, str(p), data=data)
     return model, external
 
 
-def check_model(model: onnx.ModelProto, what: str, data: bytes | None = None) -> None:
-    """Run ``onnx.checker`` (on ``data``, the serialized ``model``, when given); a failure
-    becomes one `OnnxImportError` line."""
+def check_model(
+    model: onnx.ModelProto, what: str, data: bytes | None = None, path: Path | None = None
+) -> None:
+    """Run ``onnx.checker`` (on ``data``, the serialized ``model``, or on the file
+    ``path``, when given); a failure becomes one `OnnxImportError` line."""
     try:
-        onnx.checker.check_model(model if data is None else data)
+        onnx.checker.check_model(str(path) if path is not None else model if data is None else data)
     except (onnx.checker.ValidationError, ValueError) as exc:
         raise OnnxImportError(
             f"model `{what}` fails the ONNX checker: {_first_line(exc)}"

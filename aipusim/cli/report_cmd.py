@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from aipusim.studies.common import StudyBase
 
 #: The studies that run models from a base config which --defaults and --set change.
-BASED_STUDIES = ("multicore", "power", "layers")
+BASED_STUDIES = ("multicore", "power", "layers", "llm")
 
 STUDY_NAMES = (
     "multicore",
@@ -29,6 +29,7 @@ STUDY_NAMES = (
     "corpus",
     "uncertainty",
     "fidelity",
+    "llm",
 )
 
 
@@ -151,7 +152,7 @@ def report(
     as_json: bool,
 ) -> None:
     """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional,
-    corpus or fidelity) and write its report.
+    corpus, fidelity or llm) and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures; validation writes docs/validation.md (`aipusim calibrate`'s report on
@@ -183,8 +184,8 @@ def report(
         raise ConfigError(f"--input-size must be a positive integer, not {input_size}")
     chosen = _split_list(models)
     limit_values = _limits(limits)
-    if limit_values is not None and study != "power":
-        raise ConfigError(f"--limits applies to the power study only, not {study}")
+    if limit_values is not None and study not in ("power", "llm"):
+        raise ConfigError(f"--limits applies to the power and llm studies only, not {study}")
     if resume and study not in ("multicore", "power"):
         raise ConfigError(f"--resume applies to the multicore and power studies only, not {study}")
     chosen_keys = _split_list(keys)
@@ -244,6 +245,11 @@ def report(
         kwargs["samples"] = samples
     if study in ("corpus", "fidelity"):
         kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers")}
+    if study == "llm":
+        # a decoder's steps are simulated for a fixed number of frames, one at a time
+        if input_size is not None:
+            raise ConfigError("--input-size applies to image models, not the llm study")
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers", "frames")}
     if study == "corpus":
         kwargs["corpus_dir"] = corpus_dir
     if study == "fidelity":

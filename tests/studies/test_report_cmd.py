@@ -30,7 +30,10 @@ def test_power_report_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["layers", "--limits", "0.5"], "--limits applies to the power study only, not layers"),
+        (
+            ["layers", "--limits", "0.5"],
+            "--limits applies to the power and llm studies only, not layers",
+        ),
         (["power", "--limits", "2"], r"--limits must be in (0, 1], not [2.0]"),
         (["power", "--limits", "half"], "--limits must be numbers like 0.125,0.5,1, not 'half'"),
         (["multicore", "--frames", "0"], "--frames must be an integer >= 1, not 0"),

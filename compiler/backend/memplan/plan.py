@@ -35,6 +35,7 @@ pool stays within its capacity.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.common.layout import CoreLayout
@@ -68,10 +69,16 @@ def pool_capacities(target: Target) -> dict[Pool, int]:
     l2 = math.floor(share * min(l2_free, arch.l2_budget_bytes))
     if config.l2_constraint is not None:
         l2 = min(l2, config.l2_constraint)
-    ddr = math.floor(share * (config.ddr_size_used - config.ddr_size_reserved))
+    return {Pool.L1: budget_of_l1(target), Pool.L2: l2, Pool.DDR: ddr_pool_bytes(config)}
+
+
+def ddr_pool_bytes(config: Any) -> int:
+    """Bytes of DDR one instance may use: ``resources_used`` x (``ddr_size_used`` -
+    ``ddr_size_reserved``), capped by ``ddr_constraint``."""
+    ddr = math.floor(config.resources_used * (config.ddr_size_used - config.ddr_size_reserved))
     if config.ddr_constraint is not None:
         ddr = min(ddr, config.ddr_constraint)
-    return {Pool.L1: budget_of_l1(target), Pool.L2: l2, Pool.DDR: ddr}
+    return ddr
 
 
 class Planner:
@@ -321,6 +328,7 @@ def _place(inputs: PlanInputs, spared: frozenset[str]) -> MemPlan:
 
 __all__ = [
     "UnplacedTiles",
+    "ddr_pool_bytes",
     "plan_memory",
     "pool_capacities",
 ]
