@@ -19,10 +19,10 @@ arch, the compiler or the simulator, and the CLI starts fast.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aipusim.base import __version__
+from aipusim.base.lazy import lazy_names
 
 if TYPE_CHECKING:
     from aipusim.api.compiled import CompiledModel, compile, load, simulate
@@ -78,13 +78,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aipusim' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

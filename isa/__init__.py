@@ -7,6 +7,8 @@
 True
 """
 
+from aipusim.base.lazy import lazy_names
+
 #: Public names and the module of each, imported on first use: the profiler reads traces
 #: through `aipusim.isa.trace_schema` and needs none of the tasklist codecs and checks
 #: (about a tenth of every ``aipusim profile`` process's imports).
@@ -104,14 +106,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
