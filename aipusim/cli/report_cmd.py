@@ -158,7 +158,7 @@ def report(
     and PNG figures; validation writes docs/validation.md (`aipusim calibrate`'s report on
     the published silicon figures, arch/metis_measured.csv, against the frozen fit).
     Models start from their built-in config (a zoo model) or the defaults; multicore,
-    power and layers take --defaults and --set to change that base.
+    power, layers and llm take --defaults and --set to change that base.
     Example: ``aipusim report power -o reports/power``. For one model, ``aipusim compare
     MODEL --modes ...`` (the multicore study) or ``--limits ...`` (the power study) prints
     the table and conclusions.
@@ -168,6 +168,11 @@ def report(
     from aipusim.studies import STUDIES
 
     check_output(output_dir, folder=True)
+    if study == "llm" and frames is not None:
+        raise ConfigError(
+            "--frames applies to the image-model studies, not llm (each decoder step is "
+            "simulated for a fixed number of frames)"
+        )
     if frames is None:
         frames = {"functional": 4, "fidelity": 3}.get(study, 8)
     if frames < 1:
@@ -287,7 +292,8 @@ def command_line(
     args = ["aipusim", "report", study, "-o", str(output_dir)]
     if study == "validation":
         return shlex.join(args + (["--fit"] if fit else []))
-    args += ["--frames", str(frames)]
+    if study != "llm":  # (the llm study takes no --frames)
+        args += ["--frames", str(frames)]
     if models:
         args += ["--models", ",".join(models)]
     if input_size is not None:
