@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -481,73 +482,80 @@ def run_llm(
         # a zoo decoder's sizes are known before its graphs are built (llama_1b's take
         # minutes and gigabytes): what does not fit is refused first, before any folder
         _check_fits(zoo_pair(name, prompt, batch), config, chosen, last, name)
-    with tempfile.TemporaryDirectory(prefix="aipusim-llm-") as tmp:
-        work = Path(output_dir).expanduser() if output_dir is not None else Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        decoder = open_decoder(name, prompt, batch, max([last, *contexts]), work)
-        pair = decoder.pair
-        _check_fits(pair, config, chosen, last, decoder.name)
-        skipped: dict[int, str] = {}
-        runnable = decoder.contexts(contexts)
-        for c in contexts:
-            if c not in runnable:
-                skipped[c] = (
-                    f"the folder's decode graph is for {pair.past_tokens} cached tokens"
-                    if not decoder.zoo
-                    else f"beyond the RoPE table ({decoder.positions} positions)"
-                )
-        capacity = min(kv_capacity_tokens(pair, config, m, decoder.name) for m in chosen)
-        for c in [c for c in runnable if c + 1 > capacity]:
-            skipped[c] = f"beyond the KV cache capacity ({capacity:,} tokens)"
-            runnable.remove(c)
-        wanted = sorted({prompt, last, *runnable})
-        if not decoder.zoo:
-            wanted = sorted(set(wanted) & {pair.past_tokens})
-            if {prompt, last} - set(wanted):
-                raise ConfigError(
-                    f"--prompt + --generate - 1 must be {pair.past_tokens} for {name!r} (its "
-                    f"decode graph is for {pair.past_tokens} cached tokens, the generation's "
-                    f"start and end), not {prompt} .. {last}"
-                )
-        step = hook("llm", len(chosen) * (1 + len(wanted))) if hook else None
-        steps: list[Step] = []
-        summary = []
-        for mode in chosen:
-            own = [
-                measure_step(
-                    decoder.prefill,
-                    work / mode.name / "prefill",
-                    config,
-                    mode,
-                    "prefill",
-                    0,
-                    prompt,
-                    batch,
-                    bandwidth,
-                )
-            ]
-            if step:
-                step(1)
-            for past in wanted:
-                own.append(
+    # a folder this call makes is removed again if the run fails: nothing half written
+    made = output_dir is not None and not Path(output_dir).expanduser().exists()
+    try:
+        with tempfile.TemporaryDirectory(prefix="aipusim-llm-") as tmp:
+            work = Path(output_dir).expanduser() if output_dir is not None else Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            decoder = open_decoder(name, prompt, batch, max([last, *contexts]), work)
+            pair = decoder.pair
+            _check_fits(pair, config, chosen, last, decoder.name)
+            skipped: dict[int, str] = {}
+            runnable = decoder.contexts(contexts)
+            for c in contexts:
+                if c not in runnable:
+                    skipped[c] = (
+                        f"the folder's decode graph is for {pair.past_tokens} cached tokens"
+                        if not decoder.zoo
+                        else f"beyond the RoPE table ({decoder.positions} positions)"
+                    )
+            capacity = min(kv_capacity_tokens(pair, config, m, decoder.name) for m in chosen)
+            for c in [c for c in runnable if c + 1 > capacity]:
+                skipped[c] = f"beyond the KV cache capacity ({capacity:,} tokens)"
+                runnable.remove(c)
+            wanted = sorted({prompt, last, *runnable})
+            if not decoder.zoo:
+                wanted = sorted(set(wanted) & {pair.past_tokens})
+                if {prompt, last} - set(wanted):
+                    raise ConfigError(
+                        f"--prompt + --generate - 1 must be {pair.past_tokens} for {name!r} (its "
+                        f"decode graph is for {pair.past_tokens} cached tokens, the generation's "
+                        f"start and end), not {prompt} .. {last}"
+                    )
+            step = hook("llm", len(chosen) * (1 + len(wanted))) if hook else None
+            steps: list[Step] = []
+            summary = []
+            for mode in chosen:
+                own = [
                     measure_step(
-                        decoder.decode(past),
-                        work / mode.name / f"decode_{past}",
+                        decoder.prefill,
+                        work / mode.name / "prefill",
                         config,
                         mode,
-                        "decode",
-                        past,
-                        1,
+                        "prefill",
+                        0,
+                        prompt,
                         batch,
                         bandwidth,
                     )
-                )
+                ]
                 if step:
                     step(1)
-            steps += own
-            summary.append(summarize(mode, own, prompt, generate))
-        if isinstance(hook, Progress):
-            hook.close()
+                for past in wanted:
+                    own.append(
+                        measure_step(
+                            decoder.decode(past),
+                            work / mode.name / f"decode_{past}",
+                            config,
+                            mode,
+                            "decode",
+                            past,
+                            1,
+                            batch,
+                            bandwidth,
+                        )
+                    )
+                    if step:
+                        step(1)
+                steps += own
+                summary.append(summarize(mode, own, prompt, generate))
+            if isinstance(hook, Progress):
+                hook.close()
+    except BaseException:
+        if made:
+            shutil.rmtree(Path(output_dir).expanduser(), ignore_errors=True)
+        raise
     return LlmResult(
         model=decoder.name,
         prompt=prompt,

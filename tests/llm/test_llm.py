@@ -91,10 +91,21 @@ def test_decode_time_is_linear_between_measured_contexts() -> None:
 def test_bad_input_is_one_line(
     argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["llm", *argv, "-o", str(tmp_path / "out")]) != 0
+    assert main(["llm", *argv, "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert message in err
-    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()  # nothing half written
+
+
+def test_a_folder_without_the_graphs_leaves_no_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "mine").mkdir()
+    argv = [str(tmp_path / "mine"), "--prompt", "4", "--generate", "1", "-o", str(tmp_path / "o")]
+    assert main(["llm", *argv]) == 2
+    assert "must hold prefill.onnx" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_folder_must_match_its_graphs(tmp_path: Path) -> None:
