@@ -20,7 +20,7 @@ from aipusim import zoo
 from aipusim.bench.functional import compile_zoo
 from aipusim.compiler.config import CompilerConfig
 
-#: What issue #28 asks the detailed mode to run within 10 minutes: ResNet-50 at its
+#: The detailed-mode benchmark, with a 10-minute aim on the 2-core machine: ResNet-50 at its
 #: published 224 px, batch on 4 cores, one frame.
 DETAILED_MODEL = "resnet50"
 

@@ -1,7 +1,7 @@
 """llama_1b on the 2-core build machine: building its graphs, compiling its decode step and
 simulating one decode step, each in a child process so its peak RSS is its own.
 
-Run: ``pytest tests/benchmarks/test_llm_bench.py --benchmark-only -s``. Targets (issue #31):
+Run: ``pytest tests/benchmarks/test_llm_bench.py --benchmark-only -s``. Targets:
 the compile <= 8 GB of memory and <= 3 minutes; one decode step simulated in <= 10 s.
 Prints each figure against its target, and the compiler's own message when it refuses
 (the compile's memory estimate, `aipusim.compiler.memory_estimate`).
