@@ -19,10 +19,10 @@ arch, the compiler or the simulator, and the CLI starts fast.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aipusim.base import __version__
+from aipusim.base.lazy import lazy_names
 
 if TYPE_CHECKING:
     from aipusim.api.compiled import CompiledModel, compile, load, simulate
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from aipusim.arch import Arch, load_arch
     from aipusim.base.errors import AipuSimError
     from aipusim.compiler.config import CompilerConfig, load_config
+    from aipusim.llm.job import LlmResult, run_llm
     from aipusim.profiler import load_trace
     from aipusim.simulator.detail import DETAILED_PARTS
     from aipusim.simulator.detail.l1 import BankedL1, L1Access, compare_l1_with_ports
@@ -57,6 +58,8 @@ _LAZY = {
     "CompilerConfig": "aipusim.compiler.config",
     "load_config": "aipusim.compiler.config",
     "config_for": "aipusim.api.sources",
+    "run_llm": "aipusim.llm.job",
+    "LlmResult": "aipusim.llm.job",
     "InputInfo": "aipusim.api.inputs",
     "ShapeBounds": "aipusim.api.inputs",
     "CompileOptimizations": "aipusim.api.leip",
@@ -75,13 +78,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aipusim' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:
@@ -103,6 +100,7 @@ __all__ = [
     "KernelOptimization",
     "L1Access",
     "Layout",
+    "LlmResult",
     "ShapeBounds",
     "SimResult",
     "__version__",
@@ -114,5 +112,6 @@ __all__ = [
     "load_arch",
     "load_config",
     "load_trace",
+    "run_llm",
     "simulate",
 ]

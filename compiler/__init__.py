@@ -5,6 +5,7 @@
 0.25
 """
 
+from aipusim.base.lazy import lazy_names
 from aipusim.compiler.config import (
     CompilerConfig,
     CompilerMode,
@@ -49,9 +50,4 @@ _LAZY = {
 __all__ += list(_LAZY)
 
 
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY, globals())

@@ -32,9 +32,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 
 from aipusim.base.errors import DecoderGraphError
 
@@ -59,6 +63,82 @@ class DecoderPair:
     def kv_bytes_per_token(self, bytes_per_value: int = 1) -> int:
         """Bytes one token adds to the cache (keys and values of every layer)."""
         return 2 * self.layers * self.kv_heads * self.head_dim * bytes_per_value
+
+
+def is_cache_input(name: str) -> bool:
+    """True for a decode graph's cache input, ``past_key_values.{i}.key`` / ``.value``.
+
+    >>> is_cache_input("past_key_values.3.value"), is_cache_input("present.3.value")
+    (True, False)
+    """
+    match = _CACHE.match(name)
+    return match is not None and match[1] == "past_key_values"
+
+
+def cache_state(graph: Any) -> dict[str, str]:
+    """``{past input: present output}`` of a decode graph as the chip runs it (an IR
+    `Graph`): each ``past_key_values.{i}.{kind}`` input and the graph output that the
+    Concat appending the step's rows to it writes (the present, whatever the host names
+    it). The pair is the state a generation keeps in DDR between steps; empty for other
+    graphs."""
+    out: dict[str, str] = {}
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        if node.op_type != "Concat" or not node.inputs or not is_cache_input(node.inputs[0]):
+            continue
+        grown = node.outputs[0]
+        if grown not in outputs:  # (before the cleaner: an Identity names the output)
+            names = [
+                c.outputs[0]
+                for c in graph.consumers(grown)
+                if c.op_type == "Identity" and c.outputs[0] in outputs
+            ]
+            grown = names[0] if names else grown
+        if node.inputs[0] in graph.inputs and grown in outputs:
+            out[node.inputs[0]] = grown
+    return out
+
+
+def pin_cache_grids(
+    decode: onnx.ModelProto, grids: Mapping[str, tuple[float, int]]
+) -> onnx.ModelProto:
+    """A copy of ``decode`` whose ``past_key_values.{i}.{kind}`` inputs carry the int8 grid
+    (scale, zero point) that ``grids`` gives ``present.{i}.{kind}`` (the grids of the
+    compile that wrote the cache), as ONNX quantization annotations. The compiler keeps an
+    annotated input's grid, and a decode graph's present shares its past's
+    (`aipusim.compiler.quant.quantize.calibrate`): the cache's bytes go from one step to
+    the next as they are, each step appending its new rows on the same grid.
+
+    >>> from aipusim.zoo import build_decoder
+    >>> d = build_decoder("tiny_decoder", graph="decode", past=4)
+    >>> grids = {f"present.{i}.{k}": (0.01, 0) for i in range(4) for k in ("key", "value")}
+    >>> len(pin_cache_grids(d, grids).graph.quantization_annotation)
+    8
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(decode)
+    g = out.graph
+    past = [v.name for v in g.input if is_cache_input(v.name)]
+    for name in past:
+        present = "present." + name.removeprefix("past_key_values.")
+        if present not in grids:
+            raise DecoderGraphError(
+                f"grids must give {present} (the grid of {name}), not only "
+                f"{', '.join(sorted(grids)) or 'none'}"
+            )
+        scale, zero = grids[present]
+        names = {"SCALE_TENSOR": f"{name}/grid_scale", "ZERO_POINT_TENSOR": f"{name}/grid_zero"}
+        g.initializer.append(
+            onnx.numpy_helper.from_array(np.array(scale, np.float32), names["SCALE_TENSOR"])
+        )
+        g.initializer.append(
+            onnx.numpy_helper.from_array(np.array(zero, np.int8), names["ZERO_POINT_TENSOR"])
+        )
+        note = onnx.TensorAnnotation(tensor_name=name)
+        for key, value in names.items():
+            note.quant_parameter_tensor_names.add(key=key, value=value)
+        g.quantization_annotation.append(note)
+    return out
 
 
 def _shape(value: onnx.ValueInfoProto, graph: str) -> tuple[int, ...]:
@@ -238,4 +318,10 @@ def check_decoder_pair(prefill: onnx.ModelProto, decode: onnx.ModelProto) -> Dec
     )
 
 
-__all__ = ["DecoderPair", "check_decoder_pair"]
+__all__ = [
+    "DecoderPair",
+    "cache_state",
+    "check_decoder_pair",
+    "is_cache_input",
+    "pin_cache_grids",
+]

@@ -29,6 +29,7 @@ from aipusim.compiler.ir import (
     Graph,
     Node,
     Op,
+    QuantParams,
     Tensor,
     prune_graph,
 )
@@ -132,6 +133,10 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
     external = bool(_external_locations(model))
     if external:
         _check_external_data(model, p.parent, p)
+        # checked before its data is read in: a model with gigabytes of external data
+        # (llama_1b) is over protobuf's 2 GB once loaded and cannot be serialized for the
+        # checker; its path form reads only the graph and checks the data files beside it
+        check_model(model, str(p), path=p)
         from onnx.external_data_helper import load_external_data_for_model
 
         try:
@@ -140,18 +145,22 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
             raise OnnxImportError(
                 f"external data of `{p}` cannot be read ({_first_line(exc)})"
             ) from None
-    # a file that is the whole model is checked on the bytes read above: the checker parses
-    # them in C++ instead of having the loaded proto serialized again for it, or reading the
-    # file again (its path form reads through a stream: 2-3x slower on ResNet-50's 100 MB)
-    check_model(model, str(p), data=None if external else data)
+    else:
+        # a file that is the whole model is checked on the bytes read above: the checker
+        # parses them in C++ instead of having the loaded proto serialized again for it, or
+        # reading the file again (its path form reads through a stream: 2-3x slower on
+        # ResNet-50's 100 MB)
+        check_model(model, str(p), data=data)
     return model, external
 
 
-def check_model(model: onnx.ModelProto, what: str, data: bytes | None = None) -> None:
-    """Run ``onnx.checker`` (on ``data``, the serialized ``model``, when given); a failure
-    becomes one `OnnxImportError` line."""
+def check_model(
+    model: onnx.ModelProto, what: str, data: bytes | None = None, path: Path | None = None
+) -> None:
+    """Run ``onnx.checker`` (on ``data``, the serialized ``model``, or on the file
+    ``path``, when given); a failure becomes one `OnnxImportError` line."""
     try:
-        onnx.checker.check_model(model if data is None else data)
+        onnx.checker.check_model(str(path) if path is not None else model if data is None else data)
     except (onnx.checker.ValidationError, ValueError) as exc:
         raise OnnxImportError(
             f"model `{what}` fails the ONNX checker: {_first_line(exc)}"
@@ -611,7 +620,42 @@ def _dtype_of(elem_type: int, what: str) -> DType:
         ) from None
 
 
-def _to_graph(model: onnx.ModelProto, what: str) -> Graph:
+def _input_grids(model: onnx.ModelProto, what: str) -> dict[str, QuantParams]:
+    """Graph inputs with a quantization annotation (``graph.quantization_annotation``:
+    ``SCALE_TENSOR`` and ``ZERO_POINT_TENSOR`` naming scalar initializers): their fixed int8
+    grid. A decoder's next step reads the KV cache an earlier compile wrote on its grid."""
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    inputs = {vi.name for vi in g.input} - set(inits)
+    grids: dict[str, QuantParams] = {}
+    for note in g.quantization_annotation:
+        keys = {p.key: p.value for p in note.quant_parameter_tensor_names}
+        if note.tensor_name not in inputs:
+            raise OnnxImportError(
+                f"model `{what}`: a quantization annotation must name a graph input, not "
+                f"`{note.tensor_name}`"
+            )
+        try:
+            scale = numpy_helper.to_array(inits[keys["SCALE_TENSOR"]]).reshape(())
+            zero = numpy_helper.to_array(inits[keys["ZERO_POINT_TENSOR"]]).reshape(())
+        except (KeyError, ValueError):
+            raise OnnxImportError(
+                f"model `{what}`: the quantization annotation of `{note.tensor_name}` must "
+                "name scalar SCALE_TENSOR and ZERO_POINT_TENSOR initializers, not "
+                f"{sorted(keys.items())}"
+            ) from None
+        if zero.dtype != np.int8 or not float(scale) > 0:
+            raise OnnxImportError(
+                f"model `{what}`: the grid of `{note.tensor_name}` must be a positive scale "
+                f"and an int8 zero point, not {float(scale)} and {zero.dtype}"
+            )
+        grids[note.tensor_name] = QuantParams(
+            np.asarray(scale, np.float32), np.asarray(zero, np.int64)
+        )
+    return grids
+
+
+def _to_graph(model: onnx.ModelProto, what: str, grids: Mapping[str, QuantParams]) -> Graph:
     g = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     tensors: dict[str, Tensor] = {}
@@ -671,7 +715,7 @@ def _to_graph(model: onnx.ModelProto, what: str) -> Graph:
                 "fixing the input shapes; give --input-shape or simplify the model"
             )
         elem = vi.type.tensor_type.elem_type if vi is not None else 0
-        tensors[tname] = Tensor(tname, tuple(static), _dtype_of(elem, tname))
+        tensors[tname] = Tensor(tname, tuple(static), _dtype_of(elem, tname), grids.get(tname))
     graph = Graph(
         name=g.name or Path(what).stem or "model",
         nodes=tuple(nodes),
@@ -739,8 +783,9 @@ def import_model(
         if not _fold_once(proto):
             break
     proto = _infer(proto, what)
+    grids = _input_grids(proto, what)
     _drop_unused_initializers(proto)
-    return _to_graph(proto, what)
+    return _to_graph(proto, what, grids)
 
 
 __all__ = [

@@ -105,7 +105,8 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.MASKED_SOFTMAX: (
         ("softmax",),
         "internal: a Softmax after a constant attention mask (fuse_attention_mask); the "
-        "masked entries are left out of the max and the sum and come out 0",
+        "masked entries are left out of the max and the sum and come out 0; the task reads "
+        "the keep mask (one byte an entry) as its operand 1",
     ),
     Op.LAYER_NORM: (("layernorm",), "also the ReduceMean/Sub/Pow/Sqrt/Div form (fused)"),
     Op.REDUCE_MEAN: (("mean",), ""),
@@ -120,8 +121,9 @@ _TABLE: dict[Op, tuple[tuple[str, ...], str]] = {
     Op.UPSAMPLE: (("share", "resize_linear"), "opsets 7-9 (upgraded to Resize)"),
     Op.CONCAT: (
         ("rescale",),
-        "channels of 4-D activations, or a constant part: DPU, one rescale per part into its "
-        "slice of the output (place_concat)",
+        "channels of 4-D activations, a constant part, or parts on other grids than the "
+        "output (RoPE's rotate_half, a KV cache's past and new rows): DPU, one rescale per "
+        "part into its slice of the output (place_concat)",
     ),
     Op.GATHER: (
         ("share", "gather"),

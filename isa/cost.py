@@ -74,7 +74,9 @@ from __future__ import annotations
 import enum
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aipusim.arch.model import Arch, HostLinkSpec
 from aipusim.base.errors import ArchError, TasklistError
@@ -113,6 +115,9 @@ ON_CHIP: frozenset[Component] = frozenset(COMPONENTS) - {
 }
 #: Bytes of one int32 partial sum or unrequantized MVM output.
 PSUM_BYTES = 4
+#: Most task shapes one `CostModel` remembers the cycles of (`CostModel.task_cycles`);
+#: past it the memo starts again empty, so a long-lived sweep worker's memory stays bounded.
+TASK_CYCLES_MEMO_ENTRIES = 1 << 16
 
 
 class Link(enum.StrEnum):
@@ -297,6 +302,7 @@ class CostModel:
             Link.PCIE_D2H: arch.host_bw_bytes_per_cycle(self.freq_hz),
         }
         self._bursts: dict[tuple[Transfer, int], Burst] = {}
+        self._task_cycles: dict[tuple[Any, ...], int] = {}
 
     # -- links ---------------------------------------------------------------------------
     def link_bw(self, link: Link) -> float:
@@ -506,6 +512,50 @@ class CostModel:
         write = out_elems * (PSUM_BYTES if post == PostOp.NONE else pitches[1])
         return read, write
 
+    def l1_streams(self, task: Task) -> tuple[tuple[tuple[str, int], ...], ...]:
+        """A compute task's L1 bytes (`TaskCost.traffic`) by the address field each stream
+        starts at: ``(reads, writes)``, each ``((field, bytes), ...)``, summing to
+        ``l1_read``/``l1_write``. The detailed mode's banked L1 walks each stream from its
+        address (`aipusim.simulator.detail.l1`). An `Mvm` reads its input vectors, its
+        partial sums (``accumulate``) and its residual (an add post) and writes its results
+        (partial sums at ``psum_addr`` for post none); a `DpuOp`'s operands are read in
+        equal shares; DMA kinds and the rest move no L1 bytes of their own here.
+
+        >>> from aipusim.arch import load_arch
+        >>> m = CostModel(load_arch(), 800_000_000)
+        >>> m.l1_streams(Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=10,
+        ...                  rows_used=512, cols_used=512))
+        ((('in_addr', 5120),), (('out_addr', 5120),))
+        """
+        if isinstance(task, Mvm):
+            passes = math.ceil(task.cols_used / self.active_cols)
+            out_elems = task.vectors * task.cols_used
+            reads = [("in_addr", task.vectors * task.rows_used * passes * task.in_chan_pitch)]
+            if task.accumulate:
+                reads.append(("psum_addr", out_elems * PSUM_BYTES))
+            if task.post in ADD_POSTS:
+                reads.append(("add_addr", out_elems))
+            _, write = self._mvm_bytes(
+                task.vectors, task.rows_used, task.cols_used, bool(task.accumulate), task.post,
+                (task.in_chan_pitch, task.out_chan_pitch),
+            )  # fmt: skip
+            out = "psum_addr" if task.post == PostOp.NONE else "out_addr"
+            return tuple(reads), ((out, write),)
+        if isinstance(task, WeightLoad):
+            return (("src_addr", task.read_bytes),), ()
+        if isinstance(task, DwpuOp):
+            read = task.channels * task.h * task.w
+            return (("in_addr", read),), (("out_addr", task.channels * task.out_h * task.out_w),)
+        if isinstance(task, DpuOp):
+            then = task.then is not DpuThen.NONE
+            read = dpu_read_bytes(task.kind, task.elements, task.operands, self.arch, then=then)
+            k = max(1, min(3, task.operands))
+            share = [read // k] * k
+            share[0] += read - sum(share)
+            reads = tuple((f"in_addr{i}", n) for i, n in enumerate(share) if n)
+            return reads, (("out_addr", task.elements),)
+        return (), ()
+
     def weight_load_cycles(self, nbytes: int, read_bytes: int | None = None) -> int:
         """One `WeightLoad` of ``nbytes`` into an IMC weight set (``read_bytes``, default
         ``nbytes``, read from L1 through a port, written through the IMC write port)."""
@@ -644,6 +694,30 @@ class CostModel:
         zero = e.mvm_activity_fit[0]
         per_col = (data + zero * (t.rows_used - data)) * e.mvm_mac_pj
         return t.vectors * t.cols_used * (per_col - t.rows_used * self.mvm_clock_pj_per_mac)
+
+    def task_cycles(
+        self, kind: type[Task], unit: Unit, fields: Mapping[str, Any], layer: str = ""
+    ) -> int:
+        """`task`'s ``cycles`` of a ``kind`` task on ``unit`` with ``fields`` (``layer``
+        names it in an error), memoised by kind, unit and fields: they depend on neither
+        the layer nor the tokens, and the schedule asks for the same shapes again and
+        again (every tile of a layer, every build of a cooperative schedule, and every
+        compile in a warm sweep worker, which `cost_model` hands the same model).
+
+        >>> from aipusim.arch import load_arch
+        >>> m = CostModel(load_arch())
+        >>> f = dict(src_pool=Pool.DDR, src_addr=0, dst_pool=Pool.L1, dst_addr=0, bytes=4096)
+        >>> m.task_cycles(DmaCopy, Unit.DMA0, f) == m.task(DmaCopy(unit=Unit.DMA0, **f)).cycles
+        True
+        """
+        key = (kind, unit, *fields.items())
+        cycles = self._task_cycles.get(key)
+        if cycles is None:
+            cycles = self.task(kind(unit=unit, layer=layer, **fields)).cycles
+            if len(self._task_cycles) >= TASK_CYCLES_MEMO_ENTRIES:
+                self._task_cycles.clear()
+            self._task_cycles[key] = cycles
+        return cycles
 
     def _mvm(self, t: Mvm, energy: list[float], where: str) -> TaskCost:
         mvm, e = self.arch.mvm, self.arch.energy

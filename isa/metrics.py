@@ -128,6 +128,55 @@ def bytes_per_frame(link_bytes: Mapping[str, float], frames: float) -> dict[str,
     }
 
 
+@dataclass(frozen=True)
+class TokenFigures:
+    """One step of a language model (a prefill of the prompt, or one decode step) as
+    per-token figures. A *frame* of such a model is one step of ``batch`` sequences, each
+    taking ``tokens`` new tokens (the prompt length for a prefill, 1 for a decode step):
+
+    - ``tokens_per_s`` = ``fps`` x batch x tokens (all sequences, all instances);
+    - ``energy_mj_per_token`` and ``ddr_bytes_per_token``: per frame / (batch x tokens);
+    - ``roofline_tokens_per_s``: the DDR bandwidth roofline, the peak DDR bandwidth over the
+      DDR bytes a token reads (weights streamed from DDR, the KV cache, activations that
+      spilled there); None when a token reads nothing from DDR (no DDR limit);
+    - ``roofline_share`` = tokens_per_s / roofline_tokens_per_s, the share of the DDR
+      bandwidth the run draws; a simulator whose DDR link respects its bandwidth keeps it
+      at most 1.
+
+    >>> f = token_figures(100.0, 2, 1, 0.5, 1e6, 3.2e10)
+    >>> f.tokens_per_s, f.energy_mj_per_token, f.roofline_tokens_per_s, f.roofline_share
+    (200.0, 0.25, 64000.0, 0.003125)
+    """
+
+    tokens_per_s: float
+    energy_mj_per_token: float
+    ddr_bytes_per_token: float
+    roofline_tokens_per_s: float | None
+    roofline_share: float | None
+
+
+def token_figures(
+    fps: float,
+    batch: int,
+    tokens: int,
+    energy_mj_per_frame: float,
+    ddr_bytes_per_frame: float,
+    ddr_bytes_per_s: float,
+) -> TokenFigures:
+    """`TokenFigures` of a step run at ``fps`` frames/s (see there)."""
+    per_frame = batch * tokens
+    ddr = ddr_bytes_per_frame / per_frame
+    rate = fps * per_frame
+    roofline = ddr_bytes_per_s / ddr if ddr > 0 else None
+    return TokenFigures(
+        tokens_per_s=rate,
+        energy_mj_per_token=energy_mj_per_frame / per_frame,
+        ddr_bytes_per_token=ddr,
+        roofline_tokens_per_s=roofline,
+        roofline_share=rate / roofline if roofline else None,
+    )
+
+
 __all__ = [
     "FRAME_LINKS",
     "PEAK_WINDOWS",
@@ -135,7 +184,9 @@ __all__ = [
     "UNIT_POWER_PARTS",
     "WARMUP_STARTS",
     "SteadyState",
+    "TokenFigures",
     "bytes_per_frame",
     "steady_frames",
     "steady_state",
+    "token_figures",
 ]

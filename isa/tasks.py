@@ -454,7 +454,11 @@ class DpuOp(Task):
     ``groups`` independent groups of ``n`` elements; group ``(o, g)`` element ``k`` lies at
     ``in_addr0 + (o * o_stride + g * g_stride + k * k_stride) * in_elem``. ``reduce``
     writes one result per group at ``out_addr + (o * groups + g) * out_elem``; ``softmax``
-    and ``layernorm`` write each element where they read it, relative to ``out_addr``.
+    and ``layernorm`` write each element where they read it, relative to ``out_addr``. A
+    ``softmax`` with ``operands`` = 2 is masked: the element at offset ``off`` (``o *
+    o_stride + g * g_stride + k * k_stride``) is attended when byte ``(off // b_div) %
+    b_mod`` at ``in_addr1`` is not 0; masked elements leave the max and the sum and come
+    out ``zo``.
 
     **Products** (``matmul``): ``outer`` heads of ``[groups x n] @ [n x b_mod]`` (``in_addr0``
     row-major A, ``in_addr1`` row-major B with zero point 0, ``o_stride``/``k_stride`` the

@@ -8,6 +8,7 @@
 4
 """
 
+from aipusim.base.lazy import lazy_names
 from aipusim.profiler.compare import compare_layers
 from aipusim.profiler.drop import DropBy, drop_by_value, drop_frames, kept_frames
 from aipusim.profiler.layers import (
@@ -61,14 +62,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -144,4 +144,58 @@ def critical_resources(
     return found
 
 
-__all__ = ["DISPATCH", "critical_resources", "predecessors", "resource_of"]
+def critical_cycles(
+    pred: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    last: np.ndarray,
+    lo: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`critical_resources` of many chains at once, walked back one step per round for all
+    of them together (rounds: the longest chain). Chain ``i`` ends with task ``last[i]``
+    inside [``lo[i]``, ...). Returns (chain, task, cycles) of every piece in walk order per
+    chain; ``task`` is whose resource the cycles go to, -1 for `DISPATCH`.
+
+    >>> chain, task, cycles = critical_cycles(np.array([-1, 0]), np.array([0, 12]),
+    ...     np.array([10, 20]), last=np.array([1]), lo=np.array([0]))
+    >>> chain.tolist(), task.tolist(), cycles.tolist()
+    ([0, 0, 0], [1, 0, 0], [8, 2, 10])
+    """
+    start = np.asarray(start, dtype=np.int64)
+    end = np.asarray(end, dtype=np.int64)
+    pred = np.asarray(pred, dtype=np.int64)
+    chain = np.arange(len(last))
+    j = np.asarray(last, dtype=np.int64)
+    lo = np.asarray(lo, dtype=np.int64)
+    hi = end[j]
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(where: np.ndarray, task: np.ndarray, cycles: np.ndarray) -> None:
+        if where.any():
+            pieces.append((chain[where], task[where], cycles[where]))
+
+    for _ in range(len(pred) + 1):  # the chains move back in time; the bound is a guard
+        if not len(j):
+            break
+        s = start[j]
+        run = np.minimum(end[j], hi) - np.maximum(s, lo)
+        add(run > 0, j, run)
+        on = s > lo
+        chain, j, lo, s = chain[on], j[on], lo[on], s[on]
+        p = pred[j]
+        add(p < 0, np.full(len(p), -1), s - lo)
+        on = p >= 0
+        chain, lo, s, p = chain[on], lo[on], s[on], p[on]
+        gap = s - np.maximum(end[p], lo)
+        add(gap > 0, p, gap)
+        hi = np.minimum(end[p], s)
+        j = p
+    if not pieces:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    chain, task, cycles = (np.concatenate(x) for x in zip(*pieces, strict=True))
+    order = np.argsort(chain, kind="stable")  # walk order within each chain
+    return chain[order], task[order], cycles[order]
+
+
+__all__ = ["DISPATCH", "critical_cycles", "critical_resources", "predecessors", "resource_of"]

@@ -34,13 +34,14 @@ layer's first task on the lowest core that runs it), with the mean over its samp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 
 from aipusim.isa.trace_schema import HEADER_INSTANCE_CORES, HEADER_TOKEN_LATENCY, Tag
-from aipusim.profiler.critical import critical_resources, predecessors
+from aipusim.profiler.critical import DISPATCH, critical_cycles, predecessors
 from aipusim.profiler.drop import DropBy, drop_by_value
 from aipusim.profiler.exclusive import exclusive_cycles
 from aipusim.profiler.reduce import (
@@ -48,7 +49,6 @@ from aipusim.profiler.reduce import (
     _i64,
     _prepare,
     cat_flags,
-    cat_list,
     cat_strings,
     tasks,
 )
@@ -139,6 +139,29 @@ def layer_samples(trace: Trace) -> pd.DataFrame:
     class (cycles), the layer's network MACs (-1 unknown), array MACs, bytes, its first
     task index and, per sample, the cycles per resource of its critical path
     (``critical``, a dict)."""
+    samples, crit = _samples(trace)
+    dicts: list[dict[str, float]] = [{} for _ in range(len(samples))]
+    names = crit.names
+    for i, r, c in zip(
+        crit.sample.tolist(), crit.resource.tolist(), crit.cycles.tolist(), strict=True
+    ):
+        dicts[i][names[r]] = c
+    return samples.assign(critical=dicts)
+
+
+@dataclass
+class _Critical:
+    """The critical path of every sample, long form: per (sample, resource), in the order
+    the walk met them, the cycles; ``resource`` indexes ``names``."""
+
+    sample: np.ndarray
+    resource: np.ndarray
+    cycles: np.ndarray
+    names: list[str]
+
+
+def _samples(trace: Trace) -> tuple[pd.DataFrame, _Critical]:
+    """`layer_samples` without its ``critical`` column, and the critical paths."""
     t = _core_tasks(trace)
     marks = _markers(trace)
     sel = (t["frame"] >= 0).to_numpy(dtype=bool) & cat_flags(t["layer"], bool)
@@ -175,15 +198,14 @@ def layer_samples(trace: Trace) -> pd.DataFrame:
     else:
         samples["op"] = ""
         samples["net_macs"] = -1
-    samples["critical"] = _critical(t, samples)
     cols = ["core", "frame", "layer", "op", "start", "end", "busy", *UNIT_CLASSES]
-    cols += ["net_macs", "array_macs", "bytes", "first_task", "critical"]
-    samples = samples[cols]
+    cols += ["net_macs", "array_macs", "bytes", "first_task"]
+    samples = samples[[*cols, "last_row"]]
     for c in ("core", "frame", "start", "end", "net_macs", "array_macs", "bytes"):
         samples[c] = samples[c].astype(np.int64)
-    return samples.sort_values(["frame", "core", "first_task", "start"], kind="stable").reset_index(
-        drop=True
-    )
+    samples = samples.sort_values(["frame", "core", "first_task", "start"], kind="stable")
+    samples = samples.reset_index(drop=True)
+    return samples[cols], _critical(t, samples)
 
 
 def _first_task_after(t: pd.DataFrame, bare: pd.DataFrame) -> np.ndarray:
@@ -212,23 +234,30 @@ def _first_task_after(t: pd.DataFrame, bare: pd.DataFrame) -> np.ndarray:
     return np.where(ok, suffix[np.minimum(pos, len(keys) - 1)], np.inf)
 
 
-def _critical(t: pd.DataFrame, samples: pd.DataFrame) -> list[dict[str, float]]:
-    if t.empty:
-        return [{} for _ in range(len(samples))]
-    # Python lists: the walk reads them one element at a time.
-    pred = _i64(t["pred"]).tolist()
-    resource = cat_list(t["resource"])
-    start, end = _i64(t["start"]).tolist(), _i64(t["end"]).tolist()
-    out = []
+def _critical(t: pd.DataFrame, samples: pd.DataFrame) -> _Critical:
+    """The critical paths of the samples with tasks (`critical.critical_cycles`), summed
+    per (sample, resource) in the order the walk met them."""
+    names = [str(c) for c in t["resource"].cat.categories] if len(t) else []
+    if DISPATCH not in names:
+        names.append(DISPATCH)
     rows = samples["last_row"].to_numpy(dtype=np.float64)
-    for row, lo, none in zip(
-        rows.tolist(), samples["start"].tolist(), np.isnan(rows).tolist(), strict=True
-    ):
-        if none:
-            out.append({})
-        else:
-            out.append(critical_resources(pred, resource, start, end, int(row), int(lo)))
-    return out
+    walked = np.flatnonzero(~np.isnan(rows))
+    if t.empty or not len(walked):
+        empty = np.zeros(0, dtype=np.int64)
+        return _Critical(empty, empty, np.zeros(0), names)
+    chain, task, cycles = critical_cycles(
+        _i64(t["pred"]),
+        _i64(t["start"]),
+        _i64(t["end"]),
+        rows[walked].astype(np.int64),
+        samples["start"].to_numpy(np.int64)[walked],
+    )
+    codes = t["resource"].cat.codes.to_numpy(np.int64)
+    resource = np.where(task >= 0, codes[np.maximum(task, 0)], names.index(DISPATCH))
+    # Pieces come in walk order within each sample: factorize keeps first meetings first.
+    key, pairs = pd.factorize(walked[chain] * len(names) + resource)
+    sums = np.bincount(key, weights=cycles.astype(np.float64), minlength=len(pairs))
+    return _Critical(pairs // len(names), pairs % len(names), sums, names)
 
 
 def layer_spans(trace: Trace) -> pd.DataFrame:
@@ -274,9 +303,13 @@ def layer_table(
     p99, the critical unit and the share of the span it explains, busy by unit class,
     network MACs, array MACs and bytes per frame (see the module doc)."""
     trace, percent = _prepare(trace, drop_percentile, drop_by)
-    samples = layer_samples(trace)
+    samples, crit = _samples(trace)
     samples = samples.assign(span=samples["end"] - samples["start"])
-    samples = drop_by_value(samples, "span", ["layer"], percent).reset_index(drop=True)
+    # Where each sample is after the drop (-1: dropped), for its critical-path pieces.
+    at = np.full(len(samples), -1)
+    samples = drop_by_value(samples, "span", ["layer"], percent)
+    at[samples.index.to_numpy()] = np.arange(len(samples))
+    samples = samples.reset_index(drop=True)
     cols = ["layer", "op", "samples", "busy_us", "span_us", "wait_us", "span_us_p50"]
     cols += ["span_us_p99", "critical_unit", "critical_pct", *[f"{c}_us" for c in UNIT_CLASSES]]
     cols += ["macs", "array_macs", "bytes"]
@@ -297,13 +330,9 @@ def layer_table(
         }
     )
     out["wait_us"] = out["span_us"] - out["busy_us"]
-    crit = g["critical"].agg(_sum_dicts)
-    total = span.sum()
-    out["critical_unit"] = [max(d, key=lambda k: (d[k], k)) if d else "-" for d in crit]
-    out["critical_pct"] = [
-        100.0 * max(d.values()) / tot if d and tot > 0 else np.nan
-        for d, tot in zip(crit, total, strict=True)
-    ]
+    out["critical_unit"], out["critical_pct"] = _critical_units(
+        crit, at, g.ngroup().to_numpy(), len(out), span.sum().to_numpy()
+    )
     for c in UNIT_CLASSES:
         out[f"{c}_us"] = g[c].mean() * us
     net = g["net_macs"].max()
@@ -315,12 +344,28 @@ def layer_table(
     return out.reset_index()[cols]
 
 
-def _sum_dicts(dicts: pd.Series) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for d in dicts:
-        for k, v in d.items():
-            total[k] = total.get(k, 0.0) + v
-    return total
+def _critical_units(
+    crit: _Critical, at: np.ndarray, group: np.ndarray, n: int, total: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """Per layer (``group``: each kept sample's layer, 0..n-1; ``at``: each sample's row
+    among the kept, -1 if dropped): the resource with the most critical-path cycles over
+    its kept samples (ties: the greatest name; ``-`` when none), and the share of the
+    layer's summed span it explains (%)."""
+    row = at[crit.sample]
+    sel = row >= 0
+    cycles = np.zeros((n, len(crit.names)))
+    np.add.at(cycles, (group[row[sel]], crit.resource[sel]), crit.cycles[sel])
+    most = cycles.max(axis=1) if len(crit.names) else np.zeros(n)
+    rank = np.argsort(np.argsort(np.array(crit.names, dtype=object)))
+    tied = (cycles == most[:, None]) & (cycles > 0)
+    best = np.where(tied, rank, -1).argmax(axis=1)
+    found = tied.any(axis=1)
+    units = [
+        crit.names[b] if f else "-" for b, f in zip(best.tolist(), found.tolist(), strict=True)
+    ]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pct = np.where(found & (total > 0), 100.0 * most / total, np.nan)
+    return units, pct
 
 
 class LayerSort(StrEnum):

@@ -462,8 +462,10 @@ def plot_roofline(
     placed_x = []
     for ax, data in zip(axes, paths, strict=True):
         per_sample = lt["layer"].map(data.bytes_per_layer).fillna(0.0).to_numpy() / n
-        with np.errstate(divide="ignore"):
-            intensity = np.where(per_sample > 0, ops / np.maximum(per_sample, 1e-300), np.inf)
+        # a layer that moves no bytes on this path has no finite intensity (drawn at the edge)
+        intensity = np.full(len(per_sample), np.inf)
+        with np.errstate(over="ignore"):
+            np.divide(ops, per_sample, out=intensity, where=per_sample > 0)
         finite = np.isfinite(intensity)
         x_hi = max(intensity[finite].max() * 4 if finite.any() else 1e3, 1e3)
         x_lo = min(intensity[finite].min() / 4 if finite.any() else 1.0, 1.0)

@@ -71,16 +71,6 @@ def cat_strings(series: pd.Series) -> pd.Series:
     return pd.Series(series.cat.categories.astype(str).take(codes), index=series.index)
 
 
-def cat_list(series: pd.Series) -> list[str]:
-    """``series.astype(str).tolist()`` of a categorical column, one conversion per
-    category."""
-    codes = series.cat.codes.to_numpy()
-    if len(codes) and codes.min() < 0:
-        return series.astype(str).tolist()
-    names = np.array([str(c) for c in series.cat.categories], dtype=object)
-    return names[codes].tolist() if len(names) else []
-
-
 def cat_flags(series: pd.Series, test: Callable[[str], bool]) -> np.ndarray:
     """``test`` of each row's ``str`` value of a categorical column, as a bool array,
     evaluated once per category."""

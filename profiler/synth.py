@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from aipusim.isa.trace_schema import (
     COLUMNS,
@@ -306,5 +305,8 @@ def write_synthetic_power(
     cols[POWER_TOTAL_COLUMN] = total
     p = Path(trace_path)
     out = p.with_name(p.name.split(".", 1)[0] + POWER_TIMELINE_SUFFIX)
+    # lazy: pyarrow.parquet is for Parquet files only (see `parse.parse_parquet`)
+    import pyarrow.parquet as pq
+
     pq.write_table(pa.table(cols), out)
     return out

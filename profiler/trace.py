@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from aipusim.base.errors import InvalidArgument, TraceFormatError
 from aipusim.base.fileio import output_path
@@ -110,6 +109,9 @@ class Trace:
                     arrays[name] = pa.nulls(len(df), _union_type(ctype))
             parts.append(pa.table(arrays))
         table = pa.concat_tables(parts).replace_schema_metadata(self.header.metadata())
+        # lazy: pyarrow.parquet is for Parquet files only (see `parse.parse_parquet`)
+        import pyarrow.parquet as pq
+
         with output_path(path) as tmp:
             pq.write_table(table, str(tmp))
 
@@ -144,6 +146,9 @@ def load_power_timeline(path: str | Path, freq_hz: int) -> pd.DataFrame:
     (µs), the run's peak power by window and its steady-state average power, when the
     file records them, are in ``attrs["bin_us"]``, ``attrs["peak_power_w"]`` and
     ``attrs["steady_avg_power_w"]``."""
+    # lazy: pyarrow.parquet is for Parquet files only (see `parse.parse_parquet`)
+    import pyarrow.parquet as pq
+
     try:
         table = pq.read_table(str(path))
         df = table.to_pandas()

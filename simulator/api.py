@@ -298,7 +298,7 @@ def simulate(
     ``tensors``, ``tensor_writers`` and ``functional_tasks``; ``energy_model="value_aware"``
     adds ``energy_value_aware`` (each Mvm charged by the activity of its data).
 
-    ``detail="cycle"`` runs the detailed reference model of the links
+    ``detail="cycle"`` runs the detailed reference model of L1 and the links
     (`aipusim.simulator.detail`, what it changes in `DETAILED_PARTS`): slower, and what the
     fast default is checked against (``aipusim report fidelity``).
 
@@ -375,6 +375,7 @@ def simulate(
     )
     result = sim.run()
     result.detail = str(Detail(detail))
+    result.l1_waits = sim.l1_waits()
     if functional:
         source = constants if isinstance(program_or_dir, Program) else program_or_dir
         _attach(result, sim.record(), inputs, source, model)

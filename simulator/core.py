@@ -30,6 +30,7 @@ from aipusim.simulator.units import K_BARRIER, K_COMPUTE, K_DMA
 if TYPE_CHECKING:
     from aipusim.isa.cost import Transfer
     from aipusim.simulator.clock import RunEnvironment
+    from aipusim.simulator.detail.l1 import L1Calendar
     from aipusim.simulator.engine import Replica
     from aipusim.simulator.links import Route
     from aipusim.simulator.parts import Fabric, Ledger, RunConfig
@@ -97,6 +98,16 @@ class CoreRun:
             dests = [c.physical for i, c in enumerate(cores) if x.dst_cores >> i & 1]
         l1: list[tuple[PortGroup, int]] = []
         me = fabric.requester[unit]
+        if fabric.banks:
+            # detailed mode: the banked L1s, (calendar, requester, write)
+            banks = []
+            if x.src == Pool.L1:
+                banks.append((fabric.banks[self.physical], me, False))
+            if x.dst == Pool.L1:
+                for p in dests:
+                    who = me if p == self.physical else fabric.remote
+                    banks.append((fabric.banks[p], who, True))
+            return fabric.route(x, engine, (), banks)
         if x.src == Pool.L1:
             rd = fabric.ports[self.physical][0]
             if rd is not None:
@@ -175,6 +186,8 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
     if wr is not None:
         w_ends, w_rates, w_others, w_ports = wr.ends, wr.rates, wr.others[me], wr.ports
         w_cap = wr.capacity
+    # detailed mode: the core's banked L1 and each task's L1 addresses (per phase)
+    bank = core.fabric.banks.get(core.physical)
     blocked = core.blocked
     queues = (core.code.init.by_unit.get(unit), core.code.frame.by_unit.get(unit))
     t = 0
@@ -191,6 +204,7 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
         segments.append((core.physical, phase, queue.rids, starts, ends))
         log_start, log_end = starts.append, ends.append
         times = ctl.times  # this phase's dispatch cycles (grows, never changes identity)
+        l1_addr = core.code.phase(phase).l1_addr
         for seq, op in zip(queue.seqs, queue.ops, strict=True):
             try:
                 d = times[seq]
@@ -262,14 +276,17 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                             w_ends[me] = t
                             w_rates[me] = rate = n / (t - s)
                             wr.total += rate - old
+                elif bank is not None:
+                    t = book_banks(bank, me, s, t, op.l1_streams, l1_addr[seq], env.now)
             elif kind == K_DMA:
                 x = op.xfer
                 route = routes[op.index]
                 if route is None:
                     route = routes[op.index] = core.route(x, unit)
                 ready = s + x.setup_cycles
-                if x.nbytes > burst or route.detailed:
-                    t = yield from transfer(env, route, x.nbytes, burst, ready, next(streams))
+                if x.nbytes > burst or route.slow:
+                    at = l1_addr[seq] if bank is not None else (0, 0)
+                    t = yield from transfer(env, route, x.nbytes, burst, ready, next(streams), at)
                 else:
                     # One burst (the common tile), booked inline. Bookings wait for the simulated
                     # present to reach their ready cycle, so links serve bursts first come first
@@ -359,6 +376,28 @@ def unit_process(core: CoreRun, unit: str) -> Generator[Any, Any, None]:
                 tracer.task(core, unit, seq, op, phase, s, t)
         core.unit_done(phase, t)
     core.finished_units += 1
+
+
+def book_banks(
+    bank: L1Calendar,
+    who: int,
+    s: int,
+    t: int,
+    streams: tuple[tuple[tuple[str, int], ...], ...],
+    addrs: tuple[tuple[int, ...], tuple[int, ...]],
+    now: int,
+) -> int:
+    """A compute task of requester ``who`` from ``s`` to ``t`` (its cost-model time) with
+    its L1 ``streams`` (`Op.l1_streams`) from ``addrs``, through the core's banked L1
+    (detailed mode): the cycle its compute and both directions' streams are through."""
+    end = t
+    for write, (stream, at) in enumerate(zip(streams, addrs, strict=True)):
+        if stream:
+            sizes = tuple(n for _, n in stream)
+            e = bank.book(who, s, t - s, at, sizes, write=bool(write), now=now)
+            if e > end:
+                end = e
+    return end
 
 
 def describe_block(what: tuple) -> str:

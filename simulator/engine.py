@@ -29,6 +29,7 @@ from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.detail import Detail
 from aipusim.simulator.detail.ddr_link import DdrBurstTimer
+from aipusim.simulator.detail.l1 import BankedL1, L1Calendar
 from aipusim.simulator.detail.lpddr4 import Lpddr4Config
 from aipusim.simulator.host import HostSide, host_inputs, host_outputs
 from aipusim.simulator.links import Link, Route, transfer
@@ -217,6 +218,9 @@ class Simulation:
         #: transfer takes exactly its cost-model time (what-if and the cost model's check).
         self.contention = contention
         self.detail = detail
+        #: The cores' L1 is the banked, cycle-level one (detailed mode; with contention off
+        #: every task has L1 to itself, as in the fast mode)
+        self.banked = detail is Detail.CYCLE and contention
         self._private_links: dict[tuple[Any, str], Link] = {}
         self.freq_hz = freq
         self.env = RunEnvironment()
@@ -276,7 +280,13 @@ class Simulation:
         self.ports: dict[int, tuple[PortGroup | None, PortGroup | None]] = {
             p: (None, None) for p in used
         }
-        if contention:
+        #: Detailed mode: each physical core's banked L1, booked cycle by cycle in place of
+        #: the fluid port groups (`aipusim.simulator.detail.l1.L1Calendar`).
+        self.banks: dict[int, L1Calendar] = {}
+        if self.banked:
+            l1 = BankedL1.of(arch)
+            self.banks = {p: L1Calendar(l1, self.remote + 1) for p in used}
+        elif contention:
             self._share_ports()
         #: Numbers the transfers, so DDR can tell a burst that continues a stream
         self.streams = itertools.count()
@@ -302,7 +312,9 @@ class Simulation:
             host_pre_cycles=self.host_pre_cycles,
             host_post_cycles=self.host_post_cycles,
         )
-        fabric = Fabric(self.route, self.ports, self.requester, self.remote, self.streams)
+        fabric = Fabric(
+            self.route, self.ports, self.requester, self.remote, self.streams, self.banks
+        )
         #: Executed tasks and host transfers (`parts.Ledger`); `segments` and `host_log`
         #: are its lists.
         self.ledger = Ledger()
@@ -331,7 +343,7 @@ class Simulation:
         self, logical: int, tasks: Sequence[Task] | TaskTable, coster: TaskCoster, rid_base: int
     ) -> CoreCode:
         table = tasks if isinstance(tasks, TaskTable) else TaskTable.from_tasks(tasks)
-        code = prepare_core(logical, table, coster, self.ops, rid_base)
+        code = prepare_core(logical, table, coster, self.ops, rid_base, addresses=self.banked)
         if not self.program.stream_tasklist and code.n_records > self.window_records:
             raise SimulationError(
                 f"tasklist of core {logical} is {code.n_records * RECORD_BYTES} bytes; without "
@@ -504,10 +516,15 @@ class Simulation:
             self.ports[p] = (pair[0], pair[1])
 
     def route(
-        self, x: Transfer, engine: Hashable, l1: Sequence[tuple[PortGroup, int]] = ()
+        self,
+        x: Transfer,
+        engine: Hashable,
+        l1: Sequence[tuple[PortGroup, int]] = (),
+        banks: Sequence[tuple[L1Calendar, int, bool]] = (),
     ) -> Route:
         """The `Route` of transfer ``x`` as ``engine`` (a hashable name of whoever issues
-        it) books it, through the L1 port groups ``l1`` (none for the host and the
+        it) books it, through the L1 port groups ``l1`` or, in the detailed mode, the banked
+        L1s ``banks`` (``(calendar, requester, write)``; none for the host and the
         tasklist fetch, which do not touch L1)."""
         bursts = []
         size = self.burst_bytes
@@ -519,7 +536,7 @@ class Simulation:
         side = self._pcie_reverse(x, engine, bursts) if self.detail is Detail.CYCLE else None
         return Route(
             links, bursts, x.latency_cycles, l1, ddr_k=ddr_k, write=x.ddr_write,
-            shared=self.contention, side=side,
+            shared=self.contention, side=side, banks=banks,
         )  # fmt: skip
 
     def _pcie_reverse(
@@ -538,6 +555,20 @@ class Simulation:
             ((link, burst_cycles(pcie_wire_bytes(self.arch.host_link, b.nbytes, h2d)[1], bw)),)
             for b in bursts
         )
+
+    def l1_waits(self) -> dict[str, dict[str, int]] | None:
+        """Detailed mode: each L1 requester's bank waits, port waits and accesses in the
+        banked L1s, summed over the cores (`SimResult.l1_waits`); None in the fast mode."""
+        if not self.banks:
+            return None
+        total = sum(cal.waits for cal in self.banks.values())
+        names = [*UNIT_ORDER, "multicast_in"]
+        keys = ("bank_waits", "port_waits", "accesses")
+        return {
+            names[i]: dict(zip(keys, map(int, row), strict=True))
+            for i, row in enumerate(total)
+            if row.any()
+        }
 
     def link_totals(self) -> dict[str, tuple[int, int]]:
         """(busy cycles, bytes) of each link over the run, private copies included."""

@@ -167,6 +167,7 @@ class Route:
     write ports)."""
 
     __slots__ = (
+        "banks",
         "bursts",
         "cases",
         "ddr",
@@ -178,6 +179,7 @@ class Route:
         "one",
         "shared",
         "side",
+        "slow",
         "spans",
         "write",
     )
@@ -193,6 +195,7 @@ class Route:
         write: bool = False,
         shared: bool = True,
         side: Sequence[Sequence[tuple[Link, int]]] | None = None,
+        banks: Sequence[tuple[Any, int, bool]] = (),
     ) -> None:
         self.links = list(links)
         #: (a full burst, the last burst) of the transfer (the same one if it has one)
@@ -203,6 +206,12 @@ class Route:
         self.ddr_k = ddr_k
         #: DDR on the path timed by the cycle-level model: every burst goes through `transfer`
         self.detailed = self.ddr is not None and self.ddr.detail is not None and shared
+        #: detailed mode: the banked L1s its bytes pass, ``(calendar, requester, write)``
+        #: (`aipusim.simulator.detail.l1.L1Calendar`; the source core's, each destination's)
+        self.banks = tuple(banks)
+        #: every burst goes through `transfer` (cycle-level DDR or banked L1 on the path),
+        #: never the simulator's inlined one-burst booking
+        self.slow = self.detailed or bool(self.banks)
         #: per burst of `bursts`, its cycles on each link in the four DDR cases
         #: (``2 * fresh + turnaround``), or just its cycles without DDR on the path
         self.cases: tuple[tuple[tuple[int, ...], ...], ...] = tuple(
@@ -244,10 +253,17 @@ class Route:
 
 
 def transfer(
-    env: RunEnvironment, route: Route, nbytes: int, burst_bytes: int, t_ready: int, stream: int
+    env: RunEnvironment,
+    route: Route,
+    nbytes: int,
+    burst_bytes: int,
+    t_ready: int,
+    stream: int,
+    l1_addr: tuple[int, int] = (0, 0),
 ) -> Generator[Any, Any, int]:
     """Move ``nbytes`` over ``route`` from ``t_ready`` on; returns the cycle the data has
-    landed (the latency included).
+    landed (the latency included). ``l1_addr``: where the bytes start in the source and
+    the destination L1 (read by the banked L1s of ``route.banks``, detailed mode).
 
     Bursts are booked one at a time when the previous one has passed, so concurrent
     transfers take turns. The caller's clock may be ahead of ``env.now`` (units run ahead
@@ -259,7 +275,7 @@ def transfer(
     # hottest path after the unit loop.
     links, cases, spans, bursts = route.links, route.cases, route.spans, route.bursts
     ddr, shared, write, side, l1 = route.ddr, route.shared, route.write, route.side, route.l1
-    detailed, ddr_k = route.detailed, route.ddr_k
+    detailed, ddr_k, banks = route.detailed, route.ddr_k, route.banks
     remaining = nbytes
     t = t_ready
     first = True
@@ -300,6 +316,14 @@ def transfer(
             s = t - d
             for group, who in l1:
                 e = group.book(who, s, d, b.nbytes)
+                if e > t:
+                    t = e
+        if banks and d > 0:
+            # the burst's bytes through each banked L1, cycle by cycle, at its rate
+            s, done = t - d, nbytes - remaining
+            for cal, who, to_l1 in banks:
+                at = l1_addr[to_l1] + done
+                e = cal.book(who, s, d, (at,), (b.nbytes,), write=to_l1, now=int(now))
                 if e > t:
                     t = e
         first = False

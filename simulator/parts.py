@@ -11,7 +11,7 @@ run's one SimPy environment.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,7 @@ import numpy as np
 from aipusim.isa.encoding import RECORD_BYTES
 
 if TYPE_CHECKING:
-    from aipusim.isa.cost import Transfer
+    from aipusim.simulator.detail.l1 import L1Calendar
     from aipusim.simulator.links import Route
     from aipusim.simulator.ports import PortGroup
     from aipusim.simulator.prepare import CoreCode
@@ -93,7 +93,7 @@ class Fabric:
 
     #: ``route(transfer, engine, l1)``: the `Route` of a transfer as ``engine`` (a hashable
     #: name of whoever issues it) books it, through the L1 port groups ``l1``.
-    route: Callable[[Transfer, Hashable, Sequence[tuple[PortGroup, int]]], Route]
+    route: Callable[..., Route]
     #: Each physical core's (read, write) L1 port groups that bookings go through.
     ports: Mapping[int, PortPair]
     #: Requesters of a core's L1 ports: each unit queue's index, and data multicast in
@@ -102,6 +102,9 @@ class Fabric:
     remote: int
     #: Numbers the transfers, so DDR can tell a burst that continues a stream.
     streams: Iterator[int]
+    #: Detailed mode: each physical core's banked L1 (`detail.l1.L1Calendar`), which then
+    #: replaces the port groups; empty in the fast mode.
+    banks: Mapping[int, L1Calendar] = field(default_factory=dict)
 
 
 @dataclass

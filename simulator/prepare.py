@@ -29,7 +29,7 @@ import numpy as np
 
 from aipusim.isa.table import COLUMN_DTYPES, TaskTable
 from aipusim.isa.tasks import KINDS, Phase, Unit, where_fields
-from aipusim.simulator.units import Op, TaskCoster
+from aipusim.simulator.units import K_COMPUTE, K_DMA, Op, TaskCoster
 
 #: Fixed order of unit processes inside a core (creation order breaks SimPy ties).
 UNIT_ORDER: tuple[str, ...] = tuple(u.value for u in Unit)
@@ -79,6 +79,10 @@ class PhaseCode:
     tiles: np.ndarray
     by_unit: dict[str, UnitQueue]
     has_ctrl: bool  # holds a ctrl task, which blocks dispatch while it runs
+    #: Detailed mode only (`prepare_core(..., addresses=True)`): per seq, the L1 addresses
+    #: its streams start at, a compute task's ``(reads, writes)`` (one per stream of
+    #: `Op.l1_streams`), a DMA's ``(src_addr, dst_addr)``; None in the fast mode.
+    l1_addr: list[tuple] | None = None
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -128,13 +132,48 @@ def _group(table: TaskTable) -> tuple[np.ndarray, np.ndarray]:
     return rank[inverse], first[order]
 
 
+def _l1_addresses(
+    table: TaskTable, rows: np.ndarray, index: np.ndarray, ops: list[Op]
+) -> list[tuple]:
+    """Per task of a phase (``rows`` of ``table``, op ``index``), the L1 addresses its
+    streams start at (see `PhaseCode.l1_addr`), gathered op by op."""
+    out: list[tuple] = [()] * len(rows)
+    for k in np.unique(index).tolist():
+        op = ops[k]
+        mine = np.flatnonzero(index == k)
+        at = rows[mine]
+        if op.kind == K_DMA:
+            cols = [table["src_addr"][at].tolist(), table["dst_addr"][at].tolist()]
+            values = list(zip(*cols, strict=True))
+        elif op.kind == K_COMPUTE:
+            reads, writes = op.l1_streams
+            r = [table[f][at].tolist() for f, _ in reads]
+            w = [table[f][at].tolist() for f, _ in writes]
+            n = len(at)
+            rs = list(zip(*r, strict=True)) if r else [()] * n
+            ws = list(zip(*w, strict=True)) if w else [()] * n
+            values = list(zip(rs, ws, strict=True))
+        else:
+            continue
+        for i, v in zip(mine.tolist(), values, strict=True):
+            out[i] = v
+    return out
+
+
 def prepare_core(
-    logical: int, table: TaskTable, coster: TaskCoster, ops: list[Op], rid_base: int
+    logical: int,
+    table: TaskTable,
+    coster: TaskCoster,
+    ops: list[Op],
+    rid_base: int,
+    *,
+    addresses: bool = False,
 ) -> CoreCode:
     """The code of logical core ``logical`` from its tasklist ``table``.
 
     New ops are appended to the run's ``ops`` (their ``index`` is their position there).
     Task rows of the run's table are ``rid_base`` + INIT tasks in order, then FRAME tasks.
+    ``addresses``: keep each task's L1 addresses (`PhaseCode.l1_addr`, the detailed mode).
     """
     n = len(table)
     label = f"core {logical}"
@@ -174,6 +213,7 @@ def prepare_core(
                 table["tile"][rows],
                 by_unit,
                 Unit.CTRL.value in by_unit,
+                _l1_addresses(table, rows, index, ops) if addresses else None,
             )
         )
     init, frame = phases

@@ -284,6 +284,12 @@ class SimResult:
     bands: Any = None
     #: How finely the links were modelled (`aipusim.simulator.detail.Detail`).
     detail: str = "fast"
+    #: Detailed mode: per L1 requester (a unit queue, ``multicast_in`` for data multicast
+    #: in from another core), summed over the cores, the cycles it waited for a bank held
+    #: by another requester (``bank_waits``), for a port (``port_waits``), and its L1
+    #: accesses (``accesses``) in the banked L1 (`aipusim.simulator.detail.l1`); None in
+    #: the fast mode.
+    l1_waits: dict[str, dict[str, int]] | None = None
 
     @property
     def task_log(self) -> pd.DataFrame:
@@ -405,6 +411,7 @@ class SimResult:
                 else {}
             ),
             **(self.bands.to_dict() if self.bands is not None else {}),
+            **({"l1_waits": self.l1_waits} if self.l1_waits is not None else {}),
         }
 
     def to_json(self) -> str:

@@ -46,6 +46,9 @@ class Op:
     index: int = -1  # row of this op in the run's op table
     l1_read: int = 0  # L1 bytes a compute task reads (its core's read ports)
     l1_write: int = 0  # and writes
+    #: those bytes by the address field each stream starts at, ``((field, bytes), ...)``
+    #: per direction (`CostModel.l1_streams`; the detailed mode's banked L1 walks them)
+    l1_streams: tuple[tuple[tuple[str, int], ...], ...] = ((), ())
 
 
 def _tokens(refs: tuple, arch: Arch, where: str) -> tuple[tuple[bool, int, int], ...]:
@@ -113,6 +116,7 @@ class TaskCoster:
             spec(task.unit).role is UnitRole.CONTROL,
             l1_read=cost.traffic.l1_read if compute else 0,
             l1_write=cost.traffic.l1_write if compute else 0,
+            l1_streams=self.model.l1_streams(task) if compute else ((), ()),
         )
 
 

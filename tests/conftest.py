@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 from hypothesis_budget import profile
-from zoo_compiles import ZooCompiles
+from zoo_compiles import SHARED_ENV, ZooCompiles
 
 #: `aipusim.compiler.quant.cache.DIR_ENV` (spelled out: conftest imports no compiler module;
 #: tests/compiler/quant/test_cache.py checks that the two agree).
@@ -19,16 +19,26 @@ DIR_ENV = "AIPUSIM_CACHE_DIR"
 #: The session's quantization cache folder (the user's own cache is never used): set before
 #: any fixture compiles, so session-scoped compiles use it too.
 _SESSION_CACHE = tempfile.mkdtemp(prefix="aipusim-test-cache-")
+#: Set when this process made the workers' shared folder (and so removes it at the end).
+_MADE_SHARED = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[DIR_ENV] = _SESSION_CACHE
+    # The controller (or a run without xdist) makes the folder its workers share zoo builds
+    # and compiles in (`zoo_compiles`); the workers inherit it through the environment.
+    # (A folder already named in the environment is used and left in place.)
+    if not hasattr(config, "workerinput") and SHARED_ENV not in os.environ:
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="aipusim-test-shared-")
+        config.stash[_MADE_SHARED] = True
     # `make test` draws a share of each property test's examples, `make test-slow` all.
     settings.load_profile(profile())
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
+    if config.stash.get(_MADE_SHARED, False):
+        shutil.rmtree(os.environ.pop(SHARED_ENV), ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -6,11 +6,20 @@ size about the same work), and compiling it calibrates on onnxruntime: for ResNe
 is seconds each, and test modules across the suite ask for the same models at the same
 sizes, the golden, cost-pinning and end-to-end tests in the same configurations too.
 Tests read the compiled folders and simulate them; none may write into them.
+
+Under pytest-xdist the workers share one folder (``SHARED_ENV``, made by the controller in
+``tests/conftest.py``): a build or compile is made by the first worker that asks for it,
+under a file lock, and read by the others, so two workers never build the same model twice.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
+import os
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import onnx
@@ -24,10 +33,53 @@ from aipusim.compiler.request import CompileRequest
 #: shared builds (``zoo list`` in tests/zoo/test_zoo_cli.py), which must not call itself.
 _BUILD = zoo.build
 
+#: The folder every worker of one test session shares (set by ``tests/conftest.py``; unset:
+#: nothing is shared beyond the process).
+SHARED_ENV = "AIPUSIM_TEST_SHARED_DIR"
+#: Written last into a shared entry: its presence says the entry is whole.
+_DONE = ".complete"
+
+
+def shared_dir() -> Path | None:
+    """The session's folder shared by the xdist workers, if any."""
+    value = os.environ.get(SHARED_ENV)
+    return Path(value) if value else None
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (a lock file; the workers wait for each other)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def once(folder: Path, make: Callable[[Path], None]) -> Path:
+    """``folder``, made by ``make(folder)`` unless another process made it whole already
+    (a half-made folder, from a failed attempt, is made again)."""
+    with _locked(folder.with_name(folder.name + ".lock")):
+        if not (folder / _DONE).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            make(folder)
+            (folder / _DONE).touch()
+    return folder
+
 
 @functools.cache
 def _serialized(name: str, size: int | None) -> bytes:
-    return _BUILD(name, input_size=size).SerializeToString()
+    shared = shared_dir()
+    if shared is None:
+        return _BUILD(name, input_size=size).SerializeToString()
+
+    def build(folder: Path) -> None:
+        (folder / "model.onnx").write_bytes(_BUILD(name, input_size=size).SerializeToString())
+
+    return (once(shared / "zoo" / f"{name}-{size}", build) / "model.onnx").read_bytes()
 
 
 def zoo_model(name: str, size: int | None = None) -> onnx.ModelProto:
@@ -49,6 +101,8 @@ class ZooCompiles:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        #: Compiles go to the workers' shared folder when there is one.
+        self.compiles = (shared_dir() or root) / "compiles"
         self._models: dict[tuple[str, int], Path] = {}
         self._compiled: dict[tuple[str, int, str, int, float], Path] = {}
 
@@ -68,10 +122,11 @@ class ZooCompiles:
             config = CompilerConfig(
                 aipu_cores_used=cores, resources_used=resources, multicore_mode=mode
             )
-            out = self.root / f"{name}-{size}-{mode}-{cores}-{resources}"
-            request = CompileRequest(
-                model_path=self.model(name, size), output_dir=out, config=config
-            )
-            compile_model(request)
+            model = self.model(name, size)
+
+            def compile_into(out: Path) -> None:
+                compile_model(CompileRequest(model_path=model, output_dir=out, config=config))
+
+            out = once(self.compiles / f"{name}-{size}-{mode}-{cores}-{resources}", compile_into)
             self._compiled[key] = out / "compiled_model"
         return self._compiled[key]

@@ -547,7 +547,7 @@ class CompiledModel:
         trace tags (default: frames, layers, compute and memory tasks, which the profile
         needs). ``uncertainty=N`` adds ``bands`` (`aipusim.calibrate.uncertainty`): FPS, energy per
         frame and average power as p5-p95 over N joint samples of the inferred arch numbers.
-        ``detail="cycle"`` runs the detailed reference model of the links
+        ``detail="cycle"`` runs the detailed reference model of L1 and the links
         (`aipusim.simulator.detail`), slower; the fast model is the default.
         """
         if arch is None and uncertainty is not None:

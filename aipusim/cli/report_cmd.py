@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from aipusim.studies.common import StudyBase
 
 #: The studies that run models from a base config which --defaults and --set change.
-BASED_STUDIES = ("multicore", "power", "layers")
+BASED_STUDIES = ("multicore", "power", "layers", "llm")
 
 STUDY_NAMES = (
     "multicore",
@@ -29,6 +29,7 @@ STUDY_NAMES = (
     "corpus",
     "uncertainty",
     "fidelity",
+    "llm",
 )
 
 
@@ -151,13 +152,13 @@ def report(
     as_json: bool,
 ) -> None:
     """Run STUDY (multicore, power, layers, sensitivity, uncertainty, validation, functional,
-    corpus or fidelity) and write its report.
+    corpus, fidelity or llm) and write its report.
 
     Each folder gets README.md (what was run, conclusions computed from the numbers, tables)
     and PNG figures; validation writes docs/validation.md (`aipusim calibrate`'s report on
     the published silicon figures, arch/metis_measured.csv, against the frozen fit).
     Models start from their built-in config (a zoo model) or the defaults; multicore,
-    power and layers take --defaults and --set to change that base.
+    power, layers and llm take --defaults and --set to change that base.
     Example: ``aipusim report power -o reports/power``. For one model, ``aipusim compare
     MODEL --modes ...`` (the multicore study) or ``--limits ...`` (the power study) prints
     the table and conclusions.
@@ -167,6 +168,11 @@ def report(
     from aipusim.studies import STUDIES
 
     check_output(output_dir, folder=True)
+    if study == "llm" and frames is not None:
+        raise ConfigError(
+            "--frames applies to the image-model studies, not llm (each decoder step is "
+            "simulated for a fixed number of frames)"
+        )
     if frames is None:
         frames = {"functional": 4, "fidelity": 3}.get(study, 8)
     if frames < 1:
@@ -183,8 +189,8 @@ def report(
         raise ConfigError(f"--input-size must be a positive integer, not {input_size}")
     chosen = _split_list(models)
     limit_values = _limits(limits)
-    if limit_values is not None and study != "power":
-        raise ConfigError(f"--limits applies to the power study only, not {study}")
+    if limit_values is not None and study not in ("power", "llm"):
+        raise ConfigError(f"--limits applies to the power and llm studies only, not {study}")
     if resume and study not in ("multicore", "power"):
         raise ConfigError(f"--resume applies to the multicore and power studies only, not {study}")
     chosen_keys = _split_list(keys)
@@ -244,6 +250,11 @@ def report(
         kwargs["samples"] = samples
     if study in ("corpus", "fidelity"):
         kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers")}
+    if study == "llm":
+        # a decoder's steps are simulated for a fixed number of frames, one at a time
+        if input_size is not None:
+            raise ConfigError("--input-size applies to image models, not the llm study")
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("input_size", "workers", "frames")}
     if study == "corpus":
         kwargs["corpus_dir"] = corpus_dir
     if study == "fidelity":
@@ -281,7 +292,8 @@ def command_line(
     args = ["aipusim", "report", study, "-o", str(output_dir)]
     if study == "validation":
         return shlex.join(args + (["--fit"] if fit else []))
-    args += ["--frames", str(frames)]
+    if study != "llm":  # (the llm study takes no --frames)
+        args += ["--frames", str(frames)]
     if models:
         args += ["--models", ",".join(models)]
     if input_size is not None:

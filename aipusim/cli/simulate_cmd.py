@@ -98,8 +98,8 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, str]:
     type=click.Choice(["fast", "cycle"]),
     default="fast",
     show_default=True,
-    help="cycle: the detailed reference model of the links (slower; what `aipusim report "
-    "fidelity` checks the fast model against).",
+    help="cycle: the detailed reference model (L1 banks and LPDDR4x cycle by cycle, PCIe's "
+    "DLLPs; slower; what `aipusim report fidelity` checks the fast model against).",
 )
 @uncertainty_option
 @arch_option

@@ -10,6 +10,8 @@
   compile status, FPS, latency, energy, bit-exactness, int8 accuracy against onnxruntime;
 - `run_uncertainty_study`: every inferred arch number sampled jointly: p5/p50/p95 bands
   per model and figure, and the numbers driving them (RBD-FAST indices);
+- `run_llm_study`: a decoder's prefill and decode over the context, the batch, the
+  multicore modes and ``mvm_utilization_limit``;
 - `run_validation`: the model against the published silicon figures (``docs/validation.md``).
 
 Each writes ``README.md`` (what was run, conclusions computed from its tables, the tables,
@@ -18,8 +20,8 @@ runs them.
 
 >>> from aipusim.studies import STUDIES
 >>> sorted(STUDIES)  # doctest: +NORMALIZE_WHITESPACE
-['corpus', 'fidelity', 'functional', 'layers', 'multicore', 'power', 'sensitivity',
- 'uncertainty', 'validation']
+['corpus', 'fidelity', 'functional', 'layers', 'llm', 'multicore', 'power',
+ 'sensitivity', 'uncertainty', 'validation']
 """
 
 from aipusim.studies.common import StudyResult
@@ -27,6 +29,7 @@ from aipusim.studies.corpus import run_corpus_study
 from aipusim.studies.fidelity import run_fidelity
 from aipusim.studies.functional import run_functional_study
 from aipusim.studies.layers import run_layers_study
+from aipusim.studies.llm import run_llm_study
 from aipusim.studies.multicore import run_multicore_study
 from aipusim.studies.power import run_power_study
 from aipusim.studies.sensitivity import run_sensitivity_study
@@ -44,6 +47,7 @@ STUDIES = {
     "corpus": run_corpus_study,
     "uncertainty": run_uncertainty_study,
     "fidelity": run_fidelity,
+    "llm": run_llm_study,
 }
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "run_fidelity",
     "run_functional_study",
     "run_layers_study",
+    "run_llm_study",
     "run_multicore_study",
     "run_power_study",
     "run_sensitivity_study",

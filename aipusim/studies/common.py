@@ -53,6 +53,8 @@ FORMATS: dict[str, str] = {
     "us": ".1f",
     "limit": ".3f",
     "db": ".1f",
+    "bytes": ",.0f",
+    "ratio3": ".3f",
 }
 
 

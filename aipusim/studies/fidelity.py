@@ -158,6 +158,44 @@ def busiest_units(result: Any, top: int = 2) -> str:
     return ", ".join(f"{u} {100 * v / total:.0f} %" for u, v in busy.head(top).items())
 
 
+def unit_busy(result: Any) -> dict[str, int]:
+    """Busy cycles of each unit (host transfers included) in the last frame."""
+    log = result.task_log
+    part = log[log["frame"] == log["frame"].max()]
+    busy = (part["end"] - part["start"]).groupby(part["unit"]).sum()
+    return {str(u): int(v) for u, v in busy.items() if v > 0}
+
+
+def explain(fast: dict[str, int], detailed: dict[str, int], l1_waits: dict | None) -> str:
+    """Why two runs differ, from their tables: the unit whose busy cycles in the last frame
+    moved most (``fast``/``detailed``: `unit_busy`) and what held it up in the detailed run
+    (its waits in the banked L1, `SimResult.l1_waits`, over the whole run; or, with none,
+    the detailed DDR or PCIe timing).
+
+    >>> explain({"mvm": 100, "dma0": 50}, {"mvm": 125, "dma0": 50},
+    ...         {"mvm": {"bank_waits": 75, "port_waits": 0, "accesses": 900}})
+    'mvm busy 100 -> 125 cycles (+25.0 %); in the banked L1 mvm waited 75 cycles for a bank and 0 for a port (900 accesses, all frames)'
+    """  # noqa: E501
+    units = sorted(set(fast) | set(detailed))
+    if not units:
+        return ""
+    unit = max(units, key=lambda u: (abs(detailed.get(u, 0) - fast.get(u, 0)), u))
+    a, b = fast.get(unit, 0), detailed.get(unit, 0)
+    pct = f" ({100 * (b / a - 1):+.1f} %)" if a else ""
+    text = f"{unit} busy {a} -> {b} cycles{pct}"
+    w = (l1_waits or {}).get(unit)
+    if w and w["bank_waits"] + w["port_waits"]:
+        return (
+            f"{text}; in the banked L1 {unit} waited {w['bank_waits']} cycles for a bank and "
+            f"{w['port_waits']} for a port ({w['accesses']} accesses, all frames)"
+        )
+    if unit.startswith("pcie"):
+        return f"{text}; the detailed PCIe line (the other direction's DLLPs)"
+    if unit.startswith("dma"):
+        return f"{text}; no L1 waits: the cycle-level DDR or PCIe timing of its transfers"
+    return f"{text}; no L1 waits of its own: it waits for the units that feed it"
+
+
 def compare(model: Any, config: Any, frames: int = FRAMES) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Compile ``model`` (an ONNX proto) with ``config`` and simulate it fast and detailed:
     per-layer cycles of both and the difference, and the run totals."""
@@ -179,6 +217,9 @@ def compare(model: Any, config: Any, frames: int = FRAMES) -> tuple[pd.DataFrame
         "run_cycles_fast": int(runs["fast"].total_cycles),
         "run_cycles_detailed": int(runs["cycle"].total_cycles),
         "busiest": busiest_units(runs["fast"]),
+        "busy_fast": unit_busy(runs["fast"]),
+        "busy_detailed": unit_busy(runs["cycle"]),
+        "l1_waits": runs["cycle"].l1_waits,
         "seconds_fast": seconds["fast"],
         "seconds_detailed": seconds["cycle"],
     }
@@ -259,8 +300,11 @@ def run_fidelity(
         rows.append(table)
         what = BY_NAME[name].mechanism if name in BY_NAME else f"zoo model at {side} px"
         worst_pct = round(worst, 2)
+        busy = (totals.pop("busy_fast"), totals.pop("busy_detailed"), totals.pop("l1_waits"))
+        why = explain(*busy) if verdict != "agrees" else ""
         summary.append({"model": name, "kind": kind, "what": what, "layers": len(table),
-                        "worst_diff_pct": worst_pct, "verdict": verdict, **totals})  # fmt: skip
+                        "worst_diff_pct": worst_pct, "verdict": verdict, **totals,
+                        "why": why})  # fmt: skip
 
     l1 = l1_alone(load_arch())
     l1.to_csv(out / "l1.csv", index=False)
@@ -297,7 +341,10 @@ def run_fidelity(
         f"{100 * AGREE:.0f} %. `busiest`: the device units busiest in that frame (share of its "
         "device busy time), what a run really exercises; the host link's own share is in "
         "the `host` rows of `layers.csv`. `slowdown`: the detailed run's wall time over "
-        "the fast one's.",
+        "the fast one's. `why` (a run that differs): the unit whose busy cycles in that "
+        "frame moved most between the two models, and what held it up in the detailed run "
+        "(its bank and port waits in the banked L1 over the whole run, or the cycle-level "
+        "DDR/PCIe timing).",
         "",
         md_table(shown),
         "",
@@ -308,8 +355,8 @@ def run_fidelity(
         "The banked L1 of the detailed mode (`simulator/detail/l1.py`: "
         f"{arch_l1_text(load_arch())}), cycle by cycle, against the fast model's fluid ports "
         "on access patterns of the units that share them; each stream's cycles from its "
-        "start (`l1.csv`). The banked L1 is checked alone here; the simulator's detailed "
-        "runs above do not use it yet.",
+        "start (`l1.csv`). The same banks and ports time every L1 access of the detailed "
+        "runs above (there booked stream by stream, `L1Calendar`).",
         "",
         md_table(l1),
         "",
@@ -333,7 +380,7 @@ def _conclusions(table: pd.DataFrame) -> list[str]:
         "every layer."
     ]
     for r in micro[micro["verdict"] != "agrees"].itertuples():
-        lines.append(f"`{r.model}` ({r.what}) differs by up to {r.worst_diff_pct:.1f} %.")
+        lines.append(f"`{r.model}` ({r.what}) differs by up to {r.worst_diff_pct:.1f} %: {r.why}.")
     zoo_rows = table[table["kind"] == "zoo"]
     if len(zoo_rows):
         worst = zoo_rows.loc[zoo_rows["worst_diff_pct"].idxmax()]
@@ -387,7 +434,9 @@ __all__ = [
     "MICROBENCHMARKS",
     "MicroBench",
     "compare",
+    "explain",
     "l1_alone",
     "layer_cycles",
     "run_fidelity",
+    "unit_busy",
 ]

@@ -190,18 +190,46 @@ class _Graph:
 class _Decoder:
     """Builds one graph of ``size`` with seeded weights (the same for both graphs)."""
 
-    def __init__(self, size: DecoderSize, seed: int, positions: int) -> None:
+    def __init__(
+        self,
+        size: DecoderSize,
+        seed: int,
+        positions: int,
+        shared: dict[str, onnx.TensorProto] | None = None,
+    ) -> None:
         self.size = size
         self.rng = np.random.default_rng(seed)
         self.g = _Graph()
         self.positions = positions
+        self.shared = shared or {}
+
+    def from_shared(self, name: str, shape: tuple[int, ...]) -> bool:
+        """Point initializer ``name`` at the shared weights file, if it is there."""
+        given = self.shared.get(name)
+        if given is None:
+            return False
+        # a reference into the weights file of an earlier graph: no second copy
+        if tuple(given.dims) != shape:
+            raise ZooError(
+                f"shared weight {name} must have the shape {list(shape)}, not "
+                f"{list(given.dims)} (another decoder's graph?)"
+            )
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(given)
+        self.g.inits.append(tensor)
+        return True
 
     def weight(self, name: str, shape: tuple[int, ...]) -> str:
+        if self.from_shared(name, shape):
+            return name
         return self.g.init(name, self.rng.normal(0.0, 0.02, shape).astype(np.float32))
+
+    def table(self, name: str, array: np.ndarray) -> str:
+        return name if self.from_shared(name, array.shape) else self.g.init(name, array)
 
     def rms_norm(self, x: str, name: str, scope: str) -> str:
         g, eps = self.g, self.size.rms_eps
-        gain = g.init(name, np.ones(self.size.hidden, np.float32))
+        gain = self.table(name, np.ones(self.size.hidden, np.float32))
         square = g.op("Pow", [x, g.const(2.0, np.float32)], scope)
         mean = g.op("ReduceMean", [square], scope, axes=[-1], keepdims=1)
         root = g.op("Sqrt", [g.op("Add", [mean, g.const(eps, np.float32)], scope)], scope)
@@ -253,8 +281,8 @@ class _Decoder:
         x = g.op("Gather", [embed, "input_ids"], "/model/embed_tokens", axis=0)
         angles = np.outer(np.arange(self.positions), s.inv_freq())
         angles = np.concatenate([angles, angles], axis=-1)
-        cos_table = g.init("model.rotary_emb.cos_cached", np.cos(angles).astype(np.float32))
-        sin_table = g.init("model.rotary_emb.sin_cached", np.sin(angles).astype(np.float32))
+        cos_table = self.table("model.rotary_emb.cos_cached", np.cos(angles).astype(np.float32))
+        sin_table = self.table("model.rotary_emb.sin_cached", np.sin(angles).astype(np.float32))
         rope_scope = "/model/rotary_emb"
         cos, sin = (
             g.op("Unsqueeze", [g.op("Gather", [t, "position_ids"], rope_scope, axis=0),
@@ -317,10 +345,16 @@ class _Decoder:
         head = g.op("Transpose", [embed], "/lm_head", perm=[1, 0])  # (tied weights)
         g.nodes.append(helper.make_node("MatMul", [x, head], ["logits"], name="/lm_head/MatMul"))
         model = helper.make_model(
-            helper.make_graph(g.nodes, f"{s.name}_{graph.value}", inputs, outputs, g.inits),
+            helper.make_graph(g.nodes, f"{s.name}_{graph.value}", inputs, outputs),
             opset_imports=[helper.make_opsetid("", OPSET)],
             producer_name="aipusim.zoo",
         )
+        # Moved in one at a time, each original dropped once copied: make_graph and
+        # make_model each copy what they are given, three copies of llama_1b's 5 GB at once
+        inits, g.inits = g.inits, []
+        inits.reverse()
+        while inits:
+            model.graph.initializer.append(inits.pop())
         return model
 
 
@@ -333,13 +367,18 @@ def build_decoder(
     batch: int = 1,
     positions: int = 4096,
     seed: int = 0,
+    shared: onnx.ModelProto | None = None,
 ) -> onnx.ModelProto:
     """One graph of decoder ``name`` (`DECODERS`) with seeded weights, the same for the
     prefill and decode graphs of one ``seed``.
 
     ``tokens``: the prompt length of a prefill graph (default 128); a decode graph takes one
     token. ``past``: the cache length a decode graph takes (prefill: 0). ``positions``: the
-    RoPE table's rows, the longest context (past + tokens) the graph serves.
+    RoPE table's rows, the longest context (past + tokens) the graph serves. ``shared``:
+    a graph of the same decoder written by `save_graph` (loaded without its external
+    data); the weights it holds in `WEIGHTS_FILE` are pointed at, not drawn again (a
+    llama_1b graph then costs kilobytes, not gigabytes), so the new graph must be saved
+    into the same folder.
 
     Example:
         >>> m = build_decoder("tiny_decoder", tokens=16)
@@ -368,7 +407,12 @@ def build_decoder(
         raise ZooError(
             f"past + tokens must be at most positions ({positions}), not {past + tokens}"
         )
-    return _Decoder(size, seed, positions).build(kind, batch, tokens, past)
+    external = (
+        {t.name: t for t in shared.graph.initializer if t.data_location == TensorProto.EXTERNAL}
+        if shared is not None
+        else None
+    )
+    return _Decoder(size, seed, positions, external).build(kind, batch, tokens, past)
 
 
 #: File names of a decoder written by `save_decoder`: the two graphs and the weights they
@@ -396,7 +440,7 @@ def save_decoder(prefill: onnx.ModelProto, decode: onnx.ModelProto, directory: P
             output_path(directory / PREFILL_FILE) as prefill_tmp,
             output_path(directory / DECODE_FILE) as decode_tmp,
         ):
-            written = _write_shared(prefill, decode, weights_tmp)
+            written = _write_shared((prefill, decode), weights_tmp)
             for model, path in ((prefill, prefill_tmp), (decode, decode_tmp)):
                 blob = model.SerializeToString()
                 path.write_bytes(blob)
@@ -408,12 +452,43 @@ def save_decoder(prefill: onnx.ModelProto, decode: onnx.ModelProto, directory: P
     return written
 
 
-def _write_shared(prefill: onnx.ModelProto, decode: onnx.ModelProto, path: Path) -> int:
-    """Move the large initializers of both graphs into the file ``path`` (each weight once,
-    both graphs pointing at it as `WEIGHTS_FILE`); its size."""
+def save_graph(model: onnx.ModelProto, directory: Path, filename: str) -> Path:
+    """Write one graph as ``directory/filename`` with its large initializers in
+    `WEIGHTS_FILE` in ``directory`` (replaced), for `build_decoder`'s ``shared`` to point
+    at; a graph that holds only such references is written alone. The path written.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> first = save_graph(build_decoder("tiny_decoder", tokens=4), folder, "p.onnx")
+        >>> ref = onnx.load(str(first), load_external_data=False)
+        >>> d = build_decoder("tiny_decoder", graph="decode", past=9, shared=ref)
+        >>> len(save_graph(d, folder, "d.onnx").read_bytes()) < 2**20
+        True
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / filename
+    inline = any(len(t.raw_data) >= EXTERNAL_MIN_BYTES for t in model.graph.initializer)
+    pointing = any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
+    if inline and pointing:
+        raise ZooError(
+            f"graph {filename} must hold its large weights either inline or in the shared "
+            "file, not both (build it with shared= for every large weight)"
+        )
+    with output_path(path) as tmp:
+        if inline:
+            with output_path(directory / WEIGHTS_FILE) as weights_tmp:
+                _write_shared((model,), weights_tmp)
+        tmp.write_bytes(model.SerializeToString())
+    return path
+
+
+def _write_shared(models: tuple[onnx.ModelProto, ...], path: Path) -> int:
+    """Move the large initializers of ``models`` into the file ``path`` (each weight once,
+    every graph pointing at it as `WEIGHTS_FILE`); its size."""
     placed: dict[str, tuple[int, bytes]] = {}
     with open(path, "wb") as data:
-        for model in (prefill, decode):
+        for model in models:
             for tensor in model.graph.initializer:
                 raw = tensor.raw_data
                 if len(raw) < EXTERNAL_MIN_BYTES:
@@ -445,4 +520,5 @@ __all__ = [
     "decoder_names",
     "decoder_size",
     "save_decoder",
+    "save_graph",
 ]

@@ -54,10 +54,12 @@ from aipusim.compiler.backend.imc.mapper import ImcOptions, map_layer
 from aipusim.compiler.backend.imc.plan import plan_mappings
 from aipusim.compiler.backend.lower.attention import assign_units, head_mapping
 from aipusim.compiler.backend.lower.dpu_chain import fuse_dpu_chains as fold_dpu_chains
+from aipusim.compiler.backend.lower.layer import LayerUnit
 from aipusim.compiler.backend.lower.residual import fuse_residual_adds
-from aipusim.compiler.backend.lower.units import LayerUnit, lower_graph, unwrap_graph
+from aipusim.compiler.backend.lower.units import lower_graph, unwrap_graph
+from aipusim.compiler.backend.memplan.build import PlanInputs
 from aipusim.compiler.backend.memplan.placement import placement_summary
-from aipusim.compiler.backend.memplan.plan import PlanInputs, UnplacedTiles, plan_memory
+from aipusim.compiler.backend.memplan.plan import UnplacedTiles, plan_memory
 from aipusim.compiler.backend.multicore.split import core_layout
 from aipusim.compiler.backend.pack.constants import pack_constants
 from aipusim.compiler.backend.schedule.build import build_schedule

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
+from aipusim.base.lazy import lazy_names
 from aipusim.compiler.ir import Graph, Op, is_depthwise
 from aipusim.compiler.quant.accuracy import (
     accuracy_report,
@@ -69,12 +70,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
 def calibrate_and_quantize(

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
+from aipusim.compiler.decoder import is_cache_input
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
 from aipusim.compiler.passes.bn_fold import bn_scale_shift
 from aipusim.compiler.quant import fixedpoint as K
@@ -174,6 +175,10 @@ def _share_plan(graph: Graph) -> dict[str, str]:
             continue
         for o in outs:
             src[o] = o
+        if node.op is Op.CONCAT and act_in and is_cache_input(act_in[0]) and act_in[0] in src:
+            # a decoder's KV cache: the past and the grown cache (present) on one grid, so
+            # that the step appends rows and the next step reads the bytes as they are
+            src[act_in[0]] = src[outs[0]]
         if node.op in CLAMP_OPS and act_in:
             x = act_in[0]
             producer = graph.producer(x)
@@ -291,7 +296,7 @@ def observe_ranges(
             progress.update(1)
     bounds = _range_bounds(graph)
     wide = wide_tensors(graph, src)
-    symmetric = {src[t] for t in imc_operands(graph) if t in src}
+    symmetric = symmetric_groups(graph, src)
     ranges: dict[str, ObservedRange] = {}
     for s, obs in observers.items():
         grid = Grid.SYMMETRIC if s in symmetric else Grid.WIDE if s in wide else Grid.INT8
@@ -315,12 +320,28 @@ def calibrate(
     histogram: HistogramRange | None = None,
 ) -> tuple[dict[str, str], dict[str, QuantParams]]:
     """Run the float graph on the calibration samples and derive every activation's params
-    (`observe_ranges`, then `ObservedRange.qparams`)."""
+    (`observe_ranges`, then `ObservedRange.qparams`). A graph input that comes with
+    `QuantParams` (an ONNX quantization annotation, `importer`) keeps them, and so does
+    everything that shares its grid: a decoder's KV cache carried from an earlier step."""
     src, ranges = observe_ranges(
         graph, calibration, scheme, progress=progress, executor=executor, histogram=histogram
     )
     params = {s: r.qparams() for s, r in ranges.items()}
+    for name in graph.inputs:
+        pinned = graph.tensor(name).quant
+        if pinned is not None and name in src:
+            if src[name] in symmetric_groups(graph, src) and np.any(pinned.zero_point != 0):
+                raise QuantizationError(
+                    f"input {name}'s fixed grid must be symmetric (zero point 0: the tensor "
+                    f"is an IMC operand), not zero point {pinned.zero_point}"
+                )
+            params[src[name]] = pinned
     return src, {t: params[s] for t, s in src.items()}
+
+
+def symmetric_groups(graph: Graph, src: Mapping[str, str]) -> set[str]:
+    """Sources of the parameter groups quantized symmetrically (`imc_operands`)."""
+    return {src[t] for t in imc_operands(graph) if t in src}
 
 
 def _float_runner(

@@ -3,8 +3,8 @@ parts whose closed forms decide the answer modelled at the grain of their mechan
 reference the fast model is checked against (``aipusim report fidelity``).
 
 What the detailed mode changes, part by part, is listed in `DETAILED_PARTS`; everything
-else runs as in the fast model. The cycle-level models themselves (LPDDR4x: `lpddr4`,
-`ddr_link`, `lpddr4_simpy`) are described in this folder's README.md.
+else runs as in the fast model. The cycle-level models themselves (L1: `l1`; LPDDR4x:
+`lpddr4`, `ddr_link`, `lpddr4_simpy`) are described in this folder's README.md.
 """
 
 from __future__ import annotations
@@ -22,6 +22,16 @@ class Detail(StrEnum):
 
 #: Part -> what the detailed mode models there that the fast model does not.
 DETAILED_PARTS: dict[str, str] = {
+    "l1": (
+        "each core's L1 is banked (`l1.L1Calendar`: banks of `l1.bank_bytes` behind a "
+        "crossbar, `l1.read_ports`/`l1.write_ports` ports per direction): every stream "
+        "(an Mvm's input vectors, partial sums, residual and results, the DPU's operands and "
+        "results, the DWPU, the weight-load path, each DMA burst of both channels and data "
+        "multicast in) walks its bytes cycle by cycle from the task's L1 address, one port's "
+        "width per cycle, granted only when a port and every bank it spans are free in that "
+        "cycle, in booking order; the fast model shares each direction's ports as a fluid "
+        "and knows no banks"
+    ),
     "pcie": (
         "the other direction's line carries the DLLPs (ACKs, credit updates) that a "
         "transfer's TLPs draw and, for a read of host memory, its request TLPs, competing "

@@ -14,13 +14,15 @@ Here each cycle is simulated:
   by one every cycle; ``fixed``: by requester index), a requester getting its port only
   if every bank it needs is still free that cycle; a requester not granted waits and tries
   again the next cycle;
-- a rate below a port's width is a credit that fills by ``rate`` bytes per cycle up to
-  one port's width (a requester buffers one access, so a stall is not made up later); a
-  requester asks only once it holds a port's width of credit (the last access: what is
-  left).
+- a rate below a port's width is a credit that fills by ``rate`` bytes per cycle; what
+  a cycle carries over to the next is at most one port's width (a requester buffers one
+  access, so a stall is not made up later); a requester asks only once it holds a port's
+  width of credit (the last access: what is left).
 
 `serve` returns each stream's end cycle and the cycles it waited for a bank or a port, so
 the fast model's fluid sharing can be checked against the banks (`compare_l1_with_ports`).
+`L1Calendar` is the same L1 as the detailed simulation uses it (``detail="cycle"``),
+where requests come stream by stream rather than all at once (its doc).
 
 >>> l1 = BankedL1(banks=16, bank_bytes=16, read_ports=2, write_ports=2, port_bytes=64)
 >>> a = L1Access(requester=0, start=0, nbytes=6400, addr=0, rate=64.0, write=False)
@@ -32,6 +34,7 @@ the fast model's fluid sharing can be checked against the banks (`compare_l1_wit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -156,7 +159,7 @@ def _serve(
             i = (first + k) % n if round_robin else k
             if end[i] >= 0 or start[i] > t:
                 continue
-            credit[i] = min(credit[i] + rate[i], float(port_bytes))
+            credit[i] = min(credit[i], float(port_bytes)) + rate[i]
             want = min(port_bytes, left[i])
             if credit[i] + 1e-9 < want:
                 continue
@@ -195,6 +198,176 @@ def _serve(
     return end, bank_waits, port_waits
 
 
+class L1Calendar:
+    """One core's banked L1 inside a detailed simulation (``simulate(detail="cycle")``):
+    what every bank and port does in every cycle, booked stream by stream.
+
+    The simulator's units run ahead of each other (`aipusim.simulator.core`), so requests
+    do not arrive in time order and no arbiter can see every requester of one cycle at
+    once. Each stream (`book`) is therefore walked cycle by cycle against what earlier
+    bookings already hold: in each cycle it asks (as in `BankedL1.serve`: credit of up to
+    one port's width at its rate, though here the stream's short access, its bytes past
+    whole ports, comes first, so that a stream of ``d`` accesses over ``d`` cycles, a task
+    bound by its port, is through in ``d``), it is granted when one of its direction's ports and
+    every bank its access spans are still free in that cycle, else it waits a cycle and
+    loses that cycle's credit beyond a port's width. Arbitration is thus by booking order
+    (a unit running ahead books first; a DMA burst books when it happens), the order the
+    fast model's fluid ports serve bookings in too. A stream of several address ranges
+    (an `Mvm`'s inputs, partial sums and residual) spends each access on the range
+    furthest behind its share, so they advance together.
+
+    Cycles are kept from the earliest cycle a booking can still start at (the simulated
+    present: nothing is booked in the past) to the last one booked.
+
+    >>> cal = L1Calendar(BankedL1(banks=16, bank_bytes=16, read_ports=1, write_ports=1,
+    ...                           port_bytes=64), requesters=2)
+    >>> cal.book(0, 0, 100, (0,), (6400,), write=False)  # alone: its own 100 cycles
+    100
+    >>> cal.book(1, 0, 100, (0,), (6400,), write=False)  # the one read port is taken
+    200
+    >>> cal.waits.tolist()  # per requester: [bank waits, port waits, accesses]
+    [[0, 0, 100], [0, 100, 100]]
+    """
+
+    def __init__(self, l1: BankedL1, requesters: int = 1) -> None:
+        if l1.banks > 64:
+            raise ConfigError(f"banks must be at most 64 in the detailed mode, not {l1.banks}")
+        self.l1 = l1
+        self.base = 0  # the cycle of index 0
+        self.banks = np.zeros(1 << 16, np.uint64)  # bit b: bank b granted in that cycle
+        self.ports = np.zeros((2, 1 << 16), np.uint8)  # read, write ports granted
+        #: per requester: cycles it waited for a bank, for a port, and accesses it made
+        self.waits = np.zeros((requesters, 3), np.int64)
+
+    def book(
+        self,
+        who: int,
+        s: int,
+        d: int,
+        addrs: Sequence[int],
+        nbytes: Sequence[int],
+        *,
+        write: bool,
+        now: int = 0,
+    ) -> int:
+        """Book requester ``who``'s stream of ``nbytes[k]`` bytes from ``addrs[k]`` (for each
+        k) in one direction, from cycle ``s`` at up to ``sum(nbytes) / d`` bytes per cycle
+        (capped at a port's width); returns the cycle its last bytes moved, ``s + d`` unless
+        it waited. ``now``: no later booking starts before it (cycles before it are
+        dropped when the calendar grows)."""
+        total = sum(nbytes)
+        if total <= 0:
+            return s + d
+        l1 = self.l1
+        assert s >= self.base, (s, self.base)
+        addr = np.asarray(addrs, np.int64)
+        size = np.asarray(nbytes, np.int64)
+        rate = min(total / max(d, 1), float(l1.port_bytes))
+        nports = l1.write_ports if write else l1.read_ports
+        args = (addr, size, rate, l1.banks, l1.bank_bytes, l1.port_bytes, nports)
+        k = int(write)
+        # a dry run finds the end (cycles not yet kept are free), the calendar grows to it,
+        # then the same walk books (its own accesses never meet: one per cycle)
+        end, _, _, _ = _book(self.banks, self.ports[k], self.base, s, *args, False)
+        if end - self.base > len(self.banks):
+            self._grow(min(now, s), end)
+        end, bank_w, port_w, n = _book(self.banks, self.ports[k], self.base, s, *args, True)
+        w = self.waits[who]
+        w[0] += bank_w
+        w[1] += port_w
+        w[2] += n
+        return max(end, s + d)
+
+    def _grow(self, keep_from: int, end: int) -> None:
+        """Drop the cycles before ``keep_from`` and make room up to ``end``."""
+        drop = max(0, keep_from - self.base)
+        kept = max(0, len(self.banks) - drop)  # cycles past the kept ones are all free
+        need = end - self.base - drop
+        size = len(self.banks)
+        while size < 2 * need:
+            size *= 2
+        banks = np.zeros(size, np.uint64)
+        ports = np.zeros((2, size), np.uint8)
+        banks[:kept] = self.banks[drop:]
+        ports[:, :kept] = self.ports[:, drop:]
+        self.banks, self.ports = banks, ports
+        self.base += drop
+
+
+@numba.njit(cache=True)
+def _book(
+    busy: np.ndarray,
+    ports: np.ndarray,
+    base: int,
+    s: int,
+    addr: np.ndarray,
+    size: np.ndarray,
+    rate: float,
+    banks: int,
+    bank_bytes: int,
+    port_bytes: int,
+    nports: int,
+    commit: bool,
+) -> tuple[int, int, int, int]:
+    """Walk one stream cycle by cycle (see `L1Calendar`); with ``commit`` hold what it is
+    granted. Returns (end, bank waits, port waits, accesses)."""
+    k = len(addr)
+    total = size.sum()
+    left = size.copy()
+    pos = addr.copy()
+    done = 0
+    credit = 0.0
+    t = s
+    bank_waits = 0
+    port_waits = 0
+    accesses = 0
+    cap = float(port_bytes)
+    full = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - banks)
+    while done < total:
+        # the short access (a stream's bytes past whole ports) goes first, so that a stream
+        # of d accesses at its rate is through in d cycles
+        want = (total - done) % port_bytes or port_bytes
+        credit = min(credit, cap) + rate
+        if credit + 1e-6 < want:
+            # skip the cycles it only gathers credit in (it asks for nothing)
+            gap = math.ceil((want - credit) / rate - 1e-6)
+            t += gap
+            credit += gap * rate
+        # the range furthest behind its share of what this access brings the stream to
+        j = 0
+        best = -1e300
+        for r in range(k):
+            if left[r] > 0:
+                lag = size[r] * (done + want) / total - (size[r] - left[r])
+                if lag > best:
+                    best = lag
+                    j = r
+        n = min(want, left[j])
+        b0 = (pos[j] // bank_bytes) % banks
+        span = min(banks, (pos[j] % bank_bytes + n + bank_bytes - 1) // bank_bytes)
+        mask = ((np.uint64(1) << np.uint64(span)) - np.uint64(1)) if span < 64 else full
+        if b0:
+            mask = ((mask << np.uint64(b0)) | (mask >> np.uint64(banks - b0))) & full
+        i = t - base
+        held = busy[i] if i < len(busy) else np.uint64(0)
+        used = ports[i] if i < len(ports) else 0
+        if used >= nports:
+            port_waits += 1
+        elif held & mask:
+            bank_waits += 1
+        else:
+            if commit:
+                busy[i] = held | mask
+                ports[i] = used + 1
+            credit -= n
+            left[j] -= n
+            pos[j] += n
+            done += n
+            accesses += 1
+        t += 1
+    return t, bank_waits, port_waits, accesses
+
+
 def compare_l1_with_ports(l1: BankedL1, accesses: Sequence[L1Access]) -> list[dict[str, object]]:
     """Each access's end in the fast model's fluid ports (`PortGroup`, booked in the given
     order) and in the banks, with the difference."""
@@ -222,4 +395,4 @@ def compare_l1_with_ports(l1: BankedL1, accesses: Sequence[L1Access]) -> list[di
     return rows
 
 
-__all__ = ["Arbitration", "BankedL1", "L1Access", "Served", "compare_l1_with_ports"]
+__all__ = ["Arbitration", "BankedL1", "L1Access", "L1Calendar", "Served", "compare_l1_with_ports"]

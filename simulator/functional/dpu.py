@@ -19,7 +19,9 @@ Readings the ISA leaves open:
   ``[lo, hi]`` and to int8 as its operand a and runs the binary kernel of its kind with
   the `SCALAR` record after the first step's ``p_mod`` records, operand b at ``in_addr2``;
   a shift of 0 rounds nothing; a table lookup clamps its index to the int8 range;
-- ``softmax`` gives ``zo`` to a group whose exponentials sum to 0;
+- ``softmax`` gives ``zo`` to a group whose exponentials sum to 0; with ``operands`` 2 it
+  reads a keep mask (one byte an entry, 0: masked) at ``in_addr1``, entry ``(off //
+  b_div) % b_mod`` for the element at offset ``off`` of its group layout;
 - ``matmul`` strides are in elements, as a reduction's: head ``o`` of A starts at element
   ``o * o_stride`` (rows of ``n``), of B at ``o * k_stride`` (rows of ``b_mod``), of the
   result at ``o * out_row_pitch`` (0: right after the previous head); within a head,
@@ -182,11 +184,21 @@ def _elementwise(mem, geo, code, prm, lut, then_table, then, q):  # pragma: no c
             row += 1
 
 
+@numba.njit(cache=True, inline="always")
+def _kept(mem, mask, off):  # pragma: no cover - jitted
+    """True if element ``off`` of a softmax group is attended: no mask (``mask[0]`` < 0),
+    or a non-zero byte of the mask at ``mask[0] + (off // mask[1]) % mask[2]``."""
+    if mask[0] < 0:
+        return True
+    return mem[mask[0] + (off // mask[1]) % mask[2]] != 0
+
+
 @numba.njit(cache=True)
-def _reduce(mem, geo, mode, p, table):  # pragma: no cover - jitted
+def _reduce(mem, geo, mode, p, table, mask):  # pragma: no cover - jitted
     """``reduce`` (0), ``reduce_max`` (1), ``softmax`` (2) over ``outer x groups`` groups.
     ``geo``: outer, groups, n, o_stride, g_stride, k_stride, in base, in elem, out base,
-    out elem. ``p``: the SCALAR fields."""
+    out elem. ``p``: the SCALAR fields. ``mask``: a softmax's keep mask (base, div, mod;
+    base -1: none): masked elements leave the max and the sum and come out ``zo``."""
     outer, groups, n, os, gs, ks = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
     i0, ie, o0, oe = geo[6], geo[7], geo[8], geo[9]
     m0, s, za, zo, lo, hi = p[0], p[2], p[3], p[5], p[6], p[7]
@@ -198,7 +210,7 @@ def _reduce(mem, geo, mode, p, table):  # pragma: no cover - jitted
             for k in range(n):
                 x = _load(mem, i0 + (first + k * ks) * ie, ie)
                 total += x - za
-                if x > best:
+                if x > best and _kept(mem, mask, first + k * ks):
                     best = x
             if mode == 0:
                 r = min(max(_rshift(total * m0, s) + zo, lo), hi)
@@ -208,12 +220,15 @@ def _reduce(mem, geo, mode, p, table):  # pragma: no cover - jitted
             else:
                 esum = np.int64(0)
                 for k in range(n):
-                    x = _load(mem, i0 + (first + k * ks) * ie, ie)
-                    esum += table[min(max(x - best + 255, 0), 255)]
+                    if _kept(mem, mask, first + k * ks):
+                        x = _load(mem, i0 + (first + k * ks) * ie, ie)
+                        esum += table[min(max(x - best + 255, 0), 255)]
                 for k in range(n):
                     off = first + k * ks
                     x = _load(mem, i0 + off * ie, ie)
                     ex = table[min(max(x - best + 255, 0), 255)]
+                    if not _kept(mem, mask, off):
+                        ex = 0
                     r = zo
                     if esum > 0:
                         r = _rshift((ex * m0) // esum, 16) + zo
@@ -372,6 +387,14 @@ def _reduction(run: TaskRun, t: DpuOp) -> None:
         table = data[at : at + P.SOFTMAX_TABLE_BYTES].view("<i4").astype(np.int64)
     s, e = _elements_runs(t.in_addr0, offsets, t.in_elem)
     mem, d_in = run.operand(Pool.L1, s, e, write=False)
+    mask = np.array([-1, 1, 1], np.int64)
+    if t.kind is DpuKind.SOFTMAX and t.operands == 2:  # the keep mask, one byte an entry
+        reach = min(t.b_mod, int(offsets.max()) // t.b_div + 1)
+        s, e = span(t.in_addr1, reach * t.in1_elem)
+        mem_b, d1 = run.operand(Pool.L1, s, e, write=False)
+        if mem_b is not mem or t.in1_elem != 1:
+            raise run.fail("a softmax's keep mask must be one byte an entry in L1 beside its input")
+        mask = np.array([t.in_addr1 + d1, t.b_div, t.b_mod], np.int64)
     if t.kind is DpuKind.SOFTMAX:
         s, e = _elements_runs(t.out_addr, offsets, t.out_elem)
     else:
@@ -382,7 +405,7 @@ def _reduction(run: TaskRun, t: DpuOp) -> None:
          t.in_elem, t.out_addr + d_out, t.out_elem],
         np.int64,
     )  # fmt: skip
-    _reduce(mem, geo, _REDUCTIONS[t.kind], p, table)
+    _reduce(mem, geo, _REDUCTIONS[t.kind], p, table, mask)
 
 
 def _layernorm(run: TaskRun, t: DpuOp) -> None:

@@ -37,6 +37,22 @@ def test_bench_functional_times_the_frame_beside_onnxruntime(
     assert row["functional_vs_onnxruntime"] == pytest.approx(ratio, rel=0.05)
 
 
+def test_bench_detailed_reports_simulated_cycles_per_second(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    page = tmp_path / "benchmarks.md"
+    args = ["bench", "tiny_cnn", "--detailed", "--input-size", "32", "--json"]
+    assert main([*args, "--markdown", str(page)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["mode"] == "batch x4" and row["frames"] == 1
+    assert row["cycles_detailed"] > 0 and row["detailed_cpu_s"] > 0
+    assert row["simulated_cycles_per_s"] > 0 and row["detailed_wall_s"] > 0
+    # the banked L1 timed the run's L1 accesses
+    assert row["l1_accesses"] > 0
+    text = page.read_text()
+    assert "## Detailed mode speed" in text and "--detailed --frames 1" in text
+
+
 def test_bench_compile_only_prints_the_pass_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "tiny_cnn", "--frames", "0"]) == 0
     out = capsys.readouterr().out
@@ -90,6 +106,22 @@ def test_bench_sweep_of_a_named_model_shares_programs_over_simulator_only_number
     assert (row["input"], row["points"], row["failed"], row["compiles"]) == ("16px", 2, 0, 1)
 
 
+def test_bench_warm_cold_compiles_cold_then_from_the_cache(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aipusim.bench.speed
+
+    monkeypatch.setattr(aipusim.bench.speed, "WARM_COLD_MODES", ("cooperative",))
+    assert main(["bench", "tiny_cnn", "--warm-cold", "--input-size", "16", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["model"], row["mode"]) == ("tiny_cnn", "cooperative")
+    # an empty cache calibrates; the compiles after it, and a fresh process, read it
+    assert row["cold_quantization"] == "computed"
+    assert row["warm_quantization"] == row["first_warm_quantization"] == "cached"
+    assert row["warm_cpu_s"] > 0 and row["first_warm_cpu_s"] > 0
+    assert row["speedup"] == pytest.approx(row["cold_cpu_s"] / row["warm_cpu_s"], rel=0.2)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -98,6 +130,14 @@ def test_bench_sweep_of_a_named_model_shares_programs_over_simulator_only_number
         (["bench", "--sweep", "--frames", "0"], "--frames must be an integer >= 1 with --sweep"),
         (["bench", "--sweep", "--workers", "0"], "--workers must be an integer 1-[0-9]+ "),
         (["bench", "tiny_cnn", "resnet50", "--sweep"], "MODELS must be one zoo model with --sweep"),
+        (
+            ["bench", "tiny_cnn", "resnet50", "--warm-cold"],
+            "MODELS must be one zoo model with --warm-cold, not 2",
+        ),
+        (
+            ["bench", "--detailed", "--sweep"],
+            "bench must take at most one of .*, not --detailed and --sweep",
+        ),
     ],
 )
 def test_bad_input(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -150,11 +150,11 @@ def test_report_and_compare_take_defaults_and_set(
         ),
         (
             ["report", "validation", "--defaults"],
-            "--defaults applies to the multicore, power, layers studies only, not validation",
+            "--defaults applies to the multicore, power, layers, llm studies only, not validation",
         ),
         (
             ["report", "corpus", "--set", "frequency=400000000"],
-            "--set applies to the multicore, power, layers studies only, not corpus",
+            "--set applies to the multicore, power, layers, llm studies only, not corpus",
         ),
         (["report", "power", "--set", "frequency=7"], "--set: frequency must be an integer"),
         (

@@ -30,3 +30,19 @@ def test_lazy_names_are_the_plot_modules_public_names() -> None:
     assert sorted(prof._LAZY) == sorted([*plots.__all__, "write_chrome_trace"])
     assert callable(chrome.write_chrome_trace)
     assert set(prof._LAZY) <= set(prof.__all__)
+
+
+def test_reading_a_trace_loads_no_numba(tmp_path) -> None:
+    """The text reader is numpy only: numba's import and cached-code load cost about a
+    second of every ``aipusim profile`` process."""
+    from aipusim.profiler import write_synthetic_trace
+
+    path = tmp_path / "s.trace"
+    write_synthetic_trace(path, frames=2, cores=2)
+    code = (
+        "import sys\n"
+        "from aipusim.profiler import layer_table, load_trace\n"
+        f"layer_table(load_trace({str(path)!r}))\n"
+        "assert 'numba' not in sys.modules, 'numba imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -288,3 +288,33 @@ def test_profile_counts_them_in_one_line_or_fails_with_strict(
     assert main(["profile", str(path), "--strict"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "has a negative time" in err[0]
+
+
+@pytest.mark.parametrize("chunk", [1 << 21, 61])
+def test_canonical_scan_edges_match_the_per_line_reader(write_trace, header, monkeypatch, chunk):
+    """Lines at the edges of the canonical layout (18 and 19 digits, tokens shorter than
+    their key, doubled or trailing spaces, '=' or non-ASCII in a string) read as the
+    per-line reader reads them, whichever path takes them."""
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", chunk)
+    k = "[K]  core=1 unit=mvm frame=1 layer=c task=2 tile=0 start=2 end=9 macs="
+    text = (
+        f"{header}\n"
+        f"{k}123456789012345678\n"  # 2: 18 digits, canonical
+        f"{k}1234567890123456789\n"  # 3: 19 digits: malformed
+        f"{k}-00000000000000007\n"  # 4: negative, leading zeros
+        "[B]  f=0 i=0 s=0 e=1\n"  # 5: tokens shorter than their keys: malformed
+        "[B]  frame=1 inst=0 start=0 end=3 \n"  # 6: trailing space, read
+        "[B]  frame=2  inst=0 start=0 end=4\n"  # 7: doubled space, read
+        "[PE] t=1 core=0 frame=1 layer=a=b\n"  # 8: '=' in a value: read per line
+        "[PE] t=2 core=0 frame=1 layer=caf\u00e9\n"  # 9: non-ASCII, read
+        "[PE] t=3 core=0 frame=1 layer=\n"  # 10: empty string, canonical
+        "[B]  frame=3 inst=0 start=0 end=99999999999\n"  # 11: canonical
+    )
+    tr = load_trace(write_trace(text))
+    assert tr.malformed["line"].tolist() == [3, 5]
+    assert "macs must be an integer" in tr.malformed["reason"].iloc[0]
+    assert tr[Tag.K]["macs"].tolist() == [123456789012345678, -7]
+    pe = sorted(zip(tr[Tag.PE]["t"].tolist(), tr[Tag.PE]["layer"].astype(str), strict=True))
+    assert pe == [(1, "a=b"), (2, "caf\u00e9"), (3, "")]
+    b = sorted(zip(tr[Tag.B]["frame"].tolist(), tr[Tag.B]["start"], tr[Tag.B]["end"], strict=True))
+    assert b == [(1, 0, 3), (2, 0, 4), (3, 0, 99999999999)]

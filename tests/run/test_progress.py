@@ -51,42 +51,44 @@ def test_compile_reports_its_passes_on_a_non_terminal_stderr(
     assert err[-1].startswith("aipusim: compile done in ")
 
 
-@pytest.mark.parametrize("command", ["compile", "run"])
-def test_the_compile_count_has_one_total_and_never_passes_it(
-    command: str, tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _compile_counts(err: str) -> list[tuple[int, int]]:
+    """(passes done, total) of every compile progress line in ``err``."""
     import re
 
-    from aipusim.cli.main import main
+    return [(int(m[1]), int(m[2])) for m in re.finditer(r"aipusim: compile (\d+)/(\d+)", err)]
+
+
+def _assert_one_total_never_passed(counts: list[tuple[int, int]]) -> None:
     from aipusim.compiler.pipeline import pass_names
 
-    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
-    assert main(["zoo", "export", "tiny_cnn", "-o", str(tmp_path / "t.onnx")]) == 0
-    capsys.readouterr()
-    model = str(tmp_path / "t.onnx")
-    args = (
-        ["compile", "-i", model, "-o", str(tmp_path / "out")]
-        if command == "compile"
-        else ["run", model, "--frames", "1", "-o", str(tmp_path / "out")]
-    )
-    assert main(args) == 0
-    counts = [
-        (int(m[1]), int(m[2]))
-        for m in re.finditer(r"aipusim: compile (\d+)/(\d+)", capsys.readouterr().err)
-    ]
     assert counts, "no compile progress line"
     assert {total for _, total in counts} == {len(pass_names())}
     assert all(done <= total for done, total in counts)
     assert counts[-1][0] == counts[-1][1]  # after emit: all of it
 
 
-def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
-    tmp_path, capsys: pytest.CaptureFixture[str]
+def test_the_compile_count_has_one_total_and_never_passes_it(
+    tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from aipusim.cli.main import main
+
+    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
+    assert main(["zoo", "export", "tiny_cnn", "-o", str(tmp_path / "t.onnx")]) == 0
+    capsys.readouterr()
+    assert main(["compile", "-i", str(tmp_path / "t.onnx"), "-o", str(tmp_path / "out")]) == 0
+    _assert_one_total_never_passed(_compile_counts(capsys.readouterr().err))
+
+
+def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
+    tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One run checks both its closing line and (every progress line printed) that the
+    compile count inside a run has one total and never passes it."""
     import re
 
     from aipusim.cli.main import main
 
+    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
     started = time.perf_counter()
     args = ["run", "tiny_cnn", "--input-size", "16", "--frames", "1", "-o", str(tmp_path / "r")]
     assert main(args) == 0
@@ -94,6 +96,7 @@ def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
     captured = capsys.readouterr()
     # into a pipe no opening line: bad input must stay the one line of its error
     assert not captured.err.startswith("aipusim: run tiny_cnn: compile, simulate")
+    _assert_one_total_never_passed(_compile_counts(captured.err))
     closing = captured.out.strip().splitlines()[-1]
     total = float(re.match(r"wall ([\d.]+) s: ", closing).group(1))
     parts = [float(v) for v in re.findall(r" ([\d.]+) s(?:,|$)", closing.split(": ", 1)[1])]

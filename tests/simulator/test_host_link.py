@@ -72,7 +72,10 @@ def test_the_detailed_mode_puts_dllps_on_the_other_line() -> None:
     assert fast.detail == "fast" and cycle.detail == "cycle"
     # the device-to-host line now also carries the ACKs and requests of the inputs' reads
     assert cycle.link_utilization["pcie_d2h"] > fast.link_utilization["pcie_d2h"]
-    assert cycle.device_latency_cycles.tolist() == fast.device_latency_cycles.tolist()
+    # the device itself: as fast, but for the banked L1 of the detailed mode (a bank wait
+    # or two of the DMA against the MVM)
+    device = cycle.device_latency_cycles / fast.device_latency_cycles
+    assert device.tolist() == pytest.approx([1.0] * len(device), abs=1e-3)
     # it fits in where the line is free: the inputs themselves are held back little
     assert cycle.fps == pytest.approx(fast.fps, rel=0.02)
 

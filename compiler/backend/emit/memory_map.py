@@ -12,13 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from aipusim.compiler.backend.lower.units import LayerUnit, activation_bytes
-from aipusim.compiler.backend.memplan.plan import (
-    CONSTANT_KINDS,
-    BufKind,
-    MemPlan,
-    pool_capacities,
-)
+from aipusim.compiler.backend.lower.layer import LayerUnit, activation_bytes
+from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS, BufKind, MemPlan
+from aipusim.compiler.backend.memplan.plan import pool_capacities
 from aipusim.isa.image import (
     CONSTANTS_FILE,
     BufferPlace,

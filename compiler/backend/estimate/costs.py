@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from aipusim.compiler.backend.common.target import Knobs
 from aipusim.compiler.backend.imc.mapper import ImcMapping, block_posts
 from aipusim.compiler.backend.lower.attention import runtime_estimate
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.tile.tiler import Tiling
 from aipusim.isa.cost import CostModel, TaskCost, Traffic
 from aipusim.isa.metrics import bytes_per_frame

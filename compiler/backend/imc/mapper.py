@@ -36,7 +36,7 @@ fused residual add (``residual``) reads the add's operand from L1 on its last ro
 output stream (`block_posts`), which the L1 ports may make the bound.
 
 >>> from aipusim.arch import load_arch
->>> from aipusim.compiler.backend.lower.units import ConvGeometry
+>>> from aipusim.compiler.backend.lower.layer import ConvGeometry
 >>> geo = ConvGeometry(64, 64, 3, 3, 1, 1, 56, 56, 56, 56)
 >>> from aipusim.isa.cost import cost_model
 >>> m = map_layer(geo, cost_model(load_arch()), ImcOptions(), first_layer=False)
@@ -50,7 +50,7 @@ import math
 from dataclasses import dataclass
 
 from aipusim.compiler.backend.common.target import Knobs
-from aipusim.compiler.backend.lower.units import ConvGeometry
+from aipusim.compiler.backend.lower.layer import ConvGeometry
 from aipusim.isa.cost import CostModel
 from aipusim.isa.tasks import PostOp
 

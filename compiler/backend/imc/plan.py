@@ -12,7 +12,7 @@ frame (the replicated image must then be fetched by every core), never wider tha
 whole layer's factor, which sizes its weight buffers. An MVM layer with run-time weights
 (attention) is mapped per head; its operand is written by frame `WeightLoad`s.
 
->>> from aipusim.compiler.backend.lower.units import ConvGeometry
+>>> from aipusim.compiler.backend.lower.layer import ConvGeometry
 >>> from aipusim.compiler.backend.common.layout import CoreLayout
 >>> from aipusim.arch import load_arch
 >>> geo = ConvGeometry(64, 600, 1, 1, 1, 1, 8, 8, 8, 8)
@@ -31,7 +31,7 @@ from aipusim.compiler.backend.common.layout import CoreLayout, Split
 from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.mapper import ImcMapping, ImcOptions, map_layer
 from aipusim.compiler.backend.lower.attention import head_mapping
-from aipusim.compiler.backend.lower.units import ConvGeometry, LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import ConvGeometry, LayerPlan, LayerUnit
 from aipusim.compiler.backend.tile.regions import part_range
 from aipusim.compiler.backend.tile.tiler import Tiling
 from aipusim.isa.cost import CostModel

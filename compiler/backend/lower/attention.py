@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 from aipusim.arch import Arch
 from aipusim.compiler.backend.imc.mapper import ImcBlock, ImcMapping, ImcOptions, map_layer
-from aipusim.compiler.backend.lower.units import (
+from aipusim.compiler.backend.lower.layer import (
     ConvGeometry,
     LayerPlan,
     LayerUnit,

@@ -48,9 +48,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, activation_bytes
 from aipusim.compiler.backend.lower.residual import LayerChains
-from aipusim.compiler.backend.lower.units import LUT_OF, LayerPlan, LayerUnit, activation_bytes
-from aipusim.compiler.backend.pack.constants import dpu_operands
+from aipusim.compiler.backend.lower.units import LUT_OF
+from aipusim.compiler.backend.pack.dpu import dpu_operands
 from aipusim.compiler.ir import DType, Graph
 from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.tasks import DpuKind, DpuThen, LutKind

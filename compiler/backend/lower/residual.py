@@ -34,13 +34,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from aipusim.compiler.backend.lower.units import (
-    FUSABLE_ACTIVATIONS,
-    LUT_OF,
-    LayerPlan,
-    LayerUnit,
-    activation_bytes,
-)
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, activation_bytes
+from aipusim.compiler.backend.lower.units import FUSABLE_ACTIVATIONS, LUT_OF
 from aipusim.compiler.ir import DType, Graph, Op
 from aipusim.compiler.quant.quantize import QuantizedGraph
 from aipusim.isa.tasks import CLAMP_LUTS, DpuKind, LutKind

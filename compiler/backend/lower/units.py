@@ -5,7 +5,8 @@ two activations -> MVM with run-time weights or the DPU (`attention`);
 depthwise conv, pooling, Resize/Upsample -> DWPU; element-wise arithmetic, activations
 (LUT), reductions, BatchNorm -> DPU; Reshape/Flatten/Squeeze/Unsqueeze/Identity/Cast ->
 an alias of their input (no task); Concat/Split/Slice/Transpose/Pad -> DMA copies, except
-a Concat marked for placement or with a constant part -> DPU (a rescale per part).
+a Concat marked for placement, with a constant part or with a part on another grid than its
+output (`regrids`) -> DPU (a rescale per part).
 
 A unary activation whose only producer is an MVM or DWPU layer is fused into that layer
 (the DPU applies it as the outputs stream out, ``PostOp.REQUANT_LUT``), as the hardware does.
@@ -28,13 +29,23 @@ keeps its own size).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from aipusim.base.errors import UnsupportedOperatorError
+from aipusim.compiler.backend.lower.layer import (
+    ConstKind,
+    ConstRef,
+    ConvGeometry,
+    LayerPlan,
+    LayerUnit,
+    RuntimeMatmul,
+    activation_bytes,
+    const_bytes,
+    memory_rows,
+)
 from aipusim.compiler.backend.lower.layout_dma import same_bytes
 from aipusim.compiler.ir import (
     BINARY_OPS,
@@ -44,189 +55,13 @@ from aipusim.compiler.ir import (
     LUT_OPS,
     PLACE_PARTS_ATTR,
     SOURCE_OP_ATTR,
-    DType,
     Graph,
     Node,
     Op,
     is_depthwise,
 )
 from aipusim.compiler.quant import opsupport as S
-from aipusim.isa.tasks import DpuKind, DpuThen, DwpuKind, LutKind
-
-
-class LayerUnit(StrEnum):
-    """Which unit carries a layer."""
-
-    MVM = "mvm"
-    DPU = "dpu"
-    DWPU = "dwpu"
-    DMA = "dma"  # layout moves (copies between buffers)
-    ALIAS = "alias"  # a new view of the input buffer: no task at all
-
-
-class ConstKind(StrEnum):
-    WEIGHT = "weight"  # IMC weights (MVM) or DWPU kernels, int8
-    DPU_CONST = "dpu_const"  # biases, requantize scales, BN/element-wise operands
-
-
-@dataclass(frozen=True)
-class ConstRef:
-    """A constant a layer needs on chip, with its size after quantization."""
-
-    name: str
-    size_bytes: int
-    kind: ConstKind
-
-
-@dataclass(frozen=True)
-class ConvGeometry:
-    """The window arithmetic of an MVM or DWPU layer (Gemm/MatMul: 1x1 over 1 x M pixels)."""
-
-    cin: int
-    cout: int
-    kh: int
-    kw: int
-    stride_h: int
-    stride_w: int
-    in_h: int
-    in_w: int
-    out_h: int
-    out_w: int
-    groups: int = 1
-    #: Rows and columns of padding before the first input row/column (where the window of
-    #: output (0, 0) starts: ``-pad_top``), and the spacing of window taps.
-    pad_top: int = 0
-    pad_left: int = 0
-    dilation_h: int = 1
-    dilation_w: int = 1
-    #: A transposed conv runs over its input spread ``upsample``-fold (its stride), which
-    #: holds ``src_h`` x ``src_w`` real pixels (0: ``in_h`` x ``in_w``, no spreading).
-    upsample: int = 1
-    src_h: int = 0
-    src_w: int = 0
-    #: Images of a batch, stacked as rows (``in_h`` and ``out_h`` count all of them).
-    images: int = 1
-
-    @property
-    def src_rows(self) -> int:
-        """Memory rows of the input (all images)."""
-        return self.src_h or self.in_h
-
-    @property
-    def src_cols(self) -> int:
-        """Pixels per memory row of the input."""
-        return self.src_w or self.in_w
-
-    @property
-    def macs(self) -> int:
-        per_out = self.kh * self.kw * (self.cin // self.groups)
-        return self.out_h * self.out_w * self.cout * per_out
-
-
-@dataclass(frozen=True)
-class RuntimeMatmul:
-    """[heads] x (M x K) @ (K x N): the shapes of an activation x activation MatMul.
-    ``steps``: bytes between neighbouring elements of A, B and the output (the heads'
-    count where the heads are the channels of a channels-last tensor, else 1)."""
-
-    heads: int
-    m: int
-    k: int
-    n: int
-    steps: tuple[int, int, int] = (1, 1, 1)
-
-    @property
-    def macs(self) -> int:
-        return self.heads * self.m * self.k * self.n
-
-    def geometry(self) -> ConvGeometry:
-        """As the MVM sees it: a 1x1 'conv' of K inputs and N outputs over M vectors per
-        head; the heads are the rows (what tiles and row splits cut)."""
-        return ConvGeometry(self.k, self.n, 1, 1, 1, 1, self.heads, self.m, self.heads, self.m)
-
-
-@dataclass(frozen=True)
-class MatmulChoice:
-    """Where an activation x activation MatMul runs: both mappings' cycles and dynamic
-    energy (pJ) per frame, and the one taken (`aipusim.compiler.backend.lower.attention`)."""
-
-    unit: str  # "mvm" or "dpu"
-    mvm_cycles: int
-    dpu_cycles: int
-    mvm_energy_pj: float
-    dpu_energy_pj: float
-    weight_bytes_per_frame: int  # written into the IMC every frame (MVM)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "unit": self.unit,
-            "mvm_cycles": self.mvm_cycles,
-            "dpu_cycles": self.dpu_cycles,
-            "mvm_energy_pj": round(self.mvm_energy_pj, 1),
-            "dpu_energy_pj": round(self.dpu_energy_pj, 1),
-            "imc_weight_bytes_per_frame": self.weight_bytes_per_frame,
-        }
-
-
-@dataclass(frozen=True)
-class LayerPlan:
-    """One layer of the back end: a node (plus fused activations) on the unit that runs it.
-
-    What later passes decide about a layer (its tiling, IMC mapping, memory, tasks) lives
-    in their own IR (`aipusim.compiler.backend.common.ir`), never written back into the plan.
-    """
-
-    name: str
-    op: str
-    unit: LayerUnit
-    inputs: tuple[str, ...]  # activation tensors read (constants excluded)
-    outputs: tuple[str, ...]  # activation tensors written
-    in_bytes: tuple[int, ...]
-    out_bytes: tuple[int, ...]
-    consts: tuple[ConstRef, ...] = ()
-    geometry: ConvGeometry | None = None
-    dpu_kind: DpuKind | None = None
-    dwpu_kind: DwpuKind | None = None
-    lut: LutKind = LutKind.NONE
-    elements: int = 0  # output elements (DPU work, DMA layout moves; DPU MatMul: its MACs)
-    fused: tuple[str, ...] = ()  # names of activation nodes folded into this layer
-    is_first: bool = False  # reads a graph input directly (swICR candidate)
-    rows: int = 1  # output rows H (the dimension tiles split)
-    #: An MVM layer whose weights are an activation written at run time (attention).
-    runtime: RuntimeMatmul | None = None
-    #: The costed choice of an activation x activation MatMul (MVM or DPU).
-    matmul_choice: MatmulChoice | None = None
-    #: A DPU layer whose every output row depends on its own input row only (element-wise
-    #: work, or a softmax/normalisation along the last axis of a row-major tensor).
-    rowwise: bool = False
-    #: The residual Add fused on an MVM layer's output stream (`residual`): its second
-    #: input is the Add's other operand.
-    residual: str = ""
-    #: A second element-wise layer (``fused[0]``) computed on this DPU layer's result in
-    #: the same pass (`dpu_chain`): its kind; its other operand is an input or a constant.
-    then: DpuThen = DpuThen.NONE
-
-    @property
-    def lut_before_add(self) -> bool:
-        """A fused residual add that follows the layer's own activation (conv + SiLU +
-        Add: `aipusim.isa.tasks.PostOp.REQUANT_LUT_ADD`), not one before it."""
-        return bool(self.residual) and self.fused[0] != self.residual
-
-    @property
-    def weight_bytes(self) -> int:
-        return sum(c.size_bytes for c in self.consts if c.kind is ConstKind.WEIGHT)
-
-    @property
-    def dpu_const_bytes(self) -> int:
-        return sum(c.size_bytes for c in self.consts if c.kind is ConstKind.DPU_CONST)
-
-    @property
-    def macs(self) -> int:
-        """The network's multiply-accumulates of the layer in one frame."""
-        if self.geometry is not None:
-            return self.geometry.macs
-        return self.elements if self.dpu_kind is DpuKind.MATMUL else 0
-
+from aipusim.isa.tasks import DpuKind, DwpuKind, LutKind
 
 LUT_OF: dict[Op, LutKind] = {
     Op.RELU: LutKind.RELU,
@@ -269,20 +104,6 @@ def unwrap_graph(graph_or_qgraph: Any) -> Graph:
     return graph
 
 
-def activation_bytes(graph: Graph, name: str) -> int:
-    """Bytes of an activation tensor on the AIPU: one int8 per element, two for the 16-bit
-    tensors of the quantized graph (`quant.quantize.wide_tensors`)."""
-    t = graph.tensor(name)
-    return max(1, t.size * (2 if t.dtype is DType.INT16 else 1))
-
-
-def const_bytes(array: np.ndarray, *, bias: bool) -> int:
-    """Quantized size of a constant: int8 weights, int32 biases (integer arrays as they are)."""
-    if np.issubdtype(array.dtype, np.integer):
-        return int(array.nbytes)
-    return int(array.size) * (4 if bias else 1)
-
-
 def _nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     """A shape as N, C, H, W (rank 2 -> C only; rank 3 -> C, W)."""
     if len(shape) >= 4:
@@ -295,16 +116,36 @@ def _nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     return 1, max(1, math.prod(shape)), 1, 1
 
 
-def memory_rows(shape: tuple[int, ...]) -> int:
-    """Rows of a tensor in memory: ``N * H`` of a 4-D tensor (channels-last), else one per
-    vector of the last axis (row-major).
+def regrids(graph: Graph, node: Node) -> bool:
+    """True if some part of a quantized Concat lies on another grid than its output (a
+    DMA copy would move its integers unchanged; the DPU rescales them). A float graph
+    (not quantized yet) has no grids: False.
 
-    >>> memory_rows((2, 8, 5, 5)), memory_rows((1, 197, 768)), memory_rows((10,))
-    (10, 197, 1)
+    >>> from aipusim.compiler.ir import QuantParams, Tensor
+    >>> q1 = QuantParams(np.float32(0.1), np.int64(0))
+    >>> q2 = QuantParams(np.float32(0.2), np.int64(0))
+    >>> g = Graph("g", (Node("c", Op.CONCAT, ("a", "b"), ("y",), {"axis": 0}),),
+    ...     {"a": Tensor("a", (2,), quant=q1), "b": Tensor("b", (2,), quant=q2),
+    ...      "y": Tensor("y", (4,), quant=q1)}, {}, ("a", "b"), ("y",))
+    >>> regrids(g, g.node("c"))
+    True
     """
-    if len(shape) == 4:
-        return shape[0] * shape[2]
-    return max(1, math.prod(shape[:-1]))
+    out = graph.tensor(node.outputs[0]).quant
+    if out is None:
+        return False
+    for name in node.present_inputs:
+        q = graph.tensor(name).quant
+        if q is None:
+            continue
+        if (
+            q.dtype is not out.dtype
+            or q.axis != out.axis
+            or not (
+                np.array_equal(q.scale, out.scale) and np.array_equal(q.zero_point, out.zero_point)
+            )
+        ):
+            return True
+    return False
 
 
 def _pair(node: Node, key: str, default: int) -> tuple[int, int]:
@@ -597,10 +438,14 @@ class _Lowerer:
             self.pword_source[node.outputs[0]] = node.inputs[0]
             return self.base(node, LayerUnit.ALIAS)
         placed = op is Op.CONCAT and bool(node.attr(PLACE_PARTS_ATTR))
-        if placed or (op is Op.CONCAT and len(self.act_inputs(node)) != len(node.present_inputs)):
+        if placed or (
+            op is Op.CONCAT
+            and (len(self.act_inputs(node)) != len(node.present_inputs) or regrids(self.g, node))
+        ):
             # each part moved onto the output's grid by the DPU: a placed channel Concat
             # into its channel slice of each row tile; one with a constant part (a class
-            # token) whole, the constant read from the constants image
+            # token) or with parts on other grids (RoPE's rotate_half, a KV cache's past
+            # and new rows) whole, the constant read from the constants image
             consts = self.consts(node, weight_index=None)
             return self.base(
                 node, LayerUnit.DPU, consts=consts, dpu_kind=DpuKind.RESCALE, rowwise=placed
@@ -647,32 +492,10 @@ def runtime_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...])
     return RuntimeMatmul(heads, a2[-2], a2[-1], b2[-1], steps)  # type: ignore[arg-type]
 
 
-def is_shortcut(layer: LayerPlan, k: int) -> bool:
-    """True for input ``k`` of an MVM layer that is the shortcut of its fused residual add
-    (laid out as the layer's output, read row for row with it)."""
-    return bool(layer.residual) and k == 1
-
-
-def is_runtime(layer: LayerPlan) -> bool:
-    """True for an MVM layer whose weights are an activation written at run time."""
-    return layer.runtime is not None
-
-
 __all__ = [
     "ALIAS_OPS",
     "FUSABLE_ACTIVATIONS",
     "LUT_OF",
-    "ConstKind",
-    "ConstRef",
-    "ConvGeometry",
-    "LayerPlan",
-    "LayerUnit",
-    "MatmulChoice",
-    "RuntimeMatmul",
-    "activation_bytes",
-    "const_bytes",
-    "is_runtime",
-    "is_shortcut",
     "lower_graph",
     "runtime_shapes",
     "unwrap_graph",

@@ -19,8 +19,8 @@ from enum import StrEnum
 from typing import Any
 
 from aipusim.compiler.backend.common.target import Knobs
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
-from aipusim.compiler.backend.memplan.plan import Buffer, BufKind, MemPlan
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
+from aipusim.compiler.backend.memplan.buffers import Buffer, BufKind, MemPlan
 from aipusim.isa.tasks import Pool
 
 #: Buffers that hold a frame's tensors (the placement report covers these).

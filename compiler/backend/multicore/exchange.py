@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
 
 #: Units whose layers read and write their tensors through the tile code that knows about
 #: per-core copies (`tiles.TileEmitter`).

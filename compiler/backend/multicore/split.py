@@ -33,7 +33,7 @@ from aipusim.compiler.backend.common.layout import CoreLayout, Split
 from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.mapper import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.lower.attention import head_mapping
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, is_runtime
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors, l1_exchange_tensors
 from aipusim.compiler.backend.tile.regions import out_rows, splittable_rows
 from aipusim.compiler.backend.tile.tiler import FusionGroup, TilePlan, Tiling

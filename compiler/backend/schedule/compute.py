@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from aipusim.compiler.backend.common.layout import Split
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, activation_bytes, memory_rows
 from aipusim.compiler.backend.lower.layout_dma import broadcast_pattern, physical_axes
 from aipusim.compiler.backend.lower.reduction import (
     REDUCTION_KINDS,
@@ -21,9 +22,8 @@ from aipusim.compiler.backend.lower.reduction import (
     reduced_axes,
     reduction_geometry,
 )
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit, activation_bytes, memory_rows
-from aipusim.compiler.backend.memplan.plan import const_buffer
-from aipusim.compiler.backend.pack.constants import dpu_operands
+from aipusim.compiler.backend.memplan.buffers import const_buffer
+from aipusim.compiler.backend.pack.dpu import dpu_operands
 from aipusim.compiler.backend.schedule.inputs import interleaved
 from aipusim.compiler.backend.schedule.runtime_mvm import (
     MAX_CHAN_PITCH,
@@ -422,8 +422,6 @@ def reduction_fields(em: TileEmitter, layer: LayerPlan, rows: tuple[int, int]) -
     node = em.inp.graph.node(layer.name)
     shape = tuple(em.inp.graph.shape(node.inputs[0]))
     geo = reduction_geometry(shape, reduced_axes(node, em.inp.graph))
-    if node.op is Op.MASKED_SOFTMAX:
-        em.mark_incomplete(layer, "a masked softmax (no mask operand in the task)")
     if geo is None:
         em.mark_incomplete(layer, "reduced axes that are not neighbours in memory")
         return {}

@@ -15,7 +15,7 @@ epilogue).
 from __future__ import annotations
 
 from aipusim.compiler.backend.common.layout import Split
-from aipusim.compiler.backend.lower.units import LayerUnit, activation_bytes
+from aipusim.compiler.backend.lower.layer import LayerUnit, activation_bytes
 from aipusim.compiler.backend.schedule.compute import emit_layer_tile
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
 from aipusim.compiler.backend.schedule.steps import FrameSteps, StepLog

@@ -16,15 +16,15 @@ from typing import Any
 from aipusim.compiler.backend.common.layout import CoreLayout, Split
 from aipusim.compiler.backend.common.target import Knobs, Target
 from aipusim.compiler.backend.imc.plan import LayerMapping
-from aipusim.compiler.backend.lower.reduction import matrices
-from aipusim.compiler.backend.lower.units import (
+from aipusim.compiler.backend.lower.layer import (
     LayerPlan,
     activation_bytes,
     is_shortcut,
     memory_rows,
 )
-from aipusim.compiler.backend.memplan.plan import Buffer, MemPlan
-from aipusim.compiler.backend.pack.constants import LayerConstants
+from aipusim.compiler.backend.lower.reduction import matrices
+from aipusim.compiler.backend.memplan.buffers import Buffer, MemPlan
+from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.tile.regions import runtime_shared
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling
 from aipusim.compiler.ir import DType

@@ -12,9 +12,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
-from aipusim.compiler.backend.memplan.plan import MemPlan
+from aipusim.compiler.backend.memplan.buffers import MemPlan
 from aipusim.compiler.backend.schedule.steps import FrameSteps, Step, lands_on
 from aipusim.isa.tasks import Phase, Pool, Unit
 
@@ -31,6 +32,19 @@ class WarPlan:
     events: list[WarEvent]
     steps: int
 
+    @cached_property
+    def by_step(self) -> tuple[list[tuple[int, ...]], list[tuple[int, list[int]]]]:
+        """The events grouped by their step, for a build without multicast gates
+        (`apply_war`): the distinct sets of earlier accesses, and for each step (in the
+        order the steps first appear) the indices of its sets, each once, in event order.
+        An event whose set its step already had adds only edges the step has."""
+        index: dict[tuple[int, ...], int] = {}
+        per_step: dict[int, dict[int, None]] = {}
+        for sid, found, _ in self.events:
+            fi = index.setdefault(found, len(index))
+            per_step.setdefault(sid, {})[fi] = None
+        return list(index), [(sid, list(fis)) for sid, fis in per_step.items()]
+
 
 def add_memory_war(
     built: FrameSteps, plan: MemPlan, cooperative: bool, war: WarPlan | None = None
@@ -44,11 +58,11 @@ def add_memory_war(
     steps = built.steps
     if war is None:
         war = WarPlan(war_events(steps, built.buf_access, plan, cooperative), len(steps))
-        apply_war(built, war.events, None)
+        apply_war(built, war, None)
         return war
     ids = [s for s in range(len(steps)) if s not in built.group_barriers]
     assert len(ids) == war.steps, "the probe's steps are not this build's"
-    apply_war(built, war.events, ids)
+    apply_war(built, war, ids)
     return war
 
 
@@ -66,72 +80,96 @@ def war_events(
     build's steps."""
     coop = cooperative
     events: list[WarEvent] = []
+    frame = Phase.FRAME
     for st in plan.pools.values():
         any_core = st.pool is Pool.L1 or coop
         l1 = st.core if any_core else None
         bufs = sorted(st.placed, key=lambda b: b.addr)
-        for i, a in enumerate(bufs):
-            a_acc = [
+        # each buffer's FRAME accesses of this pool, filtered once: every buffer that
+        # overlaps it reads them
+        acc = {
+            b.name: [
                 s
-                for s in buf_access.get(a.name, ())
-                if steps[s].phase is Phase.FRAME and (not coop or _in_pool(steps, s, st))
+                for s in buf_access.get(b.name, ())
+                if steps[s].phase is frame and (not coop or _in_pool(steps, s, st))
             ]
+            for b in bufs
+        }
+        for i, a in enumerate(bufs):
+            a_acc = acc[a.name]
             if not a_acc:
                 continue
             by_unit: dict[int | None, dict[Unit, list[int]]] = {}
             # a later step's dependencies on all of a's accesses, by (key, its core)
             after_all: dict[tuple[int | None, int], tuple[int, ...]] = {}
             a_last = a_acc[-1]
-            a_end = a.addr + a.size_bytes
+            a_lo, a_end, a_dead = a.addr, a.addr + a.size_bytes, a.end
             for b in bufs[i + 1 :] + bufs[:i]:
-                if b.addr >= a_end or b.addr + b.size_bytes <= a.addr or b.start <= a.end:
+                if b.addr >= a_end or b.addr + b.size_bytes <= a_lo or b.start <= a_dead:
                     continue
-                for sid in buf_access.get(b.name, ()):
-                    step = steps[sid]
-                    if step.phase is not Phase.FRAME or (coop and not _in_pool(steps, sid, st)):
-                        continue
-                    key = None if any_core else step.core
-                    if sid > a_last and (key, step.core) in after_all:
-                        last = after_all[(key, step.core)]
+                for sid in acc[b.name]:
+                    core = steps[sid].core
+                    key = None if any_core else core
+                    if sid > a_last and (key, core) in after_all:
+                        last = after_all[(key, core)]
                     else:
                         if key not in by_unit:
                             by_unit[key] = _per_unit(steps, a_acc, key, by_core=coop)
                         last = _last_before(by_unit[key], sid)
                         if sid > a_last:
-                            after_all[(key, step.core)] = last
+                            after_all[(key, core)] = last
                     if last:
                         events.append((sid, last, l1))
     return events
 
 
-def apply_war(built: FrameSteps, events: list[WarEvent], ids: Sequence[int] | None) -> None:
+def apply_war(built: FrameSteps, war: WarPlan, ids: Sequence[int] | None) -> None:
     """Add the edges of `war_events` (``ids``: this build's id of each step id in
     them; None: the same ids). Each event's steps are a set built as their first
     build built it, so that the edges are added in the order that build added them
     and every dependency set iterates as it did."""
     steps, gates = built.steps, built.gates
-    # an event's targets by (its steps, the accessing core): most events share their
-    # steps (every later access of a buffer follows the same last accesses)
+    cores = [s.core for s in steps]
+    if not gates:
+        # no event waits through a gate: each step's edges in one update, its sets in
+        # event order (a set repeated adds nothing), each set's targets made once per core
+        founds, per_step = war.by_step
+        made: dict[tuple[int, int], tuple[int, ...]] = {}
+        for sid, fis in per_step:
+            if ids is not None:
+                sid = ids[sid]
+            core = cores[sid]
+            targets = []
+            for fi in fis:
+                t = made.get((fi, core))
+                if t is None:
+                    xs = _war_set(founds[fi], ids)
+                    t = made[(fi, core)] = tuple(_seen_by(built, x, core) for x in xs)
+                targets.append(t)
+            steps[sid].deps.update(*targets)  # adds them in this order
+        return
+    # with gates (a batch's multicasts), event by event; an event's targets by (its
+    # steps, the accessing core): most events share their steps (every later access of
+    # a buffer follows the same last accesses)
     memo: dict[tuple[int, int], tuple[int, ...]] = {}
-    for sid, found, l1 in events:
+    for sid, found, l1 in war.events:
         if ids is not None:
             sid = ids[sid]
-        step = steps[sid]
-        core = step.core
-        gate = gates.get((sid, l1)) if l1 is not None else None
-        if gate is None:  # the hot path: about 110 k events for cooperative ResNet-50
+        core = cores[sid]
+        gate = gates.get((sid, l1)) if gates and l1 is not None else None
+        if gate is None:
             key = (id(found), core)
             targets = memo.get(key)
             if targets is None:
                 xs = _war_set(found, ids)
                 targets = memo[key] = tuple(_seen_by(built, x, core) for x in xs)
-            step.deps.update(targets)  # adds them in this order
+            steps[sid].deps.update(targets)  # adds them in this order
             continue
         for x in _war_set(found, ids):
-            if steps[x].core != core:
+            if cores[x] != core:
                 _war_edge(built, sid, x, l1)
             else:
-                step.deps.add(x)
+                steps[sid].deps.add(x)
 
 
 def _war_set(found: tuple[int, ...], ids: Sequence[int] | None) -> set[int]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.compiler.backend.lower.attention import operand_block
-from aipusim.compiler.backend.lower.units import ConvGeometry
+from aipusim.compiler.backend.lower.layer import ConvGeometry
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
 from aipusim.compiler.backend.schedule.steps import StepLog
 from aipusim.compiler.backend.schedule.task_fields import Place, mvm_fields

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from aipusim.compiler.backend.common.target import Target
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
 from aipusim.isa.tasks import DmaCopy, Phase, Pool, Task, Unit
 
 
@@ -159,7 +159,7 @@ class StepLog:
         slot = core if self.replicate else 0
         # what the task will cost, by the model the simulator runs it with (the list
         # scheduler ranks steps by it)
-        cycles = self.cost.task(kind(unit=unit, layer=layer, **fields)).cycles
+        cycles = self.cost.task_cycles(kind, unit, fields, layer)
         self.steps.append(
             Step(sid, core, unit, kind, fields, layer, tile, phase, slot, deps, max(1, cycles),
                  self.group, self.epoch)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.compiler.backend.imc.mapper import ImcBlock, ImcMapping
-from aipusim.compiler.backend.lower.units import ConvGeometry
+from aipusim.compiler.backend.lower.layer import ConvGeometry
 from aipusim.compiler.backend.tile.regions import RowWindow
 from aipusim.isa.tasks import DwpuKind, LutKind, PostOp
 

@@ -28,12 +28,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from aipusim.compiler.backend.common.layout import Split
-from aipusim.compiler.backend.lower.units import (
-    LayerPlan,
-    activation_bytes,
-    is_shortcut,
-)
-from aipusim.compiler.backend.memplan.plan import Buffer, const_buffer
+from aipusim.compiler.backend.lower.layer import LayerPlan, activation_bytes, is_shortcut
+from aipusim.compiler.backend.memplan.buffers import Buffer, const_buffer
 from aipusim.compiler.backend.multicore.exchange import part_destinations
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
 from aipusim.compiler.backend.schedule.steps import ProducerMap, StepLog, lands_on

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from aipusim.base.errors import TasklistError
 from aipusim.compiler.backend.common.layout import CoreLayout
-from aipusim.compiler.backend.memplan.plan import MemPlan
+from aipusim.compiler.backend.memplan.buffers import MemPlan
 from aipusim.compiler.backend.schedule.steps import FrameSteps, Step
 from aipusim.isa.tasks import (
     MAX_TOKEN_REFS,
@@ -103,13 +103,19 @@ def assign_tokens(
 ) -> Tokens:
     """Every core's tasks with their token waits and signals, for ``steps`` in ``order``
     (``tokens``: the arch's token counts; ``pairs``: `cross_frame_pairs`)."""
-    pos: dict[int, int] = {}
+    # per step id, read in the hot loop below: its queue position, phase, core, epoch
+    # and queue (core, unit)
+    pos = [0] * len(steps)
     for ids in order.values():
         counters: dict[Unit, int] = defaultdict(int)
         for sid in ids:
             u = steps[sid].unit
             pos[sid] = counters[u]
             counters[u] += 1
+    phase = [s.phase for s in steps]
+    core_of = [s.core for s in steps]
+    epoch = [s.epoch for s in steps]
+    queue = [(s.core, s.unit) for s in steps]
     local_idx: dict[int, dict[tuple[Unit, Unit], int]] = defaultdict(dict)
     global_idx: dict[tuple[int, Unit, int, Unit], int] = {}
     waits: dict[int, list[TokenRef]] = defaultdict(list)
@@ -128,36 +134,34 @@ def assign_tokens(
             last[u] = sid
     for sid in _global_order(steps, order, queue_prev):
         step = steps[sid]
-        core = step.core
+        core, ph, ep = core_of[sid], phase[sid], epoch[sid]
         prev = queue_prev.get(sid)
         clock = dict(known[prev]) if prev is not None else {}
+        get = clock.get
         cands = []
         for d in step.deps:
-            dep = steps[d]
-            if dep.phase is not step.phase:
+            if phase[d] is not ph:
                 continue  # INIT completes before the first frame
-            if dep.core != core and dep.epoch != step.epoch:
+            if core_of[d] != core and epoch[d] != ep:
                 continue  # a barrier of every core separates them
-            key = (dep.core, dep.unit)
-            if clock.get(key, -1) >= pos[d]:
+            if get(queue[d], -1) >= pos[d]:
                 continue
             cands.append(d)
         # newest first: a later producer often implies the earlier ones
         cands.sort(key=lambda d: -pos[d])
         chosen: list[int] = []
         for d in cands:
-            key = (steps[d].core, steps[d].unit)
-            if clock.get(key, -1) >= pos[d]:
+            if get(queue[d], -1) >= pos[d]:
                 continue
             chosen.append(d)
             for k, v in known[d].items():
-                if v > clock.get(k, -1):
+                if v > get(k, -1):
                     clock[k] = v
         for producer in sorted(chosen):
             ref = _token_for(tokens, steps[producer], step, local_idx, global_idx)
             waits[sid].append(ref)
             signals[producer].append(ref)
-        clock[(core, step.unit)] = pos[sid]
+        clock[queue[sid]] = pos[sid]
         known[sid] = clock
     credits = frame_credits(steps, tokens, pairs, pos, known, global_idx, waits, signals)
     tasks: dict[int, list[Task]] = {}
@@ -172,17 +176,27 @@ def assign_tokens(
 def _global_order(
     steps: list[Step], order: dict[int, list[int]], queue_prev: dict[int, int]
 ) -> list[int]:
-    """All steps in an order that respects dependencies and every queue's order."""
+    """All steps in an order that respects dependencies and every queue's order: of the
+    steps ready, the lowest id first."""
+    if all(p < sid for sid, p in queue_prev.items()) and all(
+        not s.deps or max(s.deps) < s.id for s in steps
+    ):
+        # every edge goes to a higher id, so the lowest id not yet taken is always ready:
+        # the order is the ids' (what the walk below gives, without walking every edge)
+        return sorted(sid for ids in order.values() for sid in ids)
     indeg: dict[int, int] = {}
     succ: dict[int, list[int]] = defaultdict(list)
     for ids in order.values():
         for sid in ids:
-            preds = {d for d in steps[sid].deps}
-            if sid in queue_prev:
-                preds.add(queue_prev[sid])
-            indeg[sid] = len(preds)
-            for p in preds:
+            deps = steps[sid].deps
+            for p in deps:
                 succ[p].append(sid)
+            n = len(deps)
+            qp = queue_prev.get(sid)
+            if qp is not None and qp not in deps:
+                succ[qp].append(sid)
+                n += 1
+            indeg[sid] = n
     ready = [sid for sid, n in indeg.items() if n == 0]
     heapq.heapify(ready)
     out = []
@@ -237,7 +251,7 @@ def frame_credits(
     steps: list[Step],
     tokens: Any,
     pairs: FramePairs,
-    pos: dict[int, int],
+    pos: list[int],
     known: dict[int, dict[tuple[int, Unit], int]],
     global_idx: dict[Any, int],
     waits: dict[int, list[TokenRef]],
@@ -289,7 +303,7 @@ def frame_credits(
 
 
 def _extreme_per_unit(
-    steps: list[Step], sids: set[int], pos: dict[int, int], *, newest: bool
+    steps: list[Step], sids: set[int], pos: list[int], *, newest: bool
 ) -> list[int]:
     """The newest (or oldest) of ``sids`` in each unit's queue."""
     best: dict[Unit, int] = {}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from aipusim.compiler.backend.estimate.costs import plan_cost
-from aipusim.compiler.backend.lower.units import LayerUnit, is_runtime
-from aipusim.compiler.backend.memplan.plan import const_buffer
+from aipusim.compiler.backend.lower.layer import LayerUnit, is_runtime
+from aipusim.compiler.backend.memplan.buffers import const_buffer
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
 from aipusim.compiler.backend.schedule.steps import Residency, WeightResidency, residency_of
 from aipusim.isa.tasks import Pool

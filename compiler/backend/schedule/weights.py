@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.compiler.backend.common.layout import Split
-from aipusim.compiler.backend.lower.units import LayerPlan
-from aipusim.compiler.backend.memplan.plan import CONSTANT_KINDS, const_buffer
+from aipusim.compiler.backend.lower.layer import LayerPlan
+from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS, const_buffer
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
 from aipusim.compiler.backend.schedule.steps import Residency, StepLog, residency_of
 from aipusim.compiler.backend.schedule.weight_plan import WeightPlan

@@ -17,7 +17,7 @@ row per vector of its last axis (`LayerPlan.rows`).
   layer's output rows that the next one reads: neighbouring tiles recompute the rows
   their windows share (the halo), as depth-first hardware schedules do.
 
->>> from aipusim.compiler.backend.lower.units import ConvGeometry
+>>> from aipusim.compiler.backend.lower.layer import ConvGeometry
 >>> geo = ConvGeometry(8, 8, 3, 3, 2, 2, 16, 16, 8, 8, pad_top=1, pad_left=1)
 >>> window_rows(geo, 0, 4), window_rows(geo, 4, 8)
 (RowWindow(lo=0, hi=8, pad_top=1), RowWindow(lo=7, hi=16, pad_top=0))
@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aipusim.compiler.backend.lower.units import ConvGeometry, LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import ConvGeometry, LayerPlan, LayerUnit
 from aipusim.isa.tasks import DwpuKind
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from aipusim.base.errors import TilingError
 from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.mapper import ImcMapping, ImcOptions, map_layer
-from aipusim.compiler.backend.lower.units import (
+from aipusim.compiler.backend.lower.layer import (
     LayerPlan,
     LayerUnit,
     is_runtime,

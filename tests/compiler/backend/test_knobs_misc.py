@@ -8,8 +8,8 @@ from backend_helpers import compile_backend
 
 from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler.backend.emit.files import build_program
-from aipusim.compiler.backend.lower.units import LayerUnit
-from aipusim.compiler.backend.memplan.plan import BufKind
+from aipusim.compiler.backend.lower.layer import LayerUnit
+from aipusim.compiler.backend.memplan.buffers import BufKind
 from aipusim.isa.tasks import Pool
 
 

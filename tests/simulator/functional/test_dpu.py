@@ -266,6 +266,27 @@ def test_softmax_over_attention_scores_with_interleaved_heads() -> None:
     assert np.array_equal(got, want)
 
 
+def test_a_masked_softmax_reads_its_keep_mask_as_operand_1() -> None:
+    # causal scores [1, heads, T, T] channels-last [T, T, heads]; the keep mask [T, T] is
+    # entry (e // heads) % (T * T) of element e
+    heads, t, s_in, s_out, zo = 2, 6, 0.1, 1 / 256, -128
+    scores = int8(heads, t, t)
+    memory = np.ascontiguousarray(scores.transpose(1, 2, 0))
+    keep = np.tril(np.ones((t, t), np.uint8))
+    exp = np.rint(np.exp(s_in * np.arange(-255, 1)) * (1 << P.SOFTMAX_EXP_BITS)).astype("<i4")
+    recip = int(np.rint((1 << 16) / s_out))
+    got = dpu_on_sim(
+        memory, memory.shape, b=keep.view(np.int8), params=P.scalar_record(m0=recip, zo=zo),
+        table=exp, kind=DpuKind.SOFTMAX, outer=t, groups=heads, n=t, o_stride=t * heads,
+        g_stride=1, k_stride=heads, b_div=heads, b_mod=t * t,
+    )  # fmt: skip
+    v = np.where(keep, scores.astype(np.int64), -128)
+    e = np.where(keep, exp[v - v.max(axis=-1, keepdims=True) + 255].astype(np.int64), 0)
+    want = K.rounding_shift((e * recip) // e.sum(axis=-1, keepdims=True), 16) + zo
+    assert np.array_equal(got, K.saturate_int8(want).transpose(1, 2, 0))
+    assert np.all(got.transpose(2, 0, 1)[:, ~keep.astype(bool)] == zo)
+
+
 def test_layernorm_rows_through_float18() -> None:
     rows, n = 5, 48
     x = int8(rows, n)

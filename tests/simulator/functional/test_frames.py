@@ -10,6 +10,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from zoo_compiles import ZooCompiles
 
 from aipusim import zoo
 from aipusim.api.functional_check import attach_check, chip_inputs
@@ -47,12 +48,15 @@ def _bit_exact(folder: Path, frames: int) -> bool:
         ("pipeline", 3),
     ],
 )
-def test_frames_on_4_cores_are_bit_exact(tmp_path: Path, mode: str, frames: int) -> None:
-    assert _bit_exact(_compile(tmp_path, "tiny_cnn", 32, mode), frames)
+def test_frames_on_4_cores_are_bit_exact(zoo_compiles: ZooCompiles, mode: str, frames: int) -> None:
+    # the session's shared compile (the same config `_compile` makes), read only
+    folder = zoo_compiles.compiled("tiny_cnn", 32, mode=mode, cores=4, resources=1.0)
+    assert _bit_exact(folder, frames)
 
 
-def test_io_buffers_have_a_slot_per_frame_in_flight(tmp_path: Path) -> None:
-    program, _ = load_program_tables(_compile(tmp_path, "tiny_cnn", 32, "pipeline"))
+def test_io_buffers_have_a_slot_per_frame_in_flight(zoo_compiles: ZooCompiles) -> None:
+    folder = zoo_compiles.compiled("tiny_cnn", 32, mode="pipeline", cores=4, resources=1.0)
+    program, _ = load_program_tables(folder)
     # double_buffer (the default) x 4 stages
     assert {buf.slots for buf in program.memory.io} == {8}
 

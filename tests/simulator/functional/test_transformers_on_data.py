@@ -28,8 +28,8 @@ from aipusim.isa.program import load_program
 from aipusim.isa.tasks import DmaCopy, Mvm, WeightLoad
 from aipusim.simulator import simulate
 
-#: The graphs without a mask (still timed only); ``einsum_qk``'s product of two activations
-#: is small enough to run on the DPU.
+#: ``einsum_qk``'s product of two activations is small enough to run on the DPU; the masked
+#: attentions' Softmax reads its keep mask as the task's second operand.
 COMPLETE = (
     "layernorm_op",
     "norm_over_channels_unfused",
@@ -41,6 +41,9 @@ COMPLETE = (
     "gather_class_token",
     "einsum_qk",
     "class_token",
+    "masked_attention_add",
+    "masked_attention_where",
+    "masked_attention_bias",
 )
 
 

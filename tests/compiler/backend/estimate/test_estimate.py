@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend_helpers import ARCH, compile_backend
 
-from aipusim.compiler.backend.lower.units import LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerUnit
 from aipusim.compiler.backend.schedule.steps import Residency
 from aipusim.isa.cost import cost_model
 

@@ -7,7 +7,7 @@ import math
 from backend_helpers import ARCH, COST
 
 from aipusim.compiler.backend.imc.mapper import ImcBlock, ImcOptions, block_posts, map_layer
-from aipusim.compiler.backend.lower.units import ConvGeometry
+from aipusim.compiler.backend.lower.layer import ConvGeometry
 from aipusim.isa.cost import cost_model
 from aipusim.isa.tasks import PostOp
 

@@ -7,7 +7,7 @@ from backend_helpers import ARCH, COST, check_ok, compile_backend
 
 from aipusim.compiler.backend.estimate.costs import plan_cost
 from aipusim.compiler.backend.imc.mapper import ImcOptions, map_layer
-from aipusim.compiler.backend.lower.units import ConvGeometry
+from aipusim.compiler.backend.lower.layer import ConvGeometry
 from aipusim.isa.cost import cost_model
 from aipusim.isa.tasks import Mvm, WeightLoad
 

@@ -12,7 +12,7 @@ from backend_helpers import ARCH, COST, check_ok
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.imc.mapper import ImcOptions
 from aipusim.compiler.backend.lower.attention import choose, head_mapping
-from aipusim.compiler.backend.lower.units import RuntimeMatmul, is_runtime
+from aipusim.compiler.backend.lower.layer import RuntimeMatmul, is_runtime
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline

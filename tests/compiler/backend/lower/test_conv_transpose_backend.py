@@ -17,7 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from aipusim.cli.main import main
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.imc.mapper import ImcOptions, map_layer
-from aipusim.compiler.backend.lower.units import LayerUnit, lower_graph
+from aipusim.compiler.backend.lower.layer import LayerUnit
+from aipusim.compiler.backend.lower.units import lower_graph
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import FRONT, run_pipeline

@@ -17,9 +17,10 @@ from aipusim.api.functional_check import chip_inputs, compare, load_reference
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.lower import dpu_chain
 from aipusim.compiler.backend.lower.dpu_chain import fuse_dpu_chains
+from aipusim.compiler.backend.lower.layer import LayerUnit
 from aipusim.compiler.backend.lower.residual import fuse_residual_adds
-from aipusim.compiler.backend.lower.units import LayerUnit, lower_graph
-from aipusim.compiler.backend.pack.constants import LayerConstants
+from aipusim.compiler.backend.lower.units import lower_graph
+from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.ir import DType, Graph, Node, Op, Tensor
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import BACK, FRONT, run_pipeline

@@ -7,7 +7,8 @@ import pytest
 from backend_helpers import front_graph
 
 from aipusim.base.errors import UnsupportedOperatorError
-from aipusim.compiler.backend.lower.units import LayerUnit, lower_graph
+from aipusim.compiler.backend.lower.layer import LayerUnit
+from aipusim.compiler.backend.lower.units import lower_graph
 from aipusim.compiler.ir import Graph, Node, Op, Tensor
 from aipusim.isa.tasks import DwpuKind, LutKind
 

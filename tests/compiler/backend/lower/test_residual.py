@@ -14,8 +14,9 @@ from onnx import helper, numpy_helper
 import aipusim
 from aipusim.api.functional_check import chip_inputs, compare, load_reference
 from aipusim.compiler import CompilerConfig
+from aipusim.compiler.backend.lower.layer import LayerUnit
 from aipusim.compiler.backend.lower.residual import fuse_residual_adds
-from aipusim.compiler.backend.lower.units import LayerUnit, lower_graph
+from aipusim.compiler.backend.lower.units import lower_graph
 from aipusim.compiler.ir import Graph, Node, Op, Tensor
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import BACK, run_pipeline

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend_helpers import ARCH, check_ok, compile_backend
 
-from aipusim.compiler.backend.memplan.plan import BufKind
+from aipusim.compiler.backend.memplan.buffers import BufKind
 from aipusim.isa.tasks import DmaCopy, Phase, Pool, Unit
 
 

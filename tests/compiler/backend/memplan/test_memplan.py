@@ -11,16 +11,15 @@ from aipusim.base.errors import MemoryPlanError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.common.layout import CoreLayout
 from aipusim.compiler.backend.common.target import Target
-from aipusim.compiler.backend.memplan.plan import (
+from aipusim.compiler.backend.memplan.buffers import (
     Buffer,
     BufKind,
     MemPlan,
-    PlanInputs,
     PoolState,
-    plan_memory,
-    pool_capacities,
     verify_memplan,
 )
+from aipusim.compiler.backend.memplan.build import PlanInputs
+from aipusim.compiler.backend.memplan.plan import plan_memory, pool_capacities
 from aipusim.compiler.backend.passes import _tasklist_estimate
 from aipusim.compiler.backend.run import run_backend
 from aipusim.isa.tasks import DmaCopy, Phase, Pool, Unit

@@ -6,6 +6,7 @@ from backend_helpers import ARCH, conv_chain
 
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.common.target import Knobs
+from aipusim.compiler.backend.memplan.buffers import Buffer, BufKind, MemPlan, PoolState
 from aipusim.compiler.backend.memplan.placement import (
     Spill,
     l1_free_bytes,
@@ -13,7 +14,6 @@ from aipusim.compiler.backend.memplan.placement import (
     placement_summary,
     spill_reason,
 )
-from aipusim.compiler.backend.memplan.plan import Buffer, BufKind, MemPlan, PoolState
 from aipusim.compiler.backend.run import run_backend
 from aipusim.isa.tasks import Pool
 

@@ -7,7 +7,7 @@ from backend_helpers import ARCH, check_ok, compile_backend, halo_graph
 
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.common.layout import Split
-from aipusim.compiler.backend.lower.units import LayerPlan, LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit
 from aipusim.compiler.backend.multicore.exchange import l1_exchange_tensors, part_destinations
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.backend.schedule.steps import Residency

@@ -6,7 +6,7 @@ from __future__ import annotations
 from backend_helpers import check_ok, compile_backend
 
 from aipusim.compiler.backend.emit.files import build_program
-from aipusim.compiler.backend.memplan.plan import BufKind
+from aipusim.compiler.backend.memplan.buffers import BufKind
 from aipusim.isa.tasks import DmaCopy, Unit
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backend_helpers import check_ok, compile_backend
 
-from aipusim.compiler.backend.lower.units import LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerUnit
 from aipusim.isa.tasks import DmaCopy, Mvm, Phase, Pool
 
 

@@ -8,7 +8,7 @@ from backend_helpers import ARCH, compile_backend
 from aipusim.base.errors import TilingError
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.common.target import Target
-from aipusim.compiler.backend.lower.units import LayerUnit
+from aipusim.compiler.backend.lower.layer import LayerUnit
 from aipusim.compiler.backend.tile.tiler import budget_of_l1
 
 

@@ -1,0 +1,100 @@
+"""tiny_decoder executed on data: prefill, then decode steps carrying the KV cache, each
+step bit-exact against the int8 reference; the cache on one grid and in DDR."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from aipusim.api.decoder_check import MODES, check_decoder_steps
+from aipusim.base.errors import ConfigError, DecoderGraphError, OnnxImportError
+from aipusim.compiler.decoder import cache_state, is_cache_input, pin_cache_grids
+from aipusim.compiler.importer import import_model
+from aipusim.zoo import DecoderGraph, build_decoder
+
+
+def _decode(past: int = 4) -> onnx.ModelProto:
+    return build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=past, positions=64)
+
+
+def _grids(scale: float = 0.02, zero: int = 0) -> dict[str, tuple[float, int]]:
+    return {f"present.{i}.{k}": (scale, zero) for i in range(4) for k in ("key", "value")}
+
+
+def test_prefill_and_a_decode_step_carry_the_cache_bit_exact(tmp_path: Path) -> None:
+    run = check_decoder_steps("tiny_decoder", prompt=4, steps=1, workdir=tmp_path)
+    assert [s.graph for s in run.steps] == ["prefill", "decode"], run.text()
+    assert run.bit_exact, run.text()
+    decode = run.steps[1]
+    assert decode.past_tokens == 4 and set(decode.mismatches) >= {"logits", "present.3.value"}
+    # the decode compile: the cache in DDR, its bytes per token in the report
+    folder = tmp_path / "1core-decode1" / "compiled_model"
+    report = json.loads((folder / "report.json").read_text())["kv_cache"]
+    row = 2 * 32  # one token of one layer's keys (2 KV heads x 32 dimensions), int8
+    per_token = report["bytes_per_token"]
+    assert (per_token["kv_read"], per_token["kv_write"]) == (8 * 4 * row, 8 * row)
+    assert report["present_written_bytes"] == 8 * 5 * row
+    assert per_token["weights"] > 4_000_000 and per_token["activations"] > 0
+    assert {(t["past_pool"], t["present_pool"]) for t in report["tensors"]} == {("ddr", "ddr")}
+    program = json.loads((folder / "model.json").read_text())
+    # over the host link: the token's embedding row and its RoPE rows in, the logits out
+    assert (program["instance"]["input_bytes"], program["instance"]["output_bytes"]) == (
+        256 + 2 * 32,
+        2048,
+    )
+    io = program["memory"]["io"]
+    cached = {t["past"] for t in report["tensors"]} | {t["present"] for t in report["tensors"]}
+    assert {b["pool"] for b in io if b["name"] in cached} == {"ddr"}
+    assert len(cached) == 16
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_prefill_and_four_decode_steps_are_bit_exact(mode: str, tmp_path: Path) -> None:
+    run = check_decoder_steps("tiny_decoder", prompt=8, steps=4, mode=mode, workdir=tmp_path)
+    assert len(run.steps) == 5 and run.bit_exact, run.text()
+
+
+def test_a_bad_mode_or_step_count_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="mode must be one of 1core, batch, cooperative, not 'x'"):
+        check_decoder_steps(mode="x", workdir=tmp_path)
+    with pytest.raises(ConfigError, match="steps must be an integer >= 1, not 0"):
+        check_decoder_steps(steps=0, workdir=tmp_path)
+
+
+def test_the_cache_pairs_of_a_decode_graph() -> None:
+    graph = import_model(_decode())
+    state = cache_state(graph)
+    assert sorted(state) == sorted(i for i in graph.inputs if is_cache_input(i))
+    assert len(state) == 8 and set(state.values()) <= set(graph.outputs)
+    assert cache_state(import_model(build_decoder("tiny_decoder", tokens=4))) == {}
+
+
+def test_a_pinned_cache_input_keeps_its_grid_through_import() -> None:
+    graph = import_model(pin_cache_grids(_decode(), _grids(0.02, 0)))
+    q = graph.tensor("past_key_values.2.value").quant
+    assert q is not None and float(q.scale) == pytest.approx(0.02) and int(q.zero_point) == 0
+    assert graph.tensor("input_ids").quant is None
+
+
+def test_pinning_needs_every_present_grid() -> None:
+    grids = _grids()
+    del grids["present.1.key"]
+    with pytest.raises(DecoderGraphError, match=r"grids must give present\.1\.key"):
+        pin_cache_grids(_decode(), grids)
+
+
+def test_an_annotation_must_name_a_graph_input_with_a_scalar_grid() -> None:
+    model = pin_cache_grids(_decode(), _grids())
+    model.graph.quantization_annotation[0].tensor_name = "logits"
+    with pytest.raises(OnnxImportError, match="must name a graph input, not `logits`"):
+        import_model(model)
+    model = pin_cache_grids(_decode(), _grids())
+    zero = next(t for t in model.graph.initializer if t.name.endswith("/grid_zero"))
+    zero.CopyFrom(onnx.numpy_helper.from_array(np.array(0, np.int32), zero.name))
+    with pytest.raises(OnnxImportError, match="positive scale and an int8 zero point"):
+        import_model(model)
