@@ -370,6 +370,7 @@ class StaticPowerSpec:
     logic_leakage_w: float
     pcie_l0_w: float
     ddr_phy_w: float
+    dram_background_w_per_channel: float
     core_clocked_idle_w: float
     leakage_voltage_exponent: float
 

@@ -56,7 +56,7 @@ _BY_NAME: tuple[tuple[str, Range], ...] = (
     (r".*_tops_per_w", Range(0.1, 10_000, "TOPS/W")),
     (r".*_fraction", Range(1e-3, 1, "fraction")),
     (r".*_share", Range(0, 1, "share of a core's gateable clock power")),
-    (r".*_w(_per_mib)?", Range(1e-6, 1000, "W")),
+    (r".*_w(_per_mib|_per_channel)?", Range(1e-6, 1000, "W")),
     (r"encoding_.*_bits", Range(1, 1024, "bits per line-code block")),
     (r".*_bits", Range(1, 64, "bits")),
     (r"gt_s", Range(0.1, 256, "GT/s per lane")),

@@ -886,12 +886,13 @@ def static_power_w(
 ) -> dict[str, float]:
     """Static and always-on power by source, in W, at ``voltage_v`` (default: the lowest
     operating point that reaches ``freq_hz``): SRAM and logic leakage scaling with
-    ``(V / V_nom)^leakage_voltage_exponent``, the PCIe link in L0 and the LPDDR PHY
-    (constant), and a clocked-idle overhead per active core scaling with ``f * V^2``.
+    ``(V / V_nom)^leakage_voltage_exponent``, the PCIe link in L0, the LPDDR PHY and the
+    DRAM devices' standby power per channel (constant: off-chip or on their own supply),
+    and a clocked-idle overhead per active core scaling with ``f * V^2``.
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    2.062
+    2.206
     """
     sp = arch.static_power
     volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
@@ -902,6 +903,7 @@ def static_power_w(
         "logic_leakage": sp.logic_leakage_w * leak,
         "pcie_l0": sp.pcie_l0_w,
         "ddr_phy": sp.ddr_phy_w,
+        "dram_background": sp.dram_background_w_per_channel * arch.ddr.channels,
         "clock_always_on": _core_clock_w(arch, freq_hz, volts)
         * arch.clock_gating.always_on_fraction
         * active_cores,

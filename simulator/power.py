@@ -158,8 +158,9 @@ def unit_power_w(
     ``clocked_idle`` and ``gated_idle`` power (`unit_idle_power_w`) and its ``leakage``
     (`aipusim.isa.cost.unit_leakage_w`); ``dynamic`` is 0 until `add_dynamic_w`. The
     always-on clock of the active ``cores`` is ``control``'s clocked idle power, the
-    DDR PHY and the PCIe link in L0 those of ``ddr`` and ``pcie``. ``log`` is the logged
-    activities' ``(core, unit code, start, end)``, a code indexing ``unit_names``."""
+    DDR PHY with the DRAM devices' standby power and the PCIe link in L0 those of ``ddr``
+    and ``pcie``. ``log`` is the logged activities' ``(core, unit code, start, end)``, a
+    code indexing ``unit_names``."""
     core, code, start, end = log
     intervals: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
     order = np.lexsort((code, core))
@@ -178,7 +179,7 @@ def unit_power_w(
         out[_kind(unit)]["leakage"] += watts
     static = static_power_w(arch, freq_hz, len(cores), voltage_v)
     out["control"]["clocked_idle"] += static["clock_always_on"]
-    out["ddr"]["clocked_idle"] += static["ddr_phy"]
+    out["ddr"]["clocked_idle"] += static["ddr_phy"] + static["dram_background"]
     out["pcie"]["clocked_idle"] += static["pcie_l0"]
     return out
 

@@ -67,8 +67,9 @@ GLOSSARY: dict[str, str] = {
     "control core), not for a unit or link",
     "l1 / l2 / ddr": "the core-local memory, the shared on-chip memory, the external DRAM",
     "pcie": "the host link (the trace's `host` end of a transfer)",
-    "static": "static power over the frame period: leakage, the always-on clock, the DDR PHY and "
-    "PCIe L0, and the units' clock (busy, idle ungated, then gated: `[clock_gating]`)",
+    "static": "static power over the frame period: leakage, the always-on clock, the DDR PHY, the "
+    "DRAM devices' standby power and PCIe L0, and the units' clock (busy, idle ungated, then "
+    "gated: `[clock_gating]`)",
 }
 
 

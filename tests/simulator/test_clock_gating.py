@@ -8,7 +8,7 @@ from helpers import mvm, program
 
 from aipusim.arch import load_arch
 from aipusim.base.errors import ArchError
-from aipusim.isa.cost import cost_model, mvm_clock_pj_per_mac, unit_clock_w
+from aipusim.isa.cost import cost_model, mvm_clock_pj_per_mac, static_power_w, unit_clock_w
 from aipusim.isa.tasks import Mvm
 from aipusim.simulator import simulate
 from aipusim.simulator.power import idle_split, unit_clock_power_w
@@ -107,3 +107,18 @@ def test_a_clock_above_the_zero_product_energy_is_refused() -> None:
     arch = load_arch(overrides={"energy.mvm_mac_pj": 0.01})
     with pytest.raises(ArchError, match="must be below the zero-product MAC energy"):
         mvm_clock_pj_per_mac(arch)
+
+
+def test_the_dram_devices_standby_power_is_per_channel_and_constant() -> None:
+    # the devices' own standby power: per x16 channel, on their own supply, so neither the
+    # core clock nor the core supply moves it; the run charges it to `ddr` as clocked idle
+    per_channel = ARCH.static_power.dram_background_w_per_channel
+    top = static_power_w(ARCH, FREQ, 4)
+    low = static_power_w(ARCH, 200_000_000, 1, voltage_v=0.68)
+    assert top["dram_background"] == low["dram_background"] == per_channel * ARCH.ddr.channels
+    two = load_arch(overrides={"ddr.channels": 2})
+    assert static_power_w(two, FREQ, 4)["dram_background"] == pytest.approx(2 * per_channel)
+    prog = program(1, stream_tasklist=False)
+    r = simulate(prog, {0: [mvm(1000)]}, arch=ARCH, frames=1)
+    phy = ARCH.static_power.ddr_phy_w
+    assert r.unit_power_w["ddr"]["clocked_idle"] == pytest.approx(phy + 4 * per_channel)
