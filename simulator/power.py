@@ -102,8 +102,8 @@ def unit_clock_power_w(
     >>> from aipusim.arch import load_arch
     >>> busy = {(0, "mvm"): (np.array([0]), np.array([500]))}
     >>> w = unit_clock_power_w(load_arch(), 800_000_000, 0.8, busy, [0], 1000)
-    >>> [round(x, 5) for x in w["mvm"]]  # 0.165 W x 500/1000, x 16/1000, x 0.19 x 484/1000
-    [0.0825, 0.00264, 0.01517]
+    >>> [round(x, 5) for x in w["mvm"]]  # 0.165 W x 500/1000, x 16/1000, x 0.2 x 484/1000
+    [0.0825, 0.00264, 0.01597]
     """
     clock = unit_clock_w(arch, freq_hz, voltage_v)
     cg = arch.clock_gating
