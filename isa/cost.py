@@ -237,7 +237,8 @@ def mvm_data_rows(t: Mvm) -> int:
     """How many of the rows ``row0 .. row0 + rows_used - 1`` of ``t`` hold input channels
     rather than PWORD channel padding (`Mvm`'s row index: ``cpad`` rows per tap, the first
     ``cin`` of them data; with ``swicr`` the taps of a window row are packed and only its
-    tail is padding). A task without its geometry (``cin`` or ``cpad`` 0) counts every row.
+    tail is padding). A task without its geometry (``cin`` or ``cpad`` 0, or with ``swicr``
+    no window row: ``kw + (icr - 1) * stride_w`` not positive) counts every row.
 
     >>> from aipusim.isa.tasks import Mvm
     >>> base = dict(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=1, cols_used=1)
@@ -250,6 +251,8 @@ def mvm_data_rows(t: Mvm) -> int:
         return t.rows_used
     if t.swicr:
         width = t.kw + (t.icr - 1) * t.stride_w
+        if width <= 0:
+            return t.rows_used
         period = math.ceil(width * t.cin / t.cpad) * t.cpad
         data = width * t.cin
     else:

@@ -8,7 +8,13 @@ from helpers import mvm, program
 
 from aipusim.arch import load_arch
 from aipusim.base.errors import ArchError
-from aipusim.isa.cost import cost_model, mvm_clock_pj_per_mac, static_power_w, unit_clock_w
+from aipusim.isa.cost import (
+    cost_model,
+    mvm_clock_pj_per_mac,
+    mvm_data_rows,
+    static_power_w,
+    unit_clock_w,
+)
 from aipusim.isa.tasks import Mvm
 from aipusim.simulator import simulate
 from aipusim.simulator.power import idle_split, unit_clock_power_w
@@ -122,3 +128,11 @@ def test_the_dram_devices_standby_power_is_per_channel_and_constant() -> None:
     r = simulate(prog, {0: [mvm(1000)]}, arch=ARCH, frames=1)
     phy = ARCH.static_power.ddr_phy_w
     assert r.unit_power_w["ddr"]["clocked_idle"] == pytest.approx(phy + 4 * per_channel)
+
+
+def test_a_window_without_width_counts_every_row() -> None:
+    # swicr with no window row (kw + (icr - 1) * stride_w <= 0) has no padding period: every
+    # row counts as data, as for a task without its geometry, rather than dividing by zero
+    base = dict(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=1, cols_used=1)
+    t = Mvm(**base, rows_used=64, cin=3, cpad=64, swicr=1, kw=0, icr=0)
+    assert mvm_data_rows(t) == 64
