@@ -42,6 +42,7 @@ from aipusim.compiler.backend.estimate.costs import frame_bytes
 from aipusim.compiler.backend.lower.layer import ConstKind, LayerPlan, LayerUnit, activation_bytes
 from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS
 from aipusim.compiler.backend.memplan.placement import layer_placement, placement_summary
+from aipusim.compiler.backend.tile.regions import part_range
 from aipusim.compiler.decoder import cache_state
 from aipusim.compiler.quant.artifacts import quantized_model_files
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
@@ -54,7 +55,16 @@ from aipusim.isa.program import (
 )
 from aipusim.isa.program import verify_crcs as check_file_crcs
 from aipusim.isa.tasklist import Tasklist, encode_tasklist
-from aipusim.isa.tasks import Barrier, DmaCopy, HostTransfer, Phase, Pool, WeightLoad
+from aipusim.isa.tasks import (
+    Barrier,
+    DmaCopy,
+    DpuKind,
+    DpuOp,
+    HostTransfer,
+    Phase,
+    Pool,
+    WeightLoad,
+)
 
 #: Folder of the compiled model inside the output directory.
 COMPILED_DIR = "compiled_model"
@@ -183,7 +193,77 @@ def _kv_cache(state: Any) -> dict[str, Any]:
         },
         "present_written_bytes": present_bytes,
         "tensors": tensors,
+        "cores": _decode_cores(state),
     }  # fmt: skip
+
+
+def _decode_cores(state: Any) -> dict[str, Any]:
+    """How a decode step's work is shared by the instance's cores, read from the emitted
+    frame tasks and the core layout (lists: one entry per core).
+
+    ``weight_bytes``: the weights each core writes into its IMC per token (its share of
+    the streamed weights); ``mvm_columns``: per MVM layer with constant weights, the output
+    columns (attention projections' heads x head size, FFN gate/up columns) each core
+    computes; ``product_heads``: per product of two activations (attention's Q.Kt and
+    P.V), the heads each core computes; ``layout_copy_bytes``: the bytes each core moves
+    for layout layers (the KV cache's expansions and transposes: `CoreLayout.shared_copies`);
+    ``exchange_bytes``: per layer split over the cores, the bytes of its output its cores
+    pass on to one another (multicast into the others' L1, or stored into L2/DDR where
+    the others read it): the cooperative exchange of the layer's parts."""
+    lay, cores = state.layout, state.layout.cores
+    weight_bytes = [0] * cores
+    copy_bytes = [0] * cores
+    heads: dict[str, list[int]] = {}
+    exchange: dict[str, int] = defaultdict(int)
+    unit_of = {layer.name: layer.unit for layer in state.layers}
+    split = {
+        state.layers[li].name
+        for li, how in lay.splits.items()
+        if lay.cooperative and how is not Split.NONE
+    }
+    for core, tasks in sorted(state.schedule.tasks.items()):
+        for t in tasks:
+            if t.phase is not Phase.FRAME:
+                continue
+            if isinstance(t, WeightLoad) and unit_of.get(t.layer) is LayerUnit.MVM:
+                weight_bytes[core] += t.bytes
+            elif (
+                isinstance(t, DmaCopy)
+                and t.layer in split
+                and (t.dst_core_mask or (t.src_pool is Pool.L1 and t.dst_pool is not Pool.L1))
+            ):
+                exchange[t.layer] += t.bytes
+            elif isinstance(t, DmaCopy) and unit_of.get(t.layer) is LayerUnit.DMA:
+                copy_bytes[core] += t.bytes
+            elif isinstance(t, DpuOp) and t.kind is DpuKind.MATMUL:
+                heads.setdefault(t.layer, [0] * cores)[core] += t.outer
+    columns: dict[str, list[int]] = {}
+    for li, layer in enumerate(state.layers):
+        geo = layer.geometry
+        if layer.unit is not LayerUnit.MVM or geo is None:
+            continue
+        split = lay.splits.get(li, Split.NONE) if lay.cooperative else Split.NONE
+        # rows, or a batch: every core whole heads / all columns (of its rows, its frame);
+        # not split: core 0 alone, or a pipeline's stage core
+        tiling = state.tilings[li]
+        owner = lay.core_of_group.get(tiling.group, 0) if tiling is not None else 0
+        every = lay.replicate or split is Split.ROWS
+        alone = [1 if every or c == owner else 0 for c in range(cores)]
+        if layer.runtime is not None:
+            heads[layer.name] = [layer.runtime.heads * a for a in alone]
+        elif split is Split.CHANNELS:
+            spans = [part_range(geo.cout, cores, c) for c in range(cores)]
+            columns[layer.name] = [hi - lo for lo, hi in spans]
+        else:
+            columns[layer.name] = [geo.cout * a for a in alone]
+    return {
+        "count": cores,
+        "weight_bytes": weight_bytes,
+        "mvm_columns": columns,
+        "product_heads": dict(sorted(heads.items())),
+        "layout_copy_bytes": copy_bytes,
+        "exchange_bytes": dict(exchange),
+    }
 
 
 def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> dict[str, Any]:
