@@ -448,16 +448,20 @@ class TileEmitter:
     def copy_parts(self, copy: Copy, pools: tuple[Pool, Pool], elem: int) -> int:
         """How many cores move a share of a layout ``copy`` of ``elem``-byte elements
         between ``pools`` (`CoreLayout.shared_copies`): one when an end is in L1 (a core's
-        own memory) or when the cost model says a part plus the global tokens that order
-        it across cores (its input's, its reader's) takes no less than the whole;
-        otherwise every core, up to one per row (or plane) of the copy."""
+        own memory) or in DDR (the cores' parts would share its sustained bandwidth and
+        break its row locality: the simulator finds four parts of a 128 KiB cache copy from
+        DDR each slower than the whole), or when the cost model says a part, moved while
+        the other cores move theirs over the same links (`CostModel.shared_dma_cycles`),
+        plus the global tokens that order it across cores (its input's, its reader's)
+        takes no less than the whole; otherwise every core, up to one per row (or plane)
+        of the copy."""
         parts = min(self.inp.layout.cores, max(copy.rows, copy.planes))
-        if Pool.L1 in pools or parts < 2:
+        if Pool.L1 in pools or Pool.DDR in pools or parts < 2:
             return 1
         cost = self.inp.target.cost
         nbytes = copy.planes * copy.rows * copy.run * elem
         whole = cost.dma_cycles(self.inp.act_dma, *pools, nbytes)
-        part = cost.dma_cycles(self.inp.act_dma, *pools, -(-nbytes // parts))
+        part = cost.shared_dma_cycles(self.inp.act_dma, *pools, nbytes, parts)
         return parts if part + 2 * cost.token_latency_cycles(True) < whole else 1
 
     def emit_dma_layer(self, core: int, layer: LayerPlan, deps: set[int]) -> list[int]:
