@@ -278,7 +278,9 @@ class Step:
     roofline_tokens_per_s: float | None
     roofline_share: float | None
     #: A decode step's compile report ``kv_cache.bytes_per_token`` (the compiler's count
-    #: of weights, KV read and written, activations per step; `aipusim.compiler.decoder`).
+    #: of weights, KV read and appended, activations per step; `aipusim.compiler.decoder`)
+    #: and ``kv_written``, the bytes the step writes into the cache (``kv_write`` when it
+    #: grows in place, the whole present when it is copied).
     compile_bytes_per_step: dict[str, int] | None = None
 
     @property
@@ -332,7 +334,9 @@ def measure_step(
         latency_us=result.latency_us_unloaded,
         fps=result.fps,
         **vars(figures),
-        compile_bytes_per_step=kv["bytes_per_token"] if kv else None,
+        compile_bytes_per_step=(
+            {**kv["bytes_per_token"], "kv_written": kv["present_written_bytes"]} if kv else None
+        ),
     )
 
 

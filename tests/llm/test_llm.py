@@ -32,6 +32,10 @@ def test_tiny_decoder_never_exceeds_the_ddr_roofline() -> None:
             r.ddr_bytes_per_s / step.ddr_bytes_per_token
         )
         assert 0 < step.roofline_share <= 1
+    # the decode step grows the KV cache in place: it writes the new token's rows only
+    decode = r.steps[1].compile_bytes_per_step
+    assert decode is not None and decode["kv_write"] == r.kv_bytes_per_token
+    assert decode["kv_written"] == decode["kv_write"]
     summary = r.summary[0]
     assert summary["roofline_share_max"] <= 1
     assert summary["decode_tokens_per_s_start"] == r.steps[1].tokens_per_s
