@@ -49,6 +49,7 @@ import onnx
 import onnx.numpy_helper
 
 from aipusim.base.errors import DecoderGraphError
+from aipusim.compiler.backend.lower.layout_dma import physical_axes
 
 _CACHE = re.compile(r"^(past_key_values|present)\.(\d+)\.(key|value)$")
 _INT64 = onnx.TensorProto.INT64
@@ -119,9 +120,6 @@ def append_in_place(graph: Any) -> dict[str, str]:
     unchanged). A batch of several sequences in one graph (``B > 1``) interleaves them:
     its present is written whole, the past copied.
     """
-    # lazy: the back end's layout module imports the IR (which imports this module's users)
-    from aipusim.compiler.backend.lower.layout_dma import physical_axes
-
     out: dict[str, str] = {}
     cache = cache_state(graph)
     for node in graph.nodes:
@@ -141,8 +139,10 @@ def append_in_place(graph: Any) -> dict[str, str]:
                 and np.array_equal(q_past.zero_point, q_grown.zero_point)
             )
         )
-        if outer == 1 and same_grid:
-            out[past] = cache[past]
+        # (the Concat must write the graph output itself: an Identity between them would
+        # give the output a buffer of its own)
+        if outer == 1 and same_grid and cache[past] == grown:
+            out[past] = grown
     return out
 
 

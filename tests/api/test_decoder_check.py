@@ -3,6 +3,7 @@ step bit-exact against the int8 reference; the cache on one grid and in DDR."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -13,8 +14,14 @@ import pytest
 from aipusim.api.decoder_check import MODES, check_decoder_steps
 from aipusim.api.functional_check import load_reference
 from aipusim.base.errors import ConfigError, DecoderGraphError, OnnxImportError
-from aipusim.compiler.decoder import cache_state, is_cache_input, pin_cache_grids
+from aipusim.compiler.decoder import (
+    append_in_place,
+    cache_state,
+    is_cache_input,
+    pin_cache_grids,
+)
 from aipusim.compiler.importer import import_model
+from aipusim.compiler.ir import QuantParams
 from aipusim.isa.program import load_program_tables
 from aipusim.isa.tasks import DmaCopy, Phase, Pool
 from aipusim.zoo import DecoderGraph, build_decoder
@@ -105,6 +112,49 @@ def test_the_cache_pairs_of_a_decode_graph() -> None:
     assert sorted(state) == sorted(i for i in graph.inputs if is_cache_input(i))
     assert len(state) == 8 and set(state.values()) <= set(graph.outputs)
     assert cache_state(import_model(build_decoder("tiny_decoder", tokens=4))) == {}
+
+
+def _chip_form(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each present written by its Concat itself, as the compiler's graph
+    has it once the cleaner moved the naming Identity nodes to the host."""
+    outputs = {v.name for v in model.graph.output}
+    named = {
+        n.input[0]: n
+        for n in model.graph.node
+        if n.op_type == "Identity" and n.output[0] in outputs
+    }
+    renamed = {}
+    for node in model.graph.node:
+        if node.op_type == "Concat" and node.output[0] in named:
+            identity = named[node.output[0]]
+            renamed[node.output[0]] = identity.output[0]
+            node.output[0] = identity.output[0]
+            model.graph.node.remove(identity)
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(i, i) for i in node.input]
+    return model
+
+
+def test_one_sequence_grows_its_cache_in_place_several_do_not() -> None:
+    # [B, KV, T, D] lies [B, T, D, KV]: one sequence keeps its past as the present's start
+    graph = import_model(_chip_form(_decode()))
+    assert append_in_place(graph) == cache_state(graph) and len(cache_state(graph)) == 8
+    batch = build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=4, batch=2, positions=64)
+    assert append_in_place(import_model(_chip_form(batch))) == {}  # the sequences interleave
+    # a present an Identity names has a buffer of its own: not grown in place
+    assert append_in_place(import_model(_decode())) == {}
+
+    # quantized: past and present on one grid keep the bytes; on two they cannot
+    def on_grids(zero_point: int) -> dict[str, str]:
+        present = cache_state(graph)["past_key_values.1.key"]
+        tensors = dict(graph.tensors)
+        for name, zp in (("past_key_values.1.key", zero_point), (present, 0)):
+            q = QuantParams(np.float32(0.02), np.int64(zp))
+            tensors[name] = dataclasses.replace(tensors[name], quant=q)
+        return append_in_place(dataclasses.replace(graph, tensors=tensors))
+
+    assert "past_key_values.1.key" in on_grids(0)
+    assert "past_key_values.1.key" not in on_grids(3)
 
 
 def test_a_pinned_cache_input_keeps_its_grid_through_import() -> None:
