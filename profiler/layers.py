@@ -108,8 +108,8 @@ def _markers(trace: Trace) -> pd.DataFrame:
         {
             "core": _i64(pb["core"]),
             "frame": _i64(pb["frame"]),
-            "layer": pb["layer"].astype(str).to_numpy(),
-            "op": pb["op"].astype(str).to_numpy(),
+            "layer": cat_strings(pb["layer"]).to_numpy(),
+            "op": cat_strings(pb["op"]).to_numpy(),
             "net_macs": _i64(pb["macs"]),
             "pb": _i64(pb["t"]),
         }
@@ -123,7 +123,7 @@ def _markers(trace: Trace) -> pd.DataFrame:
             {
                 "core": _i64(pe["core"]),
                 "frame": _i64(pe["frame"]),
-                "layer": pe["layer"].astype(str).to_numpy(),
+                "layer": cat_strings(pe["layer"]).to_numpy(),
                 "pe": _i64(pe["t"]),
             }
         )
