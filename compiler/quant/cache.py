@@ -12,8 +12,9 @@ and its result depends on few things. The key of an entry is the SHA-256 of:
 3. the config properties marked ``quant=True`` in the property table (`key_properties`:
    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``);
 4. the DPU float format of the arch (the only hardware number quantization reads);
-5. the versions of aipusim, onnxruntime (calibration's forward passes) and numpy, and the
-   entry format.
+5. the versions of aipusim, onnxruntime (calibration's forward passes) and numpy, of the
+   quantization rules (`quantize.RULES_VERSION`: a development tree keeps one aipusim
+   version across changes that move the parameters), and the entry format.
 
 The multicore mode, the core count, utilization limits and the other hardware numbers are
 not in the key: a sweep over them calibrates once.
@@ -62,7 +63,7 @@ from aipusim.compiler.quant.artifacts import (
     quantized_graph_from_files,
 )
 from aipusim.compiler.quant.data import CalibrationData
-from aipusim.compiler.quant.quantize import QuantizedGraph
+from aipusim.compiler.quant.quantize import RULES_VERSION, QuantizedGraph
 
 if TYPE_CHECKING:
     from aipusim.compiler.config import CompilerConfig
@@ -182,7 +183,7 @@ def cache_key(
 
     fmt = float_format or FloatFormat()
     h = _Hasher()
-    h.value((MAGIC.decode(), __version__, _version("onnxruntime"), np.__version__))
+    h.value((MAGIC.decode(), RULES_VERSION, __version__, _version("onnxruntime"), np.__version__))
     try:
         h.graph(graph)
         h.text(calibration.source)

@@ -158,6 +158,13 @@ class QuantizedGraph:
 # ----------------------------------------------------------------------- planning
 
 
+#: The version of the rules that give a graph its parameters (which tensors share a grid,
+#: how a range becomes a grid): the quantization cache keys on it, so a change that moves
+#: the parameters of an unchanged graph must raise it, else older entries are reused.
+#: 2: a decoder's past shares its present's grid (`_share_plan`).
+RULES_VERSION = 2
+
+
 def _share_plan(graph: Graph) -> dict[str, str]:
     """Activation tensor -> the tensor whose observed range sets its parameters."""
     # integer inputs (indices) are not quantized

@@ -43,7 +43,7 @@ from aipusim.compiler.backend.lower.layer import ConstKind, LayerPlan, LayerUnit
 from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS
 from aipusim.compiler.backend.memplan.placement import layer_placement, placement_summary
 from aipusim.compiler.backend.tile.regions import part_range
-from aipusim.compiler.decoder import cache_state
+from aipusim.compiler.decoder import append_in_place, cache_state
 from aipusim.compiler.quant.artifacts import quantized_model_files
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
 from aipusim.isa.program import (
@@ -153,13 +153,16 @@ def _kv_cache(state: Any) -> dict[str, Any]:
     DDR unless ``weights_resident``); ``kv_read``, the past the step reads; ``kv_write``,
     the rows it appends (present minus past); ``activations``, every other tensor the
     layers write and the non-cache inputs. ``present_written_bytes`` is what the program
-    writes into the present buffers now: the whole grown cache, the past copied with the
-    new rows (an in-place append would write ``kv_write``)."""
+    writes into the present buffers: ``kv_write`` when every pair grows in place (its
+    ``in_place``: one buffer, the new rows stored after the past,
+    `aipusim.compiler.decoder.append_in_place`), else the whole grown cache of the pairs
+    that do not (the past copied with the new rows: several sequences in one graph)."""
     g = state.graph
     cache = cache_state(g)
     if not cache:
         return {}
     kv = set(cache) | set(cache.values())
+    grown = append_in_place(g)
     tensors = []
     for past, present in sorted(cache.items()):
         buf_past = state.memory.buffer_of(past)
@@ -169,6 +172,7 @@ def _kv_cache(state: Any) -> dict[str, Any]:
             "past_bytes": activation_bytes(g, past), "present_bytes": activation_bytes(g, present),
             "past_pool": buf_past.pool.value if buf_past is not None else None,
             "present_pool": buf_present.pool.value if buf_present is not None else None,
+            "in_place": past in grown,
         })  # fmt: skip
     weights = sum(layer.weight_bytes for layer in state.layers if layer.unit is LayerUnit.MVM)
     written = {
@@ -183,6 +187,7 @@ def _kv_cache(state: Any) -> dict[str, Any]:
     )
     kv_read = sum(t["past_bytes"] for t in tensors)
     present_bytes = sum(t["present_bytes"] for t in tensors)
+    present_written = sum(t["present_bytes"] - t["past_bytes"] * t["in_place"] for t in tensors)
     return {
         "pool": "ddr",
         "past_tokens": int(g.shape(next(iter(cache)))[2]),
@@ -191,7 +196,7 @@ def _kv_cache(state: Any) -> dict[str, Any]:
             "weights": weights, "kv_read": kv_read, "kv_write": present_bytes - kv_read,
             "activations": activations,
         },
-        "present_written_bytes": present_bytes,
+        "present_written_bytes": present_written,
         "tensors": tensors,
         "cores": _decode_cores(state),
     }  # fmt: skip

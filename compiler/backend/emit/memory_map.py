@@ -15,6 +15,7 @@ import numpy as np
 from aipusim.compiler.backend.lower.layer import LayerUnit, activation_bytes
 from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS, BufKind, MemPlan
 from aipusim.compiler.backend.memplan.plan import pool_capacities
+from aipusim.compiler.decoder import append_in_place
 from aipusim.isa.image import (
     CONSTANTS_FILE,
     BufferPlace,
@@ -72,11 +73,14 @@ def memory_map(state: Any, image: ConstantImage) -> MemoryMap:
     buffer, and the L2/DDR partition of one instance."""
     plan: MemPlan = state.memory
     g = state.graph
-    slots = plan.io_slots
+    # a KV cache grown in place is one buffer of one slot (memplan), past and present
+    grown = append_in_place(g)
+    one_slot = set(grown) | set(grown.values())
     io = []
     for (copy, name), bname in sorted(plan.tensor_buffer.items()):
         if name not in g.inputs and name not in g.outputs:
             continue
+        slots = 1 if name in one_slot else plan.io_slots
         buf = plan.buffers[bname]
         shape = tuple(g.shape(name))
         dtype, scale, zp = _quant(g, name)

@@ -180,11 +180,14 @@ class TileEmitter:
         rows: tuple[int, int],
         chans: tuple[int, int] | None,
         tile_no: int,
+        span: tuple[int, int] | None = None,
     ) -> tuple[Place, Store | None, set[int], tuple[str, int] | None]:
         """Where a compute writes output rows ``rows`` x channels ``chans`` (None: all):
         the place of the first one, the store to the output tensor (None: written in
         place), the steps to wait for before writing, and the slot written (None: the
-        tensor itself)."""
+        tensor itself). ``span``: the bytes ``[lo, hi)`` of the rows the computes write and
+        the store moves (None: all of them; a KV cache grown in place stores its new
+        rows only)."""
         t = self.inp.tiling_of(layer)
         out = layer.outputs[0]
         _, row_bytes, pixel = self.inp.rows_of(layer, out, None)
@@ -216,13 +219,17 @@ class TileEmitter:
         fields: dict[str, Any] = {}
         if not whole:  # this tile's channels of every pixel
             fields = dict(rows=(rows[1] - rows[0]) * pixels, src_stride=width, dst_stride=pixel)
+        lo = 0
+        if span is not None:
+            assert whole and span[1] <= nbytes, f"{layer.name}: a span of whole rows only"
+            lo, nbytes = span[0], span[1] - span[0]
 
         def store(computes: list[int]) -> int:
             sid = self.log.dma(
                 core,
                 self.inp.act_dma,
-                (Pool.L1, slot.addr),
-                (buf.pool, dst),
+                (Pool.L1, slot.addr + lo),
+                (buf.pool, dst + lo),
                 nbytes,
                 layer=layer.name,
                 tile=tile_no,
