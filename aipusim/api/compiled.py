@@ -52,7 +52,14 @@ from aipusim.api.modelfiles import (
 )
 from aipusim.api.optlevels import apply_optimization_level, check_level, level_of
 from aipusim.api.overrides import check_overrides
-from aipusim.api.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.api.sources import (
+    apply_layout,
+    bind_inputs,
+    load_source,
+    model_file,
+    real_inputs,
+    resolve_config,
+)
 from aipusim.arch import load_arch
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
@@ -181,8 +188,11 @@ def compile_with(
     )
     opt = {n: info.shape_bounds.opt for n, info in signature.items()}
     with tempfile.TemporaryDirectory(prefix="aipusim-src-") as tmp:
-        source = Path(tmp) / f"{stem}.onnx"
-        onnx.save(bound, str(source))
+        source = model_file(model)
+        if source is None or inputs or options.layout != "NCHW":
+            # (bound differs from the file, or there is no file: the compiler reads a copy)
+            source = Path(tmp) / f"{stem}.onnx"
+            onnx.save(bound, str(source))
         try:
             _run_compile(source, root, cfg, opt, options.model_id, arch_path, cache)
         except BaseException:
