@@ -28,7 +28,8 @@ cache holds at most ``$AIPUSIM_CACHE_SIZE_MB`` megabytes (default `DEFAULT_SIZE_
 least recently used entries (reads touch them) are removed when a write exceeds it.
 A process also keeps the last `RECENT_ENTRIES` entries it read or wrote in memory
 (a sweep worker compiles the same model over and over): an entry whose file holds the
-same bytes is not checksummed and split again.
+same bytes is not checksummed and split again, and its quantized graph is not rebuilt
+(the graph is immutable: the same object serves every compile).
 A cache folder that cannot be written is named once in a warning and the compile goes
 on without the cache.
 
@@ -60,6 +61,7 @@ from aipusim.compiler.quant.artifacts import (
     CORE_FILES,
     quantized_graph_files,
     quantized_graph_from_files,
+    remember_files,
 )
 from aipusim.compiler.quant.data import CalibrationData
 from aipusim.compiler.quant.quantize import QuantizedGraph
@@ -86,11 +88,31 @@ RECENT_ENTRIES = 2
 _recent: dict[str, tuple[bytes, Mapping[str, bytes]]] = {}
 
 
+#: The quantized graphs rebuilt from those entries, ``{entry path: (its files, the graph)}``:
+#: a `QuantizedGraph` never changes, so the next compile of the same entry takes it as is.
+_graphs: dict[str, tuple[Mapping[str, bytes], QuantizedGraph]] = {}
+
+
 def _remember(path: Path, data: bytes, files: Mapping[str, bytes]) -> None:
     _recent.pop(str(path), None)
     _recent[str(path)] = (data, files)
     while len(_recent) > RECENT_ENTRIES:
         del _recent[next(iter(_recent))]
+    for gone in set(_graphs) - set(_recent):
+        del _graphs[gone]
+
+
+def _rebuilt(path: Path, files: Mapping[str, bytes]) -> QuantizedGraph:
+    """The quantized graph of the entry ``path`` holding ``files``: rebuilt once while the
+    entry stays among the recent ones with the same files."""
+    kept = _graphs.get(str(path))
+    if kept is not None and kept[0] == files:
+        return kept[1]
+    qgraph = quantized_graph_from_files(files, f"cache entry {path}", checked=True)
+    remember_files(qgraph, files)
+    if str(path) in _recent:
+        _graphs[str(path)] = (files, qgraph)
+    return qgraph
 
 
 #: What `quantize_cached` reports about where the quantized graph came from.
@@ -463,8 +485,7 @@ def quantize_cached(
         files = cache.get(key)
         if files is not None:
             try:
-                where = f"cache entry {cache.path(key)}"
-                qgraph = quantized_graph_from_files(files, where, checked=True)
+                qgraph = _rebuilt(cache.path(key), files)
             except QuantizationError as exc:
                 # (an entry of this version that does not rebuild: a bug, not bad input)
                 log.warning("%s; computing again", exc)
