@@ -124,7 +124,7 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
 _last_read: tuple[tuple[object, ...], bytes] | None = None
 
 
-def _identity(p: Path) -> tuple[object, ...] | None:
+def file_identity(p: Path) -> tuple[object, ...] | None:
     """What tells that a file is unchanged: its resolved path, device, inode, size and
     modification time in nanoseconds (None when it cannot be read)."""
     try:
@@ -141,7 +141,7 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
     p = Path(path)
     if not p.is_file():
         raise OnnxImportError(f"model `{p}` must be an ONNX file, but it is not a file")
-    identity = _identity(p)
+    identity = file_identity(p)
     if identity is not None and _last_read is not None and _last_read[0] == identity:
         # the very file read and checked before: its bytes parse to a fresh proto
         return onnx.load_model_from_string(_last_read[1]), False
@@ -173,7 +173,7 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
         # reading the file again (its path form reads through a stream: 2-3x slower on
         # ResNet-50's 100 MB)
         check_model(model, str(p), data=data)
-        if identity is not None and identity == _identity(p):  # (not rewritten meanwhile)
+        if identity is not None and identity == file_identity(p):  # (not rewritten meanwhile)
             _last_read = (identity, data)
     return model, external
 
@@ -817,6 +817,7 @@ __all__ = [
     "Layout",
     "check_model",
     "convert_opset",
+    "file_identity",
     "import_model",
     "load_model",
     "model_opset",

@@ -56,6 +56,7 @@ import numpy as np
 from aipusim.base import __version__
 from aipusim.base.atomic import clean_stale, temp_name
 from aipusim.base.errors import ConfigError, QuantizationError
+from aipusim.base.memo import ArrayMemo
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.artifacts import (
     CORE_FILES,
@@ -81,7 +82,7 @@ DEFAULT_SIZE_MB = 2000
 SUBDIR = "quantization"
 SUFFIX = ".qcache"
 #: First line of every entry; a new layout of the entry or of its key gets a new number.
-MAGIC = b"aipusim-quantization-cache 1\n"
+MAGIC = b"aipusim-quantization-cache 2\n"
 #: Entries a process keeps in memory after reading or writing them (26 MB for ResNet-50).
 RECENT_ENTRIES = 2
 #: Those entries, ``{entry path: (its bytes, its files)}``, the most recently used last.
@@ -133,6 +134,14 @@ class _Unkeyable(Exception):
     """A value the key cannot describe by content (the compile goes on without cache)."""
 
 
+#: Digests of read-only arrays the key hashed, while they live.
+_DIGESTS = ArrayMemo()
+
+
+def _sha256(arr: np.ndarray) -> bytes:
+    return hashlib.sha256(memoryview(arr).cast("B")).digest()
+
+
 class _Hasher:
     """SHA-256 over length-prefixed, typed frames (so no two values feed the same bytes)."""
 
@@ -152,7 +161,9 @@ class _Hasher:
         # (object arrays have no bytes that describe their content)
         if arr.dtype.hasobject:
             raise _Unkeyable(f"an array of {arr.dtype}")
-        self.frame(b"a", memoryview(arr).cast("B"))
+        # the SHA-256 of its bytes, remembered for a graph's read-only constants: a warm
+        # compile of the same imported graph hashes none of its 100 MB again
+        self.frame(b"a", _DIGESTS.get((arr,), "sha256", lambda: _sha256(arr)))
 
     def value(self, value: Any) -> None:
         if value is None or isinstance(value, bool | int | float | str):
