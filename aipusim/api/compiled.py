@@ -68,7 +68,7 @@ from aipusim.calibrate.uncertainty import bands, check_samples
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import REPORT_NAME, compile_model, file_sha256
 from aipusim.compiler.export import run_onnx
-from aipusim.compiler.quant import read_quantized_model, run_int8
+from aipusim.compiler.quant import read_quantized_model
 from aipusim.compiler.quant.artifacts import MANIFEST
 from aipusim.compiler.request import CompileRequest
 from aipusim.run.job import DEFAULT_RUN_LEVELS, TRACE_NAME
@@ -293,6 +293,10 @@ class _Runtime:
     ) -> list[np.ndarray]:
         """The outputs of the host graphs around the int8 core: the reference's, or with
         ``chip`` (a ``compiled_model/`` folder) those of its functional simulation."""
+        # lazy: the int8 reference's kernels load numba (about a second of every process
+        # that imports the API; a sweep point that only simulates never runs them)
+        from aipusim.compiler.quant import run_int8
+
         env = dict(feeds)
         if self.pre is not None:
             env.update(run_onnx(self.pre, {i.name: env[i.name] for i in self.pre.graph.input}))
