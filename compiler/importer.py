@@ -117,12 +117,34 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     return read_model(path)[0]
 
 
+#: The last whole-model file (no external data) `read_model` read and checked in this
+#: process: ``(its identity, its bytes)``. A sweep worker compiles the same file point
+#: after point; while the file is the same (`_identity`), it is neither read nor checked
+#: again, only parsed (each compile gets a proto of its own: the import changes it).
+_last_read: tuple[tuple[object, ...], bytes] | None = None
+
+
+def file_identity(p: Path) -> tuple[object, ...] | None:
+    """What tells that a file is unchanged: its resolved path, device, inode, size and
+    modification time in nanoseconds (None when it cannot be read)."""
+    try:
+        st = p.stat()
+        return (str(p.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return None
+
+
 def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
     """`load_model`, and whether the file keeps tensors as external data (a copy of the
     file alone is then not the whole model)."""
+    global _last_read
     p = Path(path)
     if not p.is_file():
         raise OnnxImportError(f"model `{p}` must be an ONNX file, but it is not a file")
+    identity = file_identity(p)
+    if identity is not None and _last_read is not None and _last_read[0] == identity:
+        # the very file read and checked before: its bytes parse to a fresh proto
+        return onnx.load_model_from_string(_last_read[1]), False
     try:
         data = p.read_bytes()
         model = onnx.load_model_from_string(data)
@@ -151,6 +173,8 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
         # reading the file again (its path form reads through a stream: 2-3x slower on
         # ResNet-50's 100 MB)
         check_model(model, str(p), data=data)
+        if identity is not None and identity == file_identity(p):  # (not rewritten meanwhile)
+            _last_read = (identity, data)
     return model, external
 
 
@@ -793,6 +817,7 @@ __all__ = [
     "Layout",
     "check_model",
     "convert_opset",
+    "file_identity",
     "import_model",
     "load_model",
     "model_opset",

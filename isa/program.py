@@ -237,7 +237,9 @@ class Program:
 
     # -- JSON -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # (the memory map is left out of asdict: it has its own to_dict, and converting it
+        # field by field first was most of the time of writing model.json)
+        data = asdict(replace(self, memory=None))
         data["memory"] = self.memory.to_dict() if self.memory is not None else None
         data["instance"]["cores"] = list(self.instance.cores)
         data["instance"]["tasklists"] = list(self.instance.tasklists)

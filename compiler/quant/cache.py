@@ -29,7 +29,8 @@ cache holds at most ``$AIPUSIM_CACHE_SIZE_MB`` megabytes (default `DEFAULT_SIZE_
 least recently used entries (reads touch them) are removed when a write exceeds it.
 A process also keeps the last `RECENT_ENTRIES` entries it read or wrote in memory
 (a sweep worker compiles the same model over and over): an entry whose file holds the
-same bytes is not checksummed and split again.
+same bytes is not checksummed and split again, and its quantized graph is not rebuilt
+(the graph is immutable: the same object serves every compile).
 A cache folder that cannot be written is named once in a warning and the compile goes
 on without the cache.
 
@@ -56,11 +57,13 @@ import numpy as np
 from aipusim.base import __version__
 from aipusim.base.atomic import clean_stale, temp_name
 from aipusim.base.errors import ConfigError, QuantizationError
+from aipusim.base.memo import ArrayMemo
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.artifacts import (
     CORE_FILES,
     quantized_graph_files,
     quantized_graph_from_files,
+    remember_files,
 )
 from aipusim.compiler.quant.data import CalibrationData
 from aipusim.compiler.quant.quantize import RULES_VERSION, QuantizedGraph
@@ -80,11 +83,16 @@ DEFAULT_SIZE_MB = 2000
 SUBDIR = "quantization"
 SUFFIX = ".qcache"
 #: First line of every entry; a new layout of the entry or of its key gets a new number.
-MAGIC = b"aipusim-quantization-cache 1\n"
+MAGIC = b"aipusim-quantization-cache 2\n"
 #: Entries a process keeps in memory after reading or writing them (26 MB for ResNet-50).
 RECENT_ENTRIES = 2
 #: Those entries, ``{entry path: (its bytes, its files)}``, the most recently used last.
 _recent: dict[str, tuple[bytes, Mapping[str, bytes]]] = {}
+
+
+#: The quantized graphs rebuilt from those entries, ``{entry path: (its files, the graph)}``:
+#: a `QuantizedGraph` never changes, so the next compile of the same entry takes it as is.
+_graphs: dict[str, tuple[Mapping[str, bytes], QuantizedGraph]] = {}
 
 
 def _remember(path: Path, data: bytes, files: Mapping[str, bytes]) -> None:
@@ -92,6 +100,21 @@ def _remember(path: Path, data: bytes, files: Mapping[str, bytes]) -> None:
     _recent[str(path)] = (data, files)
     while len(_recent) > RECENT_ENTRIES:
         del _recent[next(iter(_recent))]
+    for gone in set(_graphs) - set(_recent):
+        del _graphs[gone]
+
+
+def _rebuilt(path: Path, files: Mapping[str, bytes]) -> QuantizedGraph:
+    """The quantized graph of the entry ``path`` holding ``files``: rebuilt once while the
+    entry stays among the recent ones with the same files."""
+    kept = _graphs.get(str(path))
+    if kept is not None and kept[0] == files:
+        return kept[1]
+    qgraph = quantized_graph_from_files(files, f"cache entry {path}", checked=True)
+    remember_files(qgraph, files)
+    if str(path) in _recent:
+        _graphs[str(path)] = (files, qgraph)
+    return qgraph
 
 
 #: What `quantize_cached` reports about where the quantized graph came from.
@@ -110,6 +133,14 @@ def key_properties() -> tuple[str, ...]:
 
 class _Unkeyable(Exception):
     """A value the key cannot describe by content (the compile goes on without cache)."""
+
+
+#: Digests of read-only arrays the key hashed, while they live.
+_DIGESTS = ArrayMemo()
+
+
+def _sha256(arr: np.ndarray) -> bytes:
+    return hashlib.sha256(memoryview(arr).cast("B")).digest()
 
 
 class _Hasher:
@@ -131,7 +162,9 @@ class _Hasher:
         # (object arrays have no bytes that describe their content)
         if arr.dtype.hasobject:
             raise _Unkeyable(f"an array of {arr.dtype}")
-        self.frame(b"a", memoryview(arr).cast("B"))
+        # the SHA-256 of its bytes, remembered for a graph's read-only constants: a warm
+        # compile of the same imported graph hashes none of its 100 MB again
+        self.frame(b"a", _DIGESTS.get((arr,), "sha256", lambda: _sha256(arr)))
 
     def value(self, value: Any) -> None:
         if value is None or isinstance(value, bool | int | float | str):
@@ -464,8 +497,7 @@ def quantize_cached(
         files = cache.get(key)
         if files is not None:
             try:
-                where = f"cache entry {cache.path(key)}"
-                qgraph = quantized_graph_from_files(files, where, checked=True)
+                qgraph = _rebuilt(cache.path(key), files)
             except QuantizationError as exc:
                 # (an entry of this version that does not rebuild: a bug, not bad input)
                 log.warning("%s; computing again", exc)
