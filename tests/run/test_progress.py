@@ -79,6 +79,7 @@ def test_the_compile_count_has_one_total_and_never_passes_it(
     _assert_one_total_never_passed(_compile_counts(capsys.readouterr().err))
 
 
+@pytest.mark.usefixtures("no_run_plots")
 def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
     tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,6 +106,7 @@ def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
     assert total == pytest.approx(wall, rel=0.10)
 
 
+@pytest.mark.usefixtures("no_run_plots")
 def test_the_closing_line_counts_the_install_that_make_run_reports(
     tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
