@@ -55,6 +55,7 @@ import numpy as np
 from aipusim.base import __version__
 from aipusim.base.atomic import clean_stale, temp_name
 from aipusim.base.errors import ConfigError, QuantizationError
+from aipusim.base.mapped import release
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.artifacts import (
     CORE_FILES,
@@ -62,6 +63,7 @@ from aipusim.compiler.quant.artifacts import (
     quantized_graph_from_files,
 )
 from aipusim.compiler.quant.data import CalibrationData
+from aipusim.compiler.quant.observers import BLOCK_BYTES
 from aipusim.compiler.quant.quantize import QuantizedGraph
 
 if TYPE_CHECKING:
@@ -125,12 +127,29 @@ class _Hasher:
         self.frame(b"s", value.encode())
 
     def array(self, value: np.ndarray) -> None:
+        given = np.asarray(value)
+        if given.ndim and not given.flags.c_contiguous and given.nbytes > BLOCK_BYTES:
+            self._large_view(given)
+            return
         arr = np.ascontiguousarray(value)
         self.text(f"{arr.dtype.str}{arr.shape}")
         # (object arrays have no bytes that describe their content)
         if arr.dtype.hasobject:
             raise _Unkeyable(f"an array of {arr.dtype}")
         self.frame(b"a", memoryview(arr).cast("B"))
+        release(given)  # a weight mapped from its file: hashed once, not needed now
+
+    def _large_view(self, arr: np.ndarray) -> None:
+        """`array` of a large non-contiguous view (a transposed weight), the same bytes
+        fed in blocks of the contiguous array rather than all copied at once."""
+        self.text(f"{arr.dtype.str}{arr.shape}")
+        if arr.dtype.hasobject:
+            raise _Unkeyable(f"an array of {arr.dtype}")
+        self.h.update(b"a" + arr.nbytes.to_bytes(8, "little"))
+        rows = max(1, BLOCK_BYTES // (arr.nbytes // arr.shape[0] or 1))
+        for i in range(0, arr.shape[0], rows):
+            self.h.update(memoryview(np.ascontiguousarray(arr[i : i + rows])).cast("B"))
+        release(arr)
 
     def value(self, value: Any) -> None:
         if value is None or isinstance(value, bool | int | float | str):
