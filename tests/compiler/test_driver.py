@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -425,7 +426,12 @@ def test_a_compile_too_big_for_the_machine_is_refused_after_the_import(tmp_path:
     ) as err:
         compile_model(request(save(model, tmp_path), out))
     assert "the largest `y` 1x256x65536x65536 = 4.4 TB" in str(err.value)
+    assert str(err.value).endswith("compile a smaller input (--input-shape) or on a bigger machine")
     assert report(out)["stage"] == "import"
+    # a command that compiles for the user (aipusim llm) names its own flags instead
+    asked = dataclasses.replace(request(save(model, tmp_path), out), memory_remedy="use --prompt")
+    with pytest.raises(ResourceLimitError, match=r"is available: use --prompt$"):
+        compile_model(asked)
 
 
 def test_the_compile_memory_estimate_counts_activations_and_constants() -> None:
