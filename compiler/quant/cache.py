@@ -88,8 +88,15 @@ RECENT_ENTRIES = 2
 _recent: dict[str, tuple[bytes, Mapping[str, bytes]]] = {}
 
 
+#: Entries larger than this are not kept in memory (llama_1b's is 1.3 GB: keeping it, and
+#: the files it splits into, would hold two more copies of every weight for the compile).
+RECENT_MAX_BYTES = 256 << 20
+
+
 def _remember(path: Path, data: bytes, files: Mapping[str, bytes]) -> None:
     _recent.pop(str(path), None)
+    if len(data) > RECENT_MAX_BYTES:
+        return
     _recent[str(path)] = (data, files)
     while len(_recent) > RECENT_ENTRIES:
         del _recent[next(iter(_recent))]
@@ -266,11 +273,19 @@ def _warn_once(folder: Path, exc: OSError) -> None:
     )
 
 
-def _pack(files: Mapping[str, bytes]) -> bytes:
+def _head(files: Mapping[str, bytes]) -> bytes:
+    """The magic line and the header of an entry holding ``files`` (the body, their bytes
+    in `CORE_FILES` order, follows)."""
     sizes = {name: len(files[name]) for name in CORE_FILES}
-    body = b"".join(files[name] for name in CORE_FILES)
-    header = {"sha256": hashlib.sha256(body).hexdigest(), "sizes": sizes}
-    return MAGIC + json.dumps(header).encode() + b"\n" + body
+    digest = hashlib.sha256()
+    for name in CORE_FILES:
+        digest.update(files[name])
+    header = {"sha256": digest.hexdigest(), "sizes": sizes}
+    return MAGIC + json.dumps(header).encode() + b"\n"
+
+
+def _pack(files: Mapping[str, bytes]) -> bytes:
+    return _head(files) + b"".join(files[name] for name in CORE_FILES)
 
 
 class _Corrupt(Exception):
@@ -365,10 +380,11 @@ class QuantizationCache:
         """Store ``files`` under ``key`` (atomically), then keep the cache under its limit;
         False when the folder cannot be written (warned once) or the entry is over the
         limit by itself."""
-        data = _pack(files)
-        if len(data) > self.limit_bytes:
+        head = _head(files)
+        size = len(head) + sum(len(files[name]) for name in CORE_FILES)
+        if size > self.limit_bytes:
             log.info("quantization cache: an entry of %d bytes is over the limit of %d bytes; "
-                     "not stored", len(data), self.limit_bytes)  # fmt: skip
+                     "not stored", size, self.limit_bytes)  # fmt: skip
             return False
         path = self.path(key)
         tmp = None
@@ -377,7 +393,10 @@ class QuantizationCache:
             clean_stale(path)
             tmp = temp_name(path)
             with open(tmp, "xb") as fh:
-                fh.write(data)
+                # part by part: the entry is not joined into one more copy in memory
+                fh.write(head)
+                for name in CORE_FILES:
+                    fh.write(files[name])
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -387,7 +406,8 @@ class QuantizationCache:
                     tmp.unlink()
             _warn_once(self.folder, exc)
             return False
-        _remember(path, data, dict(files))
+        if size <= RECENT_MAX_BYTES:
+            _remember(path, _pack(files), dict(files))
         self.evict(keep=path)
         return True
 
