@@ -234,7 +234,7 @@ def save_onnx(graph: Graph, path: Path) -> None:
             arr = graph.constants[stub.name]
             for block in _le_blocks(arr):
                 fh.write(memoryview(block).cast("B"))
-            release(arr)
+                release(arr)  # a mapped table's pages: one block's worth resident at a time
             del stub.external_data[:]
             for key, val in (("location", data.name), ("offset", str(offset)),
                              ("length", str(arr.nbytes))):  # fmt: skip
