@@ -50,9 +50,10 @@ from aipusim.base.errors import (
 )
 from aipusim.base.fileio import check_name, check_output, folder_error, reporting
 from aipusim.compiler.backend.emit.files import COMPILED_DIR, verify_crcs
-from aipusim.compiler.importer import file_identity, read_model
+from aipusim.compiler.export import save_onnx
+from aipusim.compiler.importer import external_files, file_identity, read_model
 from aipusim.compiler.ir import Graph
-from aipusim.compiler.memory_estimate import check_compile_memory
+from aipusim.compiler.memory_estimate import DEFAULT_REMEDY, check_compile_memory
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import (
     IMPORT,
@@ -238,18 +239,21 @@ def _load_input(
         proto: Any = _last_import[1]
         external = False
     else:
-        proto, external = read_model(path)
+        # large external tensors stay in their files: the import maps them (`read_model`)
+        proto, external = read_model(path, load_external=False)
     if not keep:
         _write_json(tmp / "input_model" / SOURCE_REF, _source_ref(Path(path)))
         return proto, None, None, not external
     copy = tmp / "input_model" / "fp32_model.onnx"
-    if external:
-        _save_onnx(proto, copy)
-    else:
-        # the file is the whole model: copying its bytes is many times faster than
-        # serializing the proto again
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, copy)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    # the file's bytes (and its external-data files, at the same places beside it):
+    # many times faster than serializing the proto again, and the weights are not read
+    # into memory
+    shutil.copyfile(path, copy)
+    for location in external_files(proto) if external else ():
+        target = copy.parent / location
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(path).parent / location, target)
     return proto, None, None, not external
 
 
@@ -389,11 +393,15 @@ def compile_model(
             dump_after=dump_ir,
             stop_after=stop_after,
             after_pass=_remembering_import(
-                _with_memory_check(after_pass, start_after is None), import_key
+                _with_memory_check(
+                    after_pass, start_after is None, getattr(request, "memory_remedy", None)
+                ),
+                import_key,
             ),
             source_name=str(request.model_path),
             start_after=start_after,
             model_checked=True,
+            external_dir=Path(request.model_path).parent,
         )
         stage = "quantize"
         quant_manifest = _write_quantized(tmp, ctx) or copied_manifest
@@ -402,6 +410,8 @@ def compile_model(
             path = tmp / _safe_relpath(name, "an artifact path")
             if isinstance(content, onnx.ModelProto):
                 _save_onnx(content, path)
+            elif isinstance(content, Graph):
+                save_onnx(content, path)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(content)
@@ -504,16 +514,17 @@ INTERRUPTED = "INTERRUPTED"
 
 
 def _with_memory_check(
-    after_pass: Callable[[str, Graph], None] | None, calibrates: bool
+    after_pass: Callable[[str, Graph], None] | None, calibrates: bool, remedy: str | None
 ) -> Callable[[str, Graph], None] | None:
     """``after_pass`` preceded, right after the import, by the memory estimate of the
-    compile (when it will calibrate: not for an already quantized model)."""
+    compile (when it will calibrate: not for an already quantized model); a refusal
+    suggests ``remedy`` (None: `DEFAULT_REMEDY`)."""
     if not calibrates:
         return after_pass
 
     def hook(name: str, graph: Graph) -> None:
         if name == IMPORT:
-            check_compile_memory(graph)
+            check_compile_memory(graph, remedy=remedy or DEFAULT_REMEDY)
         if after_pass is not None:
             after_pass(name, graph)
 

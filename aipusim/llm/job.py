@@ -66,6 +66,12 @@ from aipusim.zoo.decoder import (
 #: Context lengths (cached tokens) a decode step is measured at besides the generation's
 #: own start and end.
 DEFAULT_CONTEXTS = (128, 512, 2048)
+#: What a compile refused for the machine's memory tells the ``aipusim llm`` user to
+#: change (its own flags, not ``aipusim compile``'s): the weights are most of it.
+LLM_MEMORY_REMEDY = (
+    "run a smaller decoder, or shorter contexts (--prompt, --generate, --contexts), or "
+    "run on a bigger machine"
+)
 #: Frames simulated per step: one warm-up start (INIT) and two steady ones.
 STEP_FRAMES = 3
 #: The RoPE table rows a zoo decoder is built with (at least the longest context run).
@@ -312,6 +318,7 @@ def measure_step(
             calibration=CalibrationMode.RANDOM,
             keep_input_model=False,
             cli_args={"input": str(shown(graph)), "output": str(shown(out))},
+            memory_remedy=LLM_MEMORY_REMEDY,
         )
     )
     result = simulate(out, frames=STEP_FRAMES, levels=["B"])

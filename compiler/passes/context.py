@@ -39,7 +39,7 @@ class PassContext:
     #: Calibration/other inputs a pass needs from the request (imageset, transform, ...).
     request: Any = None
     host_graphs: dict[str, Graph] = field(default_factory=dict)
-    files: dict[str, bytes | onnx.ModelProto] = field(default_factory=dict)
+    files: dict[str, bytes | onnx.ModelProto | Graph] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
     log: logging.Logger = log
     #: The pipeline's `PassRecord` of every pass so far (kept when a pass fails).

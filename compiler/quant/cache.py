@@ -57,6 +57,7 @@ import numpy as np
 from aipusim.base import __version__
 from aipusim.base.atomic import clean_stale, temp_name
 from aipusim.base.errors import ConfigError, QuantizationError
+from aipusim.base.mapped import release
 from aipusim.base.memo import ArrayMemo
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.artifacts import (
@@ -66,6 +67,7 @@ from aipusim.compiler.quant.artifacts import (
     remember_files,
 )
 from aipusim.compiler.quant.data import CalibrationData
+from aipusim.compiler.quant.observers import BLOCK_BYTES
 from aipusim.compiler.quant.quantize import RULES_VERSION, QuantizedGraph
 
 if TYPE_CHECKING:
@@ -94,9 +96,15 @@ _recent: dict[str, tuple[bytes, Mapping[str, bytes]]] = {}
 #: a `QuantizedGraph` never changes, so the next compile of the same entry takes it as is.
 _graphs: dict[str, tuple[Mapping[str, bytes], QuantizedGraph]] = {}
 
+#: Entries larger than this are not kept in memory (llama_1b's is 1.3 GB: keeping it, and
+#: the files it splits into, would hold two more copies of every weight for the compile).
+RECENT_MAX_BYTES = 256 << 20
+
 
 def _remember(path: Path, data: bytes, files: Mapping[str, bytes]) -> None:
     _recent.pop(str(path), None)
+    if len(data) > RECENT_MAX_BYTES:
+        return
     _recent[str(path)] = (data, files)
     while len(_recent) > RECENT_ENTRIES:
         del _recent[next(iter(_recent))]
@@ -140,7 +148,16 @@ _DIGESTS = ArrayMemo()
 
 
 def _sha256(arr: np.ndarray) -> bytes:
-    return hashlib.sha256(memoryview(arr).cast("B")).digest()
+    """SHA-256 of ``arr``'s bytes in C order. A non-contiguous view (a transposed weight:
+    1 GB for llama_1b's LM head) is fed in blocks of rows rather than copied whole."""
+    if arr.flags.c_contiguous:
+        return hashlib.sha256(memoryview(arr).cast("B")).digest()
+    # (not contiguous, so it has elements and at least one axis)
+    h = hashlib.sha256()
+    rows = max(1, BLOCK_BYTES // max(arr.nbytes // arr.shape[0], 1))
+    for i in range(0, arr.shape[0], rows):
+        h.update(memoryview(np.ascontiguousarray(arr[i : i + rows])).cast("B"))
+    return h.digest()
 
 
 class _Hasher:
@@ -157,14 +174,15 @@ class _Hasher:
         self.frame(b"s", value.encode())
 
     def array(self, value: np.ndarray) -> None:
-        arr = np.ascontiguousarray(value)
-        self.text(f"{arr.dtype.str}{arr.shape}")
+        given = np.asarray(value)
+        self.text(f"{given.dtype.str}{given.shape}")
         # (object arrays have no bytes that describe their content)
-        if arr.dtype.hasobject:
-            raise _Unkeyable(f"an array of {arr.dtype}")
+        if given.dtype.hasobject:
+            raise _Unkeyable(f"an array of {given.dtype}")
         # the SHA-256 of its bytes, remembered for a graph's read-only constants: a warm
         # compile of the same imported graph hashes none of its 100 MB again
-        self.frame(b"a", _DIGESTS.get((arr,), "sha256", lambda: _sha256(arr)))
+        self.frame(b"a", _DIGESTS.get((given,), "sha256", lambda: _sha256(given)))
+        release(given)  # a weight mapped from its file: hashed once, not needed now
 
     def value(self, value: Any) -> None:
         if value is None or isinstance(value, bool | int | float | str):
@@ -281,11 +299,19 @@ def _warn_once(folder: Path, exc: OSError) -> None:
     )
 
 
-def _pack(files: Mapping[str, bytes]) -> bytes:
+def _head(files: Mapping[str, bytes]) -> bytes:
+    """The magic line and the header of an entry holding ``files`` (the body, their bytes
+    in `CORE_FILES` order, follows)."""
     sizes = {name: len(files[name]) for name in CORE_FILES}
-    body = b"".join(files[name] for name in CORE_FILES)
-    header = {"sha256": hashlib.sha256(body).hexdigest(), "sizes": sizes}
-    return MAGIC + json.dumps(header).encode() + b"\n" + body
+    digest = hashlib.sha256()
+    for name in CORE_FILES:
+        digest.update(files[name])
+    header = {"sha256": digest.hexdigest(), "sizes": sizes}
+    return MAGIC + json.dumps(header).encode() + b"\n"
+
+
+def _pack(files: Mapping[str, bytes]) -> bytes:
+    return _head(files) + b"".join(files[name] for name in CORE_FILES)
 
 
 class _Corrupt(Exception):
@@ -380,10 +406,11 @@ class QuantizationCache:
         """Store ``files`` under ``key`` (atomically), then keep the cache under its limit;
         False when the folder cannot be written (warned once) or the entry is over the
         limit by itself."""
-        data = _pack(files)
-        if len(data) > self.limit_bytes:
+        head = _head(files)
+        size = len(head) + sum(len(files[name]) for name in CORE_FILES)
+        if size > self.limit_bytes:
             log.info("quantization cache: an entry of %d bytes is over the limit of %d bytes; "
-                     "not stored", len(data), self.limit_bytes)  # fmt: skip
+                     "not stored", size, self.limit_bytes)  # fmt: skip
             return False
         path = self.path(key)
         tmp = None
@@ -392,7 +419,10 @@ class QuantizationCache:
             clean_stale(path)
             tmp = temp_name(path)
             with open(tmp, "xb") as fh:
-                fh.write(data)
+                # part by part: the entry is not joined into one more copy in memory
+                fh.write(head)
+                for name in CORE_FILES:
+                    fh.write(files[name])
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -402,7 +432,8 @@ class QuantizationCache:
                     tmp.unlink()
             _warn_once(self.folder, exc)
             return False
-        _remember(path, data, dict(files))
+        if size <= RECENT_MAX_BYTES:
+            _remember(path, _pack(files), dict(files))
         self.evict(keep=path)
         return True
 
