@@ -221,11 +221,16 @@ def estimate(ir: Scheduled, ctx: Any) -> Estimated:
 
 
 def emit(ir: Estimated, ctx: Any) -> Emitted:
-    """The ``compiled_model/`` files; the driver writes ``ctx.files`` atomically."""
+    """The ``compiled_model/`` files: written into ``ctx.write_dir`` as they are made when
+    the driver gives one (its aside folder), else left in ``ctx.files`` for the driver."""
     request = getattr(ctx, "request", None)
     seconds = {r.name: r.seconds for r in getattr(ctx, "records", ()) if r.ran}
-    files = emit_files(ir, model_id=getattr(request, "model_id", None), pass_seconds=seconds)
-    ctx.files.update(files)
+    write_dir = getattr(ctx, "write_dir", None)
+    files = emit_files(
+        ir, model_id=getattr(request, "model_id", None), pass_seconds=seconds, write_dir=write_dir
+    )
+    if write_dir is None:
+        ctx.files.update(files)
     return Emitted(**_fields(ir), files=files)
 
 
