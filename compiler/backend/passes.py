@@ -19,7 +19,8 @@ stage and the `PassContext` (the configuration for ``lower``, the pass records f
   mapped again, up to ``max_memplan_attempts`` tries;
 - ``schedule``: every core's tasks and hardware tokens;
 - ``estimate``: what every layer's tasks cost, from the one cost model;
-- ``emit``: the ``compiled_model/`` files (also left in ``ctx.files`` for the driver).
+- ``emit``: the ``compiled_model/`` files (written into the driver's aside folder as they are
+  made, ``ctx.write_dir``; else left in ``ctx.files``).
 """
 
 from __future__ import annotations
