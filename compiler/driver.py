@@ -355,6 +355,7 @@ def compile_model(
         config,
         input_layout=str(getattr(request, "input_data_layout", None) or "NCHW"),
         request=request,
+        write_dir=tmp,
     )
     stage = "initialize"
     t0 = time.perf_counter()

@@ -39,12 +39,13 @@ PER_ACTIVATION_BYTE = 1.8
 PER_CONSTANT_BYTE = 3.0
 #: Bytes of memory per byte of constants mapped from their file. Measured on llama_1b's
 #: decode graph (past 128; 4.95 GB of mapped weights and the 1.05 GB transposed view of its
-#: embedding, 126 MB of other activations): a peak RSS of 8.25 GB, calibration 6.3 GB
+#: embedding, 126 MB of other activations): a peak RSS of 7.18 GB, calibration 6.3 GB
 #: (the weights resident while onnxruntime runs, and a contiguous copy of the view), the
-#: peak in ``emit`` with the int8 copies the back end makes and writes (the graph's, the
-#: packed blobs, the constants image, the reference program): (8.25 - 0.3 - 1.8 * 0.126)
-#: / 6.0 = 1.29, rounded up.
-PER_MAPPED_BYTE = 1.3
+#: peak in ``emit`` while it fills the constants image beside the int8 copies the back end
+#: holds (the graph's, the packed blobs, the reference program; emit writes each file as
+#: it is made, so the image and the reference arrays are never held together):
+#: (7.18 - 0.3 - 1.8 * 0.126) / 6.0 = 1.11, rounded up.
+PER_MAPPED_BYTE = 1.2
 #: What a refusal tells the user to change, by default (`check_compile_memory`).
 DEFAULT_REMEDY = "compile a smaller input (--input-shape) or on a bigger machine"
 

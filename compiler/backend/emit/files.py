@@ -22,8 +22,9 @@
   KV cache's pool and tensors and the bytes per token of weights, KV read, KV write and
   activations (`_kv_cache`).
 
-`emit_files` returns the files as bytes (the driver writes them atomically with the rest of
-the output folder); `emit` writes them into a folder directly.
+`emit_files` returns the files as bytes, or writes each into a folder as soon as it is made
+(the driver's folder, swapped into place atomically with the rest of the output); `emit`
+writes them into a folder directly.
 """
 
 from __future__ import annotations
@@ -485,29 +486,48 @@ def emit_files(
     model_name: str | None = None,
     model_id: str | None = None,
     pass_seconds: dict[str, float] | None = None,
-) -> dict[str, bytes]:
-    """Every file of ``compiled_model/`` as bytes, keyed by path relative to the output
-    folder (``compiled_model/model.json``, ...); ``state`` is an `ir.Estimated`."""
+    write_dir: Path | None = None,
+) -> dict[str, bytes | Path]:
+    """Every file of ``compiled_model/``, keyed by path relative to the output folder
+    (``compiled_model/model.json``, ...); ``state`` is an `ir.Estimated`. The values are
+    the files' bytes; with ``write_dir``, each file is written under it as soon as it is
+    made and its value is the written path: a large model's constants image and reference
+    arrays (a GB each for llama_1b) are then never held in memory at once."""
     name = model_name or state.target.knobs.model_name or state.graph.name
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes | Path] = {}
+    crcs: dict[str, int] = {}
+
+    def put(rel: str, data: bytes) -> None:
+        crcs[rel] = crc32(data)
+        if write_dir is None:
+            files[rel] = data
+            return
+        path = Path(write_dir) / COMPILED_DIR / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        files[rel] = path
+
     for core, tasks in sorted(state.schedule.tasks.items()):
-        files[tasklist_file_name(core)] = encode_tasklist(Tasklist(core, tuple(tasks)))
+        put(tasklist_file_name(core), encode_tasklist(Tasklist(core, tuple(tasks))))
     image = l2_constant_image(state)
     if image is not None:
-        files[L2_CONST_FILE] = image
+        put(L2_CONST_FILE, image)
+    del image
     blob, where = constants_image(state)
-    files[CONSTANTS_FILE] = blob
+    put(CONSTANTS_FILE, blob)
+    del blob
     if state.program is not None:
         # the integer program these tasklists compute, for the bit-exact check
         report = {"evaluated": False, "reason": "the program the compiled tasklists compute"}
         for rel, data in quantized_model_files(state.program, report).items():
-            files[f"{REFERENCE_DIR}/{rel}"] = data
-    files[MANIFEST_FILE] = _json_bytes(build_manifest(state))
-    files[REPORT_FILE] = _json_bytes(build_report(state, pass_seconds))
-    crcs = {k: crc32(v) for k, v in sorted(files.items())}
+            put(f"{REFERENCE_DIR}/{rel}", data)
+    put(MANIFEST_FILE, _json_bytes(build_manifest(state)))
+    put(REPORT_FILE, _json_bytes(build_report(state, pass_seconds)))
     memory = memory_map(state, where)
-    program = build_program(state, name, model_id or str(uuid.uuid4()), crcs, memory)
-    files[PROGRAM_FILE] = program.to_json().encode("utf-8")
+    program = build_program(
+        state, name, model_id or str(uuid.uuid4()), dict(sorted(crcs.items())), memory
+    )
+    put(PROGRAM_FILE, program.to_json().encode("utf-8"))
     return {f"{COMPILED_DIR}/{k}": v for k, v in files.items()}
 
 
@@ -515,13 +535,8 @@ def emit(
     state: Any, out_dir: Path, *, model_name: str | None = None, model_id: str | None = None
 ) -> dict[str, Path]:
     """Write ``compiled_model/`` under ``out_dir``; returns the written paths."""
-    written = {}
-    for rel, data in emit_files(state, model_name=model_name, model_id=model_id).items():
-        path = Path(out_dir) / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        written[rel] = path
-    return written
+    files = emit_files(state, model_name=model_name, model_id=model_id, write_dir=Path(out_dir))
+    return {rel: Path(path) for rel, path in files.items()}
 
 
 def verify_crcs(compiled_dir: str | Path) -> Program:
