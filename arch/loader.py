@@ -40,14 +40,33 @@ def load_arch(path: str | Path | None = None, overrides: Mapping[str, Any] | Non
     3200
     """
     source = Path(path) if path is not None else DEFAULT_ARCH_PATH
+    try:
+        # (an `Arch` is immutable: the same file bytes and overrides give the same one)
+        key = (str(source), source.read_bytes(), repr(sorted((overrides or {}).items())))
+    except OSError:
+        key = None  # read_toml names the problem
+    if key is not None and key in _loaded:
+        return _loaded[key]
     raw = read_toml(source)
     ranges = raw.pop(RANGES, {})
-    for key, value in (overrides or {}).items():
-        _apply_override(raw, key, value)
+    for name, value in (overrides or {}).items():
+        _apply_override(raw, name, value)
     raw[RANGES] = ()
     arch = _build(Arch, raw, "")
     _validate(arch)
-    return dataclasses.replace(arch, ranges=_ranges(arch, ranges))
+    arch = dataclasses.replace(arch, ranges=_ranges(arch, ranges))
+    if key is not None:
+        _loaded[key] = arch
+        while len(_loaded) > LOADED_KEPT:
+            del _loaded[next(iter(_loaded))]
+    return arch
+
+
+#: How many loaded arches a process keeps (a sweep worker loads each point's over and
+#: over: parsing and checking the TOML took about 30 ms each time), by file bytes and
+#: overrides.
+LOADED_KEPT = 8
+_loaded: dict[tuple[str, bytes, str], Arch] = {}
 
 
 #: The table of plausible ranges of the inferred numbers.

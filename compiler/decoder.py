@@ -20,6 +20,14 @@ L layers, KV key/value heads of D dimensions, a vocabulary of V. No ``attention_
 input: the sequences of a batch have one length. The two graphs hold the same weights
 (initializers of the same names, shapes and types).
 
+Past and present pair by name: layer ``i``'s ``present.{i}.key`` is
+``past_key_values.{i}.key`` grown by the step's rows, and the decode graph must say so
+the way exporters write it, a Concat whose first input is the past, on the token axis 2
+(through Identity nodes, if any); likewise ``.value``. That Concat is what the compiler
+keeps in DDR and grows in place (`cache_state`, `append_in_place`). Anything else (a
+missing or extra layer, a present made another way or from another layer's past) is
+refused by name.
+
 Example:
     >>> from aipusim.zoo import build_decoder
     >>> pair = check_decoder_pair(build_decoder("tiny_decoder", tokens=16),
@@ -41,6 +49,7 @@ import onnx
 import onnx.numpy_helper
 
 from aipusim.base.errors import DecoderGraphError
+from aipusim.compiler.backend.lower.layout_dma import physical_axes
 
 _CACHE = re.compile(r"^(past_key_values|present)\.(\d+)\.(key|value)$")
 _INT64 = onnx.TensorProto.INT64
@@ -96,6 +105,44 @@ def cache_state(graph: Any) -> dict[str, str]:
             grown = names[0] if names else grown
         if node.inputs[0] in graph.inputs and grown in outputs:
             out[node.inputs[0]] = grown
+    return out
+
+
+def append_in_place(graph: Any) -> dict[str, str]:
+    """The ``{past input: present output}`` pairs of `cache_state` that a step can grow in
+    place: the present's buffer starts with the past's bytes as they are, so the step
+    writes only the new token's rows after them (docs/architecture.md §5).
+
+    That holds when the past is the first part of the present in memory order: the
+    Concat's axis is the outermost in memory with more than one element (a 4-D cache
+    ``[B, KV, T, D]`` lies ``[B, T, D, KV]``, so one sequence, ``B = 1``, keeps its tokens
+    one after the other), and past and present lie on one grid (the bytes carry
+    unchanged). A batch of several sequences in one graph (``B > 1``) interleaves them:
+    its present is written whole, the past copied.
+    """
+    out: dict[str, str] = {}
+    cache = cache_state(graph)
+    for node in graph.nodes:
+        if node.op_type != "Concat" or not node.inputs or node.inputs[0] not in cache:
+            continue
+        past, grown = node.inputs[0], node.outputs[0]
+        shape = tuple(graph.shape(grown))
+        axis = int(node.attr("axis", 0)) % len(shape)
+        order = physical_axes(shape)
+        outer = math.prod(shape[a] for a in order[: order.index(axis)])
+        q_past, q_grown = graph.tensor(past).quant, graph.tensor(grown).quant
+        same_grid = (q_past is None) == (q_grown is None) and (
+            q_past is None
+            or (
+                q_past.dtype is q_grown.dtype
+                and np.array_equal(q_past.scale, q_grown.scale)
+                and np.array_equal(q_past.zero_point, q_grown.zero_point)
+            )
+        )
+        # (the Concat must write the graph output itself: an Identity between them would
+        # give the output a buffer of its own)
+        if outer == 1 and same_grid and cache[past] == grown:
+            out[past] = grown
     return out
 
 
@@ -218,6 +265,23 @@ def _io(graph: onnx.GraphProto, kind: str) -> tuple[dict, dict, dict, dict]:
     )
 
 
+def _appended(graph: onnx.GraphProto) -> dict[str, tuple[str, int]]:
+    """``{graph output: (first input, axis)}`` of the outputs a Concat makes (through
+    Identity nodes): how a decode graph's present names the past it grows."""
+    producer = {o: n for n in graph.node for o in n.output}
+    out: dict[str, tuple[str, int]] = {}
+    for value in graph.output:
+        node = producer.get(value.name)
+        while node is not None and node.op_type == "Identity":
+            node = producer.get(node.input[0])
+        if node is None or node.op_type != "Concat" or not node.input:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        rank = len(value.type.tensor_type.shape.dim)
+        out[value.name] = (node.input[0], axis % rank if rank else axis)
+    return out
+
+
 #: Operators whose initializer operands are a model's weights (the tied LM head reads the
 #: embedding through a Transpose).
 _WEIGHT_READERS = frozenset({"MatMul", "Gemm", "Gather", "Transpose", "Conv"})
@@ -297,6 +361,21 @@ def check_decoder_pair(prefill: onnx.ModelProto, decode: onnx.ModelProto) -> Dec
                     f"decode graph present.{layer}.{kind} must be the past grown by one token, "
                     f"{list(grown)}, not {list(shape)}"
                 )
+    appended = _appended(decode.graph)
+    for layer, kinds in sorted(d_present.items()):
+        for kind in kinds:
+            past, grown_name = f"past_key_values.{layer}.{kind}", f"present.{layer}.{kind}"
+            got = appended.get(grown_name)
+            if got != (past, 2):
+                what = (
+                    "made by another operator"
+                    if got is None
+                    else f"{got[0]} grown on axis {got[1]}"
+                )
+                raise DecoderGraphError(
+                    f"decode graph {grown_name} must be {past} grown by the step's rows (a "
+                    f"Concat of it first, on the token axis 2), not {what}"
+                )
     weights, d_weights = _weights(prefill.graph), _weights(decode.graph)
     differ = sorted(
         n for n in (set(weights) | set(d_weights)) if weights.get(n) != d_weights.get(n)
@@ -320,6 +399,7 @@ def check_decoder_pair(prefill: onnx.ModelProto, decode: onnx.ModelProto) -> Dec
 
 __all__ = [
     "DecoderPair",
+    "append_in_place",
     "cache_state",
     "check_decoder_pair",
     "is_cache_input",

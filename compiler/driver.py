@@ -50,9 +50,10 @@ from aipusim.base.errors import (
 )
 from aipusim.base.fileio import check_name, check_output, folder_error, reporting
 from aipusim.compiler.backend.emit.files import COMPILED_DIR, verify_crcs
-from aipusim.compiler.importer import read_model
+from aipusim.compiler.export import save_onnx
+from aipusim.compiler.importer import external_files, file_identity, read_model
 from aipusim.compiler.ir import Graph
-from aipusim.compiler.memory_estimate import check_compile_memory
+from aipusim.compiler.memory_estimate import DEFAULT_REMEDY, check_compile_memory
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.pipeline import (
     IMPORT,
@@ -193,33 +194,67 @@ def _write_quantized(tmp: Path, ctx: PassContext) -> str | None:
     return str(manifest.relative_to(tmp))
 
 
-def _load_input(path: Path, tmp: Path, keep: bool = True) -> tuple[Any, str | None, str | None]:
-    """(model for `run_pipeline`, pass it starts after, copied quantized-model manifest).
+#: The graph of the last whole ONNX file (no external data) this process imported:
+#: ``(the file's identity and the import's arguments, the graph)``. A `Graph` never
+#: changes, so a sweep worker compiling the same file again starts its passes from it
+#: instead of parsing and importing the file again (`_import_key`).
+_last_import: tuple[tuple[object, ...], Graph] | None = None
+
+
+def _import_key(request: Any, ctx: PassContext) -> tuple[object, ...] | None:
+    """What the import of ``request``'s model depends on: the file (`file_identity`) and
+    the path given, the input shape, the layout and the opset; None for a quantized-model
+    manifest."""
+    path = Path(request.model_path)
+    identity = None if path.suffix.lower() == ".json" else file_identity(path)
+    if identity is None:
+        return None
+    shape = request.input_shape
+    if isinstance(shape, Mapping):
+        shape = tuple(sorted((str(k), tuple(v)) for k, v in shape.items()))
+    # (the path as given too: a graph without a name is named after it)
+    return (identity, str(path), shape, ctx.input_layout, int(ctx.config.onnx_opset_version))
+
+
+def _load_input(
+    path: Path, tmp: Path, keep: bool = True, import_key: tuple[object, ...] | None = None
+) -> tuple[Any, str | None, str | None, bool]:
+    """(model for `run_pipeline`, pass it starts after, copied quantized-model manifest,
+    whether its import may be remembered under ``import_key``).
 
     An ONNX model is copied to ``input_model/`` (with ``keep``; else its path, size and
     SHA-256 go to ``input_model/source.json``); a ``quantized_model_manifest.json`` of a
     quantize-only run is loaded as its quantized graph (the passes up to ``quantize`` are
-    not run again) and its folder is copied to ``quantized_model/``.
+    not run again) and its folder is copied to ``quantized_model/``. A file this process
+    imported last with the same ``import_key`` gives the graph it imported to.
     """
     if Path(path).suffix.lower() == ".json":
         from aipusim.compiler.quant import read_quantized_model
 
         qgraph = read_quantized_model(path)
         shutil.copytree(Path(path).parent, tmp / "quantized_model")
-        return qgraph, "quantize", f"quantized_model/{Path(path).name}"
-    proto, external = read_model(path)
+        return qgraph, "quantize", f"quantized_model/{Path(path).name}", False
+    if import_key is not None and _last_import is not None and _last_import[0] == import_key:
+        # (a whole-model file: its bytes are the model)
+        proto: Any = _last_import[1]
+        external = False
+    else:
+        # large external tensors stay in their files: the import maps them (`read_model`)
+        proto, external = read_model(path, load_external=False)
     if not keep:
         _write_json(tmp / "input_model" / SOURCE_REF, _source_ref(Path(path)))
-        return proto, None, None
+        return proto, None, None, not external
     copy = tmp / "input_model" / "fp32_model.onnx"
-    if external:
-        _save_onnx(proto, copy)
-    else:
-        # the file is the whole model: copying its bytes is many times faster than
-        # serializing the proto again
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, copy)
-    return proto, None, None
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    # the file's bytes (and its external-data files, at the same places beside it):
+    # many times faster than serializing the proto again, and the weights are not read
+    # into memory
+    shutil.copyfile(path, copy)
+    for location in external_files(proto) if external else ():
+        target = copy.parent / location
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(path).parent / location, target)
+    return proto, None, None, not external
 
 
 #: What ``input_model/`` holds when the model is not copied.
@@ -320,6 +355,7 @@ def compile_model(
         config,
         input_layout=str(getattr(request, "input_data_layout", None) or "NCHW"),
         request=request,
+        write_dir=tmp,
     )
     stage = "initialize"
     t0 = time.perf_counter()
@@ -333,9 +369,12 @@ def compile_model(
 
             ctx.arch = load_arch(arch_path)
         stage = IMPORT
-        model, start_after, copied_manifest = _load_input(
-            request.model_path, tmp, getattr(request, "keep_input_model", True)
+        import_key = _import_key(request, ctx)
+        model, start_after, copied_manifest, rememberable = _load_input(
+            request.model_path, tmp, getattr(request, "keep_input_model", True), import_key
         )
+        if not rememberable:
+            import_key = None
         quantize_only = str(config.compiler_mode) == "quantize_only"
         stop_after = "quantize" if quantize_only and "quantize" in pass_names(passes) else None
         if asked_stop is not None:
@@ -354,10 +393,16 @@ def compile_model(
             passes=passes,
             dump_after=dump_ir,
             stop_after=stop_after,
-            after_pass=_with_memory_check(after_pass, start_after is None),
+            after_pass=_remembering_import(
+                _with_memory_check(
+                    after_pass, start_after is None, getattr(request, "memory_remedy", None)
+                ),
+                import_key,
+            ),
             source_name=str(request.model_path),
             start_after=start_after,
             model_checked=True,
+            external_dir=Path(request.model_path).parent,
         )
         stage = "quantize"
         quant_manifest = _write_quantized(tmp, ctx) or copied_manifest
@@ -366,6 +411,8 @@ def compile_model(
             path = tmp / _safe_relpath(name, "an artifact path")
             if isinstance(content, onnx.ModelProto):
                 _save_onnx(content, path)
+            elif isinstance(content, Graph):
+                save_onnx(content, path)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(content)
@@ -468,16 +515,35 @@ INTERRUPTED = "INTERRUPTED"
 
 
 def _with_memory_check(
-    after_pass: Callable[[str, Graph], None] | None, calibrates: bool
+    after_pass: Callable[[str, Graph], None] | None, calibrates: bool, remedy: str | None
 ) -> Callable[[str, Graph], None] | None:
     """``after_pass`` preceded, right after the import, by the memory estimate of the
-    compile (when it will calibrate: not for an already quantized model)."""
+    compile (when it will calibrate: not for an already quantized model); a refusal
+    suggests ``remedy`` (None: `DEFAULT_REMEDY`)."""
     if not calibrates:
         return after_pass
 
     def hook(name: str, graph: Graph) -> None:
         if name == IMPORT:
-            check_compile_memory(graph)
+            check_compile_memory(graph, remedy=remedy or DEFAULT_REMEDY)
+        if after_pass is not None:
+            after_pass(name, graph)
+
+    return hook
+
+
+def _remembering_import(
+    after_pass: Callable[[str, Graph], None] | None, import_key: tuple[object, ...] | None
+) -> Callable[[str, Graph], None] | None:
+    """``after_pass`` that also keeps the imported graph as `_last_import` under
+    ``import_key`` (None: nothing kept)."""
+    if import_key is None:
+        return after_pass
+
+    def hook(name: str, graph: Graph) -> None:
+        global _last_import
+        if name == IMPORT:
+            _last_import = (import_key, graph)
         if after_pass is not None:
             after_pass(name, graph)
 

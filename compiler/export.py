@@ -16,12 +16,14 @@ model runs in ``onnx.reference.ReferenceEvaluator`` and onnxruntime.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from aipusim.base.mapped import release
 from aipusim.compiler.ir import DType, Graph, Node, Op
 
 #: Attributes the compiler adds to LUT nodes (``simplify_mac_before_after_lut``):
@@ -207,6 +209,52 @@ def to_onnx(
     return model
 
 
+#: A graph whose constants take more bytes than this is saved with them in a data file
+#: beside the model (`save_onnx`). Far above any vision model's host graphs (kilobytes);
+#: llama_1b's preprocess graph holds its 1.05 GB embedding table.
+EXTERNAL_DATA_MIN_BYTES = 256 << 20
+
+
+def save_onnx(graph: Graph, path: Path) -> None:
+    """Write ``graph`` as the ONNX file ``path``. Up to `EXTERNAL_DATA_MIN_BYTES` of
+    constants it is the one file `to_onnx` makes; beyond, the constants of at least 1 KiB
+    go into ``<path>.data`` (ONNX external data, which ``onnx.load`` reads back), written
+    straight from the arrays: no serialized copy of the weights is made in memory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if sum(a.nbytes for a in graph.constants.values()) <= EXTERNAL_DATA_MIN_BYTES:
+        onnx.save(to_onnx(graph), str(path))
+        return
+    model = to_onnx(graph, external_min_bytes=1024)
+    data = path.with_name(f"{path.name}.data")
+    offset = 0
+    with open(data, "wb") as fh:
+        for stub in model.graph.initializer:
+            if stub.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            arr = graph.constants[stub.name]
+            for block in _le_blocks(arr):
+                fh.write(memoryview(block).cast("B"))
+                release(arr)  # a mapped table's pages: one block's worth resident at a time
+            del stub.external_data[:]
+            for key, val in (("location", data.name), ("offset", str(offset)),
+                             ("length", str(arr.nbytes))):  # fmt: skip
+                stub.external_data.add(key=key, value=val)
+            offset += arr.nbytes
+    onnx.save(model, str(path))
+
+
+def _le_blocks(arr: np.ndarray, rows_bytes: int = 64 << 20) -> Iterator[np.ndarray]:
+    """``arr`` as C-ordered little-endian blocks along its first axis (a block at a time:
+    a non-contiguous view is not copied whole)."""
+    le = arr.dtype.newbyteorder("<")
+    if arr.ndim == 0:
+        yield np.ascontiguousarray(arr.reshape(1), le)
+        return
+    rows = max(1, rows_bytes // max(1, arr.nbytes // max(1, arr.shape[0])))
+    for i in range(0, arr.shape[0], rows):
+        yield np.ascontiguousarray(arr[i : i + rows], le)
+
+
 def run_onnx(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Evaluate ``model`` with the ONNX reference runtime; output name -> array."""
     from onnx.reference import ReferenceEvaluator
@@ -228,5 +276,6 @@ __all__ = [
     "onnx_elem_type",
     "run_graph",
     "run_onnx",
+    "save_onnx",
     "to_onnx",
 ]

@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference, version_converter
 
 from aipusim.base.errors import OnnxImportError, UnsupportedOperatorError
+from aipusim.base.mapped import mapped_array
 from aipusim.compiler.ir import (
     DATA_DEPENDENT_OPS,
     DType,
@@ -82,6 +83,11 @@ def _external_locations(model: onnx.ModelProto) -> list[tuple[str, onnx.TensorPr
     return out
 
 
+def external_files(model: onnx.ModelProto) -> list[str]:
+    """The external-data files ``model`` reads, relative to its folder, each once."""
+    return list(dict.fromkeys(location for location, _ in _external_locations(model)))
+
+
 def _check_external_data(model: onnx.ModelProto, base: Path, path: Path) -> None:
     """Every external-data file must be a regular file inside ``base`` and long enough."""
     base_resolved = base.resolve()
@@ -117,12 +123,42 @@ def load_model(path: str | os.PathLike[str]) -> onnx.ModelProto:
     return read_model(path)[0]
 
 
-def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
+#: The last whole-model file (no external data) `read_model` read and checked in this
+#: process: ``(its identity, its bytes)``. A sweep worker compiles the same file point
+#: after point; while the file is the same (`_identity`), it is neither read nor checked
+#: again, only parsed (each compile gets a proto of its own: the import changes it).
+_last_read: tuple[tuple[object, ...], bytes] | None = None
+
+
+def file_identity(p: Path) -> tuple[object, ...] | None:
+    """What tells that a file is unchanged: its resolved path, device, inode, size and
+    modification time in nanoseconds (None when it cannot be read)."""
+    try:
+        st = p.stat()
+        return (str(p.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        return None
+
+
+def read_model(
+    path: str | os.PathLike[str], *, load_external: bool = True
+) -> tuple[onnx.ModelProto, bool]:
     """`load_model`, and whether the file keeps tensors as external data (a copy of the
-    file alone is then not the whole model)."""
+    file alone is then not the whole model).
+
+    ``load_external=False`` reads in only the external tensors of at most
+    `_LIGHT_INIT_ELEMENTS` elements (shape constants and the like, which inference and
+    folding read); the larger ones stay in their file, for `import_model` (given the
+    model's folder as ``external_dir``) to map rather than read: llama_1b's 4.95 GB of
+    weights are then never all in memory at once."""
+    global _last_read
     p = Path(path)
     if not p.is_file():
         raise OnnxImportError(f"model `{p}` must be an ONNX file, but it is not a file")
+    identity = file_identity(p)
+    if identity is not None and _last_read is not None and _last_read[0] == identity:
+        # the very file read and checked before: its bytes parse to a fresh proto
+        return onnx.load_model_from_string(_last_read[1]), False
     try:
         data = p.read_bytes()
         model = onnx.load_model_from_string(data)
@@ -137,10 +173,10 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
         # (llama_1b) is over protobuf's 2 GB once loaded and cannot be serialized for the
         # checker; its path form reads only the graph and checks the data files beside it
         check_model(model, str(p), path=p)
-        from onnx.external_data_helper import load_external_data_for_model
-
         try:
-            load_external_data_for_model(model, str(p.parent))
+            for _, tensor in _external_locations(model):
+                if load_external or _elements(tensor) <= _LIGHT_INIT_ELEMENTS:
+                    _read_external(tensor, p.parent)
         except Exception as exc:
             raise OnnxImportError(
                 f"external data of `{p}` cannot be read ({_first_line(exc)})"
@@ -151,7 +187,64 @@ def read_model(path: str | os.PathLike[str]) -> tuple[onnx.ModelProto, bool]:
         # reading the file again (its path form reads through a stream: 2-3x slower on
         # ResNet-50's 100 MB)
         check_model(model, str(p), data=data)
+        if identity is not None and identity == file_identity(p):  # (not rewritten meanwhile)
+            _last_read = (identity, data)
     return model, external
+
+
+def _elements(tensor: onnx.TensorProto) -> int:
+    return int(np.prod(tensor.dims, dtype=np.int64))
+
+
+def _read_external(tensor: onnx.TensorProto, base: Path) -> None:
+    """Move ``tensor``'s external data into the proto."""
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    load_external_data_for_tensor(tensor, str(base))
+    tensor.data_location = TensorProto.DEFAULT
+    del tensor.external_data[:]
+
+
+#: ONNX element types whose raw little-endian bytes are the numpy array's bytes (a tensor
+#: of another type is read through ``numpy_helper`` instead of mapped).
+_MAPPABLE_TYPES = frozenset(
+    {
+        TensorProto.FLOAT,
+        TensorProto.DOUBLE,
+        TensorProto.FLOAT16,
+        TensorProto.INT8,
+        TensorProto.UINT8,
+        TensorProto.INT16,
+        TensorProto.UINT16,
+        TensorProto.INT32,
+        TensorProto.UINT32,
+        TensorProto.INT64,
+        TensorProto.UINT64,
+        TensorProto.BOOL,
+    }
+)
+
+
+def tensor_array(tensor: onnx.TensorProto, external_dir: Path | None = None) -> np.ndarray:
+    """The value of an initializer. Data still in an external file (a model read with
+    ``load_external=False``) is mapped from the file in ``external_dir`` (read-only, see
+    `aipusim.base.mapped`), not read."""
+    if tensor.data_location != TensorProto.EXTERNAL:
+        return numpy_helper.to_array(tensor)
+    assert external_dir is not None, f"tensor {tensor.name} is external: its folder is needed"
+    if tensor.data_type not in _MAPPABLE_TYPES:
+        return numpy_helper.to_array(tensor, base_dir=str(external_dir))
+    info = {e.key: e.value for e in tensor.external_data}
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    try:
+        return mapped_array(
+            external_dir / info["location"], int(info.get("offset") or 0), dtype, tensor.dims
+        )
+    except (OSError, ValueError) as exc:
+        raise OnnxImportError(
+            f"external data of tensor `{tensor.name}` in `{external_dir}` cannot be read "
+            f"({_first_line(exc)})"
+        ) from None
 
 
 def check_model(
@@ -474,11 +567,11 @@ def _infer(model: onnx.ModelProto, what: str) -> onnx.ModelProto:
     return model
 
 
-def _fold_once(model: onnx.ModelProto) -> int:
+def _fold_once(model: onnx.ModelProto, external_dir: Path | None = None) -> int:
     """Fold nodes whose inputs are all constant, and Shape/Size of static tensors."""
     g = model.graph
     opset = model_opset(model)
-    consts = _Initializers(g)
+    consts = _Initializers(g, external_dir)
     shapes = _static_shapes(model)
     keep: list[onnx.NodeProto] = []
     folded = 0
@@ -527,15 +620,16 @@ class _Initializers(dict):
     """Initializer name -> numpy value, converted on first read (folding reads only the
     small ones: converting every weight each round would copy the whole model)."""
 
-    def __init__(self, graph: onnx.GraphProto) -> None:
+    def __init__(self, graph: onnx.GraphProto, external_dir: Path | None) -> None:
         super().__init__()
         self._protos = {t.name: t for t in graph.initializer}
+        self._dir = external_dir
 
     def __contains__(self, name: object) -> bool:
         return dict.__contains__(self, name) or name in self._protos
 
     def __missing__(self, name: str) -> np.ndarray:
-        value = numpy_helper.to_array(self._protos[name])
+        value = tensor_array(self._protos[name], self._dir)
         self[name] = value
         return value
 
@@ -655,9 +749,14 @@ def _input_grids(model: onnx.ModelProto, what: str) -> dict[str, QuantParams]:
     return grids
 
 
-def _to_graph(model: onnx.ModelProto, what: str, grids: Mapping[str, QuantParams]) -> Graph:
+def _to_graph(
+    model: onnx.ModelProto,
+    what: str,
+    grids: Mapping[str, QuantParams],
+    external_dir: Path | None = None,
+) -> Graph:
     g = model.graph
-    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    consts = {t.name: tensor_array(t, external_dir) for t in g.initializer}
     tensors: dict[str, Tensor] = {}
     for name, arr in consts.items():
         tensors[name] = Tensor(name, arr.shape, DType.of(arr))
@@ -737,14 +836,17 @@ def import_model(
     max_fold_rounds: int = 8,
     source_name: str | None = None,
     checked: bool = False,
+    external_dir: str | os.PathLike[str] | None = None,
 ) -> Graph:
     """Import an ONNX model (file or proto) as a statically shaped `Graph`.
 
     ``input_shape`` fixes dynamic dims of the first input (a mapping name -> shape for
     several inputs), written in ``layout``. ``source_name`` names a proto in messages (its
     file, say). ``checked``: the proto comes from `load_model` and is handed over, so it
-    is neither copied nor checked again. Raises `OnnxImportError` for anything the
-    compiler cannot take, naming the file, tensor, input or dim.
+    is neither copied nor checked again. ``external_dir``: the folder of a proto read with
+    ``read_model(load_external=False)``, whose large external tensors are mapped from
+    their files (a model file given by path is read that way). Raises `OnnxImportError`
+    for anything the compiler cannot take, naming the file, tensor, input or dim.
 
     >>> from onnx import helper, TensorProto
     >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4, 4])
@@ -770,7 +872,9 @@ def import_model(
             check_model(proto, what)
     else:
         what = str(model)
-        proto = load_model(model)
+        proto = read_model(model, load_external=False)[0]
+        external_dir = Path(model).parent
+    folder = Path(external_dir) if external_dir is not None else None
     proto = convert_opset(proto, target_opset, what)
     _constants_to_initializers(proto)
     _set_input_shapes(proto, input_shape, layout, what)
@@ -780,12 +884,12 @@ def import_model(
         out.type.tensor_type.ClearField("shape")
     for _ in range(max_fold_rounds):
         proto = _infer(proto, what)
-        if not _fold_once(proto):
+        if not _fold_once(proto, folder):
             break
     proto = _infer(proto, what)
     grids = _input_grids(proto, what)
     _drop_unused_initializers(proto)
-    return _to_graph(proto, what, grids)
+    return _to_graph(proto, what, grids, folder)
 
 
 __all__ = [
@@ -793,8 +897,11 @@ __all__ = [
     "Layout",
     "check_model",
     "convert_opset",
+    "external_files",
+    "file_identity",
     "import_model",
     "load_model",
     "model_opset",
     "read_model",
+    "tensor_array",
 ]

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from aipusim.base.mapped import is_mapped
+
 
 class DType(StrEnum):
     """Element types of tensors (numpy names)."""
@@ -267,7 +269,11 @@ AttrValue = int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str,
 
 
 def frozen_array(array: np.ndarray | Any) -> np.ndarray:
-    """A read-only (C-contiguous) view of ``array``: constants are never written in place."""
+    """A read-only (C-contiguous) view of ``array``: constants are never written in place.
+    A view of a weight mapped from its file (`aipusim.base.mapped`), e.g. a transposed one,
+    stays that view: a contiguous copy would read the whole weight into memory."""
+    if is_mapped(array) and not array.flags.writeable:
+        return array
     arr = np.asarray(array, order="C")  # (ascontiguousarray would turn 0-d into 1-d)
     if arr.flags.writeable:
         arr = arr.view()

@@ -260,13 +260,15 @@ def run_pipeline(
     source_name: str | None = None,
     start_after: str | None = None,
     model_checked: bool = False,
+    external_dir: str | os.PathLike[str] | None = None,
 ) -> PipelineResult:
     """Import ``model`` and run ``passes`` over it.
 
     ``model`` may also be an IR `Graph` that already went through the passes up to
     ``start_after`` (a quantized model): it is not imported and those passes are skipped.
     ``model_checked``: ``model`` is a proto from `load_model`, handed over (not copied or
-    checked again by the import).
+    checked again by the import); ``external_dir`` is its folder when it was read with its
+    large external tensors left in their files (`aipusim.compiler.importer.read_model`).
     ``dump_after`` names passes (or ``all``) whose output IR is dumped as text;
     ``stop_after`` ends the run after that pass; ``after_pass(name, ir)`` is called after
     every pass that ran (the tests run `verify_ir` there). On an exception the failing pass
@@ -316,6 +318,7 @@ def run_pipeline(
                 target_opset=int(ctx.config.onnx_opset_version),
                 source_name=source_name,
                 checked=model_checked,
+                external_dir=external_dir,
             )
         except Exception as exc:
             _fail(ctx, IMPORT, Stage.IMPORT, exc)

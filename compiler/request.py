@@ -111,6 +111,10 @@ class CompileRequest:
     #: calibration data and quantization options (`aipusim.compiler.quant.cache`); False
     #: calibrates every time (``--no-cache``).
     quantization_cache: bool = True
+    #: What the refusal of a compile too big for the machine's memory tells the user to
+    #: change (None: `aipusim.compiler.memory_estimate.DEFAULT_REMEDY`, the flags of
+    #: ``aipusim compile``); a command that compiles for the user names its own flags.
+    memory_remedy: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", self.config.copy())

@@ -653,6 +653,26 @@ class CostModel:
         """Cycles of a `DmaCopy` over idle links."""
         return self.transfer_cycles(self.dma_transfer(unit, src, dst, nbytes))
 
+    def shared_dma_cycles(self, unit: Unit, src: Pool, dst: Pool, nbytes: int, parts: int) -> int:
+        """Cycles of one of ``parts`` equal `DmaCopy` parts of ``nbytes`` in all that as many
+        cores move at once over the same path (the compiler's planning figure for sharing
+        a copy): each its setup and latency, then its bytes at its own channel or its share
+        of the slowest link of the path (DDR: what a long transfer sustains, `stream_bw`).
+
+        >>> from aipusim.arch import load_arch
+        >>> m = cost_model(load_arch())
+        >>> whole = m.dma_cycles(Unit.DMA0, Pool.DDR, Pool.L2, 1 << 17)
+        >>> m.shared_dma_cycles(Unit.DMA0, Pool.DDR, Pool.L2, 1 << 17, 4) >= whole * 0.9
+        True
+        """
+        tr = self.dma_transfer(unit, src, dst, nbytes)
+        slowest = min(
+            self.stream_bw(Pool.DDR) if link is Link.DDR else self.link_bw(link)
+            for link in tr.links
+        )
+        bw = min(self.channel_bw, slowest / parts)
+        return tr.setup_cycles + tr.latency_cycles + math.ceil(nbytes / parts / bw)
+
     # -- whole tasks ---------------------------------------------------------------------
     def task(self, task: Task, where: str = "") -> TaskCost:
         """The cost of one task. ``where`` names it in the `TasklistError` raised for a task

@@ -31,7 +31,7 @@ each layer's result lies (``model.json`` ``memory``).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from aipusim.base.errors import ConfigError
@@ -40,6 +40,12 @@ from aipusim.base.errors import ConfigError
 CONSTANTS_FILE = "constants.bin"
 #: Physical layouts of tensors in memory.
 LAYOUTS = ("nhwc", "row_major")
+
+
+def _record(place: Any) -> dict[str, Any]:
+    """``asdict`` of one of the flat records below (fields of numbers, strings and lists or
+    tuples of them), without its recursion: a program has thousands of them."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in vars(place).items()}
 
 
 @dataclass(frozen=True)
@@ -128,10 +134,10 @@ class MemoryMap:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "constants": asdict(self.constants),
-            "io": [asdict(b) for b in self.io],
-            "tensors": [asdict(t) for t in self.tensors],
-            "buffers": [asdict(b) for b in self.buffers],
+            "constants": _record(self.constants),
+            "io": [_record(b) for b in self.io],
+            "tensors": [_record(t) for t in self.tensors],
+            "buffers": [_record(b) for b in self.buffers],
             "partition": dict(self.partition or {}),
         }
 

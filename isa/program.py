@@ -237,7 +237,9 @@ class Program:
 
     # -- JSON -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # (the memory map is left out of asdict: it has its own to_dict, and converting it
+        # field by field first was most of the time of writing model.json)
+        data = asdict(replace(self, memory=None))
         data["memory"] = self.memory.to_dict() if self.memory is not None else None
         data["instance"]["cores"] = list(self.instance.cores)
         data["instance"]["tasklists"] = list(self.instance.tasklists)
@@ -336,6 +338,10 @@ def record_crc(file: str | Path) -> Path | None:
     return save_program(replace(program, extra=extra), file.parent)
 
 
+#: Bytes of a file read at once to check its CRC.
+CRC_BLOCK_BYTES = 16 << 20
+
+
 def verify_crcs(folder: Path, program: Program) -> None:
     """Check the CRC32 that ``model.json`` records for every file of a compiled folder.
 
@@ -345,7 +351,10 @@ def verify_crcs(folder: Path, program: Program) -> None:
         file = folder / name
         if not file.is_file():
             raise TasklistError(f"{name} must exist in {folder} (model.json lists its CRC)")
-        actual = zlib.crc32(file.read_bytes())
+        actual = 0
+        with open(file, "rb") as fh:  # in blocks: constants.bin of llama_1b is 1.3 GB
+            for block in iter(lambda: fh.read(CRC_BLOCK_BYTES), b""):
+                actual = zlib.crc32(block, actual)
         if actual != expected:
             raise TasklistError(
                 f"{name} must have CRC32 {expected:#010x} as recorded in model.json, "

@@ -102,13 +102,15 @@ def predecessors(
     # 2. a token: a task of the same core, else of the same instance, ending L cycles before
     span = int(max(end.max(), start.max())) + token_latency + 1
     ready = end + token_latency
-    left = pred < 0
-    for group in (core, instance):
-        found = _match(group * span + ready, start, group * span + start)
-        found[found == np.arange(n)] = -1
-        take = left & (found >= 0)
-        pred[take] = found[take]
-        left &= ~take
+    # One instance per core: the instance's search would find what the core's did.
+    groups = (core,) if np.array_equal(instance, core) else (core, instance)
+    for group in groups:
+        # only the tasks still without a predecessor ask
+        left = np.flatnonzero(pred < 0)
+        found = _match(group * span + ready, start, group[left] * span + start[left])
+        found[found == left] = -1
+        take = found >= 0
+        pred[left[take]] = found[take]
     return pred
 
 

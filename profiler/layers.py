@@ -108,8 +108,8 @@ def _markers(trace: Trace) -> pd.DataFrame:
         {
             "core": _i64(pb["core"]),
             "frame": _i64(pb["frame"]),
-            "layer": pb["layer"].astype(str).to_numpy(),
-            "op": pb["op"].astype(str).to_numpy(),
+            "layer": cat_strings(pb["layer"]).to_numpy(),
+            "op": cat_strings(pb["op"]).to_numpy(),
             "net_macs": _i64(pb["macs"]),
             "pb": _i64(pb["t"]),
         }
@@ -123,7 +123,7 @@ def _markers(trace: Trace) -> pd.DataFrame:
             {
                 "core": _i64(pe["core"]),
                 "frame": _i64(pe["frame"]),
-                "layer": pe["layer"].astype(str).to_numpy(),
+                "layer": cat_strings(pe["layer"]).to_numpy(),
                 "pe": _i64(pe["t"]),
             }
         )
@@ -168,9 +168,6 @@ def _samples(trace: Trace) -> tuple[pd.DataFrame, _Critical]:
     mine = t[sel].assign(layer=lambda d: cat_strings(d["layer"]))
     for c in UNIT_CLASSES:
         mine[c] = np.where((mine["cls"] == c).to_numpy(dtype=bool), mine["excl"], 0.0)
-    # The sample's last task: where its critical path starts.
-    mine = mine.assign(row=mine.index.to_numpy())
-    last = mine.sort_values(["end", "task"], kind="stable").groupby(_KEYS, sort=False).tail(1)
     g = mine.groupby(_KEYS, sort=False)
     samples = g.agg(
         start=("start", "min"),
@@ -181,9 +178,7 @@ def _samples(trace: Trace) -> tuple[pd.DataFrame, _Critical]:
         first_task=("task", "min"),
         **{c: (c, "sum") for c in UNIT_CLASSES},
     ).reset_index()
-    samples = samples.merge(
-        last[[*_KEYS, "row"]].rename(columns={"row": "last_row"}), on=_KEYS, how="left"
-    )
+    samples["last_row"] = _last_rows(g.ngroup().to_numpy(), mine, len(samples))
     has_tasks = len(t) > 0
     if len(marks):
         samples = samples.merge(marks, on=_KEYS, how="outer")
@@ -206,6 +201,19 @@ def _samples(trace: Trace) -> tuple[pd.DataFrame, _Critical]:
     samples = samples.sort_values(["frame", "core", "first_task", "start"], kind="stable")
     samples = samples.reset_index(drop=True)
     return samples[cols], _critical(t, samples)
+
+
+def _last_rows(group: np.ndarray, mine: pd.DataFrame, groups: int) -> np.ndarray:
+    """Per sample (``group``: each row's sample, 0..groups-1), the row (index label) of its
+    last task, where its critical path starts: the latest end, then the highest task index,
+    then the later row."""
+    rows = np.empty(groups, dtype=np.int64)
+    if not len(group):
+        return rows
+    order = np.lexsort((np.arange(len(group)), _i64(mine["task"]), _i64(mine["end"]), group))
+    last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
+    rows[group[order][last]] = mine.index.to_numpy()[order[last]]
+    return rows
 
 
 def _first_task_after(t: pd.DataFrame, bare: pd.DataFrame) -> np.ndarray:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -32,6 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
+from matplotlib.transforms import Bbox
 
 from aipusim.base.errors import TraceFormatError
 from aipusim.base.fileio import output_path, reporting
@@ -529,34 +529,71 @@ def plot_roofline(
     return _save(fig, path)
 
 
+#: Where a roofline label may go around its point, in order of preference (offsets in
+#: points); only the first keeps the label next to its point without a leader line.
+_LABEL_OFFSETS = [(4, 3)] + [(dx, dy) for dy in (12, -14, 26, -28, 40, -42, 54) for dx in (4, -4)]
+#: How far short of its point a leader line stops (matplotlib's arrow ``shrinkB``, points).
+_LEADER_SHRINK_POINTS = 2.0
+
+
 def _label_without_overlap(ax: plt.Axes, xs: np.ndarray, ys: np.ndarray, texts: list[str]) -> None:
     """Name points so that no two labels overlap: each label takes the first of a few
-    places around its point (offsets in points) where its drawn box overlaps no earlier
-    label and stays inside the axes, with a thin leader line when it had to move away."""
+    places around its point (`_LABEL_OFFSETS`) where its drawn box (text and leader line)
+    overlaps no earlier label and stays inside the axes, with a thin leader line when it
+    had to move away.
+
+    A label's text box is measured once and moved to each place by arithmetic (a text's
+    size does not depend on where it is; a right-aligned box is the left-aligned one moved
+    left by its width): asking matplotlib for the box of every candidate annotation, leader
+    line included, took seconds per plot."""
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
-    placed: list[Any] = []
-    offsets = [(4, 3)] + [(dx, dy) for dy in (12, -14, 26, -28, 40, -42, 54) for dx in (4, -4)]
+    pixels_per_point = renderer.points_to_pixels(1.0)
+    anchors = ax.transData.transform(np.column_stack([xs, ys]).astype(float))
+    placed: list[Bbox] = []
+    (dx0, dy0), leader = _LABEL_OFFSETS[0], {"arrowstyle": "-", "lw": 0.4, "color": "grey"}
     for k in np.argsort(-np.asarray(ys, dtype=float)):
-        for dx, dy in offsets:
-            label = ax.annotate(
-                texts[k],
-                (xs[k], ys[k]),
-                xytext=(dx, dy),
-                textcoords="offset points",
-                fontsize=7,
-                ha="left" if dx > 0 else "right",
-                arrowprops=None
-                if (dx, dy) == offsets[0]
-                else {"arrowstyle": "-", "lw": 0.4, "color": "grey"},
-            )
-            box = label.get_window_extent(renderer)
+        label = ax.annotate(
+            texts[k], (xs[k], ys[k]), xytext=(dx0, dy0), textcoords="offset points", fontsize=7
+        )
+        first = label.get_window_extent(renderer)
+        for dx, dy in _LABEL_OFFSETS:
+            shift_x = (dx - dx0) * pixels_per_point - (first.width if dx < 0 else 0.0)
+            box = first.translated(shift_x, (dy - dy0) * pixels_per_point)
+            if (dx, dy) != (dx0, dy0):
+                box = Bbox.union([box, _leader_end(anchors[k], box, pixels_per_point)])
             inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
             if inside and box.y1 <= frame.y1 and not any(box.overlaps(b) for b in placed):
                 placed.append(box)
+                if (dx, dy) != (dx0, dy0):
+                    label.remove()
+                    ax.annotate(
+                        texts[k],
+                        (xs[k], ys[k]),
+                        xytext=(dx, dy),
+                        textcoords="offset points",
+                        fontsize=7,
+                        ha="left" if dx > 0 else "right",
+                        arrowprops=leader,
+                    )
                 break
+        else:
             label.remove()
+
+
+def _leader_end(anchor: np.ndarray, box: Bbox, pixels_per_point: float) -> Bbox:
+    """Where the leader line from a label's text ``box`` to its point ``anchor`` (display
+    pixels) ends: short of the point towards the text's centre (the line itself runs
+    inside the union of the text box and this end)."""
+    towards = np.array([(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2]) - anchor
+    length = float(np.hypot(*towards))
+    end = (
+        anchor
+        if length == 0
+        else anchor + towards / length * (_LEADER_SHRINK_POINTS * pixels_per_point)
+    )
+    return Bbox([end, end])
 
 
 def plot_utilisation(trace: Trace, path: str | Path, bins: int = 100) -> Path:

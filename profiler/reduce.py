@@ -297,9 +297,12 @@ def frame_summary(
     us = trace.us_per_cycle
     ends = f.groupby("inst")["end_us"]
     per_end = int(f.groupby(["inst", "end_us"]).size().max())
-    t = tasks(trace)
-    init = t[(t["frame"] < 0).to_numpy(dtype=bool)]
-    origin = int(init["end"].max()) if len(init) else round(f["start_us"].min() / us)
+    # the end of the init phase (frame -1): its last [K]/[M] task (no need of `tasks`)
+    init_ends = [
+        _i64(d["end"])[_i64(d["frame"]) < 0] for d in (trace[Tag.K], trace[Tag.M]) if len(d)
+    ]
+    init_end = np.concatenate(init_ends) if init_ends else np.zeros(0, np.int64)
+    origin = int(init_end.max()) if len(init_end) else round(f["start_us"].min() / us)
     state = steady_state(
         [np.unique(np.round(e.to_numpy() / us).astype(np.int64)) for _, e in ends],
         per_end,

@@ -28,9 +28,6 @@ from aipusim.isa.tasks import Pool, Task
 from aipusim.simulator.clock import RunEnvironment
 from aipusim.simulator.core import CoreRun, describe_block, unit_process
 from aipusim.simulator.detail import Detail
-from aipusim.simulator.detail.ddr_link import DdrBurstTimer
-from aipusim.simulator.detail.l1 import BankedL1, L1Calendar
-from aipusim.simulator.detail.lpddr4 import Lpddr4Config
 from aipusim.simulator.host import HostSide, host_inputs, host_outputs
 from aipusim.simulator.links import Link, Route, transfer
 from aipusim.simulator.parts import Fabric, Ledger, RunConfig
@@ -41,6 +38,7 @@ from aipusim.simulator.trace import Tracer
 from aipusim.simulator.units import Op, TaskCoster
 
 if TYPE_CHECKING:
+    from aipusim.simulator.detail.l1 import L1Calendar
     from aipusim.simulator.result import ReplicaRecord, RunRecord, SimResult
 
 
@@ -267,6 +265,11 @@ class Simulation:
             name.value: Link(name.value, self.cost.link_bw(name)) for name in CostLink
         }
         if detail is Detail.CYCLE:
+            # lazy: the cycle-level models load numba (about a second of every process
+            # that simulates), and only the detailed mode uses them
+            from aipusim.simulator.detail.ddr_link import DdrBurstTimer
+            from aipusim.simulator.detail.lpddr4 import Lpddr4Config
+
             # DDR's bursts timed by the cycle-level LPDDR4x model (with contention off the
             # private DDR links keep the closed form: one memory cannot be private)
             timer = DdrBurstTimer(Lpddr4Config.from_arch(arch), freq)
@@ -284,6 +287,8 @@ class Simulation:
         #: the fluid port groups (`aipusim.simulator.detail.l1.L1Calendar`).
         self.banks: dict[int, L1Calendar] = {}
         if self.banked:
+            from aipusim.simulator.detail.l1 import BankedL1, L1Calendar  # lazy: numba
+
             l1 = BankedL1.of(arch)
             self.banks = {p: L1Calendar(l1, self.remote + 1) for p in used}
         elif contention:

@@ -55,3 +55,13 @@ def _private_quantization_cache(
 def zoo_compiles(tmp_path_factory: pytest.TempPathFactory) -> ZooCompiles:
     """The session's shared zoo builds and compiles (read them, never write into them)."""
     return ZooCompiles(tmp_path_factory.mktemp("zoo-compiles"))
+
+
+@pytest.fixture
+def no_run_plots(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`aipusim run` (`aipusim.run.job.run_model`) draws no PNG, for a test that checks none:
+    the six plots are most of a small run's time. report.md then names no plot. The plots
+    themselves are checked by tests/cli/test_run_cmd.py and tests/cli/test_run_outputs.py."""
+    import aipusim.profiler
+
+    monkeypatch.setattr(aipusim.profiler, "plot_all", lambda *_args, **_kwargs: [])

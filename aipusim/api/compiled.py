@@ -52,7 +52,14 @@ from aipusim.api.modelfiles import (
 )
 from aipusim.api.optlevels import apply_optimization_level, check_level, level_of
 from aipusim.api.overrides import check_overrides
-from aipusim.api.sources import apply_layout, bind_inputs, load_source, real_inputs, resolve_config
+from aipusim.api.sources import (
+    apply_layout,
+    bind_inputs,
+    load_source,
+    model_file,
+    real_inputs,
+    resolve_config,
+)
 from aipusim.arch import load_arch
 from aipusim.base.atomic import check_replaceable, swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, InvalidArgument, QuantizationError
@@ -61,7 +68,7 @@ from aipusim.calibrate.uncertainty import bands, check_samples
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import REPORT_NAME, compile_model, file_sha256
 from aipusim.compiler.export import run_onnx
-from aipusim.compiler.quant import read_quantized_model, run_int8
+from aipusim.compiler.quant import read_quantized_model
 from aipusim.compiler.quant.artifacts import MANIFEST
 from aipusim.compiler.request import CompileRequest
 from aipusim.run.job import DEFAULT_RUN_LEVELS, TRACE_NAME
@@ -181,8 +188,11 @@ def compile_with(
     )
     opt = {n: info.shape_bounds.opt for n, info in signature.items()}
     with tempfile.TemporaryDirectory(prefix="aipusim-src-") as tmp:
-        source = Path(tmp) / f"{stem}.onnx"
-        onnx.save(bound, str(source))
+        source = model_file(model)
+        if source is None or inputs or options.layout != "NCHW":
+            # (bound differs from the file, or there is no file: the compiler reads a copy)
+            source = Path(tmp) / f"{stem}.onnx"
+            onnx.save(bound, str(source))
         try:
             _run_compile(source, root, cfg, opt, options.model_id, arch_path, cache)
         except BaseException:
@@ -283,6 +293,10 @@ class _Runtime:
     ) -> list[np.ndarray]:
         """The outputs of the host graphs around the int8 core: the reference's, or with
         ``chip`` (a ``compiled_model/`` folder) those of its functional simulation."""
+        # lazy: the int8 reference's kernels load numba (about a second of every process
+        # that imports the API; a sweep point that only simulates never runs them)
+        from aipusim.compiler.quant import run_int8
+
         env = dict(feeds)
         if self.pre is not None:
             env.update(run_onnx(self.pre, {i.name: env[i.name] for i in self.pre.graph.input}))

@@ -48,6 +48,18 @@ def load_source(model: Any) -> tuple[Any, str, Path | None]:
     return zoo.build(source.name), source.name, builtin_configs().get(source.name)
 
 
+def model_file(model: Any) -> Path | None:
+    """The ONNX file ``model`` names, or None (a ModelProto or a zoo name).
+
+    >>> model_file("resnet50") is None
+    True
+    """
+    if not isinstance(model, str | os.PathLike):
+        return None
+    path = Path(model)
+    return path if path.is_file() else None
+
+
 def resolve_config(config: Any, builtin: Path | None) -> Any:
     """The `CompilerConfig` to compile with: ``config`` itself (a `CompilerConfig` or a
     file) or, for None or a mapping of properties, the model's starting config (the
@@ -272,6 +284,7 @@ __all__ = [
     "cache_folder",
     "config_for",
     "load_source",
+    "model_file",
     "real_inputs",
     "resolve_config",
     "starting_config",

@@ -54,8 +54,8 @@ def _ints(values: tuple[str, ...], flag: str) -> list[int] | None:
     "output_dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder for report.md, llm.json, tokens_per_s.png and the compiled steps "
-    "[default: ./llm_<model>].",
+    help="Folder for report.md, llm.json, tokens_per_s.png and the compiled steps, "
+    "replaced whole at the end (empty or an earlier llm folder) [default: ./llm_<model>].",
 )
 @set_option
 @json_option
@@ -89,7 +89,7 @@ def llm(
     # lazy: loads numpy, onnx, pandas, simpy; kept off the CLI's start-up
     from aipusim.base.fileio import check_output
     from aipusim.llm.job import DEFAULT_CONTEXTS, run_llm
-    from aipusim.llm.report import printout, write_report
+    from aipusim.llm.report import printout
 
     given = _ints(contexts, "--contexts") if contexts != ("0",) else []
     chosen = _split_list(modes) or None
@@ -113,10 +113,10 @@ def llm(
         contexts=DEFAULT_CONTEXTS if given is None else given,
         output_dir=out,
         progress=not as_json,
+        command=shlex.join(command),
     )
-    files = write_report(result, out, shlex.join(command))
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     click.echo(printout(result))
-    click.echo(f"wrote {', '.join(str(f) for f in files)}")
+    click.echo(f"wrote {', '.join(str(f) for f in result.files)}")

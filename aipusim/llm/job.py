@@ -44,13 +44,17 @@ from aipusim.api.compiled import simulate
 from aipusim.api.modelfiles import COMPILED_DIR
 from aipusim.api.sources import resolve_config, with_sets
 from aipusim.arch import load_arch
+from aipusim.base.atomic import swap_into_place, temp_folder_beside
 from aipusim.base.errors import ConfigError, MemoryPlanError
+from aipusim.base.fileio import folder_error, reporting
 from aipusim.base.resources import format_bytes
 from aipusim.compiler.backend.memplan.plan import ddr_pool_bytes
 from aipusim.compiler.decoder import DecoderPair, check_decoder_pair
 from aipusim.compiler.driver import compile_model
 from aipusim.compiler.request import CalibrationMode, CompileRequest
 from aipusim.isa.metrics import token_figures
+from aipusim.llm.result import LlmResult, Step
+from aipusim.run.job import prepare_output_dir
 from aipusim.zoo.decoder import (
     DECODE_FILE,
     DECODERS,
@@ -63,6 +67,12 @@ from aipusim.zoo.decoder import (
 #: Context lengths (cached tokens) a decode step is measured at besides the generation's
 #: own start and end.
 DEFAULT_CONTEXTS = (128, 512, 2048)
+#: What a compile refused for the machine's memory tells the ``aipusim llm`` user to
+#: change (its own flags, not ``aipusim compile``'s): the weights are most of it.
+LLM_MEMORY_REMEDY = (
+    "run a smaller decoder, or shorter contexts (--prompt, --generate, --contexts), or "
+    "run on a bigger machine"
+)
 #: Frames simulated per step: one warm-up start (INIT) and two steady ones.
 STEP_FRAMES = 3
 #: The RoPE table rows a zoo decoder is built with (at least the longest context run).
@@ -256,34 +266,6 @@ def _zoo_decode(name: str, folder: Path, past: int, batch: int, positions: int) 
     return save_graph(model, folder, f"decode_{past}.onnx")
 
 
-@dataclass(frozen=True)
-class Step:
-    """One compiled and simulated step: the prefill, or a decode step at ``context``."""
-
-    mode: str
-    phase: str
-    #: Tokens cached before the step (0 for the prefill).
-    context: int
-    #: New tokens per sequence (the prompt for the prefill, 1 for a decode step).
-    tokens: int
-    batch: int
-    latency_us: float
-    fps: float
-    tokens_per_s: float
-    energy_mj_per_token: float
-    ddr_bytes_per_token: float
-    roofline_tokens_per_s: float | None
-    roofline_share: float | None
-    #: A decode step's compile report ``kv_cache.bytes_per_token`` (the compiler's count
-    #: of weights, KV read and written, activations per step; `aipusim.compiler.decoder`).
-    compile_bytes_per_step: dict[str, int] | None = None
-
-    @property
-    def sequence_tokens_per_s(self) -> float:
-        """Tokens/s one sequence sees (one token per step latency; prefill: its prompt)."""
-        return self.tokens * 1e6 / self.latency_us
-
-
 def measure_step(
     graph: Path,
     out: Path,
@@ -294,8 +276,11 @@ def measure_step(
     tokens: int,
     batch: int,
     ddr_bytes_per_s: float,
+    shown: Callable[[Path], Path] = lambda p: p,
 ) -> Step:
-    """Compile ``graph`` into ``out`` with ``mode`` and simulate `STEP_FRAMES` frames."""
+    """Compile ``graph`` into ``out`` with ``mode`` and simulate `STEP_FRAMES` frames.
+    ``shown``: where a path of the work folder ends up (the compile records its input and
+    output there)."""
     compile_model(
         CompileRequest(
             model_path=graph,
@@ -303,7 +288,8 @@ def measure_step(
             config=with_sets(config, mode.sets()),
             calibration=CalibrationMode.RANDOM,
             keep_input_model=False,
-            cli_args={"input": str(graph), "output": str(out)},
+            cli_args={"input": str(shown(graph)), "output": str(shown(out))},
+            memory_remedy=LLM_MEMORY_REMEDY,
         )
     )
     result = simulate(out, frames=STEP_FRAMES, levels=["B"])
@@ -326,7 +312,9 @@ def measure_step(
         latency_us=result.latency_us_unloaded,
         fps=result.fps,
         **vars(figures),
-        compile_bytes_per_step=kv["bytes_per_token"] if kv else None,
+        compile_bytes_per_step=(
+            {**kv["bytes_per_token"], "kv_written": kv["present_written_bytes"]} if kv else None
+        ),
     )
 
 
@@ -342,42 +330,6 @@ def decode_us(steps: Sequence[Step], context: int) -> float:
     )
     (c0, t0), (c1, t1) = points[i - 1], points[i]
     return t0 + (t1 - t0) * (context - c0) / (c1 - c0)
-
-
-@dataclass
-class LlmResult:
-    """What `run_llm` measured: every step (`steps`) and one summary per mode."""
-
-    model: str
-    prompt: int
-    generate: int
-    batch: int
-    steps: list[Step]
-    summary: list[dict[str, Any]]
-    #: Context lengths asked for but not run, with why.
-    skipped: dict[int, str]
-    config_changes: dict[str, Any]
-    ddr_bytes_per_s: float
-    weight_bytes: int
-    kv_bytes_per_token: int
-    output_dir: Path | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "prompt": self.prompt,
-            "generate": self.generate,
-            "batch": self.batch,
-            "ddr_bytes_per_s": self.ddr_bytes_per_s,
-            "weight_bytes": self.weight_bytes,
-            "kv_bytes_per_token": self.kv_bytes_per_token,
-            "config_changes": self.config_changes,
-            "summary": self.summary,
-            "steps": [
-                vars(s) | {"sequence_tokens_per_s": s.sequence_tokens_per_s} for s in self.steps
-            ],
-            "skipped": {str(k): v for k, v in self.skipped.items()},
-        }
 
 
 def summarize(mode: LlmMode, steps: Sequence[Step], prompt: int, generate: int) -> dict[str, Any]:
@@ -449,16 +401,24 @@ def run_llm(
     contexts: Sequence[int] = DEFAULT_CONTEXTS,
     output_dir: str | Path | None = None,
     progress: bool | Callable[[str, int | None], Callable[[int], None]] = True,
+    command: str = "aipusim.run_llm(...)",
 ) -> LlmResult:
     """Compile and simulate decoder ``model`` (a zoo decoder name or a folder with the
     two-graph form, `aipusim.compiler.decoder`) for a prompt of ``prompt`` tokens and a
     generation of ``generate`` tokens, ``batch`` sequences at once, in each of ``modes``
     (`MODES`; default single, batch, cooperative), with decode steps also measured at
     ``contexts``. ``sets``: ``key=value`` config changes on top of the defaults.
-    ``output_dir``: keep the graphs and compiled steps there (and write the report with
-    `aipusim.llm.report.write_report`); default a temporary folder, removed at the end.
+    ``output_dir``: keep the graphs, the compiled steps and the report
+    (`aipusim.llm.report.write_report`, showing ``command`` as the way to reproduce it)
+    there; default a temporary folder, removed at the end. The folder is built beside its
+    place and swapped in whole when everything is written (`aipusim.base.atomic`, as
+    `aipusim run` does): a run that fails leaves an earlier folder as it was and no
+    temporary folder behind. An existing folder must be empty or an earlier
+    ``aipusim llm`` output (it holds ``llm.json``).
     """
-    # lazy: aipusim.run.progress is only needed for a progress display
+    # lazy: aipusim.run.progress is only needed for a progress display; the report loads
+    # pandas and matplotlib
+    from aipusim.llm.report import JSON_NAME, write_report
     from aipusim.run.progress import Progress
 
     name = str(model)
@@ -482,12 +442,18 @@ def run_llm(
         # a zoo decoder's sizes are known before its graphs are built (llama_1b's take
         # minutes and gigabytes): what does not fit is refused first, before any folder
         _check_fits(zoo_pair(name, prompt, batch), config, chosen, last, name)
-    # a folder this call makes is removed again if the run fails: nothing half written
-    made = output_dir is not None and not Path(output_dir).expanduser().exists()
+    out = Path(output_dir).expanduser() if output_dir is not None else None
+    if out is not None:
+        prepare_output_dir(out, JSON_NAME, "aipusim llm")
+        with reporting(out):
+            staged = temp_folder_beside(out)
     try:
         with tempfile.TemporaryDirectory(prefix="aipusim-llm-") as tmp:
-            work = Path(output_dir).expanduser() if output_dir is not None else Path(tmp)
-            work.mkdir(parents=True, exist_ok=True)
+            work = staged if out is not None else Path(tmp)
+
+            def shown(path: Path) -> Path:
+                return out / path.relative_to(work) if out is not None else path
+
             decoder = open_decoder(name, prompt, batch, max([last, *contexts]), work)
             pair = decoder.pair
             _check_fits(pair, config, chosen, last, decoder.name)
@@ -528,6 +494,7 @@ def run_llm(
                         prompt,
                         batch,
                         bandwidth,
+                        shown,
                     )
                 ]
                 if step:
@@ -544,6 +511,7 @@ def run_llm(
                             1,
                             batch,
                             bandwidth,
+                            shown,
                         )
                     )
                     if step:
@@ -552,24 +520,35 @@ def run_llm(
                 summary.append(summarize(mode, own, prompt, generate))
             if isinstance(hook, Progress):
                 hook.close()
-    except BaseException:
-        if made:
-            shutil.rmtree(Path(output_dir).expanduser(), ignore_errors=True)
+            result = LlmResult(
+                model=decoder.name,
+                prompt=prompt,
+                generate=generate,
+                batch=batch,
+                steps=steps,
+                summary=summary,
+                skipped=skipped,
+                config_changes=config.to_dict(only_changed=True),
+                ddr_bytes_per_s=bandwidth,
+                weight_bytes=weight_bytes(pair),
+                kv_bytes_per_token=pair.kv_bytes_per_token(),
+                output_dir=Path(output_dir) if output_dir is not None else None,
+            )
+            if out is not None:
+                # the report is part of the folder: written before the swap, never after
+                result.files = [shown(f) for f in write_report(result, work, command)]
+                with reporting(out, "replace"):
+                    swap_into_place(staged, out)
+    except OSError as exc:
+        if out is not None:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise folder_error(exc, staged, out) from None
         raise
-    return LlmResult(
-        model=decoder.name,
-        prompt=prompt,
-        generate=generate,
-        batch=batch,
-        steps=steps,
-        summary=summary,
-        skipped=skipped,
-        config_changes=config.to_dict(only_changed=True),
-        ddr_bytes_per_s=bandwidth,
-        weight_bytes=weight_bytes(pair),
-        kv_bytes_per_token=pair.kv_bytes_per_token(),
-        output_dir=Path(output_dir) if output_dir is not None else None,
-    )
+    except BaseException:
+        if out is not None:
+            shutil.rmtree(staged, ignore_errors=True)
+        raise
+    return result
 
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The outputs of `aipusim llm`: ``report.md``, ``llm.json`` and ``tokens_per_s.png``
 (decode tokens/s against the context length, one line per multicore mode), and the
-printout. Every number comes from `aipusim.llm.job.LlmResult`; tables and text share the
-formats of `aipusim.studies.common.fmt`.
+printout. Every number comes from `aipusim.llm.result.LlmResult`; tables and text share the
+formats of `aipusim.studies.tables.fmt`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.fileio import write_text
-from aipusim.llm.job import LlmResult
-from aipusim.studies.common import md_table, pyplot, save_figure
+from aipusim.llm.result import LlmResult
+from aipusim.studies.tables import md_table, pyplot, save_figure
 
 REPORT_NAME = "report.md"
 JSON_NAME = "llm.json"
 PLOT_NAME = "tokens_per_s.png"
 
-#: Table column -> (field of a step, format kind of `aipusim.studies.common.FORMATS`).
+#: Table column -> (field of a step, format kind of `aipusim.studies.tables.FORMATS`).
 STEP_COLUMNS: dict[str, tuple[str, str]] = {
     "mode": ("mode", ""),
     "phase": ("phase", ""),

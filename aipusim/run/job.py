@@ -107,14 +107,16 @@ def resolve_model(model: str | Path, input_size: int | None = None) -> ModelSour
     )
 
 
-def prepare_output_dir(out: Path) -> None:
-    """Refuse an output folder that would lose someone else's files, or cannot be written."""
+def prepare_output_dir(out: Path, marker: str = RUN_MARKER, command: str = "aipusim run") -> None:
+    """Refuse an output folder that would lose someone else's files, or cannot be written:
+    a folder is replaced whole, so it must be empty or hold ``marker`` (an earlier output
+    of ``command``)."""
     check_output(out, folder=True)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"output folder must be a folder, not the file {str(out)!r}")
-    if out.is_dir() and any(out.iterdir()) and not (out / RUN_MARKER).is_file():
+    if out.is_dir() and any(out.iterdir()) and not (out / marker).is_file():
         raise ConfigError(
-            f"output folder {str(out)!r} must be empty or an earlier `aipusim run` folder; "
+            f"output folder {str(out)!r} must be empty or an earlier `{command}` folder; "
             "it holds other files"
         )
     check_replaceable(out)

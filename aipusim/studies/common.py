@@ -31,48 +31,22 @@ from aipusim.api.sources import starting_config, with_sets
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
 from aipusim.base import __version__
 from aipusim.base.errors import ConfigError
-from aipusim.base.fileio import output_path, reporting, write_text
+from aipusim.base.fileio import reporting, write_text
 from aipusim.run.config_text import config_changes as changes
 from aipusim.run.job import resolve_model
 from aipusim.run.report import source_revision
+
+# re-exported: the studies take their number formats and figures from here with the rest
+from aipusim.studies.tables import FORMATS as FORMATS
+from aipusim.studies.tables import fmt as fmt
+from aipusim.studies.tables import md_table as md_table
+from aipusim.studies.tables import pyplot as pyplot
+from aipusim.studies.tables import save_figure as save_figure
 
 #: Marker file that says a folder holds a study written by `aipusim report`.
 STUDY_MARKER = "study.json"
 #: Sub-folder of a study that holds the sweep engine's Parquet results.
 RESULTS_DIR = "results"
-
-#: Format of each kind of figure, shared by tables and conclusions.
-FORMATS: dict[str, str] = {
-    "fps": ".1f",
-    "latency_ms": ".3f",
-    "energy_mj": ".4f",
-    "power_w": ".3f",
-    "fps_per_w": ".2f",
-    "ratio": ".2f",
-    "share_pct": ".1f",
-    "us": ".1f",
-    "limit": ".3f",
-    "db": ".1f",
-    "bytes": ",.0f",
-    "ratio3": ".3f",
-}
-
-
-def fmt(value: float, kind: str) -> str:
-    """``value`` as the text tables and conclusions show for a figure of ``kind``."""
-    if value is None or pd.isna(value):
-        return "n/a"
-    return format(float(value), FORMATS[kind])
-
-
-def md_table(df: pd.DataFrame, kinds: Mapping[str, str] | None = None) -> str:
-    """A Markdown table; columns named in ``kinds`` are formatted with `fmt` first."""
-    shown = df.copy()
-    for column, kind in (kinds or {}).items():
-        if column in shown.columns:
-            shown[column] = [fmt(v, kind) for v in shown[column]]
-    # No number parsing: the cells keep exactly the text the conclusions quote.
-    return shown.to_markdown(index=False, disable_numparse=True)
 
 
 def prepare_study_dir(out: Path) -> None:
@@ -389,31 +363,6 @@ def consistent_overrides(arch: Any, overrides: Mapping[str, Any]) -> dict[str, A
         if i not in fixed and volts[i] != points[i].voltage_v:
             out[key(i)] = volts[i]
     return out
-
-
-def save_figure(fig: Any, path: Path) -> Path:
-    """Save a matplotlib figure as PNG and close it."""
-    # lazy: loads matplotlib, not otherwise loaded here
-    import matplotlib.pyplot as plt
-
-    try:
-        with output_path(path) as tmp:
-            fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
-    finally:
-        plt.close(fig)
-    return path
-
-
-def pyplot() -> Any:
-    """matplotlib.pyplot on the file-only backend (no display needed)."""
-    # lazy: loads matplotlib, not otherwise loaded here
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # lazy: loads matplotlib, not otherwise loaded here
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 @dataclass

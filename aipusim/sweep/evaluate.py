@@ -8,9 +8,10 @@ output folder.
 
 A worker is long-lived and keeps, in memory, what the next point can reuse:
 
-- each model it compiles, parsed and checked once per worker and handed to the compiler
-  as an ``onnx.ModelProto``; a zoo model is built once on the machine and kept as a file
-  in the cache folder (`zoo_model_file`);
+- each model it compiles, read and checked once per worker while its file is unchanged
+  (`aipusim.compiler.importer.read_model`) and compiled from that file without a copy; a
+  zoo model is built once on the machine and kept as a file in the cache folder
+  (`zoo_model_file`);
 - the last compiled program, with its `program_key`: points that differ only in what the
   compiler never reads (the frame count, the arch's ``energy`` and ``static_power``
   numbers) are compiled once and simulated many times. The runner sends such points to
@@ -162,19 +163,23 @@ class _Worker:
         self._program: tuple[str, Any, tempfile.TemporaryDirectory[str]] | None = None
 
     def model(self, point: SweepPoint) -> Any:
-        """The point's model as a checked ``onnx.ModelProto``, read or built once per
-        worker (a compile from it skips reading and checking the file again)."""
+        """The point's model for `aipusim.compile`: its ONNX file (a zoo model's is built
+        once on the machine), which the compiler reads and checks once per worker while
+        the file is unchanged (`aipusim.compiler.importer.read_model`) and compiles
+        without a copy; without the cache (its own temporary folder) the zoo model
+        as an ``onnx.ModelProto``, read once per worker."""
+        if point.model.lower().endswith(".onnx"):
+            return point.model
         key = (point.model, point.input_size)
         if key not in self._models:
-            if point.model.lower().endswith(".onnx"):
-                self._models[key] = load_source(point.model)[0]
+            path = zoo_model_file(point.model, point.input_size, point.quantization_cache)
+            if point.quantization_cache:
+                self._models[key] = str(path)
             else:
-                path = zoo_model_file(point.model, point.input_size, point.quantization_cache)
                 try:
                     self._models[key] = load_source(path)[0]
-                finally:
-                    if not point.quantization_cache:  # (its own temporary folder)
-                        shutil.rmtree(path.parent, ignore_errors=True)
+                finally:  # (its own temporary folder)
+                    shutil.rmtree(path.parent, ignore_errors=True)
         return self._models[key]
 
     def program(self, point: SweepPoint) -> tuple[Any, float]:

@@ -19,7 +19,8 @@ stage and the `PassContext` (the configuration for ``lower``, the pass records f
   mapped again, up to ``max_memplan_attempts`` tries;
 - ``schedule``: every core's tasks and hardware tokens;
 - ``estimate``: what every layer's tasks cost, from the one cost model;
-- ``emit``: the ``compiled_model/`` files (also left in ``ctx.files`` for the driver).
+- ``emit``: the ``compiled_model/`` files (written into the driver's aside folder as they are
+  made, ``ctx.write_dir``; else left in ``ctx.files``).
 """
 
 from __future__ import annotations
@@ -221,11 +222,16 @@ def estimate(ir: Scheduled, ctx: Any) -> Estimated:
 
 
 def emit(ir: Estimated, ctx: Any) -> Emitted:
-    """The ``compiled_model/`` files; the driver writes ``ctx.files`` atomically."""
+    """The ``compiled_model/`` files: written into ``ctx.write_dir`` as they are made when
+    the driver gives one (its aside folder), else left in ``ctx.files`` for the driver."""
     request = getattr(ctx, "request", None)
     seconds = {r.name: r.seconds for r in getattr(ctx, "records", ()) if r.ran}
-    files = emit_files(ir, model_id=getattr(request, "model_id", None), pass_seconds=seconds)
-    ctx.files.update(files)
+    write_dir = getattr(ctx, "write_dir", None)
+    files = emit_files(
+        ir, model_id=getattr(request, "model_id", None), pass_seconds=seconds, write_dir=write_dir
+    )
+    if write_dir is None:
+        ctx.files.update(files)
     return Emitted(**_fields(ir), files=files)
 
 

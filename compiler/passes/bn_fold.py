@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aipusim.compiler.ir import Graph, GraphEditor, Node, Op
+from aipusim.base.memo import ArrayMemo
+from aipusim.compiler.ir import Graph, GraphEditor, Node, Op, frozen_array
 from aipusim.compiler.passes.context import PassContext
 from aipusim.compiler.passes.util import sole_consumer
 
@@ -54,6 +55,11 @@ def _scaled(weight: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return np.multiply(weight, scale, out=out, dtype=np.float64, casting="same_kind")
 
 
+#: Folded convolution weights by the arrays they come from (a warm compile of the same
+#: imported graph folds the same constants again).
+_FOLDED = ArrayMemo()
+
+
 def _fold_into_conv(graph: Graph, ed: GraphEditor, conv: Node, bn: Node) -> bool:
     weight = graph.const(conv.inputs[1])
     params = _bn_params(graph, bn)
@@ -61,15 +67,23 @@ def _fold_into_conv(graph: Graph, ed: GraphEditor, conv: Node, bn: Node) -> bool
         return False
     scale, shift = params
     group = int(conv.attr("group", 1))
-    if conv.op is Op.CONV:
-        w = _scaled(weight, scale.reshape((-1,) + (1,) * (weight.ndim - 1)))
-    else:  # ConvTranspose weights are [Cin, Cout/group, k...]
+
+    def folded() -> np.ndarray:
+        if conv.op is Op.CONV:
+            return _scaled(weight, scale.reshape((-1,) + (1,) * (weight.ndim - 1)))
+        # ConvTranspose weights are [Cin, Cout/group, k...]
         cout_g = weight.shape[1]
         s = scale.reshape(group, cout_g)
-        w = _scaled(
+        return _scaled(
             weight.reshape((group, -1, cout_g, *weight.shape[2:])),
             s.reshape((group, 1, cout_g) + (1,) * (weight.ndim - 2)),
         ).reshape(weight.shape)
+
+    sources = [weight, *(graph.const(i) for i in bn.inputs[1:5])]
+    # (read-only: the graph keeps this very array, so what is computed from it is remembered)
+    w = _FOLDED.get(
+        sources, (conv.op, group, float(bn.attr("epsilon", 1e-5))), lambda: frozen_array(folded())
+    )
     bias_name = conv.inputs[2] if len(conv.inputs) > 2 and conv.inputs[2] else None
     bias = graph.const(bias_name) if bias_name else np.zeros(scale.shape, np.float32)
     if bias is None:

@@ -309,7 +309,7 @@ def graph_cleaner(graph: Graph, ctx: PassContext) -> Graph:
     for key, part in (("preprocess", pre_g), ("postprocess", post_g)):
         if part is not None:
             ctx.host_graphs[key] = part
-            ctx.files[f"{key}.onnx"] = to_onnx(part)
+            ctx.files[f"{key}.onnx"] = part  # (the driver saves it: `export.save_onnx`)
     if cfg.graph_cleaner_dump_core_onnx:
         ctx.files[str(cfg.graph_cleaner_dump_core_onnx)] = to_onnx(core)
     if cfg.graph_cleaner_dump_full_opt_onnx:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import onnx
 
     from aipusim.arch import Arch
@@ -39,8 +41,12 @@ class PassContext:
     #: Calibration/other inputs a pass needs from the request (imageset, transform, ...).
     request: Any = None
     host_graphs: dict[str, Graph] = field(default_factory=dict)
-    files: dict[str, bytes | onnx.ModelProto] = field(default_factory=dict)
+    files: dict[str, bytes | onnx.ModelProto | Graph] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
+    #: The folder the output is built in (the driver's, swapped into place at the end):
+    #: the emit pass writes ``compiled_model/`` there file by file instead of leaving the
+    #: files in ``files`` (a large model's do not all fit in memory at once).
+    write_dir: Path | None = None
     log: logging.Logger = log
     #: The pipeline's `PassRecord` of every pass so far (kept when a pass fails).
     records: list[Any] = field(default_factory=list)

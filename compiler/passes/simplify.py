@@ -26,6 +26,18 @@ _NO_FOLD = frozenset({Op.NON_MAX_SUPPRESSION, Op.OTHER})
 _RESHAPES = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE})
 
 
+def folds_to_view(graph: Graph, node: Node) -> bool:
+    """A Transpose of a constant: folded into a transposed view of the constant, whatever
+    its size, which costs no memory (a tied LM head, ``MatMul(x, Transpose(embedding))``,
+    is 1 GB of float32 in llama_1b)."""
+    return (
+        node.op is Op.TRANSPOSE
+        and not node.domain
+        and len(node.present_inputs) == 1
+        and graph.is_constant(node.inputs[0])
+    )
+
+
 def _foldable(graph: Graph, node: Node) -> bool:
     if node.op in _NO_FOLD or node.domain:
         return False
@@ -35,6 +47,8 @@ def _foldable(graph: Graph, node: Node) -> bool:
         return node.op is Op.CONSTANT
     if not all(graph.is_constant(i) for i in node.present_inputs):
         return False
+    if folds_to_view(graph, node):
+        return True
     return all(graph.tensor(o).size <= MAX_FOLD_ELEMENTS for o in node.outputs if o)
 
 
@@ -43,11 +57,15 @@ def _fold(graph: Graph) -> Graph:
     for node in graph.nodes:
         if not _foldable(graph, node):
             continue
-        if node.op is Op.SHAPE:
-            feeds = {node.inputs[0]: np.empty(graph.shape(node.inputs[0]), np.uint8)}
+        if folds_to_view(graph, node):
+            x = graph.const(node.inputs[0])
+            values = [np.transpose(x, node.attr("perm", tuple(reversed(range(x.ndim)))))]
         else:
-            feeds = {i: graph.const(i) for i in node.present_inputs}
-        values = evaluate_node(node, feeds, graph.opset)
+            if node.op is Op.SHAPE:
+                feeds = {node.inputs[0]: np.empty(graph.shape(node.inputs[0]), np.uint8)}
+            else:
+                feeds = {i: graph.const(i) for i in node.present_inputs}
+            values = evaluate_node(node, feeds, graph.opset)
         ed = ed or graph.edit()
         ed.remove(node)
         for name, value in zip(node.outputs, values, strict=False):
@@ -174,4 +192,4 @@ def fold_constants(graph: Graph, ctx: PassContext | None) -> Graph:
     return _merge_reshapes(graph)
 
 
-__all__ = ["fold_constants"]
+__all__ = ["fold_constants", "folds_to_view"]

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -134,8 +135,26 @@ def _structure(qg: QuantizedGraph, arrays: _Arrays) -> dict:
 CORE_FILES = (ARRAYS, GRAPH_JSON, MANIFEST)
 
 
+#: The `CORE_FILES` of quantized graphs still alive, by graph object: a `QuantizedGraph`
+#: never changes, so neither do its files. The quantization cache enters the files it
+#: rebuilt a graph from (a graph and its files go both ways byte for byte), so a compile
+#: whose back end keeps that graph as its integer program (no rewrite changed it) writes
+#: ``reference/`` without serializing 26 MB (ResNet-50) again.
+_files_of: weakref.WeakKeyDictionary[QuantizedGraph, Mapping[str, bytes]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def remember_files(qgraph: QuantizedGraph, files: Mapping[str, bytes]) -> None:
+    """Record that ``files`` are the `quantized_graph_files` of ``qgraph``."""
+    _files_of[qgraph] = files
+
+
 def quantized_graph_files(qgraph: QuantizedGraph) -> dict[str, bytes]:
     """The `CORE_FILES` of ``qgraph`` (arrays, graph structure, manifest), by name."""
+    known = _files_of.get(qgraph)
+    if known is not None:
+        return dict(known)
     arrays = _Arrays()
     structure = _structure(qgraph, arrays)
     buf = io.BytesIO()
@@ -163,12 +182,14 @@ def quantized_graph_files(qgraph: QuantizedGraph) -> dict[str, bytes]:
         "graph": GRAPH_JSON,
         "arrays": {"file": ARRAYS, "sha256": hashlib.sha256(blob).hexdigest()},
     }
-    return {
+    files = {
         ARRAYS: blob,
         # compact: with an indent, json falls back to its pure-Python encoder (MBs here)
         GRAPH_JSON: json.dumps(structure, separators=(",", ":")).encode(),
         MANIFEST: json.dumps(manifest, indent=2).encode(),
     }
+    remember_files(qgraph, files)
+    return dict(files)
 
 
 def quantized_model_files(
@@ -382,6 +403,7 @@ __all__ = [
     "quantized_graph_from_files",
     "quantized_model_files",
     "read_quantized_model",
+    "remember_files",
     "text_dump",
     "write_quantized_model",
 ]

@@ -12,8 +12,9 @@ and its result depends on few things. The key of an entry is the SHA-256 of:
 3. the config properties marked ``quant=True`` in the property table (`key_properties`:
    ``quantization_scheme``, ``quantize_dw_channel_wise``, ``remove_io_quantization``);
 4. the DPU float format of the arch (the only hardware number quantization reads);
-5. the versions of aipusim, onnxruntime (calibration's forward passes) and numpy, and the
-   entry format.
+5. the versions of aipusim, onnxruntime (calibration's forward passes) and numpy, of the
+   quantization rules (`quantize.RULES_VERSION`: a development tree keeps one aipusim
+   version across changes that move the parameters), and the entry format.
 
 The multicore mode, the core count, utilization limits and the other hardware numbers are
 not in the key: a sweep over them calibrates once.
@@ -28,7 +29,8 @@ cache holds at most ``$AIPUSIM_CACHE_SIZE_MB`` megabytes (default `DEFAULT_SIZE_
 least recently used entries (reads touch them) are removed when a write exceeds it.
 A process also keeps the last `RECENT_ENTRIES` entries it read or wrote in memory
 (a sweep worker compiles the same model over and over): an entry whose file holds the
-same bytes is not checksummed and split again.
+same bytes is not checksummed and split again, and its quantized graph is not rebuilt
+(the graph is immutable: the same object serves every compile).
 A cache folder that cannot be written is named once in a warning and the compile goes
 on without the cache.
 
@@ -55,14 +57,18 @@ import numpy as np
 from aipusim.base import __version__
 from aipusim.base.atomic import clean_stale, temp_name
 from aipusim.base.errors import ConfigError, QuantizationError
+from aipusim.base.mapped import release
+from aipusim.base.memo import ArrayMemo
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.artifacts import (
     CORE_FILES,
     quantized_graph_files,
     quantized_graph_from_files,
+    remember_files,
 )
 from aipusim.compiler.quant.data import CalibrationData
-from aipusim.compiler.quant.quantize import QuantizedGraph
+from aipusim.compiler.quant.observers import BLOCK_BYTES
+from aipusim.compiler.quant.quantize import RULES_VERSION, QuantizedGraph
 
 if TYPE_CHECKING:
     from aipusim.compiler.config import CompilerConfig
@@ -79,18 +85,44 @@ DEFAULT_SIZE_MB = 2000
 SUBDIR = "quantization"
 SUFFIX = ".qcache"
 #: First line of every entry; a new layout of the entry or of its key gets a new number.
-MAGIC = b"aipusim-quantization-cache 1\n"
+MAGIC = b"aipusim-quantization-cache 2\n"
 #: Entries a process keeps in memory after reading or writing them (26 MB for ResNet-50).
 RECENT_ENTRIES = 2
 #: Those entries, ``{entry path: (its bytes, its files)}``, the most recently used last.
 _recent: dict[str, tuple[bytes, Mapping[str, bytes]]] = {}
 
 
+#: The quantized graphs rebuilt from those entries, ``{entry path: (its files, the graph)}``:
+#: a `QuantizedGraph` never changes, so the next compile of the same entry takes it as is.
+_graphs: dict[str, tuple[Mapping[str, bytes], QuantizedGraph]] = {}
+
+#: Entries larger than this are not kept in memory (llama_1b's is 1.3 GB: keeping it, and
+#: the files it splits into, would hold two more copies of every weight for the compile).
+RECENT_MAX_BYTES = 256 << 20
+
+
 def _remember(path: Path, data: bytes, files: Mapping[str, bytes]) -> None:
     _recent.pop(str(path), None)
+    if len(data) > RECENT_MAX_BYTES:
+        return
     _recent[str(path)] = (data, files)
     while len(_recent) > RECENT_ENTRIES:
         del _recent[next(iter(_recent))]
+    for gone in set(_graphs) - set(_recent):
+        del _graphs[gone]
+
+
+def _rebuilt(path: Path, files: Mapping[str, bytes]) -> QuantizedGraph:
+    """The quantized graph of the entry ``path`` holding ``files``: rebuilt once while the
+    entry stays among the recent ones with the same files."""
+    kept = _graphs.get(str(path))
+    if kept is not None and kept[0] == files:
+        return kept[1]
+    qgraph = quantized_graph_from_files(files, f"cache entry {path}", checked=True)
+    remember_files(qgraph, files)
+    if str(path) in _recent:
+        _graphs[str(path)] = (files, qgraph)
+    return qgraph
 
 
 #: What `quantize_cached` reports about where the quantized graph came from.
@@ -111,6 +143,23 @@ class _Unkeyable(Exception):
     """A value the key cannot describe by content (the compile goes on without cache)."""
 
 
+#: Digests of read-only arrays the key hashed, while they live.
+_DIGESTS = ArrayMemo()
+
+
+def _sha256(arr: np.ndarray) -> bytes:
+    """SHA-256 of ``arr``'s bytes in C order. A non-contiguous view (a transposed weight:
+    1 GB for llama_1b's LM head) is fed in blocks of rows rather than copied whole."""
+    if arr.flags.c_contiguous:
+        return hashlib.sha256(memoryview(arr).cast("B")).digest()
+    # (not contiguous, so it has elements and at least one axis)
+    h = hashlib.sha256()
+    rows = max(1, BLOCK_BYTES // max(arr.nbytes // arr.shape[0], 1))
+    for i in range(0, arr.shape[0], rows):
+        h.update(memoryview(np.ascontiguousarray(arr[i : i + rows])).cast("B"))
+    return h.digest()
+
+
 class _Hasher:
     """SHA-256 over length-prefixed, typed frames (so no two values feed the same bytes)."""
 
@@ -125,12 +174,15 @@ class _Hasher:
         self.frame(b"s", value.encode())
 
     def array(self, value: np.ndarray) -> None:
-        arr = np.ascontiguousarray(value)
-        self.text(f"{arr.dtype.str}{arr.shape}")
+        given = np.asarray(value)
+        self.text(f"{given.dtype.str}{given.shape}")
         # (object arrays have no bytes that describe their content)
-        if arr.dtype.hasobject:
-            raise _Unkeyable(f"an array of {arr.dtype}")
-        self.frame(b"a", memoryview(arr).cast("B"))
+        if given.dtype.hasobject:
+            raise _Unkeyable(f"an array of {given.dtype}")
+        # the SHA-256 of its bytes, remembered for a graph's read-only constants: a warm
+        # compile of the same imported graph hashes none of its 100 MB again
+        self.frame(b"a", _DIGESTS.get((given,), "sha256", lambda: _sha256(given)))
+        release(given)  # a weight mapped from its file: hashed once, not needed now
 
     def value(self, value: Any) -> None:
         if value is None or isinstance(value, bool | int | float | str):
@@ -182,7 +234,7 @@ def cache_key(
 
     fmt = float_format or FloatFormat()
     h = _Hasher()
-    h.value((MAGIC.decode(), __version__, _version("onnxruntime"), np.__version__))
+    h.value((MAGIC.decode(), RULES_VERSION, __version__, _version("onnxruntime"), np.__version__))
     try:
         h.graph(graph)
         h.text(calibration.source)
@@ -247,11 +299,19 @@ def _warn_once(folder: Path, exc: OSError) -> None:
     )
 
 
-def _pack(files: Mapping[str, bytes]) -> bytes:
+def _head(files: Mapping[str, bytes]) -> bytes:
+    """The magic line and the header of an entry holding ``files`` (the body, their bytes
+    in `CORE_FILES` order, follows)."""
     sizes = {name: len(files[name]) for name in CORE_FILES}
-    body = b"".join(files[name] for name in CORE_FILES)
-    header = {"sha256": hashlib.sha256(body).hexdigest(), "sizes": sizes}
-    return MAGIC + json.dumps(header).encode() + b"\n" + body
+    digest = hashlib.sha256()
+    for name in CORE_FILES:
+        digest.update(files[name])
+    header = {"sha256": digest.hexdigest(), "sizes": sizes}
+    return MAGIC + json.dumps(header).encode() + b"\n"
+
+
+def _pack(files: Mapping[str, bytes]) -> bytes:
+    return _head(files) + b"".join(files[name] for name in CORE_FILES)
 
 
 class _Corrupt(Exception):
@@ -346,10 +406,11 @@ class QuantizationCache:
         """Store ``files`` under ``key`` (atomically), then keep the cache under its limit;
         False when the folder cannot be written (warned once) or the entry is over the
         limit by itself."""
-        data = _pack(files)
-        if len(data) > self.limit_bytes:
+        head = _head(files)
+        size = len(head) + sum(len(files[name]) for name in CORE_FILES)
+        if size > self.limit_bytes:
             log.info("quantization cache: an entry of %d bytes is over the limit of %d bytes; "
-                     "not stored", len(data), self.limit_bytes)  # fmt: skip
+                     "not stored", size, self.limit_bytes)  # fmt: skip
             return False
         path = self.path(key)
         tmp = None
@@ -358,7 +419,10 @@ class QuantizationCache:
             clean_stale(path)
             tmp = temp_name(path)
             with open(tmp, "xb") as fh:
-                fh.write(data)
+                # part by part: the entry is not joined into one more copy in memory
+                fh.write(head)
+                for name in CORE_FILES:
+                    fh.write(files[name])
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -368,7 +432,8 @@ class QuantizationCache:
                     tmp.unlink()
             _warn_once(self.folder, exc)
             return False
-        _remember(path, data, dict(files))
+        if size <= RECENT_MAX_BYTES:
+            _remember(path, _pack(files), dict(files))
         self.evict(keep=path)
         return True
 
@@ -463,8 +528,7 @@ def quantize_cached(
         files = cache.get(key)
         if files is not None:
             try:
-                where = f"cache entry {cache.path(key)}"
-                qgraph = quantized_graph_from_files(files, where, checked=True)
+                qgraph = _rebuilt(cache.path(key), files)
             except QuantizationError as exc:
                 # (an entry of this version that does not rebuild: a bug, not bad input)
                 log.warning("%s; computing again", exc)

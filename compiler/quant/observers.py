@@ -449,6 +449,11 @@ def _kl_divergences(
     return terms.sum(axis=1)
 
 
+#: Bytes of temporaries a weight is worked on in at once (`weight_ranges_per_channel`,
+#: `aipusim.compiler.quant.scheme.weight_blocks`).
+BLOCK_BYTES = 64 << 20
+
+
 def weight_ranges_per_channel(w: np.ndarray, axis: int = 0) -> np.ndarray:
     """Max |w| of each slice along `axis` (weights are symmetric: zero point 0).
 
@@ -456,6 +461,11 @@ def weight_ranges_per_channel(w: np.ndarray, axis: int = 0) -> np.ndarray:
     array([3. , 0.5])
     """
     moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
-    amax = np.abs(moved).max(axis=1).astype(np.float64)
+    amax = np.empty(moved.shape[0], np.float64)
+    # block by block: |w| of a whole weight is a copy of it (max and |.| are exact in any
+    # float type, so the block sizes do not change the result)
+    rows = max(1, BLOCK_BYTES // max(1, moved.shape[1] * moved.itemsize))
+    for i in range(0, moved.shape[0], rows):
+        amax[i : i + rows] = np.abs(moved[i : i + rows]).max(axis=1)
     _check_finite(0.0, float(amax.max()) if amax.size else 0.0)
     return amax

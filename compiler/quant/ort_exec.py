@@ -29,8 +29,10 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import onnx
 
 from aipusim.base.errors import QuantizationError
+from aipusim.base.mapped import is_mapped
 from aipusim.compiler.ir import Graph
 from aipusim.compiler.quant.data import float_inputs
 
@@ -63,6 +65,22 @@ class OrtFloatSession:
         # every weight less, twice: to protobuf and back).
         model = to_onnx(graph, external_min_bytes=EXTERNAL_MIN_BYTES)
         weights = [t.name for t in model.graph.initializer if t.external_data]
+        # Weights mapped from their file (`aipusim.base.mapped`, llama_1b's 4.95 GB) are
+        # fed as graph inputs with every run: onnxruntime reads an input where it is, but
+        # copies every initializer into its own memory (a second copy of all weights).
+        mapped = [w for w in weights if is_mapped(graph.const(w))]
+        self._weights = {w: np.ascontiguousarray(graph.const(w)) for w in mapped}
+        if mapped:
+            stubs = {t.name: t for t in model.graph.initializer}
+            kept = [t for t in model.graph.initializer if t.name not in self._weights]
+            del model.graph.initializer[:]
+            model.graph.initializer.extend(kept)
+            for w in mapped:
+                stub = stubs[w]
+                model.graph.input.append(
+                    onnx.helper.make_tensor_value_info(w, stub.data_type, list(stub.dims))
+                )
+            weights = [w for w in weights if w not in self._weights]
         outputs = {o.name for o in model.graph.output}
         info = {v.name: v for v in model.graph.value_info}
         for t in computed:
@@ -102,6 +120,7 @@ class OrtFloatSession:
         if not self._computed:  # onnxruntime reads no names as "every output"
             return out
         try:
+            feeds.update(self._weights)
             values = self._session.run(self._computed, {k: feeds[k] for k in self._inputs})
         except Exception as exc:  # onnxruntime raises its own exception types
             raise QuantizationError(

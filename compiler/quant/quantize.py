@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from aipusim.base.errors import QuantizationError
+from aipusim.base.mapped import release
 from aipusim.compiler.decoder import is_cache_input
 from aipusim.compiler.ir import DType, Graph, Node, Op, QuantParams, Tensor, is_depthwise
 from aipusim.compiler.passes.bn_fold import bn_scale_shift
@@ -44,6 +45,7 @@ from aipusim.compiler.quant import opsupport as S
 from aipusim.compiler.quant.data import CalibrationData
 from aipusim.compiler.quant.elementwise import scalar_operand, unary_function
 from aipusim.compiler.quant.observers import (
+    BLOCK_BYTES,
     HistogramRange,
     MinMaxObserver,
     Observer,
@@ -156,6 +158,13 @@ class QuantizedGraph:
 
 
 # ----------------------------------------------------------------------- planning
+
+
+#: The version of the rules that give a graph its parameters (which tensors share a grid,
+#: how a range becomes a grid): the quantization cache keys on it, so a change that moves
+#: the parameters of an unchanged graph must raise it, else older entries are reused.
+#: 2: a decoder's past shares its present's grid (`_share_plan`).
+RULES_VERSION = 2
 
 
 def _share_plan(graph: Graph) -> dict[str, str]:
@@ -294,6 +303,9 @@ def observe_ranges(
     for _ in feed(calibration.samples):
         if progress is not None:
             progress.update(1)
+    del feed  # (and the float session with it)
+    for value in graph.constants.values():
+        release(value)  # weights mapped from their file: read again one by one when quantized
     bounds = _range_bounds(graph)
     wide = wide_tensors(graph, src)
     symmetric = symmetric_groups(graph, src)
@@ -535,12 +547,14 @@ class _Builder:
                 if node.op is Op.MATMUL:
                     return self.matmul_act(node)
                 raise S.unsupported(node, "the weights must be a constant")
-            w = np.asarray(w, np.float64)
+            # float weights stay in their type (llama_1b's LM head is 2.1 GB as float64):
+            # |w|, max and w / s_w (float64) give the same values either way
+            w = w if w.dtype.kind == "f" else np.asarray(w, np.float64)
             b = g.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
             if node.op is Op.GEMM:
                 if node.attr("transA", 0):
                     raise S.unsupported(node, "transA=1 is not supported")
-                w = w * float(node.attr("alpha", 1.0))
+                w = np.asarray(w, np.float64) * float(node.attr("alpha", 1.0))
                 if b is not None:
                     b = np.asarray(b, np.float64) * float(node.attr("beta", 1.0))
                 axis = 0 if node.attr("transB", 0) else 1
@@ -550,6 +564,7 @@ class _Builder:
                 axis = 1
             elif node.op is Op.CONV_TRANSPOSE:
                 self.scalar(x, node)  # the transposed-conv kernel takes one input zero point
+                w = np.asarray(w, np.float64)
                 axis = 1
             else:
                 axis = 0
@@ -576,6 +591,7 @@ class _Builder:
                 s_w = np.repeat(one, n_out)
             s_w_out = s_w
         w_q = quantize_weights(w, s_w, axis)
+        release(w)  # a weight mapped from its file: its pages are not needed again
         bias_scale = (s_in_c * s_w_out.astype(np.float64)).astype(np.float64)
         bq = saturate_bias(node, b, bias_scale, _channel_abs_sums(node, w_q, axis), self.zp_max(x))
         w_qp = QuantParams(s_w, np.zeros(s_w.size, np.int32), axis=axis)
@@ -854,15 +870,21 @@ _SATURATED_NAMED = 8
 
 def _channel_abs_sums(node: Node, w_q: np.ndarray, axis: int) -> np.ndarray:
     """sum |w_q| of the weights each output channel reads (int64)."""
-    w = np.abs(w_q.astype(np.int64))
     if node.op is Op.BATCH_NORM:
-        return w.reshape(-1)
+        return np.abs(w_q.astype(np.int64)).reshape(-1)
     if node.op is Op.CONV_TRANSPOSE:  # [Cin, Cout/group, k...]: see the function below
+        w = np.abs(w_q.astype(np.int64))
         group = int(node.attr("group", 1))
         c_in, opg = w.shape[0], w.shape[1]
         per = w.reshape(group, c_in // group, opg, -1).sum(axis=(1, 3))
         return per.reshape(-1)
-    return np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1).sum(axis=1)
+    moved = np.moveaxis(w_q, axis, 0).reshape(w_q.shape[axis], -1)
+    sums = np.empty(moved.shape[0], np.int64)
+    # block by block: the int64 copy of a whole weight is 8 bytes a weight
+    rows = max(1, BLOCK_BYTES // max(1, moved.shape[1] * 8))
+    for i in range(0, moved.shape[0], rows):
+        sums[i : i + rows] = np.abs(moved[i : i + rows].astype(np.int64)).sum(axis=1)
+    return sums
 
 
 def _conv_transpose_weight_scales(

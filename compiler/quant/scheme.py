@@ -62,6 +62,7 @@ from enum import StrEnum
 import numpy as np
 
 from aipusim.compiler.quant.observers import (
+    BLOCK_BYTES,
     HistogramObserver,
     HistogramRange,
     MinMaxObserver,
@@ -220,18 +221,43 @@ def floored_weight_scales(
     return s32
 
 
+def weight_blocks(w: np.ndarray) -> tuple[int, list[slice]]:
+    """(axis, slices along it) cutting ``w`` into blocks of at most about `BLOCK_BYTES` as
+    float64, along its outermost axis in memory (the largest stride: each block is one
+    stretch of memory, so a weight mapped from its file is read block by block). Element-wise
+    work done block by block gives the whole array's result exactly, with temporaries the
+    size of a block (llama_1b's LM head is 2.1 GB as float64).
+
+    >>> weight_blocks(np.zeros((4, 3)))
+    (0, [slice(0, 4, None)])
+    """
+    if w.ndim == 0 or w.size == 0:
+        return 0, [slice(None)]
+    spans = [abs(st) if n > 1 else 0 for st, n in zip(w.strides, w.shape, strict=True)]
+    axis = int(np.argmax(spans))
+    n = w.shape[axis]
+    per = max(1, BLOCK_BYTES // max(1, (w.size // n) * 8))
+    return axis, [slice(i, min(i + per, n)) for i in range(0, n, per)]
+
+
 def quantize_weights(w: np.ndarray, scales: np.ndarray, axis: int) -> np.ndarray:
-    """int8 weights ``round(w / s)`` with ``scales`` along ``axis`` (a scalar: per tensor)."""
+    """int8 weights ``round(w / s)`` with ``scales`` along ``axis`` (a scalar: per tensor),
+    computed in float64 block by block (`weight_blocks`)."""
     shape = [1] * w.ndim
     s = np.asarray(scales, np.float64)
     if s.ndim:
         shape[axis] = s.size
         s = s.reshape(shape)
-    q = np.divide(w, s)
-    # in place: no further float64 copies of the weights
-    np.rint(q, out=q)
-    np.clip(q, -WEIGHT_QMAX, WEIGHT_QMAX, out=q)
-    return q.astype(np.int8)
+    out = np.empty(w.shape, np.int8)
+    cut, blocks = weight_blocks(w)
+    for block in blocks:
+        at = (slice(None),) * cut + (block,)
+        q = np.divide(w[at], s[at] if s.ndim and s.shape[cut] > 1 else s)
+        # in place: no further float64 copies of the block
+        np.rint(q, out=q)
+        np.clip(q, -WEIGHT_QMAX, WEIGHT_QMAX, out=q)
+        out[at] = q
+    return out
 
 
 def quantize_values(x: np.ndarray, scale: np.ndarray, zp: np.ndarray, axis: int | None = None):
@@ -269,6 +295,7 @@ __all__ = [
     "quantize_weights",
     "snap_range",
     "symmetric_qparams",
+    "weight_blocks",
     "weight_scale_floor",
     "weight_scales",
 ]

@@ -3,6 +3,7 @@ step bit-exact against the int8 reference; the cache on one grid and in DDR."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,14 +12,34 @@ import onnx
 import pytest
 
 from aipusim.api.decoder_check import MODES, check_decoder_steps
+from aipusim.api.functional_check import load_reference
 from aipusim.base.errors import ConfigError, DecoderGraphError, OnnxImportError
-from aipusim.compiler.decoder import cache_state, is_cache_input, pin_cache_grids
+from aipusim.compiler.decoder import (
+    append_in_place,
+    cache_state,
+    is_cache_input,
+    pin_cache_grids,
+)
 from aipusim.compiler.importer import import_model
+from aipusim.compiler.ir import QuantParams
+from aipusim.isa.program import load_program_tables
+from aipusim.isa.tasks import DmaCopy, Phase, Pool
 from aipusim.zoo import DecoderGraph, build_decoder
 
 
 def _decode(past: int = 4) -> onnx.ModelProto:
     return build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=past, positions=64)
+
+
+def _cache_concats(folder: Path) -> list:
+    """The Concats of a compiled decode graph that append to its KV cache."""
+    graph = load_reference(folder).graph
+    state = cache_state(graph)
+    return [n for n in graph.nodes if n.op_type == "Concat" and n.inputs[0] in state]
+
+
+def _past_of(folder: Path, layer: str) -> str:
+    return next(n.inputs[0] for n in _cache_concats(folder) if n.name == layer)
 
 
 def _grids(scale: float = 0.02, zero: int = 0) -> dict[str, tuple[float, int]]:
@@ -37,10 +58,29 @@ def test_prefill_and_a_decode_step_carry_the_cache_bit_exact(tmp_path: Path) -> 
     row = 2 * 32  # one token of one layer's keys (2 KV heads x 32 dimensions), int8
     per_token = report["bytes_per_token"]
     assert (per_token["kv_read"], per_token["kv_write"]) == (8 * 4 * row, 8 * row)
-    assert report["present_written_bytes"] == 8 * 5 * row
+    # grown in place: the step writes the new token's rows only, not the whole cache
+    assert report["present_written_bytes"] == 8 * row
+    assert all(t["in_place"] for t in report["tensors"])
     assert per_token["weights"] > 4_000_000 and per_token["activations"] > 0
     assert {(t["past_pool"], t["present_pool"]) for t in report["tensors"]} == {("ddr", "ddr")}
     program = json.loads((folder / "model.json").read_text())
+    # one buffer per pair: the past at its start, the present over it and one row more
+    io = {b["name"]: b for b in program["memory"]["io"]}
+    for t in report["tensors"]:
+        past, present = io[t["past"]], io[t["present"]]
+        assert past["addr"] == present["addr"] and past["slots"] == present["slots"] == 1
+        assert present["bytes"] - past["bytes"] == row
+    # the tasks: the Concats appending to the cache read no DDR in a frame and write the
+    # new rows there, right after the past
+    _, tasklists = load_program_tables(folder)
+    appends = [
+        t for table in tasklists.values() for t in table.to_tasks()
+        if t.phase is Phase.FRAME and t.layer in {n.name for n in _cache_concats(folder)}
+    ]  # fmt: skip
+    ddr_in = [t for t in appends if isinstance(t, DmaCopy) and t.src_pool is Pool.DDR]
+    ddr_out = [t for t in appends if isinstance(t, DmaCopy) and t.dst_pool is Pool.DDR]
+    assert not ddr_in and sum(t.bytes for t in ddr_out) == per_token["kv_write"]
+    assert {t.dst_addr - io[_past_of(folder, t.layer)]["addr"] for t in ddr_out} == {4 * row}
     # over the host link: the token's embedding row and its RoPE rows in, the logits out
     assert (program["instance"]["input_bytes"], program["instance"]["output_bytes"]) == (
         256 + 2 * 32,
@@ -72,6 +112,49 @@ def test_the_cache_pairs_of_a_decode_graph() -> None:
     assert sorted(state) == sorted(i for i in graph.inputs if is_cache_input(i))
     assert len(state) == 8 and set(state.values()) <= set(graph.outputs)
     assert cache_state(import_model(build_decoder("tiny_decoder", tokens=4))) == {}
+
+
+def _chip_form(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each present written by its Concat itself, as the compiler's graph
+    has it once the cleaner moved the naming Identity nodes to the host."""
+    outputs = {v.name for v in model.graph.output}
+    named = {
+        n.input[0]: n
+        for n in model.graph.node
+        if n.op_type == "Identity" and n.output[0] in outputs
+    }
+    renamed = {}
+    for node in model.graph.node:
+        if node.op_type == "Concat" and node.output[0] in named:
+            identity = named[node.output[0]]
+            renamed[node.output[0]] = identity.output[0]
+            node.output[0] = identity.output[0]
+            model.graph.node.remove(identity)
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(i, i) for i in node.input]
+    return model
+
+
+def test_one_sequence_grows_its_cache_in_place_several_do_not() -> None:
+    # [B, KV, T, D] lies [B, T, D, KV]: one sequence keeps its past as the present's start
+    graph = import_model(_chip_form(_decode()))
+    assert append_in_place(graph) == cache_state(graph) and len(cache_state(graph)) == 8
+    batch = build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=4, batch=2, positions=64)
+    assert append_in_place(import_model(_chip_form(batch))) == {}  # the sequences interleave
+    # a present an Identity names has a buffer of its own: not grown in place
+    assert append_in_place(import_model(_decode())) == {}
+
+    # quantized: past and present on one grid keep the bytes; on two they cannot
+    def on_grids(zero_point: int) -> dict[str, str]:
+        present = cache_state(graph)["past_key_values.1.key"]
+        tensors = dict(graph.tensors)
+        for name, zp in (("past_key_values.1.key", zero_point), (present, 0)):
+            q = QuantParams(np.float32(0.02), np.int64(zp))
+            tensors[name] = dataclasses.replace(tensors[name], quant=q)
+        return append_in_place(dataclasses.replace(graph, tensors=tensors))
+
+    assert "past_key_values.1.key" in on_grids(0)
+    assert "past_key_values.1.key" not in on_grids(3)
 
 
 def test_a_pinned_cache_input_keeps_its_grid_through_import() -> None:

@@ -106,6 +106,7 @@ def test_a_folder_without_its_compile_is_named(tmp_path: Path) -> None:
         Retargeter.from_compiled(tmp_path)
 
 
+@pytest.mark.usefixtures("no_run_plots")
 def test_run_gives_the_bands_in_report_and_run_json(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -82,6 +82,7 @@ def test_run_json_has_the_headline_figures(tiny_run: tuple[Path, dict]) -> None:
     assert busy == sorted(busy, reverse=True)
 
 
+@pytest.mark.usefixtures("no_run_plots")
 def test_rerun_replaces_an_earlier_run_folder(
     tiny_run: tuple[Path, dict], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,6 +146,7 @@ def test_refuses_an_output_below_a_file(tmp_path: Path, capsys: pytest.CaptureFi
     assert "is a file" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("no_run_plots")
 def test_input_shape_fixes_a_dynamic_onnx_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -120,6 +120,7 @@ def test_bad_functional_options(
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.usefixtures("no_run_plots")
 def test_run_check_writes_the_verdict_into_the_report(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     assert main(["run", "tiny_cnn", "--check", "--frames", "2", "-o", str(out)]) == 0

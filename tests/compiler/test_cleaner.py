@@ -8,7 +8,7 @@ import pytest
 
 from aipusim.base.errors import OnnxImportError
 from aipusim.compiler.config import CompilerConfig
-from aipusim.compiler.export import run_onnx
+from aipusim.compiler.export import run_onnx, to_onnx
 from aipusim.compiler.importer import import_model
 from aipusim.compiler.ir import DATA_DEPENDENT_OPS, Op, verify
 from aipusim.compiler.passes.cleaner import graph_cleaner, run_split
@@ -38,7 +38,7 @@ def assert_split_reproduces(onnx_models, model, ctx, core, shape=None) -> None:
         if key is None:
             env.update(run_split([core], core.outputs, {i: env[i] for i in core.inputs}))
         elif key in ctx.host_graphs:
-            proto = ctx.files[f"{key}.onnx"]
+            proto = to_onnx(ctx.files[f"{key}.onnx"])
             onnx.checker.check_model(proto)
             names = [i.name for i in proto.graph.input]
             env.update(run_onnx(proto, {i: env[i] for i in names}))

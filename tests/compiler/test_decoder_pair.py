@@ -70,6 +70,44 @@ def _retype_input(name: str, elem: int) -> Callable[[onnx.ModelProto], None]:
     return edit
 
 
+def _append_to(present: str, past: str, axis: int = 2) -> Callable[[onnx.ModelProto], None]:
+    """The Concat behind ``present`` appends to ``past`` on ``axis`` instead."""
+
+    def edit(model: onnx.ModelProto) -> None:
+        producer = {o: n for n in model.graph.node for o in n.output}
+        node = producer[present]
+        while node.op_type == "Identity":
+            node = producer[node.input[0]]
+        node.input[0] = past
+        next(a for a in node.attribute if a.name == "axis").i = axis
+
+    return edit
+
+
+def _not_appended(present: str) -> Callable[[onnx.ModelProto], None]:
+    """``present`` computed from the new rows only (no Concat with the past)."""
+
+    def edit(model: onnx.ModelProto) -> None:
+        producer = {o: n for n in model.graph.node for o in n.output}
+        identity = producer[present]
+        concat = producer[identity.input[0]]
+        identity.input[0] = concat.input[1]
+
+    return edit
+
+
+def _drop_layer(prefix: str, layer: int) -> Callable[[onnx.ModelProto], None]:
+    """Every graph input and output of ``prefix``.``layer``.* left out."""
+
+    def edit(model: onnx.ModelProto) -> None:
+        for values in (model.graph.input, model.graph.output):
+            kept = [v for v in values if not v.name.startswith(f"{prefix}.{layer}.")]
+            del values[:]
+            values.extend(kept)
+
+    return edit
+
+
 def _dynamic_input(model: onnx.ModelProto) -> None:
     model.graph.input[0].type.tensor_type.shape.dim[1].dim_param = "sequence"
 
@@ -94,6 +132,26 @@ def _dynamic_input(model: onnx.ModelProto) -> None:
         ("prefill", _drop_output("logits"), "prefill graph must have an output logits, not none"),
         ("decode", _retype_input("position_ids", TensorProto.INT32),
          "decode graph input position_ids must be int64, not int32"),
+        # past and present pair by name, and the present must grow that very past
+        ("decode", _drop_layer("present", 3),
+         "decode graph must have present.3.key and .value (the prefill graph has 4 layers), "
+         "not none for layer 3"),
+        ("decode", _drop_layer("present", 1),
+         "decode graph must have present tensors for layers 0 to 3, not without layer 1"),
+        ("decode", _drop_layer("past_key_values", 2),
+         "decode graph must have past_key_values tensors for layers 0 to 3, not without "
+         "layer 2"),
+        ("decode", _append_to("present.1.key", "past_key_values.2.key"),
+         "decode graph present.1.key must be past_key_values.1.key grown by the step's rows "
+         "(a Concat of it first, on the token axis 2), not past_key_values.2.key grown on "
+         "axis 2"),
+        ("decode", _append_to("present.0.value", "past_key_values.0.value", axis=3),
+         "decode graph present.0.value must be past_key_values.0.value grown by the step's "
+         "rows (a Concat of it first, on the token axis 2), not past_key_values.0.value "
+         "grown on axis 3"),
+        ("decode", _not_appended("present.2.value"),
+         "decode graph present.2.value must be past_key_values.2.value grown by the step's "
+         "rows (a Concat of it first, on the token axis 2), not made by another operator"),
     ],
 )  # fmt: skip
 def test_a_broken_pair_is_refused_by_name(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -425,7 +426,12 @@ def test_a_compile_too_big_for_the_machine_is_refused_after_the_import(tmp_path:
     ) as err:
         compile_model(request(save(model, tmp_path), out))
     assert "the largest `y` 1x256x65536x65536 = 4.4 TB" in str(err.value)
+    assert str(err.value).endswith("compile a smaller input (--input-shape) or on a bigger machine")
     assert report(out)["stage"] == "import"
+    # a command that compiles for the user (aipusim llm) names its own flags instead
+    asked = dataclasses.replace(request(save(model, tmp_path), out), memory_remedy="use --prompt")
+    with pytest.raises(ResourceLimitError, match=r"is available: use --prompt$"):
+        compile_model(asked)
 
 
 def test_the_compile_memory_estimate_counts_activations_and_constants() -> None:
@@ -440,7 +446,40 @@ def test_the_compile_memory_estimate_counts_activations_and_constants() -> None:
         ("x",),
         ("y",),
     )
-    assert graph_bytes(g) == (8000, 0, "`x` 1x1000 = 4 kB")
+    assert graph_bytes(g) == (8000, 0, 0, "`x` 1x1000 = 4 kB")
     check_compile_memory(g, available=10**9)
-    with pytest.raises(ResourceLimitError, match="is available"):
+    with pytest.raises(ResourceLimitError, match="is available: compile a smaller input"):
         check_compile_memory(g, available=10**6)
+    with pytest.raises(ResourceLimitError, match=r"is available: use --prompt$"):
+        check_compile_memory(g, available=10**6, remedy="use --prompt")
+
+
+def test_the_estimate_counts_mapped_weights_and_their_transposed_views(tmp_path: Path) -> None:
+    """A weight mapped from its file costs `PER_MAPPED_BYTE` per byte, and so does a
+    Transpose of it (folded into a view of it: not an activation)."""
+    from aipusim.base.mapped import mapped_array
+    from aipusim.compiler.ir import Graph, Node, Op, Tensor
+    from aipusim.compiler.memory_estimate import (
+        PER_MAPPED_BYTE,
+        compile_memory_bytes,
+        graph_bytes,
+    )
+
+    (tmp_path / "w.bin").write_bytes(np.ones((8, 16), np.float32).tobytes())
+    w = mapped_array(tmp_path / "w.bin", 0, np.dtype(np.float32), (8, 16))
+    shapes = {"x": (1, 16), "e": (8, 16), "t": (16, 8), "y": (1, 8)}
+    g = Graph(
+        "g",
+        (
+            Node("tr", Op.TRANSPOSE, ("e",), ("t",), {"perm": (1, 0)}),
+            Node("mm", Op.MATMUL, ("x", "t"), ("y",)),
+        ),
+        {n: Tensor(n, s) for n, s in shapes.items()},
+        {"e": w},
+        ("x",),
+        ("y",),
+    )
+    acts, consts, mapped, _ = graph_bytes(g)
+    assert (acts, consts, mapped) == (4 * (16 + 8), 0, 2 * w.nbytes)
+    extra = compile_memory_bytes(0, 0, 1000) - compile_memory_bytes(0, 0, 0)
+    assert abs(extra - 1000 * PER_MAPPED_BYTE) <= 1

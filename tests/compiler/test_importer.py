@@ -242,6 +242,34 @@ def test_external_data_is_loaded(onnx_models, tmp_path: Path) -> None:
         np.testing.assert_array_equal(graph.constants[name], array)
 
 
+def test_large_external_weights_are_mapped_not_read(tmp_path: Path) -> None:
+    """A weight over 4096 elements in an external-data file is a read-only array over a
+    map of the file (its pages are read when touched); a small one is read in."""
+    from aipusim.base.mapped import is_mapped
+
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((64, 128)).astype(np.float32)  # 8192 elements
+    small = rng.standard_normal((128,)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128])
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(big, "w"), numpy_helper.from_array(small, "b")]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y], initializer=inits),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    graph = import_model(path)
+    assert is_mapped(graph.constants["w"]) and not graph.constants["w"].flags.writeable
+    assert not is_mapped(graph.constants["b"])
+    np.testing.assert_array_equal(graph.constants["w"], big)
+    np.testing.assert_array_equal(graph.constants["b"], small)
+
+
 def _point_external(path: Path, location: str) -> None:
     model = onnx.load(path, load_external_data=False)
     for t in model.graph.initializer:

@@ -3,14 +3,17 @@ refusals of what does not fit or is not a decoder."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aipusim.api.sources import resolve_config, with_sets
 from aipusim.base.errors import ConfigError, MemoryPlanError
 from aipusim.cli.main import main
+from aipusim.llm import job
 from aipusim.llm.job import MODES, Step, decode_us, kv_capacity_tokens, run_llm, zoo_pair
 
 
@@ -29,6 +32,10 @@ def test_tiny_decoder_never_exceeds_the_ddr_roofline() -> None:
             r.ddr_bytes_per_s / step.ddr_bytes_per_token
         )
         assert 0 < step.roofline_share <= 1
+    # the decode step grows the KV cache in place: it writes the new token's rows only
+    decode = r.steps[1].compile_bytes_per_step
+    assert decode is not None and decode["kv_write"] == r.kv_bytes_per_token
+    assert decode["kv_written"] == decode["kv_write"]
     summary = r.summary[0]
     assert summary["roofline_share_max"] <= 1
     assert summary["decode_tokens_per_s_start"] == r.steps[1].tokens_per_s
@@ -141,3 +148,98 @@ def test_llama_1b_is_refused_at_the_default_ddr_size_before_it_is_built(tmp_path
         run_llm("llama_1b", prompt=16, generate=1, modes=["single"], contexts=(),
                 output_dir=tmp_path / "out", progress=False)  # fmt: skip
     assert not (tmp_path / "out").exists()
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file below ``folder`` by relative path: its SHA-256."""
+    return {
+        str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(folder.rglob("*"))
+        if f.is_file()
+    }
+
+
+def _earlier(folder: Path) -> dict[str, str]:
+    """An earlier `aipusim llm` folder (its llm.json marks it), with a compiled step."""
+    (folder / "single" / "decode_4").mkdir(parents=True)
+    (folder / "single" / "decode_4" / "model.json").write_text('{"old": true}\n')
+    (folder / "llm.json").write_text('{"model": "tiny_decoder"}\n')
+    (folder / "report.md").write_text("# the earlier run\n")
+    return _files(folder)
+
+
+def _fake_step(
+    graph: Path,
+    out: Path,
+    config: Any,
+    mode: Any,
+    phase: str,
+    context: int,
+    tokens: int,
+    batch: int,
+    ddr_bytes_per_s: float,
+    shown: Any,
+) -> Step:
+    """A measured step without compiling (the folder mechanics only): one file written."""
+    out.mkdir(parents=True)
+    (out / "model.json").write_text(json.dumps({"graph": str(shown(graph))}))
+    return Step(mode.label, phase, context, tokens, batch, 10.0, 1e5, 1e5 * tokens * batch,
+                0.1, 1000.0, 1e6, 0.1)  # fmt: skip
+
+
+def _no_temporaries(parent: Path) -> list[str]:
+    return [p.name for p in parent.iterdir() if ".tmp-" in p.name or ".old-" in p.name]
+
+
+def test_a_failed_run_leaves_the_earlier_folder_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "llm"
+    before = _earlier(out)
+
+    def fail(*_args: Any, **_kwargs: Any) -> Step:
+        raise RuntimeError("the simulator stopped")
+
+    # fails after the graphs were built into the folder being written
+    monkeypatch.setattr(job, "measure_step", fail)
+    with pytest.raises(RuntimeError, match="the simulator stopped"):
+        run_llm("tiny_decoder", prompt=4, generate=1, modes=["single"], contexts=(),
+                output_dir=out, progress=False)  # fmt: skip
+    assert _files(out) == before
+    assert _no_temporaries(tmp_path) == []
+
+
+def test_a_successful_run_replaces_the_earlier_folder_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "llm"
+    _earlier(out)
+    monkeypatch.setattr(job, "measure_step", _fake_step)
+    r = run_llm("tiny_decoder", prompt=4, generate=1, modes=["single"], contexts=(),
+                output_dir=out, progress=False, command="aipusim llm tiny_decoder")  # fmt: skip
+    after = _files(out)
+    # nothing of the earlier run is left; the report was written in the folder swapped in
+    assert "single/decode_4/model.json" in after and "single/prefill/model.json" in after
+    assert json.loads((out / "single" / "decode_4" / "model.json").read_text()) == {
+        "graph": str(out / "graphs" / "decode_4.onnx")
+    }  # the compile records the folder's final place, not the temporary one
+    assert {"report.md", "llm.json", "tokens_per_s.png"} <= set(after)
+    assert "aipusim llm tiny_decoder" in (out / "report.md").read_text()
+    assert json.loads((out / "llm.json").read_text())["model"] == "tiny_decoder"
+    assert r.files == [out / "report.md", out / "llm.json", out / "tokens_per_s.png"]
+    assert _no_temporaries(tmp_path) == []
+
+
+def test_a_folder_with_other_files_is_refused_and_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    argv = ["llm", "tiny_decoder", "--prompt", "4", "--generate", "1", "-o", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "must be empty or an earlier `aipusim llm` folder; it holds other files" in err
+    assert len(err.strip().splitlines()) == 1
+    assert _files(out) == {"notes.txt": hashlib.sha256(b"mine\n").hexdigest()}
+    assert _no_temporaries(tmp_path) == []

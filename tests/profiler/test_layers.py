@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from aipusim.profiler import layer_table, load_trace, slowest_layers
 from aipusim.profiler.critical import critical_resources, predecessors, resource_of
 from aipusim.profiler.exclusive import exclusive_cycles
-from aipusim.profiler.layers import layer_samples
+from aipusim.profiler.layers import _last_rows, layer_samples
 
 # Two cores of one instance, token latency 2 cycles (1 MHz: a cycle is a µs).
 HEADER = (
@@ -94,6 +95,32 @@ def test_resources() -> None:
         "pcie",
         "dma1",
     ]
+
+
+def test_one_core_instances_skip_the_instance_search_with_the_same_result() -> None:
+    """With one core per instance the instance search is skipped; labelling the same
+    instances differently (so that it runs) finds the same predecessors."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 30))
+        core, unit = rng.integers(0, 3, n), rng.integers(0, 3, n)
+        start = rng.integers(0, 25, n)
+        end = start + rng.integers(0, 6, n)
+        latency = int(rng.integers(0, 3))
+        skipped = predecessors(core, unit, start, end, core, latency)
+        searched = predecessors(core, unit, start, end, core + 100, latency)
+        assert skipped.tolist() == searched.tolist()
+
+
+def test_a_samples_last_task_is_the_latest_end_then_task_then_row() -> None:
+    # sample 0: rows 10 and 11 both end at 9 -> the higher task (11, task 5); sample 1:
+    # rows 12 and 13 tie on end and task -> the later row (13)
+    mine = pd.DataFrame(
+        {"task": [1, 5, 3, 2, 2], "end": [4, 9, 9, 7, 7]}, index=[9, 11, 10, 12, 13]
+    )
+    group = np.array([0, 0, 0, 1, 1])
+    assert _last_rows(group, mine, 2).tolist() == [11, 13]
+    assert _last_rows(np.zeros(0, np.int64), mine.iloc[:0], 0).tolist() == []
 
 
 def test_exclusive_cycles_count_each_instant_of_a_core_once() -> None:

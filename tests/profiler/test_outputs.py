@@ -54,18 +54,35 @@ def test_chrome_escapes_odd_layer_names(write_trace, header, tmp_path):
     assert 'a"b\\c' in {e.get("name") for e in json.loads(out.read_text())["traceEvents"]}
 
 
-@pytest.fixture
-def synthetic(tmp_path):
-    p = tmp_path / "run.trace"
+@pytest.fixture(scope="module")
+def synthetic_plots(tmp_path_factory):
+    """`plot_all` of a synthetic 4-core trace with power, drawn once for the tests that read
+    its files and its legends: the paths it returns, and the legend texts of every figure
+    it saved (recorded before the figure is closed)."""
+    from aipusim.profiler import plots
+
+    folder = tmp_path_factory.mktemp("synthetic")
+    p = folder / "run.trace"
     write_synthetic_trace(
         p, frames=8, cores=4, extra={"peak_macs_per_cycle": "65536", "ddr_bytes_per_cycle": "64"}
     )
     write_synthetic_power(p, bins=50)
-    return load_trace(p)
+    legends: dict[str, list[str]] = {}
+    save = plots._save
+
+    def recording(fig, path):
+        legend = fig.axes[0].get_legend()
+        legends[Path(path).name] = [t.get_text() for t in legend.get_texts()] if legend else []
+        return save(fig, path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "_save", recording)
+        paths = plot_all(load_trace(p), folder / "plots")
+    return paths, legends
 
 
-def test_plots_are_written_as_png(synthetic, tmp_path):
-    paths = plot_all(synthetic, tmp_path / "plots")
+def test_plots_are_written_as_png(synthetic_plots):
+    paths, _ = synthetic_plots
     assert sorted(p.name for p in paths) == [
         "bandwidth.png",
         "gantt.png",
@@ -130,25 +147,8 @@ def test_header_only_trace_still_plots_and_exports(write_trace, tmp_path):
     assert json.loads((tmp_path / "e.json").read_text())["traceEvents"]  # metadata only
 
 
-@pytest.fixture
-def legends(monkeypatch):
-    """The legend texts of every figure the plots save (recorded before it is closed)."""
-    from aipusim.profiler import plots
-
-    seen: dict[str, list[str]] = {}
-    save = plots._save
-
-    def recording(fig, path):
-        legend = fig.axes[0].get_legend()
-        seen[Path(path).name] = [t.get_text() for t in legend.get_texts()] if legend else []
-        return save(fig, path)
-
-    monkeypatch.setattr(plots, "_save", recording)
-    return seen
-
-
-def test_plot_legends_name_every_colour(synthetic, tmp_path, legends):
-    plot_all(synthetic, tmp_path / "plots")
+def test_plot_legends_name_every_colour(synthetic_plots):
+    _, legends = synthetic_plots
     gantt = legends["gantt.png"]
     assert 1 <= len(gantt) <= 11 and "first 20" not in " ".join(gantt)
     roofline = legends["roofline.png"]

@@ -45,10 +45,13 @@ def test_compile_reports_its_passes_on_a_non_terminal_stderr(
     assert main(["zoo", "export", "tiny_cnn", "-o", str(tmp_path / "t.onnx")]) == 0
     capsys.readouterr()
     assert main(["compile", "-i", str(tmp_path / "t.onnx"), "-o", str(tmp_path / "out")]) == 0
-    err = capsys.readouterr().err.splitlines()
+    text = capsys.readouterr().err
+    err = text.splitlines()
     assert err[0].startswith("aipusim: compile 1/") and "(after import)" in err[0]
     assert any("(after emit)" in line for line in err)
     assert err[-1].startswith("aipusim: compile done in ")
+    # one total on every line, never passed
+    _assert_one_total_never_passed(_compile_counts(text))
 
 
 def _compile_counts(err: str) -> list[tuple[int, int]]:
@@ -67,18 +70,7 @@ def _assert_one_total_never_passed(counts: list[tuple[int, int]]) -> None:
     assert counts[-1][0] == counts[-1][1]  # after emit: all of it
 
 
-def test_the_compile_count_has_one_total_and_never_passes_it(
-    tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from aipusim.cli.main import main
-
-    monkeypatch.setattr(progress_module, "EVERY_S", 0.0)
-    assert main(["zoo", "export", "tiny_cnn", "-o", str(tmp_path / "t.onnx")]) == 0
-    capsys.readouterr()
-    assert main(["compile", "-i", str(tmp_path / "t.onnx"), "-o", str(tmp_path / "out")]) == 0
-    _assert_one_total_never_passed(_compile_counts(capsys.readouterr().err))
-
-
+@pytest.mark.usefixtures("no_run_plots")
 def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
     tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,6 +97,7 @@ def test_run_speaks_at_once_and_its_closing_line_accounts_for_the_wall_time(
     assert total == pytest.approx(wall, rel=0.10)
 
 
+@pytest.mark.usefixtures("no_run_plots")
 def test_the_closing_line_counts_the_install_that_make_run_reports(
     tmp_path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aipusim.compiler.backend.common.layout import CoreLayout, Split
@@ -301,11 +302,15 @@ class Estimated(Scheduled):
 class Emitted(Estimated):
     """Pass ``emit``: the ``compiled_model/`` files, by path relative to the output dir."""
 
-    files: Mapping[str, bytes]
+    #: each file's bytes, or the path it was written to (`emit_files` ``write_dir``)
+    files: Mapping[str, bytes | Path]
 
     def dump(self) -> str:
         lines = [super().dump(), "# files"]
-        lines += [f"  {name}: {len(data)} bytes" for name, data in sorted(self.files.items())]
+        lines += [
+            f"  {name}: {data.stat().st_size if isinstance(data, Path) else len(data)} bytes"
+            for name, data in sorted(self.files.items())
+        ]
         return "\n".join(lines)
 
     def verify(self) -> None:

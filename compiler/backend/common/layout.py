@@ -48,6 +48,10 @@ class CoreLayout:
     #: cooperative row split's; `multicore.multicast_fetch_bw`); None when no such fetch
     #: exists.
     multicast_fetch_bw: float | None = None
+    #: cooperative decode graph (`aipusim.compiler.decoder.cache_state`): every core moves
+    #: its share of each layout copy between L2/DDR buffers (the KV cache's appends, GQA
+    #: expansions and transposes) instead of core 0 moving it all (`schedule.tiles`)
+    shared_copies: bool = False
 
     def fetch_bw(self, split: Split) -> float | None:
         """Bytes per cycle of the per-frame fetch of a layer split ``split`` (None: its

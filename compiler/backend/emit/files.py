@@ -22,8 +22,9 @@
   KV cache's pool and tensors and the bytes per token of weights, KV read, KV write and
   activations (`_kv_cache`).
 
-`emit_files` returns the files as bytes (the driver writes them atomically with the rest of
-the output folder); `emit` writes them into a folder directly.
+`emit_files` returns the files as bytes, or writes each into a folder as soon as it is made
+(the driver's folder, swapped into place atomically with the rest of the output); `emit`
+writes them into a folder directly.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from aipusim.compiler.backend.estimate.costs import frame_bytes
 from aipusim.compiler.backend.lower.layer import ConstKind, LayerPlan, LayerUnit, activation_bytes
 from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS
 from aipusim.compiler.backend.memplan.placement import layer_placement, placement_summary
-from aipusim.compiler.decoder import cache_state
+from aipusim.compiler.backend.tile.regions import part_range
+from aipusim.compiler.decoder import append_in_place, cache_state
 from aipusim.compiler.quant.artifacts import quantized_model_files
 from aipusim.isa.image import CONSTANTS_FILE, MemoryMap
 from aipusim.isa.program import (
@@ -54,7 +56,16 @@ from aipusim.isa.program import (
 )
 from aipusim.isa.program import verify_crcs as check_file_crcs
 from aipusim.isa.tasklist import Tasklist, encode_tasklist
-from aipusim.isa.tasks import Barrier, DmaCopy, HostTransfer, Phase, Pool, WeightLoad
+from aipusim.isa.tasks import (
+    Barrier,
+    DmaCopy,
+    DpuKind,
+    DpuOp,
+    HostTransfer,
+    Phase,
+    Pool,
+    WeightLoad,
+)
 
 #: Folder of the compiled model inside the output directory.
 COMPILED_DIR = "compiled_model"
@@ -143,13 +154,16 @@ def _kv_cache(state: Any) -> dict[str, Any]:
     DDR unless ``weights_resident``); ``kv_read``, the past the step reads; ``kv_write``,
     the rows it appends (present minus past); ``activations``, every other tensor the
     layers write and the non-cache inputs. ``present_written_bytes`` is what the program
-    writes into the present buffers now: the whole grown cache, the past copied with the
-    new rows (an in-place append would write ``kv_write``)."""
+    writes into the present buffers: ``kv_write`` when every pair grows in place (its
+    ``in_place``: one buffer, the new rows stored after the past,
+    `aipusim.compiler.decoder.append_in_place`), else the whole grown cache of the pairs
+    that do not (the past copied with the new rows: several sequences in one graph)."""
     g = state.graph
     cache = cache_state(g)
     if not cache:
         return {}
     kv = set(cache) | set(cache.values())
+    grown = append_in_place(g)
     tensors = []
     for past, present in sorted(cache.items()):
         buf_past = state.memory.buffer_of(past)
@@ -159,6 +173,7 @@ def _kv_cache(state: Any) -> dict[str, Any]:
             "past_bytes": activation_bytes(g, past), "present_bytes": activation_bytes(g, present),
             "past_pool": buf_past.pool.value if buf_past is not None else None,
             "present_pool": buf_present.pool.value if buf_present is not None else None,
+            "in_place": past in grown,
         })  # fmt: skip
     weights = sum(layer.weight_bytes for layer in state.layers if layer.unit is LayerUnit.MVM)
     written = {
@@ -173,6 +188,7 @@ def _kv_cache(state: Any) -> dict[str, Any]:
     )
     kv_read = sum(t["past_bytes"] for t in tensors)
     present_bytes = sum(t["present_bytes"] for t in tensors)
+    present_written = sum(t["present_bytes"] - t["past_bytes"] * t["in_place"] for t in tensors)
     return {
         "pool": "ddr",
         "past_tokens": int(g.shape(next(iter(cache)))[2]),
@@ -181,9 +197,79 @@ def _kv_cache(state: Any) -> dict[str, Any]:
             "weights": weights, "kv_read": kv_read, "kv_write": present_bytes - kv_read,
             "activations": activations,
         },
-        "present_written_bytes": present_bytes,
+        "present_written_bytes": present_written,
         "tensors": tensors,
+        "cores": _decode_cores(state),
     }  # fmt: skip
+
+
+def _decode_cores(state: Any) -> dict[str, Any]:
+    """How a decode step's work is shared by the instance's cores, read from the emitted
+    frame tasks and the core layout (lists: one entry per core).
+
+    ``weight_bytes``: the weights each core writes into its IMC per token (its share of
+    the streamed weights); ``mvm_columns``: per MVM layer with constant weights, the output
+    columns (attention projections' heads x head size, FFN gate/up columns) each core
+    computes; ``product_heads``: per product of two activations (attention's Q.Kt and
+    P.V), the heads each core computes; ``layout_copy_bytes``: the bytes each core moves
+    for layout layers (the KV cache's expansions and transposes: `CoreLayout.shared_copies`);
+    ``exchange_bytes``: per layer split over the cores, the bytes of its output its cores
+    pass on to one another (multicast into the others' L1, or stored into L2/DDR where
+    the others read it): the cooperative exchange of the layer's parts."""
+    lay, cores = state.layout, state.layout.cores
+    weight_bytes = [0] * cores
+    copy_bytes = [0] * cores
+    heads: dict[str, list[int]] = {}
+    exchange: dict[str, int] = defaultdict(int)
+    unit_of = {layer.name: layer.unit for layer in state.layers}
+    split = {
+        state.layers[li].name
+        for li, how in lay.splits.items()
+        if lay.cooperative and how is not Split.NONE
+    }
+    for core, tasks in sorted(state.schedule.tasks.items()):
+        for t in tasks:
+            if t.phase is not Phase.FRAME:
+                continue
+            if isinstance(t, WeightLoad) and unit_of.get(t.layer) is LayerUnit.MVM:
+                weight_bytes[core] += t.bytes
+            elif (
+                isinstance(t, DmaCopy)
+                and t.layer in split
+                and (t.dst_core_mask or (t.src_pool is Pool.L1 and t.dst_pool is not Pool.L1))
+            ):
+                exchange[t.layer] += t.bytes
+            elif isinstance(t, DmaCopy) and unit_of.get(t.layer) is LayerUnit.DMA:
+                copy_bytes[core] += t.bytes
+            elif isinstance(t, DpuOp) and t.kind is DpuKind.MATMUL:
+                heads.setdefault(t.layer, [0] * cores)[core] += t.outer
+    columns: dict[str, list[int]] = {}
+    for li, layer in enumerate(state.layers):
+        geo = layer.geometry
+        if layer.unit is not LayerUnit.MVM or geo is None:
+            continue
+        split = lay.splits.get(li, Split.NONE) if lay.cooperative else Split.NONE
+        # rows, or a batch: every core whole heads / all columns (of its rows, its frame);
+        # not split: core 0 alone, or a pipeline's stage core
+        tiling = state.tilings[li]
+        owner = lay.core_of_group.get(tiling.group, 0) if tiling is not None else 0
+        every = lay.replicate or split is Split.ROWS
+        alone = [1 if every or c == owner else 0 for c in range(cores)]
+        if layer.runtime is not None:
+            heads[layer.name] = [layer.runtime.heads * a for a in alone]
+        elif split is Split.CHANNELS:
+            spans = [part_range(geo.cout, cores, c) for c in range(cores)]
+            columns[layer.name] = [hi - lo for lo, hi in spans]
+        else:
+            columns[layer.name] = [geo.cout * a for a in alone]
+    return {
+        "count": cores,
+        "weight_bytes": weight_bytes,
+        "mvm_columns": columns,
+        "product_heads": dict(sorted(heads.items())),
+        "layout_copy_bytes": copy_bytes,
+        "exchange_bytes": dict(exchange),
+    }
 
 
 def build_report(state: Any, pass_seconds: dict[str, float] | None = None) -> dict[str, Any]:
@@ -400,29 +486,48 @@ def emit_files(
     model_name: str | None = None,
     model_id: str | None = None,
     pass_seconds: dict[str, float] | None = None,
-) -> dict[str, bytes]:
-    """Every file of ``compiled_model/`` as bytes, keyed by path relative to the output
-    folder (``compiled_model/model.json``, ...); ``state`` is an `ir.Estimated`."""
+    write_dir: Path | None = None,
+) -> dict[str, bytes | Path]:
+    """Every file of ``compiled_model/``, keyed by path relative to the output folder
+    (``compiled_model/model.json``, ...); ``state`` is an `ir.Estimated`. The values are
+    the files' bytes; with ``write_dir``, each file is written under it as soon as it is
+    made and its value is the written path: a large model's constants image and reference
+    arrays (a GB each for llama_1b) are then never held in memory at once."""
     name = model_name or state.target.knobs.model_name or state.graph.name
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes | Path] = {}
+    crcs: dict[str, int] = {}
+
+    def put(rel: str, data: bytes) -> None:
+        crcs[rel] = crc32(data)
+        if write_dir is None:
+            files[rel] = data
+            return
+        path = Path(write_dir) / COMPILED_DIR / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        files[rel] = path
+
     for core, tasks in sorted(state.schedule.tasks.items()):
-        files[tasklist_file_name(core)] = encode_tasklist(Tasklist(core, tuple(tasks)))
+        put(tasklist_file_name(core), encode_tasklist(Tasklist(core, tuple(tasks))))
     image = l2_constant_image(state)
     if image is not None:
-        files[L2_CONST_FILE] = image
+        put(L2_CONST_FILE, image)
+    del image
     blob, where = constants_image(state)
-    files[CONSTANTS_FILE] = blob
+    put(CONSTANTS_FILE, blob)
+    del blob
     if state.program is not None:
         # the integer program these tasklists compute, for the bit-exact check
         report = {"evaluated": False, "reason": "the program the compiled tasklists compute"}
         for rel, data in quantized_model_files(state.program, report).items():
-            files[f"{REFERENCE_DIR}/{rel}"] = data
-    files[MANIFEST_FILE] = _json_bytes(build_manifest(state))
-    files[REPORT_FILE] = _json_bytes(build_report(state, pass_seconds))
-    crcs = {k: crc32(v) for k, v in sorted(files.items())}
+            put(f"{REFERENCE_DIR}/{rel}", data)
+    put(MANIFEST_FILE, _json_bytes(build_manifest(state)))
+    put(REPORT_FILE, _json_bytes(build_report(state, pass_seconds)))
     memory = memory_map(state, where)
-    program = build_program(state, name, model_id or str(uuid.uuid4()), crcs, memory)
-    files[PROGRAM_FILE] = program.to_json().encode("utf-8")
+    program = build_program(
+        state, name, model_id or str(uuid.uuid4()), dict(sorted(crcs.items())), memory
+    )
+    put(PROGRAM_FILE, program.to_json().encode("utf-8"))
     return {f"{COMPILED_DIR}/{k}": v for k, v in files.items()}
 
 
@@ -430,13 +535,8 @@ def emit(
     state: Any, out_dir: Path, *, model_name: str | None = None, model_id: str | None = None
 ) -> dict[str, Path]:
     """Write ``compiled_model/`` under ``out_dir``; returns the written paths."""
-    written = {}
-    for rel, data in emit_files(state, model_name=model_name, model_id=model_id).items():
-        path = Path(out_dir) / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-        written[rel] = path
-    return written
+    files = emit_files(state, model_name=model_name, model_id=model_id, write_dir=Path(out_dir))
+    return {rel: Path(path) for rel, path in files.items()}
 
 
 def verify_crcs(compiled_dir: str | Path) -> Program:

@@ -15,6 +15,7 @@ import numpy as np
 from aipusim.compiler.backend.lower.layer import LayerUnit, activation_bytes
 from aipusim.compiler.backend.memplan.buffers import CONSTANT_KINDS, BufKind, MemPlan
 from aipusim.compiler.backend.memplan.plan import pool_capacities
+from aipusim.compiler.decoder import append_in_place
 from aipusim.isa.image import (
     CONSTANTS_FILE,
     BufferPlace,
@@ -36,8 +37,10 @@ def constant_blob(state: Any, name: str) -> np.ndarray:
     return getattr(state.constants[index], prefix)
 
 
-def constants_image(state: Any) -> tuple[bytes, ConstantImage]:
-    """The constants image and where it is loaded (an empty image at 0 when none)."""
+def constants_image(state: Any) -> tuple[bytearray, ConstantImage]:
+    """The constants image and where it is loaded (an empty image at 0 when none). A
+    bytearray, filled in place: llama_1b's is 1.3 GB, and ``bytes()`` of it, or of each
+    blob, would be a second copy."""
     plan: MemPlan = state.memory
     lo, hi = plan.image_range()
     image = bytearray(hi - lo)
@@ -45,10 +48,10 @@ def constants_image(state: Any) -> tuple[bytes, ConstantImage]:
         sourced = buf.kind is BufKind.IMAGE_SOURCE
         if buf.pool is not Pool.DDR or not (sourced or buf.kind in CONSTANT_KINDS):
             continue
-        data = constant_blob(state, buf.name).tobytes()
+        data = memoryview(np.ascontiguousarray(constant_blob(state, buf.name))).cast("B")
         assert len(data) == buf.size_bytes, f"{buf.name}: {len(data)} != {buf.size_bytes}"
         image[buf.addr - lo : buf.addr - lo + len(data)] = data
-    return bytes(image), ConstantImage(CONSTANTS_FILE, lo, hi - lo)
+    return image, ConstantImage(CONSTANTS_FILE, lo, hi - lo)
 
 
 def _quant(graph: Any, name: str) -> tuple[str, list[float], list[int]]:
@@ -72,11 +75,14 @@ def memory_map(state: Any, image: ConstantImage) -> MemoryMap:
     buffer, and the L2/DDR partition of one instance."""
     plan: MemPlan = state.memory
     g = state.graph
-    slots = plan.io_slots
+    # a KV cache grown in place is one buffer of one slot (memplan), past and present
+    grown = append_in_place(g)
+    one_slot = set(grown) | set(grown.values())
     io = []
     for (copy, name), bname in sorted(plan.tensor_buffer.items()):
         if name not in g.inputs and name not in g.outputs:
             continue
+        slots = 1 if name in one_slot else plan.io_slots
         buf = plan.buffers[bname]
         shape = tuple(g.shape(name))
         dtype, scale, zp = _quant(g, name)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -105,6 +105,39 @@ class Copy:
     dst_plane_stride: int = 0
     src_row_stride: int = 0
     dst_row_stride: int = 0
+
+
+def copy_part(copy: Copy, parts: int, part: int) -> Copy | None:
+    """Part ``part`` of ``copy`` cut in ``parts`` along its longer outer level (its rows,
+    or its planes when they are more), None when that part is empty. The parts write
+    disjoint bytes, so several DMA queues may move them at once.
+
+    >>> c = Copy(0, 0, 100, planes=1, rows=10, run=4, src_row_stride=8, dst_row_stride=4)
+    >>> copy_part(c, 4, 1)
+    Copy(src=0, src_off=24, dst_off=112, planes=1, rows=3, run=4, src_plane_stride=0, \
+dst_plane_stride=0, src_row_stride=8, dst_row_stride=4)
+    >>> copy_part(Copy(0, 0, 0, planes=1, rows=2, run=4), 4, 3) is None
+    True
+    """
+    by_rows = copy.rows >= copy.planes
+    count = copy.rows if by_rows else copy.planes
+    per = math.ceil(count / parts)
+    lo, hi = min(count, part * per), min(count, (part + 1) * per)
+    if hi <= lo:
+        return None
+    if by_rows:
+        return replace(
+            copy,
+            src_off=copy.src_off + lo * copy.src_row_stride,
+            dst_off=copy.dst_off + lo * copy.dst_row_stride,
+            rows=hi - lo,
+        )
+    return replace(
+        copy,
+        src_off=copy.src_off + lo * copy.src_plane_stride,
+        dst_off=copy.dst_off + lo * copy.dst_plane_stride,
+        planes=hi - lo,
+    )
 
 
 def runs(src: np.ndarray, dst: np.ndarray | int, source: int = 0) -> list[Copy]:
@@ -218,6 +251,7 @@ def _sources(
 __all__ = [
     "Copy",
     "broadcast_pattern",
+    "copy_part",
     "copy_plan",
     "logical_index",
     "physical_axes",

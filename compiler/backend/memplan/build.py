@@ -27,7 +27,7 @@ from aipusim.compiler.backend.memplan.buffers import (
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors
 from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling, psum_bytes
-from aipusim.compiler.decoder import cache_state
+from aipusim.compiler.decoder import append_in_place, cache_state
 from aipusim.isa.tasks import Pool
 
 
@@ -82,15 +82,20 @@ class _Builder:
         # a decoder's KV cache (past inputs, present outputs) lives in DDR between steps
         cache = cache_state(self.g)
         kv = set(cache) | set(cache.values())
+        # a cache grown in place: one buffer, the present's size, holds the past in its
+        # first bytes and takes the step's rows after them; one slot, since a sequence's
+        # cache is one state that a step reads and grows (`decoder.append_in_place`)
+        grown = append_in_place(self.g)
         for c in self.frame_cores():
             for name in self.g.inputs:
                 size = activation_bytes(self.g, name)
                 home = Pool.DDR if name in kv else io_home if io_home in host_side else Pool.L2
+                held = activation_bytes(self.g, grown[name]) if name in grown else size
                 b = self.add(
                     Buffer(
                         f"in:{name}{_sfx(c)}",
                         BufKind.INPUT,
-                        size * slots,
+                        held * (1 if name in grown else slots),
                         # the host writes the next frame's slot while this frame runs:
                         # I/O buffers are never reused within a frame
                         0,
@@ -99,10 +104,12 @@ class _Builder:
                         max(c, 0),
                         accesses=size,
                         allowed=(Pool.DDR,) if name in kv else host_side,
-                        tensor_bytes=size,
+                        tensor_bytes=held,
                     )
                 )
                 self.tensor_buffer[(c, name)] = b.name
+                if name in grown:
+                    self.tensor_buffer[(c, grown[name])] = b.name
         for li, layer in enumerate(self.layers):
             step = self.step_of_layer[li]
             owner = self.layout.core_of_group.get(step, 0)
@@ -118,8 +125,8 @@ class _Builder:
                         self.tensor_buffer[(c, o)] = self.tensor_buffer[(c, layer.inputs[0])]
                     continue
                 for o in layer.outputs:
-                    if o in fused:
-                        continue
+                    if o in fused or o in grown.values():
+                        continue  # (a cache grown in place: its past's buffer)
                     size = activation_bytes(self.g, o)
                     is_out = o in host_read
                     shared = o in self.layout.shared_tensors or self.layout.cooperative

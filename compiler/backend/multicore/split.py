@@ -9,7 +9,9 @@ The modes are described in docs/architecture.md §5.
   layer's weights are fetched once and multicast to every core's L1.
 - ``cooperative``: each layer split over the cores by output channels or by rows, whichever
   costs less per core (estimated MVM and weight-load cycles), activations in every core's
-  L1 where they fit, exchanged core to core (`exchange`), a barrier per layer.
+  L1 where they fit, exchanged core to core (`exchange`), a barrier per layer. In a decode
+  graph (one token, its KV cache in DDR) the layout copies are shared too: each core moves
+  its share of every copy between L2/DDR buffers (`CoreLayout.shared_copies`).
 - ``pipeline``: fusion groups cut into contiguous stages of balanced estimated cycles, one
   per core; tensors crossing stages through L2/DDR with credit tokens.
 
@@ -37,6 +39,7 @@ from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, is_runtim
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors, l1_exchange_tensors
 from aipusim.compiler.backend.tile.regions import out_rows, splittable_rows
 from aipusim.compiler.backend.tile.tiler import FusionGroup, TilePlan, Tiling
+from aipusim.compiler.decoder import cache_state
 from aipusim.isa.cost import CostModel, Link
 from aipusim.isa.program import MulticoreMode, check_resources_used
 
@@ -134,6 +137,7 @@ def core_layout(
             weight_fetch_bw=fetch_bw,
             multicast_fetch_bw=multicast_bw,
             l1_exchange=l1_exchange_tensors(layers, host_read),
+            shared_copies=bool(cache_state(graph)),
         )
     assert mode is MulticoreMode.PIPELINE, f"no core layout for {mode} on {cores} cores"
     assert work is not None, "pipeline stage cuts need the layers' estimated work"

@@ -118,7 +118,11 @@ class _Packer(DpuPacker):
         parts = self.layout.cores if split is not Split.NONE else 1
         w = self.conv_weights(layer) if self.program is not None else None
         # [kh, kw, cin, cout] int8: a tap's (channels x output channels) slab is contiguous
-        taps = None if w is None else np.ascontiguousarray(w.astype(np.int8).transpose(2, 3, 1, 0))
+        taps = (
+            None
+            if w is None
+            else np.ascontiguousarray(w.astype(np.int8, copy=False).transpose(2, 3, 1, 0))
+        )
         blocks: dict[tuple[int, int, int], int] = {}
         chunks: list[np.ndarray] = []
         offset = 0
@@ -194,7 +198,9 @@ class _Packer(DpuPacker):
         step = self.step(layer.name)
         if step is None or step.kind != "mac" or not step.params.get("weight"):
             return None
-        w = np.asarray(self.g.const(step.params["weight"]), np.int64)
+        # in its stored int8 (an int64 copy of llama_1b's LM head alone is 2.1 GB); the
+        # weight sums taken of it accumulate in the platform integer all the same
+        w = np.asarray(self.g.const(step.params["weight"]))
         node = self.g.node(layer.name)
         if node.op is Op.CONV_TRANSPOSE:
             # the array runs a stride-1 conv of the flipped kernel over the upsampled input
@@ -319,7 +325,9 @@ class _Packer(DpuPacker):
                 weights=np.zeros(n_w, np.uint8),
                 params=np.zeros(geo.cout * P.CHANNEL.itemsize, np.uint8),
             )
-        w = np.asarray(self.g.const(step.params["weight"]), np.int64)
+        # in its stored int8 (an int64 copy of llama_1b's LM head alone is 2.1 GB); the
+        # weight sums taken of it accumulate in the platform integer all the same
+        w = np.asarray(self.g.const(step.params["weight"]))
         node = self.g.node(layer.name)
         x, mid = node.inputs[0], node.outputs[0]
         zi = np.broadcast_to(_zp(self.program, x), (geo.cout,))

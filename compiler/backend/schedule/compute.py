@@ -346,7 +346,9 @@ def concat_tile(em: TileEmitter, w: TileWork) -> list[int]:
     (its `SCALAR` in part order), written into its share of the output (runs of the
     part's share of the axis and what follows it in memory order; channels-last, a
     channel slice of every pixel). A placed channel Concat runs by row tiles, reading
-    each part's same rows; one with a constant part whole."""
+    each part's same rows; one with a constant part whole. A KV cache grown in place
+    (`decoder.append_in_place`) already holds its past in the output's buffer: only the
+    new rows are rescaled and stored, after it."""
     _, layer, core, tile_no, rows, prologue = w
     node = em.inp.graph.node(layer.name)
     out_t = layer.outputs[0]
@@ -362,14 +364,22 @@ def concat_tile(em: TileEmitter, w: TileWork) -> list[int]:
     params, operand_addr, cdeps = em.const_addrs(core, layer)
     reads: list[tuple[str, int]] = []
     deps = set(cdeps) | prologue
-    dst, store, war, slot = em.out_place(core, layer, rows, None, tile_no)
     e_out = em.inp.elem(out_t)
+    kept = node.present_inputs[0] if node.present_inputs[0] in em.inp.grown else None
+    span = None
+    if kept is not None:  # one run: the past's bytes, then the new rows (outer == 1)
+        kept_bytes = math.prod(em.inp.graph.shape(kept)) * e_out
+        span = (kept_bytes, row_elems * e_out)
+    dst, store, war, slot = em.out_place(core, layer, rows, None, tile_no, span)
     sids: list[int] = []
     offset = const_offset = 0
     for j, name in enumerate(node.present_inputs):
         shape = tuple(em.inp.graph.shape(name))
         part = math.prod(shape) // max(1, outer)  # the part's elements per outer row
         e_in = em.inp.elem(name)
+        if name == kept and j == 0:
+            offset += part
+            continue
         if em.inp.graph.is_constant(name):
             src, in_deps = operand_addr + const_offset + first_outer * part * e_in, set()
             const_offset += math.prod(shape)

@@ -104,7 +104,10 @@ class FrameWalk:
         first_layer = self.inp.layers[g.layers[0]]
         if first_layer.unit in (LayerUnit.DMA, LayerUnit.ALIAS):
             if first_layer.unit is LayerUnit.DMA and (
-                core == 0 or self.inp.layout.replicate or self.inp.layout.pipeline
+                core == 0
+                or self.inp.layout.replicate
+                or self.inp.layout.pipeline
+                or self.inp.layout.shared_copies
             ):
                 emitted = self.tiles.emit_dma_layer(core, first_layer, prologue)
         else:

@@ -27,6 +27,7 @@ from aipusim.compiler.backend.memplan.buffers import Buffer, MemPlan
 from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.tile.regions import runtime_shared
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling
+from aipusim.compiler.decoder import append_in_place
 from aipusim.compiler.ir import DType
 from aipusim.isa.tasks import Unit
 
@@ -50,10 +51,14 @@ class ScheduleInputs:
     index: dict[str, int] = field(init=False, repr=False, compare=False)
     #: fusion group index -> the group
     group_of: dict[int, FusionGroup] = field(init=False, repr=False, compare=False)
+    #: a decoder's KV cache grown in place: past input -> present output
+    #: (`decoder.append_in_place`; the memory plan gives both one buffer)
+    grown: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "index", {layer.name: i for i, layer in enumerate(self.layers)})
         object.__setattr__(self, "group_of", {g.index: g for g in self.groups})
+        object.__setattr__(self, "grown", append_in_place(self.graph))
 
     @property
     def cfg(self) -> Knobs:

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 from aipusim.compiler.backend.common.layout import Split
 from aipusim.compiler.backend.lower.layer import LayerPlan, activation_bytes, is_shortcut
+from aipusim.compiler.backend.lower.layout_dma import Copy, copy_part
 from aipusim.compiler.backend.memplan.buffers import Buffer, const_buffer
 from aipusim.compiler.backend.multicore.exchange import part_destinations
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
@@ -179,11 +180,14 @@ class TileEmitter:
         rows: tuple[int, int],
         chans: tuple[int, int] | None,
         tile_no: int,
+        span: tuple[int, int] | None = None,
     ) -> tuple[Place, Store | None, set[int], tuple[str, int] | None]:
         """Where a compute writes output rows ``rows`` x channels ``chans`` (None: all):
         the place of the first one, the store to the output tensor (None: written in
         place), the steps to wait for before writing, and the slot written (None: the
-        tensor itself)."""
+        tensor itself). ``span``: the bytes ``[lo, hi)`` of the rows the computes write and
+        the store moves (None: all of them; a KV cache grown in place stores its new
+        rows only)."""
         t = self.inp.tiling_of(layer)
         out = layer.outputs[0]
         _, row_bytes, pixel = self.inp.rows_of(layer, out, None)
@@ -215,13 +219,17 @@ class TileEmitter:
         fields: dict[str, Any] = {}
         if not whole:  # this tile's channels of every pixel
             fields = dict(rows=(rows[1] - rows[0]) * pixels, src_stride=width, dst_stride=pixel)
+        lo = 0
+        if span is not None:
+            assert whole and span[1] <= nbytes, f"{layer.name}: a span of whole rows only"
+            lo, nbytes = span[0], span[1] - span[0]
 
         def store(computes: list[int]) -> int:
             sid = self.log.dma(
                 core,
                 self.inp.act_dma,
-                (Pool.L1, slot.addr),
-                (buf.pool, dst),
+                (Pool.L1, slot.addr + lo),
+                (buf.pool, dst + lo),
                 nbytes,
                 layer=layer.name,
                 tile=tile_no,
@@ -444,6 +452,25 @@ class TileEmitter:
         return (lo, hi) if lo < hi else (0, 0)
 
     # -- layout layers ----------------------------------------------------------------
+    def copy_parts(self, copy: Copy, pools: tuple[Pool, Pool], elem: int) -> int:
+        """How many cores move a share of a layout ``copy`` of ``elem``-byte elements
+        between ``pools`` (`CoreLayout.shared_copies`): one when an end is in L1 (a core's
+        own memory) or in DDR (the cores' parts would share its sustained bandwidth and
+        break its row locality: the simulator finds four parts of a 128 KiB cache copy from
+        DDR each slower than the whole), or when the cost model says a part, moved while
+        the other cores move theirs over the same links (`CostModel.shared_dma_cycles`),
+        plus the global tokens that order it across cores (its input's, its reader's)
+        takes no less than the whole; otherwise every core, up to one per row (or plane)
+        of the copy."""
+        parts = min(self.inp.layout.cores, max(copy.rows, copy.planes))
+        if Pool.L1 in pools or Pool.DDR in pools or parts < 2:
+            return 1
+        cost = self.inp.target.cost
+        nbytes = copy.planes * copy.rows * copy.run * elem
+        whole = cost.dma_cycles(self.inp.act_dma, *pools, nbytes)
+        part = cost.shared_dma_cycles(self.inp.act_dma, *pools, nbytes, parts)
+        return parts if part + 2 * cost.token_latency_cycles(True) < whole else 1
+
     def emit_dma_layer(self, core: int, layer: LayerPlan, deps: set[int]) -> list[int]:
         """Concat/Split/Slice/Transpose/Pad (and a reshape that reorders bytes): the copies
         `layout_dma.copy_plan` found, between the tensors' buffers; padding comes from the
@@ -458,6 +485,9 @@ class TileEmitter:
             producers |= set(self.produced.get((key, t), ()))
         fill = self.inp.plan.buffers.get(const_buffer("operand", layer.name))
         sids: list[int] = []
+        shared = self.inp.layout.shared_copies
+        if not consts.copies and shared and core != 0:
+            return sids  # timed-only whole copies stay on core 0
         if not consts.copies:  # no copy plan: each output copied whole (timed only)
             for out in layer.outputs:
                 dst = self.inp.buffer(out, core)
@@ -474,13 +504,16 @@ class TileEmitter:
             dst = self.inp.buffer(out, core)
             e = self.inp.elem(out)
             mine = []
-            for c in copies:
-                if c.src < 0:
-                    assert fill is not None, f"{layer.name}: no fill bytes"
-                    src_buf, src_addr = fill, fill.addr + c.src_off * e
-                else:
-                    src_buf = ins[c.src]
-                    src_addr = src_buf.addr + c.src_off * e
+            for whole in copies:
+                src_buf = fill if whole.src < 0 else ins[whole.src]
+                assert src_buf is not None, f"{layer.name}: no fill bytes"
+                c: Copy | None = whole
+                if shared:  # this core's part of the copy (core 0: all of one not shared)
+                    parts = self.copy_parts(whole, (src_buf.pool, dst.pool), e)
+                    c = copy_part(whole, parts, core) if parts > 1 or core == 0 else None
+                if c is None:
+                    continue
+                src_addr = src_buf.addr + c.src_off * e
                 sid = self.log.dma(
                     core,
                     self.inp.act_dma,

@@ -87,6 +87,17 @@ def test_the_key_follows_what_quantization_depends_on_and_nothing_else() -> None
     assert base not in others and len(others) == 6
 
 
+def test_new_quantization_rules_are_a_new_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a development tree keeps its version while the rules change: entries of the old
+    # rules (a decoder's past on its own grid) must not be reused
+    import aipusim.compiler.quant.cache as cache_module
+
+    graph = small_cnn()
+    base = cache_key(graph, _data(graph), CompilerConfig())
+    monkeypatch.setattr(cache_module, "RULES_VERSION", cache_module.RULES_VERSION + 1)
+    assert cache_key(graph, _data(graph), CompilerConfig()) != base
+
+
 def test_an_entry_reads_back_and_a_missing_one_is_none(tmp_path: Path) -> None:
     cache = QuantizationCache(tmp_path)
     files = _files(b"x", 3000)

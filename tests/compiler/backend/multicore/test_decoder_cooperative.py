@@ -1,0 +1,109 @@
+"""A cooperative decode graph: every core moves its share of the layout copies (the KV
+cache's GQA expansions, reshapes and transposes), and the report's ``kv_cache.cores`` says
+how the step's work is shared by the cores."""
+
+from __future__ import annotations
+
+import json
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+import aipusim
+from aipusim.api.decoder_check import check_decoder_steps
+from aipusim.compiler.backend.lower.layout_dma import Copy, copy_part
+from aipusim.isa.tasklist import read_tasklist
+from aipusim.isa.tasks import DmaCopy, Phase, Pool
+from aipusim.zoo import DecoderGraph, build_decoder
+
+COOPERATIVE = {"aipu_cores_used": 4, "multicore_mode": "cooperative"}
+
+
+def _pairs(c: Copy) -> set[tuple[int, int]]:
+    """Every (source, destination) element offset ``c`` moves."""
+    return {
+        (c.src_off + p * c.src_plane_stride + r * c.src_row_stride + i,
+         c.dst_off + p * c.dst_plane_stride + r * c.dst_row_stride + i)
+        for p, r, i in product(range(c.planes), range(c.rows), range(c.run))
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "copy",
+    [
+        Copy(0, 3, 7, planes=1, rows=10, run=4, src_row_stride=8, dst_row_stride=4),
+        Copy(0, 0, 0, planes=9, rows=2, run=1, src_plane_stride=1, dst_plane_stride=18,
+             src_row_stride=9, dst_row_stride=1),
+        # a source broadcast over rows (an expansion), and fill bytes
+        Copy(0, 0, 5, planes=2, rows=4, run=3, src_plane_stride=3, dst_plane_stride=12,
+             dst_row_stride=3),
+        Copy(-1, 0, 0, planes=1, rows=3, run=2, dst_row_stride=2),
+    ],
+)  # fmt: skip
+def test_the_parts_of_a_copy_move_its_elements_once_each(copy: Copy) -> None:
+    for parts in (2, 3, 4):
+        pieces = [p for k in range(parts) if (p := copy_part(copy, parts, k)) is not None]
+        moved = [pair for p in pieces for pair in _pairs(p)]
+        assert len(moved) == len(set(moved)) and set(moved) == _pairs(copy), (copy, parts)
+        assert all(p.src == copy.src and p.run == copy.run for p in pieces)
+
+
+@pytest.fixture(scope="module")
+def decode_step(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny_decoder's decode graph (32 tokens cached) compiled in cooperative mode."""
+    model = build_decoder("tiny_decoder", graph=DecoderGraph.DECODE, past=32, positions=64)
+    out = tmp_path_factory.mktemp("coop_decode")
+    return aipusim.compile(model, COOPERATIVE, output_dir=out).compiled_dir()
+
+
+def _layout_copies(folder: Path, core: int) -> list[DmaCopy]:
+    report = json.loads((folder / "report.json").read_text())
+    layout = {r["name"] for r in report["layers"] if r["unit"] == "dma"}
+    tasks = read_tasklist(folder / f"core{core}.tasklist").tasks
+    return [
+        t for t in tasks if isinstance(t, DmaCopy) and t.phase is Phase.FRAME and t.layer in layout
+    ]
+
+
+def test_every_core_moves_a_share_of_the_kv_cache_layout_copies(decode_step: Path) -> None:
+    shares = {core: _layout_copies(decode_step, core) for core in range(4)}
+    expand = [{t.layer for t in shares[core] if "Expand" in t.layer} for core in range(4)]
+    # the GQA expansion of every layer's keys and values: on each of the four cores
+    assert all(len(names) == 8 for names in expand), expand
+    # the other cores' parts stay between L2 buffers (another core's L1 is not theirs,
+    # and a copy from or to DDR stays whole: the parts would share the DDR)
+    assert all(t.src_pool is t.dst_pool is Pool.L2 for core in (1, 2, 3) for t in shares[core])
+    report = json.loads((decode_step / "report.json").read_text())["kv_cache"]["cores"]
+    assert report["layout_copy_bytes"] == [sum(t.bytes for t in shares[c]) for c in range(4)]
+    assert min(report["layout_copy_bytes"][1:]) > 0
+
+
+def test_the_report_says_how_a_decode_step_is_shared_by_the_cores(decode_step: Path) -> None:
+    cores = json.loads((decode_step / "report.json").read_text())["kv_cache"]["cores"]
+    assert cores["count"] == 4
+    # each core streams a quarter of the MVM weights into its IMC every token
+    assert len(set(cores["weight_bytes"])) == 1 and cores["weight_bytes"][0] > 1_000_000
+    columns = cores["mvm_columns"]
+    # FFN gate/up: 1024 columns, 256 per core; q projection: 8 heads x 32, 64 per core;
+    # k/v: 2 KV heads x 32, 16 per core (a KV head is cut over two cores)
+    assert columns["/model/layers.0/mlp/MatMul_60"] == [256] * 4
+    assert columns["/model/layers.0/self_attn/MatMul_13"] == [64] * 4
+    assert columns["/model/layers.0/self_attn/MatMul_14"] == [16] * 4
+    assert all(sum(c) > 0 for c in columns.values()) and len(columns) == 4 * 7 + 1
+    # the attention products still run whole on core 0 (heads are not split yet)
+    heads = cores["product_heads"]
+    assert len(heads) == 8 and all(h == [8, 0, 0, 0] for h in heads.values())
+    # a split layer's cores pass its output on: q's 256 int8 values, the FFN's 1024
+    assert cores["exchange_bytes"]["/model/layers.0/self_attn/MatMul_13"] == 256
+    assert cores["exchange_bytes"]["/model/layers.0/mlp/MatMul_60"] == 1024
+
+
+@pytest.mark.slow
+def test_shared_layout_copies_keep_decode_bit_exact(tmp_path: Path) -> None:
+    run = check_decoder_steps("tiny_decoder", prompt=32, steps=2, mode="cooperative",
+                              workdir=tmp_path)  # fmt: skip
+    assert run.bit_exact, run.text()
+    folder = tmp_path / "cooperative-decode1" / "compiled_model"
+    assert all(_layout_copies(folder, core) for core in (1, 2, 3))
+    assert [s.past_tokens for s in run.steps[1:]] == [32, 33]
