@@ -371,6 +371,7 @@ class StaticPowerSpec:
     pcie_l0_w: float
     ddr_phy_w: float
     dram_background_w_per_channel: float
+    clock_network_w: float
     core_clocked_idle_w: float
     leakage_voltage_exponent: float
 

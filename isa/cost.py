@@ -911,11 +911,13 @@ def static_power_w(
     operating point that reaches ``freq_hz``): SRAM and logic leakage scaling with
     ``(V / V_nom)^leakage_voltage_exponent``, the PCIe link in L0, the LPDDR PHY and the
     DRAM devices' standby power per channel (constant: off-chip or on their own supply),
-    and a clocked-idle overhead per active core scaling with ``f * V^2``.
+    the chip's clock distribution network and a clocked-idle overhead per active core, both
+    scaling with ``f * V^2`` (the network feeds the uncore as well, so it does not follow
+    the number of active cores).
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    2.206
+    3.098
     """
     sp = arch.static_power
     volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
@@ -927,6 +929,7 @@ def static_power_w(
         "pcie_l0": sp.pcie_l0_w,
         "ddr_phy": sp.ddr_phy_w,
         "dram_background": sp.dram_background_w_per_channel * arch.ddr.channels,
+        "clock_network": sp.clock_network_w * _clock_scale(arch, freq_hz, volts),
         "clock_always_on": _core_clock_w(arch, freq_hz, volts)
         * arch.clock_gating.always_on_fraction
         * active_cores,
@@ -936,8 +939,13 @@ def static_power_w(
 def _core_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> float:
     """A core's clocked-idle power with nothing gated at ``freq_hz`` and ``voltage_v``
     (``core_clocked_idle_w`` scaled by ``f * V^2``)."""
+    return arch.static_power.core_clocked_idle_w * _clock_scale(arch, freq_hz, voltage_v)
+
+
+def _clock_scale(arch: Arch, freq_hz: int, voltage_v: float) -> float:
+    """How clock power given at the nominal clock and supply scales: ``f * V^2``."""
     v = voltage_v / arch.clock.nominal_voltage_v
-    return arch.static_power.core_clocked_idle_w * (freq_hz / arch.clock.default_hz) * v * v
+    return (freq_hz / arch.clock.default_hz) * v * v
 
 
 def unit_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> dict[str, float]:

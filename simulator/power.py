@@ -10,9 +10,10 @@
   action: the per-action energies are switching energies, and the MVM's measured MAC
   energy has its clock taken out, `aipusim.isa.cost.mvm_clock_pj_per_mac`); idle for a gap
   of g cycles, it burns it for ``min(g, L)`` cycles and ``gated_residual_fraction`` of it
-  for the rest, L the gating latency. Only a core's always-on clock share and leakage are
-  constant (`aipusim.isa.cost.static_power_w`). Like static power, the units' clock power
-  is spread evenly over the run (the timeline and the peaks see its average).
+  for the rest, L the gating latency. Only a core's always-on clock share, the chip's clock
+  distribution network and leakage are constant (`aipusim.isa.cost.static_power_w`). Like
+  static power, the units' clock power is spread evenly over the run (the timeline and the
+  peaks see its average).
 - The timeline spreads each task's energy uniformly over its cycles, bins it exactly
   (`POWER_BIN_US` per bin, coarser for very long runs) and adds static power. Peak power
   (`peak_power_w`) is the highest average over a sliding window of each length of
@@ -157,7 +158,8 @@ def unit_power_w(
     """The run's power per unit kind (`UNIT_KINDS`), averaged over ``total_cycles``: its
     ``clocked_idle`` and ``gated_idle`` power (`unit_idle_power_w`) and its ``leakage``
     (`aipusim.isa.cost.unit_leakage_w`); ``dynamic`` is 0 until `add_dynamic_w`. The
-    always-on clock of the active ``cores`` is ``control``'s clocked idle power, the
+    always-on clock of the active ``cores`` and the chip's clock network are ``control``'s
+    clocked idle power, the
     DDR PHY with the DRAM devices' standby power and the PCIe link in L0 those of ``ddr``
     and ``pcie``. ``log`` is the logged activities' ``(core, unit code, start, end)``, a
     code indexing ``unit_names``."""
@@ -178,7 +180,7 @@ def unit_power_w(
     for unit, watts in unit_leakage_w(arch, voltage_v).items():
         out[_kind(unit)]["leakage"] += watts
     static = static_power_w(arch, freq_hz, len(cores), voltage_v)
-    out["control"]["clocked_idle"] += static["clock_always_on"]
+    out["control"]["clocked_idle"] += static["clock_always_on"] + static["clock_network"]
     out["ddr"]["clocked_idle"] += static["ddr_phy"] + static["dram_background"]
     out["pcie"]["clocked_idle"] += static["pcie_l0"]
     return out

@@ -77,7 +77,8 @@ FRAMES = 16
 #: The inferred numbers fitted by default (and by `aipusim.studies.validation`): of those
 #: that move ResNet-50's figures in the sensitivity study (reports/sensitivity), the four
 #: that can raise its FPS (the L1 port width, the NoC, the weight-load path, the DPU's
-#: lanes), the largest term of its power (the clocked-idle power of a core), the supplies
+#: lanes), the largest term of its power (the clocked-idle power of a core), the chip's
+#: clock distribution network (clock power the units' gates cannot stop), the supplies
 #: of the two V-f points the published clocks run at (800 MHz, and the point that covers
 #: the lower clock), and the numbers of activity-based clock gating (``[clock_gating]``,
 #: issue 28) that decide how much of that clock power a run burns.
@@ -87,6 +88,7 @@ FIT_KEYS = (
     "mvm.weight_load_bw_bytes_per_cycle",
     "dpu.lanes",
     "static_power.core_clocked_idle_w",
+    "static_power.clock_network_w",
     "clock.vf_points[0].voltage_v",
     "clock.vf_points[1].voltage_v",
     "clock_gating.gating_latency_cycles",
@@ -108,6 +110,7 @@ GRID = {
     "mvm.weight_load_bw_bytes_per_cycle": 32,
     "dpu.lanes": 16,
     "static_power.core_clocked_idle_w": 0.01,
+    "static_power.clock_network_w": 0.01,
     "clock.vf_points[0].voltage_v": 0.005,
     "clock.vf_points[1].voltage_v": 0.005,
     **{k: 0.01 for k in FIT_KEYS if k.startswith("clock_gating.") and not k.endswith("cycles")},

@@ -67,7 +67,8 @@ GLOSSARY: dict[str, str] = {
     "control core), not for a unit or link",
     "l1 / l2 / ddr": "the core-local memory, the shared on-chip memory, the external DRAM",
     "pcie": "the host link (the trace's `host` end of a transfer)",
-    "static": "static power over the frame period: leakage, the always-on clock, the DDR PHY, the "
+    "static": "static power over the frame period: leakage, the always-on clock and the chip's "
+    "clock network, the DDR PHY, the "
     "DRAM devices' standby power and PCIe L0, and the units' clock (busy, idle ungated, then "
     "gated: `[clock_gating]`)",
 }
@@ -222,8 +223,9 @@ def write_run_report(
         "",
         "The whole run's average (INIT included), W: what each unit's actions cost (dynamic), "
         "its clock while busy (clocked busy) and while idle before the clock gate closes "
-        "(clocked idle; for `control` the always-on clock, for `ddr` and `pcie` the PHY and "
-        "the link in L0), its gated floor (gated idle) and its leakage.",
+        "(clocked idle; for `control` the always-on clock and the chip's clock network, for "
+        "`ddr` and `pcie` the PHY and the link in L0), its gated floor (gated idle) and its "
+        "leakage.",
         "",
         _md(by_unit, ".4f"),
         "",

@@ -404,8 +404,9 @@ def run_power_study(
             "- power by part (dynamic, clocked busy, clocked idle, gated idle, leakage; W) is "
             "the whole run's average, INIT included, with activity-based clock gating "
             "(`[clock_gating]` of the arch file): a unit burns its clock share while busy and "
-            "for the gating latency after, then only the gated residual; always-on clock, DDR "
-            "PHY, the DRAM devices' standby power and PCIe L0 count as clocked idle.",
+            "for the gating latency after, then only the gated residual; always-on clock, the "
+            "chip's clock network, DDR PHY, the DRAM devices' standby power and PCIe L0 count "
+            "as clocked idle.",
         ],
     )
     anomaly_lines = [f"- {a}" for a in odd] or [

@@ -136,3 +136,21 @@ def test_a_window_without_width_counts_every_row() -> None:
     base = dict(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=1, cols_used=1)
     t = Mvm(**base, rows_used=64, cin=3, cpad=64, swicr=1, kw=0, icr=0)
     assert mvm_data_rows(t) == 64
+
+
+def test_the_chip_clock_network_scales_with_f_v2_and_not_with_cores() -> None:
+    # the chip-level clock tree feeds the uncore too: f * V^2 from its nominal figure, the
+    # same whichever cores run, never gated; the run charges it to `control` as clocked idle
+    arch = load_arch(overrides={"host_link.setup_us": 0.0, "static_power.clock_network_w": 0.5})
+    nominal = arch.clock.nominal_voltage_v
+    assert static_power_w(arch, FREQ, 4, voltage_v=nominal)["clock_network"] == pytest.approx(0.5)
+    low = static_power_w(arch, 400_000_000, 1, voltage_v=0.68)["clock_network"]
+    assert low == pytest.approx(0.5 * 0.5 * (0.68 / nominal) ** 2)
+    prog = program(1, stream_tasklist=False)
+    base = load_arch(overrides={"host_link.setup_us": 0.0, "static_power.clock_network_w": 0.01})
+    with_net = simulate(prog, {0: [mvm(1000)]}, arch=arch, frames=1)
+    without = simulate(prog, {0: [mvm(1000)]}, arch=base, frames=1)
+    scale = (FREQ / arch.clock.default_hz) * (arch.clock.voltage_at(FREQ) / nominal) ** 2
+    control = with_net.unit_power_w["control"]["clocked_idle"]
+    assert control - without.unit_power_w["control"]["clocked_idle"] == pytest.approx(0.49 * scale)
+    assert with_net.total_cycles == without.total_cycles
