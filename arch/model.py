@@ -370,8 +370,44 @@ class StaticPowerSpec:
     logic_leakage_w: float
     pcie_l0_w: float
     ddr_phy_w: float
+    dram_background_w_per_channel: float
+    clock_network_w: float
     core_clocked_idle_w: float
     leakage_voltage_exponent: float
+
+
+@dataclass(frozen=True)
+class ClockGatingSpec:
+    """Activity-based idle power: each unit's share of a core's clocked-idle power, burnt
+    while it idles ungated, then only a residual once its clock gate closes."""
+
+    gating_latency_cycles: int
+    always_on_fraction: float
+    gated_residual_fraction: float
+    mvm_idle_share: float
+    wload_idle_share: float
+    dpu_idle_share: float
+    dwpu_idle_share: float
+    dma0_idle_share: float
+    dma1_idle_share: float
+
+    def unit_shares(self) -> dict[str, float]:
+        """Unit queue name -> its share of a core's gateable clock power (summing to 1).
+
+        >>> from aipusim.arch import load_arch
+        >>> round(load_arch().clock_gating.unit_shares()["mvm"], 3)
+        0.55
+        """
+        raw = {
+            "mvm": self.mvm_idle_share,
+            "wload": self.wload_idle_share,
+            "dpu": self.dpu_idle_share,
+            "dwpu": self.dwpu_idle_share,
+            "dma0": self.dma0_idle_share,
+            "dma1": self.dma1_idle_share,
+        }
+        total = sum(raw.values())
+        return {unit: share / total for unit, share in raw.items()}
 
 
 @dataclass(frozen=True)
@@ -413,6 +449,7 @@ class Arch:
     memory_map: MemoryMapSpec
     energy: EnergySpec
     static_power: StaticPowerSpec
+    clock_gating: ClockGatingSpec
     #: Plausible ranges of the inferred numbers (empty for a file without ``[ranges]``).
     ranges: tuple[ParamRange, ...] = ()
 

@@ -79,7 +79,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aipusim.arch.model import Arch, HostLinkSpec
-from aipusim.base.errors import TasklistError
+from aipusim.base.errors import ArchError, TasklistError
 from aipusim.isa.dpu_work import dpu_charged_ops, dpu_lane_ops, dpu_read_bytes
 from aipusim.isa.tasks import (
     ADD_POSTS,
@@ -233,6 +233,37 @@ def pcie_wire_bytes(link: HostLinkSpec, nbytes: int, h2d: bool) -> tuple[int, in
     return nbytes + completions * oh + dllps(requests), requests * oh + dllps(completions)
 
 
+def mvm_data_rows(t: Mvm) -> int:
+    """How many of the rows ``row0 .. row0 + rows_used - 1`` of ``t`` hold input channels
+    rather than PWORD channel padding (`Mvm`'s row index: ``cpad`` rows per tap, the first
+    ``cin`` of them data; with ``swicr`` the taps of a window row are packed and only its
+    tail is padding). A task without its geometry (``cin`` or ``cpad`` 0, or with ``swicr``
+    no window row: ``kw + (icr - 1) * stride_w`` not positive) counts every row.
+
+    >>> from aipusim.isa.tasks import Mvm
+    >>> base = dict(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=1, cols_used=1)
+    >>> mvm_data_rows(Mvm(**base, rows_used=192, cin=3, cpad=64))  # 3 taps of 64 rows
+    9
+    >>> mvm_data_rows(Mvm(**base, rows_used=64, cin=3, cpad=64, kw=7, swicr=1))
+    21
+    """
+    if t.cin <= 0 or t.cpad <= 0:
+        return t.rows_used
+    if t.swicr:
+        width = t.kw + (t.icr - 1) * t.stride_w
+        if width <= 0:
+            return t.rows_used
+        period = math.ceil(width * t.cin / t.cpad) * t.cpad
+        data = width * t.cin
+    else:
+        period, data = t.cpad, min(t.cin, t.cpad)
+
+    def upto(n: int) -> int:  # data rows among rows 0 .. n - 1
+        return (n // period) * data + min(n % period, data)
+
+    return upto(t.row0 + t.rows_used) - upto(t.row0)
+
+
 def burst_cycles(nbytes: int, bw_bytes_per_cycle: float) -> int:
     """Whole cycles ``nbytes`` hold a link of ``bw_bytes_per_cycle`` (0 for no link).
 
@@ -264,6 +295,7 @@ class CostModel:
         self.host_post_cycles = arch.ns_to_cycles(host.post_frame_us * 1000.0, self.freq_hz)
         #: One L1 port (a requester's own limit per direction), bytes per cycle.
         self.l1_port = float(arch.l1.port_bytes_per_cycle)
+        self.mvm_clock_pj_per_mac = mvm_clock_pj_per_mac(arch)
         self._bw = {
             Link.DDR: arch.ddr_bw_bytes_per_cycle(self.freq_hz),
             Link.NOC: float(arch.noc.bw_bytes_per_cycle),
@@ -664,6 +696,28 @@ class CostModel:
             return TaskCost(0, 0, Traffic(), tuple(energy))
         raise TasklistError(f"{where}: task kind must be a known kind, not {type(task)}")
 
+    def mvm_mac_energy_pj(self, t: Mvm) -> float:
+        """The MAC energy of ``t`` at the nominal voltage, pJ: a row that carries data costs
+        ``mvm_mac_pj`` per MAC, a channel-padding row (PWORD padding, `mvm_data_rows`) only
+        the zero-product cost of the value-aware fit (``a`` of
+        `aipusim.arch.model.EnergySpec.mvm_activity_fit`: clock, broadcast, adder tree),
+        each less the array's clock per MAC (`mvm_clock_pj_per_mac`), which the simulator
+        charges per busy cycle instead (`aipusim.simulator.power`).
+
+        >>> from aipusim.arch import load_arch
+        >>> from aipusim.isa.tasks import Mvm
+        >>> m = cost_model(load_arch())
+        >>> t = Mvm(unit="mvm", weight_set=0, in_addr=0, out_addr=0, vectors=10, rows_used=64,
+        ...         cols_used=8, cin=3, cpad=64)
+        >>> round(m.mvm_mac_energy_pj(t) / (10 * 64 * 8 * 0.185), 4)  # 3 of 64 rows
+        0.1462
+        """
+        e = self.arch.energy
+        data = mvm_data_rows(t)
+        zero = e.mvm_activity_fit[0]
+        per_col = (data + zero * (t.rows_used - data)) * e.mvm_mac_pj
+        return t.vectors * t.cols_used * (per_col - t.rows_used * self.mvm_clock_pj_per_mac)
+
     def task_cycles(
         self, kind: type[Task], unit: Unit, fields: Mapping[str, Any], layer: str = ""
     ) -> int:
@@ -706,7 +760,7 @@ class CostModel:
         read, write = self._mvm_bytes(
             t.vectors, t.rows_used, t.cols_used, accumulate, post, pitches
         )
-        energy[C[Component.MVM]] += macs * e.mvm_mac_pj
+        energy[C[Component.MVM]] += self.mvm_mac_energy_pj(t)
         energy[C[Component.L1]] += read * e.l1_read_pj_per_byte + write * e.l1_write_pj_per_byte
         if t.post != PostOp.NONE:
             energy[C[Component.DPU]] += out_elems * e.dpu_requant_act_pj
@@ -855,12 +909,15 @@ def static_power_w(
 ) -> dict[str, float]:
     """Static and always-on power by source, in W, at ``voltage_v`` (default: the lowest
     operating point that reaches ``freq_hz``): SRAM and logic leakage scaling with
-    ``(V / V_nom)^leakage_voltage_exponent``, the PCIe link in L0 and the LPDDR PHY
-    (constant), and a clocked-idle overhead per active core scaling with ``f * V^2``.
+    ``(V / V_nom)^leakage_voltage_exponent``, the PCIe link in L0, the LPDDR PHY and the
+    DRAM devices' standby power per channel (constant: off-chip or on their own supply),
+    the chip's clock distribution network and a clocked-idle overhead per active core, both
+    scaling with ``f * V^2`` (the network feeds the uncore as well, so it does not follow
+    the number of active cores).
 
     >>> from aipusim.arch import load_arch
     >>> round(sum(static_power_w(load_arch(), 800_000_000, 4).values()), 3)
-    3.416
+    3.098
     """
     sp = arch.static_power
     volts = arch.clock.voltage_at(freq_hz) if voltage_v is None else voltage_v
@@ -871,12 +928,88 @@ def static_power_w(
         "logic_leakage": sp.logic_leakage_w * leak,
         "pcie_l0": sp.pcie_l0_w,
         "ddr_phy": sp.ddr_phy_w,
-        "clocked_idle": sp.core_clocked_idle_w
-        * active_cores
-        * (freq_hz / arch.clock.default_hz)
-        * v
-        * v,
+        "dram_background": sp.dram_background_w_per_channel * arch.ddr.channels,
+        "clock_network": sp.clock_network_w * _clock_scale(arch, freq_hz, volts),
+        "clock_always_on": _core_clock_w(arch, freq_hz, volts)
+        * arch.clock_gating.always_on_fraction
+        * active_cores,
     }
+
+
+def _core_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> float:
+    """A core's clocked-idle power with nothing gated at ``freq_hz`` and ``voltage_v``
+    (``core_clocked_idle_w`` scaled by ``f * V^2``)."""
+    return arch.static_power.core_clocked_idle_w * _clock_scale(arch, freq_hz, voltage_v)
+
+
+def _clock_scale(arch: Arch, freq_hz: int, voltage_v: float) -> float:
+    """How clock power given at the nominal clock and supply scales: ``f * V^2``."""
+    v = voltage_v / arch.clock.nominal_voltage_v
+    return (freq_hz / arch.clock.default_hz) * v * v
+
+
+def unit_clock_w(arch: Arch, freq_hz: int, voltage_v: float) -> dict[str, float]:
+    """Unit queue name -> the clock power it burns while idle and not yet gated, W: its
+    share of the gateable part of a core's clocked-idle power (``[clock_gating]``). Gated,
+    it burns ``gated_residual_fraction`` of that.
+
+    >>> from aipusim.arch import load_arch
+    >>> round(unit_clock_w(load_arch(), 800_000_000, 0.8)["mvm"], 4)
+    0.165
+    """
+    cg = arch.clock_gating
+    gateable = _core_clock_w(arch, freq_hz, voltage_v) * (1.0 - cg.always_on_fraction)
+    return {unit: gateable * share for unit, share in cg.unit_shares().items()}
+
+
+def mvm_clock_pj_per_mac(arch: Arch) -> float:
+    """The array's clock energy in one MAC of a fully used array, pJ at the nominal voltage:
+    the MVM's clock (`unit_clock_w`) per cycle over `MvmSpec.macs_per_cycle`. The 15 TOPS/W
+    behind ``mvm_mac_pj`` is measured on a fully used array, its clock included; the
+    simulator charges that clock per busy cycle instead (a task that uses part of the array
+    or waits for its input stream clocks the whole array all the same), so a MAC costs
+    ``mvm_mac_pj`` less this, and a fully used array still costs exactly ``mvm_mac_pj`` a MAC.
+
+    >>> from aipusim.arch import load_arch
+    >>> round(mvm_clock_pj_per_mac(load_arch()), 5)  # 0.165 W / 800 MHz / 32768 MACs
+    0.00629
+    """
+    clock = unit_clock_w(arch, arch.clock.default_hz, arch.clock.nominal_voltage_v)["mvm"]
+    per_mac = clock * 1e12 / arch.clock.default_hz / arch.mvm.macs_per_cycle
+    zero = arch.energy.mvm_activity_fit[0] * arch.energy.mvm_mac_pj
+    if per_mac >= zero:
+        raise ArchError(
+            f"the MVM's clock per MAC ({per_mac:.4g} pJ, from static_power.core_clocked_idle_w "
+            f"and [clock_gating]) must be below the zero-product MAC energy ({zero:.4g} pJ), "
+            "not above it"
+        )
+    return per_mac
+
+
+def unit_leakage_w(arch: Arch, voltage_v: float) -> dict[str, float]:
+    """Where the chip's leakage (`static_power_w`'s two leakage terms) sits, W: logic
+    leakage per unit kind in the ``[clock_gating]`` shares (the always-on part to
+    ``control``), SRAM leakage to ``l1`` (with the IMC weight arrays, to ``mvm``) and
+    ``l2`` by size. The values sum to the two terms.
+
+    >>> from aipusim.arch import load_arch
+    >>> arch = load_arch()
+    >>> s = static_power_w(arch, 800_000_000, 4, voltage_v=0.8)
+    >>> round(sum(unit_leakage_w(arch, 0.8).values()) - s["sram_leakage"] - s["logic_leakage"], 12)
+    0.0
+    """
+    sp, cg = arch.static_power, arch.clock_gating
+    leak = (voltage_v / arch.clock.nominal_voltage_v) ** sp.leakage_voltage_exponent
+    logic = sp.logic_leakage_w * leak
+    out = {"control": logic * cg.always_on_fraction}
+    for unit, share in cg.unit_shares().items():
+        out[unit] = logic * (1.0 - cg.always_on_fraction) * share
+    per_mib = sp.sram_leakage_w_per_mib * leak
+    cores = arch.chip.cores
+    out["l1"] = per_mib * arch.l1.size_bytes * cores / 2**20
+    out["mvm"] += per_mib * arch.mvm.weight_bytes * cores / 2**20
+    out["l2"] = per_mib * arch.l2.size_bytes / 2**20
+    return out
 
 
 __all__ = [
@@ -893,5 +1026,9 @@ __all__ = [
     "burst_cycles",
     "cost_model",
     "dynamic_scale",
+    "mvm_clock_pj_per_mac",
+    "mvm_data_rows",
     "static_power_w",
+    "unit_clock_w",
+    "unit_leakage_w",
 ]

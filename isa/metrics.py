@@ -48,6 +48,10 @@ WARMUP_STARTS = 1
 PEAK_WINDOWS: dict[str, float] = {"100ns": 100e-9, "10us": 10e-6, "1ms": 1e-3}
 #: Bin of the power timeline, in µs (before coarsening for very long runs).
 POWER_BIN_US = 1.0
+#: The parts of a unit's power (`aipusim.simulator.power.unit_power_w`): what its actions
+#: cost, its clock while busy, its idle clock before the gate closes, its gated floor, its
+#: leakage.
+UNIT_POWER_PARTS = ("dynamic", "clocked_busy", "clocked_idle", "gated_idle", "leakage")
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,7 @@ __all__ = [
     "FRAME_LINKS",
     "PEAK_WINDOWS",
     "POWER_BIN_US",
+    "UNIT_POWER_PARTS",
     "WARMUP_STARTS",
     "SteadyState",
     "TokenFigures",

@@ -5,6 +5,15 @@
   ``(V / V_nom)^2`` at the run's voltage (the V-f point of its clock unless the run raises
   it); DDR and PCIe energy are off-chip and do not scale. Energy per action does not depend
   on the clock; static power does.
+- Clock power follows activity (`unit_clock_power_w`): a unit burns its clock power
+  (`aipusim.isa.cost.unit_clock_w`) in every busy cycle (clock power is per cycle, not per
+  action: the per-action energies are switching energies, and the MVM's measured MAC
+  energy has its clock taken out, `aipusim.isa.cost.mvm_clock_pj_per_mac`); idle for a gap
+  of g cycles, it burns it for ``min(g, L)`` cycles and ``gated_residual_fraction`` of it
+  for the rest, L the gating latency. Only a core's always-on clock share, the chip's clock
+  distribution network and leakage are constant (`aipusim.isa.cost.static_power_w`). Like
+  static power, the units' clock power is spread evenly over the run (the timeline and the
+  peaks see its average).
 - The timeline spreads each task's energy uniformly over its cycles, bins it exactly
   (`POWER_BIN_US` per bin, coarser for very long runs) and adds static power. Peak power
   (`peak_power_w`) is the highest average over a sliding window of each length of
@@ -21,8 +30,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from aipusim.isa.cost import COMPONENTS
-from aipusim.isa.metrics import PEAK_WINDOWS, POWER_BIN_US
+from aipusim.arch.model import Arch
+from aipusim.isa.cost import COMPONENTS, C, static_power_w, unit_clock_w, unit_leakage_w
+from aipusim.isa.metrics import PEAK_WINDOWS, POWER_BIN_US, UNIT_POWER_PARTS
 from aipusim.isa.trace_schema import (
     POWER_TIME_COLUMNS,
     POWER_TOTAL_COLUMN,
@@ -50,6 +60,146 @@ class PowerProfile:
         import pandas as pd
 
         return pd.DataFrame(dict(self.columns))
+
+
+def idle_split(
+    start: np.ndarray, end: np.ndarray, total_cycles: int, latency: int
+) -> tuple[int, int]:
+    """How the cycles ``[0, total_cycles)`` in which a unit busy on ``[start, end)`` is idle
+    split into clocked ones (the first ``latency`` cycles of each idle gap, before its clock
+    gate closes) and gated ones.
+
+    >>> idle_split(np.array([0]), np.array([500]), 1000, 16)  # busy half the time
+    (16, 484)
+    >>> idle_split(np.array([0, 510, 505]), np.array([500, 600, 520]), 1000, 16)
+    (21, 384)
+    >>> idle_split(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 100, 16)
+    (16, 84)
+    """
+    if len(start) == 0:
+        gaps = np.array([total_cycles], dtype=np.int64)
+    else:
+        order = np.argsort(start, kind="stable")
+        s = start[order].astype(np.int64)
+        reach = np.maximum.accumulate(end[order].astype(np.int64))  # busy up to, so far
+        gaps = np.concatenate([[s[0]], s[1:] - reach[:-1], [total_cycles - reach[-1]]])
+        gaps = np.maximum(gaps, 0)
+    clocked = np.minimum(gaps, latency)
+    return int(clocked.sum()), int((gaps - clocked).sum())
+
+
+def unit_clock_power_w(
+    arch: Arch,
+    freq_hz: int,
+    voltage_v: float,
+    intervals: Mapping[tuple[int, str], tuple[np.ndarray, np.ndarray]],
+    cores: list[int],
+    total_cycles: int,
+) -> dict[str, tuple[float, float, float]]:
+    """Unit kind -> (clocked busy W, clocked idle W, gated idle W) averaged over
+    ``total_cycles``, summed over ``cores``; ``intervals[(core, unit)]`` are the unit's busy
+    ``(start, end)`` cycles.
+
+    >>> from aipusim.arch import load_arch
+    >>> busy = {(0, "mvm"): (np.array([0]), np.array([500]))}
+    >>> w = unit_clock_power_w(load_arch(), 800_000_000, 0.8, busy, [0], 1000)
+    >>> [round(x, 5) for x in w["mvm"]]  # 0.165 W x 500/1000, x 16/1000, x 0.2 x 484/1000
+    [0.0825, 0.00264, 0.01597]
+    """
+    clock = unit_clock_w(arch, freq_hz, voltage_v)
+    cg = arch.clock_gating
+    total = max(1, int(total_cycles))
+    out: dict[str, tuple[float, float, float]] = {}
+    empty = np.zeros(0, dtype=np.int64)
+    for unit, watts in clock.items():
+        clocked = gated = 0
+        for core in cores:
+            s, e = intervals.get((core, unit), (empty, empty))
+            c, g = idle_split(s, e, total, cg.gating_latency_cycles)
+            clocked, gated = clocked + c, gated + g
+        busy = total * len(cores) - clocked - gated
+        out[unit] = (
+            watts * busy / total,
+            watts * clocked / total,
+            watts * cg.gated_residual_fraction * gated / total,
+        )
+    return out
+
+
+#: The unit kinds of the breakdown (`unit_power_w`), each with the energy component whose
+#: dynamic energy it reports; the two DMA channels are one kind.
+UNIT_KINDS: dict[str, Component] = {
+    "mvm": Component.MVM,
+    "wload": Component.WLOAD,
+    "dpu": Component.DPU,
+    "dwpu": Component.DWPU,
+    "dma": Component.DMA,
+    "control": Component.CONTROL,
+    "l1": Component.L1,
+    "l2": Component.L2,
+    "ddr": Component.DDR,
+    "pcie": Component.PCIE,
+}
+
+
+def _kind(unit: str) -> str:
+    return "dma" if unit.startswith("dma") else unit
+
+
+def unit_power_w(
+    arch: Arch,
+    freq_hz: int,
+    voltage_v: float,
+    log: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    unit_names: list[str],
+    cores: list[int],
+    total_cycles: int,
+) -> dict[str, dict[str, float]]:
+    """The run's power per unit kind (`UNIT_KINDS`), averaged over ``total_cycles``: its
+    ``clocked_idle`` and ``gated_idle`` power (`unit_idle_power_w`) and its ``leakage``
+    (`aipusim.isa.cost.unit_leakage_w`); ``dynamic`` is 0 until `add_dynamic_w`. The
+    always-on clock of the active ``cores`` and the chip's clock network are ``control``'s
+    clocked idle power, the
+    DDR PHY with the DRAM devices' standby power and the PCIe link in L0 those of ``ddr``
+    and ``pcie``. ``log`` is the logged activities' ``(core, unit code, start, end)``, a
+    code indexing ``unit_names``."""
+    core, code, start, end = log
+    intervals: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    order = np.lexsort((code, core))
+    key = core[order].astype(np.int64) * len(unit_names) + code[order]
+    bounds = np.flatnonzero(np.diff(key)) + 1
+    for chunk in np.split(order, bounds) if len(order) else []:
+        c, u = int(core[chunk[0]]), unit_names[int(code[chunk[0]])]
+        intervals[(c, u)] = (start[chunk], end[chunk])
+    out = {kind: dict.fromkeys(UNIT_POWER_PARTS, 0.0) for kind in UNIT_KINDS}
+    clocks = unit_clock_power_w(arch, freq_hz, voltage_v, intervals, cores, total_cycles)
+    for unit, (busy, clocked, gated) in clocks.items():
+        out[_kind(unit)]["clocked_busy"] += busy
+        out[_kind(unit)]["clocked_idle"] += clocked
+        out[_kind(unit)]["gated_idle"] += gated
+    for unit, watts in unit_leakage_w(arch, voltage_v).items():
+        out[_kind(unit)]["leakage"] += watts
+    static = static_power_w(arch, freq_hz, len(cores), voltage_v)
+    out["control"]["clocked_idle"] += static["clock_always_on"] + static["clock_network"]
+    out["ddr"]["clocked_idle"] += static["ddr_phy"] + static["dram_background"]
+    out["pcie"]["clocked_idle"] += static["pcie_l0"]
+    return out
+
+
+def unit_clocks_w(arch: Arch, units: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The clock power of the clock-gated unit kinds of ``units`` (`unit_power_w`), the
+    terms `static_power_w` leaves out: ``unit_clocked_busy``, ``unit_clocked_idle`` and
+    ``unit_gated_idle``, W."""
+    kinds = {_kind(unit) for unit in arch.clock_gating.unit_shares()}
+    parts = ("clocked_busy", "clocked_idle", "gated_idle")
+    return {f"unit_{p}": sum(units[k][p] for k in kinds) for p in parts}
+
+
+def add_dynamic_w(units: dict[str, dict[str, float]], run_pj: np.ndarray, seconds: float) -> None:
+    """Fill each unit kind's ``dynamic`` power of ``units`` (`unit_power_w`) from the run's
+    dynamic energy per component ``run_pj`` (pJ, `COMPONENTS` order) over ``seconds``."""
+    for kind, comp in UNIT_KINDS.items():
+        units[kind]["dynamic"] = float(run_pj[C[comp]]) * 1e-12 / seconds
 
 
 def power_timeline(

@@ -24,7 +24,15 @@ from aipusim.isa.metrics import (
     steady_state,
 )
 from aipusim.isa.trace_schema import Component
-from aipusim.simulator.power import EnergyCurve, PowerProfile, peak_power_w, power_timeline
+from aipusim.simulator.power import (
+    EnergyCurve,
+    PowerProfile,
+    add_dynamic_w,
+    peak_power_w,
+    power_timeline,
+    unit_clocks_w,
+    unit_power_w,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -239,6 +247,10 @@ class SimResult:
     energy_mj_run: float
     avg_power_w: float
     static_power_w: dict[str, float]
+    #: Per unit kind, average W over the run: ``dynamic``, ``clocked_busy`` (its clock while
+    #: busy), ``clocked_idle`` (idle, clock not yet gated), ``gated_idle`` and ``leakage``
+    #: (`aipusim.simulator.power`).
+    unit_power_w: dict[str, dict[str, float]]
     _power: PowerProfile = field(repr=False)
     power_bin_us: float
     event_counts: dict[str, int]
@@ -382,6 +394,7 @@ class SimResult:
             "peak_power_w": self.peak_power_w,
             "power_bin_us": self.power_bin_us,
             "static_power_w": self.static_power_w,
+            "unit_power_w": self.unit_power_w,
             "total_cycles": self.total_cycles,
             "seconds": self.seconds,
             "lower_bound_cycles": self.lower_bound_cycles,
@@ -483,6 +496,8 @@ def build_result(rec: RunRecord, unloaded: Callable[[], float] | None = None) ->
     extra[C[Component.CONTROL]] = rec.cost.control_pj(lines + polls)
     extra *= scale
     static = static_power_w(arch, freq, len(physical), volts)
+    units = unit_power_w(arch, freq, volts, (core, ucode, start, end), names, physical, total)
+    static.update(unit_clocks_w(arch, units))
     static_w = sum(static.values())
     static_pj_per_cycle = static_w * 1e12 / freq
     # Energy not tied to a logged activity (trace lines, polls) goes evenly over the run;
@@ -491,6 +506,7 @@ def build_result(rec: RunRecord, unloaded: Callable[[], float] | None = None) ->
     const_pj[C[Component.STATIC]] += static_pj_per_cycle
     run_pj = np.bincount(op, minlength=len(table)) @ table + extra
     run_pj[C[Component.STATIC]] = static_pj_per_cycle * total
+    add_dynamic_w(units, run_pj, total / freq)
 
     init_mask = phase < 0
     init_end = max((c.init_end_cycle for rep in rec.replicas for c in rep.cores), default=0)
@@ -604,6 +620,7 @@ def build_result(rec: RunRecord, unloaded: Callable[[], float] | None = None) ->
         energy_mj_run=float(run_pj.sum() * 1e-9),
         avg_power_w=avg_w,
         static_power_w=static,
+        unit_power_w=units,
         _power=profile,
         power_bin_us=profile.bin_cycles * us,
         event_counts={

@@ -60,6 +60,7 @@ from aipusim.base.fileio import check_output
 from aipusim.cli.options import build_config
 from aipusim.compiler.config import load_config
 from aipusim.run.progress import stderr_lines
+from aipusim.sweep.evaluate import SIMULATOR_ONLY_ARCH_TABLES
 
 #: The measurements `aipusim calibrate` uses by default: the two published ResNet-50 points.
 DEFAULT_MEASUREMENTS = DEFAULT_ARCH_PATH.parent / "metis_measured.csv"
@@ -76,28 +77,43 @@ FRAMES = 16
 #: The inferred numbers fitted by default (and by `aipusim.studies.validation`): of those
 #: that move ResNet-50's figures in the sensitivity study (reports/sensitivity), the four
 #: that can raise its FPS (the L1 port width, the NoC, the weight-load path, the DPU's
-#: lanes), the largest term of its power (the clocked-idle power of a core), and the
-#: supplies of the two V-f points the published clocks run at (800 MHz, and the point that
-#: covers the lower clock).
+#: lanes), the largest term of its power (the clocked-idle power of a core), the chip's
+#: clock distribution network (clock power the units' gates cannot stop), the supplies
+#: of the two V-f points the published clocks run at (800 MHz, and the point that covers
+#: the lower clock), and the numbers of activity-based clock gating (``[clock_gating]``,
+#: issue 28) that decide how much of that clock power a run burns.
 FIT_KEYS = (
     "l1.port_bytes_per_cycle",
     "noc.bw_bytes_per_cycle",
     "mvm.weight_load_bw_bytes_per_cycle",
     "dpu.lanes",
     "static_power.core_clocked_idle_w",
+    "static_power.clock_network_w",
     "clock.vf_points[0].voltage_v",
     "clock.vf_points[1].voltage_v",
+    "clock_gating.gating_latency_cycles",
+    "clock_gating.always_on_fraction",
+    "clock_gating.gated_residual_fraction",
+    "clock_gating.mvm_idle_share",
+    "clock_gating.wload_idle_share",
+    "clock_gating.dpu_idle_share",
+    "clock_gating.dwpu_idle_share",
+    "clock_gating.dma0_idle_share",
+    "clock_gating.dma1_idle_share",
 )
 #: The step each fitted number takes (a port or path is a whole number of 32-byte words;
-#: lanes come in 16s; a supply is set in 5 mV steps; powers in 10 mW).
+#: lanes come in 16s; a supply is set in 5 mV steps; powers in 10 mW; shares and
+#: fractions of the clock in hundredths; the gating latency in whole cycles).
 GRID = {
     "l1.port_bytes_per_cycle": 32,
     "noc.bw_bytes_per_cycle": 8,
     "mvm.weight_load_bw_bytes_per_cycle": 32,
     "dpu.lanes": 16,
     "static_power.core_clocked_idle_w": 0.01,
+    "static_power.clock_network_w": 0.01,
     "clock.vf_points[0].voltage_v": 0.005,
     "clock.vf_points[1].voltage_v": 0.005,
+    **{k: 0.01 for k in FIT_KEYS if k.startswith("clock_gating.") and not k.endswith("cycles")},
 }
 #: Weight of the pull of each number towards its prior (per number, in units of its range).
 PRIOR_WEIGHT = 0.01
@@ -218,6 +234,17 @@ def _sets(text: str, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def compiler_reads(key: str) -> bool:
+    """Whether the back end reads the arch number ``key``: not the tables only the simulator
+    reads (energy, static power, clock gating) nor a supply voltage (the compiler plans in
+    cycles at the clock, never at its voltage).
+
+    >>> compiler_reads("l1.port_bytes_per_cycle"), compiler_reads("clock.vf_points[1].voltage_v")
+    (True, False)
+    """
+    return key.split(".")[0] not in SIMULATOR_ONLY_ARCH_TABLES and not key.endswith("voltage_v")
+
+
 class Predictor:
     """The simulated figures of every row for a set of (I) numbers: each run's front end
     once, its back end per set of numbers, a simulation per row (memoised by the numbers)."""
@@ -228,6 +255,7 @@ class Predictor:
         self.base = load_arch(arch_path)
         self._fronts: dict[Any, Any] = {}
         self._seen: dict[tuple, dict[int, dict[str, float]]] = {}
+        self._compiled: dict[tuple, Path] = {}
         self._tmp = tempfile.TemporaryDirectory(prefix="aipusim-calibrate-")
         self.evaluations = 0
 
@@ -254,13 +282,16 @@ class Predictor:
         arch = load_arch(self.arch_path, overrides=dict(values))
         self.evaluations += 1
         out: dict[int, dict[str, float]] = {}
-        compiled: dict[Any, Path] = {}
+        # numbers only the simulator reads leave the program as it is: the back end runs
+        # again only when a number it reads moves
+        program = tuple((k, v) for k, v in key if compiler_reads(k))
         for m in self.rows:
-            if m.run_key() not in compiled:
-                folder = Path(self._tmp.name) / f"e{self.evaluations}-{len(compiled)}"
+            where = (program, m.run_key())
+            if where not in self._compiled:
+                folder = Path(self._tmp.name) / f"e{self.evaluations}-{len(self._compiled)}"
                 self._front(m).compile(arch, folder)
-                compiled[m.run_key()] = folder
-            folder = compiled[m.run_key()]
+                self._compiled[where] = folder
+            folder = self._compiled[where]
 
             def run(freq: int, folder: Path = folder, m: Measurement = m) -> Any:
                 levels = list(self._front(m).config.profiling_levels)

@@ -67,7 +67,10 @@ GLOSSARY: dict[str, str] = {
     "control core), not for a unit or link",
     "l1 / l2 / ddr": "the core-local memory, the shared on-chip memory, the external DRAM",
     "pcie": "the host link (the trace's `host` end of a transfer)",
-    "static": "static (leakage) power over the frame period",
+    "static": "static power over the frame period: leakage, the always-on clock and the chip's "
+    "clock network, the DDR PHY, the "
+    "DRAM devices' standby power and PCIe L0, and the units' clock (busy, idle ungated, then "
+    "gated: `[clock_gating]`)",
 }
 
 
@@ -171,6 +174,12 @@ def write_run_report(
     energy["share %"] = [
         share_text(v) for v in 100 * energy["mJ per frame (steady state)"] / (total or 1.0)
     ]
+    by_unit = pd.DataFrame(
+        [
+            {"unit": unit, **{f"{k.replace('_', ' ')} (W)": v for k, v in parts.items()}}
+            for unit, parts in sim.unit_power_w.items()
+        ]
+    )
     busy = pd.DataFrame(
         {
             "unit": list(sim.utilization),
@@ -209,6 +218,16 @@ def write_run_report(
         "## Energy per frame by component",
         "",
         _md(energy, ".4f"),
+        "",
+        "## Power by unit",
+        "",
+        "The whole run's average (INIT included), W: what each unit's actions cost (dynamic), "
+        "its clock while busy (clocked busy) and while idle before the clock gate closes "
+        "(clocked idle; for `control` the always-on clock and the chip's clock network, for "
+        "`ddr` and `pcie` the PHY and the link in L0), its gated floor (gated idle) and its "
+        "leakage.",
+        "",
+        _md(by_unit, ".4f"),
         "",
         "## Unit utilisation",
         "",

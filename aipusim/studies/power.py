@@ -12,6 +12,7 @@ Example: ``run_power_study(Path("reports/power"), models=["tiny_cnn"], limits=(0
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from aipusim.base.errors import ConfigError
+from aipusim.isa.metrics import UNIT_POWER_PARTS
 from aipusim.run.job import model_name
 from aipusim.studies.common import (
     BUILT_IN,
@@ -85,6 +87,7 @@ KINDS = {
     "FPS/W": "fps_per_w",
     "energy/frame (mJ)": "energy_mj",
     "p50 latency (ms)": "latency_ms",
+    **{f"{part.replace('_', ' ')} (W)": "power_w" for part in UNIT_POWER_PARTS},
 }
 
 
@@ -131,6 +134,8 @@ def measure(
             "FPS/W": rows["fps_per_w"],
             "energy/frame (mJ)": rows["energy_mj_per_frame"],
             "p50 latency (ms)": rows["latency_us_p50"] / 1e3,
+            **{f"{p.replace('_', ' ')} (W)": rows[f"power_w_{p}"] for p in UNIT_POWER_PARTS},
+            "unit_power_w": rows["unit_power_w"],
             "status": rows["status"],
             "error": rows["error"].fillna(""),
         }
@@ -149,6 +154,31 @@ def measure(
     # the name run and the other reports use (a graph name, not an ONNX file's path)
     table["model"] = table["model"].map({m: model_name(m) for m in models})
     return table
+
+
+def unit_breakdown(table: pd.DataFrame) -> pd.DataFrame:
+    """Per model at its highest limit, the run's average power per unit (rows) and part
+    (columns: dynamic, clocked busy, clocked idle, gated idle, leakage; `SimResult.unit_power_w`).
+
+    >>> import json
+    >>> row = {"dynamic": 1.0, "clocked_busy": 0.2, "clocked_idle": 0.1, "gated_idle": 0.01,
+    ...        "leakage": 0.02}
+    >>> t = pd.DataFrame({"model": ["m"], "u": [1.0], "unit_power_w": [json.dumps({"mvm": row})]})
+    >>> unit_breakdown(t).to_dict("records")[0]["dynamic (W)"], len(unit_breakdown(t).columns)
+    (1.0, 7)
+    """
+    out = []
+    for model, group in table.groupby("model", sort=False):
+        top = group.loc[group["u"].idxmax()]
+        for unit, parts in json.loads(top["unit_power_w"]).items():
+            out.append(
+                {
+                    "model": model,
+                    "unit": unit,
+                    **{f"{p.replace('_', ' ')} (W)": parts[p] for p in UNIT_POWER_PARTS},
+                }
+            )
+    return pd.DataFrame(out)
 
 
 def _u(value: float) -> str:
@@ -371,6 +401,12 @@ def run_power_study(
             "(`aipusim.isa.metrics`); FPS/W = FPS / average power. A limit is on a Pareto front "
             "when no other limit is at least as good in both figures and better in one (per "
             "model).",
+            "- power by part (dynamic, clocked busy, clocked idle, gated idle, leakage; W) is "
+            "the whole run's average, INIT included, with activity-based clock gating "
+            "(`[clock_gating]` of the arch file): a unit burns its clock share while busy and "
+            "for the gating latency after, then only the gated residual; always-on clock, the "
+            "chip's clock network, DDR PHY, the DRAM devices' standby power and PCIe L0 count "
+            "as clocked idle.",
         ],
     )
     anomaly_lines = [f"- {a}" for a in odd] or [
@@ -383,7 +419,11 @@ def run_power_study(
         "",
         "## Results",
         "",
-        md_table(table.drop(columns=["error"]), KINDS),
+        md_table(table.drop(columns=["error", "unit_power_w"]), KINDS),
+        "",
+        "## Power by unit (highest limit; the run's average)",
+        "",
+        md_table(unit_breakdown(ok), KINDS),
         "",
         f"![FPS, power and FPS/W against the limit]({curves.name})",
         "",

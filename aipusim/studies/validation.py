@@ -42,7 +42,7 @@ from aipusim.calibrate.fit import (
     report_text,
     with_followers,
 )
-from aipusim.isa.cost import C, CostModel, dynamic_scale
+from aipusim.isa.cost import C, CostModel, dynamic_scale, mvm_clock_pj_per_mac
 from aipusim.isa.tasks import Mvm, Unit
 from aipusim.isa.trace_schema import Component
 from aipusim.studies.common import StudyResult, md_table, source_state
@@ -85,12 +85,14 @@ INPUTS = (
 
 def dimc_tops_per_w(arch: Any) -> float:
     """TOPS/W of the D-IMC's own MAC energy at `DIMC_VOLTAGE_V` (what the paper's figure
-    measures): two operations per MAC over the energy the cost model charges it."""
+    measures): two operations per MAC over the energy the cost model charges it, with the
+    array's clock that the simulator charges per busy cycle (at full use, its clock per MAC:
+    `aipusim.isa.cost.mvm_clock_pj_per_mac`)."""
     mvm = Mvm(unit=Unit.MVM, weight_set=0, in_addr=0, out_addr=0, vectors=1000, rows_used=512,
               cols_used=512)  # fmt: skip
     cost = CostModel(arch).task(mvm)
-    pj = cost.energy_pj[C[Component.MVM]] * dynamic_scale(arch, DIMC_VOLTAGE_V)[C[Component.MVM]]
-    return 2 * cost.macs / pj
+    pj = cost.energy_pj[C[Component.MVM]] + cost.macs * mvm_clock_pj_per_mac(arch)
+    return 2 * cost.macs / (pj * dynamic_scale(arch, DIMC_VOLTAGE_V)[C[Component.MVM]])
 
 
 def _num(value: float, unit: str) -> str:

@@ -45,11 +45,12 @@ from aipusim.api.sources import cache_folder, load_source
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
 from aipusim.arch.loader import read_toml
 from aipusim.base.atomic import temp_name
+from aipusim.isa.metrics import UNIT_POWER_PARTS
 from aipusim.sweep.space import SweepPoint
 
-#: Arch tables only the simulator reads (energy per event, static power): points that
-#: differ only in keys under these share a compiled program (`program_key`).
-SIMULATOR_ONLY_ARCH_TABLES = ("energy", "static_power")
+#: Arch tables only the simulator reads (energy per event, static power, clock gating):
+#: points that differ only in keys under these share a compiled program (`program_key`).
+SIMULATOR_ONLY_ARCH_TABLES = ("energy", "static_power", "clock_gating")
 
 
 def program_key(point: SweepPoint) -> str:
@@ -280,6 +281,11 @@ def metrics(result: Any) -> dict[str, Any]:
         **{f"peak_power_w_{w}": v for w, v in result.peak_power_w.items()},
         "fps_per_w": result.fps / watts if watts > 0 else float("nan"),
         "total_cycles": result.total_cycles,
+        **{
+            f"power_w_{part}": sum(u[part] for u in result.unit_power_w.values())
+            for part in UNIT_POWER_PARTS
+        },
+        "unit_power_w": json.dumps(result.unit_power_w, sort_keys=True),
     }
 
 

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from aipusim.base.atomic import clean_stale, process_alive
 from aipusim.base.errors import ConfigError
-from aipusim.isa.metrics import PEAK_WINDOWS
+from aipusim.isa.metrics import PEAK_WINDOWS, UNIT_POWER_PARTS
 
 #: Suffix of the typed twin of a swept key's string column.
 TYPED_SUFFIX = "__value"
@@ -66,6 +66,9 @@ METRIC_COLUMNS: dict[str, pa.DataType] = {
     **{f"peak_power_w_{window}": pa.float64() for window in PEAK_WINDOWS},
     "fps_per_w": pa.float64(),
     "total_cycles": pa.int64(),
+    # the run's average power by kind and, as JSON, by unit (`SimResult.unit_power_w`)
+    **{f"power_w_{part}": pa.float64() for part in UNIT_POWER_PARTS},
+    "unit_power_w": pa.string(),
     "compile_s": pa.float64(),
     "simulate_s": pa.float64(),
     # a point run on data (``--check``); null otherwise

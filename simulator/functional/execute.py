@@ -60,8 +60,9 @@ class FunctionalRun:
     tensors: dict[str, np.ndarray]
     tensor_writers: dict[str, np.ndarray]
     tasks: pd.DataFrame
-    #: ``(phase, macs, active products)`` of every executed Mvm (value-aware energy).
-    mvm_activity: list[tuple[int, int, int]] = field(default_factory=list)
+    #: ``(phase, macs, active products, the cycle model's MAC pJ)`` of every executed Mvm
+    #: (value-aware energy).
+    mvm_activity: list[tuple[int, int, int, float]] = field(default_factory=list)
 
 
 def constants_image(memory: MemoryMap, source: str | Path | bytes | None) -> np.ndarray:
@@ -89,7 +90,7 @@ class _Run:
     def __init__(self, rec: RunRecord, inputs: dict[str, np.ndarray], value_aware: bool) -> None:
         program = rec.program
         assert program.memory is not None
-        self.arch, self.config = rec.arch, rec.config
+        self.arch, self.config, self.cost = rec.arch, rec.config, rec.cost
         self.map, self.inputs = program.memory, inputs
         self.value_aware = value_aware
         #: The first task that ran before its data was written (raised after the run).
@@ -107,7 +108,7 @@ class _Run:
         self.gaps = dict(program.extra.get("functional_gaps") or {})
         self.skipped = 0
         self.outputs: dict[tuple[int, int, str, int], np.ndarray] = {}
-        self.activity: list[tuple[int, int, int]] = []
+        self.activity: list[tuple[int, int, int, float]] = []
         #: The placed tensors by the layer that makes them, and their values (with their
         #: writers) as that layer's last task in the last start of replica 0 left them.
         self.by_layer: dict[str, list[Any]] = {}
@@ -154,7 +155,8 @@ class _Run:
                 self.not_yet_written = self.not_yet_written or exc
                 return
             if isinstance(t, Mvm):
-                self.activity.append((sched.phase[node], t.macs, run.active))
+                charged = self.cost.mvm_mac_energy_pj(t)
+                self.activity.append((sched.phase[node], t.macs, run.active, charged))
             self.check.forward(node, run.accesses)
             for place in self.snap_at.get(node, ()):
                 self.snapshots[place.name] = self.tensor(place)

@@ -111,6 +111,14 @@ def test_report_opens_with_a_verdict_and_defines_every_unit_name(run_dir: Path) 
     for unit in re.findall(r"^\| (\w+) +\|", units, re.M)[1:]:
         assert glossary.count(f"`{unit}`") + glossary.count(f" {unit}`") >= 1, unit
     assert glossary.count("- `ctrl`") == 1 and glossary.count("- `control`") == 1
+    # power per unit: every part of each unit, and the whole of the run's power
+    by_unit = text.split("## Power by unit")[1].split("\n## ")[0]
+    header = (
+        "| unit | dynamic (W) | clocked busy (W) | clocked idle (W) | gated idle (W) "
+        "| leakage (W) |"
+    )
+    assert header in re.sub(" +", " ", by_unit)
+    assert re.search(r"^\| mvm +\|", by_unit, re.M)
 
 
 def test_report_rounds_shares_and_trims_the_all_layers_table(run_dir: Path) -> None:

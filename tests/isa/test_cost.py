@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from aipusim.arch import load_arch
-from aipusim.isa.cost import COMPONENTS, C, CostModel, Link, Traffic, cost_model
+from aipusim.isa.cost import (
+    COMPONENTS,
+    C,
+    CostModel,
+    Link,
+    Traffic,
+    cost_model,
+    mvm_clock_pj_per_mac,
+)
 from aipusim.isa.program import Instance, MulticoreMode, Program
 from aipusim.isa.tasks import (
     Barrier,
@@ -293,7 +301,9 @@ def test_traffic_counts_every_byte_a_task_moves() -> None:
 def test_energy_is_charged_per_action_and_component() -> None:
     e = ARCH.energy
     mvm = MODEL.task(_mvm(10, 100, 64))
-    assert mvm.energy_pj[C[Component.MVM]] == pytest.approx(10 * 100 * 64 * e.mvm_mac_pj)
+    # a MAC less the array's clock, which the simulator charges per busy cycle
+    per_mac = e.mvm_mac_pj - mvm_clock_pj_per_mac(ARCH)
+    assert mvm.energy_pj[C[Component.MVM]] == pytest.approx(10 * 100 * 64 * per_mac)
     assert mvm.energy_pj[C[Component.DPU]] == pytest.approx(10 * 64 * e.dpu_requant_act_pj)
     assert mvm.energy_pj[C[Component.CONTROL]] == e.control_task_pj
     assert len(mvm.energy_pj) == len(COMPONENTS)

@@ -99,7 +99,9 @@ def test_energy_per_frame_is_steady_and_init_is_apart() -> None:
     static_w = sum(r4.static_power_w.values())
     # a frame's own work plus the static power over one frame period
     assert r4.energy_mj_per_frame["static"] == pytest.approx(static_w * PERIOD / FREQ * 1e3)
-    assert r4.energy_mj_per_frame == pytest.approx(r8.energy_mj_per_frame)
+    # idle power is the run's average (activity-based clock gating): the run's idle edges
+    # weigh a little less in a longer run, so the static share of a frame moves by < 0.1 %
+    assert r4.energy_mj_per_frame == pytest.approx(r8.energy_mj_per_frame, rel=1e-3)
     assert r4.avg_power_w == pytest.approx(r4.energy_mj_per_frame_total * 1e-3 * r4.fps)
     # INIT: its MVM task (the same kind as a frame's, 100 of 1000 vectors) plus static power
     # while it lasted, once per run
@@ -108,7 +110,7 @@ def test_energy_per_frame_is_steady_and_init_is_apart() -> None:
     frame_mvm = r4.energy_mj_per_frame["mvm"]
     assert r4.energy_mj_init > init_static
     assert r4.energy_mj_init - init_static < frame_mvm
-    assert r4.energy_mj_init == pytest.approx(r8.energy_mj_init)
+    assert r4.energy_mj_init == pytest.approx(r8.energy_mj_init, rel=1e-3)
 
 
 def test_peak_power_by_window() -> None:

@@ -51,8 +51,9 @@ def test_lower_points_of_the_table_follow_a_supply_set_below_them() -> None:
     assert out["clock.vf_points[3].voltage_v"] == pytest.approx(volts[3] - 0.02)
     assert "clock.vf_points[0].voltage_v" not in out  # the faster point is still higher
     # a slow point set above a faster one raises it
-    up = consistent_overrides(arch, {"clock.vf_points[3].voltage_v": 0.72})
-    assert up["clock.vf_points[1].voltage_v"] == up["clock.vf_points[2].voltage_v"] == 0.72
+    high = volts[1] + 0.03  # above the 600 MHz point, below the 800 MHz one
+    up = consistent_overrides(arch, {"clock.vf_points[3].voltage_v": high})
+    assert up["clock.vf_points[1].voltage_v"] == up["clock.vf_points[2].voltage_v"] == high
     load_arch(overrides=out), load_arch(overrides=up)  # both valid tables
 
 
@@ -160,4 +161,5 @@ def test_the_table_and_the_record_come_from_the_calibration() -> None:
     text = v.page(result, load_arch(), record)
     assert "## Calibration of the inferred hardware numbers" in text
     assert "### Residuals (simulated / measured - 1)" in text
-    assert "439 MHz, at the arch file's supply for it (0.690 V" in text
+    supply = load_arch().clock.voltage_at(439_000_000)
+    assert f"439 MHz, at the arch file's supply for it ({supply:.3f} V" in text
