@@ -9,22 +9,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from tabulate import tabulate
 
 from aipusim.base.errors import ConfigError
 from aipusim.base.fileio import output_path, write_text
 
+if TYPE_CHECKING:
+    import pandas as pd
+# pandas is imported where a frame is written: `to_markdown` of plain columns serves the
+# lean ``aipusim profile`` route (`aipusim.profiler.lean`), which never loads it.
+
 TABLE_SUFFIXES = (".md", ".csv", ".parquet")
 
 
-def to_markdown(df: pd.DataFrame, float_format: str = ".3f") -> str:
-    """A GitHub-flavoured Markdown table; floats with ``float_format``, integers as such."""
+def to_markdown(df: pd.DataFrame | Mapping[str, list], float_format: str = ".3f") -> str:
+    """A GitHub-flavoured Markdown table of a frame or of columns (name -> list of plain
+    values); floats with ``float_format``, integers as such."""
     # Column-wise lists keep integer columns integral (a DataFrame goes row by row through
     # tabulate, which turns a row's ints into floats when the row also holds a float).
-    columns = {str(c): df[c].tolist() for c in df.columns}
+    if isinstance(df, Mapping):
+        columns = {str(c): list(v) for c, v in df.items()}
+    else:
+        columns = {str(c): df[c].tolist() for c in df.columns}
     return tabulate(columns, headers="keys", tablefmt="pipe", floatfmt=float_format)
 
 
@@ -54,6 +64,8 @@ def write_table(df: pd.DataFrame, path: str | Path, kind: str | None = None) -> 
         with output_path(p) as tmp:
             df.to_csv(tmp, index=False)
     else:
+        import pandas as pd
+
         out = df.copy()
         # Categoricals and object columns become plain strings so any reader opens them.
         for col in out.columns:
