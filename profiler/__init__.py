@@ -8,54 +8,7 @@
 4
 """
 
-from typing import TYPE_CHECKING
-
 from aipusim.base.lazy import lazy_names
-
-if TYPE_CHECKING:
-    from aipusim.profiler.chrome import write_chrome_trace
-    from aipusim.profiler.compare import compare_layers
-    from aipusim.profiler.drop import DropBy, drop_by_value, drop_frames, kept_frames
-    from aipusim.profiler.layers import (
-        PARTS,
-        LayerSort,
-        layer_breakdown,
-        layer_samples,
-        layer_table,
-        ranked_layers,
-        slowest_layers,
-    )
-    from aipusim.profiler.plots import (
-        LINK_NAMES,
-        gantt_figure,
-        init_window_us,
-        layer_bars_figure,
-        link_name,
-        mark_init,
-        plot_all,
-        plot_bandwidth,
-        plot_gantt,
-        plot_layer_bars,
-        plot_power,
-        plot_roofline,
-        plot_utilisation,
-        save_figure,
-    )
-    from aipusim.profiler.reduce import (
-        UNIT_CLASSES,
-        bandwidth_table,
-        core_table,
-        cores_that_ran,
-        frame_summary,
-        frame_table,
-        power_table,
-        tasks,
-        unit_table,
-        utilisation,
-    )
-    from aipusim.profiler.synth import write_synthetic_power, write_synthetic_trace
-    from aipusim.profiler.tables import to_markdown, to_records, write_table
-    from aipusim.profiler.trace import Trace, load_power_timeline, load_trace
 
 #: Every name is imported on first use: pandas costs about half a second of a process and
 #: matplotlib (plots) about 0.7 s, and the lean ``aipusim profile`` route
@@ -121,50 +74,4 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
-__all__ = [
-    "LINK_NAMES",
-    "PARTS",
-    "UNIT_CLASSES",
-    "DropBy",
-    "LayerSort",
-    "Trace",
-    "bandwidth_table",
-    "compare_layers",
-    "core_table",
-    "cores_that_ran",
-    "drop_by_value",
-    "drop_frames",
-    "frame_summary",
-    "frame_table",
-    "gantt_figure",
-    "init_window_us",
-    "kept_frames",
-    "layer_bars_figure",
-    "layer_breakdown",
-    "layer_samples",
-    "layer_table",
-    "link_name",
-    "load_power_timeline",
-    "load_trace",
-    "mark_init",
-    "plot_all",
-    "plot_bandwidth",
-    "plot_gantt",
-    "plot_layer_bars",
-    "plot_power",
-    "plot_roofline",
-    "plot_utilisation",
-    "power_table",
-    "ranked_layers",
-    "save_figure",
-    "slowest_layers",
-    "tasks",
-    "to_markdown",
-    "to_records",
-    "unit_table",
-    "utilisation",
-    "write_chrome_trace",
-    "write_synthetic_power",
-    "write_synthetic_trace",
-    "write_table",
-]
+__all__ = [*_LAZY]

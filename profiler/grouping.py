@@ -152,7 +152,8 @@ def last_rows(
     out = np.empty(groups, dtype=np.int64)
     if not len(group):
         return out
-    order = np.lexsort((np.arange(len(group)), task, end, group))
+    # lexsort is stable: among equal (group, end, task) the later row sorts last
+    order = np.lexsort((task, end, group))
     last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
     out[group[order][last]] = rows[order[last]]
     return out

@@ -45,6 +45,7 @@ from aipusim.profiler.critical import DISPATCH, critical_cycles, predecessors
 from aipusim.profiler.drop import DropBy, drop_by_value
 from aipusim.profiler.exclusive import exclusive_cycles
 from aipusim.profiler.grouping import critical_units, first_seen, first_task_after, last_rows
+from aipusim.profiler.lean import LAYER_COLUMNS
 from aipusim.profiler.reduce import (
     UNIT_CLASSES,
     _i64,
@@ -301,9 +302,7 @@ def layer_table(
     samples = drop_by_value(samples, "span", ["layer"], percent)
     at[samples.index.to_numpy()] = np.arange(len(samples))
     samples = samples.reset_index(drop=True)
-    cols = ["layer", "op", "samples", "busy_us", "span_us", "wait_us", "span_us_p50"]
-    cols += ["span_us_p99", "critical_unit", "critical_pct", *[f"{c}_us" for c in UNIT_CLASSES]]
-    cols += ["macs", "array_macs", "bytes"]
+    cols = list(LAYER_COLUMNS)
     if samples.empty:
         return pd.DataFrame(columns=cols)
     us = trace.us_per_cycle

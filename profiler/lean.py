@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -410,23 +411,28 @@ def _samples(trace: LeanTrace, t: _Tasks) -> tuple[_Samples, np.ndarray, np.ndar
         width = int(t.task.max()) + 1
         # Earliest issued first: INIT (frame -1), then each frame's tasks in tasklist order.
         priority = (t.frame + 1) * width + t.task
-        excl = exclusive_cycles(t.core, t.unit.codes, priority, t.start, t.end)
         per_instance = max(1, _header_int(trace, HEADER_INSTANCE_CORES, 1))
-        pred = predecessors(
-            t.core,
-            t.unit.codes,
-            t.start,
-            t.end,
-            t.core // per_instance,
-            _header_int(trace, HEADER_TOKEN_LATENCY, 0),
-        )
+        # Two independent walks over every task: the second runs on another thread (numpy
+        # releases the GIL in its array operations).
+        with ThreadPoolExecutor(1) as pool:
+            preds = pool.submit(
+                predecessors,
+                t.core,
+                t.unit.codes,
+                t.start,
+                t.end,
+                t.core // per_instance,
+                _header_int(trace, HEADER_TOKEN_LATENCY, 0),
+            )
+            excl = exclusive_cycles(t.core, t.unit.codes, priority, t.start, t.end)
+            pred = preds.result()
 
     mine = np.flatnonzero((t.frame >= 0) & named[t_layer]) if len(t) else np.zeros(0, np.int64)
     g = Groups(combine(t.core[mine], t.frame[mine], t_layer[mine]))
     ex = excl[mine]
-    classes = np.zeros((g.n, len(UNIT_CLASSES)))
-    for c in range(len(UNIT_CLASSES)):
-        classes[:, c] = g.sum(np.where(t.cls[mine] == c, ex, 0.0))
+    n_cls = len(UNIT_CLASSES)
+    classes = np.bincount(g.ids * n_cls + t.cls[mine], weights=ex, minlength=g.n * n_cls)
+    classes = classes.reshape(g.n, n_cls)
     has = dict(
         core=g.first(t.core[mine]),
         frame=g.first(t.frame[mine]),
@@ -492,18 +498,13 @@ def _markers(
     has_pe = np.zeros(g.n, dtype=bool)
     if pe_layer is not None:
         e = Groups(combine(pe["core"], pe["frame"], pe_layer))
-        e_core, e_frame, e_layer = e.first(pe["core"]), e.first(pe["frame"]), e.first(pe_layer)
-        e_max = e.max(pe["t"])
-        lookup = {
-            k: i
-            for i, k in enumerate(
-                zip(e_core.tolist(), e_frame.tolist(), e_layer.tolist(), strict=True)
-            )
-        }
-        for i, k in enumerate(zip(core.tolist(), frame.tolist(), layer.tolist(), strict=True)):
-            j = lookup.get(k)
-            if j is not None:
-                pe_t[i], has_pe[i] = e_max[j], True
+        e_keys = [e.first(pe["core"]), e.first(pe["frame"]), e.first(pe_layer)]
+        both = combine(
+            *(np.concatenate([a, b]) for a, b in zip([core, frame, layer], e_keys, strict=True))
+        )
+        at = _locate(both[g.n :], both[: g.n])
+        has_pe = at >= 0
+        pe_t[has_pe] = e.max(pe["t"])[at[has_pe]]
     return _Marks(
         core=core,
         frame=frame,
@@ -613,7 +614,9 @@ def layer_rows(
     else:
         percent = drop_percentile
     t = _tasks(trace)
-    t = t.take(np.flatnonzero(~t.unit.flags(lambda u: u.startswith("pcie"))))
+    host = t.unit.flags(lambda u: u.startswith("pcie"))
+    if host.any():
+        t = t.take(np.flatnonzero(~host))
     s, pred, _ = _samples(trace, t)
     crit = _critical(t, pred, s)
     span = s.end - s.start

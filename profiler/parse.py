@@ -26,8 +26,11 @@ line, so the file was cut there, and the line may read as a valid event with a c
 
 from __future__ import annotations
 
+import os
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +65,9 @@ CUT_REASON = "the last line was cut short: the file ends mid-line"
 #: small, small enough that the scan's gathers stay in the CPU caches (2 MiB read a 1M-line
 #: trace in about two thirds of the CPU time 16 MiB took).
 CHUNK_BYTES = 1 << 21
+
+#: Threads scanning chunks ahead of the one being turned into tables (at most the CPUs).
+SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 #: Rows per Parquet batch.
 PARQUET_BATCH_ROWS = 1 << 20
@@ -397,19 +403,34 @@ def read_text(path: str | Path, strict: bool = False, progress: bool = False) ->
         fh = pa.input_stream(source, compression="detect")
     except (FileNotFoundError, OSError) as exc:
         raise TraceFormatError(f"{source}: trace cannot be opened: {exc}") from None
-    with fh, bar:
+    # The scans of the next chunks run on other threads (numpy releases the GIL in its
+    # array operations) while this one turns the scanned chunks into tables in file order.
+    with fh, bar, ThreadPoolExecutor(SCAN_THREADS) as pool:
         header, rest = _read_header(fh, source)
         col = _Collector(header, source, strict)
         line_no = 2
+        scanning: deque[tuple[Future[_Lines], int]] = deque()
+
+        def take_one() -> None:
+            nonlocal line_no
+            future, size = scanning.popleft()
+            lines = future.result()
+            _parse_chunk(col, lines, line_no)
+            line_no += len(lines.ends)
+            bar.update(size)
+
         for buf in _chunks(fh, rest):
             if buf[-1:] != b"\n":
+                while scanning:
+                    take_one()
                 _cut_line(col, bytes(buf), line_no)
                 bar.update(len(buf))
                 break
-            lines = _Lines(buf)
-            _parse_chunk(col, lines, line_no)
-            line_no += len(lines.ends)
-            bar.update(len(buf))
+            scanning.append((pool.submit(_Lines, buf), len(buf)))
+            if len(scanning) > SCAN_THREADS:
+                take_one()
+        while scanning:
+            take_one()
     return col
 
 

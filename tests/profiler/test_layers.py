@@ -13,7 +13,8 @@ import pytest
 from aipusim.profiler import layer_table, load_trace, slowest_layers
 from aipusim.profiler.critical import critical_resources, predecessors, resource_of
 from aipusim.profiler.exclusive import exclusive_cycles
-from aipusim.profiler.layers import _last_rows, layer_samples
+from aipusim.profiler.grouping import last_rows
+from aipusim.profiler.layers import layer_samples
 
 # Two cores of one instance, token latency 2 cycles (1 MHz: a cycle is a µs).
 HEADER = (
@@ -119,8 +120,10 @@ def test_a_samples_last_task_is_the_latest_end_then_task_then_row() -> None:
         {"task": [1, 5, 3, 2, 2], "end": [4, 9, 9, 7, 7]}, index=[9, 11, 10, 12, 13]
     )
     group = np.array([0, 0, 0, 1, 1])
-    assert _last_rows(group, mine, 2).tolist() == [11, 13]
-    assert _last_rows(np.zeros(0, np.int64), mine.iloc[:0], 0).tolist() == []
+    task, end, rows = mine["task"].to_numpy(), mine["end"].to_numpy(), mine.index.to_numpy()
+    assert last_rows(group, task, end, rows, 2).tolist() == [11, 13]
+    empty = np.zeros(0, np.int64)
+    assert last_rows(empty, empty, empty, empty, 0).tolist() == []
 
 
 def test_exclusive_cycles_count_each_instant_of_a_core_once() -> None:
