@@ -97,3 +97,38 @@ def test_lean_route_loads_no_pandas(tiny) -> None:
         "assert 'pandas' not in sys.modules, 'pandas imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_pipe_table_prints_what_tabulate_prints() -> None:
+    """`tables.pipe_table` (the lean route's Markdown) against tabulate on random tables of
+    the layer table's kinds of columns; None leaves a table to tabulate."""
+    import random
+
+    from tabulate import tabulate
+
+    from aipusim.profiler.tables import pipe_table
+
+    rng = random.Random(3)
+    words = ["conv1", "res2a", "-", "mvm", "Conv", "<NA>", "a_b.c/d", "12", "1,000", "", "nan"]
+    printed = 0
+    for _ in range(500):
+        rows, columns = rng.randint(1, 5), {}
+        for c in range(rng.randint(1, 4)):
+            kind = rng.choice(["int", "float", "str", "mixed"])
+            if kind == "int":
+                values = [rng.randint(-(10**6), 10**12) for _ in range(rows)]
+            elif kind == "float":
+                values = [
+                    rng.choice([float("nan"), rng.uniform(-1e6, 1e6), 0.0]) for _ in range(rows)
+                ]
+            elif kind == "str":
+                values = [rng.choice(words) for _ in range(rows)]
+            else:
+                values = [rng.choice(["<NA>", rng.randint(0, 10**9)]) for _ in range(rows)]
+            columns[f"{kind}_{c}"] = values
+        quick = pipe_table(columns)
+        if quick is not None:
+            printed += 1
+            assert quick == tabulate(columns, headers="keys", tablefmt="pipe", floatfmt=".3f")
+    assert printed > 100
+    assert pipe_table({"a": []}) is None
