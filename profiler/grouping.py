@@ -12,7 +12,11 @@ one stable sort of the key.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from aipusim.base.arrays import unique_sorted
 
 
 class Groups:
@@ -83,20 +87,23 @@ class Groups:
 
 
 def combine(*keys: np.ndarray) -> np.ndarray:
-    """One int64 key per row that is equal exactly when all ``keys`` (non-negative after
-    subtracting each one's minimum) are; raises OverflowError past 62 bits."""
+    """One int64 key per row, equal exactly when all ``keys`` are and ordered as the rows'
+    tuples of keys are. Each key is taken from its minimum; when the product of their
+    ranges would pass 62 bits, by its rank among its distinct values instead.
+
+    >>> combine(np.array([1, 0, 1]), np.array([5, 9, 4])).tolist()
+    [7, 5, 6]
+    """
+    keys = tuple(np.asarray(k, dtype=np.int64) for k in keys)
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    spans = [int(k.max()) - int(k.min()) + 1 for k in keys]
+    if math.prod(spans) >= 1 << 62:
+        keys = tuple(np.searchsorted(unique_sorted(k), k) for k in keys)
+        spans = [int(k.max()) + 1 for k in keys]
     out = np.zeros(len(keys[0]), dtype=np.int64)
-    scale = 1
-    for key in keys:
-        key = np.asarray(key, dtype=np.int64)
-        if not len(key):
-            return out
-        lo, hi = int(key.min()), int(key.max())
-        width = hi - lo + 1
-        scale *= width
-        if scale >= 1 << 62:
-            raise OverflowError("group key wider than 62 bits")
-        out = out * width + (key - lo)
+    for key, width in zip(keys, spans, strict=True):
+        out = out * width + (key - key.min())
     return out
 
 

@@ -132,3 +132,16 @@ def test_pipe_table_prints_what_tabulate_prints() -> None:
             assert quick == tabulate(columns, headers="keys", tablefmt="pipe", floatfmt=".3f")
     assert printed > 100
     assert pipe_table({"a": []}) is None
+
+
+def test_frames_too_far_apart_to_key_by_their_range(write_trace, tmp_path, capsys) -> None:
+    """Group keys fall back to ranks when the frames' range times the cores and layers
+    passes int64."""
+    head = "# aipusim-trace 1 freq_hz=1000000 cores=2 model=tiny levels=K\n"
+    rows = [
+        "core=0 unit=mvm frame=0 layer=conv task=2 tile=0 start=2 end=8 macs=1000",
+        "core=1 unit=mvm frame=100000000000000000 layer=conv task=2 tile=0 start=2 end=8 macs=9",
+        "core=1 unit=mvm frame=900000000000000000 layer=fc task=3 tile=0 start=9 end=10 macs=0",
+    ]
+    path = write_trace(head + "".join(f"[K]  {r}\n" for r in rows))
+    _both(path, [], tmp_path, capsys)
