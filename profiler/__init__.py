@@ -9,36 +9,45 @@
 """
 
 from aipusim.base.lazy import lazy_names
-from aipusim.profiler.compare import compare_layers
-from aipusim.profiler.drop import DropBy, drop_by_value, drop_frames, kept_frames
-from aipusim.profiler.layers import (
-    PARTS,
-    LayerSort,
-    layer_breakdown,
-    layer_samples,
-    layer_table,
-    ranked_layers,
-    slowest_layers,
-)
-from aipusim.profiler.reduce import (
-    UNIT_CLASSES,
-    bandwidth_table,
-    core_table,
-    cores_that_ran,
-    frame_summary,
-    frame_table,
-    power_table,
-    tasks,
-    unit_table,
-    utilisation,
-)
-from aipusim.profiler.synth import write_synthetic_power, write_synthetic_trace
-from aipusim.profiler.tables import to_markdown, to_records, write_table
-from aipusim.profiler.trace import Trace, load_power_timeline, load_trace
 
-#: Names imported on first use: matplotlib (plots) costs about 0.7 s per process, which a
-#: run that only reads and reduces a trace (``aipusim profile`` without ``--plot``) skips.
+#: Every name is imported on first use: pandas costs about half a second of a process and
+#: matplotlib (plots) about 0.7 s, and the lean ``aipusim profile`` route
+#: (`aipusim.profiler.lean`) needs neither; importing a submodule runs this file first.
 _LAZY = {
+    "compare_layers": "aipusim.profiler.compare",
+    **dict.fromkeys(
+        ("DropBy", "drop_by_value", "drop_frames", "kept_frames"), "aipusim.profiler.drop"
+    ),
+    **dict.fromkeys(
+        (
+            "PARTS",
+            "LayerSort",
+            "layer_breakdown",
+            "layer_samples",
+            "layer_table",
+            "ranked_layers",
+            "slowest_layers",
+        ),
+        "aipusim.profiler.layers",
+    ),
+    **dict.fromkeys(
+        (
+            "UNIT_CLASSES",
+            "bandwidth_table",
+            "core_table",
+            "cores_that_ran",
+            "frame_summary",
+            "frame_table",
+            "power_table",
+            "tasks",
+            "unit_table",
+            "utilisation",
+        ),
+        "aipusim.profiler.reduce",
+    ),
+    **dict.fromkeys(("write_synthetic_power", "write_synthetic_trace"), "aipusim.profiler.synth"),
+    **dict.fromkeys(("to_markdown", "to_records", "write_table"), "aipusim.profiler.tables"),
+    **dict.fromkeys(("Trace", "load_power_timeline", "load_trace"), "aipusim.profiler.trace"),
     "write_chrome_trace": "aipusim.profiler.chrome",
     **dict.fromkeys(
         (
@@ -65,36 +74,4 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY, globals())
 
 
-__all__ = [
-    "PARTS",
-    "UNIT_CLASSES",
-    "DropBy",
-    "LayerSort",
-    "Trace",
-    "bandwidth_table",
-    "compare_layers",
-    "core_table",
-    "cores_that_ran",
-    "drop_by_value",
-    "drop_frames",
-    "frame_summary",
-    "frame_table",
-    "kept_frames",
-    "layer_breakdown",
-    "layer_samples",
-    "layer_table",
-    "load_power_timeline",
-    "load_trace",
-    "power_table",
-    "ranked_layers",
-    "slowest_layers",
-    "tasks",
-    "to_markdown",
-    "to_records",
-    "unit_table",
-    "utilisation",
-    "write_synthetic_power",
-    "write_synthetic_trace",
-    "write_table",
-    *_LAZY,
-]
+__all__ = [*_LAZY]

@@ -18,13 +18,19 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from aipusim.base.errors import ConfigError
 from aipusim.isa.trace_schema import Tag
-from aipusim.profiler.trace import Trace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from aipusim.profiler.trace import Trace
+# pandas is imported where frames are made: `check_percent` and `drop_count` serve the lean
+# ``aipusim profile`` route (`aipusim.profiler.lean`), which never loads it.
 
 
 class DropBy(enum.StrEnum):
@@ -65,6 +71,8 @@ def drop_by_value(df: pd.DataFrame, value: str, groups: list[str], percent: floa
 
 def _frame_spans(trace: Trace) -> pd.DataFrame:
     """Start and end cycle of every frame: from [B] when present, else from its events."""
+    import pandas as pd
+
     b = trace[Tag.B]
     if len(b):
         return (

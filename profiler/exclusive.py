@@ -31,35 +31,89 @@ def exclusive_cycles(
     """Cycles each task holds alone on its core (see the module doc).
 
     ``unit`` is any integer code of the unit queue (tasks of one queue never overlap);
-    ``priority`` orders the tasks of a core by issue (lower first).
+    ``priority`` orders the tasks of a core by issue (lower first; among equal priorities
+    the lower ``unit``).
+
+    How: the task of a queue that runs through an instant is the queue's latest-started
+    task that started by then, if it has not ended; so each task holds the instants from
+    its start to its end or the next start in its queue, whichever is first. The cuts
+    (every start and end of a core) split time into segments; each task paints the
+    segments it holds, and each segment goes to its lowest (priority, unit) paint. The
+    work grows with the tasks and the segments they cover, not with queues x segments.
     """
     n = len(start)
-    out = np.zeros(n)
     if n == 0:
-        return out
+        return np.zeros(0)
     start = np.asarray(start, dtype=np.int64)
     end = np.asarray(end, dtype=np.int64)
-    for c in unique_sorted(np.asarray(core)):
-        on_core = np.flatnonzero(core == c)
-        s, e = start[on_core], end[on_core]
-        cuts = unique_sorted(np.concatenate([s, e]))
-        lo, width = cuts[:-1], np.diff(cuts)
-        best = np.full(len(lo), np.iinfo(np.int64).max)
-        owner = np.full(len(lo), -1)
-        for u in unique_sorted(unit[on_core]):
-            mine = on_core[unit[on_core] == u]
-            mine = mine[np.argsort(start[mine], kind="stable")]
-            su, eu = start[mine], end[mine]
-            # The task of this queue that runs through each elementary segment, if any.
-            k = np.searchsorted(su, lo, side="right") - 1
-            runs = (k >= 0) & (eu[np.maximum(k, 0)] > lo)
-            cand = np.where(runs, priority[mine[np.maximum(k, 0)]], np.iinfo(np.int64).max)
-            better = cand < best
-            best = np.where(better, cand, best)
-            owner = np.where(better, mine[np.maximum(k, 0)], owner)
-        held = owner >= 0
-        out += np.bincount(owner[held], weights=width[held], minlength=n)
+    core = np.asarray(core, dtype=np.int64)
+    priority = np.asarray(priority, dtype=np.int64)
+    units = unique_sorted(np.asarray(unit, dtype=np.int64))
+    unit = np.searchsorted(units, unit)  # 0..U-1, in the order of the codes
+    lo_p, hi_p = int(priority.min()), int(priority.max())
+    if (hi_p - lo_p + 1) * len(units) >= _WIDE:  # a dense rank keeps the order
+        priority = np.searchsorted(unique_sorted(priority), priority)
+        lo_p = 0
+    rank = (priority - lo_p) * len(units) + unit
+    t0 = int(min(start.min(), end.min()))
+    span = int(max(start.max(), end.max())) - t0 + 1
+    c0, cores = int(core.min()), int(core.max()) - int(core.min()) + 1
+    if cores * span < _WIDE:
+        return _held(core - c0, unit, rank, start - t0, end - t0, span)
+    out = np.zeros(n)  # times too wide to key all cores at once: one core at a time
+    for c in unique_sorted(core):
+        mine = np.flatnonzero(core == c)
+        out[mine] = _held(
+            np.zeros(len(mine), np.int64),
+            unit[mine],
+            rank[mine],
+            start[mine] - t0,
+            end[mine] - t0,
+            span,
+        )
     return out
+
+
+#: Keys stay below this (int64 with room for the sums).
+_WIDE = 1 << 62
+
+
+def _held(
+    core: np.ndarray,
+    unit: np.ndarray,
+    rank: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    span: int,
+) -> np.ndarray:
+    """`exclusive_cycles` with cores from 0, times in [0, span) and ``rank`` the
+    (priority, unit) order of the tasks; ``core * span`` fits int64."""
+    n = len(start)
+    # Each task holds [start, min(end, next start in its queue)): in queue order from here
+    # on (which also keeps the searches below in ascending runs, kind to the caches).
+    order = np.lexsort((start, unit, core))
+    base = core[order] * span
+    begin = base + start[order]
+    held = base + end[order]
+    same = (core[order][1:] == core[order][:-1]) & (unit[order][1:] == unit[order][:-1])
+    held[:-1] = np.where(same, np.minimum(held[:-1], begin[1:]), held[:-1])
+    # The segments between consecutive cuts of a core; a task covers cuts[a:b].
+    cuts = unique_sorted(np.concatenate([begin, base + end[order]]))
+    a = np.searchsorted(cuts, begin)
+    b = np.searchsorted(cuts, np.maximum(held, begin))
+    lengths = b - a
+    painted = np.flatnonzero(lengths > 0)
+    if not len(painted):
+        return np.zeros(n)
+    lengths = lengths[painted]
+    first = np.cumsum(lengths) - lengths
+    segment = np.arange(int(lengths.sum())) - np.repeat(first - a[painted], lengths)
+    task = np.repeat(order[painted], lengths)
+    best = np.full(len(cuts), np.iinfo(np.int64).max)
+    np.minimum.at(best, segment, rank[task])
+    win = rank[task] == best[segment]
+    width = np.diff(cuts).astype(np.float64)
+    return np.bincount(task[win], weights=width[segment[win]], minlength=n)
 
 
 __all__ = ["exclusive_cycles"]

@@ -44,6 +44,8 @@ from aipusim.isa.trace_schema import HEADER_INSTANCE_CORES, HEADER_TOKEN_LATENCY
 from aipusim.profiler.critical import DISPATCH, critical_cycles, predecessors
 from aipusim.profiler.drop import DropBy, drop_by_value
 from aipusim.profiler.exclusive import exclusive_cycles
+from aipusim.profiler.grouping import critical_units, first_seen, first_task_after, last_rows
+from aipusim.profiler.lean import LAYER_COLUMNS
 from aipusim.profiler.reduce import (
     UNIT_CLASSES,
     _i64,
@@ -178,7 +180,13 @@ def _samples(trace: Trace) -> tuple[pd.DataFrame, _Critical]:
         first_task=("task", "min"),
         **{c: (c, "sum") for c in UNIT_CLASSES},
     ).reset_index()
-    samples["last_row"] = _last_rows(g.ngroup().to_numpy(), mine, len(samples))
+    samples["last_row"] = last_rows(
+        g.ngroup().to_numpy(),
+        _i64(mine["task"]),
+        _i64(mine["end"]),
+        mine.index.to_numpy(),
+        len(samples),
+    )
     has_tasks = len(t) > 0
     if len(marks):
         samples = samples.merge(marks, on=_KEYS, how="outer")
@@ -203,43 +211,19 @@ def _samples(trace: Trace) -> tuple[pd.DataFrame, _Critical]:
     return samples[cols], _critical(t, samples)
 
 
-def _last_rows(group: np.ndarray, mine: pd.DataFrame, groups: int) -> np.ndarray:
-    """Per sample (``group``: each row's sample, 0..groups-1), the row (index label) of its
-    last task, where its critical path starts: the latest end, then the highest task index,
-    then the later row."""
-    rows = np.empty(groups, dtype=np.int64)
-    if not len(group):
-        return rows
-    order = np.lexsort((np.arange(len(group)), _i64(mine["task"]), _i64(mine["end"]), group))
-    last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
-    rows[group[order][last]] = mine.index.to_numpy()[order[last]]
-    return rows
-
-
 def _first_task_after(t: pd.DataFrame, bare: pd.DataFrame) -> np.ndarray:
-    """For samples with no task of their own (a [PB]/[PE] pair only), a stand-in for
-    their place in the tasklist: the first task of the same core and frame starting at or
-    after their [PB] (+inf when none does)."""
+    """`grouping.first_task_after` of the samples with no task of their own."""
     if t.empty or bare.empty:
         return np.full(len(bare), np.inf)
-    span = int(max(t["start"].max(), bare["start"].max())) + 1
-    frames = int(max(t["frame"].max(), bare["frame"].max())) + 2  # frames from -1
-
-    def key(d: pd.DataFrame) -> np.ndarray:
-        return (_i64(d["core"]) * frames + _i64(d["frame"]) + 1) * span + _i64(d["start"])
-
-    order = np.argsort(key(t), kind="stable")
-    keys, task = key(t)[order], _i64(t["task"])[order].astype(np.float64)
-    group = keys // span
-    # the lowest task index from each position to the end of its (core, frame) group
-    suffix = np.empty_like(task)
-    ends = np.r_[np.flatnonzero(np.diff(group)) + 1, len(group)]
-    for lo, hi in zip(np.r_[0, ends[:-1]], ends, strict=True):
-        suffix[lo:hi] = np.minimum.accumulate(task[lo:hi][::-1])[::-1]
-    want = key(bare)
-    pos = np.searchsorted(keys, want, side="left")
-    ok = (pos < len(keys)) & (group[np.minimum(pos, len(keys) - 1)] == want // span)
-    return np.where(ok, suffix[np.minimum(pos, len(keys) - 1)], np.inf)
+    return first_task_after(
+        _i64(t["core"]),
+        _i64(t["frame"]),
+        _i64(t["start"]),
+        _i64(t["task"]),
+        _i64(bare["core"]),
+        _i64(bare["frame"]),
+        _i64(bare["start"]),
+    )
 
 
 def _critical(t: pd.DataFrame, samples: pd.DataFrame) -> _Critical:
@@ -263,7 +247,7 @@ def _critical(t: pd.DataFrame, samples: pd.DataFrame) -> _Critical:
     codes = t["resource"].cat.codes.to_numpy(np.int64)
     resource = np.where(task >= 0, codes[np.maximum(task, 0)], names.index(DISPATCH))
     # Pieces come in walk order within each sample: factorize keeps first meetings first.
-    key, pairs = pd.factorize(walked[chain] * len(names) + resource)
+    key, pairs = first_seen(walked[chain] * len(names) + resource)
     sums = np.bincount(key, weights=cycles.astype(np.float64), minlength=len(pairs))
     return _Critical(pairs // len(names), pairs % len(names), sums, names)
 
@@ -318,9 +302,7 @@ def layer_table(
     samples = drop_by_value(samples, "span", ["layer"], percent)
     at[samples.index.to_numpy()] = np.arange(len(samples))
     samples = samples.reset_index(drop=True)
-    cols = ["layer", "op", "samples", "busy_us", "span_us", "wait_us", "span_us_p50"]
-    cols += ["span_us_p99", "critical_unit", "critical_pct", *[f"{c}_us" for c in UNIT_CLASSES]]
-    cols += ["macs", "array_macs", "bytes"]
+    cols = list(LAYER_COLUMNS)
     if samples.empty:
         return pd.DataFrame(columns=cols)
     us = trace.us_per_cycle
@@ -355,25 +337,8 @@ def layer_table(
 def _critical_units(
     crit: _Critical, at: np.ndarray, group: np.ndarray, n: int, total: np.ndarray
 ) -> tuple[list[str], np.ndarray]:
-    """Per layer (``group``: each kept sample's layer, 0..n-1; ``at``: each sample's row
-    among the kept, -1 if dropped): the resource with the most critical-path cycles over
-    its kept samples (ties: the greatest name; ``-`` when none), and the share of the
-    layer's summed span it explains (%)."""
-    row = at[crit.sample]
-    sel = row >= 0
-    cycles = np.zeros((n, len(crit.names)))
-    np.add.at(cycles, (group[row[sel]], crit.resource[sel]), crit.cycles[sel])
-    most = cycles.max(axis=1) if len(crit.names) else np.zeros(n)
-    rank = np.argsort(np.argsort(np.array(crit.names, dtype=object)))
-    tied = (cycles == most[:, None]) & (cycles > 0)
-    best = np.where(tied, rank, -1).argmax(axis=1)
-    found = tied.any(axis=1)
-    units = [
-        crit.names[b] if f else "-" for b, f in zip(best.tolist(), found.tolist(), strict=True)
-    ]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pct = np.where(found & (total > 0), 100.0 * most / total, np.nan)
-    return units, pct
+    """`grouping.critical_units` of the critical paths ``crit``."""
+    return critical_units(crit.sample, crit.resource, crit.cycles, crit.names, at, group, n, total)
 
 
 class LayerSort(StrEnum):

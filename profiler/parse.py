@@ -26,15 +26,17 @@ line, so the file was cut there, and the line may read as a valid event with a c
 
 from __future__ import annotations
 
+import os
 import re
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from aipusim.base.errors import TraceFormatError
 from aipusim.isa.trace_schema import (
@@ -48,6 +50,13 @@ from aipusim.isa.trace_schema import (
 )
 from aipusim.profiler.scan import NONCANONICAL, OTHER, classify_lines
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and pyarrow.compute are imported where they are used: the lean `aipusim profile`
+# route (`aipusim.profiler.lean`) reads text traces with this module and never loads
+# pandas, about half a second of every such process.
+
 #: The ``reason`` of `ParsedTables.malformed` for the last line of a trace that ends
 #: without a newline (left out: its writer stopped mid-line).
 CUT_REASON = "the last line was cut short: the file ends mid-line"
@@ -56,6 +65,9 @@ CUT_REASON = "the last line was cut short: the file ends mid-line"
 #: small, small enough that the scan's gathers stay in the CPU caches (2 MiB read a 1M-line
 #: trace in about two thirds of the CPU time 16 MiB took).
 CHUNK_BYTES = 1 << 21
+
+#: Threads scanning chunks ahead of the one being turned into tables (at most the CPUs).
+SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 #: Rows per Parquet batch.
 PARQUET_BATCH_ROWS = 1 << 20
@@ -125,12 +137,18 @@ class _Collector:
             self.parts[tag].append(table)
             self.events += table.num_rows
 
+    def arrow_parts(self, tag: Tag) -> list[pa.Table]:
+        """The tag's events as Arrow tables, one per chunk read; the collector lets go."""
+        return self.parts.pop(tag)
+
     def finish(self) -> ParsedTables:
+        import pandas as pd
+
         us_per_cycle = 1e6 / self.header.freq_hz
         tables = {}
         for tag in LEVELS:
             # Pop each tag's chunks as it is converted, so only one tag is held twice.
-            tables[tag] = _to_pandas(_concat(self.parts.pop(tag), tag_schema(tag)), us_per_cycle)
+            tables[tag] = _to_pandas(_concat(self.arrow_parts(tag), tag_schema(tag)), us_per_cycle)
         unknown = pd.DataFrame(
             {
                 "line": pd.array([n for n, _ in self.unknown], dtype="int64[pyarrow]"),
@@ -162,17 +180,38 @@ def _concat(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
 
 
 def _types_mapper(dtype: pa.DataType) -> pd.ArrowDtype | None:
+    import pandas as pd
+
     if pa.types.is_integer(dtype) or pa.types.is_floating(dtype):
         return pd.ArrowDtype(dtype)
     return None  # dictionaries become pandas Categorical
 
 
 def _to_pandas(table: pa.Table, us_per_cycle: float) -> pd.DataFrame:
+    import pyarrow.compute as pc
+
     for name in TIME_COLUMNS:
         if name in table.column_names:
             us = pc.multiply(pc.cast(table[name], pa.float64()), us_per_cycle)
             table = table.append_column(f"{name}_us", us)
     return table.to_pandas(types_mapper=_types_mapper, self_destruct=True)
+
+
+def int64_array(values: np.ndarray) -> pa.Array:
+    """An Arrow int64 array over ``values`` without a copy. ``pa.array`` of a numpy array
+    would ask pyarrow's pandas shim whether it is a Series, which imports pandas."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def _string_array(values: list[str]) -> pa.Array:
+    """An Arrow string array of ``values`` (`int64_array` says why not ``pa.array``)."""
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int32)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    return pa.StringArray.from_buffers(
+        len(data), pa.py_buffer(offsets), pa.py_buffer(b"".join(data))
+    )
 
 
 def _fallback_row(tag: Tag, text: str) -> tuple[dict[str, object] | None, str]:
@@ -206,9 +245,9 @@ def _rows_table(tag: Tag, rows: list[dict[str, object]]) -> pa.Table:
     for name, ctype in COLUMNS[tag]:
         values = [r[name] for r in rows]
         arrays.append(
-            pa.array(values, pa.int64())
+            int64_array(np.array(values, dtype=np.int64))
             if ctype is ColumnType.INT
-            else pa.array(values, pa.string()).dictionary_encode()
+            else _string_array(values).dictionary_encode()
         )
     return pa.Table.from_arrays(arrays, schema=tag_schema(tag))
 
@@ -233,7 +272,7 @@ class _Lines:
         arrays = []
         for (_, ctype), values in zip(COLUMNS[tag], self.scan.columns[tag], strict=True):
             if ctype is ColumnType.INT:
-                arrays.append(pa.array(values))
+                arrays.append(int64_array(values))
             else:
                 offsets, chars = values
                 # The scan admits printable ASCII only, so the bytes are valid UTF-8.
@@ -351,6 +390,12 @@ def _progress_bar(total: int | None) -> object:
 def parse_text(path: str | Path, strict: bool = False, progress: bool = False) -> ParsedTables:
     """Parse a text trace (``.gz``/``.zst``/``.bz2`` are decompressed by suffix);
     ``progress`` shows a tqdm bar of the bytes read on stderr."""
+    return read_text(path, strict, progress).finish()
+
+
+def read_text(path: str | Path, strict: bool = False, progress: bool = False) -> _Collector:
+    """`parse_text` up to its Arrow tables: the collector holding every tag's chunks, its
+    unknown and malformed lines (no pandas)."""
     source = str(path)
     sized = Path(source).is_file() and Path(source).suffix not in (".gz", ".bz2", ".zst", ".lz4")
     bar = _progress_bar(Path(source).stat().st_size if sized else None) if progress else _NoBar()
@@ -358,20 +403,35 @@ def parse_text(path: str | Path, strict: bool = False, progress: bool = False) -
         fh = pa.input_stream(source, compression="detect")
     except (FileNotFoundError, OSError) as exc:
         raise TraceFormatError(f"{source}: trace cannot be opened: {exc}") from None
-    with fh, bar:
+    # The scans of the next chunks run on other threads (numpy releases the GIL in its
+    # array operations) while this one turns the scanned chunks into tables in file order.
+    with fh, bar, ThreadPoolExecutor(SCAN_THREADS) as pool:
         header, rest = _read_header(fh, source)
         col = _Collector(header, source, strict)
         line_no = 2
+        scanning: deque[tuple[Future[_Lines], int]] = deque()
+
+        def take_one() -> None:
+            nonlocal line_no
+            future, size = scanning.popleft()
+            lines = future.result()
+            _parse_chunk(col, lines, line_no)
+            line_no += len(lines.ends)
+            bar.update(size)
+
         for buf in _chunks(fh, rest):
             if buf[-1:] != b"\n":
+                while scanning:
+                    take_one()
                 _cut_line(col, bytes(buf), line_no)
                 bar.update(len(buf))
                 break
-            lines = _Lines(buf)
-            _parse_chunk(col, lines, line_no)
-            line_no += len(lines.ends)
-            bar.update(len(buf))
-    return col.finish()
+            scanning.append((pool.submit(_Lines, buf), len(buf)))
+            if len(scanning) > SCAN_THREADS:
+                take_one()
+        while scanning:
+            take_one()
+    return col
 
 
 def _row_text(batch: pa.RecordBatch, i: int) -> str:
@@ -383,6 +443,8 @@ def _row_text(batch: pa.RecordBatch, i: int) -> str:
 
 def _fill_optional(tag: Tag, rows: pa.RecordBatch) -> pa.RecordBatch:
     """``rows`` with the tag's optional columns present and their nulls filled in."""
+    import pyarrow.compute as pc
+
     for name, default in OPTIONAL_COLUMNS.get(tag, {}).items():
         fill = pa.scalar(default, pa.int64())
         if name in rows.schema.names:
@@ -394,9 +456,24 @@ def _fill_optional(tag: Tag, rows: pa.RecordBatch) -> pa.RecordBatch:
     return rows
 
 
+_PARQUET_MAGIC = b"PAR1"
+
+
+def is_parquet(path: Path) -> bool:
+    """A Parquet trace, by suffix or by its first bytes (else it is read as text)."""
+    if path.suffix == ".parquet":
+        return True
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == _PARQUET_MAGIC
+    except OSError:
+        return False
+
+
 def parse_parquet(path: str | Path, strict: bool = False) -> ParsedTables:
     """Parse the Parquet form: a ``tag`` column plus the union of the tags' columns."""
     # lazy: pyarrow.parquet (with the cloud file systems it loads) only for Parquet traces
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     source = str(path)

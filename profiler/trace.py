@@ -35,9 +35,8 @@ from aipusim.isa.trace_schema import (
     union_columns,
 )
 from aipusim.profiler.consistency import drop_inconsistent
-from aipusim.profiler.parse import parse_parquet, parse_text
+from aipusim.profiler.parse import is_parquet, parse_parquet, parse_text
 
-_PARQUET_MAGIC = b"PAR1"
 _COMPRESSION_SUFFIXES = (".gz", ".bz2", ".zst", ".lz4")
 
 
@@ -120,16 +119,6 @@ def _union_type(ctype: ColumnType) -> pa.DataType:
     return pa.int64() if ctype is ColumnType.INT else pa.string()
 
 
-def _is_parquet(path: Path) -> bool:
-    if path.suffix == ".parquet":
-        return True
-    try:
-        with path.open("rb") as fh:
-            return fh.read(4) == _PARQUET_MAGIC
-    except OSError:
-        return False
-
-
 def power_timeline_path(path: str | Path) -> Path:
     """Where the simulator puts the power timeline of trace ``path``: its name without the
     last suffix plus ``.power.parquet`` (``run.trace`` -> ``run.power.parquet``), beside
@@ -191,7 +180,7 @@ def load_trace(path: str | Path, strict: bool = False, progress: bool = False) -
     p = Path(path)
     if not p.is_file():
         raise TraceFormatError(f"trace {str(p)!r} must be an existing file")
-    parsed = parse_parquet(p, strict) if _is_parquet(p) else parse_text(p, strict, progress)
+    parsed = parse_parquet(p, strict) if is_parquet(p) else parse_text(p, strict, progress)
     power_path = power_timeline_path(p)
     power = (
         load_power_timeline(power_path, parsed.header.freq_hz)

@@ -108,8 +108,6 @@ def profile(
     ``aipusim profile run.trace --drop-percentile 5 --drop-by time --plot out/``,
     ``aipusim profile a.trace --compare b.trace --json``.
     """
-    # lazy: loads numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
-    from aipusim import profiler as prof
     from aipusim.base.fileio import check_output
     from aipusim.profiler.drop import check_percent
 
@@ -125,6 +123,13 @@ def profile(
     if compare_path is not None and by not in (None, "layer"):
         raise ConfigError(f"--compare gives per-layer deltas; --by must be layer, not {by}")
     by = by or "layer"
+    outputs = (plot_dir, chrome_path, parquet_path, csv_path, md_path, compare_path)
+    if by == "layer" and not as_json and all(o is None for o in outputs) and _is_text(trace_path):
+        _lean_layers(trace_path, drop_percentile, drop_by, strict)
+        return
+    # lazy: loads numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
+    from aipusim import profiler as prof
+
     trace = prof.load_trace(trace_path, strict=strict, progress=_big(trace_path))
     _warn_lines(trace)
     if compare_path is not None:
@@ -165,8 +170,35 @@ def profile(
         click.echo(prof.to_markdown(table))
         return
     summary = prof.frame_summary(trace, drop_percentile, drop_by)
+    _echo_summary(trace, trace_path, summary, len(prof.cores_that_ran(trace)))
+    click.echo(prof.to_markdown(table))
+
+
+def _is_text(path: Path) -> bool:
+    """A trace the lean route reads: a text trace (not Parquet by suffix or content)."""
+    # lazy: numpy and pyarrow, kept off the CLI's start-up
+    from aipusim.profiler.parse import is_parquet
+
+    return path.is_file() and not is_parquet(path)
+
+
+def _lean_layers(trace_path: Path, drop_percentile: float, drop_by: str, strict: bool) -> None:
+    """The default output (the summary line and the layer table) without pandas
+    (`aipusim.profiler.lean`): byte-identical to the pandas route, in a third of the time."""
+    # lazy: numpy and pyarrow, kept off the CLI's start-up
+    from aipusim.profiler import lean
+    from aipusim.profiler.tables import to_markdown
+
+    trace = lean.read_trace(trace_path, strict=strict, progress=_big(trace_path))
+    _warn_lines(trace)
+    rows = lean.layer_rows(trace, drop_percentile, drop_by)
+    summary = lean.frame_summary(trace, drop_percentile, drop_by)
+    _echo_summary(trace, trace_path, summary, len(lean.cores_that_ran(trace)))
+    click.echo(to_markdown(rows))
+
+
+def _echo_summary(trace, trace_path: Path, summary: dict[str, float], ran: int) -> None:
     h = trace.header
-    ran = len(prof.cores_that_ran(trace))
     cores = f"{ran} of {h.cores} cores ran" if ran else f"{h.cores} cores"
     click.echo(
         f"{h.model or trace_path.name}: {trace.events} events, {summary['frames']} frames, "
@@ -174,7 +206,6 @@ def profile(
         f"frame(s) left out), queued latency p50 {summary['p50_us']:.1f} µs p99 "
         f"{summary['p99_us']:.1f} µs ({cores}, {h.freq_hz / 1e6:g} MHz)\n"
     )
-    click.echo(prof.to_markdown(table))
 
 
 def _big(path: Path) -> bool:
@@ -190,6 +221,7 @@ def _big(path: Path) -> bool:
 
 
 def _warn_lines(trace) -> None:
+    """What was left out of ``trace`` (a `Trace` or a lean one), on stderr."""
     if trace.inconsistent:
         # lazy: loads numpy, pandas, pyarrow, tqdm; kept off the CLI's start-up
         from aipusim.profiler.consistency import describe_dropped
@@ -207,12 +239,13 @@ def _warn_lines(trace) -> None:
             err=True,
         )
     malformed = trace.malformed
-    if cut is not None:
-        malformed = malformed[malformed["line"] != cut]
-    if len(malformed):
-        lines = ", ".join(str(n) for n in malformed["line"].head(10))
+    if not isinstance(malformed, list):  # a Trace's frame (line, text, reason)
+        malformed = list(zip(malformed["line"].tolist(), malformed["reason"].tolist(), strict=True))
+    malformed = [(n, reason) for n, reason in malformed if n != cut]
+    if malformed:
+        lines = ", ".join(str(n) for n, _ in malformed[:10])
         more = " ..." if len(malformed) > 10 else ""
-        first = malformed["reason"].iloc[0]
+        first = malformed[0][1]
         click.echo(
             f"{trace.source}: {len(malformed)} malformed line(s) skipped "
             f"(lines {lines}{more}; first: {first})",

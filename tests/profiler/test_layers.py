@@ -3,6 +3,7 @@ their invariants on a simulated run."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import pytest
 from aipusim.profiler import layer_table, load_trace, slowest_layers
 from aipusim.profiler.critical import critical_resources, predecessors, resource_of
 from aipusim.profiler.exclusive import exclusive_cycles
-from aipusim.profiler.layers import _last_rows, layer_samples
+from aipusim.profiler.grouping import last_rows
+from aipusim.profiler.layers import layer_samples
 
 # Two cores of one instance, token latency 2 cycles (1 MHz: a cycle is a µs).
 HEADER = (
@@ -119,8 +121,10 @@ def test_a_samples_last_task_is_the_latest_end_then_task_then_row() -> None:
         {"task": [1, 5, 3, 2, 2], "end": [4, 9, 9, 7, 7]}, index=[9, 11, 10, 12, 13]
     )
     group = np.array([0, 0, 0, 1, 1])
-    assert _last_rows(group, mine, 2).tolist() == [11, 13]
-    assert _last_rows(np.zeros(0, np.int64), mine.iloc[:0], 0).tolist() == []
+    task, end, rows = mine["task"].to_numpy(), mine["end"].to_numpy(), mine.index.to_numpy()
+    assert last_rows(group, task, end, rows, 2).tolist() == [11, 13]
+    empty = np.zeros(0, np.int64)
+    assert last_rows(empty, empty, empty, empty, 0).tolist() == []
 
 
 def test_exclusive_cycles_count_each_instant_of_a_core_once() -> None:
@@ -132,6 +136,50 @@ def test_exclusive_cycles_count_each_instant_of_a_core_once() -> None:
     # [0, 5) task 0; [5, 8) task 1 (first issued); [8, 20): task 2 (3 before 5); core 1 alone
     assert got.tolist() == [5.0, 3.0, 12.0, 4.0]
     assert got[:3].sum() == 20  # core 0 busy [0, 20)
+
+
+def _exclusive_by_queue(core, unit, priority, start, end) -> np.ndarray:
+    """The rule of `exclusive_cycles` spelled out: per core, per elementary segment, each
+    queue's latest-started task that started by then and has not ended is a candidate;
+    the lowest priority (then unit) wins."""
+    out = np.zeros(len(start))
+    for c in np.unique(core):
+        on_core = np.flatnonzero(core == c)
+        cuts = np.unique(np.concatenate([start[on_core], end[on_core]]))
+        for lo, hi in itertools.pairwise(cuts):
+            best = None
+            for u in np.unique(unit[on_core]):
+                mine = on_core[unit[on_core] == u]
+                mine = mine[np.argsort(start[mine], kind="stable")]
+                began = mine[start[mine] <= lo]
+                if len(began) and end[began[-1]] > lo:
+                    key = (priority[began[-1]], u)
+                    if best is None or key < best[0]:
+                        best = (key, began[-1])
+            if best is not None:
+                out[best[1]] += hi - lo
+    return out
+
+
+def test_exclusive_cycles_follow_the_queue_rule_on_random_tasks() -> None:
+    """Overlaps within a queue, zero-length and backwards tasks, equal priorities."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 25))
+        core, unit = rng.integers(0, 3, n), rng.integers(0, 4, n) * 5 - 2
+        prio = rng.integers(-3, 6, n)
+        start = rng.integers(-2, 30, n)
+        end = start + rng.integers(-2, 12, n)
+        expected = _exclusive_by_queue(core, unit, prio, start, end)
+        assert exclusive_cycles(core, unit, prio, start, end).tolist() == expected.tolist()
+
+
+def test_exclusive_cycles_of_times_too_wide_to_key_together() -> None:
+    core, unit = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])
+    prio = np.array([2**62, -(2**62), 5, 1])
+    start = np.array([0, 5, 10**18, 10**18 + 3])
+    end = np.array([10, 8, 10**18 + 10, 10**18 + 4])
+    assert exclusive_cycles(core, unit, prio, start, end).tolist() == [7.0, 3.0, 9.0, 1.0]
 
 
 def test_slowest_layers_rank_by_busy(write_trace) -> None:
