@@ -132,8 +132,50 @@ def _pad_masks() -> tuple[tuple[int, np.ndarray], ...]:
 _PAD_WORDS = _pad_masks()
 
 
+def _read_masks() -> np.ndarray:
+    """Per opcode, the 8-byte words of a record with the bytes `_rows_rejected` reads set
+    (every byte but those of the fields no rule checks: tile, frame slot, addresses,
+    sizes...), so records that agree on them get the same verdict."""
+    keep = np.full((_OPCODES, RECORD_BYTES), 0xFF, dtype=np.uint8)
+    ruled = {"opcode", "unit", "layer", *(name for name, _ in _COMMON_CHECKS)}
+    for name in COMMON_DTYPE.names:
+        if name not in ruled and not name.startswith(_SIDES):
+            dt, at = COMMON_DTYPE.fields[name][:2]
+            keep[:, at : at + dt.itemsize] = 0
+    for op, lay in LAYOUTS.items():
+        checked = {name for name, _ in _KIND_CHECKS[op]}
+        for f in lay.fields:
+            if f.name not in checked:
+                dt, at = KIND_DTYPES[op].fields[f.name][:2]
+                keep[op, at : at + dt.itemsize] = 0
+    return keep.view("<u8")
+
+
+_READ_MASKS = _read_masks()
+#: Odd 64-bit multipliers, one per record word, to hash a record's read bytes.
+_WORD_MIX = np.random.default_rng(0x7A5C).integers(
+    1, 2**63, size=RECORD_BYTES // 8, dtype=np.uint64
+) | np.uint64(1)
+
+
 def _bad_rows(data: Any, offset: int, n: int, n_strings: int) -> np.ndarray:
-    """Bool per record: would the object decoder reject it? (Same rules as `explain_record`.)"""
+    """Bool per record: would the object decoder reject it? (Same rules as `explain_record`.)
+
+    A tasklist repeats a few distinct records at other addresses, tiles and sizes, which
+    no rule reads: records are grouped by the bytes the rules read (hashed, then checked
+    exactly) and the rules run once per group."""
+    words = np.frombuffer(data, "<u8", n * (RECORD_BYTES // 8), offset)
+    words = words.reshape(n, RECORD_BYTES // 8)
+    read = words & _READ_MASKS[words[:, 0] & np.uint64(0xFF)]
+    _, first, inverse = np.unique(read @ _WORD_MIX, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if len(first) * 4 > n or not np.array_equal(read, read[first[inverse]]):
+        return _rows_rejected(data, offset, n, n_strings)
+    return _rows_rejected(read[first].tobytes(), 0, len(first), n_strings)[inverse]
+
+
+def _rows_rejected(data: Any, offset: int, n: int, n_strings: int) -> np.ndarray:
+    """`_bad_rows` record by record."""
     common = np.frombuffer(data, COMMON_DTYPE, n, offset)
     op = common["opcode"]
     bad = ~_UNIT_OK[op, common["unit"]]

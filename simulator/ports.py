@@ -33,7 +33,7 @@ requesters than ports and more bytes per cycle than they carry.
 
 from __future__ import annotations
 
-import math
+from math import ceil as _ceil
 
 #: Slack when comparing rates (bytes per cycle are floats).
 _EPS = 1e-9
@@ -87,16 +87,23 @@ class PortGroup:
         ends, rates = self.ends, self.rates
         running = []
         load = 0.0
-        for i in self.users:
+        for i in self.others[who]:
             e = ends[i]
-            if e > s and i != who:
+            if e > s:
                 r = rates[i]
                 load += r
                 running.append((e, r))
         cap = self.capacity
+        end = s + d
         if load + rate <= cap + _EPS:
-            return s + d
-        running.sort()
+            return end
+        if len(running) == 2:
+            # what sort() does with two (the common case: one port fewer than requesters)
+            a, b = running
+            if b < a:
+                running = [b, a]
+        else:
+            running.sort()
         t, left = s, float(nbytes)
         for e, r in running:
             give = cap - load
@@ -105,14 +112,16 @@ class PortGroup:
             if give > _EPS:
                 need = left / give
                 if t + need <= e:
-                    return max(s + d, math.ceil(t + need - _EPS))
+                    c = _ceil(t + need - _EPS)
+                    return c if c > end else end
                 left -= give * (e - t)
             t = e
             load -= r
         give = cap - load
         if give > rate:
             give = rate
-        return max(s + d, math.ceil(t + left / give - _EPS))
+        c = _ceil(t + left / give - _EPS)
+        return c if c > end else end
 
 
 __all__ = ["PortGroup"]

@@ -137,6 +137,32 @@ def test_corrupt_records_fail_like_the_object_decoder(
     assert table.to_tasks() == expected
 
 
+@given(
+    st.lists(any_task(_LAYERS), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6),
+)
+@settings(max_examples=examples(60), deadline=None)
+def test_repeated_records_fail_like_the_object_decoder(
+    tasks: list[Task], flips: list[tuple[int, int]]
+) -> None:
+    """A long tasklist of a few repeated records (the decoder then checks its rules once per
+    group of records that agree on the bytes they read): the same verdict, record by
+    record, as the object decoder."""
+    data, strings = _valid_records(tasks * 16)
+    raw = bytearray(data)
+    for pos, value in flips:
+        raw[pos % len(raw)] = value
+    n = len(tasks) * 16
+    try:
+        expected = decode_tasks(bytes(raw), n, strings)
+    except TasklistError as exc:
+        with pytest.raises(TasklistError) as got:
+            decode_table(bytes(raw), n, strings)
+        assert str(got.value) == str(exc)
+        return
+    assert decode_table(bytes(raw), n, strings).to_tasks() == expected
+
+
 @given(st.binary(max_size=4 * RECORD_BYTES), st.integers(-2, 5), st.integers(0, 200))
 @settings(max_examples=examples(300), deadline=None)
 def test_garbage_raises_only_tasklist_error(raw: bytes, count: int, offset: int) -> None:
