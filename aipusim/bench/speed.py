@@ -176,10 +176,25 @@ def _timed_compile(model_path: Path, config: CompilerConfig) -> tuple[float, flo
     return wall, cpu, compiled.results["quantize"]["cache"]
 
 
+def _timed_compile_and_frame(model_path: Path, config: CompilerConfig) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of what a design-space loop does per
+    point: `aipusim.compile` of ``model_path`` into a temporary folder, then one simulated
+    frame at the program's own trace levels (as a sweep worker simulates a point)."""
+    # lazy: the API module loads the simulator, not otherwise loaded here
+    import aipusim
+
+    with tempfile.TemporaryDirectory(prefix="aipusim-bench-") as tmp:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        model = aipusim.compile(model_path, config, output_dir=Path(tmp) / "out")
+        model.simulate(1, levels=list(config.profiling_levels))
+        return time.perf_counter() - wall0, time.process_time() - cpu0
+
+
 def _cold_then_warm(model_path: Path, mode: str, repeats: int, cache_dir: str) -> dict[str, Any]:
     """In this (fresh) process, with an empty quantization cache in ``cache_dir``: a
     cold compile (it calibrates and fills the cache), then ``repeats`` warm ones, as a
-    sweep worker compiles point after point; medians of the warm ones."""
+    sweep worker compiles point after point, then ``repeats`` warm compiles each followed
+    by one simulated frame; medians of the warm ones."""
     # lazy: the cache module reads the variable at each use
     from aipusim.compiler.quant.cache import DIR_ENV
 
@@ -187,6 +202,7 @@ def _cold_then_warm(model_path: Path, mode: str, repeats: int, cache_dir: str) -
     config = _mode_config(mode)
     cold = _timed_compile(model_path, config)
     warm = [_timed_compile(model_path, config) for _ in range(repeats)]
+    framed = [_timed_compile_and_frame(model_path, config) for _ in range(repeats)]
     return {
         "cold_s": cold[0],
         "cold_cpu_s": cold[1],
@@ -194,6 +210,8 @@ def _cold_then_warm(model_path: Path, mode: str, repeats: int, cache_dir: str) -
         "warm_s": statistics.median(w[0] for w in warm),
         "warm_cpu_s": statistics.median(w[1] for w in warm),
         "warm_quantization": ",".join(sorted({w[2] for w in warm})),
+        "warm_frame_s": statistics.median(f[0] for f in framed),
+        "warm_frame_cpu_s": statistics.median(f[1] for f in framed),
     }
 
 
@@ -219,7 +237,9 @@ def warm_cold_bench(
     compiles, the parsed arch and cost models kept); then in another fresh process the
     first compile with the quantization cached (``first_warm_*``: ``aipusim compile``
     run again). Wall and CPU seconds of `compile_model` (Python's start-up and imports
-    not counted); ``speedup`` and ``first_speedup``: cold CPU seconds over warm ones.
+    not counted); ``speedup`` and ``first_speedup``: cold CPU seconds over warm ones;
+    ``warm_frame_*``: a warm compile plus one simulated frame in the first process
+    (medians of ``repeats``), the figure set against the analytical peers.
     Example: ``warm_cold_bench("tiny_cnn", ("1core",), 1)[0]["speedup"]``."""
     ctx = multiprocessing.get_context("spawn")
     rows = []

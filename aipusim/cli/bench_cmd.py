@@ -239,7 +239,9 @@ def _warm_cold(models: tuple[str, ...], input_size: int | None) -> _Out:
         "medians of 3 compiles after it in the same process (a sweep worker's); first_warm: "
         "the first compile of another fresh process, quantization cached (`aipusim compile` "
         "again). Seconds of the compile itself (Python's start-up and imports not counted); "
-        "speedup: cold CPU seconds over warm CPU seconds."
+        "speedup: cold CPU seconds over warm CPU seconds; warm_frame: a warm compile plus "
+        "one simulated frame in the first process (what a design-space loop pays a point), "
+        "medians of 3."
     )
     return rows, ("warm-cold", "## Warm and cold compiles (`aipusim bench --warm-cold`)", text)
 

@@ -119,6 +119,8 @@ def test_bench_warm_cold_compiles_cold_then_from_the_cache(
     assert row["cold_quantization"] == "computed"
     assert row["warm_quantization"] == row["first_warm_quantization"] == "cached"
     assert row["warm_cpu_s"] > 0 and row["first_warm_cpu_s"] > 0
+    # a warm compile with one simulated frame after it, the figure against the peers
+    assert row["warm_frame_s"] > 0 and row["warm_frame_cpu_s"] > 0
     assert row["speedup"] == pytest.approx(row["cold_cpu_s"] / row["warm_cpu_s"], rel=0.2)
 
 
