@@ -11,7 +11,9 @@ The modes are described in docs/architecture.md §5.
   costs less per core (estimated MVM and weight-load cycles), activations in every core's
   L1 where they fit, exchanged core to core (`exchange`), a barrier per layer. In a decode
   graph (one token, its KV cache in DDR) the layout copies are shared too: each core moves
-  its share of every copy between L2/DDR buffers (`CoreLayout.shared_copies`).
+  its share of every copy between L2/DDR buffers (`CoreLayout.shared_copies`), and its FFN
+  runs as tensor parallelism (`tensor_parallel`): no hidden column crosses a core, the
+  down projection's int32 partial sums are reduced once, on the first core.
 - ``pipeline``: fusion groups cut into contiguous stages of balanced estimated cycles, one
   per core; tensors crossing stages through L2/DDR with credit tokens.
 
