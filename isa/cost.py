@@ -80,7 +80,7 @@ from typing import Any
 
 from aipusim.arch.model import Arch, HostLinkSpec
 from aipusim.base.errors import ArchError, TasklistError
-from aipusim.isa.dpu_work import dpu_charged_ops, dpu_lane_ops, dpu_read_bytes
+from aipusim.isa.dpu_work import PSUM_BYTES, dpu_charged_ops, dpu_lane_ops, dpu_read_bytes
 from aipusim.isa.tasks import (
     ADD_POSTS,
     Barrier,
@@ -113,8 +113,6 @@ ON_CHIP: frozenset[Component] = frozenset(COMPONENTS) - {
     Component.PCIE,
     Component.STATIC,
 }
-#: Bytes of one int32 partial sum or unrequantized MVM output.
-PSUM_BYTES = 4
 #: Most task shapes one `CostModel` remembers the cycles of (`CostModel.task_cycles`);
 #: past it the memo starts again empty, so a long-lived sweep worker's memory stays bounded.
 TASK_CYCLES_MEMO_ENTRIES = 1 << 16
@@ -552,7 +550,8 @@ class CostModel:
         if isinstance(task, DpuOp):
             then = task.then is not DpuThen.NONE
             read = dpu_read_bytes(task.kind, task.elements, task.operands, self.arch, then=then)
-            k = max(1, min(3, task.operands))
+            # (a psum task's operands are the planes of one partial-sum block)
+            k = 1 if task.kind is DpuKind.PSUM else max(1, min(3, task.operands))
             share = [read // k] * k
             share[0] += read - sum(share)
             reads = tuple((f"in_addr{i}", n) for i, n in enumerate(share) if n)

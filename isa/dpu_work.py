@@ -13,7 +13,9 @@ follow their int8 kernels (`aipusim.isa.fp_kernels`):
   then one multiply by the output scale;
 - ``pow``: the log2 table lookup, two multiplies (exponent scale, log), the exp2 table
   lookup with its exponent add, the output scale;
-- ``matmul``: ``elements`` counts multiply-accumulates, each a multiply and an add.
+- ``matmul``: ``elements`` counts multiply-accumulates, each a multiply and an add;
+- ``psum``: ``operands`` int32 partial sums an element: an add for each after the first,
+  the requantize's multiply and its shift; each partial sum is 4 bytes read.
 
 >>> from aipusim.arch import load_arch
 >>> dpu_lane_ops(DpuKind.LAYERNORM, 100, 1, load_arch())
@@ -41,6 +43,10 @@ MATMUL_OPS_PER_MAC = 2
 #: Lane operations per element of a second element-wise step (`DpuOp.then`): one per
 #: operand, as the step would cost as a task of its own.
 THEN_OPS_PER_ELEMENT = 2
+#: Lane operations of the requantize after a ``psum`` task's adds: the multiply, the shift.
+PSUM_REQUANT_OPS = 2
+#: Bytes of one int32 partial sum (the MVM's, and what a ``psum`` task reads).
+PSUM_BYTES = 4
 
 
 def dpu_lane_ops(
@@ -64,13 +70,17 @@ def dpu_lane_ops(
         return elements * MATMUL_OPS_PER_MAC
     if kind == DpuKind.DIV:
         return elements * (arch.dpu.float_div_sqrt_cycles + 1)
+    if kind == DpuKind.PSUM:
+        return elements * (max(1, operands) - 1 + PSUM_REQUANT_OPS + int(table))
     return elements * (max(1, operands) + int(table) + THEN_OPS_PER_ELEMENT * int(then))
 
 
 #: The kinds with their own lane-operation count (the others: one per element and operand).
 #: Their every lane operation is charged energy (the table's element-wise costs are per
 #: output element).
-TRANSFORMER_DPU_KINDS = frozenset({DpuKind.LAYERNORM, DpuKind.POW, DpuKind.MATMUL, DpuKind.DIV})
+TRANSFORMER_DPU_KINDS = frozenset(
+    {DpuKind.LAYERNORM, DpuKind.POW, DpuKind.MATMUL, DpuKind.DIV, DpuKind.PSUM}
+)
 
 
 def dpu_charged_ops(
@@ -98,6 +108,8 @@ def dpu_read_bytes(
     del arch  # operands are int8 (a wide tensor's task counts its elements twice)
     if kind == DpuKind.MATMUL:
         return elements * MATMUL_OPS_PER_MAC
+    if kind == DpuKind.PSUM:
+        return elements * max(1, operands) * PSUM_BYTES
     return elements * (max(1, operands) * _READ_PASSES.get(kind, 1) + int(then))
 
 
@@ -105,6 +117,8 @@ __all__ = [
     "LAYERNORM_OPS_PER_ELEMENT",
     "MATMUL_OPS_PER_MAC",
     "POW_OPS_PER_ELEMENT",
+    "PSUM_BYTES",
+    "PSUM_REQUANT_OPS",
     "THEN_OPS_PER_ELEMENT",
     "TRANSFORMER_DPU_KINDS",
     "dpu_charged_ops",

@@ -103,6 +103,7 @@ class DpuKind(enum.StrEnum):
     RESCALE = "rescale"  # one operand moved to another grid (a Concat's part)
     REDUCE_MAX = "reduce_max"  # maximum over a reduced axis
     GATHER = "gather"  # rows of a table (in_addr1) picked by int64 indices (in_addr0)
+    PSUM = "psum"  # int32 partial sums of the cores summed and requantized (tensor parallel)
 
 
 class LutKind(enum.StrEnum):
@@ -466,6 +467,15 @@ class DpuOp(Task):
     row-major A, ``in_addr1`` row-major B with zero point 0, ``o_stride``/``k_stride`` the
     per-head strides of A and B), results row-major at ``out_addr``. **Gather**: ``groups``
     int64 indices at ``in_addr0`` pick rows of ``n`` bytes of the table at ``in_addr1``.
+
+    **Partial sums** (``psum``, a layer split by input channels over the cores): result
+    ``e`` sums the ``operands`` int32 partial sums at ``in_addr0 + (k * k_stride + e) * 4``
+    (``k < operands``), each add saturated to ``arch.mvm.accumulator_bits`` as the array's
+    ``accumulate`` does, then requantizes the sum with the `CHANNEL` record ``(e // p_div)
+    % p_mod`` at ``param_addr`` exactly as an `Mvm` ``requant`` post-op (bias, multiplier,
+    shift, ``zo``, clamp to ``[lo, hi]`` and int8) and, with a ``lut`` other than none,
+    relu or clip, looks the result up in the table at ``lut_addr``; int8 results at
+    ``out_addr + e``.
     """
 
     OPCODE: ClassVar[int] = 4

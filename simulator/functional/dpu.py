@@ -27,6 +27,8 @@ Readings the ISA leaves open:
   result at ``o * out_row_pitch`` (0: right after the previous head); within a head,
   neighbouring elements of all three are ``g_stride`` apart (0 or 1: row-major; the
   number of heads when they are the channels of a channels-last tensor);
+- ``psum`` reads its partial sums as little-endian int32 and its `CHANNEL` records as an
+  `Mvm` post-op does (`aipusim.simulator.functional.mvm.requant_table`);
 - ``gather`` reads int64 indices; a negative one counts from the end of a table of ``b_mod``
   rows when ``b_mod`` > 1 (the ISA gives no other table size), and is refused otherwise.
 """
@@ -41,6 +43,7 @@ from aipusim.isa import params as P
 from aipusim.isa.tasks import CLAMP_LUTS, DpuKind, DpuOp, DpuThen, LutKind, Pool, table_after
 from aipusim.simulator.functional.context import TaskRun
 from aipusim.simulator.functional.footprint import merge, runs, span
+from aipusim.simulator.functional.mvm import PSUM_BYTES, requant_table
 
 #: Integer element-wise kinds -> kernel code (the clamp form of ``lut`` is 8).
 _ELEMENTWISE = {
@@ -483,6 +486,28 @@ def _gather(run: TaskRun, t: DpuOp) -> None:
     mem[out] = mem[src.reshape(-1)]
 
 
+def _psum(run: TaskRun, t: DpuOp) -> None:
+    """The cores' int32 partial sums of a layer split by input channels, summed (each add
+    saturated as the array's ``accumulate``) and requantized as an `Mvm` ``requant``."""
+    n, planes, stride = t.elements, max(1, t.operands), t.k_stride
+    reach = ((planes - 1) * stride + n) * PSUM_BYTES
+    data, at = run.block(t.in_addr0, reach)
+    raw = data[at : at + reach].view("<i4").astype(np.int64)
+    lo_acc, hi_acc = run.arch.mvm.accumulator_range
+    acc = np.zeros(n, np.int64)
+    for k in range(planes):
+        acc = np.clip(acc + raw[k * stride : k * stride + n], lo_acc, hi_acc)
+    ch = requant_table(run.records(t.param_addr, P.CHANNEL, min(t.p_mod, (n - 1) // t.p_div + 1)))
+    k = (np.arange(n, dtype=np.int64) // t.p_div) % t.p_mod
+    r = (((acc + ch[0, k]) * ch[1, k] + ch[3, k]) >> ch[2, k]) + ch[4, k]
+    r = np.minimum(np.maximum(r, np.maximum(ch[5, k], -128)), np.minimum(ch[6, k], 127))
+    if t.lut is not LutKind.NONE and t.lut not in CLAMP_LUTS:
+        r = run.table(t.lut_addr)[r + 128]
+    s, e = span(t.out_addr, n)
+    mem, d_out = run.operand(Pool.L1, s, e, write=True)
+    mem[t.out_addr + d_out : t.out_addr + d_out + n] = r.astype(np.int8).view(np.uint8)
+
+
 def _check(run: TaskRun, t: DpuOp) -> None:
     for name in ("in_elem", "in1_elem", "in2_elem", "out_elem"):
         if getattr(t, name) not in _ELEM_BYTES:
@@ -513,6 +538,8 @@ def execute_dpu(run: TaskRun) -> None:
         _matmul(run, t)
     elif t.kind is DpuKind.GATHER:
         _gather(run, t)
+    elif t.kind is DpuKind.PSUM:
+        _psum(run, t)
     else:  # pragma: no cover - every DpuKind is handled above
         raise run.fail(f"kind {t.kind.value} has no functional kernel")
 

@@ -27,6 +27,10 @@ class Split(StrEnum):
     NONE = "none"
     CHANNELS = "channels"
     ROWS = "rows"
+    #: tensor parallel (cooperative decode): each core multiplies its share of the input
+    #: channels by its rows of the weights into int32 partial sums of every output channel;
+    #: one DPU task on the first core sums the parts and requantizes (`multicore.split`)
+    INPUTS = "inputs"
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,9 @@ class CoreLayout:
     #: its share of each layout copy between L2/DDR buffers (the KV cache's appends, GQA
     #: expansions and transposes) instead of core 0 moving it all (`schedule.tiles`)
     shared_copies: bool = False
+    #: cooperative decode, tensor parallel: tensors each core computes and reads only its
+    #: own channel part of (an FFN's hidden columns), never exchanged (`multicore.split`)
+    local_tensors: frozenset[str] = frozenset()
 
     def fetch_bw(self, split: Split) -> float | None:
         """Bytes per cycle of the per-frame fetch of a layer split ``split`` (None: its

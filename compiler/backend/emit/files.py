@@ -210,12 +210,18 @@ def _decode_cores(state: Any) -> dict[str, Any]:
     ``weight_bytes``: the weights each core writes into its IMC per token (its share of
     the streamed weights); ``mvm_columns``: per MVM layer with constant weights, the output
     columns (attention projections' heads x head size, FFN gate/up columns) each core
-    computes; ``product_heads``: per product of two activations (attention's Q.Kt and
-    P.V), the heads each core computes; ``layout_copy_bytes``: the bytes each core moves
-    for layout layers (the KV cache's expansions and transposes: `CoreLayout.shared_copies`);
-    ``exchange_bytes``: per layer split over the cores, the bytes of its output its cores
-    pass on to one another (multicast into the others' L1, or stored into L2/DDR where
-    the others read it): the cooperative exchange of the layer's parts."""
+    computes (a split by input channels: all of them); ``mvm_input_channels``: per MVM
+    layer split by input channels (tensor parallel, `Split.INPUTS`), the input channels
+    (rows of the weights) each core sums over; ``product_heads``: per product of two
+    activations (attention's Q.Kt and P.V), the heads each core computes;
+    ``layout_copy_bytes``: the bytes each core moves for layout layers (the KV cache's
+    expansions and transposes: `CoreLayout.shared_copies`); ``exchange_bytes``: per layer
+    split over the cores, the bytes of its output its cores pass on to one another
+    (multicast into the others' L1, or stored into L2/DDR where the others read it): the
+    cooperative exchange of the layer's parts (a split by input channels: its int32
+    partial sums, into the first core); ``bytes_per_token_by_split``: per split kind, the
+    bytes its layers' tasks move per token, by pool and direction.
+    """
     lay, cores = state.layout, state.layout.cores
     weight_bytes = [0] * cores
     copy_bytes = [0] * cores
@@ -244,6 +250,13 @@ def _decode_cores(state: Any) -> dict[str, Any]:
             elif isinstance(t, DpuOp) and t.kind is DpuKind.MATMUL:
                 heads.setdefault(t.layer, [0] * cores)[core] += t.outer
     columns: dict[str, list[int]] = {}
+    inputs: dict[str, list[int]] = {}
+    by_split: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    traffic = _layer_traffic(state)
+    for li, layer in enumerate(state.layers):
+        how = lay.splits.get(li, Split.NONE) if lay.cooperative else Split.NONE
+        for pool, nbytes in traffic.get(layer.name, {}).items():
+            by_split[how.value][pool] += nbytes
     for li, layer in enumerate(state.layers):
         geo = layer.geometry
         if layer.unit is not LayerUnit.MVM or geo is None:
@@ -260,12 +273,20 @@ def _decode_cores(state: Any) -> dict[str, Any]:
         elif split is Split.CHANNELS:
             spans = [part_range(geo.cout, cores, c) for c in range(cores)]
             columns[layer.name] = [hi - lo for lo, hi in spans]
+        elif split is Split.INPUTS:  # every column, summed over the core's input channels
+            columns[layer.name] = [geo.cout] * cores
+            spans = [part_range(geo.cin, cores, c) for c in range(cores)]
+            inputs[layer.name] = [hi - lo for lo, hi in spans]
         else:
             columns[layer.name] = [geo.cout * a for a in alone]
     return {
         "count": cores,
         "weight_bytes": weight_bytes,
         "mvm_columns": columns,
+        "mvm_input_channels": inputs,
+        "bytes_per_token_by_split": {
+            k: dict(sorted(v.items())) for k, v in sorted(by_split.items())
+        },
         "product_heads": dict(sorted(heads.items())),
         "layout_copy_bytes": copy_bytes,
         "exchange_bytes": dict(exchange),

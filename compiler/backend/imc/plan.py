@@ -6,7 +6,8 @@ layer, the layer mapped whole (its weight image, the report) and the mapping of 
 (core part, output-channel tile) pair the schedule emits. Later passes (memory plan,
 schedule, estimate, report) read these and never map again.
 
-Per part and channel tile, a layer is mapped on the channels it computes; a cooperative
+Per part and channel tile, a layer is mapped on the channels it computes (a split by input
+channels: on the input channels of its part, `Split.INPUTS`); a cooperative
 row split is mapped on one core's share of the rows when its weights are fetched every
 frame (the replicated image must then be fetched by every core), never wider than the
 whole layer's factor, which sizes its weight buffers. An MVM layer with run-time weights
@@ -91,7 +92,12 @@ def map_tiles(
             cout = hi - lo
             if cout <= 0:
                 continue  # more cores than channels: this core has none
-        part_opts, out_h = opts, geo.out_h
+        part_opts, out_h, cin = opts, geo.out_h, geo.cin
+        if split is Split.INPUTS:  # this core's rows of the weights, every output channel
+            lo, hi = part_range(geo.cin, parts, part)
+            cin = hi - lo
+            if cin <= 0:
+                continue
         if split is Split.ROWS and fetch_bw:
             out_h = -(-geo.out_h // layout.cores)
             if opts.icrx_force == -1 and whole is not None:
@@ -100,7 +106,7 @@ def map_tiles(
             lo, hi = part_range(cout, oc_tiles, oi)
             if hi <= lo:
                 continue  # more channel tiles than channels
-            sub = replace(geo, cout=hi - lo, out_h=out_h)
+            sub = replace(geo, cout=hi - lo, out_h=out_h, cin=cin)
             m = map_layer(
                 sub, cost, part_opts, first_layer=first_layer, fetch_bw=fetch_bw, residual=residual
             )

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aipusim.compiler.backend.common.layout import CoreLayout
+from aipusim.compiler.backend.common.layout import CoreLayout, Split
 from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.plan import LayerMapping
 from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, activation_bytes, is_runtime
@@ -28,6 +28,7 @@ from aipusim.compiler.backend.multicore.exchange import host_read_tensors
 from aipusim.compiler.backend.pack.blobs import LayerConstants
 from aipusim.compiler.backend.tile.tiler import FusionGroup, Tiling, psum_bytes
 from aipusim.compiler.decoder import append_in_place, cache_state
+from aipusim.isa.dpu_work import PSUM_BYTES
 from aipusim.isa.tasks import Pool
 
 
@@ -237,6 +238,14 @@ class _Builder:
                      for tm in mapping.tiles if tm.mapping.row_blocks > 1] or [size]
                 )  # fmt: skip
             tile(f"psum:{layer.name}", BufKind.PSUM, size)
+        elif self.layout.splits.get(li) is Split.INPUTS and layer.geometry is not None:
+            # tensor parallel: every core's partial sums of every output channel, gathered
+            # in the first core's buffer (the others use their own plane of theirs)
+            tile(
+                f"psum:{layer.name}",
+                BufKind.PSUM,
+                self.layout.cores * PSUM_BYTES * layer.geometry.cout,
+            )
         if layer.unit is LayerUnit.MVM and not is_runtime(layer):
             assert mapping is not None, layer.name
             biggest = t.block_bytes or max(b.weight_bytes for b in mapping.whole.blocks)

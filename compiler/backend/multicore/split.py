@@ -11,7 +11,9 @@ The modes are described in docs/architecture.md §5.
   costs less per core (estimated MVM and weight-load cycles), activations in every core's
   L1 where they fit, exchanged core to core (`exchange`), a barrier per layer. In a decode
   graph (one token, its KV cache in DDR) the layout copies are shared too: each core moves
-  its share of every copy between L2/DDR buffers (`CoreLayout.shared_copies`).
+  its share of every copy between L2/DDR buffers (`CoreLayout.shared_copies`), and its FFN
+  runs as tensor parallelism (`tensor_parallel`): no hidden column crosses a core, the
+  down projection's int32 partial sums are reduced once, on the first core.
 - ``pipeline``: fusion groups cut into contiguous stages of balanced estimated cycles, one
   per core; tensors crossing stages through L2/DDR with credit tokens.
 
@@ -42,6 +44,7 @@ from aipusim.compiler.backend.tile.tiler import FusionGroup, TilePlan, Tiling
 from aipusim.compiler.decoder import cache_state
 from aipusim.isa.cost import CostModel, Link
 from aipusim.isa.program import MulticoreMode, check_resources_used
+from aipusim.isa.tasks import DpuKind, DpuThen
 
 
 def check_resources(resources_used: float, cores: int, arch: Arch) -> None:
@@ -129,6 +132,10 @@ def core_layout(
         splits = {i: split for i, (split, _) in choices.items()}
         split_cycles = {i: cycles for i, (_, cycles) in choices.items() if cycles}
         host_read = host_read_tensors(layers, graph.outputs)
+        decode = bool(cache_state(graph))
+        local: frozenset[str] = frozenset()
+        if decode:
+            splits, local = tensor_parallel(layers, splits, host_read, cores)
         return CoreLayout(
             cores,
             mode,
@@ -137,7 +144,8 @@ def core_layout(
             weight_fetch_bw=fetch_bw,
             multicast_fetch_bw=multicast_bw,
             l1_exchange=l1_exchange_tensors(layers, host_read),
-            shared_copies=bool(cache_state(graph)),
+            shared_copies=decode,
+            local_tensors=local,
         )
     assert mode is MulticoreMode.PIPELINE, f"no core layout for {mode} on {cores} cores"
     assert work is not None, "pipeline stage cuts need the layers' estimated work"
@@ -186,6 +194,118 @@ def _cooperative_split(
     if layer.unit is LayerUnit.DPU and layer.elements >= cores * arch.dpu.lanes:
         return (Split.ROWS if can_rows and tiling.h_tiles == 1 else Split.NONE), {}
     return Split.NONE, {}
+
+
+#: DPU kinds a core can run on its own channel part of a one-row tensor: element-wise with
+#: one scalar record (no per-channel parameters, no constant operand to slice).
+_LOCAL_DPU_KINDS = frozenset({DpuKind.MUL, DpuKind.ADD, DpuKind.SUB, DpuKind.LUT})
+
+
+def _may_be_local(layer: LayerPlan) -> bool:
+    """An alias, or an element-wise DPU layer a core can run on its channels alone."""
+    if layer.unit is LayerUnit.ALIAS:
+        return True
+    return (
+        layer.unit is LayerUnit.DPU
+        and layer.dpu_kind in _LOCAL_DPU_KINDS
+        and layer.then is DpuThen.NONE
+        and layer.rowwise
+        and not layer.consts
+    )
+
+
+def tensor_parallel(
+    layers: Sequence[LayerPlan], splits: dict[int, Split], host_read: set[str], cores: int
+) -> tuple[dict[int, Split], frozenset[str]]:
+    """A cooperative decode step as tensor parallelism (Megatron-style): MVM layers split
+    by output channels (an FFN's gate and up projections) keep their parts on their cores;
+    element-wise DPU layers of those parts (SiLU, gate * up) run on each core's channels
+    (`Split.CHANNELS`); an MVM reading such a part (the down projection) is split by
+    input channels (`Split.INPUTS`): each core multiplies its part by its rows of the
+    weights into int32 partial sums, and one DPU task sums the parts and requantizes. No
+    hidden column crosses a core; the reduction moves ``cores - 1`` int32 partial-sum
+    vectors instead. Returns the new splits and the tensors kept local.
+
+    Only one-row tensors qualify (a decode step's token: a channel part is one run of
+    bytes), the partial sums stay exact in the accumulator (the 1-core layer sums the same
+    products in int32 too) and a residual add may follow the requantize, not a table before
+    it (`PostOp.REQUANT_LUT_ADD`).
+    """
+    producer = {o: i for i, layer in enumerate(layers) for o in layer.outputs}
+    readers: dict[str, list[int]] = {}
+    for i, layer in enumerate(layers):
+        for t in layer.inputs:
+            readers.setdefault(t, []).append(i)
+
+    def one_row_mvm(i: int) -> bool:
+        layer = layers[i]
+        geo = layer.geometry
+        return (
+            layer.unit is LayerUnit.MVM
+            and layer.runtime is None
+            and geo is not None
+            and geo.out_h * geo.out_w == 1
+        )
+
+    def width(t: str) -> int:  # channels of a one-row tensor (its bytes: int8)
+        i = producer[t]
+        return layers[i].out_bytes[layers[i].outputs.index(t)]
+
+    # grow the local region from the channel-split projections through element-wise work
+    local: dict[int, int] = {  # layer -> the channels of its output
+        i: layers[i].geometry.cout  # type: ignore[union-attr]
+        for i in range(len(layers))
+        if splits.get(i) is Split.CHANNELS and one_row_mvm(i)
+    }
+    grew = True
+    while grew:
+        grew = False
+        for i, layer in enumerate(layers):
+            if i in local or not _may_be_local(layer):
+                continue
+            ins = [producer.get(t) for t in layer.inputs]
+            if not ins or any(p not in local for p in ins):
+                continue
+            chans = {local[p] for p in ins if p is not None}
+            if len(chans) == 1 and layer.out_bytes[0] == next(iter(chans)):
+                local[i] = layer.out_bytes[0]
+                grew = True
+
+    def sink(i: int, t: str) -> bool:  # an MVM summing a local part's products
+        layer = layers[i]
+        return (
+            one_row_mvm(i)
+            and layer.inputs[0] == t
+            and t not in layer.inputs[1:]
+            and not layer.lut_before_add
+            and layer.geometry.cin == width(t)  # type: ignore[union-attr]
+            and width(t) >= cores
+        )
+
+    # drop a layer whose output anything else reads (another core's part would be missing)
+    dropped = True
+    while dropped:
+        dropped = False
+        for i in list(local):
+            t = layers[i].outputs[0]
+            ok = t not in host_read and all(r in local or sink(r, t) for r in readers.get(t, []))
+            if not ok or not any(r in local or sink(r, t) for r in readers.get(t, [])):
+                del local[i]
+                dropped = True
+    sinks = {
+        r
+        for i in local
+        for r in readers.get(layers[i].outputs[0], [])
+        if r not in local and sink(r, layers[i].outputs[0])
+    }
+    # a sink whose local input's producers are not all channel parts stays as it was
+    out = dict(splits)
+    for i in local:
+        if layers[i].unit is not LayerUnit.ALIAS:  # (an alias moves nothing)
+            out[i] = Split.CHANNELS
+    for i in sinks:
+        out[i] = Split.INPUTS
+    return out, frozenset(layers[i].outputs[0] for i in local)
 
 
 def weight_sets(layers: Sequence[LayerPlan], cost: CostModel, opts: ImcOptions) -> int:
@@ -308,6 +428,7 @@ __all__ = [
     "core_layout",
     "multicast_fetch_bw",
     "plan_cascade",
+    "tensor_parallel",
     "weight_fetch_bw",
     "weight_sets",
 ]

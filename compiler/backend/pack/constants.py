@@ -5,7 +5,8 @@ each layer gets at most three constant blobs (`LayerConstants`), which the memor
 places and the emit pass writes into the constants image:
 
 - ``weights``: an MVM layer's IMC image, the weight blocks of every (core part, channel
-  tile) one after the other, each ``rows_used x cols_used`` row-major as its `WeightLoad`
+  tile; a split by input channels: the part's rows of the weights) one after the other,
+  each ``rows_used x cols_used`` row-major as its `WeightLoad`
   writes it (rows in the `Mvm` row space: taps, PWORD channels, swICR packing, ICR copies
   shifted by the stride); a depthwise conv's ``kh * kw`` weights per channel; a resize's
   coordinate tables;
@@ -26,6 +27,7 @@ their sizes and hold zeros.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -133,6 +135,11 @@ class _Packer(DpuPacker):
                     blocks[(tm.part, tm.oc_tile, b)] = blocks[(0, tm.oc_tile, b)]
                 continue
             lo = self.channel_lo(geo.cout, split, parts, tm)
+            part_geo, part_taps = geo, taps
+            if split is Split.INPUTS:  # this core's rows of the weights (its input channels)
+                k_lo, k_hi = part_range(geo.cin, parts, tm.part)
+                part_geo = replace(geo, cin=k_hi - k_lo)
+                part_taps = None if taps is None else taps[:, :, k_lo:k_hi, :]
             # the row blocks of one column block slice the same columns: build them once
             columns: dict[int, np.ndarray] = {}
             for b, blk in enumerate(tm.mapping.blocks):
@@ -141,7 +148,9 @@ class _Packer(DpuPacker):
                     chunks.append(np.zeros(blk.weight_bytes, np.uint8))
                 else:
                     if blk.col_block not in columns:
-                        columns[blk.col_block] = self.imc_columns(taps, geo, tm.mapping, b, lo)
+                        columns[blk.col_block] = self.imc_columns(
+                            part_taps, part_geo, tm.mapping, b, lo
+                        )
                     start = blk.row_block * self.arch.mvm.rows
                     block = columns[blk.col_block][start : start + blk.rows_used]
                     chunks.append(block.view(np.uint8).reshape(-1))

@@ -12,6 +12,7 @@ follow; these functions fill in the compute tasks' fields and the steps between 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from aipusim.compiler.backend.common.layout import Split
 from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, activation_bytes, memory_rows
@@ -22,7 +23,7 @@ from aipusim.compiler.backend.lower.reduction import (
     reduced_axes,
     reduction_geometry,
 )
-from aipusim.compiler.backend.memplan.buffers import const_buffer
+from aipusim.compiler.backend.memplan.buffers import Buffer, const_buffer
 from aipusim.compiler.backend.pack.dpu import dpu_operands
 from aipusim.compiler.backend.schedule.inputs import interleaved
 from aipusim.compiler.backend.schedule.runtime_mvm import (
@@ -35,6 +36,7 @@ from aipusim.compiler.backend.schedule.tiles import TileEmitter, TileWork
 from aipusim.compiler.backend.tile.regions import RowWindow, input_rows, part_range, runtime_shared
 from aipusim.compiler.ir import Op
 from aipusim.isa import params as P
+from aipusim.isa.dpu_work import PSUM_BYTES
 from aipusim.isa.tasks import (
     CLAMP_LUTS,
     DpuKind,
@@ -95,6 +97,8 @@ def mvm_tile(em: TileEmitter, w: TileWork) -> list[int]:
     geo = layer.geometry
     assert geo is not None
     part, parts, split = em.inp.part_of(li, core)
+    if split is Split.INPUTS:
+        return partial_tile(em, w)
     if geo.dilation_h != geo.dilation_w:
         em.mark_incomplete(layer, "unequal dilations")
     window = input_rows(layer, *rows)
@@ -145,6 +149,98 @@ def mvm_tile(em: TileEmitter, w: TileWork) -> list[int]:
         em.log.touch(computes, *const_names(em, layer, core))
         out += em.finish(core, layer, computes, reads, store, slot, dst, tile_no)
     return out
+
+
+def partial_tile(em: TileEmitter, w: TileWork) -> list[int]:
+    """A one-row MVM layer split by input channels (`Split.INPUTS`) on one core: its
+    `Mvm`s multiply the core's part of the input by its rows of the weights into int32
+    partial sums of every output channel (post none), at plane ``part`` of the layer's
+    partial-sum buffer; a core other than the first copies its plane into the first core's
+    buffer. The last core to emit adds the reduction (`reduce_partials`) to the first core.
+    """
+    li, layer, core, tile_no, rows, prologue = w
+    geo = layer.geometry
+    assert geo is not None and rows == (0, 1), f"{layer.name}: a one-row layer only"
+    part, parts, _ = em.inp.part_of(li, core)
+    k_lo, k_hi = part_range(geo.cin, parts, part)
+    sub = replace(geo, cin=k_hi - k_lo)
+    window = input_rows(layer, *rows)
+    reads: list[tuple[str, int]] = []
+    src, in_deps = em.fetch_input(core, layer, 0, window, tile_no, reads, (k_lo, k_hi))
+    psum = em.inp.tile_buffer("psum", layer, core)
+    first = em.inp.tile_buffer("psum", layer, em.inp.layout.all_cores[0])
+    assert psum is not None and first is not None, f"{layer.name}: no partial-sum buffer"
+    plane = geo.cout * PSUM_BYTES
+    mine = psum.addr + part * plane
+    computes: list[int] = []
+    for tm in em.inp.mapping_of(layer).of_part(part):
+        m = tm.mapping
+        pinned: set[int] = set()
+        for b, blk in enumerate(m.blocks):
+            key = (layer.name, tm.oc_tile, b)
+            s, wdeps = em.wts.ensure_weights(
+                core, layer, key, blk, (part, tm.oc_tile, b), tile_no, pinned, in_deps, False
+            )
+            pinned.add(s)
+            col = tm.cout_lo + blk.col_block * m.block_cols  # the block's first channel
+            at = Place(mine + col * PSUM_BYTES, 0, 0)
+            fields = mvm_fields(
+                sub, m, blk, rows=1, window=window, src=src, dst=at,
+                array_rows=em.inp.arch.mvm.rows, fill=em.inp.zero_point(layer.inputs[0]),
+                psum_addr=at.addr, param_addr=0,
+                lut_addr=0, lut=LutKind.NONE, weight_set=s, partial=True,
+            )  # fmt: skip
+            sid = em.log.add(
+                core, Unit.MVM, Mvm, fields, layer=layer.name, tile=tile_no,
+                deps=in_deps | prologue | wdeps,
+            )  # fmt: skip
+            em.wts.computed(core, s, sid)
+            computes.append(sid)
+    if not computes:
+        return []
+    em.log.touch(computes, psum.name)
+    for key in reads:
+        if key[1] >= 0:
+            em.slot_user[key] = list(computes)
+        em.log.touch(computes, key[0])
+    out = list(computes)
+    parts_of = em.partials.setdefault((layer.name, tile_no), [])
+    if psum is first:
+        parts_of += computes
+    else:  # this core's plane into the first core's buffer
+        sid = em.log.dma(
+            core, em.inp.act_dma, (Pool.L1, mine), (Pool.L1, first.addr + part * plane),
+            plane, layer=layer.name, tile=tile_no, deps=set(computes),
+            touches=(psum.name, first.name), mask=1 << em.inp.layout.all_cores[0],
+        )  # fmt: skip
+        parts_of.append(sid)
+        out.append(sid)
+    if core == em.inp.layout.all_cores[-1]:
+        reduce_partials(em, w, first, parts)
+    return out
+
+
+def reduce_partials(em: TileEmitter, w: TileWork, psum: Buffer, parts: int) -> None:
+    """The one reduction of a layer split by input channels, on the first core: a ``psum``
+    `DpuOp` sums the cores' partial-sum planes and requantizes them with the layer's
+    records (and table), then the output goes where a layer not split would put it."""
+    layer, tile_no, rows = w.layer, w.tile, w.rows
+    geo = layer.geometry
+    assert geo is not None
+    core = em.inp.layout.all_cores[0]
+    params, _, cdeps = em.const_addrs(core, layer)
+    lut, table = lut_of(em, layer)
+    dst, store, war, slot = em.out_place(core, layer, rows, None, tile_no)
+    fields = dict(
+        kind=DpuKind.PSUM, in_addr0=psum.addr, out_addr=dst.addr, elements=geo.cout,
+        operands=parts, k_stride=geo.cout, in_elem=PSUM_BYTES, out_elem=1, param_addr=params,
+        p_div=1, p_mod=geo.cout, lut=lut, lut_addr=params + table if table >= 0 else 0,
+    )  # fmt: skip
+    deps = set(em.partials.pop((layer.name, tile_no))) | cdeps | war
+    sid = em.log.add(core, Unit.DPU, DpuOp, fields, layer=layer.name, tile=tile_no, deps=deps)
+    em.log.touch([sid], psum.name, *const_names(em, layer, core))
+    em.finish(core, layer, [sid], [], store, slot, dst, tile_no)
+    em.flush_stores(core)
 
 
 def const_names(em: TileEmitter, layer: LayerPlan, core: int) -> list[str]:
@@ -236,6 +332,12 @@ def dpu_tile(em: TileEmitter, w: TileWork) -> list[int]:
     e_out = em.inp.elem(out_t)
     row_elems = row_bytes // e_out
     e0, n = rows[0] * row_elems, (rows[1] - rows[0]) * row_elems
+    part, parts, split = em.inp.part_of(w.li, core)
+    chans: tuple[int, int] | None = None
+    if split is Split.CHANNELS:  # tensor parallel: one row, this core's run of channels
+        assert rows[1] - rows[0] == 1, f"{layer.name}: a channel part of one row only"
+        chans = part_range(row_elems, parts, part)
+        e0, n = e0 + chans[0], chans[1] - chans[0]
     out_shape = tuple(em.inp.graph.shape(out_t))
     params, operand_addr, cdeps = em.const_addrs(core, layer)
     lut, table = lut_of(em, layer)
@@ -247,7 +349,9 @@ def dpu_tile(em: TileEmitter, w: TileWork) -> list[int]:
     b_div, b_mod = 1, max(1, n)
     for j, name in enumerate(names or list(layer.inputs)):
         elems.append(em.inp.elem(name))
-        addr, pattern, in_deps = dpu_operand(em, w, name, j == 0, (e0, n), operand_addr, reads)
+        addr, pattern, in_deps = dpu_operand(
+            em, w, name, j == 0, (e0, n), operand_addr, reads, chans
+        )
         addrs.append(addr)
         deps |= in_deps
         if j == 1:
@@ -255,7 +359,7 @@ def dpu_tile(em: TileEmitter, w: TileWork) -> list[int]:
     if layer.then is not DpuThen.NONE:
         geometry = then_fields(em, w, (e0, n), operand_addr, reads, deps)
     p_div, p_mod = param_pattern(em, layer, out_shape)
-    dst, store, war, slot = em.out_place(core, layer, rows, None, tile_no)
+    dst, store, war, slot = em.out_place(core, layer, rows, chans, tile_no)
     if not layer.rowwise:
         n = layer.elements  # whole tensors (a product: its multiply-accumulates)
     fields = dict(
@@ -290,10 +394,12 @@ def dpu_operand(
     elements: tuple[int, int],
     const_addr: int,
     reads: list[tuple[str, int]],
+    chans: tuple[int, int] | None = None,
 ) -> tuple[int, tuple[int, int], set[int]]:
     """(L1 address, ``(div, mod)`` broadcast, steps it waits for) of operand ``name`` of
     a DPU tile over output ``elements`` ``(e0, n)``: an input's rows (fetched), or the
-    constant operand at ``const_addr``, whole."""
+    constant operand at ``const_addr``, whole; ``chans``: a core's channels of a one-row
+    input of the output's shape (tensor parallel), fetched alone."""
     _, layer, core, tile_no, rows, _ = w
     e0, n = elements
     out_shape = tuple(em.inp.graph.shape(layer.outputs[0]))
@@ -303,7 +409,8 @@ def dpu_operand(
         k = layer.inputs.index(name)
         whole = not layer.rowwise or shape != out_shape
         window = RowWindow(0, memory_rows(shape), 0) if whole else RowWindow(*rows, 0)
-        place, deps = em.fetch_input(core, layer, k, window, tile_no, reads)
+        part = chans if chans is not None and shape == out_shape else None
+        place, deps = em.fetch_input(core, layer, k, window, tile_no, reads, part)
         if not layer.rowwise or shape == out_shape:  # (whole tensors: timed only)
             return place.addr, (1, max(1, n)), deps
         base = place.addr  # an activation broadcast over the output

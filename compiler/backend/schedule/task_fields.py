@@ -61,11 +61,13 @@ def mvm_fields(
     residual: Place | None = None,
     add_param_addr: int = 0,
     lut_before_add: bool = False,
+    partial: bool = False,
 ) -> dict[str, Any]:
     """An `Mvm` of weight block ``blk`` over ``rows`` output rows; ``dst``, ``residual`` (the
     operand of a fused residual add) and ``param_addr`` are those of the block's first
-    output channel; ``lut_before_add``: the table is the conv's own, the add comes after."""
-    last_row = blk.row_block == m.row_blocks - 1
+    output channel; ``lut_before_add``: the table is the conv's own, the add comes after;
+    ``partial``: the last row block too leaves int32 partial sums (`Split.INPUTS`)."""
+    last_row = blk.row_block == m.row_blocks - 1 and not partial
     post = PostOp.NONE
     if last_row and residual is not None and lut_before_add:
         post = PostOp.REQUANT_LUT_ADD

@@ -82,6 +82,9 @@ class TileEmitter:
         self.dconst_loaded: set[tuple[int, str]] = set()
         self.dconst_steps: dict[Any, set[int]] = {}
         self.needs: dict[str, list[list[tuple[int, int]]]] = {}  # `exchange_needs`
+        #: (layer, tile) -> the steps that put the cores' partial sums of a layer split by
+        #: input channels into the first core's buffer (`compute.partial_tile`)
+        self.partials: dict[tuple[str, int], list[int]] = {}
         #: layers whose tasks do not say all their data (layer -> why), for the functional
         #: check to name
         self.incomplete: dict[str, str] = {}
@@ -133,6 +136,8 @@ class TileEmitter:
             return place.shifted(c_lo * e), set(producers)
         buf = self.inp.buffer(tensor, core)
         producers = set(self.produced.get((self.inp.copy_key(core), tensor), ()))
+        if tensor in self.inp.layout.local_tensors:  # each core reads the part it made
+            producers = {s for s in producers if self.log.steps[s].core == core}
         if buf.pool is Pool.L1:
             if buf.l1_cores:  # this core's copy: its own part and what others multicast in
                 producers = {s for s in producers if lands_on(self.log.steps, s, core)}
@@ -427,6 +432,8 @@ class TileEmitter:
     def rows_read(self, li: int, k: int, core: int) -> tuple[int, int]:
         """The rows of input ``k`` of layer ``li`` that ``core`` reads (`exchange_needs`)."""
         layer = self.inp.layers[li]
+        if layer.inputs[k] in self.inp.layout.local_tensors:
+            return 0, 0  # tensor parallel: each core reads the channels it computed
         total = self.inp.rows_of(layer, layer.inputs[k], k)[0]
         group = self.inp.group_of[self.inp.tilings[li].group]
         part, parts, split = self.inp.part_of(group.layers[-1], core)

@@ -362,3 +362,24 @@ def test_gather_rows_by_index() -> None:
 def test_operand_count_is_checked() -> None:
     with pytest.raises(SimulationError, match=r"operands must be 2 for add, not 1"):
         dpu_on_sim(int8(8), (8,), params=P.scalar_record(), kind=DpuKind.ADD)
+
+
+def test_psum_sums_the_cores_partial_sums_then_requantizes() -> None:
+    # four cores' int32 partial sums of 24 output channels, planes 32 elements apart
+    cores, c, stride = 4, 24, 32
+    parts = RNG.integers(-40_000, 40_000, (cores, stride)).astype(np.int32)
+    rec = channel_params(c, acc_scale=2e-4)
+    got = dpu_on_sim(
+        parts, (c,), params=rec, kind=DpuKind.PSUM, elements=c, operands=cores, k_stride=stride,
+        in_elem=4, p_mod=c,
+    )  # fmt: skip
+    acc = parts[:, :c].astype(np.int64).sum(axis=0)
+    assert np.array_equal(got, channel_requant(acc, rec, channel_axis=0))
+    # each add saturates to the accumulator as the array's accumulate does
+    hi = load_arch().mvm.accumulator_range[1]
+    big = np.full((2, c), hi - 5, np.int32)
+    got = dpu_on_sim(
+        big, (c,), params=rec, kind=DpuKind.PSUM, elements=c, operands=2, k_stride=c, in_elem=4,
+        p_mod=c,
+    )  # fmt: skip
+    assert np.array_equal(got, channel_requant(np.full(c, hi, np.int64), rec, channel_axis=0))

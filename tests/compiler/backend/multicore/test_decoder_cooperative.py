@@ -1,6 +1,7 @@
 """A cooperative decode graph: every core moves its share of the layout copies (the KV
-cache's GQA expansions, reshapes and transposes), and the report's ``kv_cache.cores`` says
-how the step's work is shared by the cores."""
+cache's GQA expansions, reshapes and transposes), the FFN runs as tensor parallelism (the
+down projection split by input channels, one reduction), and the report's
+``kv_cache.cores`` says how the step's work is shared by the cores."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import aipusim
 from aipusim.api.decoder_check import check_decoder_steps
 from aipusim.compiler.backend.lower.layout_dma import Copy, copy_part
 from aipusim.isa.tasklist import read_tasklist
-from aipusim.isa.tasks import DmaCopy, Phase, Pool
+from aipusim.isa.tasks import DmaCopy, DpuKind, DpuOp, Mvm, Phase, Pool, PostOp
 from aipusim.zoo import DecoderGraph, build_decoder
 
 COOPERATIVE = {"aipu_cores_used": 4, "multicore_mode": "cooperative"}
@@ -97,6 +98,38 @@ def test_the_report_says_how_a_decode_step_is_shared_by_the_cores(decode_step: P
     # a split layer's cores pass its output on: q's 256 int8 values, the FFN's 1024
     assert cores["exchange_bytes"]["/model/layers.0/self_attn/MatMul_13"] == 256
     assert cores["exchange_bytes"]["/model/layers.0/mlp/MatMul_60"] == 1024
+
+
+def test_the_ffn_runs_as_tensor_parallelism(decode_step: Path) -> None:
+    report = json.loads((decode_step / "report.json").read_text())
+    split = {r["name"]: r["split"]["choice"] for r in report["layers"]}
+    mlp = "/model/layers.0/mlp/"
+    # gate and up by output columns, SiLU and gate * up on each core's columns, down by
+    # input channels (each core its rows of the weights)
+    assert [split[mlp + n] for n in ("MatMul_60", "MatMul_61", "Mul_63", "Mul_64")] == [
+        "channels"
+    ] * 4
+    assert split[mlp + "MatMul_65"] == "inputs"
+    assert list(split.values()).count("inputs") == 4  # one FFN a layer
+    cores = report["kv_cache"]["cores"]
+    down = mlp + "MatMul_65"
+    assert cores["mvm_input_channels"] == {n: [256] * 4 for n in split if split[n] == "inputs"}
+    assert cores["mvm_columns"][down] == [256] * 4
+    # no hidden column crosses a core: cores 1-3 send core 0 their 256 int32 partial sums,
+    # and core 0 stores the 256 int8 results where the residual add reads them
+    assert cores["exchange_bytes"][down] == 3 * 256 * 4 + 256
+    assert mlp + "Mul_63" not in cores["exchange_bytes"]
+    assert set(cores["bytes_per_token_by_split"]) >= {"channels", "inputs", "none"}
+    tasks = {c: read_tasklist(decode_step / f"core{c}.tasklist").tasks for c in range(4)}
+    psum = {
+        c: [t for t in tasks[c] if isinstance(t, DpuOp) and t.kind is DpuKind.PSUM]
+        for c in range(4)
+    }
+    # one reduction per FFN, on core 0: four planes of 256 output channels
+    assert [len(psum[c]) for c in range(4)] == [4, 0, 0, 0]
+    assert all(t.operands == 4 and t.elements == 256 for t in psum[0])
+    partial = [t for c in range(4) for t in tasks[c] if isinstance(t, Mvm) and t.layer == down]
+    assert len(partial) == 4 and all(t.post is PostOp.NONE and t.rows_used == 256 for t in partial)
 
 
 @pytest.mark.slow
