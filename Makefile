@@ -50,17 +50,15 @@ CI_SLOW := tests/simulator/test_zoo_models.py tests/profiler/test_resnet50_chrom
 	tests/test_golden_cycles.py
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist); each test file stays on one worker
-# (--dist loadfile), so a file's module-scoped compiles are made once; the costliest files
-# go first (tests/conftest.py's HEAVY_FIRST, kept in that order by --no-loadscope-reorder).
-# The full-size checks spread test by test (--dist load): their compiles are shared by the
-# workers through a file-locked session folder (tests/zoo_compiles.py), so the workers
-# compile side by side.
+# (--dist loadfile), so a file's module-scoped compiles are made once. The full-size checks
+# spread test by test (--dist load): their compiles are shared by the workers through a
+# file-locked session folder (tests/zoo_compiles.py), so the workers compile side by side.
 TEST_WORKERS ?= 2
 
 # The fast suite draws a share of each hypothesis property test's examples
 # (tests/hypothesis_budget.py); `make test-slow` runs them again with every example.
 test: lint
-	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load -m slow $(CI_SLOW)
 
 test-slow: $(DEV_STAMP)

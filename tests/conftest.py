@@ -41,38 +41,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(os.environ.pop(SHARED_ENV), ignore_errors=True)
 
 
-#: The costliest test files of the fast suite, costliest first (CPU-seconds each on the
-#: 2-core machine, 2026-11-29: e2e_zoo 43, doctests 42, zoo models 35, multicore 19, ...).
-#: `make test` keeps each file on one worker (--dist loadfile) and hands the files out in
-#: collection order (--no-loadscope-reorder; xdist would otherwise order them by their
-#: number of tests, and a long file with few tests, started last, kept one worker busy
-#: while the other idled). A file missing here runs after these, in its usual order.
-HEAVY_FIRST = (
-    "tests/test_e2e_zoo.py",
-    "tests/test_doctests.py",
-    "tests/zoo/test_models.py",
-    "tests/compiler/backend/multicore/test_multicore.py",
-    "tests/test_golden_cycles.py",
-    "tests/calibrate/test_calibrate.py",
-    "tests/compiler/test_transformer_e2e.py",
-    "tests/profiler/test_outputs.py",
-    "tests/cli/test_bench_cmd.py",
-    "tests/simulator/functional/test_dpu.py",
-    "tests/sweep/test_sweep_runner.py",
-    "tests/compiler/backend/schedule/test_schedule.py",
-    "tests/api/test_decoder_check.py",
-    "tests/studies/test_layers_study.py",
-    "tests/compiler/backend/multicore/test_exchange.py",
-    "tests/simulator/functional/test_frames.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # a stable sort by file: each file's tests stay together and in their order
-    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
-
 @pytest.fixture(autouse=True)
 def _private_quantization_cache(
     monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
