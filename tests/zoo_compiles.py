@@ -70,6 +70,12 @@ def once(folder: Path, make: Callable[[Path], None]) -> Path:
     return folder
 
 
+def _published_or(name: str, size: int | None) -> int | None:
+    """``size``, or None when it is the model's published side (the same bytes as
+    ``zoo.build(name)``: one build serves both spellings)."""
+    return None if size is not None and zoo.info(name).input_shape[2:] == (size, size) else size
+
+
 @functools.cache
 def _serialized(name: str, size: int | None) -> bytes:
     shared = shared_dir()
@@ -89,7 +95,7 @@ def zoo_model(name: str, size: int | None = None) -> onnx.ModelProto:
     >>> zoo_model("tiny_cnn", 32).graph.input[0].name  # doctest: +SKIP
     'input'
     """
-    return onnx.load_from_string(_serialized(name, size))
+    return onnx.load_from_string(_serialized(name, _published_or(name, size)))
 
 
 class ZooCompiles:
@@ -111,7 +117,7 @@ class ZooCompiles:
         key = (name, size)
         if key not in self._models:
             path = self.root / f"{name}-{size}.onnx"
-            path.write_bytes(_serialized(name, size))  # what onnx.save writes
+            path.write_bytes(_serialized(name, _published_or(name, size)))  # as onnx.save
             self._models[key] = path
         return self._models[key]
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from zoo_compiles import zoo_model
 
-import aipusim.zoo as zoo
 from aipusim.arch import Arch, load_arch
 from aipusim.compiler import CompilerConfig
 from aipusim.compiler.backend.common.ir import Emitted
@@ -31,7 +31,7 @@ COST = cost_model(ARCH)
 @functools.cache
 def front_graph(name: str, size: int | None = None) -> Graph:
     """A zoo model after every front pass except quantization (cached per size)."""
-    model = zoo.build(name, input_size=size) if size else zoo.build(name)
+    model = zoo_model(name, size or None)  # built once per session, shared by the workers
     ctx = PassContext(CompilerConfig(), arch=ARCH)
     passes = [p for p in FRONT if p.name != "quantize"]
     return run_pipeline(model, ctx, passes=passes).graph
@@ -41,7 +41,7 @@ def front_graph(name: str, size: int | None = None) -> Graph:
 def quantized_program(name: str, size: int | None = None) -> Any:
     """A zoo model through every front pass, quantization included: its integer program
     (cached per size)."""
-    model = zoo.build(name, input_size=size) if size else zoo.build(name)
+    model = zoo_model(name, size or None)
     ctx = PassContext(CompilerConfig(), arch=ARCH)
     return run_pipeline(model, ctx, passes=FRONT).ir
 
