@@ -200,11 +200,19 @@ def quantized_model_files(
     """The files of a ``quantized_model/`` folder, by name, as bytes; ``core`` gives its
     `CORE_FILES` when they are already serialized (the quantization cache holds them)."""
     files = dict(quantized_graph_files(qgraph) if core is None else core)
+    dumped = _dumps_of.get(qgraph)
+    if dumped is None:
+        # (every warm compile writes the same graphs again: quantized_model/, reference/)
+        dumped = _dumps_of[qgraph] = text_dump(qgraph).encode()
     return {
         **files,
-        DUMP_TXT: text_dump(qgraph).encode(),
+        DUMP_TXT: dumped,
         REPORT: json.dumps(report, indent=2).encode(),
     }
+
+
+#: The `text_dump` of quantized graphs still alive, by graph object (as `_files_of`).
+_dumps_of: weakref.WeakKeyDictionary[QuantizedGraph, bytes] = weakref.WeakKeyDictionary()
 
 
 def write_quantized_model(

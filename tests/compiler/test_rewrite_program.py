@@ -5,6 +5,8 @@ computes the same int8 outputs as before it."""
 from __future__ import annotations
 
 import functools
+import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from zoo_compiles import zoo_model
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.ir import PLACE_PARTS_ATTR, Op
 from aipusim.compiler.passes.context import PassContext
+from aipusim.compiler.passes.rewrite import mac_around_lut, pword_padding
 from aipusim.compiler.pipeline import FRONT, run_pipeline
 from aipusim.compiler.quant import run_int8
 from aipusim.compiler.quant.quantize import QuantizedGraph
@@ -71,3 +74,18 @@ def test_folding_affine_steps_into_a_table_rounds_once_but_agrees_closely() -> N
         err = np.abs(got[k] - want[k]).max()
         spread = np.abs(want[k]).max()
         assert err <= 0.05 * spread, (k, err, spread)
+
+
+def test_a_rewrite_runs_once_per_quantized_graph_and_keeps_no_graph_alive() -> None:
+    ctx = PassContext(CompilerConfig())
+    q = run_pipeline(zoo_model("tiny_cnn", 16), ctx, passes=FRONT, stop_after="quantize").ir
+    ctx.results.clear()
+    assert isinstance(q, QuantizedGraph)
+    padded = pword_padding(q, ctx)
+    # a warm compile's program is the very object of the compile before
+    assert padded is not q and pword_padding(q, PassContext(CompilerConfig())) is padded
+    assert mac_around_lut(q, ctx) is q  # nothing to fold: the graph itself, not a copy
+    graphs = [weakref.ref(q), weakref.ref(padded)]
+    del q, padded
+    gc.collect()
+    assert [g() for g in graphs] == [None, None]

@@ -45,16 +45,30 @@ def stabbing(intervals: Iterable[tuple[int, int]]) -> list[int]:
     return points
 
 
-def choose_barriers(spans: Mapping[Pair, set[tuple[int, int]]], budget: int) -> frozenset[int]:
-    """The groups after which the cores meet at a barrier, given each token pair's
-    dependency intervals ``spans`` and ``budget`` global tokens (module docstring). Pairs
-    with a dependency inside a group are tokens whatever it costs; the rest are ranked by
-    the barriers they alone would force, most first (ties: the pair's order)."""
+Ranked = tuple[list[Pair], list[Pair]]
+
+
+def rank_pairs(spans: Mapping[Pair, set[tuple[int, int]]]) -> Ranked:
+    """(the pairs with a dependency inside a group, which are tokens whatever it costs;
+    the rest, ranked by the barriers they alone would force, most first, ties by the
+    pair's order): what `choose_barriers` keeps as tokens, first to last, whatever the
+    budget."""
     forced = [p for p, ivs in spans.items() if any(lo >= hi for lo, hi in ivs)]
     rest = sorted(
         (p for p in spans if p not in forced),
         key=lambda p: (-len(stabbing(spans[p])), str(p)),
     )
+    return forced, rest
+
+
+def choose_barriers(
+    spans: Mapping[Pair, set[tuple[int, int]]], budget: int, ranked: Ranked | None = None
+) -> frozenset[int]:
+    """The groups after which the cores meet at a barrier, given each token pair's
+    dependency intervals ``spans`` and ``budget`` global tokens (module docstring): the
+    pairs of `rank_pairs` (``ranked``, when the caller tries several budgets) are tokens
+    in their order while the budget lasts."""
+    forced, rest = ranked if ranked is not None else rank_pairs(spans)
     kept = set(forced) | set(rest[: max(0, budget - len(forced))])
     return frozenset(stabbing(iv for p in spans if p not in kept for iv in spans[p]))
 
@@ -73,4 +87,4 @@ def cross_core_spans(steps: Sequence[Step]) -> dict[Pair, set[tuple[int, int]]]:
     return dict(spans)
 
 
-__all__ = ["choose_barriers", "cross_core_spans", "stabbing"]
+__all__ = ["Ranked", "choose_barriers", "cross_core_spans", "rank_pairs", "stabbing"]

@@ -53,7 +53,11 @@ from aipusim.compiler.backend.imc.plan import LayerMapping
 from aipusim.compiler.backend.lower.layer import LayerPlan
 from aipusim.compiler.backend.memplan.buffers import MemPlan
 from aipusim.compiler.backend.pack.blobs import LayerConstants
-from aipusim.compiler.backend.schedule.barriers import choose_barriers, cross_core_spans
+from aipusim.compiler.backend.schedule.barriers import (
+    choose_barriers,
+    cross_core_spans,
+    rank_pairs,
+)
 from aipusim.compiler.backend.schedule.frame import emit_steps
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
 from aipusim.compiler.backend.schedule.memdeps import WarPlan, add_memory_war, anchor_frames
@@ -126,7 +130,8 @@ def build_schedule(
     probe, war = build_steps(inp, wplan)
     spans = cross_core_spans(probe.steps)
     count = target.arch.tokens.global_count
-    barriers = choose_barriers(spans, count)
+    ranked = rank_pairs(spans)  # (the same at every budget below)
+    barriers = choose_barriers(spans, count, ranked)
     # the token pass drops the waits other tokens imply, so more pairs usually fit: keep
     # more as tokens, half the instance's tokens a step, while the tokens fit; the
     # schedule with every pair counted (whose tokens fit) is built only if no try fits
@@ -136,7 +141,7 @@ def build_schedule(
         if not barriers or budget >= len(spans):
             break
         budget += max(1, count // 2)
-        more = choose_barriers(spans, budget)
+        more = choose_barriers(spans, budget, ranked)
         if len(more) >= len(barriers):
             continue
         try:
