@@ -57,8 +57,12 @@ TEST_WORKERS ?= 2
 
 # The fast suite draws a share of each hypothesis property test's examples
 # (tests/hypothesis_budget.py); `make test-slow` runs them again with every example.
+# The two runs share one folder of zoo builds and compiles (tests/zoo_compiles.py): the
+# full-size checks read the ResNet-50 the fast suite built instead of building it again.
 test: lint
-	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	shared=$$(mktemp -d) && trap 'rm -rf "$$shared"' EXIT && \
+	export AIPUSIM_TEST_SHARED_DIR="$$shared" && \
+	HYPOTHESIS_PROFILE=fast $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile && \
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist load -m slow $(CI_SLOW)
 
 test-slow: $(DEV_STAMP)

@@ -352,11 +352,13 @@ def compass_search(
     grid: Mapping[str, float] | None = None,
     log: Callable[[str], None] = lambda _: None,
     max_evals: int = MAX_EVALS,
+    last_step: float = LAST_STEP,
 ) -> tuple[dict[str, Any], float, int]:
     """Minimise ``objective`` over the numbers of ``ranges`` (the others stay at ``start``),
     in units of their ranges: try each number one step up and down, keep a move that lowers
     the objective, halve the step when none does. Values are rounded to their ``grid`` step
-    (integers to whole numbers) and stay in their ranges. Returns (best values, its
+    (integers to whole numbers) and stay in their ranges; the search ends when the step
+    falls below ``last_step`` or after ``max_evals`` evaluations. Returns (best values, its
     objective, evaluations).
 
     >>> best, obj, _ = compass_search(lambda v: (v["x"] - 0.3) ** 2, {"x": 1.0}, {"x": (0, 1)})
@@ -389,7 +391,7 @@ def compass_search(
     best = dict(start)
     best_obj = value_of(best)
     step = FIRST_STEP
-    while step >= LAST_STEP and len(seen) < max_evals:
+    while step >= last_step and len(seen) < max_evals:
         moved = False
         for key in keys:
             for sign in (1, -1):
@@ -449,10 +451,12 @@ def calibrate(
     grid: Mapping[str, float] | None = None,
     min_effect: float = MIN_EFFECT,
     progress: bool = True,
+    last_step: float = LAST_STEP,
 ) -> Calibration:
     """Fit the (I) numbers ``keys`` (default: the ones `aipusim.studies.validation` fits) of
     the arch file ``arch_path`` to the rows of ``measurements`` except ``holdout`` (1-based
-    data rows), and judge the fit (module doc)."""
+    data rows), and judge the fit (module doc). ``last_step``: the compass search's finest
+    step (share of each range; coarser is fewer evaluations)."""
     started = time.perf_counter()
     log = stderr_lines(progress)
     rows = read_measurements(measurements)
@@ -510,6 +514,7 @@ def calibrate(
             {k: known[k] for k in free},
             grid,
             log=log,
+            last_step=last_step,
         )
         return best, obj
 

@@ -8,8 +8,8 @@ opset 17, input named ``input``). Decoder-only language models (``llama_1b``,
 
 Example:
     >>> import aipusim.zoo as zoo
-    >>> model = zoo.build("mobilenetv2", input_size=64)
-    >>> round(zoo.count_macs(zoo.build("mobilenetv2")) / 1e9, 2)
+    >>> model = zoo.build("mobilenetv2")  # at its published 224 x 224; input_size= for others
+    >>> round(zoo.count_macs(model) / 1e9, 2)
     0.3
 """
 

@@ -13,6 +13,7 @@ from aipusim.arch import load_arch
 from aipusim.base.errors import ConfigError
 from aipusim.calibrate.fit import (
     DEFAULT_MEASUREMENTS,
+    LAST_STEP,
     Measurement,
     Predictor,
     calibrate,
@@ -50,8 +51,13 @@ def test_the_default_file_holds_the_published_points() -> None:
     ]
 
 
-def test_synthetic_measurements_recover_the_identifiable_numbers(synthetic: Path) -> None:
-    result = calibrate(synthetic, keys=KEYS, grid={}, progress=False)
+# The fast suite stops the search at 1/16 of each range (half the evaluations; still finer
+# than the 1/10 of a range the check allows); the full search (down to LAST_STEP) is slow.
+@pytest.mark.parametrize("last_step", [1 / 16, pytest.param(LAST_STEP, marks=pytest.mark.slow)])
+def test_synthetic_measurements_recover_the_identifiable_numbers(
+    synthetic: Path, last_step: float
+) -> None:
+    result = calibrate(synthetic, keys=KEYS, grid={}, progress=False, last_step=last_step)
     assert result.unidentifiable == ["dpu.lanes"]
     assert result.fitted["dpu.lanes"] == load_arch().dpu.lanes  # left at its prior
     for key, true in TRUTH.items():

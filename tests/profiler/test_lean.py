@@ -46,23 +46,34 @@ def _keep(text: str, tags: tuple[str, ...]) -> str:
     return lines[0] + "".join(ln for ln in lines[1:] if ln[1 : ln.index("]")] in tags)
 
 
-@pytest.mark.parametrize(
-    "tags",
-    [
-        ("B", "PB", "PE", "K", "M", "T"),
-        ("K",),
-        ("K", "M"),
-        ("B", "K", "M"),
-        ("PB", "PE"),
-        ("PB", "K", "M"),
-        ("B", "PB", "PE"),
-        ("B",),
-    ],
-)
-def test_synthetic_levels(synthetic, tags, write_trace, tmp_path, capsys) -> None:
-    path = write_trace(_keep(synthetic, tags))
-    for options in OPTIONS:
-        _both(path, options, tmp_path, capsys)
+LEVEL_SETS = [
+    ("B", "PB", "PE", "K", "M", "T"),
+    ("K",),
+    ("K", "M"),
+    ("B", "K", "M"),
+    ("PB", "PE"),
+    ("PB", "K", "M"),
+    ("B", "PB", "PE"),
+    ("B",),
+]
+
+
+def _level_cases() -> list:
+    """Every level set with every drop setting. The fast suite runs each level set without
+    drops and with one drop setting (turn about, so each setting meets several level sets);
+    the rest of the cross product, one pandas run each, is in the slow set."""
+    cases = []
+    for i, tags in enumerate(LEVEL_SETS):
+        fast = {0, 1 + i % (len(OPTIONS) - 1)}
+        for j, options in enumerate(OPTIONS):
+            marks = () if j in fast else pytest.mark.slow
+            cases.append(pytest.param(tags, options, marks=marks, id=f"{'-'.join(tags)}:{j}"))
+    return cases
+
+
+@pytest.mark.parametrize(("tags", "options"), _level_cases())
+def test_synthetic_levels(synthetic, tags, options, write_trace, tmp_path, capsys) -> None:
+    _both(write_trace(_keep(synthetic, tags)), options, tmp_path, capsys)
 
 
 def test_hand_written_trace(tiny, tmp_path, capsys) -> None:
