@@ -78,6 +78,9 @@ FRONTS = (
 #: limits even where the array is not the bottleneck.
 FLAT_SHARE = 0.01
 
+#: The table's column of each part of a unit's power (``clocked_idle`` -> ``clocked idle (W)``).
+PART_COLUMNS = {part: f"{part.replace('_', ' ')} (W)" for part in UNIT_POWER_PARTS}
+
 KINDS = {
     "u": "limit",
     "FPS": "fps",
@@ -87,7 +90,7 @@ KINDS = {
     "FPS/W": "fps_per_w",
     "energy/frame (mJ)": "energy_mj",
     "p50 latency (ms)": "latency_ms",
-    **{f"{part.replace('_', ' ')} (W)": "power_w" for part in UNIT_POWER_PARTS},
+    **{PART_COLUMNS[part]: "power_w" for part in UNIT_POWER_PARTS},
 }
 
 
@@ -134,7 +137,7 @@ def measure(
             "FPS/W": rows["fps_per_w"],
             "energy/frame (mJ)": rows["energy_mj_per_frame"],
             "p50 latency (ms)": rows["latency_us_p50"] / 1e3,
-            **{f"{p.replace('_', ' ')} (W)": rows[f"power_w_{p}"] for p in UNIT_POWER_PARTS},
+            **{PART_COLUMNS[p]: rows[f"power_w_{p}"] for p in UNIT_POWER_PARTS},
             "unit_power_w": rows["unit_power_w"],
             "status": rows["status"],
             "error": rows["error"].fillna(""),
@@ -175,7 +178,7 @@ def unit_breakdown(table: pd.DataFrame) -> pd.DataFrame:
                 {
                     "model": model,
                     "unit": unit,
-                    **{f"{p.replace('_', ' ')} (W)": parts[p] for p in UNIT_POWER_PARTS},
+                    **{PART_COLUMNS[p]: parts[p] for p in UNIT_POWER_PARTS},
                 }
             )
     return pd.DataFrame(out)
