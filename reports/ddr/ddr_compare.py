@@ -110,11 +110,19 @@ def config_from_ini(ini: Path) -> tuple[Lpddr4Config, dict]:
         cas_tck=1,
         pre_tck=1,
         refresh_mode="all_bank",  # its RANK_LEVEL_STAGGERED
+        # its controller: a read queue and a write buffer of `trans_queue_size`
+        # transactions each, feeding command queues of `cmd_queue_size` per bank (or per
+        # rank), reads and writes together; a write drain starts with a full write buffer,
+        # or with more than 8 writes and every command queue empty
+        # (`write_buffer_.size() > 8`), and moves the writes buffered when it started
         read_queue_depth=int(s["trans_queue_size"]),
         write_queue_depth=int(s["trans_queue_size"]),
-        drain_high=int(s["trans_queue_size"]),  # it drains a full write buffer
-        # and, with no read waiting, more than 8 writes (its `write_buffer_.size() > 8`)
+        drain_high=int(s["trans_queue_size"]),
         drain_low=8,
+        command_queues=s["queue_structure"].lower(),
+        command_queue_depth=int(s["cmd_queue_size"]),
+        write_drain="batch",
+        row_hit_limit=4,  # its ArbitratePrecharge closes a row after 4 hits
     )
     used = {sec: dict(p[sec]) for sec in ("dram_structure", "timing", "system")}
     return cfg, used

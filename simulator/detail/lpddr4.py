@@ -16,10 +16,23 @@ The controller, per channel, once per command:
   blocked for tRFCpb (tRFCab).
 - **Reads or writes.** Reads are served until the write queue reaches its high watermark,
   or no read waits while more than the low watermark of writes (or nothing else) does;
-  writes are then drained down to the low watermark (or until none is left).
-- **FR-FCFS.** Of the requests in the queue being served, the oldest whose column command
-  (a row hit) can issue now goes first; else the oldest whose next command (ACT, or PRE
-  of a conflicting row that no queued request still hits) can issue now.
+  writes are then drained down to the low watermark (or until none is left)
+  (``write_drain="watermark"``). With ``write_drain="batch"`` a drain starts at the high
+  watermark, or above the low one when nothing is scheduled, and serves the writes queued
+  when it started, then reads again.
+- **Queue structure** (``command_queues``). ``"none"``: the scheduler picks straight from
+  the read or write queue (FR-FCFS: of the requests in the queue being served, the oldest
+  whose column command, a row hit, can issue now goes first; else the oldest whose next
+  command, ACT or PRE of a conflicting row that no queued request still hits, can issue
+  now). ``"per_bank"`` / ``"per_rank"``: the read and write queues are transaction queues;
+  once a clock the oldest transaction of the one being served whose bank's (rank's)
+  command queue has room (``command_queue_depth``) moves into it, reads and writes
+  together. The scheduler visits the command queues round-robin (from the one after the
+  last that issued) and issues the first ready command of the first queue that has one:
+  in a queue, the oldest ready row hit or ACT goes first; a PRE only for the oldest entry
+  of its bank, and only if no younger entry there hits the open row.
+- **Row-hit limit** (``row_hit_limit``, 0 for none): after that many column commands to
+  an open row, a PRE may close it even though queued requests still hit it.
 
 Commands hold the command bus for `act_tck` / `cas_tck` / `pre_tck` clocks and obey tRCD,
 tRP, tRAS, tRC, tRRD, tFAW, tCCD, tWR, tRTP, tWTR, tRTW (read to write command gap) and a
@@ -49,6 +62,12 @@ from aipusim.base.errors import InvalidArgument
 
 #: Refresh schemes: per-bank (REFpb), all-bank (REFab), or none (for hand-computed tests).
 REFRESH_MODES = ("per_bank", "all_bank", "none")
+#: Command queues between the transaction queues and the scheduler: none, one per bank or
+#: one per rank (holding reads and writes together).
+COMMAND_QUEUES = ("none", "per_bank", "per_rank")
+#: Write drains: down to the low watermark (``watermark``), or the writes queued when the
+#: drain started (``batch``).
+WRITE_DRAINS = ("watermark", "batch")
 
 _FAR = 1 << 62  # a time later than any event
 
@@ -96,6 +115,12 @@ class Lpddr4Config:
     write_queue_depth: int
     drain_high: int  # writes queued that start a drain
     drain_low: int  # writes queued at which a drain stops
+    # The controller's structure (module docstring). The defaults are the arch file's
+    # controller: no command queues, watermark drains, no row-hit limit.
+    command_queues: str = "none"
+    command_queue_depth: int = 0  # entries of each command queue (0 with no queues)
+    write_drain: str = "watermark"
+    row_hit_limit: int = 0
 
     @classmethod
     def from_arch(cls, arch: Arch) -> Lpddr4Config:
@@ -190,17 +215,30 @@ class Lpddr4Config:
     def check(self) -> None:
         """An `InvalidArgument` naming the first field that cannot describe a memory."""
         for name, value in self.__dict__.items():
-            if name in ("tck_ns", "refresh_mode"):
+            if name in ("tck_ns", "refresh_mode", "command_queues", "write_drain"):
                 continue
-            lowest = 0 if name in ("drain_low", "t_rtrs") else 1
+            lowest = (
+                0
+                if name in ("drain_low", "t_rtrs", "command_queue_depth", "row_hit_limit")
+                else 1
+            )
             if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
                 raise InvalidArgument(f"`{name}` must be an integer >= {lowest}, not {value!r}")
         if not (isinstance(self.tck_ns, (int, float)) and self.tck_ns > 0):
             raise InvalidArgument(f"`tck_ns` must be a positive number, not {self.tck_ns!r}")
-        if self.refresh_mode not in REFRESH_MODES:
+        for name, valid in (
+            ("refresh_mode", REFRESH_MODES),
+            ("command_queues", COMMAND_QUEUES),
+            ("write_drain", WRITE_DRAINS),
+        ):
+            if getattr(self, name) not in valid:
+                raise InvalidArgument(
+                    f"`{name}` must be one of {', '.join(valid)}, not {getattr(self, name)!r}"
+                )
+        if (self.command_queues == "none") != (self.command_queue_depth == 0):
             raise InvalidArgument(
-                f"`refresh_mode` must be one of {', '.join(REFRESH_MODES)}, "
-                f"not {self.refresh_mode!r}"
+                "`command_queue_depth` must be 0 with no command queues and >= 1 with "
+                f"{self.command_queues!r} ones, not {self.command_queue_depth}"
             )
         if self.interleave_bytes % self.burst_bytes or self.page_bytes % self.interleave_bytes:
             raise InvalidArgument(
@@ -295,6 +333,13 @@ class ChannelController:
         self.last_accept = -1
         self.room_at = {False: 0, True: 0}  # when a full queue last got room
         self.draining = False
+        self.drain_left = 0  # writes a batch drain still serves
+        self.row_hits = [0] * nb  # column commands since the bank's row opened
+        # the command queues (none: the scheduler reads the transaction queues directly)
+        nq = {"none": 0, "per_bank": nb, "per_rank": cfg.ranks}[cfg.command_queues]
+        self.cmd_queues: list[list[_Burst]] = [[] for _ in range(nq)]
+        self.queued = 0  # bursts in the command queues
+        self.last_queue = nq - 1  # the queue that issued last (round-robin)
         # refresh: the next due time and target per rank (target bank for per-bank refresh)
         self.refresh_due = [0] * cfg.ranks
         self.refresh_bank = [0] * cfg.ranks
@@ -313,7 +358,17 @@ class ChannelController:
 
     @property
     def busy(self) -> bool:
-        return bool(self.pending or self.reads or self.writes)
+        return bool(self.pending or self.reads or self.writes or self.queued)
+
+    def _left(self, burst: _Burst, now: int) -> None:
+        """``burst`` left its transaction queue at ``now``: a full queue has room again."""
+        queue = self.writes if burst.write else self.reads
+        queue.remove(burst)
+        depth = self.cfg.write_queue_depth if burst.write else self.cfg.read_queue_depth
+        if len(queue) == depth - 1:
+            self.room_at[burst.write] = now
+        if burst.write and self.drain_left:
+            self.drain_left -= 1
 
     def _accept(self, now: int) -> int:
         """Move pending bursts into their queue (one per clock, in order, while there is
@@ -464,6 +519,7 @@ class ChannelController:
             self._precharge(b, now)
         elif kind == "ACT":
             self.open_row[b] = burst.row
+            self.row_hits[b] = 0
             self.col_ready[b] = now + cfg.t_rcd
             self.pre_ready[b] = now + cfg.t_ras
             self.act_ready[b] = now + cfg.t_rc
@@ -477,27 +533,42 @@ class ChannelController:
                 self.pre_ready[b] = max(self.pre_ready[b], now + cfg.cwl + half + cfg.t_wr)
                 self.last_wr = (now, burst.rank)
                 burst.done = now + cfg.cwl + half
-                self.writes.remove(burst)
                 self.commands["WR"] += 1
             else:
                 self.pre_ready[b] = max(self.pre_ready[b], now + cfg.t_rtp)
                 self.last_rd = (now, burst.rank)
                 burst.done = now + cfg.cl + half
-                self.reads.remove(burst)
                 self.commands["RD"] += 1
-            depth = cfg.write_queue_depth if burst.write else cfg.read_queue_depth
-            if len(self.writes if burst.write else self.reads) == depth - 1:
-                self.room_at[burst.write] = now
+            if self.cmd_queues:
+                self.cmd_queues[self._queue_of(burst)].remove(burst)
+                self.queued -= 1
+            else:
+                self._left(burst, now)
+            self.row_hits[b] += 1
             self.cmd_free = now + cfg.cas_tck
             self.finished.append(burst)
 
     def _serve_writes(self, now: int) -> bool:
-        """Whether writes are served now: a drain starts at the high watermark, or when no
-        read waits and either more than the low watermark of writes wait or no request
-        that has arrived waits to enter (the controller is idle); it stops at the low
-        watermark once a read waits, or when the write queue is empty."""
+        """Whether writes are served now.
+
+        Watermark drains start at the high watermark, or when no read waits and either
+        more than the low watermark of writes wait or no request that has arrived waits to
+        enter (the controller is idle); they stop at the low watermark once a read waits,
+        or when the write queue is empty. Batch drains start at the high watermark, or
+        above the low one when nothing is scheduled (no read queued, or every command
+        queue empty), or when nothing but writes is left; they serve the writes queued
+        when they started."""
         cfg = self.cfg
         n = len(self.writes)
+        if cfg.write_drain == "batch":
+            if not n:
+                self.drain_left = 0
+            elif not self.drain_left:
+                quiet = not self.queued if self.cmd_queues else not self.reads
+                flush = not self.pending and not self.reads
+                if n >= cfg.drain_high or (n > cfg.drain_low and quiet) or flush:
+                    self.drain_left = n
+            return self.drain_left > 0
         if self.draining and (n == 0 or (n <= cfg.drain_low and self.reads)):
             self.draining = False
         elif not self.draining and n:
@@ -510,8 +581,85 @@ class ChannelController:
         """Issue at most one command at ``now``; (issued, next time worth a look)."""
         next_accept = self._accept(now)
         issued, next_refresh = self._refresh_step(now)
+        if self.cmd_queues:
+            earliest = _FAR
+            if not issued:
+                issued, earliest = self._issue_queued(now)
+            # a transaction moves into the command queues in the same clock
+            moved = self._move_one(now)
+            if issued or moved:
+                return issued, now + 1
+            return False, max(min(earliest, next_accept, next_refresh), now + 1)
         if issued:
             return True, now + 1
+        return self._issue_direct(now, next_accept, next_refresh)
+
+    # -- with command queues ---------------------------------------------------------------
+    def _queue_of(self, burst: _Burst) -> int:
+        return burst.bank if self.cfg.command_queues == "per_bank" else burst.rank
+
+    def _move_one(self, now: int) -> bool:
+        """Move the oldest transaction of the queue being served whose command queue has
+        room into it; whether one moved."""
+        queue = self.writes if self._serve_writes(now) else self.reads
+        depth = self.cfg.command_queue_depth
+        for q in queue:
+            target = self.cmd_queues[self._queue_of(q)]
+            if len(target) < depth:
+                self._left(q, now)
+                target.append(q)
+                self.queued += 1
+                return True
+        return False
+
+    def _issue_queued(self, now: int) -> tuple[bool, int]:
+        """Issue the first ready command of the command queues, visited round-robin from
+        the one after the last that issued; else (False, when one may be ready)."""
+        cfg = self.cfg
+        blocked = self._refreshing(now)
+        per_rank = cfg.command_queues == "per_rank"
+        open_row, cmd_free = self.open_row, self.cmd_free
+        col_at: dict[tuple[int, bool], int] = {}
+        earliest = _FAR
+        nq = len(self.cmd_queues)
+        for i in range(1, nq + 1):
+            idx = (self.last_queue + i) % nq
+            queue = self.cmd_queues[idx]
+            if not queue:
+                continue
+            if blocked and (
+                any(b // cfg.banks == idx for b in blocked) if per_rank else idx in blocked
+            ):
+                continue  # a refresh of its bank (rank) is due
+            for pos, q in enumerate(queue):
+                b = q.bank
+                row = open_row[b]
+                if row == q.row:
+                    c = col_at.get((q.rank, q.write))
+                    if c is None:
+                        c = col_at[q.rank, q.write] = self._column_ready(q)
+                    t, kind = max(self.col_ready[b], c, cmd_free), "COL"
+                elif row < 0:
+                    t, kind = max(self._act_ready(b, q.rank), cmd_free), "ACT"
+                else:
+                    if any(x.bank == b for x in queue[:pos]):
+                        continue  # only the bank's oldest entry may close its row
+                    if not (cfg.row_hit_limit and self.row_hits[b] >= cfg.row_hit_limit) and any(
+                        x.bank == b and x.row == row for x in queue[pos + 1 :]
+                    ):
+                        continue  # a younger entry still hits the open row
+                    t, kind = max(self.pre_ready[b], cmd_free), "PRE"
+                if t <= now:
+                    self._issue(q, kind, now)
+                    self.last_queue = idx
+                    return True, now + 1
+                earliest = min(earliest, t)
+        return False, earliest
+
+    # -- without command queues ------------------------------------------------------------
+    def _issue_direct(self, now: int, next_accept: int, next_refresh: int) -> tuple[bool, int]:
+        """FR-FCFS straight from the read or write queue."""
+        cfg = self.cfg
         queue = self.writes if self._serve_writes(now) else self.reads
         blocked = self._refreshing(now)
         open_row, cmd_free = self.open_row, self.cmd_free
@@ -545,7 +693,9 @@ class ChannelController:
                     hits_open = {
                         x.bank for x in queue if open_row[x.bank] == x.row and x.bank not in blocked
                     }
-                if b in hits_open:
+                if b in hits_open and not (
+                    cfg.row_hit_limit and self.row_hits[b] >= cfg.row_hit_limit
+                ):
                     continue  # a queued request still hits the open row: keep it
                 t = max(self.pre_ready[b], cmd_free)
                 if t <= now and best_other is None:
