@@ -218,9 +218,7 @@ class Lpddr4Config:
             if name in ("tck_ns", "refresh_mode", "command_queues", "write_drain"):
                 continue
             lowest = (
-                0
-                if name in ("drain_low", "t_rtrs", "command_queue_depth", "row_hit_limit")
-                else 1
+                0 if name in ("drain_low", "t_rtrs", "command_queue_depth", "row_hit_limit") else 1
             )
             if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
                 raise InvalidArgument(f"`{name}` must be an integer >= {lowest}, not {value!r}")
@@ -340,6 +338,7 @@ class ChannelController:
         self.cmd_queues: list[list[_Burst]] = [[] for _ in range(nq)]
         self.queued = 0  # bursts in the command queues
         self.last_queue = nq - 1  # the queue that issued last (round-robin)
+        self._no_room: tuple[int, bool, int] | None = None
         # refresh: the next due time and target per rank (target bank for per-bank refresh)
         self.refresh_due = [0] * cfg.ranks
         self.refresh_bank = [0] * cfg.ranks
@@ -602,14 +601,21 @@ class ChannelController:
         """Move the oldest transaction of the queue being served whose command queue has
         room into it; whether one moved."""
         queue = self.writes if self._serve_writes(now) else self.reads
+        # a scan that found no room finds none until a column command leaves a command
+        # queue or a transaction joins this one
+        state = (self.commands["RD"] + self.commands["WR"], queue is self.writes, len(queue))
+        if state == self._no_room:
+            return False
         depth = self.cfg.command_queue_depth
+        per_bank = self.cfg.command_queues == "per_bank"
         for q in queue:
-            target = self.cmd_queues[self._queue_of(q)]
+            target = self.cmd_queues[q.bank if per_bank else q.rank]
             if len(target) < depth:
                 self._left(q, now)
                 target.append(q)
                 self.queued += 1
                 return True
+        self._no_room = state
         return False
 
     def _issue_queued(self, now: int) -> tuple[bool, int]:
@@ -618,6 +624,7 @@ class ChannelController:
         cfg = self.cfg
         blocked = self._refreshing(now)
         per_rank = cfg.command_queues == "per_rank"
+        limit = cfg.row_hit_limit
         open_row, cmd_free = self.open_row, self.cmd_free
         col_at: dict[tuple[int, bool], int] = {}
         earliest = _FAR
@@ -631,20 +638,25 @@ class ChannelController:
                 any(b // cfg.banks == idx for b in blocked) if per_rank else idx in blocked
             ):
                 continue  # a refresh of its bank (rank) is due
+            seen: set[int] = set()  # banks with an older entry in this queue
             for pos, q in enumerate(queue):
                 b = q.bank
                 row = open_row[b]
+                older = b in seen
+                seen.add(b)
                 if row == q.row:
                     c = col_at.get((q.rank, q.write))
                     if c is None:
                         c = col_at[q.rank, q.write] = self._column_ready(q)
                     t, kind = max(self.col_ready[b], c, cmd_free), "COL"
+                elif older:
+                    # an ACT would be the older entry's (same time, it goes first); only
+                    # the bank's oldest entry may close its row
+                    continue
                 elif row < 0:
                     t, kind = max(self._act_ready(b, q.rank), cmd_free), "ACT"
                 else:
-                    if any(x.bank == b for x in queue[:pos]):
-                        continue  # only the bank's oldest entry may close its row
-                    if not (cfg.row_hit_limit and self.row_hits[b] >= cfg.row_hit_limit) and any(
+                    if not (limit and self.row_hits[b] >= limit) and any(
                         x.bank == b and x.row == row for x in queue[pos + 1 :]
                     ):
                         continue  # a younger entry still hits the open row

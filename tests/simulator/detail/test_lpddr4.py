@@ -118,6 +118,52 @@ def test_fr_fcfs_serves_a_younger_row_hit_before_an_older_conflict() -> None:
     assert done == [114, 120 + 18, 104 + 18]
 
 
+PER_BANK = replace(HAND, command_queues="per_bank", command_queue_depth=8)
+
+
+def test_a_full_bank_queue_blocks_the_transaction_queue() -> None:
+    # Three reads to bank 0 (rows 0, 1, 2), then one to bank 1; a read queue of 2 feeding
+    # command queues of 1. A moves into bank 0's queue at 0 (ACT 1, READ 7); B and C wait
+    # in the read queue, which is then full: D enters only when B moves, at A's READ (7),
+    # and goes to bank 1's queue at 8 (ACT 9, READ 16 after PRE B at 15 in round-robin
+    # order). B: PRE 15 (tRAS), ACT 21 (tRC), READ 27; C: PRE 35, ACT 41, READ 47.
+    cfg = replace(PER_BANK, read_queue_depth=2, command_queue_depth=1)
+    four = ([0, ROW, 2 * ROW, BANK], [32] * 4, [False] * 4, [0] * 4)
+    res = simulate_requests(cfg, *four)
+    assert res.accept_tck.tolist() == [0, 1, 2, 7]
+    assert res.done_tck.tolist() == [25, 45, 65, 34]
+    # deeper command queues take B and C at once: D enters at 3
+    assert simulate_requests(replace(cfg, command_queue_depth=8), *four).accept_tck[3] == 3
+    # one queue of 1 for the whole rank: D waits for C's READ (47) to move, ACT 48, READ 55
+    per_rank = replace(cfg, command_queues="per_rank")
+    assert simulate_requests(per_rank, *four).done_tck.tolist() == [25, 45, 65, 73]
+
+
+def test_reads_and_writes_share_a_bank_queue() -> None:
+    # A write to row 0 of bank 0 at 0, a read of row 1 at 1. With command queues and a batch
+    # drain (low watermark 0: one write and empty command queues start it) the write moves
+    # first and the read waits behind it in bank 0's queue: ACT 1, WRITE 7 (data ends 20),
+    # PRE after the write recovery 7 + 13 + tWR 6 = 26, ACT 32, READ 38, data ends 56.
+    cfg = replace(PER_BANK, write_drain="batch", drain_low=0)
+    assert run([(0, True, 0), (ROW, False, 1)], cfg) == [20, 56]
+    # without command queues, watermark drains serve the read first (done 44), the write
+    # once no read waits
+    assert run([(0, True, 0), (ROW, False, 1)]) == [59, 44]
+
+
+def test_the_row_hit_limit_lets_an_older_conflict_close_the_row() -> None:
+    # A (row 0) at 0, B (row 1) at 1, then three hits of row 0 at 2, 3, 4. FR-FCFS keeps
+    # row 0 open for every hit (READs 7, 15, 23, 31), B last.
+    reads = [(0, False, 0), (ROW, False, 1), (32, False, 2), (64, False, 3), (96, False, 4)]
+    assert run(reads, PER_BANK) == [25, 65, 33, 41, 49]
+    # After 2 hits (A's and the first younger one, READ 15) B's PRE may go once tRTP
+    # allows: PRE 19, ACT 25, READ 31; the last two hits reopen row 0: PRE 39, ACT 45,
+    # READs 51 and 59.
+    assert run(reads, replace(PER_BANK, row_hit_limit=2)) == [25, 49, 33, 69, 77]
+    # the limit applies without command queues too (ACT 0, one clock earlier)
+    assert run(reads, replace(HAND, row_hit_limit=2)) == [24, 48, 32, 68, 76]
+
+
 def test_the_arch_config_streams_near_peak_and_refreshes() -> None:
     cfg = Lpddr4Config.from_arch(load_arch())
     n = 2048
@@ -160,6 +206,20 @@ def test_mismatched_columns_and_bad_configs_are_named() -> None:
         match=r"`drain_high` must lie in \[drain_low, write_queue_depth\] = \[2, 8\], not 9",
     ):
         simulate_requests(replace(HAND, drain_high=9), [0], [32], [False], [0])
+    with pytest.raises(
+        InvalidArgument, match=r"`command_queues` must be one of none, per_bank, per_rank, not 'x'"
+    ):
+        simulate_requests(replace(PER_BANK, command_queues="x"), [0], [32], [False], [0])
+    with pytest.raises(
+        InvalidArgument,
+        match=r"`command_queue_depth` must be 0 with no command queues and >= 1 with "
+        r"'per_bank' ones, not 0",
+    ):
+        simulate_requests(replace(PER_BANK, command_queue_depth=0), [0], [32], [False], [0])
+    with pytest.raises(
+        InvalidArgument, match=r"`write_drain` must be one of watermark, batch, not 'x'"
+    ):
+        simulate_requests(replace(HAND, write_drain="x"), [0], [32], [False], [0])
     with pytest.raises(InvalidArgument, match=r"`t_rcd` must be an integer >= 1, not 0"):
         simulate_requests(replace(HAND, t_rcd=0), [0], [32], [False], [0])
     with pytest.raises(
