@@ -48,7 +48,7 @@ from aipusim.isa.trace_schema import (
     Tag,
     TraceHeader,
 )
-from aipusim.profiler.scan import NONCANONICAL, OTHER, classify_lines
+from aipusim.profiler.scan import NONCANONICAL, OTHER, Encoded, classify_lines
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -204,6 +204,18 @@ def int64_array(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
+def int32_array(values: np.ndarray) -> pa.Array:
+    """An Arrow int32 array over ``values`` without a copy (see `int64_array`)."""
+    values = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+
+
+def _words(offsets: np.ndarray, chars: np.ndarray) -> pa.Array:
+    """An Arrow string array of the scan's buffers. The scan admits printable ASCII only,
+    so the bytes are valid UTF-8."""
+    return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(chars))
+
+
 def _string_array(values: list[str]) -> pa.Array:
     """An Arrow string array of ``values`` (`int64_array` says why not ``pa.array``)."""
     data = [v.encode() for v in values]
@@ -257,7 +269,7 @@ class _Lines:
 
     def __init__(self, buf: bytes | memoryview) -> None:
         self.buf = buf
-        self.scan = classify_lines(np.frombuffer(buf, dtype=np.uint8))
+        self.scan = classify_lines(buf)
         self.ends = self.scan.ends
         self.starts = np.empty_like(self.ends)
         if len(self.ends):
@@ -273,13 +285,17 @@ class _Lines:
         for (_, ctype), values in zip(COLUMNS[tag], self.scan.columns[tag], strict=True):
             if ctype is ColumnType.INT:
                 arrays.append(int64_array(values))
+            elif isinstance(values, Encoded):
+                # already encoded by the compiled scan: no Arrow compute kernel (importing
+                # pyarrow.compute costs about 0.15 CPU-s of every process)
+                arrays.append(
+                    pa.DictionaryArray.from_arrays(
+                        int32_array(values.codes), _words(values.offsets, values.chars)
+                    )
+                )
             else:
                 offsets, chars = values
-                # The scan admits printable ASCII only, so the bytes are valid UTF-8.
-                words = pa.StringArray.from_buffers(
-                    len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(chars)
-                )
-                arrays.append(words.dictionary_encode())
+                arrays.append(_words(offsets, chars).dictionary_encode())
         return pa.Table.from_arrays(arrays, schema=tag_schema(tag))
 
 
