@@ -137,52 +137,44 @@ typedef struct {
     Dict strs[MAX_FIELDS];
 } TagSpec;
 
-/* -?\d{1,18} in [b, e): 1 and the value, else 0. */
-static inline int parse_int(const char *b, const char *e, int64_t *out) {
-    int neg = b < e && *b == '-';
-    b += neg;
-    Py_ssize_t digits = e - b;
-    if (digits < 1 || digits > MAX_DIGITS) return 0;
-    int64_t v = 0;
-    for (; b < e; b++) {
-        unsigned d = (unsigned char)*b - '0';
-        if (d > 9) return 0;
-        v = v * 10 + d;
-    }
-    *out = neg ? -v : v;
-    return 1;
-}
-
-static inline int plain_string(const char *b, const char *e) {
-    for (; b < e; b++) {
-        unsigned char c = (unsigned char)*b;
-        if (c <= 32 || c >= 128 || c == '=') return 0;
-    }
-    return 1;
-}
-
-/* The line [p, end) of tag `t` as a canonical row: appended, 1; else nothing, 0. */
+/* The line [p, end) of tag `t` as a canonical row: appended, 1; else nothing, 0. One
+ * pass: each field's key is compared, then its value read up to the next space (the last
+ * field up to the line's end), integers as -?\d{1,18}, strings as bytes 33-127 but '='. */
 static int canonical(TagSpec *t, const char *p, const char *end) {
     if (end - p < PREFIX_BYTES || memcmp(p, t->prefix, PREFIX_BYTES) != 0) return 0;
     const char *begin[MAX_FIELDS], *stop[MAX_FIELDS];
     int64_t value[MAX_FIELDS];
     const char *q = p + PREFIX_BYTES;
     for (int k = 0; k < t->nfields; k++) {
-        const char *space = memchr(q, ' ', (size_t)(end - q));
-        const char *e;
-        if (k < t->nfields - 1) {
-            if (!space) return 0;
-            e = space;
+        if (end - q < t->key_len[k] || memcmp(q, t->key[k], (size_t)t->key_len[k]) != 0) return 0;
+        q += t->key_len[k];
+        begin[k] = q;
+        if (t->is_int[k]) {
+            int neg = q < end && *q == '-';
+            q += neg;
+            const char *digits = q;
+            int64_t v = 0;
+            while (q < end && (unsigned)((unsigned char)*q - '0') <= 9) {
+                if (q - digits == MAX_DIGITS) return 0; /* 19 digits or more */
+                v = v * 10 + (*q++ - '0');
+            }
+            if (q == digits) return 0;
+            value[k] = neg ? -v : v;
         } else {
-            if (space) return 0;
-            e = end;
+            while (q < end) {
+                unsigned char c = (unsigned char)*q;
+                if (c <= 32 || c >= 128 || c == '=') break;
+                q++;
+            }
         }
-        if (e - q < t->key_len[k] || memcmp(q, t->key[k], (size_t)t->key_len[k]) != 0) return 0;
-        begin[k] = q + t->key_len[k];
-        stop[k] = e;
-        if (t->is_int[k] ? !parse_int(begin[k], e, &value[k]) : !plain_string(begin[k], e))
+        stop[k] = q;
+        /* the value must end at the next field's space, the last at the line's end */
+        if (k < t->nfields - 1) {
+            if (q >= end || *q != ' ') return 0;
+            q++;
+        } else if (q != end) {
             return 0;
-        q = e + 1;
+        }
     }
     for (int k = 0; k < t->nfields; k++) {
         if (t->is_int[k]) {
