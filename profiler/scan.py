@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aipusim.isa.trace_schema import COLUMNS, LEVELS, ColumnType, Tag
+from aipusim.profiler.native import NATIVE
 
 #: ``kinds`` value of a line whose tag is not one of `LEVELS` (or that has no tag).
 OTHER = -1
@@ -239,7 +240,7 @@ class Encoded:
 
 @functools.cache
 def _schema() -> tuple:
-    """`LEVELS` as the compiled scanner takes them (`aipusim.profiler._cscan`)."""
+    """`LEVELS` as the compiled scan takes them (`aipusim.profiler.native`)."""
     out = []
     for tag in LEVELS:
         label = f"[{tag.value}]".encode()
@@ -250,25 +251,13 @@ def _schema() -> tuple:
     return tuple(out)
 
 
-def _compiled() -> object | None:
-    try:
-        from aipusim.profiler import _cscan
-    except ImportError:  # built without a C compiler: the numpy scan does the same
-        return None
-    return _cscan
-
-
-#: The compiled scanner (`profiler/_cscan.c`), or None when it was not built.
-CSCAN = _compiled()
-
-
 def classify_lines(buf: np.ndarray | bytes | memoryview) -> Scan:
     """Scan ``buf`` (whole lines) with the compiled scanner when it is built, else with
     `numpy_classify_lines`; both find the same lines and values (string columns come
     `Encoded` from the compiled one)."""
-    if CSCAN is None:
+    if NATIVE is None:
         return numpy_classify_lines(np.frombuffer(buf, dtype=np.uint8))
-    ends, kinds, found = CSCAN.scan(buf, _schema())
+    ends, kinds, found = NATIVE.scan(buf, _schema())
     columns: dict[Tag, list] = {}
     for t, cols in found.items():
         columns[LEVELS[t]] = [

@@ -1,6 +1,7 @@
-"""The compiled trace scanner (`profiler/_cscan.c`, the project's one C module) against the
-numpy scan it stands in for (`aipusim.profiler.scan.numpy_classify_lines`): the same lines,
-kinds and values on canonical, damaged and random lines."""
+"""The profiler's compiled kernels (`profiler/_native.c`, the project's one C module) against
+their numpy twins: the scan (`aipusim.profiler.scan.numpy_classify_lines`) finds the same
+lines, kinds and values on canonical, damaged and random lines; the exclusive time
+(`aipusim.profiler.exclusive`) is the same on random and synthetic tasks."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from aipusim.isa.trace_schema import COLUMNS, LEVELS, Tag, format_line
-from aipusim.profiler import scan
+from aipusim.profiler import exclusive, scan
+from aipusim.profiler.native import NATIVE
 from aipusim.profiler.synth import write_synthetic_trace
 
 
@@ -50,7 +52,7 @@ def _same(text: bytes) -> None:
 def test_the_compiled_scanner_is_built() -> None:
     # optional in setup.py (an install without a C compiler still works, on the numpy scan),
     # so a missing build would only show as a slower profiler: say so here
-    assert scan.CSCAN is not None, "profiler/_cscan.c is not built: pip install -e . again"
+    assert NATIVE is not None, "profiler/_native.c is not built: pip install -e . again"
 
 
 def test_synthetic_trace(tmp_path) -> None:
@@ -152,3 +154,34 @@ def test_kinds_of_a_tag() -> None:
 @pytest.mark.parametrize("tag", LEVELS)
 def test_every_tag(tag: Tag) -> None:
     _same((format_line(tag, ROW) + "\n").encode() * 3)
+
+
+def _exclusive_both(*arrays: np.ndarray) -> None:
+    compiled = exclusive.exclusive_cycles(*arrays)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(exclusive, "NATIVE", None)
+        reference = exclusive.exclusive_cycles(*arrays)
+    assert compiled.dtype == reference.dtype == np.float64
+    assert compiled.tolist() == reference.tolist()
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.data())
+def test_exclusive_random_tasks(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 40))
+    ints = lambda lo, hi: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)))  # noqa: E731
+    start = ints(-5, 60)
+    end = start + ints(0, 25)  # tasks of one queue may overlap: the later start wins
+    _exclusive_both(ints(0, 2), ints(0, 3), ints(-1, 6), start, end)
+
+
+def test_exclusive_synthetic_trace(tmp_path) -> None:
+    from aipusim.profiler import lean
+
+    path = tmp_path / "s.trace"
+    write_synthetic_trace(path, frames=12, cores=4)
+    t = lean._tasks(lean.read_trace(path))
+    priority = (t.frame + 1) * (int(t.task.max()) + 1) + t.task
+    _exclusive_both(t.core, t.unit.codes, priority, t.start, t.end)
+    # far-apart times and priorities: the numpy twin's other branches
+    _exclusive_both(t.core, t.unit.codes, priority << 40, t.start << 40, t.end << 40)

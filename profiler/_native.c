@@ -1,4 +1,11 @@
-/* The compiled twin of `aipusim.profiler.scan.classify_lines`: one pass over a chunk of
+/* The profiler's compiled kernels (the project's one C module; optional in setup.py, each
+ * with a numpy twin that runs when it is not built and that its tests compare it with,
+ * tests/profiler/test_native.py):
+ *
+ * - scan: `aipusim.profiler.scan.classify_lines`;
+ * - exclusive: `aipusim.profiler.exclusive.exclusive_cycles`' painting.
+ *
+ * scan. The compiled twin of `aipusim.profiler.scan.classify_lines`: one pass over a chunk of
  * trace text in C (the numpy scan costs about 0.9 CPU-s of a 1M-line trace, this about a
  * tenth of it). The rules are the scan module's, byte for byte: a line is canonical for a
  * tag when it is laid out exactly as `format_line` writes it (padded ``[TAG]``, every
@@ -20,7 +27,7 @@
  *     bytes) of bytearrays.
  * The scan itself runs without the GIL, so chunks are scanned on several threads at once.
  *
- * Tests: tests/profiler/test_cscan.py compares it with the numpy scan.
+ * Tests: tests/profiler/test_native.py compares it with the numpy scan.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -334,13 +341,110 @@ done:
     return result;
 }
 
+
+/* One core's tasks at sorted positions [lo, hi) of `order`, queue by queue. */
+static void hold_core(const int64_t *order, const int64_t *unit, const int64_t *rank,
+                      const int64_t *start, const int64_t *end, Py_ssize_t lo, Py_ssize_t hi,
+                      int64_t *held, Py_ssize_t *pos, Py_ssize_t *stop, int64_t *credit) {
+    int nq = 0;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        int64_t j = order[i];
+        int last = i + 1 == hi || unit[order[i + 1]] != unit[j];
+        held[i] = last ? end[j] : (end[j] < start[order[i + 1]] ? end[j] : start[order[i + 1]]);
+        if (i == lo || unit[order[i - 1]] != unit[j]) pos[nq++] = i;
+        if (last) stop[nq - 1] = i + 1;
+    }
+    int64_t t = INT64_MAX;
+    for (int q = 0; q < nq; q++)
+        if (start[order[pos[q]]] < t) t = start[order[pos[q]]];
+    for (;;) {
+        int64_t next = INT64_MAX, best = INT64_MAX;
+        Py_ssize_t owner = -1;
+        for (int q = 0; q < nq; q++) {
+            Py_ssize_t i = pos[q];
+            /* past what this queue held by now (or a task holding nothing) */
+            while (i < stop[q] && (held[i] <= t || held[i] <= start[order[i]])) i++;
+            pos[q] = i;
+            if (i == stop[q]) continue;
+            int64_t j = order[i];
+            if (start[j] <= t) {
+                if (held[i] < next) next = held[i];
+                if (rank[j] < best) {
+                    best = rank[j];
+                    owner = j;
+                }
+            } else if (start[j] < next) {
+                next = start[j];
+            }
+        }
+        if (next == INT64_MAX) break;
+        if (owner >= 0) credit[owner] += next - t;
+        t = next;
+    }
+}
+
+static int exclusive_all(const int64_t *order, const int64_t *core, const int64_t *unit,
+                         const int64_t *rank, const int64_t *start, const int64_t *end,
+                         Py_ssize_t n, double *out) {
+    int64_t *held = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int64_t *credit = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+    Py_ssize_t *pos = malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *stop = malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    int failed = !held || !credit || !pos || !stop;
+    if (!failed) {
+        Py_ssize_t lo = 0;
+        while (lo < n) {
+            Py_ssize_t hi = lo + 1;
+            while (hi < n && core[order[hi]] == core[order[lo]]) hi++;
+            hold_core(order, unit, rank, start, end, lo, hi, held, pos, stop, credit);
+            lo = hi;
+        }
+        for (Py_ssize_t j = 0; j < n; j++) out[j] = (double)credit[j];
+    }
+    free(held);
+    free(credit);
+    free(pos);
+    free(stop);
+    return failed ? -1 : 0;
+}
+
+static PyObject *exclusive(PyObject *self, PyObject *args) {
+    Py_buffer v[6];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = v[0].len / (Py_ssize_t)sizeof(int64_t);
+    int ok = 1;
+    for (int k = 0; k < 6; k++) ok &= v[k].len == n * (Py_ssize_t)sizeof(int64_t);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "exclusive's arrays must be int64 of one length");
+    } else {
+        result = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
+        if (result) {
+            double *out = (double *)PyByteArray_AS_STRING(result);
+            int failed;
+            Py_BEGIN_ALLOW_THREADS;
+            failed = exclusive_all(v[0].buf, v[1].buf, v[2].buf, v[3].buf, v[4].buf, v[5].buf,
+                                   n, out);
+            Py_END_ALLOW_THREADS;
+            if (failed) {
+                Py_CLEAR(result);
+                PyErr_NoMemory();
+            }
+        }
+    }
+    for (int k = 0; k < 6; k++) PyBuffer_Release(&v[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "Scan whole trace lines (see the module source)."},
+    {"exclusive", exclusive, METH_VARARGS, "Exclusive cycles per task (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_cscan", "Compiled trace line scanner.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_native", "The profiler's compiled kernels.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__cscan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
