@@ -62,6 +62,13 @@ static int buf_reserve(Buf *b, size_t more) {
     return 0;
 }
 
+/* memcmp for the few bytes of a key or a tag: inline, no library call per field */
+static inline int same_bytes(const char *a, const char *b, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
 static inline void buf_put(Buf *b, const void *src, size_t n) {
     if (buf_reserve(b, n)) return;
     memcpy(b->data + b->len, src, n);
@@ -76,7 +83,10 @@ typedef struct {
     Buf chars;
     int32_t *table;
     size_t slots, used;
+    int32_t last; /* the code of the row before */
 } Dict;
+
+static int32_t dict_lookup(Dict *d, const char *s, size_t n);
 
 static uint64_t hash_bytes(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ULL;
@@ -103,6 +113,18 @@ static int dict_grow(Dict *d) {
 }
 
 static int32_t dict_code(Dict *d, const char *s, size_t n) {
+    if (d->used) { /* the same value as the row before: most rows */
+        const int32_t *off = (const int32_t *)d->offsets.data;
+        int32_t c = d->last;
+        if ((size_t)(off[c + 1] - off[c]) == n && same_bytes(d->chars.data + off[c], s, (Py_ssize_t)n))
+            return c;
+    }
+    int32_t c = dict_lookup(d, s, n);
+    d->last = c;
+    return c;
+}
+
+static int32_t dict_lookup(Dict *d, const char *s, size_t n) {
     if (!d->offsets.len) {
         int32_t zero = 0;
         buf_put(&d->offsets, &zero, sizeof zero);
@@ -148,12 +170,12 @@ typedef struct {
  * pass: each field's key is compared, then its value read up to the next space (the last
  * field up to the line's end), integers as -?\d{1,18}, strings as bytes 33-127 but '='. */
 static int canonical(TagSpec *t, const char *p, const char *end) {
-    if (end - p < PREFIX_BYTES || memcmp(p, t->prefix, PREFIX_BYTES) != 0) return 0;
+    if (end - p < PREFIX_BYTES || !same_bytes(p, t->prefix, PREFIX_BYTES)) return 0;
     const char *begin[MAX_FIELDS], *stop[MAX_FIELDS];
     int64_t value[MAX_FIELDS];
     const char *q = p + PREFIX_BYTES;
     for (int k = 0; k < t->nfields; k++) {
-        if (end - q < t->key_len[k] || memcmp(q, t->key[k], (size_t)t->key_len[k]) != 0) return 0;
+        if (end - q < t->key_len[k] || !same_bytes(q, t->key[k], t->key_len[k])) return 0;
         q += t->key_len[k];
         begin[k] = q;
         if (t->is_int[k]) {
@@ -208,7 +230,7 @@ static int scan_lines(const char *s, Py_ssize_t n, TagSpec *tags, int ntags, Buf
         int8_t kind = OTHER;
         for (int t = 0; t < ntags; t++) {
             TagSpec *tag = &tags[t];
-            if (nl - p >= tag->label_len && memcmp(p, tag->label, (size_t)tag->label_len) == 0) {
+            if (nl - p >= tag->label_len && same_bytes(p, tag->label, tag->label_len)) {
                 kind = canonical(tag, p, nl) ? (int8_t)t : (int8_t)(NONCANONICAL + t);
                 break;
             }
