@@ -3,7 +3,8 @@
  * tests/profiler/test_native.py):
  *
  * - scan: `aipusim.profiler.scan.classify_lines`;
- * - exclusive: `aipusim.profiler.exclusive.exclusive_cycles`' painting.
+ * - exclusive: `aipusim.profiler.exclusive.exclusive_cycles`' painting;
+ * - match: `aipusim.profiler.critical`'s token search (`_match`).
  *
  * scan. The compiled twin of `aipusim.profiler.scan.classify_lines`: one pass over a chunk of
  * trace text in C (the numpy scan costs about 0.9 CPU-s of a 1M-line trace, this about a
@@ -459,9 +460,82 @@ static PyObject *exclusive(PyObject *self, PyObject *args) {
     return result;
 }
 
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+}
+
+static int match_all(const int64_t *key, const int64_t *rank, Py_ssize_t n, const int64_t *query,
+                     Py_ssize_t m, int64_t *out) {
+    size_t slots = 16;
+    while (slots < (size_t)n * 2) slots *= 2;
+    int64_t *table = malloc(slots * sizeof(int64_t)); /* task index, -1 empty */
+    if (!table) return -1;
+    memset(table, 0xff, slots * sizeof(int64_t));
+    for (Py_ssize_t j = 0; j < n; j++) {
+        size_t i = mix64((uint64_t)key[j]) & (slots - 1);
+        for (;;) {
+            int64_t k = table[i];
+            if (k < 0) {
+                table[i] = j;
+                break;
+            }
+            if (key[k] == key[j]) {
+                if (rank[j] >= rank[k]) table[i] = j; /* ties: the later index */
+                break;
+            }
+            i = (i + 1) & (slots - 1);
+        }
+    }
+    for (Py_ssize_t q = 0; q < m; q++) {
+        size_t i = mix64((uint64_t)query[q]) & (slots - 1);
+        out[q] = -1;
+        for (;;) {
+            int64_t k = table[i];
+            if (k < 0) break;
+            if (key[k] == query[q]) {
+                out[q] = k;
+                break;
+            }
+            i = (i + 1) & (slots - 1);
+        }
+    }
+    free(table);
+    return 0;
+}
+
+static PyObject *match(PyObject *self, PyObject *args) {
+    Py_buffer v[3];
+    if (!PyArg_ParseTuple(args, "y*y*y*", &v[0], &v[1], &v[2])) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = v[0].len / (Py_ssize_t)sizeof(int64_t), m = v[2].len / (Py_ssize_t)sizeof(int64_t);
+    if (v[1].len != v[0].len || v[0].len % sizeof(int64_t) || v[2].len % sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "match's arrays must be int64, the first two of one length");
+    } else {
+        result = PyByteArray_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
+        if (result) {
+            int64_t *out = (int64_t *)PyByteArray_AS_STRING(result);
+            int failed;
+            Py_BEGIN_ALLOW_THREADS;
+            failed = match_all(v[0].buf, v[1].buf, n, v[2].buf, m, out);
+            Py_END_ALLOW_THREADS;
+            if (failed) {
+                Py_CLEAR(result);
+                PyErr_NoMemory();
+            }
+        }
+    }
+    for (int k = 0; k < 3; k++) PyBuffer_Release(&v[k]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "Scan whole trace lines (see the module source)."},
     {"exclusive", exclusive, METH_VARARGS, "Exclusive cycles per task (see the module source)."},
+    {"match", match, METH_VARARGS, "The task of each query's key (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis_budget import examples
 
 from aipusim.isa.trace_schema import COLUMNS, LEVELS, Tag, format_line
-from aipusim.profiler import exclusive, scan
+from aipusim.profiler import critical, exclusive, scan
 from aipusim.profiler.native import NATIVE
 from aipusim.profiler.synth import write_synthetic_trace
 
@@ -169,7 +169,10 @@ def _exclusive_both(*arrays: np.ndarray) -> None:
 @given(st.data())
 def test_exclusive_random_tasks(data: st.DataObject) -> None:
     n = data.draw(st.integers(1, 40))
-    ints = lambda lo, hi: np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)))  # noqa: E731
+
+    def ints(lo: int, hi: int) -> np.ndarray:
+        return np.array(data.draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n)))
+
     start = ints(-5, 60)
     end = start + ints(0, 25)  # tasks of one queue may overlap: the later start wins
     _exclusive_both(ints(0, 2), ints(0, 3), ints(-1, 6), start, end)
@@ -185,3 +188,36 @@ def test_exclusive_synthetic_trace(tmp_path) -> None:
     _exclusive_both(t.core, t.unit.codes, priority, t.start, t.end)
     # far-apart times and priorities: the numpy twin's other branches
     _exclusive_both(t.core, t.unit.codes, priority << 40, t.start << 40, t.end << 40)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.data())
+def test_match_random_keys(data: st.DataObject) -> None:
+    def ints(k: int, lo: int, hi: int) -> np.ndarray:
+        drawn = data.draw(st.lists(st.integers(lo, hi), min_size=k, max_size=k))
+        return np.array(drawn, dtype=np.int64)
+
+    n = data.draw(st.integers(1, 40))  # predecessors asks only when there are tasks
+    m = data.draw(st.integers(0, 40))
+    args = (ints(n, -3, 8), ints(n, 0, 3), ints(m, -4, 9))
+    compiled = critical._match(*args)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(critical, "NATIVE", None)
+        reference = critical._match(*args)
+    assert compiled.tolist() == reference.tolist()
+
+
+def test_predecessors_synthetic_trace(tmp_path) -> None:
+    from aipusim.profiler import lean
+
+    path = tmp_path / "s.trace"
+    write_synthetic_trace(path, frames=12, cores=4)
+    t = lean._tasks(lean.read_trace(path))
+    for latency in (0, 3, 40):
+        args = (t.core, t.unit.codes, t.start, t.end, t.core // 2, latency)
+        compiled = critical.predecessors(*args)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(critical, "NATIVE", None)
+            reference = critical.predecessors(*args)
+        assert compiled.tolist() == reference.tolist()
+        assert (compiled >= 0).any()
