@@ -44,6 +44,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from aipusim.profiler.grouping import sort_rows
 from aipusim.profiler.native import NATIVE
 
 #: Resource of the time before a task that no other task released.
@@ -100,7 +101,7 @@ def predecessors(
     instance = np.asarray(instance, dtype=np.int64)
     pred = np.full(n, -1, dtype=np.int64)
     # 1. the queue: previous task of the same core and unit, ending when this one began
-    order = np.lexsort((start, unit, core))
+    order = sort_rows(core, unit, start)
     same = np.zeros(n, dtype=bool)
     same[1:] = (core[order][1:] == core[order][:-1]) & (unit[order][1:] == unit[order][:-1])
     prev = np.full(n, -1, dtype=np.int64)

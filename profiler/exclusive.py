@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from aipusim.base.arrays import unique_sorted
+from aipusim.profiler.grouping import sort_rows
 from aipusim.profiler.native import NATIVE
 
 
@@ -59,7 +60,7 @@ def exclusive_cycles(
         lo_p = 0
     rank = (priority - lo_p) * len(units) + unit
     if NATIVE is not None:
-        order = np.lexsort((start, unit, core))
+        order = sort_rows(core, unit, start)
         held = NATIVE.exclusive(order, core, np.ascontiguousarray(unit), rank, start, end)
         return np.frombuffer(held, dtype=np.float64)
     t0 = int(min(start.min(), end.min()))
@@ -98,7 +99,7 @@ def _held(
     n = len(start)
     # Each task holds [start, min(end, next start in its queue)): in queue order from here
     # on (which also keeps the searches below in ascending runs, kind to the caches).
-    order = np.lexsort((start, unit, core))
+    order = sort_rows(core, unit, start)
     base = core[order] * span
     begin = base + start[order]
     held = base + end[order]
