@@ -227,6 +227,15 @@ def _string_array(values: list[str]) -> pa.Array:
     )
 
 
+def _encoded_strings(values: list[str]) -> pa.DictionaryArray:
+    """``values`` dictionary-encoded in order of first appearance, as ``dictionary_encode``
+    gives them, without an Arrow compute kernel (importing pyarrow.compute costs about
+    0.15 CPU-s of every process)."""
+    index: dict[str, int] = {}
+    codes = np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int32)
+    return pa.DictionaryArray.from_arrays(int32_array(codes), _string_array(list(index)))
+
+
 def _fallback_row(tag: Tag, text: str) -> tuple[dict[str, object] | None, str]:
     """Per-line parse accepting any field order and extra fields; (row, reason)."""
     fields: dict[str, str] = {}
@@ -260,7 +269,7 @@ def _rows_table(tag: Tag, rows: list[dict[str, object]]) -> pa.Table:
         arrays.append(
             int64_array(np.array(values, dtype=np.int64))
             if ctype is ColumnType.INT
-            else _string_array(values).dictionary_encode()
+            else _encoded_strings(values)
         )
     return pa.Table.from_arrays(arrays, schema=tag_schema(tag))
 
