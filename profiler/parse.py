@@ -1,7 +1,7 @@
 """Read trace v1 (text or Parquet) into one Arrow-backed pandas DataFrame per tag.
 
 The text reader never holds the file as a Python list of lines. It reads byte chunks and
-runs one vectorised numpy pass over each (`aipusim.profiler.scan`): line ends, each line's
+runs one pass over each (`aipusim.profiler.scan`, compiled or numpy): line ends, each line's
 tag, and for lines laid out exactly as `format_line` writes them, the parsed integers and
 the gathered strings, which become Arrow columns (strings dictionary-encoded) without a
 Python object per value. Only the remaining lines (fields

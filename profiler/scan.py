@@ -1,5 +1,7 @@
-"""Vectorised pass over a chunk of trace text: line ends, tags, and the values of every
-canonical line, in numpy array operations (no compiled code to load, no loop per line).
+"""One pass over a chunk of trace text: line ends, tags, and the values of every canonical
+line. `classify_lines` runs the compiled scan (`aipusim.profiler.native`, C) when it is
+built, else `numpy_classify_lines`, its twin in numpy array operations (no loop per line)
+described below; both find the same lines and values.
 
 A line is *canonical* for a tag when it is laid out exactly as
 `aipusim.isa.trace_schema.format_line` writes it: the padded ``[TAG]``, then every
