@@ -10,7 +10,7 @@ MODEL ?= resnet50
 
 .PHONY: run test test-slow lint bench corpus clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py profiler/_native.c
 	@echo "make: installing aipusim and what running needs into $(VENV) (once; about a minute)"
 	@mkdir -p $(VENV) && date +%s.%N > $(VENV)/.install-began
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

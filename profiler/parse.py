@@ -1,7 +1,7 @@
 """Read trace v1 (text or Parquet) into one Arrow-backed pandas DataFrame per tag.
 
 The text reader never holds the file as a Python list of lines. It reads byte chunks and
-runs one vectorised numpy pass over each (`aipusim.profiler.scan`): line ends, each line's
+runs one pass over each (`aipusim.profiler.scan`, compiled or numpy): line ends, each line's
 tag, and for lines laid out exactly as `format_line` writes them, the parsed integers and
 the gathered strings, which become Arrow columns (strings dictionary-encoded) without a
 Python object per value. Only the remaining lines (fields
@@ -48,7 +48,7 @@ from aipusim.isa.trace_schema import (
     Tag,
     TraceHeader,
 )
-from aipusim.profiler.scan import NONCANONICAL, OTHER, classify_lines
+from aipusim.profiler.scan import NONCANONICAL, OTHER, Encoded, classify_lines
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,10 +61,11 @@ if TYPE_CHECKING:
 #: without a newline (left out: its writer stopped mid-line).
 CUT_REASON = "the last line was cut short: the file ends mid-line"
 
-#: Bytes read per chunk: large enough that numpy's and Arrow's per-call overhead is
-#: small, small enough that the scan's gathers stay in the CPU caches (2 MiB read a 1M-line
-#: trace in about two thirds of the CPU time 16 MiB took).
-CHUNK_BYTES = 1 << 21
+#: Bytes read per chunk: large enough that the per-chunk Python and Arrow work is small
+#: (the compiled scan makes it the larger part: 8 MiB read a 1M-line trace in about 0.1
+#: CPU-s less than 2 MiB), small enough that a few chunks in flight stay a small share of
+#: the memory. (The numpy scan alone was fastest at 2 MiB, its gathers then in the caches.)
+CHUNK_BYTES = 1 << 23
 
 #: Threads scanning chunks ahead of the one being turned into tables (at most the CPUs).
 SCAN_THREADS = max(1, min(4, os.cpu_count() or 1))
@@ -204,6 +205,18 @@ def int64_array(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
+def int32_array(values: np.ndarray) -> pa.Array:
+    """An Arrow int32 array over ``values`` without a copy (see `int64_array`)."""
+    values = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
+
+
+def _words(offsets: np.ndarray, chars: np.ndarray) -> pa.Array:
+    """An Arrow string array of the scan's buffers. The scan admits printable ASCII only,
+    so the bytes are valid UTF-8."""
+    return pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(chars))
+
+
 def _string_array(values: list[str]) -> pa.Array:
     """An Arrow string array of ``values`` (`int64_array` says why not ``pa.array``)."""
     data = [v.encode() for v in values]
@@ -212,6 +225,15 @@ def _string_array(values: list[str]) -> pa.Array:
     return pa.StringArray.from_buffers(
         len(data), pa.py_buffer(offsets), pa.py_buffer(b"".join(data))
     )
+
+
+def _encoded_strings(values: list[str]) -> pa.DictionaryArray:
+    """``values`` dictionary-encoded in order of first appearance, as ``dictionary_encode``
+    gives them, without an Arrow compute kernel (importing pyarrow.compute costs about
+    0.15 CPU-s of every process)."""
+    index: dict[str, int] = {}
+    codes = np.array([index.setdefault(v, len(index)) for v in values], dtype=np.int32)
+    return pa.DictionaryArray.from_arrays(int32_array(codes), _string_array(list(index)))
 
 
 def _fallback_row(tag: Tag, text: str) -> tuple[dict[str, object] | None, str]:
@@ -247,7 +269,7 @@ def _rows_table(tag: Tag, rows: list[dict[str, object]]) -> pa.Table:
         arrays.append(
             int64_array(np.array(values, dtype=np.int64))
             if ctype is ColumnType.INT
-            else _string_array(values).dictionary_encode()
+            else _encoded_strings(values)
         )
     return pa.Table.from_arrays(arrays, schema=tag_schema(tag))
 
@@ -257,7 +279,7 @@ class _Lines:
 
     def __init__(self, buf: bytes | memoryview) -> None:
         self.buf = buf
-        self.scan = classify_lines(np.frombuffer(buf, dtype=np.uint8))
+        self.scan = classify_lines(buf)
         self.ends = self.scan.ends
         self.starts = np.empty_like(self.ends)
         if len(self.ends):
@@ -273,13 +295,17 @@ class _Lines:
         for (_, ctype), values in zip(COLUMNS[tag], self.scan.columns[tag], strict=True):
             if ctype is ColumnType.INT:
                 arrays.append(int64_array(values))
+            elif isinstance(values, Encoded):
+                # already encoded by the compiled scan: no Arrow compute kernel (importing
+                # pyarrow.compute costs about 0.15 CPU-s of every process)
+                arrays.append(
+                    pa.DictionaryArray.from_arrays(
+                        int32_array(values.codes), _words(values.offsets, values.chars)
+                    )
+                )
             else:
                 offsets, chars = values
-                # The scan admits printable ASCII only, so the bytes are valid UTF-8.
-                words = pa.StringArray.from_buffers(
-                    len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(chars)
-                )
-                arrays.append(words.dictionary_encode())
+                arrays.append(_words(offsets, chars).dictionary_encode())
         return pa.Table.from_arrays(arrays, schema=tag_schema(tag))
 
 

@@ -1,5 +1,7 @@
-"""Vectorised pass over a chunk of trace text: line ends, tags, and the values of every
-canonical line, in numpy array operations (no compiled code to load, no loop per line).
+"""One pass over a chunk of trace text: line ends, tags, and the values of every canonical
+line. `classify_lines` runs the compiled scan (`aipusim.profiler.native`, C) when it is
+built, else `numpy_classify_lines`, its twin in numpy array operations (no loop per line)
+described below; both find the same lines and values.
 
 A line is *canonical* for a tag when it is laid out exactly as
 `aipusim.isa.trace_schema.format_line` writes it: the padded ``[TAG]``, then every
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aipusim.isa.trace_schema import COLUMNS, LEVELS, ColumnType, Tag
+from aipusim.profiler.native import NATIVE
 
 #: ``kinds`` value of a line whose tag is not one of `LEVELS` (or that has no tag).
 OTHER = -1
@@ -226,8 +229,55 @@ def _key_words(tag: Tag) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def classify_lines(buf: np.ndarray) -> Scan:
-    """Scan ``buf`` (uint8, whole lines). Bytes after the last newline are not a line."""
+@dataclass(frozen=True)
+class Encoded:
+    """A string column dictionary-encoded: per row an index into the distinct values, which
+    are in order of first appearance (as Arrow's ``dictionary_encode`` orders them), held as
+    Arrow string buffers (offsets int32, data uint8)."""
+
+    codes: np.ndarray  # int32
+    offsets: np.ndarray  # int32, one more than the distinct values
+    chars: np.ndarray  # uint8
+
+
+@functools.cache
+def _schema() -> tuple:
+    """`LEVELS` as the compiled scan takes them (`aipusim.profiler.native`)."""
+    out = []
+    for tag in LEVELS:
+        label = f"[{tag.value}]".encode()
+        fields = tuple(
+            (f"{name}=".encode(), ctype is ColumnType.INT) for name, ctype in COLUMNS[tag]
+        )
+        out.append((label, label.ljust(PREFIX_BYTES), fields))
+    return tuple(out)
+
+
+def classify_lines(buf: np.ndarray | bytes | memoryview) -> Scan:
+    """Scan ``buf`` (whole lines) with the compiled scanner when it is built, else with
+    `numpy_classify_lines`; both find the same lines and values (string columns come
+    `Encoded` from the compiled one)."""
+    if NATIVE is None:
+        return numpy_classify_lines(np.frombuffer(buf, dtype=np.uint8))
+    ends, kinds, found = NATIVE.scan(buf, _schema())
+    columns: dict[Tag, list] = {}
+    for t, cols in found.items():
+        columns[LEVELS[t]] = [
+            np.frombuffer(c, dtype=np.int64)
+            if isinstance(c, bytearray)
+            else Encoded(
+                np.frombuffer(c[0], dtype=np.int32),
+                np.frombuffer(c[1], dtype=np.int32),
+                np.frombuffer(c[2], dtype=np.uint8),
+            )
+            for c in cols
+        ]
+    return Scan(np.frombuffer(ends, dtype=np.int64), np.frombuffer(kinds, dtype=np.int8), columns)
+
+
+def numpy_classify_lines(buf: np.ndarray) -> Scan:
+    """Scan ``buf`` (uint8, whole lines) with numpy array operations. Bytes after the last
+    newline are not a line."""
     ends = np.flatnonzero(buf == 10)
     kinds = np.full(len(ends), OTHER, dtype=np.int8)
     columns: dict[Tag, list] = {}

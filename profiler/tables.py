@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aipusim.base.errors import ConfigError
-from aipusim.base.fileio import output_path, write_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -115,6 +114,9 @@ def write_table(df: pd.DataFrame, path: str | Path, kind: str | None = None) -> 
     """Write ``df`` as Markdown, CSV or Parquet: ``kind`` (``.md``, ``.csv``, ``.parquet``)
     or else the file's suffix. The file is written whole or not at all; a device such as
     ``/dev/stdout`` is written in place."""
+    # lazy: base.fileio (hashlib, secrets, shutil) is not needed to print a table
+    from aipusim.base.fileio import output_path, write_text
+
     p = Path(path)
     suffix = kind or p.suffix.lower()
     if suffix not in TABLE_SUFFIXES:

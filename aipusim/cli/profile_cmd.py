@@ -108,22 +108,25 @@ def profile(
     ``aipusim profile run.trace --drop-percentile 5 --drop-by time --plot out/``,
     ``aipusim profile a.trace --compare b.trace --json``.
     """
-    from aipusim.base.fileio import check_output
     from aipusim.profiler.drop import check_percent
 
     check_percent(drop_percentile)
     if not 1 <= bins <= MAX_BINS:
         raise ConfigError(f"--bins must be an integer 1-{MAX_BINS}, not {bins}")
     # every output is checked before the trace is read (a big trace takes a while)
-    for path in (chrome_path, parquet_path, csv_path, md_path):
-        if path is not None:
-            check_output(path)
-    if plot_dir is not None:
-        check_output(plot_dir, folder=True)
+    outputs = (plot_dir, chrome_path, parquet_path, csv_path, md_path, compare_path)
+    if any(o is not None for o in outputs[:-1]):
+        # lazy: base.fileio (hashlib, secrets, shutil) only when there is a file to write
+        from aipusim.base.fileio import check_output
+
+        for path in (chrome_path, parquet_path, csv_path, md_path):
+            if path is not None:
+                check_output(path)
+        if plot_dir is not None:
+            check_output(plot_dir, folder=True)
     if compare_path is not None and by not in (None, "layer"):
         raise ConfigError(f"--compare gives per-layer deltas; --by must be layer, not {by}")
     by = by or "layer"
-    outputs = (plot_dir, chrome_path, parquet_path, csv_path, md_path, compare_path)
     if by == "layer" and not as_json and all(o is None for o in outputs) and _is_text(trace_path):
         _lean_layers(trace_path, drop_percentile, drop_by, strict)
         return

@@ -10,11 +10,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis_budget import examples
 
 from aipusim.profiler import layer_table, load_trace, slowest_layers
 from aipusim.profiler.critical import critical_resources, predecessors, resource_of
 from aipusim.profiler.exclusive import exclusive_cycles
-from aipusim.profiler.grouping import last_rows
+from aipusim.profiler.grouping import last_rows, sort_rows
 from aipusim.profiler.layers import layer_samples
 
 # Two cores of one instance, token latency 2 cycles (1 MHz: a cycle is a µs).
@@ -221,3 +224,18 @@ def test_busy_of_a_cores_layers_fits_its_frame_time(tmp_path: Path, mode: str) -
     assert (samples["busy"] <= samples["end"] - samples["start"]).all()
     # every layer waited on something the walk could name
     assert set(layer_table(tr)["critical_unit"]) <= {"ddr", "l2", "mvm", "dispatch"}
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-3, 3), st.integers(-(2**40), 2**40), st.integers(0, 2)),
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_sort_rows_is_lexsort(rows: list[tuple[int, int, int]], wide: bool) -> None:
+    keys = [np.array(k, dtype=np.int64) for k in zip(*rows, strict=True)] or [np.zeros(0)] * 3
+    if wide and rows:  # ranges too wide to combine: lexsort itself
+        keys[0] = keys[0] << 40
+    assert sort_rows(*keys).tolist() == np.lexsort(keys[::-1]).tolist()

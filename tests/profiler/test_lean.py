@@ -106,6 +106,11 @@ def test_lean_route_loads_no_pandas(tiny) -> None:
         "from aipusim.cli.main import main\n"
         f"assert main(['profile', {str(tiny)!r}]) == 0\n"
         "assert 'pandas' not in sys.modules, 'pandas imported'\n"
+        # with the compiled scan the strings come encoded: no Arrow compute kernel; nor
+        # base.fileio when there is no file to write
+        "from aipusim.profiler.native import NATIVE\n"
+        "assert NATIVE is None or 'pyarrow.compute' not in sys.modules, 'pyarrow.compute'\n"
+        "assert 'aipusim.base.fileio' not in sys.modules, 'base.fileio imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
