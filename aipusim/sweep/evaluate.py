@@ -56,7 +56,6 @@ from aipusim.api.sources import cache_folder, load_source
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
 from aipusim.arch.loader import read_toml
 from aipusim.base.atomic import temp_name
-from aipusim.base.errors import AipuSimError
 from aipusim.isa.metrics import UNIT_POWER_PARTS
 from aipusim.sweep.space import SweepPoint
 
@@ -284,8 +283,8 @@ def warm_workers(points: Sequence[SweepPoint]) -> None:
             try:
                 arch_path = write_arch(point, Path(folder))
                 warm_front_end(_WORKER.model(point), point.config(), arch=arch_path, cache=True)
-            except AipuSimError:
-                continue  # (the point's own compile reports it)
+            except Exception:  # as in `run_point`: a failing point is data, whatever the cause
+                continue  # its points' own compiles report it, as failed rows
 
 
 def evaluate_point(point: SweepPoint) -> dict[str, Any]:
