@@ -170,7 +170,7 @@ class _Worker:
     compiled program (one: memory stays bounded whatever the number of points)."""
 
     def __init__(self) -> None:
-        self._models: dict[tuple[str, int | None], Any] = {}
+        self._models: dict[tuple[str, int | None, bool, str], Any] = {}
         self._program: tuple[str, Any, tempfile.TemporaryDirectory[str]] | None = None
 
     def model(self, point: SweepPoint) -> Any:
@@ -181,7 +181,9 @@ class _Worker:
         as an ``onnx.ModelProto``, read once per worker."""
         if point.model.lower().endswith(".onnx"):
             return point.model
-        key = (point.model, point.input_size)
+        # (the cache folder too: a process that changes $AIPUSIM_CACHE_DIR, as the tests
+        # do, must not reuse a file of the folder before, which may be gone)
+        key = (point.model, point.input_size, point.quantization_cache, str(cache_folder()))
         if key not in self._models:
             path = zoo_model_file(point.model, point.input_size, point.quantization_cache)
             if point.quantization_cache:

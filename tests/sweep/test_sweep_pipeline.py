@@ -122,15 +122,16 @@ def test_workers_forked_after_the_warm_front_end_give_the_same_rows(
     """`warm_workers` runs the compile's front end in the sweep's process before the pool
     forks: the rows are those of workers that start cold, on one or two workers."""
     from aipusim.compiler import importer
-    from aipusim.sweep import build_space, runner
-    from aipusim.sweep.evaluate import warm_workers, zoo_model_file
+    from aipusim.sweep import build_space, evaluate, runner
+    from aipusim.sweep.evaluate import warm_workers
 
     space = build_space(["tiny_cnn"], frames=2, input_size=16)
     monkeypatch.setattr(importer, "_last_read", None)
     warm_workers(space.points)
     # the front end read the very file a worker compiles (its forks start from it)
     assert importer._last_read is not None
-    assert importer._last_read[0] == importer.file_identity(zoo_model_file("tiny_cnn", 16))
+    compiled = Path(evaluate._WORKER.model(space.points[0]))
+    assert importer._last_read[0] == importer.file_identity(compiled)
 
     warmed = _sweep([*WARMED, "--workers", "2", "-o", str(tmp_path / "warmed")], capsys)
     monkeypatch.setattr(runner, "warm_workers", lambda points: None)
