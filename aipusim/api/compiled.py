@@ -863,4 +863,5 @@ __all__ = [
     "compile_with",
     "load",
     "simulate",
+    "warm_front_end",
 ]
