@@ -362,6 +362,13 @@ class _WorkerMemory:
         }
 
 
+def _tree_cpu_s() -> float:
+    """User + system CPU seconds of this process and its ended, waited-for children."""
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+
 def sweep_bench(
     workers: int = 2,
     frames: int = 8,
@@ -395,11 +402,14 @@ def sweep_bench(
     )
     with tempfile.TemporaryDirectory(prefix="aipusim-bench-sweep-") as tmp:
         t0 = time.perf_counter()
+        cpu0 = _tree_cpu_s()
         with _WorkerMemory() as memory:
             summary = run_sweep(
                 space, Path(tmp) / "sweep", backend=parse_backend(workers=workers), progress=False
             )
         wall = time.perf_counter() - t0
+        # (the pool's workers have ended and been waited for: their seconds are counted)
+        cpu = _tree_cpu_s() - cpu0
         rows = ResultStore(Path(tmp) / "sweep").read()
         modes = {dict(p.params)["multicore_mode"]: p for p in space.points}
         splits = []
@@ -420,6 +430,10 @@ def sweep_bench(
         "wall_s": round(wall, 2),
         "points_per_s": round(n / wall, 2),
         "s_per_point": round(wall / n, 3),
+        # CPU seconds of this process and its workers: on a loaded machine, the figure
+        # that wall seconds over the points would be with every worker on a CPU of its own
+        "cpu_s": round(cpu, 2),
+        "cpu_s_per_point": round(cpu / n, 3),
         "compile_s_mean": round(float(rows["compile_s"].mean()), 3),
         "simulate_s_mean": round(float(rows["simulate_s"].mean()), 3),
         # what the workers' points did not spend compiling or simulating: writing the model

@@ -284,7 +284,9 @@ def _sweep(
     text = pd.DataFrame([row]).to_markdown(index=False) + (
         f"\n\n{row['points']} points of {row['model']} in {row['wall_s']:.1f} s on {workers} "
         f"workers: {row['points_per_s']:.2f} points/s, {row['compiles']} compiles (a point "
-        f"whose program is its worker's previous one is only simulated). A point in its "
+        f"whose program is its worker's previous one is only simulated); "
+        f"{row['cpu_s']:.1f} CPU seconds of the process and its workers, "
+        f"{row['cpu_s_per_point']:.3f} a point. A point in its "
         f"worker: compile {row['compile_s_mean']:.3f} s on average over the points (front "
         f"end {row['compile_front_s']:.3f} s with the quantization {row['quantization']}, back "
         f"end {row['compile_back_s']:.3f} s, reading/checking/writing "

@@ -8,7 +8,8 @@ extra, imported only when asked for.
 Each point runs in a worker through `run_point`, which turns any exception into a failed
 outcome carrying the error message, so one bad point never stops the sweep. The points that
 share a compiled program (`program_groups`) travel to one worker as one task
-(`run_points`), which compiles their program once. The main process
+(`run_points`), which compiles their program once. A local pool's workers fork after
+the main process ran each model's compile front end (`warm_workers`). The main process
 collects outcomes as they complete, shows a progress bar, and flushes rows to the
 `ResultStore` every ``flush_every`` points or ``flush_seconds`` seconds, and once more when
 the sweep ends or is interrupted (Ctrl-C, SIGTERM): only the points in flight are lost, and
@@ -45,7 +46,7 @@ from typing import Any
 
 from aipusim.base.errors import ConfigError, SimulationError
 from aipusim.run.progress import Progress
-from aipusim.sweep.evaluate import evaluate_point, program_key
+from aipusim.sweep.evaluate import evaluate_point, program_key, warm_workers
 from aipusim.sweep.space import SweepPoint, SweepSpace
 from aipusim.sweep.store import (
     METRIC_COLUMNS,
@@ -380,6 +381,9 @@ def run_sweep(
     step = progress.stage("sweep", len(todo)) if progress is not None else None
     try:
         scratch = store.directory / SCRATCH_DIR
+        if backend.kind == "local" and evaluator is evaluate_point:
+            # the workers fork from this process: what it loads now, none of them loads
+            warm_workers(todo)
         with _sigterm_as_interrupt(), _executor(backend, scratch) as (submit, as_completed):
             # a group's points run in one task: their shared program is compiled once
             futures = {submit(run_points, evaluator, g): g for g in program_groups(todo)}

@@ -87,6 +87,8 @@ def test_bench_sweep_times_a_small_space_into_a_page(
     assert row["points"] == 2 and row["failed"] == 0 and row["workers"] == 1
     assert row["points_per_s"] == pytest.approx(2 / row["wall_s"], rel=0.05)
     assert row["compile_s_mean"] > 0 and row["simulate_s_mean"] > 0
+    assert row["cpu_s"] > 0
+    assert row["cpu_s_per_point"] == pytest.approx(row["cpu_s"] / 2, abs=0.01)
     assert row["compile_front_s"] > 0 and row["compile_back_s"] > 0
     # the sweep's points filled the quantization cache; the split's compiles hit it
     assert row["quantization"] == "cached"
