@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ from backend_helpers import ARCH, chain_model, check_ok, compile_backend, conv_c
 import aipusim
 from aipusim.api.functional_check import chip_inputs, compare
 from aipusim.compiler import CompilerConfig
-from aipusim.compiler.backend.common.ir import Emitted
 from aipusim.compiler.backend.emit.files import build_report
 from aipusim.compiler.backend.run import run_backend
 from aipusim.compiler.backend.schedule.steps import Residency, WeightResidency
@@ -32,16 +30,9 @@ from aipusim.isa.tasks import (
 from aipusim.simulator import simulate
 
 
-@functools.cache
-def _default_backend(name: str, size: int | None) -> Emitted:
-    """The back end of a zoo model in the default config, once per module (read only: the
-    full-size ResNet-50 serves two tests)."""
-    return compile_backend(name, size)
-
-
 def test_zoo_schedules_pass_the_isa_checker() -> None:
     for name, size in (("tiny_cnn", None), ("resnet50", 224), ("yolov8n", 320)):
-        r = _default_backend(name, size)
+        r = compile_backend(name, size)
         check_ok(r)
         used = r.schedule.local_tokens_used[0]
         assert 0 < used <= ARCH.tokens.local_per_core
@@ -65,7 +56,7 @@ def test_frame_starts_with_the_input_and_ends_with_the_output() -> None:
 
 
 def test_resnet50_streams_weights_every_frame_in_a_few_thousand_tasks() -> None:
-    r = _default_backend("resnet50", 224)
+    r = compile_backend("resnet50", 224)
     frame = [t for t in r.tasks[0] if t.phase is Phase.FRAME]
     assert 300 < len(frame) < 5000
     assert not r.schedule.resident_weights
