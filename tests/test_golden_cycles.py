@@ -15,7 +15,8 @@ GOLDEN = json.loads(GOLDEN_FILE.read_text())
 
 
 #: ViT-B/16 carries 87 M weights at any input size: tens of seconds per case, so its cases
-#: run in the full-size checks of ``make test`` (the Makefile's CI_SLOW), not the fast suite.
+#: run with ``make test-slow`` (DeiT-Tiny, of the same encoder family, has its cases in the
+#: fast suite).
 SLOW = {"vit_b16"}
 
 

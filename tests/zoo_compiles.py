@@ -10,6 +10,10 @@ Tests read the compiled folders and simulate them; none may write into them.
 Under pytest-xdist the workers share one folder (``SHARED_ENV``, made by the controller in
 ``tests/conftest.py``): a build or compile is made by the first worker that asks for it,
 under a file lock, and read by the others, so two workers never build the same model twice.
+The compiles share one quantization cache too (``quant-cache`` beside them): a model at one
+size is calibrated once, and its other multicore setups reuse the calibration (the mode and
+core count are not in the cache key, and a warm compile writes the same files as a cold
+one: tests/compiler/quant/test_cache.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import onnx
 from aipusim import zoo
 from aipusim.compiler.config import CompilerConfig
 from aipusim.compiler.driver import compile_model
+from aipusim.compiler.quant.cache import DIR_ENV
 from aipusim.compiler.request import CompileRequest
 
 #: `zoo.build` itself, bound at import: a test may monkeypatch ``zoo.build`` to serve these
@@ -56,6 +61,21 @@ def _locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def quantization_cache(folder: Path) -> Iterator[None]:
+    """Compiles inside use the quantization cache in ``folder`` (the test's own one again
+    after: `tests/conftest.py` gives each test an empty cache)."""
+    before = os.environ.get(DIR_ENV)
+    os.environ[DIR_ENV] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DIR_ENV, None)
+        else:
+            os.environ[DIR_ENV] = before
 
 
 def once(folder: Path, make: Callable[[Path], None]) -> Path:
@@ -109,6 +129,8 @@ class ZooCompiles:
         self.root = root
         #: Compiles go to the workers' shared folder when there is one.
         self.compiles = (shared_dir() or root) / "compiles"
+        #: The quantization cache of these compiles (calibrated once per model and size).
+        self.quant_cache = self.compiles.with_name("quant-cache")
         self._models: dict[tuple[str, int], Path] = {}
         self._compiled: dict[tuple[str, int, str, int, float], Path] = {}
 
@@ -131,7 +153,8 @@ class ZooCompiles:
             model = self.model(name, size)
 
             def compile_into(out: Path) -> None:
-                compile_model(CompileRequest(model_path=model, output_dir=out, config=config))
+                with quantization_cache(self.quant_cache):
+                    compile_model(CompileRequest(model_path=model, output_dir=out, config=config))
 
             out = once(self.compiles / f"{name}-{size}-{mode}-{cores}-{resources}", compile_into)
             self._compiled[key] = out / "compiled_model"

@@ -193,7 +193,7 @@ def build(
     (H, W)) defaults to the published size. The same arguments give identical bytes.
 
     Example:
-        >>> m = build("resnet18", input_size=64)
+        >>> m = build("tiny_cnn", input_size=16)
         >>> m.graph.input[0].name, m.graph.output[0].name
         ('input', 'logits')
     """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from zoo_compiles import ZooCompiles, once
+from zoo_compiles import ZooCompiles, once, quantization_cache
 
 from aipusim.cli.main import main
 from aipusim.simulator import simulate
@@ -34,11 +34,13 @@ class _Variants:
     def __init__(self, zoo_compiles: ZooCompiles) -> None:
         self.onnx_path = zoo_compiles.model("resnet50", 224)
         self.root = zoo_compiles.compiles
+        self.quant_cache = zoo_compiles.quant_cache
 
     def __getitem__(self, name: str) -> Path:
         def compile_into(out: Path) -> None:
             args = ["compile", "-i", str(self.onnx_path), "-o", str(out), *VARIANTS[name]]
-            assert main(args) == 0
+            with quantization_cache(self.quant_cache):  # calibrated once for the four
+                assert main(args) == 0
 
         return once(self.root / f"resnet50-cli-{name}", compile_into) / "compiled_model"
 
