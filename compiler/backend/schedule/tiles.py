@@ -121,10 +121,13 @@ class TileEmitter:
         tile_no: int,
         reads: list[tuple[str, int]],
         chans: tuple[int, int] | None = None,
+        keep_pitch: bool = False,
     ) -> tuple[Place, set[int]]:
         """Where input ``k``'s rows ``window`` (channels ``chans`` of a depthwise tile) lie
         in L1 for this tile, and the steps that put them there. Slots the computes will read
-        are appended to ``reads``."""
+        are appended to ``reads``. ``keep_pitch``: fetched channels land where they lie in
+        the tensor's pixels, not packed (a core's heads of a head split, `Split.HEADS`:
+        its tasks step over every head as a whole tensor's would)."""
         t = self.inp.tiling_of(layer)
         tensor = layer.inputs[k]
         _, row_bytes, pixel = self.inp.rows_of(layer, tensor, k)
@@ -151,22 +154,29 @@ class TileEmitter:
         width = (c_hi - c_lo) * e
         pixels = row_bytes // max(1, pixel)
         sliced = width < pixel
+        packed = sliced and not keep_pitch
         place = Place(
-            slot.addr, width if sliced else pixel, pixels * width if sliced else row_bytes
+            slot.addr, width if packed else pixel, pixels * width if packed else row_bytes
         )
-        nbytes = window.rows * place.row_pitch
+        nbytes = window.rows * (pixels * width if sliced else row_bytes)
         if nbytes <= 0:
             return place, producers  # the tile reads padding only
-        assert nbytes <= tin.size_bytes // t.slots, f"{layer.name}: input tile overflows"
+        assert window.rows * place.row_pitch <= tin.size_bytes // t.slots, (
+            f"{layer.name}: input tile overflows"
+        )
         src = buf.addr + window.lo * row_bytes + c_lo * e
+        dst = slot.addr
         fields: dict[str, Any] = {}
         if sliced:  # a channel slice of every pixel
-            fields = dict(rows=window.rows * pixels, src_stride=pixel, dst_stride=width)
+            fields = dict(rows=window.rows * pixels, src_stride=pixel, dst_stride=place.pitch)
+        if sliced and keep_pitch:  # at its channels' offset of every pixel
+            dst += c_lo * e
+            place = place.shifted(c_lo * e)
         sid = self.log.dma(
             core,
             self.inp.act_dma,
             (buf.pool, src),
-            (Pool.L1, slot.addr),
+            (Pool.L1, dst),
             nbytes,
             layer=layer.name,
             tile=tile_no,
@@ -186,13 +196,15 @@ class TileEmitter:
         chans: tuple[int, int] | None,
         tile_no: int,
         span: tuple[int, int] | None = None,
+        keep_pitch: bool = False,
     ) -> tuple[Place, Store | None, set[int], tuple[str, int] | None]:
         """Where a compute writes output rows ``rows`` x channels ``chans`` (None: all):
         the place of the first one, the store to the output tensor (None: written in
         place), the steps to wait for before writing, and the slot written (None: the
         tensor itself). ``span``: the bytes ``[lo, hi)`` of the rows the computes write and
         the store moves (None: all of them; a KV cache grown in place stores its new
-        rows only)."""
+        rows only). ``keep_pitch``: a slot holds the channels where the tensor's pixels
+        do, not packed (`fetch_input`)."""
         t = self.inp.tiling_of(layer)
         out = layer.outputs[0]
         _, row_bytes, pixel = self.inp.rows_of(layer, out, None)
@@ -217,13 +229,22 @@ class TileEmitter:
         width = (c_hi - c_lo) * e
         pixels = row_bytes // max(1, pixel)
         whole = width == pixel
-        place = Place(slot.addr, pixel if whole else width, row_bytes if whole else pixels * width)
-        nbytes = (rows[1] - rows[0]) * place.row_pitch
-        assert nbytes <= tout.size_bytes // t.slots, f"{layer.name}: output tile overflows"
+        packed = not whole and not keep_pitch
+        place = Place(
+            slot.addr, width if packed else pixel, pixels * width if packed else row_bytes
+        )
+        assert (rows[1] - rows[0]) * place.row_pitch <= tout.size_bytes // t.slots, (
+            f"{layer.name}: output tile overflows"
+        )
+        nbytes = (rows[1] - rows[0]) * pixels * width
         dst = buf.addr + rows[0] * row_bytes + c_lo * e
         fields: dict[str, Any] = {}
         if not whole:  # this tile's channels of every pixel
-            fields = dict(rows=(rows[1] - rows[0]) * pixels, src_stride=width, dst_stride=pixel)
+            fields = dict(
+                rows=(rows[1] - rows[0]) * pixels, src_stride=place.pitch, dst_stride=pixel
+            )
+        if not packed:
+            place = place.shifted(c_lo * e)
         lo = 0
         if span is not None:
             assert whole and span[1] <= nbytes, f"{layer.name}: a span of whole rows only"
@@ -233,7 +254,7 @@ class TileEmitter:
             sid = self.log.dma(
                 core,
                 self.inp.act_dma,
-                (Pool.L1, slot.addr + lo),
+                (Pool.L1, place.addr + lo),
                 (buf.pool, dst + lo),
                 nbytes,
                 layer=layer.name,

@@ -58,6 +58,10 @@ def decode_step(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return aipusim.compile(model, COOPERATIVE, output_dir=out).compiled_dir()
 
 
+def _tasks(folder: Path) -> dict[int, list[object]]:
+    return {c: read_tasklist(folder / f"core{c}.tasklist").tasks for c in range(4)}
+
+
 def _layout_copies(folder: Path, core: int) -> list[DmaCopy]:
     report = json.loads((folder / "report.json").read_text())
     layout = {r["name"] for r in report["layers"] if r["unit"] == "dma"}
@@ -92,9 +96,9 @@ def test_the_report_says_how_a_decode_step_is_shared_by_the_cores(decode_step: P
     assert columns["/model/layers.0/self_attn/MatMul_13"] == [64] * 4
     assert columns["/model/layers.0/self_attn/MatMul_14"] == [16] * 4
     assert all(sum(c) > 0 for c in columns.values()) and len(columns) == 4 * 7 + 1
-    # the attention products still run whole on core 0 (heads are not split yet)
+    # the attention products run split by heads: two query heads on every core
     heads = cores["product_heads"]
-    assert len(heads) == 8 and all(h == [8, 0, 0, 0] for h in heads.values())
+    assert len(heads) == 8 and all(h == [2, 2, 2, 2] for h in heads.values())
     # a split layer's cores pass its output on: q's 256 int8 values, the FFN's 1024
     assert cores["exchange_bytes"]["/model/layers.0/self_attn/MatMul_13"] == 256
     assert cores["exchange_bytes"]["/model/layers.0/mlp/MatMul_60"] == 1024
@@ -140,3 +144,53 @@ def test_shared_layout_copies_keep_decode_bit_exact(tmp_path: Path) -> None:
     folder = tmp_path / "cooperative-decode1" / "compiled_model"
     assert all(_layout_copies(folder, core) for core in (1, 2, 3))
     assert [s.past_tokens for s in run.steps[1:]] == [32, 33]
+
+
+def test_the_attention_is_split_by_heads(decode_step: Path) -> None:
+    report = json.loads((decode_step / "report.json").read_text())
+    split = {r["name"]: r["split"]["choice"] for r in report["layers"]}
+    att = "/model/layers.0/self_attn/"
+    # Q·Kᵀ, its scale, the softmax and P·V: each core its own block of query heads
+    assert [split[att + n] for n in ("MatMul_45", "Mul_46", "Softmax_47", "MatMul_48")] == [
+        "heads"
+    ] * 4
+    assert list(split.values()).count("heads") == 4 * 4
+    tasks = _tasks(decode_step)
+    for name in ("MatMul_45", "MatMul_48"):
+        products = {
+            c: [t for t in tasks[c] if isinstance(t, DpuOp) and t.layer == att + name]
+            for c in range(4)
+        }
+        assert all(len(p) == 1 and p[0].outer == 2 for p in products.values())
+        # 8 heads, 33 keys, 32 values a head: a quarter of the multiply-accumulates each
+        assert all(p[0].elements == 2 * 33 * 32 for p in products.values())
+    softmax = [
+        t for c in range(4) for t in tasks[c] if getattr(t, "layer", "") == att + "Softmax_47"
+    ]
+    assert [t.groups for t in softmax if isinstance(t, DpuOp)] == [2] * 4
+    # the scores are never exchanged: each core reads the heads it computed
+    assert att + "MatMul_45" not in report["kv_cache"]["cores"]["exchange_bytes"]
+
+
+def test_each_core_fetches_the_keys_of_its_kv_head_only(decode_step: Path) -> None:
+    """GQA: 8 query heads share 2 KV heads (4 each); with two query heads a core, cores 0
+    and 1 read KV head 0's expanded keys, cores 2 and 3 KV head 1's, each its own two
+    heads' copies of them: a strided fetch of 2 of every 8 bytes, at its heads' offset."""
+    att = "/model/layers.0/self_attn/"
+    tasks = _tasks(decode_step)
+    fetched = {}
+    for c in range(4):
+        # the keys (the parameters are one run)
+        (dma,) = [
+            t for t in tasks[c]
+            if isinstance(t, DmaCopy) and t.layer == att + "MatMul_45" and t.rows > 1
+        ]  # fmt: skip
+        assert dma.src_pool is Pool.L2 and dma.dst_pool is Pool.L1
+        assert dma.rows == 32 * 33 and dma.bytes == 2 * 32 * 33
+        assert dma.src_stride == dma.dst_stride == 8
+        fetched[c] = dma
+    base = fetched[0].src_addr
+    first_head = {c: fetched[c].src_addr - base for c in range(4)}
+    assert first_head == {0: 0, 1: 2, 2: 4, 3: 6}
+    kv_head = {c: first_head[c] // 4 for c in range(4)}  # 4 query heads a KV head
+    assert kv_head == {0: 0, 1: 0, 2: 1, 3: 1}
