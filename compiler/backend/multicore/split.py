@@ -40,10 +40,12 @@ from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.mapper import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.lower.attention import head_mapping
 from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.lower.layout_dma import copy_heads, copy_plan
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors, l1_exchange_tensors
-from aipusim.compiler.backend.tile.regions import out_rows, splittable_rows
+from aipusim.compiler.backend.tile.regions import out_rows, part_range, splittable_rows
 from aipusim.compiler.backend.tile.tiler import FusionGroup, TilePlan, Tiling
 from aipusim.compiler.decoder import cache_state
+from aipusim.compiler.ir import Op
 from aipusim.isa.cost import CostModel, Link
 from aipusim.isa.program import MulticoreMode, check_resources_used
 from aipusim.isa.tasks import DpuKind, DpuThen
@@ -378,14 +380,19 @@ def head_parallel(
         src = producer.get(layer.inputs[0])
         if src in heads and _interleaved_heads(graph.shape(layer.outputs[0])) == heads[src]:
             heads[i] = heads[src]
-    out = dict(splits)
-    for i in heads:
-        out[i] = Split.HEADS
     readers: dict[str, list[int]] = {}
     for i, layer in enumerate(layers):
         for t in layer.inputs:
             readers.setdefault(t, []).append(i)
-    local = frozenset(
+    out = dict(splits)
+    kept: set[str] = set()
+    for i, j, chain in _head_transposes(layers, heads, readers, cores, graph):
+        heads[i] = heads[producer[layers[i].inputs[0]]]
+        out[j] = Split.INPUTS
+        kept |= chain
+    for i in heads:
+        out[i] = Split.HEADS
+    local = frozenset(kept) | frozenset(
         t
         for i in heads
         for t in layers[i].outputs
@@ -394,6 +401,64 @@ def head_parallel(
         and all(r in heads and heads[r] == heads[i] for r in readers[t])
     )
     return out, local, heads
+
+
+def _head_transposes(
+    layers: Sequence[LayerPlan],
+    heads: dict[int, int],
+    readers: dict[str, list[int]],
+    cores: int,
+    graph: Any,
+) -> list[tuple[int, int, set[str]]]:
+    """The output projections a head split feeds, each as (the transpose of the heads'
+    context, the projection, the tensors from one to the other): P·V's ``[1, H, 1, d]``
+    transposed to ``[1, 1, H, d]`` (each core moves its heads, `layout_dma.copy_heads`),
+    read through aliases only by a one-row MVM layer over all ``H * d`` channels. The
+    projection is split by input channels (`Split.INPUTS`, as the FFN's down projection):
+    a core's channels are its heads' context, so nothing crosses a core before the one
+    reduction of partial sums."""
+    producer = {o: i for i, layer in enumerate(layers) for o in layer.outputs}
+    found = []
+    for i, layer in enumerate(layers):
+        src = producer.get(layer.inputs[0]) if layer.inputs else None
+        if layer.unit is not LayerUnit.DMA or src not in heads or len(layer.outputs) != 1:
+            continue
+        h = heads[src]
+        node = graph.node(layer.name)
+        shape = tuple(graph.shape(layer.outputs[0]))
+        if node.op is not Op.TRANSPOSE or len(shape) != 4 or shape[:3] != (1, 1, h):
+            continue
+        plan = copy_plan(node, graph)
+        if any(
+            copy_heads(c, h, *part_range(h, cores, k)) is None
+            for _, copies in plan
+            for c in copies
+            for k in range(cores)
+        ):
+            continue
+        chain, t = {layer.outputs[0]}, layer.outputs[0]
+        while len(readers.get(t, [])) == 1 and layers[readers[t][0]].unit is LayerUnit.ALIAS:
+            t = layers[readers[t][0]].outputs[0]
+            chain.add(t)
+        sink = readers.get(t, [])
+        if len(sink) != 1 or len(readers.get(layers[i].inputs[0], [])) != 1:
+            continue
+        j = sink[0]
+        mvm = layers[j]
+        geo = mvm.geometry
+        if (
+            mvm.unit is not LayerUnit.MVM
+            or mvm.runtime is not None
+            or geo is None
+            or geo.out_h * geo.out_w != 1
+            or mvm.inputs[0] != t
+            or t in mvm.inputs[1:]
+            or mvm.lut_before_add
+            or geo.cin != h * shape[3]
+        ):
+            continue
+        found.append((i, j, chain))
+    return found
 
 
 def weight_sets(layers: Sequence[LayerPlan], cost: CostModel, opts: ImcOptions) -> int:

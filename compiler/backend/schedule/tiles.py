@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from aipusim.compiler.backend.common.layout import Split
 from aipusim.compiler.backend.lower.layer import LayerPlan, activation_bytes, is_shortcut
-from aipusim.compiler.backend.lower.layout_dma import Copy, copy_part
+from aipusim.compiler.backend.lower.layout_dma import Copy, copy_heads, copy_part
 from aipusim.compiler.backend.memplan.buffers import Buffer, const_buffer
 from aipusim.compiler.backend.multicore.exchange import part_destinations
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
@@ -41,6 +41,7 @@ from aipusim.compiler.backend.tile.regions import (
     group_rows,
     input_rows,
     out_rows,
+    part_range,
 )
 from aipusim.isa.tasks import (
     Pool,
@@ -508,9 +509,17 @@ class TileEmitter:
             self.mark_incomplete(layer, consts.incomplete)
         key = self.inp.copy_key(core)
         ins = [self.inp.buffer(t, core) for t in layer.inputs]
+        li = self.inp.index[layer.name]
+        part, parts, split = self.inp.part_of(li, core)
+        heads = None  # a core's heads of a head split (`Split.HEADS`): it moves those alone
+        if split is Split.HEADS:
+            heads = part_range(self.inp.layout.heads[li], parts, part)
         producers = set(deps)
         for t in layer.inputs:
-            producers |= set(self.produced.get((key, t), ()))
+            mine = self.produced.get((key, t), ())
+            if t in self.inp.layout.local_tensors:  # the heads this core computed
+                mine = [s for s in mine if self.log.steps[s].core == core]
+            producers |= set(mine)
         fill = self.inp.plan.buffers.get(const_buffer("operand", layer.name))
         sids: list[int] = []
         shared = self.inp.layout.shared_copies
@@ -536,7 +545,9 @@ class TileEmitter:
                 src_buf = fill if whole.src < 0 else ins[whole.src]
                 assert src_buf is not None, f"{layer.name}: no fill bytes"
                 c: Copy | None = whole
-                if shared:  # this core's part of the copy (core 0: all of one not shared)
+                if heads is not None:
+                    c = copy_heads(whole, self.inp.layout.heads[li], *heads)
+                elif shared:  # this core's part of the copy (core 0: all of one not shared)
                     parts = self.copy_parts(whole, (src_buf.pool, dst.pool), e)
                     c = copy_part(whole, parts, core) if parts > 1 or core == 0 else None
                 if c is None:

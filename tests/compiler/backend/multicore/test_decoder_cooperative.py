@@ -1,11 +1,13 @@
 """A cooperative decode graph: every core moves its share of the layout copies (the KV
 cache's GQA expansions, reshapes and transposes), the FFN runs as tensor parallelism (the
-down projection split by input channels, one reduction), and the report's
+down projection split by input channels, one reduction), the attention by query heads (the
+output projection split by input channels, one reduction), and the report's
 ``kv_cache.cores`` says how the step's work is shared by the cores."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from itertools import product
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 import aipusim
 from aipusim.api.decoder_check import check_decoder_steps
-from aipusim.compiler.backend.lower.layout_dma import Copy, copy_part
+from aipusim.compiler.backend.lower.layout_dma import Copy, copy_heads, copy_part
 from aipusim.isa.tasklist import read_tasklist
 from aipusim.isa.tasks import DmaCopy, DpuKind, DpuOp, Mvm, Phase, Pool, PostOp
 from aipusim.zoo import DecoderGraph, build_decoder
@@ -48,6 +50,27 @@ def test_the_parts_of_a_copy_move_its_elements_once_each(copy: Copy) -> None:
         moved = [pair for p in pieces for pair in _pairs(p)]
         assert len(moved) == len(set(moved)) and set(moved) == _pairs(copy), (copy, parts)
         assert all(p.src == copy.src and p.run == copy.run for p in pieces)
+
+
+@pytest.mark.parametrize(("heads", "dim"), [(8, 32), (32, 64)])
+def test_each_core_transposes_its_own_heads_once(heads: int, dim: int) -> None:
+    """One token's context ``[1, H, 1, d]`` (heads interleaved) transposed to ``[1, 1, H,
+    d]``: the cores' parts move every element once, each only its block of heads."""
+    whole = Copy(0, 0, 0, planes=heads, rows=dim, run=1, src_plane_stride=1,
+                 dst_plane_stride=dim, src_row_stride=heads, dst_row_stride=1)  # fmt: skip
+    moved = []
+    for core in range(4):
+        lo, hi = heads // 4 * core, heads // 4 * (core + 1)
+        part = copy_heads(whole, heads, lo, hi)
+        assert part is not None
+        pairs = _pairs(part)
+        assert {src % heads for src, _ in pairs} == set(range(lo, hi))
+        # the destination is head-major: the core's heads are its run of context channels
+        assert {dst for _, dst in pairs} == set(range(lo * dim, hi * dim))
+        moved += pairs
+    assert len(moved) == len(set(moved)) and set(moved) == _pairs(whole)
+    # a copy that does not step over the heads one by one has no head part
+    assert copy_heads(replace(whole, src_plane_stride=2), heads, 0, 2) is None
 
 
 @pytest.fixture(scope="module")
@@ -114,10 +137,12 @@ def test_the_ffn_runs_as_tensor_parallelism(decode_step: Path) -> None:
         "channels"
     ] * 4
     assert split[mlp + "MatMul_65"] == "inputs"
-    assert list(split.values()).count("inputs") == 4  # one FFN a layer
+    # the FFN's down projection and the attention's output projection, every layer
+    assert list(split.values()).count("inputs") == 2 * 4
     cores = report["kv_cache"]["cores"]
     down = mlp + "MatMul_65"
-    assert cores["mvm_input_channels"] == {n: [256] * 4 for n in split if split[n] == "inputs"}
+    ffn = {n: [256] * 4 for n in split if split[n] == "inputs" and "/mlp/" in n}
+    assert {n: c for n, c in cores["mvm_input_channels"].items() if "/mlp/" in n} == ffn
     assert cores["mvm_columns"][down] == [256] * 4
     # no hidden column crosses a core: cores 1-3 send core 0 their 256 int32 partial sums,
     # and core 0 stores the 256 int8 results where the residual add reads them
@@ -129,8 +154,9 @@ def test_the_ffn_runs_as_tensor_parallelism(decode_step: Path) -> None:
         c: [t for t in tasks[c] if isinstance(t, DpuOp) and t.kind is DpuKind.PSUM]
         for c in range(4)
     }
-    # one reduction per FFN, on core 0: four planes of 256 output channels
-    assert [len(psum[c]) for c in range(4)] == [4, 0, 0, 0]
+    # one reduction per FFN and one per attention block, on core 0: four planes of 256
+    # output channels
+    assert [len(psum[c]) for c in range(4)] == [8, 0, 0, 0]
     assert all(t.operands == 4 and t.elements == 256 for t in psum[0])
     partial = [t for c in range(4) for t in tasks[c] if isinstance(t, Mvm) and t.layer == down]
     assert len(partial) == 4 and all(t.post is PostOp.NONE and t.rows_used == 256 for t in partial)
@@ -154,7 +180,7 @@ def test_the_attention_is_split_by_heads(decode_step: Path) -> None:
     assert [split[att + n] for n in ("MatMul_45", "Mul_46", "Softmax_47", "MatMul_48")] == [
         "heads"
     ] * 4
-    assert list(split.values()).count("heads") == 4 * 4
+    assert list(split.values()).count("heads") == 4 * 5  # and the context's transpose
     tasks = _tasks(decode_step)
     for name in ("MatMul_45", "MatMul_48"):
         products = {
@@ -169,7 +195,18 @@ def test_the_attention_is_split_by_heads(decode_step: Path) -> None:
     ]
     assert [t.groups for t in softmax if isinstance(t, DpuOp)] == [2] * 4
     # the scores are never exchanged: each core reads the heads it computed
-    assert att + "MatMul_45" not in report["kv_cache"]["cores"]["exchange_bytes"]
+    cores = report["kv_cache"]["cores"]
+    assert att + "MatMul_45" not in cores["exchange_bytes"]
+    # each core transposes its heads' context (2 heads x 32 values), which is its 64 input
+    # channels of the output projection: partial sums of all 256 columns, one reduction
+    assert split[att + "Transpose_49"] == "heads" and split[att + "MatMul_51"] == "inputs"
+    moved = [
+        sum(t.bytes for t in tasks[c] if isinstance(t, DmaCopy) and t.layer == att + "Transpose_49")
+        for c in range(4)
+    ]
+    assert moved == [64] * 4
+    assert cores["mvm_input_channels"][att + "MatMul_51"] == [64] * 4
+    assert cores["mvm_columns"][att + "MatMul_51"] == [256] * 4
 
 
 def test_each_core_fetches_the_keys_of_its_kv_head_only(decode_step: Path) -> None:
