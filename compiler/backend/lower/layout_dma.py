@@ -122,20 +122,19 @@ def copy_heads(copy: Copy, heads: int, lo: int, hi: int) -> Copy | None:
     """
     if hi <= lo or copy.run != 1 or copy.src_off % heads:
         return None
-    if copy.planes == heads and copy.src_plane_stride == 1 and copy.src_row_stride % heads == 0:
-        return replace(
-            copy,
-            src_off=copy.src_off + lo,
-            dst_off=copy.dst_off + lo * copy.dst_plane_stride,
-            planes=hi - lo,
-        )
-    if copy.rows == heads and copy.src_row_stride == 1 and copy.src_plane_stride % heads == 0:
-        return replace(
-            copy,
-            src_off=copy.src_off + lo,
-            dst_off=copy.dst_off + lo * copy.dst_row_stride,
-            rows=hi - lo,
-        )
+    for level, other in (("plane", "row"), ("row", "plane")):
+        count = f"{level}s"
+        if (
+            getattr(copy, count) == heads
+            and getattr(copy, f"src_{level}_stride") == 1
+            and getattr(copy, f"src_{other}_stride") % heads == 0
+        ):
+            return replace(
+                copy,
+                src_off=copy.src_off + lo,
+                dst_off=copy.dst_off + lo * getattr(copy, f"dst_{level}_stride"),
+                **{count: hi - lo},
+            )
     return None
 
 
