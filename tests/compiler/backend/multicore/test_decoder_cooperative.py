@@ -163,12 +163,17 @@ def test_the_ffn_runs_as_tensor_parallelism(decode_step: Path) -> None:
 
 
 @pytest.mark.slow
-def test_shared_layout_copies_keep_decode_bit_exact(tmp_path: Path) -> None:
+def test_shared_copies_and_the_head_split_keep_decode_bit_exact(tmp_path: Path) -> None:
     run = check_decoder_steps("tiny_decoder", prompt=32, steps=2, mode="cooperative",
                               workdir=tmp_path)  # fmt: skip
     assert run.bit_exact, run.text()
     folder = tmp_path / "cooperative-decode1" / "compiled_model"
     assert all(_layout_copies(folder, core) for core in (1, 2, 3))
+    # what was checked ran split by heads, its output projection by input channels
+    report = json.loads((folder / "report.json").read_text())
+    split = {r["name"]: r["split"]["choice"] for r in report["layers"]}
+    assert list(split.values()).count("heads") == 4 * 5
+    assert split["/model/layers.3/self_attn/MatMul_234"] == "inputs"
     assert [s.past_tokens for s in run.steps[1:]] == [32, 33]
 
 
