@@ -31,6 +31,10 @@ class Split(StrEnum):
     #: channels by its rows of the weights into int32 partial sums of every output channel;
     #: one DPU task on the first core sums the parts and requantizes (`multicore.split`)
     INPUTS = "inputs"
+    #: cooperative decode: each core runs its own heads of a per-head attention layer on
+    #: the DPU (Q·Kᵀ, its scale, softmax, P·V): the first ``heads / cores`` on core 0 and
+    #: so on (`multicore.split.head_parallel`), every operand read at its heads' offset
+    HEADS = "heads"
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class CoreLayout:
     #: cooperative decode, tensor parallel: tensors each core computes and reads only its
     #: own channel part of (an FFN's hidden columns), never exchanged (`multicore.split`)
     local_tensors: frozenset[str] = frozenset()
+    #: cooperative decode, attention split by heads: per layer index the query heads of its
+    #: tensors (`Split.HEADS`; core k takes block k, `regions.part_range`)
+    heads: dict[int, int] = field(default_factory=dict)
 
     def fetch_bw(self, split: Split) -> float | None:
         """Bytes per cycle of the per-frame fetch of a layer split ``split`` (None: its

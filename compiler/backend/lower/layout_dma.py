@@ -107,6 +107,37 @@ class Copy:
     dst_row_stride: int = 0
 
 
+def copy_heads(copy: Copy, heads: int, lo: int, hi: int) -> Copy | None:
+    """The part of ``copy`` that moves source heads ``[lo, hi)`` of a source with
+    ``heads`` interleaved heads (element ``e``'s head: ``e % heads``), None when its outer
+    levels do not run over the heads one by one (a level of ``heads`` steps of 1, every
+    other step a multiple of ``heads``) or the part is empty. A transpose of one token's
+    heads ``[1, H, 1, d] -> [1, 1, H, d]`` is H planes of d rows.
+
+    >>> c = Copy(0, 0, 0, planes=8, rows=32, run=1, src_plane_stride=1, dst_plane_stride=32,
+    ...          src_row_stride=8, dst_row_stride=1)
+    >>> part = copy_heads(c, 8, 2, 4)
+    >>> part.src_off, part.dst_off, part.planes
+    (2, 64, 2)
+    """
+    if hi <= lo or copy.run != 1 or copy.src_off % heads:
+        return None
+    for level, other in (("plane", "row"), ("row", "plane")):
+        count = f"{level}s"
+        if (
+            getattr(copy, count) == heads
+            and getattr(copy, f"src_{level}_stride") == 1
+            and getattr(copy, f"src_{other}_stride") % heads == 0
+        ):
+            return replace(
+                copy,
+                src_off=copy.src_off + lo,
+                dst_off=copy.dst_off + lo * getattr(copy, f"dst_{level}_stride"),
+                **{count: hi - lo},
+            )
+    return None
+
+
 def copy_part(copy: Copy, parts: int, part: int) -> Copy | None:
     """Part ``part`` of ``copy`` cut in ``parts`` along its longer outer level (its rows,
     or its planes when they are more), None when that part is empty. The parts write
@@ -251,6 +282,7 @@ def _sources(
 __all__ = [
     "Copy",
     "broadcast_pattern",
+    "copy_heads",
     "copy_part",
     "copy_plan",
     "logical_index",

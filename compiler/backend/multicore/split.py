@@ -13,7 +13,8 @@ The modes are described in docs/architecture.md §5.
   graph (one token, its KV cache in DDR) the layout copies are shared too: each core moves
   its share of every copy between L2/DDR buffers (`CoreLayout.shared_copies`), and its FFN
   runs as tensor parallelism (`tensor_parallel`): no hidden column crosses a core, the
-  down projection's int32 partial sums are reduced once, on the first core.
+  down projection's int32 partial sums are reduced once, on the first core; its attention
+  products on the DPU, their scale and softmax run split by heads (`head_parallel`).
 - ``pipeline``: fusion groups cut into contiguous stages of balanced estimated cycles, one
   per core; tensors crossing stages through L2/DDR with credit tokens.
 
@@ -27,6 +28,7 @@ most 1.0 and their cores fit the chip.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -38,10 +40,12 @@ from aipusim.compiler.backend.common.target import Target
 from aipusim.compiler.backend.imc.mapper import ImcOptions, frame_cycles, map_layer
 from aipusim.compiler.backend.lower.attention import head_mapping
 from aipusim.compiler.backend.lower.layer import LayerPlan, LayerUnit, is_runtime
+from aipusim.compiler.backend.lower.layout_dma import copy_heads, copy_plan
 from aipusim.compiler.backend.multicore.exchange import host_read_tensors, l1_exchange_tensors
-from aipusim.compiler.backend.tile.regions import out_rows, splittable_rows
+from aipusim.compiler.backend.tile.regions import out_rows, part_range, splittable_rows
 from aipusim.compiler.backend.tile.tiler import FusionGroup, TilePlan, Tiling
 from aipusim.compiler.decoder import cache_state
+from aipusim.compiler.ir import Op
 from aipusim.isa.cost import CostModel, Link
 from aipusim.isa.program import MulticoreMode, check_resources_used
 from aipusim.isa.tasks import DpuKind, DpuThen
@@ -134,8 +138,11 @@ def core_layout(
         host_read = host_read_tensors(layers, graph.outputs)
         decode = bool(cache_state(graph))
         local: frozenset[str] = frozenset()
+        heads: dict[int, int] = {}
         if decode:
             splits, local = tensor_parallel(layers, splits, host_read, cores)
+            splits, by_heads, heads = head_parallel(layers, splits, host_read, cores, graph)
+            local |= by_heads
         return CoreLayout(
             cores,
             mode,
@@ -146,6 +153,7 @@ def core_layout(
             l1_exchange=l1_exchange_tensors(layers, host_read),
             shared_copies=decode,
             local_tensors=local,
+            heads=heads,
         )
     assert mode is MulticoreMode.PIPELINE, f"no core layout for {mode} on {cores} cores"
     assert work is not None, "pipeline stage cuts need the layers' estimated work"
@@ -308,6 +316,151 @@ def tensor_parallel(
     return out, frozenset(layers[i].outputs[0] for i in local)
 
 
+#: DPU kinds of a per-head layer between two products besides the products themselves: an
+#: element-wise step with scalar constants (the scale) and the softmax over the last axis.
+_HEAD_CHAIN_KINDS = frozenset({DpuKind.MUL, DpuKind.ADD, DpuKind.SUB, DpuKind.LUT, DpuKind.SOFTMAX})
+
+
+def _interleaved_heads(shape: Sequence[int]) -> int:
+    """The heads of a ``[1, heads, rows, cols]`` tensor whose heads are its channels (one
+    memory row of a channels-last tensor: every head at its own offset, neighbours
+    ``heads`` elements apart), 0 for any other shape."""
+    if len(shape) != 4 or shape[0] != 1 or shape[2] != 1:
+        return 0
+    return int(shape[1])
+
+
+def head_parallel(
+    layers: Sequence[LayerPlan],
+    splits: dict[int, Split],
+    host_read: set[str],
+    cores: int,
+    graph: Any,
+) -> tuple[dict[int, Split], frozenset[str], dict[int, int]]:
+    """A cooperative decode step's attention split by query heads (`Split.HEADS`): each
+    core runs Q·Kᵀ, the scale, the softmax and P·V of its block of heads on its DPU.
+
+    The layers: every product of two activations on the DPU (not the MVM, whose run-time
+    weights are split by rows of heads already) whose output is one token's row of
+    interleaved heads ``[1, H, 1, T]`` (`_interleaved_heads`), H a multiple of ``cores``;
+    and every one-input element-wise or softmax layer of that shape whose input such a
+    layer writes (`_HEAD_CHAIN_KINDS`, scalar constants only: a core's heads are a strided
+    slice, which a broadcast operand would not follow). Each core reads its heads of every
+    operand at their offsets (a strided fetch of its heads alone from L2/DDR), so with
+    grouped-query attention a core fetches only the expanded copies of its own KV heads.
+
+    Returns the new splits, the tensors kept local (written and read by head-split layers
+    only: each core reads the heads it wrote, nothing is exchanged) and the heads of each
+    split layer."""
+    heads: dict[int, int] = {}
+    for i, layer in enumerate(layers):
+        if layer.unit is not LayerUnit.DPU or layer.runtime is not None or len(layer.outputs) != 1:
+            continue
+        h = _interleaved_heads(graph.shape(layer.outputs[0]))
+        if h < cores or h % cores or layer.then is not DpuThen.NONE:
+            continue
+        shapes = [tuple(graph.shape(t)) for t in layer.inputs]
+        if layer.dpu_kind is DpuKind.MATMUL and all(
+            len(s) == 4 and s[0] == 1 and s[1] == h for s in shapes
+        ):
+            heads[i] = h
+    producer = {o: i for i, layer in enumerate(layers) for o in layer.outputs}
+    for i, layer in enumerate(layers):  # (in graph order: a chain grows from its product)
+        if i in heads or layer.unit is not LayerUnit.DPU or layer.dpu_kind not in _HEAD_CHAIN_KINDS:
+            continue
+        node = graph.node(layer.name)
+        consts = [t for t in node.present_inputs if graph.is_constant(t)]
+        if (
+            len(layer.inputs) != 1
+            or layer.then is not DpuThen.NONE
+            or any(math.prod(graph.shape(t)) != 1 for t in consts)
+            or tuple(graph.shape(layer.inputs[0])) != tuple(graph.shape(layer.outputs[0]))
+        ):
+            continue
+        src = producer.get(layer.inputs[0])
+        if src in heads and _interleaved_heads(graph.shape(layer.outputs[0])) == heads[src]:
+            heads[i] = heads[src]
+    readers: dict[str, list[int]] = {}
+    for i, layer in enumerate(layers):
+        for t in layer.inputs:
+            readers.setdefault(t, []).append(i)
+    out = dict(splits)
+    kept: set[str] = set()
+    for i, j, chain in _head_transposes(layers, heads, readers, cores, graph):
+        heads[i] = heads[producer[layers[i].inputs[0]]]
+        out[j] = Split.INPUTS
+        kept |= chain
+    for i in heads:
+        out[i] = Split.HEADS
+    local = frozenset(kept) | frozenset(
+        t
+        for i in heads
+        for t in layers[i].outputs
+        if t not in host_read
+        and readers.get(t)
+        and all(r in heads and heads[r] == heads[i] for r in readers[t])
+    )
+    return out, local, heads
+
+
+def _head_transposes(
+    layers: Sequence[LayerPlan],
+    heads: dict[int, int],
+    readers: dict[str, list[int]],
+    cores: int,
+    graph: Any,
+) -> list[tuple[int, int, set[str]]]:
+    """The output projections a head split feeds, each as (the transpose of the heads'
+    context, the projection, the tensors from one to the other): P·V's ``[1, H, 1, d]``
+    transposed to ``[1, 1, H, d]`` (each core moves its heads, `layout_dma.copy_heads`),
+    read through aliases only by a one-row MVM layer over all ``H * d`` channels. The
+    projection is split by input channels (`Split.INPUTS`, as the FFN's down projection):
+    a core's channels are its heads' context, so nothing crosses a core before the one
+    reduction of partial sums."""
+    producer = {o: i for i, layer in enumerate(layers) for o in layer.outputs}
+    found = []
+    for i, layer in enumerate(layers):
+        src = producer.get(layer.inputs[0]) if layer.inputs else None
+        if layer.unit is not LayerUnit.DMA or src not in heads or len(layer.outputs) != 1:
+            continue
+        h = heads[src]
+        node = graph.node(layer.name)
+        shape = tuple(graph.shape(layer.outputs[0]))
+        if node.op is not Op.TRANSPOSE or len(shape) != 4 or shape[:3] != (1, 1, h):
+            continue
+        plan = copy_plan(node, graph)
+        if any(
+            copy_heads(c, h, *part_range(h, cores, k)) is None
+            for _, copies in plan
+            for c in copies
+            for k in range(cores)
+        ):
+            continue
+        chain, t = {layer.outputs[0]}, layer.outputs[0]
+        while len(readers.get(t, [])) == 1 and layers[readers[t][0]].unit is LayerUnit.ALIAS:
+            t = layers[readers[t][0]].outputs[0]
+            chain.add(t)
+        sink = readers.get(t, [])
+        if len(sink) != 1 or len(readers.get(layers[i].inputs[0], [])) != 1:
+            continue
+        j = sink[0]
+        mvm = layers[j]
+        geo = mvm.geometry
+        if (
+            mvm.unit is not LayerUnit.MVM
+            or mvm.runtime is not None
+            or geo is None
+            or geo.out_h * geo.out_w != 1
+            or mvm.inputs[0] != t
+            or t in mvm.inputs[1:]
+            or mvm.lut_before_add
+            or geo.cin != h * shape[3]
+        ):
+            continue
+        found.append((i, j, chain))
+    return found
+
+
 def weight_sets(layers: Sequence[LayerPlan], cost: CostModel, opts: ImcOptions) -> int:
     """IMC weight sets the MVM layers need in all, each mapped whole (a run-time operand:
     one head's); neither replication nor the per-frame fetch changes the count."""
@@ -426,6 +579,7 @@ __all__ = [
     "check_cascade",
     "check_resources",
     "core_layout",
+    "head_parallel",
     "multicast_fetch_bw",
     "plan_cascade",
     "tensor_parallel",

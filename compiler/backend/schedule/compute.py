@@ -320,11 +320,24 @@ def dpu_tile(em: TileEmitter, w: TileWork) -> list[int]:
         return concat_tile(em, w)
     names, _ = dpu_operands(node, em.inp.graph, em.inp.program)
     kind, table_lut = executed_kind(em, layer, len(names))
+    part, parts, split = em.inp.part_of(w.li, core)
+    by_heads = split is Split.HEADS
+    heads = em.inp.layout.heads.get(w.li, 1)
+    chans: tuple[int, int] | None = None
+    if by_heads:  # this core's heads: the channels of one row of interleaved heads
+        chans = part_range(heads, parts, part)
+        if chans[1] <= chans[0]:
+            return []
+    share = chans[1] - chans[0] if chans is not None else heads
     geometry: dict[str, int] = {}
     if kind in REDUCTION_KINDS:
         geometry = reduction_fields(em, layer, rows)
+        if by_heads:  # the softmax's groups are the heads
+            geometry["groups"] = share
     elif kind is DpuKind.MATMUL:
         geometry = product_fields(em, layer)
+        if by_heads and geometry:
+            geometry["outer"] = share
     elif not layer.rowwise:
         em.mark_incomplete(layer, f"DPU {kind.value} over whole tensors is timed only")
     out_t = layer.outputs[0]
@@ -332,12 +345,15 @@ def dpu_tile(em: TileEmitter, w: TileWork) -> list[int]:
     e_out = em.inp.elem(out_t)
     row_elems = row_bytes // e_out
     e0, n = rows[0] * row_elems, (rows[1] - rows[0]) * row_elems
-    part, parts, split = em.inp.part_of(w.li, core)
-    chans: tuple[int, int] | None = None
     if split is Split.CHANNELS:  # tensor parallel: one row, this core's run of channels
         assert rows[1] - rows[0] == 1, f"{layer.name}: a channel part of one row only"
         chans = part_range(row_elems, parts, part)
         e0, n = e0 + chans[0], chans[1] - chans[0]
+    if by_heads:  # element-wise: rows of this core's heads, a whole pixel apart
+        n = n // heads * share
+        if kind not in REDUCTION_KINDS and kind is not DpuKind.MATMUL:
+            geometry = dict(row_len=share, in_row_pitch=heads * em.inp.elem(layer.inputs[0]),
+                            out_row_pitch=heads * e_out)  # fmt: skip
     out_shape = tuple(em.inp.graph.shape(out_t))
     params, operand_addr, cdeps = em.const_addrs(core, layer)
     lut, table = lut_of(em, layer)
@@ -350,7 +366,7 @@ def dpu_tile(em: TileEmitter, w: TileWork) -> list[int]:
     for j, name in enumerate(names or list(layer.inputs)):
         elems.append(em.inp.elem(name))
         addr, pattern, in_deps = dpu_operand(
-            em, w, name, j == 0, (e0, n), operand_addr, reads, chans
+            em, w, name, j == 0, (e0, n), operand_addr, reads, chans, by_heads
         )
         addrs.append(addr)
         deps |= in_deps
@@ -359,9 +375,9 @@ def dpu_tile(em: TileEmitter, w: TileWork) -> list[int]:
     if layer.then is not DpuThen.NONE:
         geometry = then_fields(em, w, (e0, n), operand_addr, reads, deps)
     p_div, p_mod = param_pattern(em, layer, out_shape)
-    dst, store, war, slot = em.out_place(core, layer, rows, chans, tile_no)
+    dst, store, war, slot = em.out_place(core, layer, rows, chans, tile_no, keep_pitch=by_heads)
     if not layer.rowwise:
-        n = layer.elements  # whole tensors (a product: its multiply-accumulates)
+        n = layer.elements // heads * share  # whole tensors (a product: its multiply-accumulates)
     fields = dict(
         kind=kind,
         in_addr0=addrs[0] if addrs else 0,
@@ -395,11 +411,13 @@ def dpu_operand(
     const_addr: int,
     reads: list[tuple[str, int]],
     chans: tuple[int, int] | None = None,
+    by_heads: bool = False,
 ) -> tuple[int, tuple[int, int], set[int]]:
     """(L1 address, ``(div, mod)`` broadcast, steps it waits for) of operand ``name`` of
     a DPU tile over output ``elements`` ``(e0, n)``: an input's rows (fetched), or the
     constant operand at ``const_addr``, whole; ``chans``: a core's channels of a one-row
-    input of the output's shape (tensor parallel), fetched alone."""
+    input of the output's shape (tensor parallel), fetched alone; ``by_heads``: ``chans``
+    are a core's heads (`Split.HEADS`) of any input, fetched at their offsets."""
     _, layer, core, tile_no, rows, _ = w
     e0, n = elements
     out_shape = tuple(em.inp.graph.shape(layer.outputs[0]))
@@ -409,8 +427,8 @@ def dpu_operand(
         k = layer.inputs.index(name)
         whole = not layer.rowwise or shape != out_shape
         window = RowWindow(0, memory_rows(shape), 0) if whole else RowWindow(*rows, 0)
-        part = chans if chans is not None and shape == out_shape else None
-        place, deps = em.fetch_input(core, layer, k, window, tile_no, reads, part)
+        part = chans if chans is not None and (shape == out_shape or by_heads) else None
+        place, deps = em.fetch_input(core, layer, k, window, tile_no, reads, part, by_heads)
         if not layer.rowwise or shape == out_shape:  # (whole tensors: timed only)
             return place.addr, (1, max(1, n)), deps
         base = place.addr  # an activation broadcast over the output

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from aipusim.compiler.backend.common.layout import Split
 from aipusim.compiler.backend.lower.layer import LayerPlan, activation_bytes, is_shortcut
-from aipusim.compiler.backend.lower.layout_dma import Copy, copy_part
+from aipusim.compiler.backend.lower.layout_dma import Copy, copy_heads, copy_part
 from aipusim.compiler.backend.memplan.buffers import Buffer, const_buffer
 from aipusim.compiler.backend.multicore.exchange import part_destinations
 from aipusim.compiler.backend.schedule.inputs import ScheduleInputs
@@ -41,6 +41,7 @@ from aipusim.compiler.backend.tile.regions import (
     group_rows,
     input_rows,
     out_rows,
+    part_range,
 )
 from aipusim.isa.tasks import (
     Pool,
@@ -121,10 +122,13 @@ class TileEmitter:
         tile_no: int,
         reads: list[tuple[str, int]],
         chans: tuple[int, int] | None = None,
+        keep_pitch: bool = False,
     ) -> tuple[Place, set[int]]:
         """Where input ``k``'s rows ``window`` (channels ``chans`` of a depthwise tile) lie
         in L1 for this tile, and the steps that put them there. Slots the computes will read
-        are appended to ``reads``."""
+        are appended to ``reads``. ``keep_pitch``: fetched channels land where they lie in
+        the tensor's pixels, not packed (a core's heads of a head split, `Split.HEADS`:
+        its tasks step over every head as a whole tensor's would)."""
         t = self.inp.tiling_of(layer)
         tensor = layer.inputs[k]
         _, row_bytes, pixel = self.inp.rows_of(layer, tensor, k)
@@ -151,22 +155,29 @@ class TileEmitter:
         width = (c_hi - c_lo) * e
         pixels = row_bytes // max(1, pixel)
         sliced = width < pixel
+        packed = sliced and not keep_pitch
         place = Place(
-            slot.addr, width if sliced else pixel, pixels * width if sliced else row_bytes
+            slot.addr, width if packed else pixel, pixels * width if packed else row_bytes
         )
-        nbytes = window.rows * place.row_pitch
+        nbytes = window.rows * (pixels * width if sliced else row_bytes)
         if nbytes <= 0:
             return place, producers  # the tile reads padding only
-        assert nbytes <= tin.size_bytes // t.slots, f"{layer.name}: input tile overflows"
+        assert window.rows * place.row_pitch <= tin.size_bytes // t.slots, (
+            f"{layer.name}: input tile overflows"
+        )
         src = buf.addr + window.lo * row_bytes + c_lo * e
+        dst = slot.addr
         fields: dict[str, Any] = {}
         if sliced:  # a channel slice of every pixel
-            fields = dict(rows=window.rows * pixels, src_stride=pixel, dst_stride=width)
+            fields = dict(rows=window.rows * pixels, src_stride=pixel, dst_stride=place.pitch)
+        if sliced and keep_pitch:  # at its channels' offset of every pixel
+            dst += c_lo * e
+            place = place.shifted(c_lo * e)
         sid = self.log.dma(
             core,
             self.inp.act_dma,
             (buf.pool, src),
-            (Pool.L1, slot.addr),
+            (Pool.L1, dst),
             nbytes,
             layer=layer.name,
             tile=tile_no,
@@ -186,13 +197,15 @@ class TileEmitter:
         chans: tuple[int, int] | None,
         tile_no: int,
         span: tuple[int, int] | None = None,
+        keep_pitch: bool = False,
     ) -> tuple[Place, Store | None, set[int], tuple[str, int] | None]:
         """Where a compute writes output rows ``rows`` x channels ``chans`` (None: all):
         the place of the first one, the store to the output tensor (None: written in
         place), the steps to wait for before writing, and the slot written (None: the
         tensor itself). ``span``: the bytes ``[lo, hi)`` of the rows the computes write and
         the store moves (None: all of them; a KV cache grown in place stores its new
-        rows only)."""
+        rows only). ``keep_pitch``: a slot holds the channels where the tensor's pixels
+        do, not packed (`fetch_input`)."""
         t = self.inp.tiling_of(layer)
         out = layer.outputs[0]
         _, row_bytes, pixel = self.inp.rows_of(layer, out, None)
@@ -217,13 +230,22 @@ class TileEmitter:
         width = (c_hi - c_lo) * e
         pixels = row_bytes // max(1, pixel)
         whole = width == pixel
-        place = Place(slot.addr, pixel if whole else width, row_bytes if whole else pixels * width)
-        nbytes = (rows[1] - rows[0]) * place.row_pitch
-        assert nbytes <= tout.size_bytes // t.slots, f"{layer.name}: output tile overflows"
+        packed = not whole and not keep_pitch
+        place = Place(
+            slot.addr, width if packed else pixel, pixels * width if packed else row_bytes
+        )
+        assert (rows[1] - rows[0]) * place.row_pitch <= tout.size_bytes // t.slots, (
+            f"{layer.name}: output tile overflows"
+        )
+        nbytes = (rows[1] - rows[0]) * pixels * width
         dst = buf.addr + rows[0] * row_bytes + c_lo * e
         fields: dict[str, Any] = {}
         if not whole:  # this tile's channels of every pixel
-            fields = dict(rows=(rows[1] - rows[0]) * pixels, src_stride=width, dst_stride=pixel)
+            fields = dict(
+                rows=(rows[1] - rows[0]) * pixels, src_stride=place.pitch, dst_stride=pixel
+            )
+        if not packed:
+            place = place.shifted(c_lo * e)
         lo = 0
         if span is not None:
             assert whole and span[1] <= nbytes, f"{layer.name}: a span of whole rows only"
@@ -233,7 +255,7 @@ class TileEmitter:
             sid = self.log.dma(
                 core,
                 self.inp.act_dma,
-                (Pool.L1, slot.addr + lo),
+                (Pool.L1, place.addr + lo),
                 (buf.pool, dst + lo),
                 nbytes,
                 layer=layer.name,
@@ -487,9 +509,17 @@ class TileEmitter:
             self.mark_incomplete(layer, consts.incomplete)
         key = self.inp.copy_key(core)
         ins = [self.inp.buffer(t, core) for t in layer.inputs]
+        li = self.inp.index[layer.name]
+        part, parts, split = self.inp.part_of(li, core)
+        heads = None  # a core's heads of a head split (`Split.HEADS`): it moves those alone
+        if split is Split.HEADS:
+            heads = part_range(self.inp.layout.heads[li], parts, part)
         producers = set(deps)
         for t in layer.inputs:
-            producers |= set(self.produced.get((key, t), ()))
+            mine = self.produced.get((key, t), ())
+            if t in self.inp.layout.local_tensors:  # the heads this core computed
+                mine = [s for s in mine if self.log.steps[s].core == core]
+            producers |= set(mine)
         fill = self.inp.plan.buffers.get(const_buffer("operand", layer.name))
         sids: list[int] = []
         shared = self.inp.layout.shared_copies
@@ -515,7 +545,9 @@ class TileEmitter:
                 src_buf = fill if whole.src < 0 else ins[whole.src]
                 assert src_buf is not None, f"{layer.name}: no fill bytes"
                 c: Copy | None = whole
-                if shared:  # this core's part of the copy (core 0: all of one not shared)
+                if heads is not None:
+                    c = copy_heads(whole, self.inp.layout.heads[li], *heads)
+                elif shared:  # this core's part of the copy (core 0: all of one not shared)
                     parts = self.copy_parts(whole, (src_buf.pool, dst.pool), e)
                     c = copy_part(whole, parts, core) if parts > 1 or core == 0 else None
                 if c is None:
