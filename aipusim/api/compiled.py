@@ -863,5 +863,4 @@ __all__ = [
     "compile_with",
     "load",
     "simulate",
-    "warm_front_end",
 ]
