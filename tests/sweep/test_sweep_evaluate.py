@@ -94,5 +94,5 @@ def test_a_model_that_fails_to_warm_up_is_left_to_its_points(tmp_path: Path) -> 
     before = importer._last_read
     warm_workers([point])  # the sweep goes on: the point's own compile reports it
     assert importer._last_read is before
-    with pytest.raises(AipuSimError, match=r"bad\.onnx"):
+    with pytest.raises(AipuSimError, match="bad.onnx"):
         evaluate_point(point)
