@@ -56,6 +56,7 @@ from aipusim.api.sources import cache_folder, load_source
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
 from aipusim.arch.loader import read_toml
 from aipusim.base.atomic import temp_name
+from aipusim.base.errors import AipuSimError
 from aipusim.isa.metrics import UNIT_POWER_PARTS
 from aipusim.sweep.space import SweepPoint
 
@@ -285,8 +286,8 @@ def warm_workers(points: Sequence[SweepPoint]) -> None:
             try:
                 arch_path = write_arch(point, Path(folder))
                 warm_front_end(_WORKER.model(point), point.config(), arch=arch_path, cache=True)
-            except Exception:  # as in `run_point`: a failing point is data, whatever the cause
-                continue  # its points' own compiles report it, as failed rows
+            except AipuSimError:
+                continue  # (the point's own compile reports it)
 
 
 def evaluate_point(point: SweepPoint) -> dict[str, Any]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
-import pytest
 
 from aipusim.arch import load_arch
-from aipusim.base.errors import AipuSimError
 from aipusim.sweep.evaluate import write_arch, write_model
 from aipusim.sweep.space import build_space
 
@@ -82,17 +80,3 @@ def test_a_zoo_model_is_built_once_and_kept_in_the_cache_folder(monkeypatch) -> 
         built.SerializeToString()
         == aipusim.zoo.registry.build("tiny_cnn", input_size=20).SerializeToString()
     )
-
-
-def test_a_model_that_fails_to_warm_up_is_left_to_its_points(tmp_path: Path) -> None:
-    from aipusim.compiler import importer
-    from aipusim.sweep.evaluate import evaluate_point, warm_workers
-
-    bad = tmp_path / "bad.onnx"
-    bad.write_bytes(b"not an onnx model")
-    (point,) = build_space([str(bad)], frames=1).points
-    before = importer._last_read
-    warm_workers([point])  # the sweep goes on: the point's own compile reports it
-    assert importer._last_read is before
-    with pytest.raises(AipuSimError, match="bad.onnx"):
-        evaluate_point(point)
