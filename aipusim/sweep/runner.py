@@ -8,8 +8,7 @@ extra, imported only when asked for.
 Each point runs in a worker through `run_point`, which turns any exception into a failed
 outcome carrying the error message, so one bad point never stops the sweep. The points that
 share a compiled program (`program_groups`) travel to one worker as one task
-(`run_points`), which compiles their program once. A local pool's workers fork after
-the main process ran each model's compile front end (`warm_workers`). The main process
+(`run_points`), which compiles their program once. The main process
 collects outcomes as they complete, shows a progress bar, and flushes rows to the
 `ResultStore` every ``flush_every`` points or ``flush_seconds`` seconds, and once more when
 the sweep ends or is interrupted (Ctrl-C, SIGTERM): only the points in flight are lost, and
