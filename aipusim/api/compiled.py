@@ -128,7 +128,6 @@ def _run_compile(
     model_id: str | None = None,
     arch: Path | None = None,
     cache: bool = True,
-    stop_after: str | None = None,
 ) -> None:
     @dataclass(frozen=True)
     class _Request(CompileRequest):
@@ -145,84 +144,8 @@ def _run_compile(
             model_id=model_id,
             arch_path=arch,
             quantization_cache=cache,
-            stop_after=stop_after,
         )
     )
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """What `compile_with` compiles: the checked model, its config and signature."""
-
-    proto: onnx.ModelProto
-    name: str
-    config: CompilerConfig
-    bound: onnx.ModelProto
-    signature: Mapping[str, InputInfo]
-    arch_path: Path | None
-
-
-def _prepare(
-    model: Any,
-    config: Any,
-    inputs: Mapping[str, Any] | None,
-    optimization_level: int,
-    options: BuildOptions,
-    arch: str | os.PathLike[str] | None,
-) -> _Prepared:
-    check_level(optimization_level)
-    arch_path = path_argument(arch, "arch") if arch is not None else None
-    if arch_path is not None:
-        load_arch(arch_path)  # a bad arch file fails here, before anything is written
-    proto, name, builtin = load_source(model)
-    cfg = resolve_config(config, builtin)
-    if str(cfg.compiler_mode) != "quantize_and_lower":
-        raise ConfigError(
-            "compiler_mode must be quantize_and_lower for aipusim.compile (it calls the int8 "
-            f"reference and simulates the tasklists), not {cfg.compiler_mode}"
-        )
-    cfg = apply_optimization_level(cfg, optimization_level)
-    if options.graph_iterations is not None and "dfs_search_constraint" not in cfg.changed():
-        cfg.dfs_search_constraint = options.graph_iterations
-    bound, signature = bind_inputs(apply_layout(proto, options.layout), inputs)
-    return _Prepared(proto, name, cfg, bound, signature, arch_path)
-
-
-def _compile_source(
-    model: Any, prepared: _Prepared, options: BuildOptions, inputs: Any, tmp: str, stem: str
-) -> Path:
-    """The ONNX file the compiler reads: ``model``'s own, or a copy of the bound model
-    in ``tmp`` when they differ (inputs baked in, another layout) or there is no file."""
-    source = model_file(model)
-    if source is None or inputs or options.layout != "NCHW":
-        source = Path(tmp) / f"{stem}.onnx"
-        onnx.save(prepared.bound, str(source))
-    return source
-
-
-def warm_front_end(
-    model: Any,
-    config: Any = None,
-    *,
-    optimization_level: int = 3,
-    arch: str | os.PathLike[str] | None = None,
-    cache: bool = True,
-) -> None:
-    """Run `compile`'s front end on ``model`` (reading, checking, importing, folding and
-    quantizing it: the quantization cache's hit) and throw the output away: what this
-    process remembers of it (`aipusim.compiler.importer.read_model`, the import and
-    quantization memos) makes the next `compile` of the same file start warm. A sweep
-    calls it once before its local pool forks the workers, which inherit it.
-
-    >>> warm_front_end("tiny_cnn")
-    """
-    options = BuildOptions()
-    prepared = _prepare(model, config, None, optimization_level, options, arch)
-    opt = {n: info.shape_bounds.opt for n, info in prepared.signature.items()}
-    with tempfile.TemporaryDirectory(prefix="aipusim-front-") as tmp:
-        source = _compile_source(model, prepared, options, None, tmp, "model")
-        out = Path(tmp) / "compiled"
-        _run_compile(source, out, prepared.config, opt, None, prepared.arch_path, cache, "quantize")
 
 
 def compile_with(
@@ -238,11 +161,23 @@ def compile_with(
 ) -> CompiledModel:
     """`compile` with the LEIP-style `BuildOptions` (used by `aipusim.api.leip.compile_`)."""
     options = options or BuildOptions()
+    check_level(optimization_level)
+    arch_path = path_argument(arch, "arch") if arch is not None else None
     if output_dir is not None:
         output_dir = path_argument(output_dir, "output_dir")
-    prepared = _prepare(model, config, inputs, optimization_level, options, arch)
-    proto, name, cfg = prepared.proto, prepared.name, prepared.config
-    bound, signature, arch_path = prepared.bound, prepared.signature, prepared.arch_path
+    if arch_path is not None:
+        load_arch(arch_path)  # a bad arch file fails here, before anything is written
+    proto, name, builtin = load_source(model)
+    cfg = resolve_config(config, builtin)
+    if str(cfg.compiler_mode) != "quantize_and_lower":
+        raise ConfigError(
+            "compiler_mode must be quantize_and_lower for aipusim.compile (it calls the int8 "
+            f"reference and simulates the tasklists), not {cfg.compiler_mode}"
+        )
+    cfg = apply_optimization_level(cfg, optimization_level)
+    if options.graph_iterations is not None and "dfs_search_constraint" not in cfg.changed():
+        cfg.dfs_search_constraint = options.graph_iterations
+    bound, signature = bind_inputs(apply_layout(proto, options.layout), inputs)
     owned = output_dir is None
     # a graph name may hold any character; file names get a tame version of it
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "model"
@@ -253,8 +188,11 @@ def compile_with(
     )
     opt = {n: info.shape_bounds.opt for n, info in signature.items()}
     with tempfile.TemporaryDirectory(prefix="aipusim-src-") as tmp:
-        # (the bound model differs from the file, or there is no file: the compiler reads a copy)
-        source = _compile_source(model, prepared, options, inputs, tmp, stem)
+        source = model_file(model)
+        if source is None or inputs or options.layout != "NCHW":
+            # (bound differs from the file, or there is no file: the compiler reads a copy)
+            source = Path(tmp) / f"{stem}.onnx"
+            onnx.save(bound, str(source))
         try:
             _run_compile(source, root, cfg, opt, options.model_id, arch_path, cache)
         except BaseException:

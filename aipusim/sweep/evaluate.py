@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +45,6 @@ from aipusim.api.sources import cache_folder, load_source
 from aipusim.arch import DEFAULT_ARCH_PATH, load_arch
 from aipusim.arch.loader import read_toml
 from aipusim.base.atomic import temp_name
-from aipusim.base.errors import AipuSimError
 from aipusim.isa.metrics import UNIT_POWER_PARTS
 from aipusim.sweep.space import SweepPoint
 
@@ -248,38 +245,6 @@ class _Worker:
 #: The worker of this process (its state lives as long as the process).
 _WORKER = _Worker()
 
-#: Modules a point loads on its first simulation (`warm_workers` loads them before the
-#: pool forks, so no worker pays for them again).
-SIMULATION_MODULES = ("aipusim.simulator.api", "aipusim.api.results", "pyarrow.pandas_compat")
-
-
-def warm_workers(points: Sequence[SweepPoint]) -> None:
-    """Do once, in the sweep's own process, what every local pool worker would otherwise
-    do on its first point, before the pool forks the workers, which inherit it: load the
-    simulator's modules and, for each model of ``points`` (its first point), run the
-    compile's front end (`aipusim.api.compiled.warm_front_end`: reading, checking,
-    importing, folding and hashing the model, the quantization cache's hit).
-
-    Only with the quantization cache (``--no-cache`` calibrates in every compile anyway).
-    A model that fails here is left to its points, which record the error as data.
-    """
-    for name in SIMULATION_MODULES:
-        importlib.import_module(name)
-    # lazy: aipusim.api.compiled loads the whole compiler (it is loaded by the first point)
-    from aipusim.api.compiled import warm_front_end
-
-    firsts: dict[tuple[str, int | None], SweepPoint] = {}
-    for point in points:
-        if point.quantization_cache:
-            firsts.setdefault((point.model, point.input_size), point)
-    for point in firsts.values():
-        with tempfile.TemporaryDirectory(prefix="aipusim-sweep-") as folder:
-            try:
-                arch_path = write_arch(point, Path(folder))
-                warm_front_end(_WORKER.model(point), point.config(), arch=arch_path, cache=True)
-            except AipuSimError:
-                continue  # (the point's own compile reports it)
-
 
 def evaluate_point(point: SweepPoint) -> dict[str, Any]:
     """Compile and simulate ``point`` with the public API; the measurements of its row.
@@ -327,7 +292,6 @@ def metrics(result: Any) -> dict[str, Any]:
 
 
 __all__ = [
-    "SIMULATION_MODULES",
     "SIMULATOR_ONLY_ARCH_TABLES",
     "ZOO_FILES_KEPT",
     "ZOO_SUBDIR",
@@ -335,7 +299,6 @@ __all__ = [
     "evaluate_point",
     "metrics",
     "program_key",
-    "warm_workers",
     "write_arch",
     "write_model",
     "zoo_model_file",

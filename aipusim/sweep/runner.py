@@ -45,7 +45,7 @@ from typing import Any
 
 from aipusim.base.errors import ConfigError, SimulationError
 from aipusim.run.progress import Progress
-from aipusim.sweep.evaluate import evaluate_point, program_key, warm_workers
+from aipusim.sweep.evaluate import evaluate_point, program_key
 from aipusim.sweep.space import SweepPoint, SweepSpace
 from aipusim.sweep.store import (
     METRIC_COLUMNS,
@@ -380,9 +380,6 @@ def run_sweep(
     step = progress.stage("sweep", len(todo)) if progress is not None else None
     try:
         scratch = store.directory / SCRATCH_DIR
-        if backend.kind == "local" and evaluator is evaluate_point:
-            # the workers fork from this process: what it loads now, none of them loads
-            warm_workers(todo)
         with _sigterm_as_interrupt(), _executor(backend, scratch) as (submit, as_completed):
             # a group's points run in one task: their shared program is compiled once
             futures = {submit(run_points, evaluator, g): g for g in program_groups(todo)}

@@ -108,38 +108,6 @@ def test_rows_are_the_same_with_or_without_cache_on_one_or_two_workers(
             assert row[column] == by_id.loc[point.point_id, column], column
 
 
-WARMED = [
-    "tiny_cnn", "--input-size", "16", "--defaults",
-    "--set", "aipu_cores_used=4",
-    "--param", "multicore_mode=batch,cooperative",
-    "--frames", "2", "--no-progress",
-]  # fmt: skip
-
-
-def test_workers_forked_after_the_warm_front_end_give_the_same_rows(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`warm_workers` runs the compile's front end in the sweep's process before the pool
-    forks: the rows are those of workers that start cold, on one or two workers."""
-    from aipusim.compiler import importer
-    from aipusim.sweep import build_space, evaluate, runner
-    from aipusim.sweep.evaluate import warm_workers
-
-    space = build_space(["tiny_cnn"], frames=2, input_size=16)
-    monkeypatch.setattr(importer, "_last_read", None)
-    warm_workers(space.points)
-    # the front end read the very file a worker compiles (its forks start from it)
-    assert importer._last_read is not None
-    compiled = Path(evaluate._WORKER.model(space.points[0]))
-    assert importer._last_read[0] == importer.file_identity(compiled)
-
-    warmed = _sweep([*WARMED, "--workers", "2", "-o", str(tmp_path / "warmed")], capsys)
-    monkeypatch.setattr(runner, "warm_workers", lambda points: None)
-    cold = _sweep([*WARMED, "--workers", "1", "-o", str(tmp_path / "cold")], capsys)
-    assert (warmed["ran"], warmed["failed"], cold["ran"], cold["failed"]) == (2, 0, 2, 0)
-    pd.testing.assert_frame_equal(_comparable(tmp_path / "warmed"), _comparable(tmp_path / "cold"))
-
-
 # The fast engine test of the same (test_sweep_runner: a local pool and a dask cluster give
 # identical rows) uses a test double; this one sends real compiles to a dask cluster.
 @pytest.mark.slow
